@@ -1,0 +1,54 @@
+# Thin wrapper over CMake. `make run` and `make test` are the two commands of the README.
+JOBS ?= $(shell nproc)
+BUILD ?= build/release
+ASAN_BUILD ?= build/asan
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
+DAY0 := $(BUILD)/bin/day0
+
+.PHONY: all deps build run test test-release test-asan bench format format-check tidy clean
+
+all: build
+
+deps:
+	@bash scripts/bootstrap.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: adapt the embedded default model end to end.
+run: build
+	$(DAY0) adapt
+
+test: test-release test-asan
+
+test-release: build
+	cd $(BUILD) && ctest $(CTEST_FLAGS)
+
+$(ASAN_BUILD)/build.ninja: | deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAY0_SANITIZE=ON \
+	  -DDAY0_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+
+# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (tests labelled `slow` are skipped).
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest $(CTEST_FLAGS) -LE slow
+
+bench: build
+	@ls $(BUILD)/bench
+
+format:
+	find src apps tests bench fuzz -name '*.cpp' -o -name '*.h' -o -name '*.cu' | xargs clang-format -i
+
+format-check:
+	find src apps tests bench fuzz -name '*.cpp' -o -name '*.h' -o -name '*.cu' | xargs clang-format --dry-run --Werror
+
+tidy: build
+	find src apps -name '*.cpp' | xargs clang-tidy -p $(BUILD) --quiet
+
+clean:
+	rm -rf build

@@ -1,0 +1,64 @@
+// day0: Day-0 adaptation of newly released open LLMs. Thin shell: every subcommand lives in its own
+// file and calls the library.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.h"
+#include "day0/core/error.h"
+
+namespace day0::cli {
+
+std::vector<CommandInfo>& command_registry() {
+  static std::vector<CommandInfo> registry;
+  return registry;
+}
+
+int report_error(const std::string& command, const Status& status) {
+  fmt::print(stderr, "day0 {}: error: {}\n", command, status.to_string());
+  return status.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;
+}
+
+}  // namespace day0::cli
+
+int main(int argc, char** argv) {
+  using namespace day0::cli;
+  CLI::App app{"day0: take a newly released open LLM (config.json + safetensors shards) to runnable, "
+               "correct and fast, with measured evidence.",
+               "day0"};
+  app.set_version_flag("--version", std::string("day0 ") + DAY0_VERSION);
+  app.require_subcommand(1);
+
+  auto registry = command_registry();
+  std::sort(registry.begin(), registry.end(),
+            [](const CommandInfo& a, const CommandInfo& b) { return a.order < b.order; });
+  std::vector<std::pair<CLI::App*, CommandRunner>> runners;
+  for (auto& info : registry) {
+    CLI::App* sub = app.add_subcommand(info.name, info.description);
+    runners.emplace_back(sub, info.setup(*sub));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+
+  for (auto& [sub, runner] : runners) {
+    if (!sub->parsed()) continue;
+    try {
+      return runner();
+    } catch (const day0::InternalError& e) {
+      fmt::print(stderr, "day0 {}: internal error: {}\n", sub->get_name(), e.what());
+      return kExitInternal;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "day0 {}: internal error: {}\n", sub->get_name(), e.what());
+      return kExitInternal;
+    }
+  }
+  return kExitBadInput;
+}
