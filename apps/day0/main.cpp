@@ -26,9 +26,10 @@ int report_error(const std::string& command, const Status& status) {
 
 int main(int argc, char** argv) {
   using namespace day0::cli;
-  CLI::App app{"day0: take a newly released open LLM (config.json + safetensors shards) to runnable, "
-               "correct and fast, with measured evidence.",
-               "day0"};
+  CLI::App app{
+      "day0: take a newly released open LLM (config.json + safetensors shards) to runnable, "
+      "correct and fast, with measured evidence.",
+      "day0"};
   app.set_version_flag("--version", std::string("day0 ") + DAY0_VERSION);
   app.require_subcommand(1);
 

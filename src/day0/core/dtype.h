@@ -8,14 +8,29 @@
 namespace day0 {
 
 enum class DType : uint8_t {
-  kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2, kF8E8M0,
-  kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool, kF4,
+  kF64,
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,
+  kF8E5M2,
+  kF8E8M0,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU64,
+  kU32,
+  kU16,
+  kU8,
+  kBool,
+  kF4,
 };
 
 inline constexpr DType kAllDTypes[] = {
-    DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2,
-    DType::kF8E8M0, DType::kI64, DType::kI32, DType::kI16, DType::kI8, DType::kU64,
-    DType::kU32, DType::kU16, DType::kU8, DType::kBool, DType::kF4};
+    DType::kF64,    DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2,
+    DType::kF8E8M0, DType::kI64, DType::kI32, DType::kI16,  DType::kI8,     DType::kU64,
+    DType::kU32,    DType::kU16, DType::kU8,  DType::kBool, DType::kF4};
 
 // The safetensors spelling: "F32", "BF16", "F8_E4M3", ...
 std::string_view dtype_name(DType dtype);

@@ -15,11 +15,11 @@ class InternalError : public std::logic_error {
 
 }  // namespace day0
 
-#define D0_CHECK(cond)                                                           \
-  do {                                                                           \
-    if (!(cond)) ::day0::fail_check(#cond, std::string(), __FILE__, __LINE__);   \
+#define D0_CHECK(cond)                                                         \
+  do {                                                                         \
+    if (!(cond)) ::day0::fail_check(#cond, std::string(), __FILE__, __LINE__); \
   } while (0)
-#define D0_CHECK_MSG(cond, msg)                                                  \
-  do {                                                                           \
-    if (!(cond)) ::day0::fail_check(#cond, (msg), __FILE__, __LINE__);           \
+#define D0_CHECK_MSG(cond, msg)                                        \
+  do {                                                                 \
+    if (!(cond)) ::day0::fail_check(#cond, (msg), __FILE__, __LINE__); \
   } while (0)

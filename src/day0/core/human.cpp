@@ -1,7 +1,7 @@
 #include "day0/core/human.h"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 namespace day0 {
 
@@ -36,8 +36,8 @@ std::string human_bytes_binary(double bytes) {
 }
 
 std::string with_commas(int64_t value) {
-  const unsigned long long magnitude =
-      value < 0 ? static_cast<unsigned long long>(-(value + 1)) + 1ULL : static_cast<unsigned long long>(value);
+  const unsigned long long magnitude = value < 0 ? static_cast<unsigned long long>(-(value + 1)) + 1ULL
+                                                 : static_cast<unsigned long long>(value);
   const std::string digits = std::to_string(magnitude);
   std::string out;
   int count = 0;

@@ -6,17 +6,28 @@ namespace day0 {
 
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kParseError: return "parse error";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kDataLoss: return "data loss";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kParseError:
+      return "parse error";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kDataLoss:
+      return "data loss";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

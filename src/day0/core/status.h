@@ -9,16 +9,16 @@ namespace day0 {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // bad user input: a flag, a config field, a request
-  kNotFound,           // a file, tensor or model name that does not exist
-  kIoError,            // the OS refused: open, read, mmap, write
-  kParseError,         // malformed JSON / safetensors header / template
-  kUnsupported,        // understood but not (yet) supported: a family, an op, a dtype
-  kOutOfRange,         // a size or offset past a bound, an overflow
-  kDataLoss,           // truncated or corrupted data, hash mismatch
-  kFailedPrecondition, // state does not allow it (e.g. model does not fit)
-  kResourceExhausted,  // out of memory, too large to plan
-  kInternal,           // an invariant broke; reported, never aborts
+  kInvalidArgument,     // bad user input: a flag, a config field, a request
+  kNotFound,            // a file, tensor or model name that does not exist
+  kIoError,             // the OS refused: open, read, mmap, write
+  kParseError,          // malformed JSON / safetensors header / template
+  kUnsupported,         // understood but not (yet) supported: a family, an op, a dtype
+  kOutOfRange,          // a size or offset past a bound, an overflow
+  kDataLoss,            // truncated or corrupted data, hash mismatch
+  kFailedPrecondition,  // state does not allow it (e.g. model does not fit)
+  kResourceExhausted,   // out of memory, too large to plan
+  kInternal,            // an invariant broke; reported, never aborts
 };
 
 const char* status_code_name(StatusCode code);
@@ -43,26 +43,42 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
-inline Status not_found(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
-inline Status io_error(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
-inline Status parse_error(std::string msg) { return {StatusCode::kParseError, std::move(msg)}; }
-inline Status unsupported(std::string msg) { return {StatusCode::kUnsupported, std::move(msg)}; }
-inline Status out_of_range(std::string msg) { return {StatusCode::kOutOfRange, std::move(msg)}; }
-inline Status data_loss(std::string msg) { return {StatusCode::kDataLoss, std::move(msg)}; }
+inline Status invalid_argument(std::string msg) {
+  return {StatusCode::kInvalidArgument, std::move(msg)};
+}
+inline Status not_found(std::string msg) {
+  return {StatusCode::kNotFound, std::move(msg)};
+}
+inline Status io_error(std::string msg) {
+  return {StatusCode::kIoError, std::move(msg)};
+}
+inline Status parse_error(std::string msg) {
+  return {StatusCode::kParseError, std::move(msg)};
+}
+inline Status unsupported(std::string msg) {
+  return {StatusCode::kUnsupported, std::move(msg)};
+}
+inline Status out_of_range(std::string msg) {
+  return {StatusCode::kOutOfRange, std::move(msg)};
+}
+inline Status data_loss(std::string msg) {
+  return {StatusCode::kDataLoss, std::move(msg)};
+}
 inline Status failed_precondition(std::string msg) {
   return {StatusCode::kFailedPrecondition, std::move(msg)};
 }
 inline Status resource_exhausted(std::string msg) {
   return {StatusCode::kResourceExhausted, std::move(msg)};
 }
-inline Status internal_error(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+inline Status internal_error(std::string msg) {
+  return {StatusCode::kInternal, std::move(msg)};
+}
 
 // A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(data_).is_ok()) {
       data_ = Status(StatusCode::kInternal, "Result constructed from an OK status without a value");
@@ -109,10 +125,10 @@ T&& Result<T>::value() && {
 }  // namespace day0
 
 // Early-return helpers. D0_ASSIGN_OR_RETURN(auto x, expr) declares x from a Result.
-#define D0_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::day0::Status d0_status_ = (expr);          \
-    if (!d0_status_.is_ok()) return d0_status_;  \
+#define D0_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    ::day0::Status d0_status_ = (expr);         \
+    if (!d0_status_.is_ok()) return d0_status_; \
   } while (0)
 
 #define D0_CONCAT_INNER(a, b) a##b

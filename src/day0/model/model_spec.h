@@ -12,8 +12,18 @@
 namespace day0 {
 
 enum class Family {
-  kLlama, kMistral, kQwen2, kQwen3, kMixtral, kQwen2Moe, kQwen3Moe,
-  kDeepseekV2, kDeepseekV3, kGlm4Moe, kGptOss, kLlama4Text,
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kMixtral,
+  kQwen2Moe,
+  kQwen3Moe,
+  kDeepseekV2,
+  kDeepseekV3,
+  kGlm4Moe,
+  kGptOss,
+  kLlama4Text,
 };
 
 enum class AttentionKind { kGqa, kMla };
@@ -35,15 +45,15 @@ enum class WeightFormat { kBF16, kF16, kF32, kFp8Block, kMxfp4 };
 struct RopeScaling {
   RopeType type = RopeType::kDefault;
   double factor = 1.0;
-  double low_freq_factor = 1.0;    // llama3
-  double high_freq_factor = 4.0;   // llama3
-  int64_t original_max_position = 0;  // llama3 / yarn (0 = max_position_embeddings)
-  double beta_fast = 32.0;         // yarn
-  double beta_slow = 1.0;          // yarn
-  double mscale = 0.0;             // yarn (DeepSeek)
-  double mscale_all_dim = 0.0;     // yarn (DeepSeek)
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
+  int64_t original_max_position = 0;       // llama3 / yarn (0 = max_position_embeddings)
+  double beta_fast = 32.0;                 // yarn
+  double beta_slow = 1.0;                  // yarn
+  double mscale = 0.0;                     // yarn (DeepSeek)
+  double mscale_all_dim = 0.0;             // yarn (DeepSeek)
   std::optional<double> attention_factor;  // yarn explicit override
-  bool truncate = true;            // yarn
+  bool truncate = true;                    // yarn
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -69,28 +79,28 @@ struct MoeSpec {
   int64_t topk_group = 1;
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
-  bool correction_bias = false;     // e_score_correction_bias (selection only)
-  bool router_bias = false;         // gpt-oss router bias
-  bool expert_bias = false;         // gpt-oss expert biases
-  double swiglu_limit = 0.0;        // gpt-oss clamp (7.0); 0 = plain SwiGLU
-  double swiglu_alpha = 1.702;      // gpt-oss
+  bool correction_bias = false;  // e_score_correction_bias (selection only)
+  bool router_bias = false;      // gpt-oss router bias
+  bool expert_bias = false;      // gpt-oss expert biases
+  double swiglu_limit = 0.0;     // gpt-oss clamp (7.0); 0 = plain SwiGLU
+  double swiglu_alpha = 1.702;   // gpt-oss
   bool operator==(const MoeSpec&) const = default;
 };
 
 struct LayerSpec {
   AttentionMask mask = AttentionMask::kCausal;
-  int64_t window = 0;      // sliding window (keys including the current one) or chunk size
-  bool use_rope = true;    // Llama 4 NoPE layers: false
-  bool moe = false;        // FFN is MoE (else dense SwiGLU)
+  int64_t window = 0;              // sliding window (keys including the current one) or chunk size
+  bool use_rope = true;            // Llama 4 NoPE layers: false
+  bool moe = false;                // FFN is MoE (else dense SwiGLU)
   int64_t dense_intermediate = 0;  // width of the dense MLP when !moe
   bool operator==(const LayerSpec&) const = default;
 };
 
 struct QuantSpec {
   WeightFormat format = WeightFormat::kBF16;
-  int64_t block_rows = 128;    // FP8 block scales
+  int64_t block_rows = 128;  // FP8 block scales
   int64_t block_cols = 128;
-  bool ue8m0_scales = false;   // DeepSeek V3.1 scale_fmt
+  bool ue8m0_scales = false;  // DeepSeek V3.1 scale_fmt
   bool operator==(const QuantSpec&) const = default;
 };
 
@@ -107,8 +117,8 @@ struct ModelSpec {
   int64_t n_layers = 0;
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;             // q/k/v head dim for GQA; qk_rope_head_dim for MLA (as HF)
-  int64_t intermediate_size = 0;    // dense MLP width
+  int64_t head_dim = 0;           // q/k/v head dim for GQA; qk_rope_head_dim for MLA (as HF)
+  int64_t intermediate_size = 0;  // dense MLP width
   int64_t max_position_embeddings = 0;
 
   // Numerics.
@@ -117,29 +127,29 @@ struct ModelSpec {
   double partial_rotary_factor = 1.0;
   RopeLayout rope_layout = RopeLayout::kHalfSplit;
   RopeScaling rope;
-  double attention_scale = 0.0;     // softmax scale (MLA: includes the yarn mscale^2 correction)
+  double attention_scale = 0.0;  // softmax scale (MLA: includes the yarn mscale^2 correction)
 
   // Options.
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
-  bool qk_norm = false;             // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
+  bool qk_norm = false;                        // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
   bool qk_norm_weightless_after_rope = false;  // Llama 4 L2 norm
-  bool attention_sinks = false;     // gpt-oss
+  bool attention_sinks = false;                // gpt-oss
   bool tie_word_embeddings = false;
-  int64_t sliding_window = 0;       // 0 = none
-  int64_t attention_chunk_size = 0; // Llama 4
+  int64_t sliding_window = 0;            // 0 = none
+  int64_t attention_chunk_size = 0;      // Llama 4
   bool attn_temperature_tuning = false;  // Llama 4 NoPE layers
   double attn_scale = 0.1;
   int64_t floor_scale = 8192;
 
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
-  std::vector<LayerSpec> layers;    // n_layers entries
+  std::vector<LayerSpec> layers;  // n_layers entries
 
   DType activation_dtype = DType::kBF16;  // torch_dtype
-  QuantSpec weights;                 // how the release stores its projections
-  int64_t n_mtp_layers = 0;          // stored after the last layer, skipped by plain decoding
+  QuantSpec weights;                      // how the release stores its projections
+  int64_t n_mtp_layers = 0;               // stored after the last layer, skipped by plain decoding
 
   bool operator==(const ModelSpec&) const = default;
 };

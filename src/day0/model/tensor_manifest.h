@@ -10,15 +10,15 @@
 namespace day0 {
 
 enum class TensorRole {
-  kEmbedding,      // model.embed_tokens.weight
-  kLmHead,         // lm_head.weight (absent when tied)
-  kNorm,           // every RMSNorm / LayerNorm weight
-  kAttention,      // q/k/v/o, MLA projections, biases, sinks
-  kDenseMlp,       // dense SwiGLU layers
-  kRouter,         // router / gate weights and biases, correction bias
-  kRoutedExpert,   // routed expert weights (and their biases)
-  kSharedExpert,   // shared expert weights (and Qwen2-MoE's shared gate)
-  kQuantScale,     // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
+  kEmbedding,     // model.embed_tokens.weight
+  kLmHead,        // lm_head.weight (absent when tied)
+  kNorm,          // every RMSNorm / LayerNorm weight
+  kAttention,     // q/k/v/o, MLA projections, biases, sinks
+  kDenseMlp,      // dense SwiGLU layers
+  kRouter,        // router / gate weights and biases, correction bias
+  kRoutedExpert,  // routed expert weights (and their biases)
+  kSharedExpert,  // shared expert weights (and Qwen2-MoE's shared gate)
+  kQuantScale,    // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
 };
 
 struct TensorSpec {
@@ -26,10 +26,10 @@ struct TensorSpec {
   std::vector<int64_t> shape;  // as stored in the checkpoint
   DType dtype = DType::kBF16;  // as stored in the checkpoint
   TensorRole role = TensorRole::kAttention;
-  int64_t layer = -1;          // -1: not in a decoder layer
-  int64_t expert = -1;         // routed expert index, -1 otherwise
-  int64_t params = 0;          // logical parameters it holds (MXFP4 blocks: 2 per byte; scales: 0)
-  uint64_t bytes = 0;          // stored bytes
+  int64_t layer = -1;   // -1: not in a decoder layer
+  int64_t expert = -1;  // routed expert index, -1 otherwise
+  int64_t params = 0;   // logical parameters it holds (MXFP4 blocks: 2 per byte; scales: 0)
+  uint64_t bytes = 0;   // stored bytes
 };
 
 struct TensorManifest {

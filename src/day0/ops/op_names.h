@@ -6,20 +6,20 @@
 namespace day0::op {
 
 inline constexpr std::string_view kEmbedding = "embedding";
-inline constexpr std::string_view kMatmul = "matmul";            // y = x W^T (+b), weight dtype attr
+inline constexpr std::string_view kMatmul = "matmul";  // y = x W^T (+b), weight dtype attr
 inline constexpr std::string_view kRmsNorm = "rms_norm";
 inline constexpr std::string_view kLayerNorm = "layer_norm";
-inline constexpr std::string_view kRope = "rope";                // layout, partial, scaling attrs
-inline constexpr std::string_view kAttention = "attention";      // GQA causal / sliding / chunked / sinks
+inline constexpr std::string_view kRope = "rope";            // layout, partial, scaling attrs
+inline constexpr std::string_view kAttention = "attention";  // GQA causal / sliding / chunked / sinks
 inline constexpr std::string_view kMlaAttention = "mla_attention";
 inline constexpr std::string_view kSoftmax = "softmax";
 inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";
 inline constexpr std::string_view kSigmoid = "sigmoid";
-inline constexpr std::string_view kSwiglu = "swiglu";            // silu(gate) * up
+inline constexpr std::string_view kSwiglu = "swiglu";                 // silu(gate) * up
 inline constexpr std::string_view kSwigluClamped = "swiglu_clamped";  // gpt-oss
-inline constexpr std::string_view kMoeRouter = "moe_router";     // scoring + top-k + weights
-inline constexpr std::string_view kMoeExperts = "moe_experts";   // dispatch, expert MLPs, combine
+inline constexpr std::string_view kMoeRouter = "moe_router";          // scoring + top-k + weights
+inline constexpr std::string_view kMoeExperts = "moe_experts";        // dispatch, expert MLPs, combine
 inline constexpr std::string_view kAdd = "add";
 inline constexpr std::string_view kMul = "mul";
 inline constexpr std::string_view kArgmax = "argmax";
