@@ -25,4 +25,13 @@ inline constexpr std::string_view kMul = "mul";
 inline constexpr std::string_view kArgmax = "argmax";
 inline constexpr std::string_view kSample = "sample";
 
+// Primitives the fused ops above decompose into (ops/decompositions.h). The model's operator list
+// never names them; backends implement them so that a fused op they lack can still run natively.
+inline constexpr std::string_view kClamp = "clamp";             // y = min(max(x, lo), hi)
+inline constexpr std::string_view kScale = "scale";             // y = x * scale + shift
+inline constexpr std::string_view kRsqrt = "rsqrt";             // y = 1 / sqrt(x + eps)
+inline constexpr std::string_view kRowMean = "row_mean";        // y[r] = mean_c x[r, c]
+inline constexpr std::string_view kGatherRows = "gather_rows";  // y[i] = x[idx[i]]
+inline constexpr std::string_view kScatterAdd = "scatter_add";  // y[idx[i]] += w[i] * x[i]
+
 }  // namespace day0::op

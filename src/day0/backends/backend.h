@@ -1,0 +1,100 @@
+#pragma once
+// The backend interface: one object per execution target (reference oracle, optimised CPU, later a
+// GPU). A backend says which (op, weight format) pairs it runs natively with supports() and exposes
+// one callable kernel per op (arguments: ops/kernel_args.h).
+//
+// Two ways to get one:
+//  - make_backend(name): the raw backend. Calling a kernel it does not support() is a bug (throws
+//    InternalError). Tests and benchmarks use this.
+//  - open_backend(name): the raw backend wrapped by the resolver (graph/resolver.h). Every kernel is
+//    callable: native if supported, else its decomposition into simpler ops (repeated until every
+//    piece is native), else the host backend's kernel with a warning on stderr naming the op (once
+//    per op), or an InternalError when BackendOptions::strict_ops is set. The engine uses this one
+//    and can ask resolve() / coverage up front to fail early with a Status instead.
+//
+// Threading: a backend is used by one caller thread at a time; kernels parallelise internally on the
+// backend's thread pool. Memory: host backends read and write the views they are given directly; a
+// device backend would require views in its memory_space() and may run kernels asynchronously until
+// synchronize(). Callers must call synchronize() before reading outputs on the host.
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "day0/backends/cpu/simd_level.h"
+#include "day0/backends/thread_pool.h"
+#include "day0/core/status.h"
+#include "day0/ops/kernel_args.h"
+
+namespace day0 {
+
+// What supports() is asked about: an op name from op_names.h and, for ops that read weights
+// (matmul, embedding, mla_attention, moe_experts), the weight format. Activations are float32.
+struct OpKey {
+  std::string_view op;
+  WeightFormat weights = WeightFormat::kF32;
+  bool operator==(const OpKey&) const = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual MemorySpace memory_space() const { return MemorySpace::kHost; }
+  // The pool kernels run on; null for single-threaded backends (reference).
+  virtual ThreadPool* thread_pool() { return nullptr; }
+  // Pure: the same answer for the same key for the whole life of the backend, no side effects.
+  virtual bool supports(const OpKey& key) const = 0;
+  // Waits until every kernel issued so far has finished (no-op on synchronous host backends).
+  virtual void synchronize() {}
+
+  // ---- kernels (contracts in ops/kernel_args.h) ----
+  virtual void embedding(const EmbeddingArgs& a) = 0;
+  virtual void matmul(const MatmulArgs& a) = 0;
+  virtual void rms_norm(const RmsNormArgs& a) = 0;
+  virtual void layer_norm(const LayerNormArgs& a) = 0;
+  virtual void rope(const RopeArgs& a) = 0;
+  virtual void attention(const AttentionArgs& a) = 0;
+  virtual void mla_attention(const MlaArgs& a) = 0;
+  virtual void softmax(const SoftmaxArgs& a) = 0;
+  virtual void silu(const UnaryArgs& a) = 0;
+  virtual void gelu(const UnaryArgs& a) = 0;
+  virtual void sigmoid(const UnaryArgs& a) = 0;
+  virtual void swiglu(const SwigluArgs& a) = 0;
+  virtual void swiglu_clamped(const SwigluArgs& a) = 0;
+  virtual void moe_router(const MoeRouterArgs& a) = 0;
+  virtual void moe_experts(const MoeExpertsArgs& a) = 0;
+  virtual void add(const BinaryArgs& a) = 0;
+  virtual void mul(const BinaryArgs& a) = 0;
+  virtual void argmax(const ArgmaxArgs& a) = 0;
+  virtual void sample(const SampleArgs& a) = 0;
+  // Primitives.
+  virtual void clamp(const PointwiseArgs& a) = 0;
+  virtual void scale(const PointwiseArgs& a) = 0;
+  virtual void rsqrt(const PointwiseArgs& a) = 0;
+  virtual void row_mean(const PointwiseArgs& a) = 0;
+  virtual void gather_rows(const GatherRowsArgs& a) = 0;
+  virtual void scatter_add(const ScatterAddArgs& a) = 0;
+};
+
+struct BackendOptions {
+  int n_threads = 0;              // cpu: 0 = hardware concurrency (env DAY0_THREADS overrides)
+  std::optional<SimdLevel> simd;  // cpu: force a SIMD level (default: env DAY0_SIMD, else detected)
+  bool strict_ops = false;        // open_backend: host fallback is an error instead of a warning
+  bool quiet = false;             // open_backend: do not print fallback warnings
+};
+
+// Names accepted by make_backend / open_backend: "reference", "cpu", "partial" (the cpu backend with
+// some kernels deliberately hidden, to exercise decomposition and host fallback).
+std::vector<std::string> backend_names();
+
+// The raw backend; NotFound for an unknown name, InvalidArgument for a SIMD level this CPU lacks.
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, const BackendOptions& options = {});
+
+// The raw backend behind the fallback resolver (see above). The host backend is "cpu" (or
+// "reference" when name is "reference").
+Result<std::unique_ptr<Backend>> open_backend(std::string_view name, const BackendOptions& options = {});
+
+}  // namespace day0

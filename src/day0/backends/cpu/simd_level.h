@@ -1,0 +1,31 @@
+#pragma once
+// Run-time SIMD dispatch levels of the cpu backend. Kernels are compiled per ISA (files named
+// *_avx512.cpp / *_avx2.cpp get the ISA flags) and chosen when a cpu backend is created, so one
+// binary runs everywhere and tests can force every level available on the machine.
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "day0/core/status.h"
+
+namespace day0 {
+
+// Ordered: a higher level implies the lower ones.
+//   kAvx2:   AVX2 + FMA + F16C.
+//   kAvx512: AVX-512 F/BW/VL/DQ (+ BF16 / VNNI kernels where the CPU has them).
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* simd_level_name(SimdLevel level);  // "scalar", "avx2", "avx512"
+std::optional<SimdLevel> parse_simd_level(std::string_view name);
+
+// What this CPU can run (__builtin_cpu_supports).
+SimdLevel detected_simd_level();
+bool cpu_has_avx512_bf16();
+// Every level <= detected_simd_level(), lowest first (what tests iterate over).
+std::vector<SimdLevel> available_simd_levels();
+
+// The level a cpu backend uses when not told: env DAY0_SIMD (scalar|avx2|avx512) if set, else the
+// detected level. InvalidArgument when DAY0_SIMD is unknown or above what the CPU supports.
+Result<SimdLevel> default_simd_level();
+
+}  // namespace day0

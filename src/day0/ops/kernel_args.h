@@ -1,0 +1,255 @@
+#pragma once
+// Arguments of every kernel, one plain struct per op (op names: op_names.h). The same structs are
+// taken by every backend, by the decompositions and by the reference oracle, so a kernel is tested
+// against reference by filling one struct.
+//
+// Common contract:
+//  - Activations are float32 MatrixViews [tokens, features]; shapes are checked with D0_CHECK
+//    (a mismatch is a bug in the caller, not bad input).
+//  - Outputs never alias inputs unless the op says "in place" / "may alias".
+//  - T = rows of the activation (tokens in this call). T = 0 is allowed and does nothing.
+//  - Positions are absolute token positions (HF cache_position).
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "day0/model/model_spec.h"
+#include "day0/ops/tensor.h"
+
+namespace day0 {
+
+// ---- embedding: out[t, :] = table[ids[t], :] (dequantised) ----------------------------------------
+struct EmbeddingArgs {
+  WeightView table;              // [vocab, hidden]
+  std::span<const int32_t> ids;  // [T], each in [0, vocab)
+  Matrix out;                    // [T, hidden]
+};
+
+// ---- matmul: y = x W^T (+ bias) (+ y if accumulate) -----------------------------------------------
+struct MatmulArgs {
+  ConstMatrix x;                // [T, K]
+  WeightView w;                 // [N, K] any WeightFormat
+  const float* bias = nullptr;  // [N] or null
+  Matrix y;                     // [T, N]; must not alias x
+  bool accumulate = false;      // y += x W^T (+ bias) instead of y =
+};
+
+// ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------
+// Per-head norms (Qwen3 q/k norm) pass x as [T * n_heads, head_dim]. y may alias x (in place).
+struct RmsNormArgs {
+  ConstMatrix x;                  // [R, n]
+  std::span<const float> weight;  // [n] or empty
+  float eps = 1e-6f;
+  Matrix y;  // [R, n]
+};
+
+// ---- layer_norm: y = (x - mean) / sqrt(var + eps) * weight + bias (biased variance) --------------
+struct LayerNormArgs {
+  ConstMatrix x;                  // [R, n]
+  std::span<const float> weight;  // [n] or empty
+  std::span<const float> bias;    // [n] or empty
+  float eps = 1e-5f;
+  Matrix y;  // [R, n]; may alias x
+};
+
+// ---- rope: rotate the first rotary_dim dims of every head, in place ------------------------------
+// theta(p, i) = p * inv_freq[i] in float32 (as HF), cos/sin multiplied by attention_factor.
+// kHalfSplit pairs (i, i + rotary_dim/2); kInterleaved pairs (2i, 2i + 1). Dims >= rotary_dim of each
+// head pass through (partial rotary). inv_freq comes from rope_inv_freq() (ops/rope_table.h).
+struct RopeArgs {
+  Matrix x;                            // [T, n_heads * head_dim], rotated in place
+  std::span<const int64_t> positions;  // [T]
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // even, <= head_dim
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  std::span<const float> inv_freq;  // [rotary_dim / 2]
+  float attention_factor = 1.0f;
+};
+
+// ---- attention: causal softmax(q k^T * scale + mask) v with GQA ----------------------------------
+// Query row t is at absolute position q_pos0 + t. Key/value row j of the cache is at position
+// k_pos0 + j (k_pos0 > 0 when a sliding-window cache dropped old keys); the cache already holds the
+// keys of the current tokens (keys are appended before attention, after RoPE).
+// Query head h reads kv head h / (n_heads / n_kv_heads). Key j is visible to query position i when
+// j <= i, and additionally i - window < j (kSliding) or j / window == i / window (kChunked).
+// Sinks (gpt-oss): one logit per query head joins the softmax denominator but has no value.
+// A query with no visible key (possible only with k_pos0 > its position) gets zeros.
+struct AttentionArgs {
+  ConstMatrix q;  // [T, n_heads * head_dim]
+  ConstMatrix k;  // [S, n_kv_heads * head_dim]  (KV cache, float32)
+  ConstMatrix v;  // [S, n_kv_heads * v_head_dim]
+  Matrix out;     // [T, n_heads * v_head_dim]
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;    // q/k dim
+  int64_t v_head_dim = 0;  // 0 means head_dim
+  int64_t q_pos0 = 0;
+  int64_t k_pos0 = 0;
+  float scale = 0.0f;  // 0 means 1/sqrt(head_dim)
+  AttentionMask mask = AttentionMask::kCausal;
+  int64_t window = 0;            // sliding window (keys incl. the current one) or chunk size
+  std::span<const float> sinks;  // [n_heads] or empty
+};
+
+// ---- mla_attention: DeepSeek multi-head latent attention over the latent cache --------------------
+// Inputs are what MLA caches (§6.3): c_kv (after kv_a_layernorm) and k_pe (after RoPE), plus the
+// query already split per head as [q_nope ; q_pe] (q_pe after RoPE) and kv_b_proj.
+//   kNaive:    expand k_nope = c_kv W_UK[h]^T, v = c_kv W_UV[h]^T for every cached token, then
+//              ordinary causal attention with k_h = [k_nope_h ; k_pe].
+//   kAbsorbed: q_abs_h = W_UK[h]^T q_nope_h, scores q_abs_h . c_kv + q_pe_h . k_pe, o_h = W_UV[h] sum P c_kv.
+// Both forms give the same result; decode uses kAbsorbed.
+enum class MlaForm { kNaive, kAbsorbed };
+struct MlaArgs {
+  ConstMatrix q;      // [T, n_heads * (d_nope + d_rope)]
+  ConstMatrix c_kv;   // [S, kv_lora_rank]
+  ConstMatrix k_pe;   // [S, d_rope]
+  WeightView w_kv_b;  // [n_heads * (d_nope + d_v), kv_lora_rank]
+  Matrix out;         // [T, n_heads * d_v]
+  int64_t n_heads = 0;
+  int64_t d_nope = 0;
+  int64_t d_rope = 0;
+  int64_t d_v = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t q_pos0 = 0;  // causal: key j (position j) visible to query t iff j <= q_pos0 + t
+  float scale = 0.0f;  // softmax scale incl. yarn mscale^2 (required, > 0)
+  MlaForm form = MlaForm::kAbsorbed;
+};
+
+// ---- softmax over each row, in place --------------------------------------------------------------
+struct SoftmaxArgs {
+  Matrix x;  // [R, C]
+};
+
+// ---- elementwise unary: silu, gelu, sigmoid. y may alias x. ---------------------------------------
+enum class GeluApprox { kErf, kTanh };
+struct UnaryArgs {
+  ConstMatrix x;
+  Matrix y;                            // same shape as x
+  GeluApprox gelu = GeluApprox::kErf;  // gelu only
+};
+
+// ---- swiglu: out = silu(gate) * up; swiglu_clamped (gpt-oss):
+//   g = min(gate, limit); u = clamp(up, -limit, limit); out = (u + 1) * g * sigmoid(alpha * g).
+// Gate and up are two views (e.g. halves of a fused [T, 2I] projection) or, with interleaved = true,
+// `gate` is [T, 2I] holding gate at even and up at odd columns (gpt-oss) and `up` is unused.
+struct SwigluArgs {
+  ConstMatrix gate;  // [T, I] ([T, 2I] when interleaved)
+  ConstMatrix up;    // [T, I]
+  Matrix out;        // [T, I]
+  bool interleaved = false;
+  float limit = 7.0f;    // clamped only
+  float alpha = 1.702f;  // clamped only
+};
+
+// ---- add / mul: out = a (+|*) b elementwise; b may be one row broadcast over a's rows. ------------
+// out may alias a or b.
+struct BinaryArgs {
+  ConstMatrix a;  // [R, C]
+  ConstMatrix b;  // [R, C], or [1, C] broadcast over rows, or [R, 1] over columns
+  Matrix out;     // [R, C]
+};
+
+// ---- moe_router: expert selection and weights from router logits -----------------------------------
+// logits = x W_router^T (+ router bias) is a matmul done before. For each token:
+//  scores = softmax(logits) or sigmoid(logits)   (kGreedy, kGroupLimitedGreedy, kNoauxTc)
+//  select = scores + correction_bias (kNoauxTc only; selection only), group masking (n_group groups;
+//           group score = max (kGroupLimitedGreedy) or sum of top-2 (kNoauxTc); keep topk_group
+//           groups, masked experts can never be chosen), top-k of select (ties: lower index first)
+//  weights = scores[idx]; if norm_topk_prob: w /= (sum w + renorm_eps); w *= routed_scaling_factor.
+// kLogitsThenSoftmax (gpt-oss): top-k on logits, weights = softmax over the k selected logits.
+// kLogitsThenSigmoid (Llama 4): top-k on logits, weights = sigmoid of the selected logits.
+// Indices are written in descending order of the selection score.
+struct MoeRouterArgs {
+  ConstMatrix logits;                      // [T, E]
+  std::span<const float> correction_bias;  // [E] (kNoauxTc) or empty
+  RouterScoring scoring = RouterScoring::kSoftmax;
+  TopkMethod method = TopkMethod::kGreedy;
+  int64_t top_k = 1;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = false;
+  float renorm_eps = 0.0f;  // DeepSeek/GLM: 1e-20
+  float routed_scaling_factor = 1.0f;
+  MatrixView<int32_t> expert_ids;  // [T, top_k]
+  Matrix expert_weights;           // [T, top_k]
+};
+
+// ---- moe_experts: dispatch tokens to their experts, expert SwiGLU MLPs, weighted combine ----------
+// out[t] (+)= sum_k w[t,k] * Expert_{ids[t,k]}(x[t])   (input_scaling: Expert(w * x[t]) unweighted)
+// Expert_e(x) = down_e( act(gate_e x + b, up_e x + b) ) + down_bias. An expert with zero tokens costs
+// nothing. Gate/up are either two weights or one fused weight `gate_up` [2I, H] whose rows are
+// interleaved (gpt-oss: gate = even rows) or concatenated (gate = first I rows).
+enum class GateUpLayout { kSeparate, kInterleaved, kConcatenated };
+struct ExpertWeights {
+  WeightView gate;                   // [I, H], or the fused [2I, H] for the fused layouts
+  WeightView up;                     // [I, H] (kSeparate only)
+  WeightView down;                   // [H, I]
+  const float* gate_bias = nullptr;  // [I] ([2I] fused, same row order as the weight) or null
+  const float* up_bias = nullptr;    // [I] (kSeparate only) or null
+  const float* down_bias = nullptr;  // [H] or null
+};
+struct MoeExpertsArgs {
+  ConstMatrix x;                           // [T, H]
+  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, experts.size())
+  ConstMatrix expert_weights;              // [T, k]
+  std::span<const ExpertWeights> experts;  // [E]
+  GateUpLayout layout = GateUpLayout::kSeparate;
+  bool clamped = false;  // gpt-oss clamped SwiGLU (limit, alpha)
+  float limit = 7.0f;
+  float alpha = 1.702f;
+  bool input_scaling = false;  // Llama 4: scale the input, not the output
+  Matrix out;                  // [T, H]
+  bool accumulate = false;     // out += instead of out =
+};
+
+// ---- argmax over each row: lowest index among equal maxima -----------------------------------------
+struct ArgmaxArgs {
+  ConstMatrix x;           // [R, C]
+  std::span<int32_t> out;  // [R]
+};
+
+// ---- sample: one token per row from softmax(logits / temperature), nucleus top_p, top_k ------------
+// temperature <= 0 means argmax. The draw is a deterministic function of (logits, params, seed, row):
+// every backend returns the same tokens for the same inputs. Candidates are sorted by probability
+// (descending, ties by lower index), the smallest prefix whose mass >= top_p is kept (top_k first
+// if > 0), and u = uniform(seed, row) in [0, 1) picks by cumulative renormalised mass.
+struct SampleArgs {
+  ConstMatrix logits;  // [R, V]
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int64_t top_k = 0;  // 0: no top-k cut
+  uint64_t seed = 0;
+  std::span<int32_t> out;  // [R]
+};
+
+// ---- primitives (targets of decompositions) ---------------------------------------------------------
+// clamp: y = min(max(x, lo), hi); scale: y = x * scale + shift; rsqrt: y = 1 / sqrt(x + eps).
+// y may alias x. For row_mean, y is [R, 1]: y[r] = mean over the columns of x[r].
+struct PointwiseArgs {
+  ConstMatrix x;
+  Matrix y;
+  float lo = -INFINITY;  // clamp
+  float hi = INFINITY;   // clamp
+  float scale = 1.0f;    // scale
+  float shift = 0.0f;    // scale
+  float eps = 0.0f;      // rsqrt
+};
+// gather_rows: y[i, :] = x[idx[i], :].
+struct GatherRowsArgs {
+  ConstMatrix x;                 // [N, C]
+  std::span<const int32_t> idx;  // [n], each in [0, N)
+  Matrix y;                      // [n, C]
+};
+// scatter_add: y[idx[i], :] += weight[i] * x[i, :] (weight empty: 1). Rows are applied in order i.
+struct ScatterAddArgs {
+  ConstMatrix x;                  // [n, C]
+  std::span<const int32_t> idx;   // [n], each in [0, N)
+  std::span<const float> weight;  // [n] or empty
+  Matrix y;                       // [N, C]
+};
+
+// The uniform draw used by `sample` (splitmix64 of seed and row), exposed for tests.
+double sample_uniform(uint64_t seed, int64_t row);
+
+}  // namespace day0

@@ -1,0 +1,84 @@
+#pragma once
+// Views the kernels read and write. Nothing here owns memory: the caller keeps the storage alive for
+// the duration of a kernel call (and, on an asynchronous backend, until Backend::synchronize()).
+//
+// Activations are float32, row-major, one token per row: a Matrix [rows, cols] with a row stride in
+// elements (stride >= cols), so a head slice or one half of a fused projection is a view, not a copy.
+// Weights keep the dtype the checkpoint stores (WeightView) and are never expanded in memory: kernels
+// dequantise on the fly.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "day0/model/model_spec.h"  // WeightFormat: F32, BF16, F16, FP8 block, MXFP4
+
+namespace day0 {
+
+// Where a buffer lives. Both backends of today are kHost; a CUDA backend would add kDevice buffers
+// and its kernels would accept only views into its own memory space.
+enum class MemorySpace { kHost, kDevice };
+
+// A float32 row-major matrix view [rows, cols] with row stride `stride` (elements).
+template <typename T>
+struct MatrixView {
+  T* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t stride = 0;  // elements between the starts of consecutive rows; >= cols
+
+  MatrixView() = default;
+  MatrixView(T* d, int64_t r, int64_t c) : data(d), rows(r), cols(c), stride(c) {}
+  MatrixView(T* d, int64_t r, int64_t c, int64_t s) : data(d), rows(r), cols(c), stride(s) {}
+  // Mutable -> const conversion.
+  template <typename U>
+  MatrixView(const MatrixView<U>& other)  // NOLINT(google-explicit-constructor)
+      requires std::is_convertible_v<U*, T*>
+      : data(other.data), rows(other.rows), cols(other.cols), stride(other.stride) {}
+
+  T* row(int64_t r) const { return data + r * stride; }
+  std::span<T> row_span(int64_t r) const { return {row(r), static_cast<size_t>(cols)}; }
+  bool contiguous() const { return stride == cols; }
+  // Columns [col0, col0 + n) of every row: still a view with the same stride.
+  MatrixView col_slice(int64_t col0, int64_t n) const { return {data + col0, rows, n, stride}; }
+  // Rows [row0, row0 + n).
+  MatrixView row_slice(int64_t row0, int64_t n) const { return {data + row0 * stride, n, cols, stride}; }
+};
+
+using Matrix = MatrixView<float>;
+using ConstMatrix = MatrixView<const float>;
+
+// A read-only weight matrix W [rows = out_features, cols = in_features] in the checkpoint's format,
+// row-major and contiguous, exactly as safetensors stores it (y = x W^T).
+//   kF32 / kBF16 / kF16: `data` holds rows*cols elements of that type (BF16/F16 as uint16_t bits).
+//   kFp8Block: `data` holds rows*cols F8_E4M3 bytes; `scales` is float32
+//              [ceil(rows/block_rows), ceil(cols/block_cols)] multipliers (weight_scale_inv);
+//              W[i,j] = fp8(data[i,j]) * scales[i/block_rows, j/block_cols].
+//   kMxfp4:    `data` holds rows * cols/2 bytes: per row, cols/32 blocks of 16 bytes, element 32g+2j
+//              in the low nibble of byte j of block g and 32g+2j+1 in the high nibble; `scales` is
+//              uint8 E8M0 [rows, cols/32]; W[i, 32g+t] = fp4(nibble) * 2^(scales[i,g] - 127).
+//              cols must be a multiple of 32.
+struct WeightView {
+  WeightFormat format = WeightFormat::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+  const void* scales = nullptr;  // FP8: const float*; MXFP4: const uint8_t*; else null
+  int64_t block_rows = 128;      // FP8 block shape
+  int64_t block_cols = 128;
+
+  // Bytes of `data` (what a GEMV must stream) and of `scales`.
+  uint64_t data_bytes() const;
+  uint64_t scale_bytes() const;
+  // Element (i, j) dequantised to float32: the scalar definition every kernel must match.
+  float at(int64_t i, int64_t j) const;
+  // True when the pointers are set and the shape is consistent with the format.
+  bool valid() const;
+};
+
+const char* weight_format_name(WeightFormat format);  // "F32", "BF16", "F16", "FP8-block", "MXFP4"
+inline constexpr WeightFormat kAllWeightFormats[] = {WeightFormat::kF32, WeightFormat::kBF16,
+                                                     WeightFormat::kF16, WeightFormat::kFp8Block,
+                                                     WeightFormat::kMxfp4};
+
+}  // namespace day0
