@@ -1,0 +1,123 @@
+#include <fmt/format.h>
+
+#include "day0/core/human.h"
+#include "day0/report/render.h"
+#include "day0/report/svg_chart.h"
+
+namespace day0::report {
+
+namespace {
+
+std::string layer_chart(const Report& report) {
+  std::vector<Series> series;
+  for (const char* id : {"alignment", "miniature"}) {
+    const StageResult* stage = report.find_stage(id);
+    if (stage == nullptr || !stage->evidence.contains("layers")) continue;
+    Series err{std::string(id) + ": max abs error", {}, {}};
+    Series cos{std::string(id) + ": 1 - cosine", {}, {}};
+    for (const auto& layer : stage->evidence["layers"]) {
+      if (!layer.contains("layer") || !layer["layer"].is_number()) continue;
+      const double x = layer["layer"].get<double>();
+      if (layer.contains("max_abs_err") && layer["max_abs_err"].is_number()) {
+        err.x.push_back(x);
+        err.y.push_back(layer["max_abs_err"].get<double>());
+      }
+      if (layer.contains("cosine") && layer["cosine"].is_number()) {
+        cos.x.push_back(x);
+        cos.y.push_back(1.0 - layer["cosine"].get<double>());
+      }
+    }
+    if (!err.x.empty()) series.push_back(err);
+    if (!cos.x.empty()) series.push_back(cos);
+  }
+  if (series.empty()) return "";
+  return "<h2>Layer-wise error</h2>\n" +
+         svg_line_chart("Error of each decoder layer's output", series, "layer", "error", true);
+}
+
+std::string memory_chart(const Report& report) {
+  const StageResult* stage = report.find_stage("plan");
+  if (stage == nullptr || !stage->evidence.contains("memory_per_device")) return "";
+  const auto& items = stage->evidence["memory_per_device"];
+  if (!items.is_object()) return "";
+  std::vector<Bar> bars;
+  for (auto it = items.begin(); it != items.end(); ++it) {
+    if (it.value().is_number()) bars.push_back({it.key(), it.value().get<double>() / 1e9});
+  }
+  const double limit = stage->evidence.value("device_memory_bytes", 0.0) / 1e9;
+  return "<h2>Memory per device</h2>\n" +
+         svg_bar_chart("Memory breakdown per device (chosen plan)", bars, "GB", limit, "device memory");
+}
+
+std::string throughput_chart(const Report& report) {
+  const StageResult* stage = report.find_stage("performance");
+  if (stage == nullptr) return "";
+  const auto& e = stage->evidence;
+  std::vector<Bar> bars;
+  auto add = [&](const char* key, const char* label) {
+    if (e.contains(key) && e[key].is_number()) bars.push_back({label, e[key].get<double>()});
+  };
+  add("prefill_tok_s", "prefill measured");
+  add("prefill_roofline_tok_s", "prefill roofline");
+  add("decode_tok_s", "decode measured");
+  add("decode_roofline_tok_s", "decode roofline");
+  if (bars.empty()) return "";
+  return "<h2>Throughput against the roofline</h2>\n" +
+         svg_bar_chart("Tokens per second on this machine", bars, "tok/s");
+}
+
+}  // namespace
+
+std::string render_html(const Report& report) {
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>Day-0 report: " +
+      html_escape(report.model) +
+      "</title>\n<style>\nbody{font-family:sans-serif;margin:2em;max-width:1100px}\n"
+      "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;"
+      "vertical-align:top}\n.pass{background:#d9f2d9}.fail{background:#f8d0d0}.skipped{background:#eee}\n"
+      "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\n</style></head><body>\n";
+  html += fmt::format("<h1>Day-0 adaptation report: {}</h1>\n", html_escape(report.model));
+  html += fmt::format(
+      "<p id=\"overall\" class=\"{}\" data-verdict=\"{}\"><b>Verdict: {}</b> — family <code>{}</code>, "
+      "backend <code>{}</code>, day0 {}, {}</p>\n",
+      verdict_name(report.verdict), verdict_name(report.verdict), verdict_name(report.verdict),
+      html_escape(report.family), html_escape(report.backend), html_escape(report.day0_version),
+      html_escape(report.created_at));
+  html +=
+      "<h2>Checklist</h2>\n<table id=\"checklist\">\n<tr><th>#</th><th>stage</th><th>verdict</th>"
+      "<th>required</th><th>time</th><th>summary</th></tr>\n";
+  int index = 1;
+  for (const auto& s : report.stages) {
+    std::string summary = html_escape(s.summary);
+    if (!s.reason.empty()) summary += (summary.empty() ? "" : "<br>") + html_escape(s.reason);
+    html += fmt::format(
+        "<tr class=\"stage {0}\" data-stage=\"{1}\" data-verdict=\"{0}\"><td>{2}</td><td>{3}</td>"
+        "<td>{0}</td><td>{4}</td><td>{5}</td><td>{6}</td></tr>\n",
+        verdict_name(s.verdict), html_escape(s.id), index++, html_escape(s.title), s.required ? "yes" : "no",
+        human_seconds(s.seconds), summary);
+  }
+  html += "</table>\n";
+  if (!report.regressions.empty()) {
+    html +=
+        "<h2>Regressions</h2>\n<table id=\"regressions\"><tr><th>stage</th><th>metric</th><th>old</th>"
+        "<th>new</th><th>why</th></tr>\n";
+    for (const auto& r : report.regressions) {
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                          html_escape(r.stage), html_escape(r.metric), html_escape(r.old_value),
+                          html_escape(r.new_value), html_escape(r.why));
+    }
+    html += "</table>\n";
+  }
+  html += layer_chart(report);
+  html += memory_chart(report);
+  html += throughput_chart(report);
+  html += "<h2>Evidence</h2>\n";
+  for (const auto& s : report.stages) {
+    html += fmt::format("<details><summary>{} ({})</summary><pre>{}</pre></details>\n", html_escape(s.title),
+                        verdict_name(s.verdict), html_escape(s.evidence.dump(2)));
+  }
+  html += "</body></html>\n";
+  return html;
+}
+
+}  // namespace day0::report

@@ -1,0 +1,128 @@
+#include "day0/report/report.h"
+
+namespace day0::report {
+
+const char* verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kFail:
+      return "fail";
+    case Verdict::kSkipped:
+      return "skipped";
+  }
+  return "skipped";
+}
+
+Result<Verdict> parse_verdict(const std::string& name) {
+  for (Verdict v : {Verdict::kPass, Verdict::kFail, Verdict::kSkipped}) {
+    if (name == verdict_name(v)) return v;
+  }
+  return invalid_argument("verdict: expected pass, fail or skipped, found \"" + name + "\"");
+}
+
+const StageResult* Report::find_stage(const std::string& id) const {
+  for (const auto& stage : stages) {
+    if (stage.id == id) return &stage;
+  }
+  return nullptr;
+}
+
+Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vector<Regression>& regressions) {
+  if (!regressions.empty()) return Verdict::kFail;
+  for (const auto& stage : stages) {
+    if (stage.required && stage.verdict == Verdict::kFail) return Verdict::kFail;
+  }
+  return Verdict::kPass;
+}
+
+nlohmann::json to_json(const Report& report) {
+  nlohmann::json doc;
+  doc["schema"] = report.schema;
+  doc["model"] = report.model;
+  doc["family"] = report.family;
+  doc["day0_version"] = report.day0_version;
+  doc["created_at"] = report.created_at;
+  doc["backend"] = report.backend;
+  doc["machine"] = report.machine;
+  doc["verdict"] = verdict_name(report.verdict);
+  doc["stages"] = nlohmann::json::array();
+  for (const auto& s : report.stages) {
+    doc["stages"].push_back({{"id", s.id},
+                             {"title", s.title},
+                             {"verdict", verdict_name(s.verdict)},
+                             {"required", s.required},
+                             {"summary", s.summary},
+                             {"reason", s.reason},
+                             {"seconds", s.seconds},
+                             {"evidence", s.evidence.is_null() ? nlohmann::json::object() : s.evidence}});
+  }
+  doc["regressions"] = nlohmann::json::array();
+  for (const auto& r : report.regressions) {
+    doc["regressions"].push_back({{"stage", r.stage},
+                                  {"metric", r.metric},
+                                  {"old", r.old_value},
+                                  {"new", r.new_value},
+                                  {"why", r.why}});
+  }
+  return doc;
+}
+
+namespace {
+Status require_string(const nlohmann::json& obj, const char* key, std::string& out,
+                      const std::string& where) {
+  if (!obj.contains(key) || !obj[key].is_string()) {
+    return invalid_argument(where + "." + key + ": expected a string");
+  }
+  out = obj[key].get<std::string>();
+  return Status::ok();
+}
+}  // namespace
+
+Result<Report> report_from_json(const nlohmann::json& doc) {
+  if (!doc.is_object()) return invalid_argument("report: expected a JSON object");
+  Report report;
+  D0_RETURN_IF_ERROR(require_string(doc, "schema", report.schema, "report"));
+  if (report.schema != kReportSchema) {
+    return invalid_argument("report.schema: expected \"" + std::string(kReportSchema) + "\", found \"" +
+                            report.schema + "\"");
+  }
+  D0_RETURN_IF_ERROR(require_string(doc, "model", report.model, "report"));
+  (void)require_string(doc, "family", report.family, "report");
+  (void)require_string(doc, "day0_version", report.day0_version, "report");
+  (void)require_string(doc, "created_at", report.created_at, "report");
+  (void)require_string(doc, "backend", report.backend, "report");
+  if (doc.contains("machine")) report.machine = doc["machine"];
+  std::string verdict;
+  D0_RETURN_IF_ERROR(require_string(doc, "verdict", verdict, "report"));
+  D0_ASSIGN_OR_RETURN(report.verdict, parse_verdict(verdict));
+  if (!doc.contains("stages") || !doc["stages"].is_array()) {
+    return invalid_argument("report.stages: expected an array");
+  }
+  for (size_t i = 0; i < doc["stages"].size(); ++i) {
+    const auto& s = doc["stages"][i];
+    const std::string where = "report.stages[" + std::to_string(i) + "]";
+    if (!s.is_object()) return invalid_argument(where + ": expected an object");
+    StageResult stage;
+    D0_RETURN_IF_ERROR(require_string(s, "id", stage.id, where));
+    (void)require_string(s, "title", stage.title, where);
+    std::string v;
+    D0_RETURN_IF_ERROR(require_string(s, "verdict", v, where));
+    D0_ASSIGN_OR_RETURN(stage.verdict, parse_verdict(v));
+    stage.required = s.value("required", true);
+    (void)require_string(s, "summary", stage.summary, where);
+    (void)require_string(s, "reason", stage.reason, where);
+    stage.seconds = s.value("seconds", 0.0);
+    if (s.contains("evidence")) stage.evidence = s["evidence"];
+    report.stages.push_back(std::move(stage));
+  }
+  if (doc.contains("regressions") && doc["regressions"].is_array()) {
+    for (const auto& r : doc["regressions"]) {
+      report.regressions.push_back({r.value("stage", ""), r.value("metric", ""), r.value("old", ""),
+                                    r.value("new", ""), r.value("why", "")});
+    }
+  }
+  return report;
+}
+
+}  // namespace day0::report
