@@ -120,7 +120,7 @@ std::string svg_line_chart(const std::string& title, const std::vector<Series>& 
                        points);
     svg += fmt::format(
         "<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"{}\" font-family=\"sans-serif\">{}</text>\n",
-        kLeft + plot_w - 150, kTop + 12 + 14 * static_cast<double>(s), color, html_escape(series[s].name));
+        kLeft + 10, kTop + 12 + 14 * static_cast<double>(s), color, html_escape(series[s].name));
   }
   svg += "</svg>\n";
   return svg;
