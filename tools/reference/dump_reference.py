@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Reference dumps from Hugging Face transformers for `day0 align`.
+
+Two modes:
+  dump        load a model folder (float32 by default, eager attention, CPU, offline) and write the
+              logits and per-layer hidden states of some prompts in the day0-reference/1 format;
+  check-load  load a model folder exactly as a user would (from_pretrained, nothing patched) and fail
+              unless every tensor was consumed, none was missing and a forward pass gives finite logits.
+
+The dump format (a contract shared with the C++ side, src/day0/align/reference_dump.h): one
+safetensors file whose __metadata__ holds format=day0-reference/1, producer, version and dtype, and for
+prompt i: prompt.<i>.input_ids I64 [T], prompt.<i>.logits F32 [T, vocab], prompt.<i>.hidden.<l>
+F32 [T, hidden] (output of decoder layer l), prompt.<i>.final_norm F32 [T, hidden].
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+
+FORMAT = "day0-reference/1"
+PRODUCER = "day0 tools/reference/dump_reference.py"
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+
+def versions():
+    return f"transformers {transformers.__version__}; torch {torch.__version__}"
+
+
+def load_model(model_dir, dtype):
+    model, info = AutoModelForCausalLM.from_pretrained(
+        model_dir,
+        dtype=DTYPES[dtype],
+        attn_implementation="eager",
+        device_map="cpu",
+        local_files_only=True,
+        output_loading_info=True,
+    )
+    model.eval()
+    return model, info
+
+
+def decoder_layers(model):
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise SystemExit(f"error: {type(model).__name__} has no model.layers; not a decoder model we know")
+    return inner, layers
+
+
+def parse_prompts(args, vocab):
+    prompts = []
+    if args.prompts:
+        for chunk in args.prompts.split(";"):
+            ids = [int(t) for t in chunk.split(",") if t.strip()]
+            if ids:
+                prompts.append(ids)
+    if args.prompts_file:
+        with open(args.prompts_file) as f:
+            prompts.extend(json.load(f))
+    rng = random.Random(args.seed)
+    for length in args.random_lengths:
+        prompts.append([rng.randrange(vocab) for _ in range(length)])
+    if not prompts:
+        raise SystemExit("error: no prompts (use --prompts, --prompts-file or --random-lengths)")
+    for p in prompts:
+        bad = [t for t in p if t < 0 or t >= vocab]
+        if bad:
+            raise SystemExit(f"error: token ids {bad[:5]} outside the vocabulary [0, {vocab})")
+    return prompts
+
+
+@torch.no_grad()
+def run_prompt(model, ids):
+    inner, layers = decoder_layers(model)
+    captured = {}
+
+    def keep(name):
+        def hook(_module, _inputs, output):
+            tensor = output[0] if isinstance(output, (tuple, list)) else output
+            captured[name] = tensor[0].detach().to(torch.float32).clone()
+
+        return hook
+
+    handles = [layer.register_forward_hook(keep(f"hidden.{i}")) for i, layer in enumerate(layers)]
+    if getattr(inner, "norm", None) is not None:
+        handles.append(inner.norm.register_forward_hook(keep("final_norm")))
+    try:
+        out = model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+    captured["logits"] = out.logits[0].detach().to(torch.float32).clone()
+    return captured
+
+
+def cmd_dump(args):
+    model, info = load_model(args.model, args.dtype)
+    problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "mismatched_keys")}
+    if problems:
+        raise SystemExit(f"error: transformers did not load every weight: {problems}")
+    vocab = model.config.get_text_config().vocab_size
+    prompts = parse_prompts(args, vocab)
+    tensors = {}
+    for i, ids in enumerate(prompts):
+        captured = run_prompt(model, ids)
+        tensors[f"prompt.{i}.input_ids"] = torch.tensor(ids, dtype=torch.int64)
+        for name, value in captured.items():
+            if name.startswith("hidden.") and args.no_hidden:
+                continue
+            tensors[f"prompt.{i}.{name}"] = value.contiguous()
+    metadata = {
+        "format": FORMAT,
+        "producer": PRODUCER,
+        "version": versions(),
+        "dtype": args.dtype,
+        "model_type": str(model.config.model_type),
+        "prompts": str(len(prompts)),
+    }
+    save_file(tensors, args.out, metadata=metadata)
+    print(f"wrote {args.out}: {len(prompts)} prompts, dtype {args.dtype}, {versions()}")
+
+
+def cmd_check_load(args):
+    config = AutoConfig.from_pretrained(args.model, local_files_only=True)
+    model, info = load_model(args.model, "f32")
+    issues = {k: list(v) for k, v in info.items() if v}
+    # DeepSeek / GLM multi-token-prediction layers are stored after the last layer and ignored by HF.
+    n_layers = config.get_text_config().num_hidden_layers
+    issues.get("unexpected_keys", []).sort()
+    if "unexpected_keys" in issues:
+        issues["unexpected_keys"] = [k for k in issues["unexpected_keys"] if f"layers.{n_layers}." not in k]
+        if not issues["unexpected_keys"]:
+            del issues["unexpected_keys"]
+    vocab = config.get_text_config().vocab_size
+    ids = [1 % vocab, 7 % vocab, 3 % vocab, 11 % vocab]
+    logits = run_prompt(model, ids)["logits"]
+    finite = bool(torch.isfinite(logits).all())
+    verdict = "ok" if not issues and finite else "FAILED"
+    report = {
+        "model": args.model,
+        "class": type(model).__name__,
+        "model_type": config.model_type,
+        "loading_issues": issues,
+        "finite_logits": finite,
+        "versions": versions(),
+        "verdict": verdict,
+    }
+    print(json.dumps(report, indent=2))
+    return 0 if verdict == "ok" else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    dump = sub.add_parser("dump", help="write a day0-reference/1 dump")
+    dump.add_argument("model", help="model folder (config.json + safetensors)")
+    dump.add_argument("--out", required=True, help="output .safetensors file")
+    dump.add_argument("--prompts", help="token ids, prompts separated by ';' e.g. '1,2,3;4,5'")
+    dump.add_argument("--prompts-file", help="JSON list of lists of token ids")
+    dump.add_argument("--random-lengths", type=int, nargs="*", default=[], help="add random prompts of these lengths")
+    dump.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+    dump.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="compute dtype (default f32)")
+    dump.add_argument("--no-hidden", action="store_true", help="logits only, no per-layer hidden states")
+    check = sub.add_parser("check-load", help="check transformers loads a folder unmodified")
+    check.add_argument("model")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(int(os.environ.get("DAY0_REF_THREADS", "2")))
+    if args.mode == "dump":
+        cmd_dump(args)
+        return 0
+    return cmd_check_load(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
