@@ -1,0 +1,75 @@
+#pragma once
+// The forward pass of every supported family, on any backend: embedding -> decoder layers (pre-norm
+// attention + FFN, built from the shared blocks in runtime/blocks.h) -> final norm -> LM head.
+// One call runs one step of several sequences of different lengths at once (prefill or decode): the
+// token-wise work (projections, norms, FFN, MoE) runs on all rows together, attention per sequence
+// over its own contiguous KV cache.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "day0/align/float_matrix.h"
+#include "day0/backends/backend.h"
+#include "day0/core/status.h"
+#include "day0/model/model_spec.h"
+#include "day0/ops/rope_table.h"
+#include "day0/runtime/kv_cache.h"
+#include "day0/runtime/model_weights.h"
+
+namespace day0 {
+
+// Activation precision. kBF16 rounds activations to bfloat16 where Hugging Face's bf16 model holds
+// them (projection outputs, norm outputs, residual stream, attention and FFN outputs); arithmetic
+// inside a kernel stays float32, so it approximates (not reproduces) a bf16 run.
+enum class ActivationPrecision { kF32, kBF16 };
+const char* precision_name(ActivationPrecision p);  // "f32", "bf16"
+
+// Which MLA form to use: auto = expanded (naive) for multi-token steps, absorbed for one-token steps.
+enum class MlaMode { kAuto, kNaive, kAbsorbed };
+
+struct EngineOptions {
+  ActivationPrecision precision = ActivationPrecision::kF32;
+  MlaMode mla = MlaMode::kAuto;
+};
+
+// One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
+struct SequenceStep {
+  KvCache* cache = nullptr;
+  std::span<const int32_t> tokens;
+};
+
+// What a forward call can hand back besides logits: the residual stream after each decoder layer and
+// the final norm's output, rows of all sequences of the step concatenated in batch order.
+struct ForwardCapture {
+  bool want_hidden = false;
+  bool want_final_norm = false;
+  std::vector<FloatMatrix> hidden;  // [n_layers] x [rows, hidden]
+  FloatMatrix final_norm;           // [rows, hidden]
+};
+
+class Engine {
+ public:
+  // `backend` must outlive the engine. Checks that the spec is one the engine runs.
+  static Result<std::unique_ptr<Engine>> create(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights,
+                                                Backend& backend, EngineOptions options = {});
+
+  const ModelSpec& spec() const { return spec_; }
+  const EngineOptions& options() const { return options_; }
+  Backend& backend() { return backend_; }
+  KvCache new_cache() const { return KvCache(spec_); }
+
+  // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
+  // last_only one row per sequence (its last token). Appends every sequence's keys to its cache.
+  FloatMatrix forward(std::span<const SequenceStep> batch, bool last_only = false, ForwardCapture* capture = nullptr);
+
+ private:
+  Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend, EngineOptions options);
+  ModelSpec spec_;
+  std::shared_ptr<ModelWeights> weights_;
+  Backend& backend_;
+  EngineOptions options_;
+  RopeFrequencies rope_;  // fixed frequencies (all rope types but dynamic)
+};
+
+}  // namespace day0

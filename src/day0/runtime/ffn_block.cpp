@@ -1,0 +1,75 @@
+// Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert that
+// Qwen2-MoE gates with sigmoid(x . w)).
+#include "day0/runtime/blocks.h"
+
+namespace day0::blocks {
+
+void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
+  const int64_t t = h.rows, width = w.gate.w.rows;
+  Buffer gate(t, width), up(t, width), act(t, width);  // [T, intermediate]
+  linear(c, h, w.gate, gate.m);
+  linear(c, h, w.up, up.m);
+  c.be.swiglu({gate.m, up.m, act.m});
+  round_activations(c, act.m);
+  linear(c, act.m, w.down, out);
+}
+
+void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+  const ModelSpec& s = c.spec;
+  const MoeSpec& m = *s.moe;
+  const int64_t t = h.rows, e = m.n_experts, k = m.experts_per_token;
+  Buffer logits(t, e);  // [T, E]
+  c.be.matmul({h, w.router.w, w.router.bias, logits.m, false});
+  // DeepSeek / GLM compute router logits in float32; the others run the gate in the activation dtype.
+  const bool fp32_router = s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 ||
+                           s.family == Family::kGlm4Moe;
+  if (!fp32_router) round_activations(c, logits.m);
+
+  std::vector<int32_t> ids(static_cast<size_t>(t * k));
+  Buffer weights(t, k);  // [T, k]
+  MoeRouterArgs r;
+  r.logits = logits.m;
+  r.correction_bias = w.correction_bias;
+  r.scoring = m.scoring;
+  r.method = m.topk_method;
+  r.top_k = k;
+  r.n_group = m.n_group;
+  r.topk_group = m.topk_group;
+  r.norm_topk_prob = m.norm_topk_prob;
+  r.renorm_eps = fp32_router ? 1e-20f : 0.0f;
+  r.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
+  r.expert_ids = MatrixView<int32_t>(ids.data(), t, k);
+  r.expert_weights = weights.m;
+  c.be.moe_router(r);
+  if (!fp32_router) round_activations(c, weights.m);
+
+  MoeExpertsArgs x;
+  x.x = h;
+  x.expert_ids = MatrixView<const int32_t>(ids.data(), t, k);
+  x.expert_weights = weights.m;
+  x.experts = w.experts;
+  x.layout = w.layout;
+  x.clamped = m.swiglu_limit > 0;
+  x.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
+  x.alpha = static_cast<float>(m.swiglu_alpha);
+  x.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
+  x.out = out;
+  c.be.moe_experts(x);
+  round_activations(c, out);
+
+  if (!w.shared.present()) return;
+  Buffer shared(t, s.hidden_size);  // [T, H]
+  dense_mlp(c, w.shared, h, shared.m);
+  if (w.shared_gate.present()) {
+    Buffer g(t, 1);  // [T, 1] sigmoid gate per token
+    linear(c, h, w.shared_gate, g.m);
+    c.be.sigmoid({g.m, g.m});
+    round_activations(c, g.m);
+    c.be.mul({shared.m, g.m, shared.m});
+    round_activations(c, shared.m);
+  }
+  c.be.add({out, shared.m, out});
+  round_activations(c, out);
+}
+
+}  // namespace day0::blocks

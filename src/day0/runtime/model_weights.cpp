@@ -1,0 +1,255 @@
+#include "day0/runtime/model_weights.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "day0/core/numeric.h"
+
+namespace day0 {
+namespace {
+
+std::string shape_text(std::span<const int64_t> shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// Replaces a trailing ".weight" by `suffix` (".bias", ".weight_scale_inv").
+std::string sibling(const std::string& weight_name, const char* suffix) {
+  const std::string tail = ".weight";
+  if (weight_name.size() > tail.size() && weight_name.ends_with(tail)) {
+    return weight_name.substr(0, weight_name.size() - tail.size()) + suffix;
+  }
+  return weight_name + suffix;
+}
+
+Result<std::vector<float>> to_f32(const RawTensor& t, int64_t offset, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint8_t* base = t.data.data();
+  switch (t.dtype) {
+    case DType::kF32:
+      std::memcpy(out.data(), base + offset * 4, static_cast<size_t>(n) * 4);
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, base + (offset + i) * 2, 2);
+        out[static_cast<size_t>(i)] = t.dtype == DType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+      }
+      break;
+    default:
+      return unsupported(fmt::format("tensor {}: dtype {} cannot be read as float", t.name, dtype_name(t.dtype)));
+  }
+  return out;
+}
+
+Result<WeightFormat> plain_format(const RawTensor& t) {
+  switch (t.dtype) {
+    case DType::kF32:
+      return WeightFormat::kF32;
+    case DType::kBF16:
+      return WeightFormat::kBF16;
+    case DType::kF16:
+      return WeightFormat::kF16;
+    default:
+      return unsupported(fmt::format("tensor {}: dtype {} is not a supported weight dtype", t.name,
+                                     dtype_name(t.dtype)));
+  }
+}
+
+}  // namespace
+
+Result<RawTensor> WeightBinder::expect(const std::string& name, std::vector<int64_t> shape) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
+  if (t.shape != shape) {
+    return invalid_argument(fmt::format("{}: tensor {}: expected shape {}, found {}", out_.source->origin(), name,
+                                        shape_text(shape), shape_text(t.shape)));
+  }
+  return t;
+}
+
+// Copies `bytes` into owned storage when the pointer is not aligned for the element type (the
+// safetensors format promises no alignment; kernels read whole elements).
+static const void* aligned_bytes(ModelWeights& out, std::span<const uint8_t> bytes, size_t align) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) return bytes.data();
+  out.byte_store.emplace_back(bytes.begin(), bytes.end());
+  return out.byte_store.back().data();
+}
+
+Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
+  Linear l;
+  l.w.rows = rows;
+  l.w.cols = cols;
+  if (t.dtype == DType::kF8E4M3) {
+    const std::string scale_name = sibling(name, ".weight_scale_inv");
+    const int64_t br = spec_.weights.block_rows, bc = spec_.weights.block_cols;
+    if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
+    D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, (cols + bc - 1) / bc}));
+    D0_ASSIGN_OR_RETURN(std::vector<float> scales, to_f32(s, 0, s.numel()));
+    out_.f32_store.push_back(std::move(scales));
+    l.w.format = WeightFormat::kFp8Block;
+    l.w.data = t.data.data();
+    l.w.scales = out_.f32_store.back().data();
+    l.w.block_rows = br;
+    l.w.block_cols = bc;
+  } else {
+    D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));
+    l.w.data = aligned_bytes(out_, t.data, static_cast<size_t>(dtype_bits(t.dtype) / 8));
+  }
+  if (with_bias) {
+    D0_ASSIGN_OR_RETURN(auto bias, vector(sibling(name, ".bias"), rows));
+    l.bias = bias.data();
+  }
+  return l;
+}
+
+Result<std::span<const float>> WeightBinder::vector(const std::string& name, int64_t n) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
+  // A [1, n] vector (Qwen2-MoE's shared_expert_gate) reads as [n].
+  if (t.numel() != n || (t.shape.size() != 1 && !(t.shape.size() == 2 && t.shape[0] == 1))) {
+    return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(), name,
+                                        n, shape_text(t.shape)));
+  }
+  D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, 0, n));
+  out_.f32_store.push_back(std::move(values));
+  return std::span<const float>(out_.f32_store.back());
+}
+
+Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
+                                         int64_t cols) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, rows, cols}));
+  WeightView w;
+  D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
+  const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
+  const size_t per = static_cast<size_t>(rows * cols) * item;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = aligned_bytes(out_, t.data.subspan(static_cast<size_t>(e) * per, per), item);
+  return w;
+}
+
+Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int64_t e, int64_t n_experts,
+                                                    int64_t rows, int64_t cols) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, cols, rows}));
+  WeightView w;
+  D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
+  const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
+  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;
+  std::vector<uint8_t> dst(static_cast<size_t>(rows * cols) * item);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&dst[static_cast<size_t>(r * cols + c) * item], src + static_cast<size_t>(c * rows + r) * item,
+                  item);
+    }
+  }
+  out_.byte_store.push_back(std::move(dst));
+  w.rows = rows;
+  w.cols = cols;
+  w.data = out_.byte_store.back().data();
+  return w;
+}
+
+Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
+                                       int64_t cols) {
+  if (cols % 32 != 0) return invalid_argument(fmt::format("MXFP4 tensor {}: {} columns is not a multiple of 32", prefix, cols));
+  const int64_t groups = cols / 32;
+  D0_ASSIGN_OR_RETURN(RawTensor blocks, expect(prefix + "_blocks", {n_experts, rows, groups, 16}));
+  D0_ASSIGN_OR_RETURN(RawTensor scales, expect(prefix + "_scales", {n_experts, rows, groups}));
+  if (blocks.dtype != DType::kU8 || (scales.dtype != DType::kU8 && scales.dtype != DType::kF8E8M0)) {
+    return invalid_argument(fmt::format("MXFP4 tensor {}: expected U8 blocks and scales, found {} and {}", prefix,
+                                        dtype_name(blocks.dtype), dtype_name(scales.dtype)));
+  }
+  WeightView w;
+  w.format = WeightFormat::kMxfp4;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = blocks.data.data() + e * rows * groups * 16;
+  w.scales = scales.data.data() + e * rows * groups;
+  return w;
+}
+
+Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
+  D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, e * n, n));
+  out_.f32_store.push_back(std::move(values));
+  return static_cast<const float*>(out_.f32_store.back().data());
+}
+
+namespace bind {
+
+Status gqa_attention(WeightBinder& b, const std::string& prefix, bool qkv_bias, bool o_bias, bool qk_norm,
+                     AttentionWeights& out) {
+  const ModelSpec& s = b.spec();
+  const int64_t q_out = s.n_heads * s.head_dim, kv_out = s.n_kv_heads * s.head_dim;
+  D0_ASSIGN_OR_RETURN(out.q, b.linear(prefix + "q_proj.weight", q_out, s.hidden_size, qkv_bias));
+  D0_ASSIGN_OR_RETURN(out.k, b.linear(prefix + "k_proj.weight", kv_out, s.hidden_size, qkv_bias));
+  D0_ASSIGN_OR_RETURN(out.v, b.linear(prefix + "v_proj.weight", kv_out, s.hidden_size, qkv_bias));
+  D0_ASSIGN_OR_RETURN(out.o, b.linear(prefix + "o_proj.weight", s.hidden_size, q_out, o_bias));
+  if (qk_norm) {
+    D0_ASSIGN_OR_RETURN(out.q_norm, b.vector(prefix + "q_norm.weight", s.head_dim));
+    D0_ASSIGN_OR_RETURN(out.k_norm, b.vector(prefix + "k_norm.weight", s.head_dim));
+  }
+  return Status::ok();
+}
+
+Status dense_mlp(WeightBinder& b, const std::string& prefix, int64_t intermediate, bool bias, DenseMlpWeights& out,
+                 const char* gate, const char* up, const char* down) {
+  const int64_t h = b.spec().hidden_size;
+  D0_ASSIGN_OR_RETURN(out.gate, b.linear(prefix + gate + ".weight", intermediate, h, bias));
+  D0_ASSIGN_OR_RETURN(out.up, b.linear(prefix + up + ".weight", intermediate, h, bias));
+  D0_ASSIGN_OR_RETURN(out.down, b.linear(prefix + down + ".weight", h, intermediate, bias));
+  return Status::ok();
+}
+
+Status separate_experts(WeightBinder& b, const std::string& prefix, const char* gate, const char* up,
+                        const char* down, MoeWeights& out) {
+  const MoeSpec& m = *b.spec().moe;
+  out.layout = GateUpLayout::kSeparate;
+  out.experts.resize(static_cast<size_t>(m.n_experts));
+  for (int64_t e = 0; e < m.n_experts; ++e) {
+    DenseMlpWeights mlp;
+    D0_RETURN_IF_ERROR(dense_mlp(b, fmt::format("{}{}.", prefix, e), m.expert_intermediate, false, mlp, gate, up, down));
+    auto& ex = out.experts[static_cast<size_t>(e)];
+    ex.gate = mlp.gate.w;
+    ex.up = mlp.up.w;
+    ex.down = mlp.down.w;
+  }
+  return Status::ok();
+}
+
+Status mla_attention(WeightBinder& b, const std::string& prefix, AttentionWeights& out) {
+  const ModelSpec& s = b.spec();
+  const MlaSpec& m = *s.mla;
+  const int64_t d_qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  if (m.q_lora_rank > 0) {
+    D0_ASSIGN_OR_RETURN(out.q_a, b.linear(prefix + "q_a_proj.weight", m.q_lora_rank, s.hidden_size));
+    D0_ASSIGN_OR_RETURN(out.q_a_norm, b.vector(prefix + "q_a_layernorm.weight", m.q_lora_rank));
+    D0_ASSIGN_OR_RETURN(out.q_b, b.linear(prefix + "q_b_proj.weight", s.n_heads * d_qk, m.q_lora_rank));
+  } else {
+    D0_ASSIGN_OR_RETURN(out.q, b.linear(prefix + "q_proj.weight", s.n_heads * d_qk, s.hidden_size));
+  }
+  D0_ASSIGN_OR_RETURN(out.kv_a, b.linear(prefix + "kv_a_proj_with_mqa.weight", m.kv_lora_rank + m.qk_rope_head_dim,
+                                         s.hidden_size));
+  D0_ASSIGN_OR_RETURN(out.kv_a_norm, b.vector(prefix + "kv_a_layernorm.weight", m.kv_lora_rank));
+  D0_ASSIGN_OR_RETURN(out.kv_b, b.linear(prefix + "kv_b_proj.weight",
+                                         s.n_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank));
+  D0_ASSIGN_OR_RETURN(out.o, b.linear(prefix + "o_proj.weight", s.hidden_size, s.n_heads * m.v_head_dim));
+  return Status::ok();
+}
+
+Status embeddings_and_head(WeightBinder& b, ModelWeights& out, const std::string& prefix, const std::string& head) {
+  const ModelSpec& s = b.spec();
+  D0_ASSIGN_OR_RETURN(Linear emb, b.linear(prefix + "embed_tokens.weight", s.vocab_size, s.hidden_size));
+  out.embedding = emb.w;
+  D0_ASSIGN_OR_RETURN(out.final_norm, b.vector(prefix + "norm.weight", s.hidden_size));
+  if (s.tie_word_embeddings && !b.has(head)) {
+    out.lm_head = emb;
+  } else {
+    D0_ASSIGN_OR_RETURN(out.lm_head, b.linear(head, s.vocab_size, s.hidden_size));
+  }
+  return Status::ok();
+}
+
+}  // namespace bind
+}  // namespace day0

@@ -1,0 +1,118 @@
+#pragma once
+// The weights of one model bound to the engine's blocks: WeightViews over the checkpoint's bytes (never
+// expanded, kernels dequantise on the fly) plus small float32 vectors (norms, biases, sinks) converted
+// once. Each family file (runtime/families/) fills this from Hugging Face tensor names.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "day0/core/status.h"
+#include "day0/model/model_spec.h"
+#include "day0/ops/kernel_args.h"
+#include "day0/runtime/tensor_source.h"
+
+namespace day0 {
+
+struct Linear {
+  WeightView w;                 // [out, in]
+  const float* bias = nullptr;  // [out] or null
+  bool present() const { return w.data != nullptr; }
+};
+
+struct AttentionWeights {
+  // GQA.
+  Linear q, k, v, o;
+  std::span<const float> q_norm, k_norm;  // [head_dim] (Qwen3, GLM-4.5) or empty
+  std::span<const float> sinks;           // [n_heads] (gpt-oss) or empty
+  // MLA.
+  Linear q_a, q_b, kv_a, kv_b;                 // q_a/q_b absent without q_lora_rank (then q is used)
+  std::span<const float> q_a_norm, kv_a_norm;  // [q_lora_rank], [kv_lora_rank]
+};
+
+struct DenseMlpWeights {
+  Linear gate, up, down;
+  bool present() const { return down.present(); }
+};
+
+struct MoeWeights {
+  Linear router;                          // [E, H] (+ bias for gpt-oss)
+  std::span<const float> correction_bias;  // [E] (noaux_tc) or empty
+  std::vector<ExpertWeights> experts;     // [E]
+  GateUpLayout layout = GateUpLayout::kSeparate;
+  DenseMlpWeights shared;                 // shared expert(s) as one SwiGLU, or absent
+  Linear shared_gate;                     // Qwen2-MoE sigmoid gate [1, H], or absent
+};
+
+struct LayerWeights {
+  std::span<const float> input_norm, post_norm;  // [H]
+  AttentionWeights attn;
+  DenseMlpWeights mlp;  // dense layers
+  MoeWeights moe;       // MoE layers
+};
+
+struct ModelWeights {
+  WeightView embedding;  // [V, H]
+  Linear lm_head;        // [V, H] (the embedding when tied)
+  std::span<const float> final_norm;
+  std::vector<LayerWeights> layers;
+
+  // Storage for converted data (norms and biases in float32, transposed expert weights); a deque so
+  // that spans handed out stay valid as it grows.
+  std::deque<std::vector<float>> f32_store;
+  std::deque<std::vector<uint8_t>> byte_store;
+  // The source whose bytes the WeightViews point into; kept alive with the weights.
+  std::shared_ptr<const TensorSource> source;
+};
+
+// Binds Hugging Face names to views, checking shapes against the spec; every error names the tensor.
+class WeightBinder {
+ public:
+  WeightBinder(const ModelSpec& spec, ModelWeights& out) : spec_(spec), out_(out) {}
+
+  bool has(const std::string& name) const { return out_.source->contains(name); }
+  // A projection [rows, cols]: BF16/F16/F32, or F8_E4M3 with its `<name>_scale_inv` sibling.
+  Result<Linear> linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias = false);
+  // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
+  Result<std::span<const float>> vector(const std::string& name, int64_t n);
+  // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
+  Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows, int64_t cols);
+  // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation, Llama 4): transposed copy.
+  Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
+                                        int64_t cols);
+  // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows, cols/32].
+  Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows, int64_t cols);
+  // Row e of a stacked bias [E, n] as float32.
+  Result<const float*> stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n);
+
+  const ModelSpec& spec() const { return spec_; }
+  ModelWeights& out() { return out_; }
+
+ private:
+  Result<RawTensor> expect(const std::string& name, std::vector<int64_t> shape);
+  const ModelSpec& spec_;
+  ModelWeights& out_;
+};
+
+// Binds every tensor of `spec`'s family from `source` (runtime/families/*.cpp).
+Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
+                                                         std::shared_ptr<const TensorSource> source);
+
+// Shared binders used by several family files.
+namespace bind {
+Status gqa_attention(WeightBinder& b, const std::string& prefix, bool qkv_bias, bool o_bias, bool qk_norm,
+                     AttentionWeights& out);
+Status dense_mlp(WeightBinder& b, const std::string& prefix, int64_t intermediate, bool bias,
+                 DenseMlpWeights& out, const char* gate = "gate_proj", const char* up = "up_proj",
+                 const char* down = "down_proj");
+// Experts e = 0..E-1 under `<prefix>.<e>.<gate|up|down>.weight`.
+Status separate_experts(WeightBinder& b, const std::string& prefix, const char* gate, const char* up,
+                        const char* down, MoeWeights& out);
+Status mla_attention(WeightBinder& b, const std::string& prefix, AttentionWeights& out);
+Status embeddings_and_head(WeightBinder& b, ModelWeights& out, const std::string& prefix = "model.",
+                           const std::string& head = "lm_head.weight");
+}  // namespace bind
+
+}  // namespace day0

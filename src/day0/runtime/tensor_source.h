@@ -1,0 +1,62 @@
+#pragma once
+// Where the engine's weights come from: a name -> raw tensor lookup. The checkpoint adapter reads a
+// Hugging Face folder (zero-copy over the mmap); the in-memory source holds tensors tests build or
+// perturb. Views stay valid while the source lives.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "day0/core/dtype.h"
+#include "day0/core/status.h"
+
+namespace day0 {
+
+struct RawTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::span<const uint8_t> data;
+  int64_t numel() const;
+};
+
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual bool contains(const std::string& name) const = 0;
+  // NotFound naming the tensor when absent.
+  virtual Result<RawTensor> get(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+  // Where the tensors come from, for messages ("model dir", "memory").
+  virtual std::string origin() const = 0;
+};
+
+// Opens a checkpoint folder (model.safetensors or sharded with an index).
+Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path);
+
+// Tensors held in memory; copies of another source's tensors can be edited (weight perturbation).
+class MemoryTensorSource : public TensorSource {
+ public:
+  void put(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  // Copies every tensor of `other`.
+  static Result<std::unique_ptr<MemoryTensorSource>> copy_of(const TensorSource& other);
+  // Mutable bytes of a stored tensor (NotFound when absent).
+  Result<std::span<uint8_t>> mutable_bytes(const std::string& name);
+
+  bool contains(const std::string& name) const override { return tensors_.count(name) != 0; }
+  Result<RawTensor> get(const std::string& name) const override;
+  std::vector<std::string> names() const override;
+  std::string origin() const override { return "memory"; }
+
+ private:
+  struct Stored {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::string, Stored> tensors_;
+};
+
+}  // namespace day0
