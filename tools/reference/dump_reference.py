@@ -10,7 +10,9 @@ Two modes:
 The dump format (a contract shared with the C++ side, src/day0/align/reference_dump.h): one
 safetensors file whose __metadata__ holds format=day0-reference/1, producer, version and dtype, and for
 prompt i: prompt.<i>.input_ids I64 [T], prompt.<i>.logits F32 [T, vocab], prompt.<i>.hidden.<l>
-F32 [T, hidden] (output of decoder layer l), prompt.<i>.final_norm F32 [T, hidden].
+F32 [T, hidden] (output of decoder layer l), prompt.<i>.final_norm F32 [T, hidden]; and, as day0's
+optional extension for the generation check, prompt.<i>.greedy_ids I64 [N] (greedy continuation) and
+prompt.<i>.greedy_logits F32 [N, vocab] (the logits each of those tokens was chosen from).
 """
 import argparse
 import json
@@ -102,6 +104,18 @@ def run_prompt(model, ids):
     return captured
 
 
+@torch.no_grad()
+def greedy_continuation(model, ids, steps):
+    """Greedy tokens after the prompt, each from a full forward pass (no cache: the plainest path)."""
+    tokens, rows = list(ids), []
+    for _ in range(steps):
+        logits = model(input_ids=torch.tensor([tokens], dtype=torch.long), use_cache=False).logits[0, -1]
+        logits = logits.detach().to(torch.float32).clone()
+        rows.append(logits)
+        tokens.append(int(torch.argmax(logits)))
+    return tokens[len(ids):], rows
+
+
 def cmd_dump(args):
     model, info = load_model(args.model, args.dtype)
     problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "mismatched_keys")}
@@ -117,6 +131,10 @@ def cmd_dump(args):
             if name.startswith("hidden.") and args.no_hidden:
                 continue
             tensors[f"prompt.{i}.{name}"] = value.contiguous()
+        if args.greedy > 0:
+            greedy, rows = greedy_continuation(model, ids, args.greedy)
+            tensors[f"prompt.{i}.greedy_ids"] = torch.tensor(greedy, dtype=torch.int64)
+            tensors[f"prompt.{i}.greedy_logits"] = torch.stack(rows).contiguous()
     metadata = {
         "format": FORMAT,
         "producer": PRODUCER,
@@ -169,6 +187,7 @@ def main():
     dump.add_argument("--random-lengths", type=int, nargs="*", default=[], help="add random prompts of these lengths")
     dump.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     dump.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="compute dtype (default f32)")
+    dump.add_argument("--greedy", type=int, default=8, help="greedy continuation length per prompt (0: none)")
     dump.add_argument("--no-hidden", action="store_true", help="logits only, no per-layer hidden states")
     check = sub.add_parser("check-load", help="check transformers loads a folder unmodified")
     check.add_argument("model")

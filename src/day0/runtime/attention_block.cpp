@@ -47,7 +47,8 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
         rms_norm(c, ConstMatrix(qs.data, rn * nh, d), {}, eps, Matrix(qs.data, rn * nh, d));
         rms_norm(c, ConstMatrix(ks.data, rn * nkv, d), {}, eps, Matrix(ks.data, rn * nkv, d));
       }
-    } else if (s.attn_temperature_tuning) {  // Llama 4 NoPE layers: q *= 1 + attn_scale * ln(1 + floor((p+1)/fs))
+    } else if (s.attn_temperature_tuning) {  // Llama 4 NoPE layers: q *= 1 + attn_scale * ln(1 +
+                                             // floor((p+1)/fs))
       for (int64_t r = 0; r < rn; ++r) {
         const double p = static_cast<double>(pos[static_cast<size_t>(r)]);
         const double factor =

@@ -36,7 +36,8 @@ RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_di
   if (c.spec.rope.type != RopeType::kDynamic) return c.rope;
   const size_t i = static_cast<size_t>(s);
   const int64_t seq_len = c.layout.pos0[i] + c.layout.rows[i];
-  auto f = rope_frequencies(c.spec.rope_theta, rotary_dim, c.spec.rope, c.spec.max_position_embeddings, seq_len);
+  auto f =
+      rope_frequencies(c.spec.rope_theta, rotary_dim, c.spec.rope, c.spec.max_position_embeddings, seq_len);
   D0_CHECK_MSG(f.is_ok(), f.status().to_string());
   return std::move(f).value();
 }

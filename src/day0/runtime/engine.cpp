@@ -12,7 +12,8 @@ const char* precision_name(ActivationPrecision p) {
   return p == ActivationPrecision::kBF16 ? "bf16" : "f32";
 }
 
-Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend, EngineOptions options)
+Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
+               EngineOptions options)
     : spec_(spec), weights_(std::move(weights)), backend_(backend), options_(options) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights,
@@ -20,21 +21,23 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   if (!weights || static_cast<int64_t>(weights->layers.size()) != spec.n_layers) {
     return invalid_argument("engine: weights do not match the model spec");
   }
-  if (spec.attention == AttentionKind::kMla && !spec.mla) return invalid_argument("engine: MLA spec without sizes");
+  if (spec.attention == AttentionKind::kMla && !spec.mla)
+    return invalid_argument("engine: MLA spec without sizes");
   for (const LayerSpec& l : spec.layers) {
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
       return invalid_argument("engine: sliding or chunked layer without a window");
     }
   }
-  const int64_t rotary = spec.attention == AttentionKind::kMla
-                             ? spec.mla->qk_rope_head_dim
-                             : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) /
-                                   2 * 2;
+  const int64_t rotary =
+      spec.attention == AttentionKind::kMla
+          ? spec.mla->qk_rope_head_dim
+          : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) / 2 * 2;
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
   if (rotary > 0) {
-    D0_ASSIGN_OR_RETURN(e->rope_, rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
-                                                   spec.max_position_embeddings));
+    D0_ASSIGN_OR_RETURN(e->rope_,
+                        rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
+                                         spec.max_position_embeddings));
   }
   return e;
 }
@@ -52,7 +55,8 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
     layout.total_rows += static_cast<int64_t>(s.tokens.size());
     ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   }
-  for (int32_t id : ids) D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
+  for (int32_t id : ids)
+    D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
   const blocks::Context c{backend_, spec_, options_, layout, rope_};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
@@ -61,7 +65,8 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
   Buffer x(t, hidden), h(t, hidden), y(t, hidden);  // residual stream, normed input, block output
   backend_.embedding({w.embedding, ids, x.m});
   blocks::round_activations(c, x.m);
-  if (capture && capture->want_hidden) capture->hidden.assign(static_cast<size_t>(spec_.n_layers), FloatMatrix());
+  if (capture && capture->want_hidden)
+    capture->hidden.assign(static_cast<size_t>(spec_.n_layers), FloatMatrix());
   for (int64_t l = 0; l < spec_.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
@@ -108,7 +113,8 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
     rows = last.m;
   }
   FloatMatrix logits(rows.rows, spec_.vocab_size);
-  backend_.matmul({rows, w.lm_head.w, w.lm_head.bias, Matrix(logits.data.data(), rows.rows, spec_.vocab_size), false});
+  backend_.matmul(
+      {rows, w.lm_head.w, w.lm_head.bias, Matrix(logits.data.data(), rows.rows, spec_.vocab_size), false});
   backend_.synchronize();
   if (options_.precision == ActivationPrecision::kBF16) {
     blocks::round_activations(c, Matrix(logits.data.data(), logits.rows, logits.cols));

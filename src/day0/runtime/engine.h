@@ -61,10 +61,12 @@ class Engine {
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
   // last_only one row per sequence (its last token). Appends every sequence's keys to its cache.
-  FloatMatrix forward(std::span<const SequenceStep> batch, bool last_only = false, ForwardCapture* capture = nullptr);
+  FloatMatrix forward(std::span<const SequenceStep> batch, bool last_only = false,
+                      ForwardCapture* capture = nullptr);
 
  private:
-  Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend, EngineOptions options);
+  Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
+         EngineOptions options);
   ModelSpec spec_;
   std::shared_ptr<ModelWeights> weights_;
   Backend& backend_;

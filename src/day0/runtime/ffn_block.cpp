@@ -21,8 +21,8 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   Buffer logits(t, e);  // [T, E]
   c.be.matmul({h, w.router.w, w.router.bias, logits.m, false});
   // DeepSeek / GLM compute router logits in float32; the others run the gate in the activation dtype.
-  const bool fp32_router = s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 ||
-                           s.family == Family::kGlm4Moe;
+  const bool fp32_router =
+      s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 || s.family == Family::kGlm4Moe;
   if (!fp32_router) round_activations(c, logits.m);
 
   std::vector<int32_t> ids(static_cast<size_t>(t * k));

@@ -32,7 +32,8 @@ void gather_heads(Matrix wide, int64_t groups, int64_t group_width, int64_t col0
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const MlaSpec& m = *s.mla;
-  const int64_t t = h.rows, nh = s.n_heads, dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim, dv = m.v_head_dim;
+  const int64_t t = h.rows, nh = s.n_heads, dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim,
+                dv = m.v_head_dim;
   const int64_t r = m.kv_lora_rank, dqk = dn + dr;
   constexpr float kLatentEps = 1e-6f;  // HF builds q_a/kv_a layernorms without rms_norm_eps
 

@@ -38,7 +38,8 @@ Result<std::vector<float>> to_f32(const RawTensor& t, int64_t offset, int64_t n)
       }
       break;
     default:
-      return unsupported(fmt::format("tensor {}: dtype {} cannot be read as float", t.name, dtype_name(t.dtype)));
+      return unsupported(
+          fmt::format("tensor {}: dtype {} cannot be read as float", t.name, dtype_name(t.dtype)));
   }
   return out;
 }
@@ -52,8 +53,8 @@ Result<WeightFormat> plain_format(const RawTensor& t) {
     case DType::kF16:
       return WeightFormat::kF16;
     default:
-      return unsupported(fmt::format("tensor {}: dtype {} is not a supported weight dtype", t.name,
-                                     dtype_name(t.dtype)));
+      return unsupported(
+          fmt::format("tensor {}: dtype {} is not a supported weight dtype", t.name, dtype_name(t.dtype)));
   }
 }
 
@@ -62,8 +63,8 @@ Result<WeightFormat> plain_format(const RawTensor& t) {
 Result<RawTensor> WeightBinder::expect(const std::string& name, std::vector<int64_t> shape) {
   D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
   if (t.shape != shape) {
-    return invalid_argument(fmt::format("{}: tensor {}: expected shape {}, found {}", out_.source->origin(), name,
-                                        shape_text(shape), shape_text(t.shape)));
+    return invalid_argument(fmt::format("{}: tensor {}: expected shape {}, found {}", out_.source->origin(),
+                                        name, shape_text(shape), shape_text(t.shape)));
   }
   return t;
 }
@@ -108,8 +109,8 @@ Result<std::span<const float>> WeightBinder::vector(const std::string& name, int
   D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
   // A [1, n] vector (Qwen2-MoE's shared_expert_gate) reads as [n].
   if (t.numel() != n || (t.shape.size() != 1 && !(t.shape.size() == 2 && t.shape[0] == 1))) {
-    return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(), name,
-                                        n, shape_text(t.shape)));
+    return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(),
+                                        name, n, shape_text(t.shape)));
   }
   D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, 0, n));
   out_.f32_store.push_back(std::move(values));
@@ -139,8 +140,8 @@ Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int
   std::vector<uint8_t> dst(static_cast<size_t>(rows * cols) * item);
   for (int64_t c = 0; c < cols; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(&dst[static_cast<size_t>(r * cols + c) * item], src + static_cast<size_t>(c * rows + r) * item,
-                  item);
+      std::memcpy(&dst[static_cast<size_t>(r * cols + c) * item],
+                  src + static_cast<size_t>(c * rows + r) * item, item);
     }
   }
   out_.byte_store.push_back(std::move(dst));
@@ -152,13 +153,14 @@ Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int
 
 Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                                        int64_t cols) {
-  if (cols % 32 != 0) return invalid_argument(fmt::format("MXFP4 tensor {}: {} columns is not a multiple of 32", prefix, cols));
+  if (cols % 32 != 0)
+    return invalid_argument(fmt::format("MXFP4 tensor {}: {} columns is not a multiple of 32", prefix, cols));
   const int64_t groups = cols / 32;
   D0_ASSIGN_OR_RETURN(RawTensor blocks, expect(prefix + "_blocks", {n_experts, rows, groups, 16}));
   D0_ASSIGN_OR_RETURN(RawTensor scales, expect(prefix + "_scales", {n_experts, rows, groups}));
   if (blocks.dtype != DType::kU8 || (scales.dtype != DType::kU8 && scales.dtype != DType::kF8E8M0)) {
-    return invalid_argument(fmt::format("MXFP4 tensor {}: expected U8 blocks and scales, found {} and {}", prefix,
-                                        dtype_name(blocks.dtype), dtype_name(scales.dtype)));
+    return invalid_argument(fmt::format("MXFP4 tensor {}: expected U8 blocks and scales, found {} and {}",
+                                        prefix, dtype_name(blocks.dtype), dtype_name(scales.dtype)));
   }
   WeightView w;
   w.format = WeightFormat::kMxfp4;
@@ -169,7 +171,8 @@ Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int
   return w;
 }
 
-Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n) {
+Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts,
+                                                  int64_t n) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
   D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, e * n, n));
   out_.f32_store.push_back(std::move(values));
@@ -193,8 +196,8 @@ Status gqa_attention(WeightBinder& b, const std::string& prefix, bool qkv_bias, 
   return Status::ok();
 }
 
-Status dense_mlp(WeightBinder& b, const std::string& prefix, int64_t intermediate, bool bias, DenseMlpWeights& out,
-                 const char* gate, const char* up, const char* down) {
+Status dense_mlp(WeightBinder& b, const std::string& prefix, int64_t intermediate, bool bias,
+                 DenseMlpWeights& out, const char* gate, const char* up, const char* down) {
   const int64_t h = b.spec().hidden_size;
   D0_ASSIGN_OR_RETURN(out.gate, b.linear(prefix + gate + ".weight", intermediate, h, bias));
   D0_ASSIGN_OR_RETURN(out.up, b.linear(prefix + up + ".weight", intermediate, h, bias));
@@ -209,7 +212,8 @@ Status separate_experts(WeightBinder& b, const std::string& prefix, const char* 
   out.experts.resize(static_cast<size_t>(m.n_experts));
   for (int64_t e = 0; e < m.n_experts; ++e) {
     DenseMlpWeights mlp;
-    D0_RETURN_IF_ERROR(dense_mlp(b, fmt::format("{}{}.", prefix, e), m.expert_intermediate, false, mlp, gate, up, down));
+    D0_RETURN_IF_ERROR(
+        dense_mlp(b, fmt::format("{}{}.", prefix, e), m.expert_intermediate, false, mlp, gate, up, down));
     auto& ex = out.experts[static_cast<size_t>(e)];
     ex.gate = mlp.gate.w;
     ex.up = mlp.up.w;
@@ -229,8 +233,8 @@ Status mla_attention(WeightBinder& b, const std::string& prefix, AttentionWeight
   } else {
     D0_ASSIGN_OR_RETURN(out.q, b.linear(prefix + "q_proj.weight", s.n_heads * d_qk, s.hidden_size));
   }
-  D0_ASSIGN_OR_RETURN(out.kv_a, b.linear(prefix + "kv_a_proj_with_mqa.weight", m.kv_lora_rank + m.qk_rope_head_dim,
-                                         s.hidden_size));
+  D0_ASSIGN_OR_RETURN(out.kv_a, b.linear(prefix + "kv_a_proj_with_mqa.weight",
+                                         m.kv_lora_rank + m.qk_rope_head_dim, s.hidden_size));
   D0_ASSIGN_OR_RETURN(out.kv_a_norm, b.vector(prefix + "kv_a_layernorm.weight", m.kv_lora_rank));
   D0_ASSIGN_OR_RETURN(out.kv_b, b.linear(prefix + "kv_b_proj.weight",
                                          s.n_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank));
@@ -238,7 +242,8 @@ Status mla_attention(WeightBinder& b, const std::string& prefix, AttentionWeight
   return Status::ok();
 }
 
-Status embeddings_and_head(WeightBinder& b, ModelWeights& out, const std::string& prefix, const std::string& head) {
+Status embeddings_and_head(WeightBinder& b, ModelWeights& out, const std::string& prefix,
+                           const std::string& head) {
   const ModelSpec& s = b.spec();
   D0_ASSIGN_OR_RETURN(Linear emb, b.linear(prefix + "embed_tokens.weight", s.vocab_size, s.hidden_size));
   out.embedding = emb.w;

@@ -38,12 +38,12 @@ struct DenseMlpWeights {
 };
 
 struct MoeWeights {
-  Linear router;                          // [E, H] (+ bias for gpt-oss)
+  Linear router;                           // [E, H] (+ bias for gpt-oss)
   std::span<const float> correction_bias;  // [E] (noaux_tc) or empty
-  std::vector<ExpertWeights> experts;     // [E]
+  std::vector<ExpertWeights> experts;      // [E]
   GateUpLayout layout = GateUpLayout::kSeparate;
-  DenseMlpWeights shared;                 // shared expert(s) as one SwiGLU, or absent
-  Linear shared_gate;                     // Qwen2-MoE sigmoid gate [1, H], or absent
+  DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
+  Linear shared_gate;      // Qwen2-MoE sigmoid gate [1, H], or absent
 };
 
 struct LayerWeights {
@@ -78,12 +78,15 @@ class WeightBinder {
   // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
-  Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows, int64_t cols);
+  Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
+                             int64_t cols);
   // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation, Llama 4): transposed copy.
   Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                                         int64_t cols);
-  // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows, cols/32].
-  Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows, int64_t cols);
+  // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
+  // cols/32].
+  Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
+                           int64_t cols);
   // Row e of a stacked bias [E, n] as float32.
   Result<const float*> stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n);
 

@@ -13,8 +13,10 @@ Status bind_deepseek_moe(WeightBinder& b, const std::string& p, MoeWeights& out)
     D0_ASSIGN_OR_RETURN(out.correction_bias, b.vector(p + "mlp.gate.e_score_correction_bias", m.n_experts));
   }
   D0_RETURN_IF_ERROR(bind::separate_experts(b, p + "mlp.experts.", "gate_proj", "up_proj", "down_proj", out));
-  const int64_t shared = m.shared_intermediate > 0 ? m.shared_intermediate : m.n_shared_experts * m.expert_intermediate;
-  if (shared > 0) D0_RETURN_IF_ERROR(bind::dense_mlp(b, p + "mlp.shared_experts.", shared, false, out.shared));
+  const int64_t shared =
+      m.shared_intermediate > 0 ? m.shared_intermediate : m.n_shared_experts * m.expert_intermediate;
+  if (shared > 0)
+    D0_RETURN_IF_ERROR(bind::dense_mlp(b, p + "mlp.shared_experts.", shared, false, out.shared));
   return Status::ok();
 }
 

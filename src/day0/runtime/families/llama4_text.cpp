@@ -29,8 +29,8 @@ Status bind_llama4_text(WeightBinder& b, const Names& names, ModelWeights& out) 
       ExpertWeights& w = l.moe.experts[static_cast<size_t>(e)];
       D0_ASSIGN_OR_RETURN(w.gate, b.stacked_transposed(ff + "experts.gate_up_proj", e, m.n_experts,
                                                        2 * m.expert_intermediate, s.hidden_size));
-      D0_ASSIGN_OR_RETURN(w.down, b.stacked_transposed(ff + "experts.down_proj", e, m.n_experts, s.hidden_size,
-                                                       m.expert_intermediate));
+      D0_ASSIGN_OR_RETURN(w.down, b.stacked_transposed(ff + "experts.down_proj", e, m.n_experts,
+                                                       s.hidden_size, m.expert_intermediate));
     }
     const int64_t shared = m.shared_intermediate > 0 ? m.shared_intermediate : m.expert_intermediate;
     D0_RETURN_IF_ERROR(bind::dense_mlp(b, ff + "shared_expert.", shared, false, l.moe.shared));

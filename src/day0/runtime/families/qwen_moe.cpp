@@ -20,11 +20,14 @@ Status bind_qwen_moe(WeightBinder& b, const Names& names, ModelWeights& out) {
       continue;
     }
     D0_ASSIGN_OR_RETURN(l.moe.router, b.linear(p + "mlp.gate.weight", s.moe->n_experts, s.hidden_size));
-    D0_RETURN_IF_ERROR(bind::separate_experts(b, p + "mlp.experts.", "gate_proj", "up_proj", "down_proj", l.moe));
+    D0_RETURN_IF_ERROR(
+        bind::separate_experts(b, p + "mlp.experts.", "gate_proj", "up_proj", "down_proj", l.moe));
     if (s.moe->shared_intermediate > 0) {
-      D0_RETURN_IF_ERROR(bind::dense_mlp(b, p + "mlp.shared_expert.", s.moe->shared_intermediate, false, l.moe.shared));
+      D0_RETURN_IF_ERROR(
+          bind::dense_mlp(b, p + "mlp.shared_expert.", s.moe->shared_intermediate, false, l.moe.shared));
       if (s.moe->shared_expert_gate) {
-        D0_ASSIGN_OR_RETURN(l.moe.shared_gate, b.linear(p + "mlp.shared_expert_gate.weight", 1, s.hidden_size));
+        D0_ASSIGN_OR_RETURN(l.moe.shared_gate,
+                            b.linear(p + "mlp.shared_expert_gate.weight", 1, s.hidden_size));
       }
     }
   }

@@ -18,7 +18,8 @@ Status bind_layer_norms(WeightBinder& b, const std::string& layer_prefix, LayerW
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
                                                          std::shared_ptr<const TensorSource> source) {
   if (static_cast<int64_t>(spec.layers.size()) != spec.n_layers) {
-    return invalid_argument(fmt::format("model spec lists {} layers, expected {}", spec.layers.size(), spec.n_layers));
+    return invalid_argument(
+        fmt::format("model spec lists {} layers, expected {}", spec.layers.size(), spec.n_layers));
   }
   auto out = std::make_shared<ModelWeights>();
   out->source = std::move(source);
