@@ -1,0 +1,378 @@
+#include "day0/plan/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "day0/core/error.h"
+
+namespace day0::plan {
+
+namespace {
+
+constexpr double kActivationBytes = 2;  // BF16 activations
+constexpr double kLogitBytes = 4;       // FP32 logits
+
+int gi(WeightGroup g) {
+  return static_cast<int>(g);
+}
+
+LayerSums stage_sums(const std::vector<LayerSums>& prefix, int64_t first, int64_t last) {
+  LayerSums out;
+  const LayerSums& a = prefix[static_cast<size_t>(first)];
+  const LayerSums& b = prefix[static_cast<size_t>(last)];
+  for (int g = 0; g < kWeightGroups; ++g) {
+    out.bytes[g] = b.bytes[g] - a.bytes[g];
+    out.params[g] = b.params[g] - a.params[g];
+  }
+  out.kv_seq_elements = b.kv_seq_elements - a.kv_seq_elements;
+  out.attn_decode_flops = b.attn_decode_flops - a.attn_decode_flops;
+  out.attn_prefill_flops = b.attn_prefill_flops - a.attn_prefill_flops;
+  out.n_layers = b.n_layers - a.n_layers;
+  out.n_moe_layers = b.n_moe_layers - a.n_moe_layers;
+  return out;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Share of a GQA layer's kv heads (and k/v weights) one TP rank holds; MLA's latent is whole on each rank.
+double kv_shard(const ModelCost& m, int64_t tp) {
+  if (m.mla || m.n_kv_heads <= 0) return 1.0;
+  return 1.0 / static_cast<double>(std::min(tp, m.n_kv_heads));
+}
+
+// Ring all-reduce of `bytes` over `ranks` devices on `link`.
+double all_reduce_time(double bytes, int64_t ranks, const LinkSpec& link) {
+  if (ranks <= 1) return 0;
+  const double r = static_cast<double>(ranks);
+  return 2 * (r - 1) / r * bytes / link.bandwidth + 2 * (r - 1) * link.latency;
+}
+
+const LinkSpec& link_for_group(const ClusterSpec& c, int64_t group_size) {
+  return group_size <= c.devices_per_node ? c.intra_node : c.inter_node;
+}
+
+// Dispatch + combine of `bytes_per_device` each over an all-to-all among `ep` ranks spread over a stage
+// of `stage_devices` devices: the share of peers in other nodes goes over the network.
+double all_to_all_time(double bytes_per_device, int64_t ep, int64_t stage_devices, const ClusterSpec& c) {
+  if (ep <= 1) return 0;
+  const double leaving = bytes_per_device * static_cast<double>(ep - 1) / static_cast<double>(ep);
+  double off_node = 0;
+  if (stage_devices > c.devices_per_node) {
+    off_node = 1.0 - static_cast<double>(c.devices_per_node) / static_cast<double>(stage_devices);
+  }
+  const double t = leaving * ((1 - off_node) / c.intra_node.bandwidth + off_node / c.inter_node.bandwidth);
+  const double latency = off_node > 0 ? c.inter_node.latency : c.intra_node.latency;
+  return 2 * (t + latency);
+}
+
+// Probability that a given routed expert receives at least one of `tokens` tokens (k of E each).
+double expert_touch_fraction(const ModelCost& m, double tokens) {
+  if (m.n_experts <= 0) return 0;
+  const double miss = 1.0 - static_cast<double>(m.experts_per_token) / static_cast<double>(m.n_experts);
+  return 1.0 - std::pow(std::max(miss, 0.0), tokens);
+}
+
+}  // namespace
+
+const char* memory_item_name(MemoryItem item) {
+  switch (item) {
+    case MemoryItem::kAttention:
+      return "attention";
+    case MemoryItem::kDenseMlp:
+      return "dense MLP";
+    case MemoryItem::kSharedExperts:
+      return "shared experts";
+    case MemoryItem::kRoutedExperts:
+      return "routed experts";
+    case MemoryItem::kEmbedding:
+      return "embedding";
+    case MemoryItem::kLmHead:
+      return "lm_head";
+    case MemoryItem::kOtherWeights:
+      return "routers+norms";
+    case MemoryItem::kKvCache:
+      return "KV cache";
+    case MemoryItem::kActivations:
+      return "activations";
+    case MemoryItem::kReserve:
+      return "reserve";
+  }
+  return "?";
+}
+
+double MemoryEstimate::weights() const {
+  double w = 0;
+  for (int i = 0; i <= static_cast<int>(MemoryItem::kOtherWeights); ++i) w += items[i];
+  return w;
+}
+
+namespace {
+
+std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
+  const ModelCost& m = *p.model;
+  std::vector<LayerSums> prefix(m.layers.size() + 1);
+  const auto prompt = static_cast<double>(context);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerCost& layer = m.layers[i];
+    LayerSums next = prefix[i];
+    for (int g = 0; g < kWeightGroups; ++g) {
+      next.bytes[g] += p.layer_bytes[i][g];
+      next.params[g] += layer.params[g];
+    }
+    next.kv_seq_elements += p.kv_seq_elements[i];
+    const double window =
+        layer.kv_window > 0 ? std::min(prompt, static_cast<double>(layer.kv_window)) : prompt;
+    next.attn_decode_flops += layer.attn_flops_per_pair_decode * window;
+    // Causal pairs of a prompt of P tokens with a window w: P*w - w*w/2 (w = P: P*P/2).
+    next.attn_prefill_flops += layer.attn_flops_per_pair_prefill * (prompt * window - window * window / 2);
+    next.n_layers += 1;
+    next.n_moe_layers += layer.moe ? 1 : 0;
+    prefix[i + 1] = next;
+  }
+  return prefix;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> stage_layers(int64_t n_layers, int64_t pp, int64_t stage) {
+  const int64_t base = n_layers / pp;
+  const int64_t extra = n_layers % pp;  // the last `extra` stages hold one more layer
+  const int64_t bigger_before = std::max<int64_t>(0, stage - (pp - extra));
+  const int64_t first = stage * base + bigger_before;
+  const int64_t size = base + (stage >= pp - extra ? 1 : 0);
+  return {first, first + size};
+}
+
+PreparedModel prepare_model(const ModelCost& model, const Workload& w, const DeviceSpec& device) {
+  PreparedModel p;
+  p.model = &model;
+  const WeightPrecision precision = w.weights;
+  const auto ctx = static_cast<double>(ceil_div(w.context, w.kv_block_tokens) * w.kv_block_tokens);
+  p.kv_element_bytes = kv_element_bytes(w.kv);
+  p.layer_bytes.reserve(model.layers.size());
+  for (const auto& layer : model.layers) {
+    std::array<double, kWeightGroups> bytes{};
+    for (int g = 0; g < kWeightGroups; ++g)
+      bytes[g] = group_bytes(layer, static_cast<WeightGroup>(g), precision);
+    p.layer_bytes.push_back(bytes);
+    const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
+    p.kv_seq_elements.push_back(cached * layer.kv_elements_per_token);
+  }
+  const bool checkpoint = precision == WeightPrecision::kCheckpoint;
+  p.embedding_bytes = checkpoint ? model.embedding_checkpoint_bytes : model.embedding_params * 2;
+  if (model.tied_embeddings) {
+    p.lm_head_bytes = p.embedding_bytes;
+  } else {
+    p.lm_head_bytes = checkpoint ? model.lm_head_checkpoint_bytes : model.lm_head_params * 2;
+  }
+  p.final_norm_bytes = model.final_norm_params * 2;
+  const WeightPrecision math = checkpoint ? model.checkpoint_precision : precision;
+  p.linear_peak = device.peak_flops_bf16;
+  if (math == WeightPrecision::kFP8 && device.peak_flops_fp8 > 0) p.linear_peak = device.peak_flops_fp8;
+  if (math == WeightPrecision::kINT8 && device.peak_flops_int8 > 0) p.linear_peak = device.peak_flops_int8;
+  p.attention_peak = device.peak_flops_bf16;
+  p.prefix = build_prefix(p, w.context);
+  return p;
+}
+
+namespace {
+
+// Weight bytes one device of `stage` holds, by memory item.
+struct StageWeights {
+  double attention = 0, dense = 0, shared = 0, routed = 0, embedding = 0, lm_head = 0, other = 0;
+  double total() const { return attention + dense + shared + routed + embedding + lm_head + other; }
+};
+
+StageWeights stage_weights(const PreparedModel& p, const LayerSums& s, const Workload& w,
+                           const Parallelism& par, int64_t stage) {
+  const ModelCost& m = *p.model;
+  const auto tp = static_cast<double>(par.tp);
+  StageWeights out;
+  out.attention = s.bytes[gi(WeightGroup::kAttentionSharded)] / tp +
+                  s.bytes[gi(WeightGroup::kAttentionReplicated)] +
+                  s.bytes[gi(WeightGroup::kAttentionKv)] * kv_shard(m, par.tp);
+  out.dense = s.bytes[gi(WeightGroup::kDenseMlp)] / tp;
+  out.shared = s.bytes[gi(WeightGroup::kSharedExperts)] / tp;
+  if (m.n_experts > 0) {
+    const double physical = static_cast<double>(m.n_experts + w.redundant_experts);
+    // Each EP rank holds (E + R) / EP experts, each split over expert-TP ranks.
+    out.routed = s.bytes[gi(WeightGroup::kRoutedExperts)] / static_cast<double>(m.n_experts) * physical /
+                 static_cast<double>(par.stage_devices());
+  }
+  out.other = s.bytes[gi(WeightGroup::kRouter)] + s.bytes[gi(WeightGroup::kNorm)];
+  if (stage == 0) out.embedding = p.embedding_bytes / tp;
+  if (stage == par.pp - 1) {
+    out.other += p.final_norm_bytes;
+    // Tied embeddings share one matrix only when the first and last stage are the same device.
+    if (!m.tied_embeddings || par.pp > 1) out.lm_head = p.lm_head_bytes / tp;
+  }
+  return out;
+}
+
+double activation_bytes(const ModelCost& m, const Workload& w, const Parallelism& par, bool last_stage) {
+  const auto tp = static_cast<double>(par.tp);
+  const auto chunk = static_cast<double>(std::min(w.prefill_chunk, w.context));
+  const double attn_width = static_cast<double>(m.n_heads * (m.qk_head_dim + m.v_head_dim)) / tp;
+  const double mlp_width =
+      2.0 * static_cast<double>(std::max(m.dense_intermediate, m.shared_intermediate)) / tp;
+  double bytes = chunk * kActivationBytes * (4.0 * static_cast<double>(m.hidden) + attn_width + mlp_width);
+  if (m.n_experts > 0) {
+    // Tokens of every replica's chunk routed to this rank: receive/send buffers and the expert MLP.
+    const double arriving =
+        chunk * static_cast<double>(par.dp * m.experts_per_token) / static_cast<double>(par.ep);
+    const double width =
+        2.0 * static_cast<double>(m.expert_intermediate) / static_cast<double>(par.expert_tp());
+    bytes += arriving * kActivationBytes * (2.0 * static_cast<double>(m.hidden) + width);
+  }
+  if (last_stage) {
+    const auto seqs = static_cast<double>(ceil_div(w.concurrency, par.dp));
+    bytes += seqs * static_cast<double>(m.vocab) / tp * kLogitBytes;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const PreparedModel& p, const ClusterSpec& cluster, const Workload& w,
+                               const Parallelism& par) {
+  D0_CHECK(p.model != nullptr && par.tp >= 1 && par.pp >= 1 && par.dp >= 1 && par.ep >= 1);
+  D0_CHECK(par.pp <= p.model->n_layers());
+  const ModelCost& m = *p.model;
+  D0_CHECK(p.prefix.size() == m.layers.size() + 1);
+  const auto& prefix = p.prefix;
+  MemoryEstimate out;
+  out.capacity = cluster.device.memory_bytes;
+  const double reserve = w.reserve_fraction * out.capacity;
+  const auto seqs_per_replica = static_cast<double>(ceil_div(w.concurrency, par.dp));
+  const double kv_factor = kv_shard(m, par.tp) * p.kv_element_bytes;
+  double min_tokens = -1;
+  int64_t min_seqs = -1;
+  for (int64_t stage = 0; stage < par.pp; ++stage) {
+    const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
+    const LayerSums s = stage_sums(prefix, first, last);
+    const StageWeights sw = stage_weights(p, s, w, par, stage);
+    const double kv_seq = s.kv_seq_elements * kv_factor;
+    const double act = activation_bytes(m, w, par, stage == par.pp - 1);
+    const double kv = seqs_per_replica * kv_seq;
+    const double total = sw.total() + kv + act + reserve;
+    const double free = out.capacity - reserve - sw.total() - act;
+    if (kv_seq > 0) {
+      const double tokens = std::max(0.0, free) / kv_seq * static_cast<double>(w.context);
+      const auto seqs = static_cast<int64_t>(std::floor(std::max(0.0, free) / kv_seq));
+      if (min_tokens < 0 || tokens < min_tokens) min_tokens = tokens;
+      if (min_seqs < 0 || seqs < min_seqs) min_seqs = seqs;
+    }
+    if (stage == 0 || total > out.total) {
+      out.total = total;
+      out.stage = stage;
+      out.kv_free_bytes = free;
+      out.items = {sw.attention, sw.dense, sw.shared, sw.routed, sw.embedding,
+                   sw.lm_head,   sw.other, kv,        act,       reserve};
+    }
+  }
+  const auto dp = static_cast<double>(par.dp);
+  out.kv_capacity_tokens = std::max(0.0, min_tokens) * dp;
+  out.max_sequences_at_context = std::max<int64_t>(0, min_seqs) * par.dp;
+  return out;
+}
+
+TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const Workload& w,
+                           const Parallelism& par) {
+  const ModelCost& m = *p.model;
+  D0_CHECK(p.prefix.size() == m.layers.size() + 1);
+  const auto tp = static_cast<double>(par.tp);
+  const auto etp = static_cast<double>(par.expert_tp());
+  const auto ep = static_cast<double>(par.ep);
+  const auto hidden = static_cast<double>(m.hidden);
+  const auto k = static_cast<double>(m.experts_per_token);
+  const auto experts = static_cast<double>(std::max<int64_t>(1, m.n_experts));
+  const double physical = static_cast<double>(m.n_experts + w.redundant_experts);
+  const double kv_factor = kv_shard(m, par.tp) * p.kv_element_bytes;
+  const double bw = c.device.memory_bandwidth;
+  const LinkSpec& tp_link = link_for_group(c, par.tp);
+  const LinkSpec& etp_link = link_for_group(c, par.expert_tp());
+  // Stages are laid out one after another: a boundary crosses nodes unless the pipeline fits in one.
+  const LinkSpec& pp_link = par.devices() <= c.devices_per_node ? c.intra_node : c.inter_node;
+
+  // One step of `tokens` new tokens per replica through one stage; `context_tokens` cached per sequence
+  // (decode: the batch's sequences at full context; prefill: a chunk attending to its prompt so far).
+  struct StepCost {
+    double compute = 0, memory = 0, comm = 0;
+    double time() const { return std::max(compute, memory) + comm; }
+  };
+  auto stage_step = [&](const LayerSums& s, int64_t stage, double tokens, double group_tokens,
+                        double kv_read_bytes, double attn_flops) {
+    StepCost out;
+    const double dense_params =
+        s.params[gi(WeightGroup::kAttentionSharded)] / tp + s.params[gi(WeightGroup::kAttentionReplicated)] +
+        s.params[gi(WeightGroup::kAttentionKv)] * kv_shard(m, par.tp) +
+        (s.params[gi(WeightGroup::kDenseMlp)] + s.params[gi(WeightGroup::kSharedExperts)]) / tp +
+        s.params[gi(WeightGroup::kRouter)];
+    const double dense_bytes =
+        s.bytes[gi(WeightGroup::kAttentionSharded)] / tp + s.bytes[gi(WeightGroup::kAttentionReplicated)] +
+        s.bytes[gi(WeightGroup::kAttentionKv)] * kv_shard(m, par.tp) +
+        (s.bytes[gi(WeightGroup::kDenseMlp)] + s.bytes[gi(WeightGroup::kSharedExperts)]) / tp +
+        s.bytes[gi(WeightGroup::kRouter)] + s.bytes[gi(WeightGroup::kNorm)];
+    double flops = 2 * tokens * dense_params;
+    double bytes = dense_bytes + kv_read_bytes;
+    if (m.n_experts > 0) {
+      const double per_expert_params = s.params[gi(WeightGroup::kRoutedExperts)] / experts;
+      const double per_expert_bytes = s.bytes[gi(WeightGroup::kRoutedExperts)] / experts;
+      const double arriving = group_tokens * k / ep;  // token-expert pairs served by this EP rank
+      flops += 2 * arriving * per_expert_params / etp;
+      const double local_experts = physical / ep;
+      bytes += local_experts * expert_touch_fraction(m, group_tokens) * per_expert_bytes / etp;
+      const double msg =
+          group_tokens / static_cast<double>(par.stage_devices()) * k * hidden * kActivationBytes;
+      out.comm += s.n_moe_layers * all_to_all_time(msg, par.ep, par.stage_devices(), c);
+      out.comm +=
+          s.n_moe_layers * all_reduce_time(arriving * hidden * kActivationBytes, par.expert_tp(), etp_link);
+    }
+    if (stage == par.pp - 1) {
+      flops += 2 * tokens * static_cast<double>(m.vocab) * hidden / tp;
+      bytes += p.lm_head_bytes / tp;
+    }
+    out.compute = flops / p.linear_peak + attn_flops / tp / p.attention_peak;
+    out.memory = bytes / bw;
+    out.comm += s.n_layers * 2 * all_reduce_time(tokens * hidden * kActivationBytes, par.tp, tp_link);
+    return out;
+  };
+
+  TimeEstimate out;
+  const auto batch = static_cast<double>(ceil_div(w.concurrency, par.dp));
+  const double group_tokens =
+      static_cast<double>(std::min(w.concurrency, par.dp * ceil_div(w.concurrency, par.dp)));
+  const auto chunk = static_cast<double>(std::min(w.prefill_chunk, w.context));
+  const double n_chunks = std::ceil(static_cast<double>(w.context) / chunk);
+  double decode_sum = 0, decode_comm = 0, decode_compute = 0, decode_memory = 0;
+  double prefill_sum = 0, prefill_max = 0;
+  for (int64_t stage = 0; stage < par.pp; ++stage) {
+    const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
+    const LayerSums s = stage_sums(p.prefix, first, last);
+    const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_seq_elements * kv_factor,
+                                  batch * s.attn_decode_flops);
+    decode_sum += d.time();
+    decode_comm += d.comm;
+    decode_compute += d.compute;
+    decode_memory += d.memory;
+    // Prefill: one prompt on one replica, chunk by chunk; on average a chunk reads half the prompt's KV.
+    const StepCost f = stage_step(s, stage, chunk, chunk, 0.5 * s.kv_seq_elements * kv_factor,
+                                  s.attn_prefill_flops / n_chunks);
+    prefill_sum += f.time();
+    prefill_max = std::max(prefill_max, f.time());
+  }
+  const double pp_hops = static_cast<double>(par.pp - 1);
+  const double decode_hop = batch * hidden * kActivationBytes / pp_link.bandwidth + pp_link.latency;
+  const double prefill_hop = chunk * hidden * kActivationBytes / pp_link.bandwidth + pp_link.latency;
+  out.tpot = decode_sum + pp_hops * decode_hop;
+  out.ttft = prefill_sum + (n_chunks - 1) * prefill_max + pp_hops * prefill_hop;
+  out.tokens_per_s = static_cast<double>(w.concurrency) / out.tpot;
+  out.tokens_per_s_per_device = out.tokens_per_s / static_cast<double>(par.devices());
+  out.comm_share = out.tpot > 0 ? (decode_comm + pp_hops * decode_hop) / out.tpot : 0;
+  out.decode_memory_bound = decode_memory >= decode_compute;
+  return out;
+}
+
+}  // namespace day0::plan

@@ -1,0 +1,113 @@
+#pragma once
+// What the planner needs to know about a model, and nothing more: parameters and stored bytes per layer
+// and per sharding rule, the KV cache a token leaves behind in each layer, the math per token, and the
+// head/expert counts that decide which parallel degrees divide evenly. Built from a ModelSpec and its
+// tensor manifest (model_cost_adapter.h) or by hand for hypothetical models (tests, benchmarks).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "day0/plan/workload.h"
+
+namespace day0::plan {
+
+// Weight groups of a decoder layer, named by how tensor/expert parallelism splits them.
+enum class WeightGroup : int {
+  kAttentionSharded,     // q / o projections, MLA q_b / kv_b: split by TP (heads)
+  kAttentionReplicated,  // MLA q_a / kv_a down-projections and their norms: whole on every TP rank
+  kAttentionKv,          // GQA k / v projections: split by TP until TP exceeds the kv heads, then copied
+  kDenseMlp,             // dense SwiGLU: split by TP
+  kSharedExperts,        // shared experts: split by TP
+  kRoutedExperts,        // routed experts: split over EP x expert-TP (all devices of a pipeline stage)
+  kRouter,               // router / gate: whole on every rank
+  kNorm,                 // layer norms: whole on every rank
+};
+inline constexpr int kWeightGroups = 8;
+const char* weight_group_name(WeightGroup g);
+// Groups whose storage follows --weights (the projections); the rest stay 16-bit or as stored.
+bool weight_group_quantizable(WeightGroup g);
+
+struct LayerCost {
+  std::array<double, kWeightGroups> params{};            // logical parameters
+  std::array<double, kWeightGroups> checkpoint_bytes{};  // as stored in the release, scales included
+  double kv_elements_per_token = 0;        // cached elements per token, all kv heads (MLA: latent + rope key)
+  int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
+  double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
+  double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
+  bool moe = false;
+  double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
+  double param(WeightGroup g) const { return params[static_cast<int>(g)]; }
+  double& stored(WeightGroup g) { return checkpoint_bytes[static_cast<int>(g)]; }
+  double stored(WeightGroup g) const { return checkpoint_bytes[static_cast<int>(g)]; }
+};
+
+struct ModelCost {
+  std::string name;
+  bool mla = false;  // KV cache is one latent shared by all heads: replicated across TP ranks
+  int64_t hidden = 0;
+  int64_t vocab = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // GQA kv heads (MLA: 1)
+  int64_t qk_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t n_experts = 0;  // routed experts (0: dense)
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate = 0;
+  int64_t dense_intermediate = 0;   // widest dense MLP (0: none)
+  int64_t shared_intermediate = 0;  // shared expert width (0: none)
+  bool tied_embeddings = false;
+  double embedding_params = 0;
+  double embedding_checkpoint_bytes = 0;
+  double lm_head_params = 0;  // 0 when tied
+  double lm_head_checkpoint_bytes = 0;
+  double final_norm_params = 0;
+  WeightPrecision checkpoint_precision = WeightPrecision::kBF16;  // what compute the release implies
+  std::vector<LayerCost> layers;
+
+  int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
+  double total_params() const;
+  double active_params_per_token() const;  // dense parts + shared + top-k routed experts
+  // Cached bytes a token leaves in all layers (ignoring windows): DeepSeek-V3 BF16 = 70,272.
+  double kv_bytes_per_token(KvPrecision kv) const;
+};
+
+// Bytes a group's parameters take at `precision` (checkpoint: as stored). Quantized formats carry their
+// scales: FP8 one f32 per 128x128 block, INT8 one bf16 per output row (ignored), INT4 one bf16 per 128.
+double group_bytes(const LayerCost& layer, WeightGroup g, WeightPrecision precision);
+double bytes_per_param(WeightPrecision precision);  // for quantizable groups; checkpoint -> 0 (as stored)
+
+// The plain weight table: parameters times element width (no scales).
+struct WeightTableRow {
+  const char* dtype;
+  double bytes;
+};
+std::array<WeightTableRow, 5> weight_table(double params);  // FP32, BF16, FP8, INT8, INT4
+
+// A hypothetical model described by its shape (tests, benchmarks, what-if planning). Uniform layers
+// except the first `n_dense_layers` (dense MLP of `dense_intermediate`); checkpoint is BF16.
+struct ModelShape {
+  std::string name = "hypothetical";
+  int64_t hidden = 4096;
+  int64_t n_layers = 32;
+  int64_t n_heads = 32;
+  int64_t n_kv_heads = 8;
+  int64_t head_dim = 128;
+  bool mla = false;
+  int64_t q_lora_rank = 0;  // MLA
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t vocab = 32000;
+  int64_t dense_intermediate = 14336;
+  int64_t n_dense_layers = 0;  // with experts: leading dense layers
+  int64_t n_experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate = 0;
+  int64_t n_shared_experts = 0;
+  bool tied_embeddings = false;
+};
+ModelCost model_cost_from_shape(const ModelShape& shape);
+
+}  // namespace day0::plan
