@@ -26,16 +26,9 @@
 #include "day0/backends/thread_pool.h"
 #include "day0/core/status.h"
 #include "day0/ops/kernel_args.h"
+#include "day0/ops/op_key.h"
 
 namespace day0 {
-
-// What supports() is asked about: an op name from op_names.h and, for ops that read weights
-// (matmul, embedding, mla_attention, moe_experts), the weight format. Activations are float32.
-struct OpKey {
-  std::string_view op;
-  WeightFormat weights = WeightFormat::kF32;
-  bool operator==(const OpKey&) const = default;
-};
 
 class Backend {
  public:

@@ -1,0 +1,29 @@
+// make_backend / open_backend: the backend names users type (--backend) and what they build.
+#include <fmt/format.h>
+
+#include "day0/backends/backend.h"
+#include "day0/backends/cpu/cpu_backend.h"
+#include "day0/backends/reference/reference_backend.h"
+#include "day0/graph/resolver.h"
+
+namespace day0 {
+
+std::vector<std::string> backend_names() {
+  return {"reference", "cpu", "partial"};
+}
+
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, const BackendOptions& options) {
+  if (name == "reference") return make_reference_backend();
+  if (name == "cpu") return make_cpu_backend(options);
+  if (name == "partial") return make_cpu_backend(options, "partial", partial_backend_hidden_kernels());
+  return not_found(fmt::format("backend '{}': expected one of {}", name, fmt::join(backend_names(), ", ")));
+}
+
+Result<std::unique_ptr<Backend>> open_backend(std::string_view name, const BackendOptions& options) {
+  D0_ASSIGN_OR_RETURN(auto primary, make_backend(name, options));
+  D0_ASSIGN_OR_RETURN(auto host, make_backend(name == "reference" ? "reference" : "cpu", options));
+  return std::unique_ptr<Backend>(std::make_unique<ResolvingBackend>(std::move(primary), std::move(host),
+                                                                     options.strict_ops, options.quiet));
+}
+
+}  // namespace day0

@@ -1,0 +1,271 @@
+#include "day0/backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "day0/backends/cpu/cpu_ops.h"
+#include "day0/backends/reference/reference_kernels.h"
+#include "day0/core/error.h"
+#include "day0/graph/decompositions.h"
+#include "day0/ops/kernel_checks.h"
+#include "day0/ops/op_names.h"
+#include "day0/ops/op_schema.h"
+
+namespace day0 {
+
+namespace {
+
+// Rows per parallel chunk for row-wise ops: enough work to pay for a wake-up.
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::string name, int n_threads, SimdLevel level, std::set<HiddenKernel> hidden)
+      : name_(std::move(name)),
+        pool_(n_threads),
+        ctx_{cpu::kernels_for(level), pool_},
+        hidden_(std::move(hidden)) {}
+
+  std::string_view name() const override { return name_; }
+  ThreadPool* thread_pool() override { return &pool_; }
+  SimdLevel simd_level() const { return ctx_.k.level; }
+
+  bool supports(const OpKey& key) const override {
+    if (find_op_schema(key.op) == nullptr) return false;
+    for (const auto& h : hidden_) {
+      if (h.op == key.op && (h.all_formats || h.format == key.weights)) return false;
+    }
+    return true;
+  }
+
+  void embedding(const EmbeddingArgs& a) override { cpu::embedding(ctx_, a); }
+  void matmul(const MatmulArgs& a) override { cpu::matmul(ctx_, a); }
+  void attention(const AttentionArgs& a) override { cpu::attention(ctx_, a); }
+  void mla_attention(const MlaArgs& a) override {
+    if (a.form == MlaForm::kAbsorbed) {
+      cpu::mla_absorbed(ctx_, a);
+    } else {
+      decompose_mla_attention(*this, a);  // expanded keys/values through the cpu matmul + attention
+    }
+  }
+  void moe_experts(const MoeExpertsArgs& a) override { cpu::moe_experts(ctx_, a); }
+
+  void rms_norm(const RmsNormArgs& a) override {
+    check_args(a);
+    rows(a.x.rows, a.x.cols, [&](int64_t r) {
+      const float* x = a.x.row(r);
+      float* y = a.y.row(r);
+      const float inv = 1.0f / std::sqrt(ctx_.k.dot(x, x, a.x.cols) / static_cast<float>(a.x.cols) + a.eps);
+      for (int64_t c = 0; c < a.x.cols; ++c)
+        y[c] = x[c] * inv * (a.weight.empty() ? 1.0f : a.weight[static_cast<size_t>(c)]);
+    });
+  }
+
+  void layer_norm(const LayerNormArgs& a) override {
+    check_args(a);
+    rows(a.x.rows, a.x.cols, [&](int64_t r) {
+      const float* x = a.x.row(r);
+      float* y = a.y.row(r);
+      double mean = 0.0;
+      for (int64_t c = 0; c < a.x.cols; ++c) mean += x[c];
+      mean /= static_cast<double>(a.x.cols);
+      double var = 0.0;
+      for (int64_t c = 0; c < a.x.cols; ++c) var += (x[c] - mean) * (x[c] - mean);
+      const auto inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(a.x.cols) + a.eps));
+      const auto m = static_cast<float>(mean);
+      for (int64_t c = 0; c < a.x.cols; ++c) {
+        const auto i = static_cast<size_t>(c);
+        y[c] =
+            (x[c] - m) * inv * (a.weight.empty() ? 1.0f : a.weight[i]) + (a.bias.empty() ? 0.0f : a.bias[i]);
+      }
+    });
+  }
+
+  void rope(const RopeArgs& a) override {
+    check_args(a);
+    const int64_t half = a.rotary_dim / 2;
+    rows(a.x.rows, a.x.cols, [&](int64_t t) {
+      std::vector<float> cs(static_cast<size_t>(2 * half));
+      const auto pos = static_cast<float>(a.positions[static_cast<size_t>(t)]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float theta = pos * a.inv_freq[static_cast<size_t>(i)];
+        cs[static_cast<size_t>(i)] = std::cos(theta) * a.attention_factor;
+        cs[static_cast<size_t>(half + i)] = std::sin(theta) * a.attention_factor;
+      }
+      for (int64_t h = 0; h < a.n_heads; ++h) {
+        float* x = a.x.row(t) + h * a.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t i0 = a.layout == RopeLayout::kHalfSplit ? i : 2 * i;
+          const int64_t i1 = a.layout == RopeLayout::kHalfSplit ? i + half : 2 * i + 1;
+          const float c = cs[static_cast<size_t>(i)];
+          const float s = cs[static_cast<size_t>(half + i)];
+          const float x0 = x[i0];
+          const float x1 = x[i1];
+          x[i0] = x0 * c - x1 * s;
+          x[i1] = x1 * c + x0 * s;
+        }
+      }
+    });
+  }
+
+  void softmax(const SoftmaxArgs& a) override {
+    rows(a.x.rows, a.x.cols, [&](int64_t r) {
+      float* x = a.x.row(r);
+      if (a.x.cols == 0) return;
+      const float m = *std::max_element(x, x + a.x.cols);
+      const float sum = ctx_.k.exp_sum(x, a.x.cols, m);
+      ctx_.k.scale(1.0f / sum, x, a.x.cols);
+    });
+  }
+
+  void silu(const UnaryArgs& a) override {
+    unary(a.x, a.y, "silu", [](float z) { return z / (1.0f + std::exp(-z)); });
+  }
+  void sigmoid(const UnaryArgs& a) override {
+    unary(a.x, a.y, "sigmoid", [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
+  }
+  void gelu(const UnaryArgs& a) override {
+    if (a.gelu == GeluApprox::kErf) {
+      unary(a.x, a.y, "gelu", [](float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); });
+    } else {
+      unary(a.x, a.y, "gelu", [](float z) {
+        return 0.5f * z * (1.0f + std::tanh(0.79788456080286536f * (z + 0.044715f * z * z * z)));
+      });
+    }
+  }
+
+  void swiglu(const SwigluArgs& a) override {
+    check_args(a);
+    glu(a, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+  }
+  void swiglu_clamped(const SwigluArgs& a) override {
+    check_args(a);
+    glu(a,
+        [&](float g, float u) { return static_cast<float>(ref::clamped_swiglu_of(g, u, a.limit, a.alpha)); });
+  }
+
+  void add(const BinaryArgs& a) override {
+    binary(a, [](float x, float y) { return x + y; });
+  }
+  void mul(const BinaryArgs& a) override {
+    binary(a, [](float x, float y) { return x * y; });
+  }
+
+  // Cold ops: per token, a few hundred elements; the oracle's code is fast enough and keeps every
+  // backend's routing and sampling bit-identical.
+  void moe_router(const MoeRouterArgs& a) override { ref::moe_router(a); }
+  void sample(const SampleArgs& a) override { ref::sample(a); }
+  void argmax(const ArgmaxArgs& a) override {
+    check_args(a);
+    for (int64_t r = 0; r < a.x.rows; ++r) {
+      const float* x = a.x.row(r);
+      a.out[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(x, x + a.x.cols) - x);
+    }
+  }
+
+  void clamp(const PointwiseArgs& a) override {
+    unary(a.x, a.y, "clamp", [&](float z) { return std::min(std::max(z, a.lo), a.hi); });
+  }
+  void scale(const PointwiseArgs& a) override {
+    unary(a.x, a.y, "scale", [&](float z) { return z * a.scale + a.shift; });
+  }
+  void rsqrt(const PointwiseArgs& a) override {
+    unary(a.x, a.y, "rsqrt", [&](float z) { return 1.0f / std::sqrt(z + a.eps); });
+  }
+  void row_mean(const PointwiseArgs& a) override { ref::row_mean(a); }
+  void gather_rows(const GatherRowsArgs& a) override { ref::gather_rows(a); }
+  void scatter_add(const ScatterAddArgs& a) override {
+    check_args(a);
+    for (size_t i = 0; i < a.idx.size(); ++i) {
+      ctx_.k.axpy(a.weight.empty() ? 1.0f : a.weight[i], a.x.row(static_cast<int64_t>(i)), a.y.row(a.idx[i]),
+                  a.y.cols);
+    }
+  }
+
+ private:
+  template <typename F>
+  void rows(int64_t n_rows, int64_t cols, F per_row) {
+    pool_.parallel_for(n_rows, row_grain(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) per_row(r);
+    });
+  }
+
+  template <typename F>
+  void unary(ConstMatrix x, Matrix y, const char* op, F f) {
+    check_same_shape(x, y, op);
+    rows(x.rows, x.cols, [&](int64_t r) {
+      const float* xr = x.row(r);
+      float* yr = y.row(r);
+      for (int64_t c = 0; c < x.cols; ++c) yr[c] = f(xr[c]);
+    });
+  }
+
+  template <typename F>
+  void binary(const BinaryArgs& a, F f) {
+    check_args(a);
+    rows(a.a.rows, a.a.cols, [&](int64_t r) {
+      const float* ar = a.a.row(r);
+      const float* br = a.b.row(a.b.rows == 1 ? 0 : r);
+      float* out = a.out.row(r);
+      if (a.b.cols == 1) {
+        const float b = br[0];
+        for (int64_t c = 0; c < a.a.cols; ++c) out[c] = f(ar[c], b);
+      } else {
+        for (int64_t c = 0; c < a.a.cols; ++c) out[c] = f(ar[c], br[c]);
+      }
+    });
+  }
+
+  template <typename F>
+  void glu(const SwigluArgs& a, F f) {
+    rows(a.out.rows, a.out.cols, [&](int64_t t) {
+      const float* g = a.gate.row(t);
+      const float* u = a.interleaved ? g + 1 : a.up.row(t);
+      const int64_t step = a.interleaved ? 2 : 1;
+      float* out = a.out.row(t);
+      for (int64_t c = 0; c < a.out.cols; ++c) out[c] = f(g[c * step], u[c * step]);
+    });
+  }
+
+  std::string name_;
+  ThreadPool pool_;
+  cpu::Context ctx_;
+  std::set<HiddenKernel> hidden_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options, std::string name,
+                                                  std::set<HiddenKernel> hidden) {
+  SimdLevel level;
+  if (options.simd) {
+    level = *options.simd;
+    if (static_cast<int>(level) > static_cast<int>(detected_simd_level())) {
+      return invalid_argument(fmt::format("SIMD level {}: this CPU supports at most {}",
+                                          simd_level_name(level), simd_level_name(detected_simd_level())));
+    }
+  } else {
+    D0_ASSIGN_OR_RETURN(level, default_simd_level());
+  }
+  const int threads = options.n_threads > 0 ? options.n_threads : default_thread_count();
+  return std::unique_ptr<Backend>(
+      std::make_unique<CpuBackend>(std::move(name), threads, level, std::move(hidden)));
+}
+
+std::set<HiddenKernel> partial_backend_hidden_kernels() {
+  std::set<HiddenKernel> hidden;
+  for (std::string_view op : {op::kRmsNorm, op::kSwiglu, op::kSwigluClamped, op::kMoeExperts,
+                              op::kMlaAttention, op::kMoeRouter, op::kSample}) {
+    hidden.insert({std::string(op)});
+  }
+  hidden.insert({std::string(op::kMatmul), false, WeightFormat::kMxfp4});
+  hidden.insert({std::string(op::kEmbedding), false, WeightFormat::kMxfp4});
+  return hidden;
+}
+
+}  // namespace day0

@@ -1,0 +1,119 @@
+// y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill.
+#include <algorithm>
+#include <vector>
+
+#include "day0/backends/cpu/cpu_ops.h"
+#include "day0/ops/kernel_checks.h"
+
+namespace day0::cpu {
+
+namespace {
+
+inline constexpr int64_t kKc = 256;  // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
+
+void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots) {
+  float* y = a.y.row(t);
+  for (int64_t n = n0; n < n1; ++n) {
+    float v = dots[n - n0] + (a.bias ? a.bias[n] : 0.0f);
+    y[n] = a.accumulate ? y[n] + v : v;
+  }
+}
+
+void gemv(const Context& c, const MatmulArgs& a) {
+  const int64_t t_rows = a.x.rows;
+  const int64_t k = a.w.cols;
+  // MXFP4 pairs nibbles with even/odd elements: reorder x once per call.
+  std::vector<float> prepared;
+  std::vector<const float*> xs(static_cast<size_t>(t_rows));
+  if (a.w.format == WeightFormat::kMxfp4) {
+    prepared.resize(static_cast<size_t>(t_rows * k));
+    for (int64_t t = 0; t < t_rows; ++t) {
+      prepare_mxfp4_x(a.x.row(t), k, prepared.data() + t * k);
+      xs[static_cast<size_t>(t)] = prepared.data() + t * k;
+    }
+  } else {
+    for (int64_t t = 0; t < t_rows; ++t) xs[static_cast<size_t>(t)] = a.x.row(t);
+  }
+  constexpr int64_t kRowsPerStep = 8;
+  c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
+    float dots[kRowsPerStep];
+    for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
+      const int64_t n1 = std::min(end, n0 + kRowsPerStep);
+      for (int64_t t = 0; t < t_rows; ++t) {
+        c.k.dot_rows(a.w, n0, n1, xs[static_cast<size_t>(t)], dots);
+        finish_row(a, t, n0, n1, dots);
+      }
+    }
+  });
+}
+
+void gemm(const Context& c, const MatmulArgs& a) {
+  const int64_t t_rows = a.x.rows;
+  const int64_t n_rows = a.w.rows;
+  const int64_t k_total = a.w.cols;
+  const int64_t panels = (n_rows + kNr - 1) / kNr;
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(c.pool.size()));
+  for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k_total - k0);
+    const bool accumulate = k0 > 0 || a.accumulate;
+    c.pool.run([&](int tid) {
+      // Static split of the panels over the threads.
+      const int64_t p_begin = panels * tid / c.pool.size();
+      const int64_t p_end = panels * (tid + 1) / c.pool.size();
+      auto& buf = scratch[static_cast<size_t>(tid)];
+      buf.resize(static_cast<size_t>(2 * kKc * kNr));
+      float* rows = buf.data();                // [kNr][kc] dequantised weight rows
+      float* packed = buf.data() + kKc * kNr;  // [kc][kNr] transposed panel
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t n0 = p * kNr;
+        const int64_t nr = std::min(kNr, n_rows - n0);
+        for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
+        for (int64_t kk = 0; kk < kc; ++kk) {
+          float* dst = packed + kk * kNr;
+          for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
+          for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
+        }
+        for (int64_t m0 = 0; m0 < t_rows; m0 += kMr) {
+          const int64_t mr = std::min(kMr, t_rows - m0);
+          c.k.gemm_tile(mr, nr, kc, a.x.row(m0) + k0, a.x.stride, packed, a.y.row(m0) + n0, a.y.stride,
+                        accumulate);
+        }
+      }
+    });
+  }
+  if (a.bias != nullptr) {
+    for (int64_t t = 0; t < t_rows; ++t) {
+      float* y = a.y.row(t);
+      for (int64_t n = 0; n < n_rows; ++n) y[n] += a.bias[n];
+    }
+  }
+}
+
+}  // namespace
+
+void matmul(const Context& c, const MatmulArgs& a) {
+  check_args(a);
+  if (a.x.rows == 0 || a.w.rows == 0) return;
+  if (a.w.cols == 0) {
+    for (int64_t t = 0; t < a.x.rows; ++t) {
+      std::vector<float> zeros(static_cast<size_t>(a.w.rows), 0.0f);
+      finish_row(a, t, 0, a.w.rows, zeros.data());
+    }
+    return;
+  }
+  if (a.x.rows <= kGemvMaxRows) {
+    gemv(c, a);
+  } else {
+    gemm(c, a);
+  }
+}
+
+void embedding(const Context& c, const EmbeddingArgs& a) {
+  check_args(a);
+  c.pool.parallel_for(static_cast<int64_t>(a.ids.size()), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      c.k.dequant_row(a.table, a.ids[static_cast<size_t>(t)], 0, a.table.cols, a.out.row(t));
+  });
+}
+
+}  // namespace day0::cpu

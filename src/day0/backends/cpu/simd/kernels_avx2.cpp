@@ -1,0 +1,242 @@
+// AVX2 + FMA + F16C inner loops (compiled with -mavx2 -mfma -mf16c, see src/day0/CMakeLists.txt).
+// Remainders that do not fill a vector fall back to the scalar row helpers.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/backends/cpu/simd/weight_rows.h"
+
+namespace day0::cpu {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+inline __m256 load_bf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 fp8_to_ps(__m256i v) {
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 24);
+  const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), 20);
+  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(0x1p120f));
+}
+inline __m256 load_fp8(const uint8_t* p) {
+  return fp8_to_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// FP4 nibbles (as epi32) -> float: magnitude by table lookup, sign bit moved to bit 31.
+inline __m256 fp4_to_ps(__m256i nib) {
+  const __m256 table = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  const __m256 mag = _mm256_permutevar8x32_ps(table, _mm256_and_si256(nib, _mm256_set1_epi32(7)));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(8)), 28);
+  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+}
+
+inline __m256 load_weights(const WeightView& w, const void* row, int64_t k) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return _mm256_loadu_ps(static_cast<const float*>(row) + k);
+    case WeightFormat::kBF16:
+      return load_bf16(static_cast<const uint16_t*>(row) + k);
+    case WeightFormat::kF16:
+      return load_f16(static_cast<const uint16_t*>(row) + k);
+    default:
+      return load_fp8(static_cast<const uint8_t*>(row) + k);
+  }
+}
+
+// Columns [k0, k1) of a plain (or one FP8 block of a) row against x.
+inline float plain_dot(const WeightView& w, const void* row, const float* x, int64_t k0, int64_t k1) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t k = k0;
+  for (; k + 16 <= k1; k += 16) {
+    acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
+    acc1 = _mm256_fmadd_ps(load_weights(w, row, k + 8), _mm256_loadu_ps(x + k + 8), acc1);
+  }
+  for (; k + 8 <= k1; k += 8) acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; k < k1; ++k) s += plain_element(w, row, k) * x[k];  // unscaled: FP8 callers scale per block
+  return s;
+}
+
+float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
+  const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
+  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < w.cols / 32; ++b) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
+    const __m256i v0 = _mm256_cvtepu8_epi32(raw);                     // bytes 0..7
+    const __m256i v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(raw, 8));  // bytes 8..15
+    const float* xb = x + b * 32;                                     // evens then odds
+    const __m256 s = _mm256_set1_ps(e8m0_to_f32(scales[b]));
+    __m256 p = _mm256_mul_ps(fp4_to_ps(_mm256_and_si256(v0, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb));
+    p = _mm256_fmadd_ps(fp4_to_ps(_mm256_and_si256(v1, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb + 8), p);
+    __m256 q = _mm256_mul_ps(fp4_to_ps(_mm256_srli_epi32(v0, 4)), _mm256_loadu_ps(xb + 16));
+    q = _mm256_fmadd_ps(fp4_to_ps(_mm256_srli_epi32(v1, 4)), _mm256_loadu_ps(xb + 24), q);
+    acc0 = _mm256_fmadd_ps(p, s, acc0);
+    acc1 = _mm256_fmadd_ps(q, s, acc1);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+float row_dot(const WeightView& w, int64_t n, const float* x) {
+  if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
+  const void* row = row_ptr(w, n);
+  if (w.format != WeightFormat::kFp8Block) return plain_dot(w, row, x, 0, w.cols);
+  float total = 0.0f;
+  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    total += plain_dot(w, row, x, k0, k1) * fp8_block_scale(w, n, k0);
+  }
+  return total;
+}
+
+void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
+  for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
+}
+
+void dequant_row_avx2(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
+  const void* row = row_ptr(w, n);
+  const bool vector_ok =
+      w.format != WeightFormat::kMxfp4 && (w.format != WeightFormat::kFp8Block || w.block_cols % 8 == 0);
+  int64_t j = 0;
+  if (vector_ok) {
+    for (; j + 8 <= len; j += 8) {
+      __m256 v = load_weights(w, row, k0 + j);
+      if (w.format == WeightFormat::kFp8Block)
+        v = _mm256_mul_ps(v, _mm256_set1_ps(fp8_block_scale(w, n, k0 + j)));
+      _mm256_storeu_ps(out + j, v);
+    }
+  }
+  if (j < len) scalar_dequant_row(w, n, k0 + j, len - j, out + j);
+}
+
+// 6 x 16 half of a 6 x 32 tile: 12 accumulators fit the 16 ymm registers.
+template <int MR>
+void gemm_half(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+               bool accumulate) {
+  __m256 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kNr);
+    const __m256 b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    alignas(32) float tmp[16];
+    _mm256_store_ps(tmp, acc[i][0]);
+    _mm256_store_ps(tmp + 8, acc[i][1]);
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < nr; ++j) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
+  }
+}
+
+template <int MR>
+void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                     int64_t ldc, bool accumulate) {
+  gemm_half<MR>(std::min<int64_t>(nr, 16), kc, a, lda, b, c, ldc, accumulate);
+  if (nr > 16) gemm_half<MR>(nr - 16, kc, a, lda, b + 16, c + 16, ldc, accumulate);
+}
+
+void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                    int64_t ldc, bool accumulate) {
+  switch (mr) {
+    case 6:
+      return gemm_tile_fixed<6>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 5:
+      return gemm_tile_fixed<5>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 4:
+      return gemm_tile_fixed<4>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 3:
+      return gemm_tile_fixed<3>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 2:
+      return gemm_tile_fixed<2>(nr, kc, a, lda, b, c, ldc, accumulate);
+    default:
+      return gemm_tile_fixed<1>(nr, kc, a, lda, b, c, ldc, accumulate);
+  }
+}
+
+float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale_avx2(float alpha, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] *= alpha;
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the max): 2^(x log2 e) = 2^i * p(f), degree-6 polynomial,
+// relative error ~2e-7; inputs below -87 flush to 0.
+inline __m256 exp_neg(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f));
+  const __m256 i = _mm256_floor_ps(t);
+  const __m256 f = _mm256_sub_ps(t, i);
+  __m256 p = _mm256_set1_ps(1.5353362e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3398874e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6180355e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5503378e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022652e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(i), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+float exp_sum_avx2(float* s, int64_t n, float shift) {
+  const __m256 vs = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + i), vs));
+    _mm256_storeu_ps(s + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float total = hsum(acc);
+  for (; i < n; ++i) total += (s[i] = std::exp(s[i] - shift));
+  return total;
+}
+
+}  // namespace
+
+const SimdKernels& avx2_kernels() {
+  static const SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2, gemm_tile_avx2,
+                             dot_avx2,         axpy_avx2,     scale_avx2,       exp_sum_avx2};
+  return k;
+}
+
+}  // namespace day0::cpu

@@ -1,0 +1,316 @@
+// AVX-512 inner loops (compiled with -mavx512f/bw/vl/dq/bf16/vnni, see src/day0/CMakeLists.txt).
+// Tails use AVX-512 masks, so no scalar remainder loops are needed for F32/BF16/F16/FP8.
+// GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which -Wuninitialized
+// reports at every call site (a known false positive): silence it for this file only.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/backends/cpu/simd/weight_rows.h"
+
+namespace day0::cpu {
+
+namespace {
+
+inline __mmask16 tail_mask(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u);
+}
+
+// 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
+inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load_f16(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+// E4M3 -> float32 by moving sign, exponent and mantissa into place and rescaling by 2^(127-7).
+inline __m512 load_fp8(const uint8_t* p, __mmask16 m) {
+  const __m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p));
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
+  const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x7f)), 20);
+  return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(sign, mag)), _mm512_set1_ps(0x1p120f));
+}
+inline __m512 fp4_table() {
+  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
+                        -3.0f, -4.0f, -6.0f);
+}
+inline float e8m0(uint8_t s) {
+  return e8m0_to_f32(s);
+}
+
+inline float plain_dot(const WeightView& w, const void* row, const float* x, int64_t k0, int64_t k1) {
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t k = k0;
+  switch (w.format) {
+    case WeightFormat::kF32: {
+      const auto* r = static_cast<const float*>(row);
+      for (; k + 32 <= k1; k += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k), _mm512_loadu_ps(x + k), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k + 16), _mm512_loadu_ps(x + k + 16), acc1);
+      }
+      for (; k < k1; k += 16) {
+        const __mmask16 m = tail_mask(k1 - k);
+        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, r + k), _mm512_maskz_loadu_ps(m, x + k), acc0);
+      }
+      break;
+    }
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: {
+      const auto* r = static_cast<const uint16_t*>(row);
+      const bool bf = w.format == WeightFormat::kBF16;
+      for (; k + 32 <= k1; k += 32) {
+        const __m512 w0 = bf ? load_bf16(r + k, 0xffff) : load_f16(r + k, 0xffff);
+        const __m512 w1 = bf ? load_bf16(r + k + 16, 0xffff) : load_f16(r + k + 16, 0xffff);
+        acc0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), acc0);
+        acc1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), acc1);
+      }
+      for (; k < k1; k += 16) {
+        const __mmask16 m = tail_mask(k1 - k);
+        const __m512 w0 = bf ? load_bf16(r + k, m) : load_f16(r + k, m);
+        acc0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + k), acc0);
+      }
+      break;
+    }
+    default: {  // FP8 within one scale block
+      const auto* r = static_cast<const uint8_t*>(row);
+      for (; k + 32 <= k1; k += 32) {
+        acc0 = _mm512_fmadd_ps(load_fp8(r + k, 0xffff), _mm512_loadu_ps(x + k), acc0);
+        acc1 = _mm512_fmadd_ps(load_fp8(r + k + 16, 0xffff), _mm512_loadu_ps(x + k + 16), acc1);
+      }
+      for (; k < k1; k += 16) {
+        const __mmask16 m = tail_mask(k1 - k);
+        acc0 = _mm512_fmadd_ps(load_fp8(r + k, m), _mm512_maskz_loadu_ps(m, x + k), acc0);
+      }
+      break;
+    }
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
+  const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
+  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+  const __m512 table = fp4_table();
+  const __m512i low4 = _mm512_set1_epi32(0x0f);
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  const int64_t blocks = w.cols / 32;
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m512i v0 =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
+    const __m512i v1 =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16 + 16)));
+    const __m512 s0 = _mm512_set1_ps(e8m0(scales[b]));
+    const __m512 s1 = _mm512_set1_ps(e8m0(scales[b + 1]));
+    const __m512 lo0 = _mm512_permutexvar_ps(_mm512_and_si512(v0, low4), table);
+    const __m512 hi0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table);
+    const __m512 lo1 = _mm512_permutexvar_ps(_mm512_and_si512(v1, low4), table);
+    const __m512 hi1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table);
+    const float* xb = x + b * 32;
+    const __m512 p0 = _mm512_fmadd_ps(lo0, _mm512_loadu_ps(xb), _mm512_mul_ps(hi0, _mm512_loadu_ps(xb + 16)));
+    const __m512 p1 =
+        _mm512_fmadd_ps(lo1, _mm512_loadu_ps(xb + 32), _mm512_mul_ps(hi1, _mm512_loadu_ps(xb + 48)));
+    acc0 = _mm512_fmadd_ps(p0, s0, acc0);
+    acc1 = _mm512_fmadd_ps(p1, s1, acc1);
+  }
+  for (; b < blocks; ++b) {
+    const __m512i v0 =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
+    const __m512 lo0 = _mm512_permutexvar_ps(_mm512_and_si512(v0, low4), table);
+    const __m512 hi0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table);
+    const float* xb = x + b * 32;
+    const __m512 p0 = _mm512_fmadd_ps(lo0, _mm512_loadu_ps(xb), _mm512_mul_ps(hi0, _mm512_loadu_ps(xb + 16)));
+    acc0 = _mm512_fmadd_ps(p0, _mm512_set1_ps(e8m0(scales[b])), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+float row_dot(const WeightView& w, int64_t n, const float* x) {
+  if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
+  const void* row = row_ptr(w, n);
+  if (w.format != WeightFormat::kFp8Block) return plain_dot(w, row, x, 0, w.cols);
+  float total = 0.0f;
+  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    total += plain_dot(w, row, x, k0, k1) * fp8_block_scale(w, n, k0);
+  }
+  return total;
+}
+
+void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
+  for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
+}
+
+void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
+  const void* row = row_ptr(w, n);
+  if (w.format == WeightFormat::kMxfp4) {
+    if (k0 % 32 != 0 || len % 32 != 0) {
+      scalar_dequant_row(w, n, k0, len, out);
+      return;
+    }
+    const auto* bytes = static_cast<const uint8_t*>(row);
+    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+    const __m512 table = fp4_table();
+    const __m512i even_first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i even_second =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (int64_t j = 0; j < len; j += 32) {
+      const int64_t b = (k0 + j) / 32;
+      const __m512i v =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
+      const __m512 s = _mm512_set1_ps(e8m0(scales[b]));
+      const __m512 lo =
+          _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)), table), s);
+      const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), s);
+      _mm512_storeu_ps(out + j, _mm512_permutex2var_ps(lo, even_first, hi));
+      _mm512_storeu_ps(out + j + 16, _mm512_permutex2var_ps(lo, even_second, hi));
+    }
+    return;
+  }
+  for (int64_t j = 0; j < len; j += 16) {
+    const __mmask16 m = tail_mask(len - j);
+    const int64_t k = k0 + j;
+    __m512 v;
+    switch (w.format) {
+      case WeightFormat::kF32:
+        v = _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + k);
+        break;
+      case WeightFormat::kBF16:
+        v = load_bf16(static_cast<const uint16_t*>(row) + k, m);
+        break;
+      case WeightFormat::kF16:
+        v = load_f16(static_cast<const uint16_t*>(row) + k, m);
+        break;
+      default: {
+        // A 16-wide chunk may straddle two scale blocks only if block_cols is not a multiple of 16.
+        if (w.block_cols % 16 != 0) {
+          scalar_dequant_row(w, n, k, std::min<int64_t>(16, len - j), out + j);
+          continue;
+        }
+        v = _mm512_mul_ps(load_fp8(static_cast<const uint8_t*>(row) + k, m),
+                          _mm512_set1_ps(fp8_block_scale(w, n, k)));
+        break;
+      }
+    }
+    _mm512_mask_storeu_ps(out + j, m, v);
+  }
+}
+
+template <int MR>
+void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                     int64_t ldc, bool accumulate) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * kNr);
+    const __m512 b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  const __mmask16 m0 = tail_mask(nr);
+  const __mmask16 m1 = nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(m0, ci));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+    _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+  }
+}
+
+void gemm_tile_avx512(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b,
+                      float* c, int64_t ldc, bool accumulate) {
+  switch (mr) {
+    case 6:
+      return gemm_tile_fixed<6>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 5:
+      return gemm_tile_fixed<5>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 4:
+      return gemm_tile_fixed<4>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 3:
+      return gemm_tile_fixed<3>(nr, kc, a, lda, b, c, ldc, accumulate);
+    case 2:
+      return gemm_tile_fixed<2>(nr, kc, a, lda, b, c, ldc, accumulate);
+    default:
+      return gemm_tile_fixed<1>(nr, kc, a, lda, b, c, ldc, accumulate);
+  }
+}
+
+float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+void axpy_avx512(float alpha, const float* x, float* y, int64_t n) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(
+        y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+void scale_avx512(float alpha, float* y, int64_t n) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+// exp(x) for x <= 0, as in kernels_avx2.cpp, with scalef doing the 2^i.
+inline __m512 exp_neg(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 i = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, i);
+  __m512 p = _mm512_set1_ps(1.5353362e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3398874e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6180355e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5503378e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022652e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, i);
+}
+
+float exp_sum_avx512(float* s, int64_t n, float shift) {
+  const __m512 vs = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), vs));
+    _mm512_mask_storeu_ps(s + i, m, e);
+    acc = _mm512_mask_add_ps(acc, m, acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+}  // namespace
+
+const SimdKernels& avx512_kernels() {
+  static const SimdKernels k{SimdLevel::kAvx512, dot_rows_avx512, dequant_row_avx512, gemm_tile_avx512,
+                             dot_avx512,         axpy_avx512,     scale_avx512,       exp_sum_avx512};
+  return k;
+}
+
+}  // namespace day0::cpu

@@ -1,0 +1,91 @@
+// Portable versions of the inner loops: the scalar dispatch level and the tails of the SIMD ones.
+#include <cmath>
+
+#include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/backends/cpu/simd/weight_rows.h"
+#include "day0/core/error.h"
+
+namespace day0::cpu {
+
+void prepare_mxfp4_x(const float* x, int64_t n, float* out) {
+  for (int64_t b = 0; b < n; b += 32) {
+    for (int64_t j = 0; j < 16; ++j) {
+      out[b + j] = x[b + 2 * j];
+      out[b + 16 + j] = x[b + 2 * j + 1];
+    }
+  }
+}
+
+namespace {
+
+void dot_rows_scalar(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
+  for (int64_t n = n0; n < n1; ++n) y[n - n0] = scalar_row_dot(w, n, x);
+}
+
+void dequant_row_scalar(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
+  scalar_dequant_row(w, n, k0, len, out);
+}
+
+void gemm_tile_scalar(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b,
+                      float* c, int64_t ldc, bool accumulate) {
+  float acc[kMr][kNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* brow = b + k * kNr;
+    for (int64_t i = 0; i < mr; ++i) {
+      const float av = a[i * lda + k];
+      for (int64_t j = 0; j < kNr; ++j) acc[i][j] += av * brow[j];
+    }
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+  }
+}
+
+float dot_scalar(const float* a, const float* b, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+void axpy_scalar(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale_scalar(float alpha, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+float exp_sum_scalar(float* s, int64_t n, float shift) {
+  float total = 0.0f;
+  for (int64_t i = 0; i < n; ++i) total += (s[i] = std::exp(s[i] - shift));
+  return total;
+}
+
+}  // namespace
+
+const SimdKernels& scalar_kernels() {
+  static const SimdKernels k{SimdLevel::kScalar, dot_rows_scalar, dequant_row_scalar, gemm_tile_scalar,
+                             dot_scalar,         axpy_scalar,     scale_scalar,       exp_sum_scalar};
+  return k;
+}
+
+const SimdKernels& kernels_for(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return avx512_kernels();
+    case SimdLevel::kAvx2:
+      return avx2_kernels();
+    case SimdLevel::kScalar:
+      break;
+  }
+  return scalar_kernels();
+}
+
+}  // namespace day0::cpu

@@ -1,0 +1,47 @@
+#pragma once
+// The per-ISA inner loops of the cpu backend. One table per SimdLevel, compiled in its own file
+// (kernels_scalar.cpp, kernels_avx2.cpp, kernels_avx512.cpp) with that ISA's flags; the drivers
+// (cpu_matmul.cpp, cpu_attention.cpp, ...) only call through the table, so every level runs the
+// same blocking and threading and differs only here.
+#include <cstdint>
+
+#include "day0/backends/cpu/simd_level.h"
+#include "day0/ops/tensor.h"
+
+namespace day0::cpu {
+
+// Packed GEMM panels: B is [kc][kNr] floats (kNr weight rows side by side), A rows come straight
+// from x. Every level uses the same panel width so the driver is shared.
+inline constexpr int64_t kNr = 32;
+inline constexpr int64_t kMr = 6;
+
+struct SimdKernels {
+  SimdLevel level;
+  // y[i] = sum_k x[k] * W[n0 + i, k] for n0 <= n0 + i < n1, dequantising on the fly.
+  // For MXFP4, x must be in mxfp4_order (see prepare_mxfp4_x); other formats take x as is.
+  void (*dot_rows)(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y);
+  // out[j] = W[n, k0 + j] for j < len. For FP8 and MXFP4, k0 and len are multiples of the block
+  // width (128 / 32) except for the last block of the row.
+  void (*dequant_row)(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out);
+  // C[i, j] (+)= sum_k A[i, k] * B[k, j] for i < mr (<= kMr), j < nr (<= kNr); B packed [kc][kNr].
+  // accumulate = false overwrites C.
+  void (*gemm_tile)(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                    int64_t ldc, bool accumulate);
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
+  void (*scale)(float alpha, float* y, int64_t n);                 // y *= alpha
+  // s[i] = exp(s[i] - shift) (shift >= every s[i], e.g. the row max); returns the sum.
+  float (*exp_sum)(float* s, int64_t n, float shift);
+};
+
+const SimdKernels& scalar_kernels();
+const SimdKernels& avx2_kernels();
+const SimdKernels& avx512_kernels();
+const SimdKernels& kernels_for(SimdLevel level);
+
+// MXFP4 dot products pair the low nibbles of a 16-byte block with the even elements of x and the high
+// nibbles with the odd ones: within each 32-element block, out holds x[0], x[2], ..., x[30], x[1],
+// x[3], ..., x[31]. n must be a multiple of 32.
+void prepare_mxfp4_x(const float* x, int64_t n, float* out);
+
+}  // namespace day0::cpu

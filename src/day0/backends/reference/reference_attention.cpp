@@ -1,0 +1,163 @@
+// Reference kernels for position-dependent ops: RoPE, causal attention (GQA, window, chunk, sinks) and
+// MLA in both forms.
+#include <cmath>
+#include <vector>
+
+#include "day0/backends/reference/reference_kernels.h"
+#include "day0/core/error.h"
+#include "day0/ops/kernel_checks.h"
+
+namespace day0::ref {
+
+void rope(const RopeArgs& a) {
+  check_args(a);
+  const int64_t half = a.rotary_dim / 2;
+  for (int64_t t = 0; t < a.x.rows; ++t) {
+    const auto pos = static_cast<float>(a.positions[static_cast<size_t>(t)]);
+    for (int64_t h = 0; h < a.n_heads; ++h) {
+      float* x = a.x.row(t) + h * a.head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float theta = pos * a.inv_freq[static_cast<size_t>(i)];  // float32, as HF
+        const double c = std::cos(static_cast<double>(theta)) * a.attention_factor;
+        const double s = std::sin(static_cast<double>(theta)) * a.attention_factor;
+        const int64_t i0 = a.layout == RopeLayout::kHalfSplit ? i : 2 * i;
+        const int64_t i1 = a.layout == RopeLayout::kHalfSplit ? i + half : 2 * i + 1;
+        const double x0 = x[i0];
+        const double x1 = x[i1];
+        x[i0] = static_cast<float>(x0 * c - x1 * s);
+        x[i1] = static_cast<float>(x1 * c + x0 * s);
+      }
+    }
+  }
+}
+
+namespace {
+
+bool visible(AttentionMask mask, int64_t window, int64_t query_pos, int64_t key_pos) {
+  if (key_pos > query_pos) return false;
+  switch (mask) {
+    case AttentionMask::kCausal:
+      return true;
+    case AttentionMask::kSliding:
+      return key_pos > query_pos - window;
+    case AttentionMask::kChunked:
+      return key_pos / window == query_pos / window;
+  }
+  return false;
+}
+
+// softmax over scores (masked entries absent from `keys`) plus an optional sink logit; returns the
+// probabilities of the listed keys (they sum to < 1 with a sink).
+std::vector<double> softmax_with_sink(const std::vector<double>& scores, const double* sink) {
+  double m = sink ? *sink : -INFINITY;
+  for (double s : scores) m = std::max(m, s);
+  double sum = sink ? std::exp(*sink - m) : 0.0;
+  for (double s : scores) sum += std::exp(s - m);
+  std::vector<double> p(scores.size());
+  for (size_t j = 0; j < scores.size(); ++j) p[j] = std::exp(scores[j] - m) / sum;
+  return p;
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a) {
+  check_args(a);
+  const int64_t dv = v_head_dim_of(a);
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const double scale = attention_scale_of(a);
+  for (int64_t t = 0; t < a.q.rows; ++t) {
+    const int64_t qpos = a.q_pos0 + t;
+    for (int64_t h = 0; h < a.n_heads; ++h) {
+      const int64_t g = h / group;
+      const float* q = a.q.row(t) + h * a.head_dim;
+      std::vector<int64_t> keys;
+      std::vector<double> scores;
+      for (int64_t j = 0; j < a.k.rows; ++j) {
+        if (!visible(a.mask, a.window, qpos, a.k_pos0 + j)) continue;
+        const float* k = a.k.row(j) + g * a.head_dim;
+        double dot = 0.0;
+        for (int64_t c = 0; c < a.head_dim; ++c) dot += static_cast<double>(q[c]) * k[c];
+        keys.push_back(j);
+        scores.push_back(dot * scale);
+      }
+      float* out = a.out.row(t) + h * dv;
+      const double sink = a.sinks.empty() ? 0.0 : a.sinks[static_cast<size_t>(h)];
+      const auto p = softmax_with_sink(scores, a.sinks.empty() ? nullptr : &sink);
+      for (int64_t c = 0; c < dv; ++c) {
+        double acc = 0.0;
+        for (size_t i = 0; i < keys.size(); ++i) acc += p[i] * a.v.row(keys[i])[g * dv + c];
+        out[c] = static_cast<float>(acc);
+      }
+    }
+  }
+}
+
+void mla_attention(const MlaArgs& a) {
+  check_args(a);
+  const int64_t dqk = a.d_nope + a.d_rope;
+  const int64_t r = a.kv_lora_rank;
+  const int64_t rows_per_head = a.d_nope + a.d_v;
+  auto w_uk = [&](int64_t h, int64_t d, int64_t c) { return a.w_kv_b.at(h * rows_per_head + d, c); };
+  auto w_uv = [&](int64_t h, int64_t d, int64_t c) {
+    return a.w_kv_b.at(h * rows_per_head + a.d_nope + d, c);
+  };
+  for (int64_t t = 0; t < a.q.rows; ++t) {
+    const int64_t n_keys = std::min<int64_t>(a.c_kv.rows, a.q_pos0 + t + 1);
+    for (int64_t h = 0; h < a.n_heads; ++h) {
+      const float* q_nope = a.q.row(t) + h * dqk;
+      const float* q_pe = q_nope + a.d_nope;
+      std::vector<double> scores(static_cast<size_t>(n_keys));
+      float* out = a.out.row(t) + h * a.d_v;
+      if (a.form == MlaForm::kAbsorbed) {
+        std::vector<double> q_abs(static_cast<size_t>(r), 0.0);
+        for (int64_t c = 0; c < r; ++c) {
+          for (int64_t d = 0; d < a.d_nope; ++d) q_abs[static_cast<size_t>(c)] += w_uk(h, d, c) * q_nope[d];
+        }
+        for (int64_t j = 0; j < n_keys; ++j) {
+          double s = 0.0;
+          for (int64_t c = 0; c < r; ++c) s += q_abs[static_cast<size_t>(c)] * a.c_kv.row(j)[c];
+          for (int64_t c = 0; c < a.d_rope; ++c) s += static_cast<double>(q_pe[c]) * a.k_pe.row(j)[c];
+          scores[static_cast<size_t>(j)] = s * a.scale;
+        }
+        const auto p = softmax_with_sink(scores, nullptr);
+        std::vector<double> latent(static_cast<size_t>(r), 0.0);
+        for (int64_t j = 0; j < n_keys; ++j) {
+          for (int64_t c = 0; c < r; ++c)
+            latent[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * a.c_kv.row(j)[c];
+        }
+        for (int64_t d = 0; d < a.d_v; ++d) {
+          double acc = 0.0;
+          for (int64_t c = 0; c < r; ++c) acc += w_uv(h, d, c) * latent[static_cast<size_t>(c)];
+          out[d] = static_cast<float>(acc);
+        }
+      } else {
+        std::vector<std::vector<double>> values(static_cast<size_t>(n_keys));
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float* c_kv = a.c_kv.row(j);
+          double s = 0.0;
+          for (int64_t d = 0; d < a.d_nope; ++d) {
+            double k_nope = 0.0;
+            for (int64_t c = 0; c < r; ++c) k_nope += w_uk(h, d, c) * c_kv[c];
+            s += static_cast<double>(q_nope[d]) * k_nope;
+          }
+          for (int64_t c = 0; c < a.d_rope; ++c) s += static_cast<double>(q_pe[c]) * a.k_pe.row(j)[c];
+          scores[static_cast<size_t>(j)] = s * a.scale;
+          auto& v = values[static_cast<size_t>(j)];
+          v.assign(static_cast<size_t>(a.d_v), 0.0);
+          for (int64_t d = 0; d < a.d_v; ++d) {
+            for (int64_t c = 0; c < r; ++c) v[static_cast<size_t>(d)] += w_uv(h, d, c) * c_kv[c];
+          }
+        }
+        const auto p = softmax_with_sink(scores, nullptr);
+        for (int64_t d = 0; d < a.d_v; ++d) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < n_keys; ++j)
+            acc += p[static_cast<size_t>(j)] * values[static_cast<size_t>(j)][static_cast<size_t>(d)];
+          out[d] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace day0::ref

@@ -1,0 +1,51 @@
+#pragma once
+// The oracle: every op as plain loops with double accumulation, written for clarity, not speed. Other
+// backends are tested against these functions; the cpu backend also calls the cold ones (sampling).
+// Each function checks its arguments (ops/kernel_checks.h) first.
+#include <algorithm>
+#include <cmath>
+
+#include "day0/ops/kernel_args.h"
+
+namespace day0::ref {
+
+void embedding(const EmbeddingArgs& a);
+void matmul(const MatmulArgs& a);
+void rms_norm(const RmsNormArgs& a);
+void layer_norm(const LayerNormArgs& a);
+void rope(const RopeArgs& a);
+void attention(const AttentionArgs& a);
+void mla_attention(const MlaArgs& a);
+void softmax(const SoftmaxArgs& a);
+void silu(const UnaryArgs& a);
+void gelu(const UnaryArgs& a);
+void sigmoid(const UnaryArgs& a);
+void swiglu(const SwigluArgs& a);
+void swiglu_clamped(const SwigluArgs& a);
+void moe_router(const MoeRouterArgs& a);
+void moe_experts(const MoeExpertsArgs& a);
+void add(const BinaryArgs& a);
+void mul(const BinaryArgs& a);
+void argmax(const ArgmaxArgs& a);
+void sample(const SampleArgs& a);
+void clamp(const PointwiseArgs& a);
+void scale(const PointwiseArgs& a);
+void rsqrt(const PointwiseArgs& a);
+void row_mean(const PointwiseArgs& a);
+void gather_rows(const GatherRowsArgs& a);
+void scatter_add(const ScatterAddArgs& a);
+
+// Scalar activation definitions shared by every backend's tail loops.
+inline double silu_of(double z) {
+  return z / (1.0 + std::exp(-z));
+}
+inline double sigmoid_of(double z) {
+  return 1.0 / (1.0 + std::exp(-z));
+}
+inline double clamped_swiglu_of(double gate, double up, double limit, double alpha) {
+  const double g = std::min(gate, limit);
+  const double u = std::clamp(up, -limit, limit);
+  return (u + 1.0) * g * sigmoid_of(alpha * g);
+}
+
+}  // namespace day0::ref

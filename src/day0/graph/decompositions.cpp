@@ -1,0 +1,181 @@
+#include "day0/graph/decompositions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "day0/core/error.h"
+#include "day0/ops/kernel_checks.h"
+#include "day0/ops/op_schema.h"
+
+namespace day0 {
+
+namespace {
+
+// A zero-initialised float32 matrix owned by the decomposition.
+struct Buffer {
+  std::vector<float> storage;
+  Matrix m;
+  Buffer(int64_t rows, int64_t cols)
+      : storage(static_cast<size_t>(std::max<int64_t>(rows * cols, 1)), 0.0f),
+        m(storage.data(), rows, cols) {}
+};
+
+// gate and up of one row of an interleaved [T, 2I] gate_up as [I, 1] views with stride 2.
+ConstMatrix interleaved_part(ConstMatrix gate_up, int64_t row, int64_t part) {
+  return {gate_up.row(row) + part, gate_up.cols / 2, 1, 2};
+}
+
+// Runs `body(gate, up, out)` on whole matrices, or row by row for the interleaved layout.
+template <typename F>
+void for_gate_up(const SwigluArgs& a, F body) {
+  if (!a.interleaved) {
+    body(a.gate, a.up, a.out);
+    return;
+  }
+  for (int64_t t = 0; t < a.out.rows; ++t) {
+    body(interleaved_part(a.gate, t, 0), interleaved_part(a.gate, t, 1),
+         Matrix{a.out.row(t), a.out.cols, 1, 1});
+  }
+}
+
+}  // namespace
+
+bool has_decomposition(std::string_view op) {
+  const OpSchema* s = find_op_schema(op);
+  return s != nullptr && !s->decomposition.empty();
+}
+
+void decompose_rms_norm(Backend& be, const RmsNormArgs& a) {
+  check_args(a);
+  Buffer sq(a.x.rows, a.x.cols);
+  Buffer inv(a.x.rows, 1);
+  be.mul({a.x, a.x, sq.m});
+  be.row_mean({.x = sq.m, .y = inv.m});
+  be.rsqrt({.x = inv.m, .y = inv.m, .eps = a.eps});
+  be.mul({a.x, inv.m, a.y});
+  if (!a.weight.empty()) {
+    be.mul({a.y, ConstMatrix{a.weight.data(), 1, a.x.cols}, a.y});
+  }
+}
+
+void decompose_layer_norm(Backend& be, const LayerNormArgs& a) {
+  check_args(a);
+  Buffer mean(a.x.rows, 1);
+  Buffer centred(a.x.rows, a.x.cols);
+  Buffer sq(a.x.rows, a.x.cols);
+  be.row_mean({.x = a.x, .y = mean.m});
+  be.scale({.x = mean.m, .y = mean.m, .scale = -1.0f});
+  be.add({a.x, mean.m, centred.m});
+  be.mul({centred.m, centred.m, sq.m});
+  be.row_mean({.x = sq.m, .y = mean.m});
+  be.rsqrt({.x = mean.m, .y = mean.m, .eps = a.eps});
+  be.mul({centred.m, mean.m, a.y});
+  if (!a.weight.empty()) be.mul({a.y, ConstMatrix{a.weight.data(), 1, a.x.cols}, a.y});
+  if (!a.bias.empty()) be.add({a.y, ConstMatrix{a.bias.data(), 1, a.x.cols}, a.y});
+}
+
+void decompose_swiglu(Backend& be, const SwigluArgs& a) {
+  check_args(a);
+  for_gate_up(a, [&](ConstMatrix gate, ConstMatrix up, Matrix out) {
+    Buffer act(gate.rows, gate.cols);
+    be.silu({gate, act.m});
+    be.mul({act.m, up, out});
+  });
+}
+
+void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a) {
+  check_args(a);
+  for_gate_up(a, [&](ConstMatrix gate, ConstMatrix up, Matrix out) {
+    Buffer g(gate.rows, gate.cols);
+    Buffer s(gate.rows, gate.cols);
+    be.clamp({.x = gate, .y = g.m, .hi = a.limit});
+    be.scale({.x = g.m, .y = s.m, .scale = a.alpha});
+    be.sigmoid({s.m, s.m});
+    be.mul({g.m, s.m, g.m});  // glu = g * sigmoid(alpha g)
+    be.clamp({.x = up, .y = s.m, .lo = -a.limit, .hi = a.limit});
+    be.scale({.x = s.m, .y = s.m, .shift = 1.0f});
+    be.mul({g.m, s.m, out});
+  });
+}
+
+void decompose_mla_attention(Backend& be, const MlaArgs& a) {
+  check_args(a);
+  const int64_t s = a.c_kv.rows;
+  const int64_t per_head = a.d_nope + a.d_v;
+  const int64_t dqk = a.d_nope + a.d_rope;
+  // Expanded per-head keys and values of every cached token (the naive form, as HF caches them).
+  Buffer kv(s, a.n_heads * per_head);
+  be.matmul({.x = a.c_kv, .w = a.w_kv_b, .y = kv.m});
+  Buffer k(s, a.n_heads * dqk);
+  Buffer v(s, a.n_heads * a.d_v);
+  for (int64_t h = 0; h < a.n_heads; ++h) {
+    be.scale({.x = kv.m.col_slice(h * per_head, a.d_nope), .y = k.m.col_slice(h * dqk, a.d_nope)});
+    be.scale({.x = a.k_pe, .y = k.m.col_slice(h * dqk + a.d_nope, a.d_rope)});
+    be.scale({.x = kv.m.col_slice(h * per_head + a.d_nope, a.d_v), .y = v.m.col_slice(h * a.d_v, a.d_v)});
+  }
+  be.attention({.q = a.q,
+                .k = k.m,
+                .v = v.m,
+                .out = a.out,
+                .n_heads = a.n_heads,
+                .n_kv_heads = a.n_heads,
+                .head_dim = dqk,
+                .v_head_dim = a.d_v,
+                .q_pos0 = a.q_pos0,
+                .scale = a.scale});
+}
+
+void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
+  check_args(a);
+  const int64_t h = a.x.cols;
+  const int64_t k = a.expert_ids.cols;
+  if (!a.accumulate) {
+    for (int64_t t = 0; t < a.out.rows; ++t) std::fill(a.out.row(t), a.out.row(t) + h, 0.0f);
+  }
+  // Dispatch: the tokens (and their weights) routed to each expert.
+  std::vector<std::vector<int32_t>> tokens(a.experts.size());
+  std::vector<std::vector<float>> weights(a.experts.size());
+  for (int64_t t = 0; t < a.x.rows; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const auto e = static_cast<size_t>(a.expert_ids.row(t)[j]);
+      tokens[e].push_back(static_cast<int32_t>(t));
+      weights[e].push_back(a.expert_weights.row(t)[j]);
+    }
+  }
+  for (size_t e = 0; e < a.experts.size(); ++e) {
+    const auto n = static_cast<int64_t>(tokens[e].size());
+    if (n == 0) continue;  // an expert nobody chose costs nothing
+    const ExpertWeights& ew = a.experts[e];
+    const int64_t inter = ew.down.cols;
+    Buffer xe(n, h);
+    be.gather_rows({a.x, tokens[e], xe.m});
+    if (a.input_scaling) be.mul({xe.m, ConstMatrix{weights[e].data(), n, 1}, xe.m});
+    Buffer act(n, inter);
+    SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha};
+    Buffer gate_up(n, 2 * inter);
+    if (a.layout == GateUpLayout::kSeparate) {
+      be.matmul({.x = xe.m, .w = ew.gate, .bias = ew.gate_bias, .y = gate_up.m.col_slice(0, inter)});
+      be.matmul({.x = xe.m, .w = ew.up, .bias = ew.up_bias, .y = gate_up.m.col_slice(inter, inter)});
+    } else {
+      be.matmul({.x = xe.m, .w = ew.gate, .bias = ew.gate_bias, .y = gate_up.m});
+    }
+    if (a.layout == GateUpLayout::kInterleaved) {
+      glu.gate = gate_up.m;
+      glu.interleaved = true;
+    } else {
+      glu.gate = gate_up.m.col_slice(0, inter);
+      glu.up = gate_up.m.col_slice(inter, inter);
+    }
+    if (a.clamped) {
+      be.swiglu_clamped(glu);
+    } else {
+      be.swiglu(glu);
+    }
+    Buffer down(n, h);
+    be.matmul({.x = act.m, .w = ew.down, .bias = ew.down_bias, .y = down.m});
+    be.scatter_add({down.m, tokens[e], a.input_scaling ? std::span<const float>{} : weights[e], a.out});
+  }
+}
+
+}  // namespace day0

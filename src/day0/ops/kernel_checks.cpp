@@ -1,0 +1,198 @@
+#include "day0/ops/kernel_checks.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "day0/core/error.h"
+
+namespace day0 {
+
+namespace {
+
+template <typename T>
+bool well_formed(const MatrixView<T>& m) {
+  return m.rows >= 0 && m.cols >= 0 && m.stride >= m.cols &&
+         (m.rows == 0 || m.cols == 0 || m.data != nullptr);
+}
+
+std::string shape(int64_t r, int64_t c) {
+  return fmt::format("[{}, {}]", r, c);
+}
+
+#define D0_EXPECT_SHAPE(op, name, m, r, c)                                                                   \
+  D0_CHECK_MSG(well_formed(m) && (m).rows == (r) && (m).cols == (c),                                         \
+               fmt::format("{}: {} expected {} (stride >= cols), found {} stride {}", op, name, shape(r, c), \
+                           shape((m).rows, (m).cols), (m).stride))
+
+}  // namespace
+
+void check_same_shape(ConstMatrix x, ConstMatrix y, const char* op) {
+  D0_CHECK_MSG(well_formed(x), fmt::format("{}: malformed input view", op));
+  D0_EXPECT_SHAPE(op, "output", y, x.rows, x.cols);
+}
+
+void check_args(const EmbeddingArgs& a) {
+  D0_CHECK_MSG(a.table.valid(), "embedding: invalid table");
+  D0_EXPECT_SHAPE("embedding", "out", a.out, static_cast<int64_t>(a.ids.size()), a.table.cols);
+  for (int32_t id : a.ids) {
+    D0_CHECK_MSG(id >= 0 && id < a.table.rows,
+                 fmt::format("embedding: token id {} outside [0, {})", id, a.table.rows));
+  }
+}
+
+void check_args(const MatmulArgs& a) {
+  D0_CHECK_MSG(a.w.valid(), "matmul: invalid weight view");
+  D0_EXPECT_SHAPE("matmul", "x", a.x, a.x.rows, a.w.cols);
+  D0_EXPECT_SHAPE("matmul", "y", a.y, a.x.rows, a.w.rows);
+}
+
+void check_args(const RmsNormArgs& a) {
+  check_same_shape(a.x, a.y, "rms_norm");
+  D0_CHECK_MSG(a.weight.empty() || static_cast<int64_t>(a.weight.size()) == a.x.cols,
+               "rms_norm: weight size");
+}
+
+void check_args(const LayerNormArgs& a) {
+  check_same_shape(a.x, a.y, "layer_norm");
+  D0_CHECK_MSG(a.weight.empty() || static_cast<int64_t>(a.weight.size()) == a.x.cols,
+               "layer_norm: weight size");
+  D0_CHECK_MSG(a.bias.empty() || static_cast<int64_t>(a.bias.size()) == a.x.cols, "layer_norm: bias size");
+}
+
+void check_args(const RopeArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.head_dim > 0, "rope: n_heads and head_dim must be positive");
+  D0_CHECK_MSG(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.head_dim,
+               fmt::format("rope: rotary_dim {} must be even and in (0, {}]", a.rotary_dim, a.head_dim));
+  D0_EXPECT_SHAPE("rope", "x", a.x, static_cast<int64_t>(a.positions.size()), a.n_heads * a.head_dim);
+  D0_CHECK_MSG(
+      static_cast<int64_t>(a.inv_freq.size()) == a.rotary_dim / 2,
+      fmt::format("rope: inv_freq has {} entries, expected {}", a.inv_freq.size(), a.rotary_dim / 2));
+}
+
+float attention_scale_of(const AttentionArgs& a) {
+  return a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+}
+
+void check_args(const AttentionArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0,
+               fmt::format("attention: n_heads {} must be a positive multiple of n_kv_heads {}", a.n_heads,
+                           a.n_kv_heads));
+  D0_CHECK_MSG(a.head_dim > 0, "attention: head_dim must be positive");
+  const int64_t dv = v_head_dim_of(a);
+  D0_EXPECT_SHAPE("attention", "q", a.q, a.q.rows, a.n_heads * a.head_dim);
+  D0_EXPECT_SHAPE("attention", "k", a.k, a.k.rows, a.n_kv_heads * a.head_dim);
+  D0_EXPECT_SHAPE("attention", "v", a.v, a.k.rows, a.n_kv_heads * dv);
+  D0_EXPECT_SHAPE("attention", "out", a.out, a.q.rows, a.n_heads * dv);
+  D0_CHECK_MSG(a.q_pos0 >= 0 && a.k_pos0 >= 0, "attention: negative position");
+  D0_CHECK_MSG(a.mask == AttentionMask::kCausal || a.window > 0,
+               "attention: sliding/chunked mask needs window > 0");
+  D0_CHECK_MSG(a.sinks.empty() || static_cast<int64_t>(a.sinks.size()) == a.n_heads, "attention: sinks size");
+}
+
+void check_args(const MlaArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.d_nope > 0 && a.d_rope > 0 && a.d_v > 0 && a.kv_lora_rank > 0,
+               "mla_attention: dimensions must be positive");
+  D0_CHECK_MSG(a.scale > 0.0f, "mla_attention: scale must be set");
+  D0_CHECK_MSG(
+      a.w_kv_b.valid() && a.w_kv_b.rows == a.n_heads * (a.d_nope + a.d_v) && a.w_kv_b.cols == a.kv_lora_rank,
+      fmt::format("mla_attention: w_kv_b expected {}, found {}",
+                  shape(a.n_heads * (a.d_nope + a.d_v), a.kv_lora_rank),
+                  shape(a.w_kv_b.rows, a.w_kv_b.cols)));
+  D0_EXPECT_SHAPE("mla_attention", "q", a.q, a.q.rows, a.n_heads * (a.d_nope + a.d_rope));
+  D0_EXPECT_SHAPE("mla_attention", "c_kv", a.c_kv, a.c_kv.rows, a.kv_lora_rank);
+  D0_EXPECT_SHAPE("mla_attention", "k_pe", a.k_pe, a.c_kv.rows, a.d_rope);
+  D0_EXPECT_SHAPE("mla_attention", "out", a.out, a.q.rows, a.n_heads * a.d_v);
+  D0_CHECK_MSG(a.q_pos0 >= 0, "mla_attention: negative position");
+}
+
+void check_args(const SwigluArgs& a) {
+  if (a.interleaved) {
+    D0_EXPECT_SHAPE("swiglu", "gate_up", a.gate, a.out.rows, 2 * a.out.cols);
+  } else {
+    D0_EXPECT_SHAPE("swiglu", "gate", a.gate, a.out.rows, a.out.cols);
+    D0_EXPECT_SHAPE("swiglu", "up", a.up, a.out.rows, a.out.cols);
+  }
+  D0_CHECK_MSG(well_formed(a.out), "swiglu: malformed output");
+}
+
+void check_args(const BinaryArgs& a) {
+  D0_CHECK_MSG(well_formed(a.a) && well_formed(a.b), "binary op: malformed input");
+  D0_EXPECT_SHAPE("binary op", "out", a.out, a.a.rows, a.a.cols);
+  const bool same = a.b.rows == a.a.rows && a.b.cols == a.a.cols;
+  const bool row_bcast = a.b.rows == 1 && a.b.cols == a.a.cols;
+  const bool col_bcast = a.b.rows == a.a.rows && a.b.cols == 1;
+  D0_CHECK_MSG(same || row_bcast || col_bcast,
+               fmt::format("binary op: b {} does not broadcast to {}", shape(a.b.rows, a.b.cols),
+                           shape(a.a.rows, a.a.cols)));
+}
+
+void check_args(const MoeRouterArgs& a) {
+  const int64_t e = a.logits.cols;
+  D0_CHECK_MSG(well_formed(a.logits), "moe_router: malformed logits");
+  D0_CHECK_MSG(a.top_k > 0 && a.top_k <= e, fmt::format("moe_router: top_k {} outside [1, {}]", a.top_k, e));
+  D0_EXPECT_SHAPE("moe_router", "expert_ids", a.expert_ids, a.logits.rows, a.top_k);
+  D0_EXPECT_SHAPE("moe_router", "expert_weights", a.expert_weights, a.logits.rows, a.top_k);
+  if (a.method == TopkMethod::kGroupLimitedGreedy || a.method == TopkMethod::kNoauxTc) {
+    D0_CHECK_MSG(a.n_group > 0 && e % a.n_group == 0 && a.topk_group > 0 && a.topk_group <= a.n_group,
+                 fmt::format("moe_router: {} experts in {} groups, keep {}", e, a.n_group, a.topk_group));
+    D0_CHECK_MSG(a.top_k <= a.topk_group * (e / a.n_group), "moe_router: top_k larger than the kept groups");
+  }
+  if (a.method == TopkMethod::kNoauxTc) {
+    D0_CHECK_MSG(static_cast<int64_t>(a.correction_bias.size()) == e, "moe_router: correction_bias size");
+  }
+}
+
+void check_args(const MoeExpertsArgs& a) {
+  const int64_t h = a.x.cols;
+  const int64_t k = a.expert_ids.cols;
+  D0_EXPECT_SHAPE("moe_experts", "x", a.x, a.x.rows, h);
+  D0_EXPECT_SHAPE("moe_experts", "expert_ids", a.expert_ids, a.x.rows, k);
+  D0_EXPECT_SHAPE("moe_experts", "expert_weights", a.expert_weights, a.x.rows, k);
+  D0_EXPECT_SHAPE("moe_experts", "out", a.out, a.x.rows, h);
+  const auto n_experts = static_cast<int64_t>(a.experts.size());
+  for (int64_t t = 0; t < a.x.rows; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = a.expert_ids.row(t)[j];
+      D0_CHECK_MSG(e >= 0 && e < n_experts,
+                   fmt::format("moe_experts: expert id {} outside [0, {})", e, n_experts));
+    }
+  }
+  for (const auto& ew : a.experts) {
+    const int64_t inter = ew.down.cols;
+    D0_CHECK_MSG(ew.down.valid() && ew.down.rows == h, "moe_experts: down weight must be [H, I]");
+    if (a.layout == GateUpLayout::kSeparate) {
+      D0_CHECK_MSG(ew.gate.valid() && ew.up.valid() && ew.gate.rows == inter && ew.up.rows == inter &&
+                       ew.gate.cols == h && ew.up.cols == h,
+                   "moe_experts: gate/up weights must be [I, H]");
+    } else {
+      D0_CHECK_MSG(ew.gate.valid() && ew.gate.rows == 2 * inter && ew.gate.cols == h,
+                   "moe_experts: fused gate_up weight must be [2I, H]");
+    }
+  }
+}
+
+void check_args(const ArgmaxArgs& a) {
+  D0_CHECK_MSG(well_formed(a.x) && a.x.cols > 0, "argmax: empty rows");
+  D0_CHECK_MSG(static_cast<int64_t>(a.out.size()) == a.x.rows, "argmax: out size");
+}
+
+void check_args(const SampleArgs& a) {
+  D0_CHECK_MSG(well_formed(a.logits) && a.logits.cols > 0, "sample: empty rows");
+  D0_CHECK_MSG(static_cast<int64_t>(a.out.size()) == a.logits.rows, "sample: out size");
+  D0_CHECK_MSG(a.top_p > 0.0f && a.top_p <= 1.0f, "sample: top_p outside (0, 1]");
+  D0_CHECK_MSG(a.top_k >= 0, "sample: negative top_k");
+}
+
+void check_args(const GatherRowsArgs& a) {
+  D0_EXPECT_SHAPE("gather_rows", "y", a.y, static_cast<int64_t>(a.idx.size()), a.x.cols);
+  for (int32_t i : a.idx) D0_CHECK_MSG(i >= 0 && i < a.x.rows, "gather_rows: index out of range");
+}
+
+void check_args(const ScatterAddArgs& a) {
+  D0_EXPECT_SHAPE("scatter_add", "x", a.x, static_cast<int64_t>(a.idx.size()), a.y.cols);
+  D0_CHECK_MSG(a.weight.empty() || a.weight.size() == a.idx.size(), "scatter_add: weight size");
+  for (int32_t i : a.idx) D0_CHECK_MSG(i >= 0 && i < a.y.rows, "scatter_add: index out of range");
+}
+
+}  // namespace day0

@@ -1,0 +1,32 @@
+#pragma once
+// Shape contracts of ops/kernel_args.h, checked by every backend before it runs a kernel. A failure
+// is a bug in the caller: D0_CHECK throws InternalError naming the op and the mismatch.
+#include "day0/ops/kernel_args.h"
+
+namespace day0 {
+
+void check_args(const EmbeddingArgs& a);
+void check_args(const MatmulArgs& a);
+void check_args(const RmsNormArgs& a);
+void check_args(const LayerNormArgs& a);
+void check_args(const RopeArgs& a);
+void check_args(const AttentionArgs& a);
+void check_args(const MlaArgs& a);
+void check_args(const SwigluArgs& a);
+void check_args(const BinaryArgs& a);
+void check_args(const MoeRouterArgs& a);
+void check_args(const MoeExpertsArgs& a);
+void check_args(const ArgmaxArgs& a);
+void check_args(const SampleArgs& a);
+void check_args(const GatherRowsArgs& a);
+void check_args(const ScatterAddArgs& a);
+// Same shape for x and y (unary ops, clamp, scale, rsqrt); row_mean wants y [R, 1].
+void check_same_shape(ConstMatrix x, ConstMatrix y, const char* op);
+
+// Resolved defaults.
+inline int64_t v_head_dim_of(const AttentionArgs& a) {
+  return a.v_head_dim > 0 ? a.v_head_dim : a.head_dim;
+}
+float attention_scale_of(const AttentionArgs& a);
+
+}  // namespace day0

@@ -1,0 +1,347 @@
+#include "day0/ops/op_schema.h"
+
+#include <fmt/format.h>
+
+#include "day0/ops/op_names.h"
+
+namespace day0 {
+
+namespace {
+
+using Shapes = std::span<const Shape>;
+using Out = Result<std::vector<Shape>>;
+
+std::string dims(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+Status expect_rank(Shapes in, size_t index, size_t rank, std::string_view op) {
+  if (in.size() <= index) return invalid_argument(fmt::format("{}: missing input {}", op, index));
+  if (in[index].size() != rank) {
+    return invalid_argument(
+        fmt::format("{}: input {} expected rank {}, found {}", op, index, rank, dims(in[index])));
+  }
+  return Status::ok();
+}
+
+double attr(const OpAttributes& a, std::string_view name, double fallback = 0.0) {
+  auto it = a.find(name);
+  return it == a.end() ? fallback : it->second;
+}
+
+Out same_as_first(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "elementwise"));
+  return std::vector<Shape>{in[0]};
+}
+
+Out binary_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "binary"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "binary"));
+  const Shape& a = in[0];
+  const Shape& b = in[1];
+  const bool ok = (b == a) || (b[0] == 1 && b[1] == a[1]) || (b[0] == a[0] && b[1] == 1);
+  if (!ok) return invalid_argument(fmt::format("binary: {} does not broadcast to {}", dims(b), dims(a)));
+  return std::vector<Shape>{a};
+}
+
+Out embedding_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "embedding"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 1, "embedding"));
+  return std::vector<Shape>{{in[1][0], in[0][1]}};
+}
+
+Out matmul_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "matmul"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "matmul"));
+  if (in[0][1] != in[1][1]) {
+    return invalid_argument(fmt::format("matmul: x {} and W {} disagree on K", dims(in[0]), dims(in[1])));
+  }
+  return std::vector<Shape>{{in[0][0], in[1][0]}};
+}
+
+Out norm_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "norm"));
+  if (in.size() > 1 && !(in[1].size() == 1 && in[1][0] == in[0][1])) {
+    return invalid_argument(fmt::format("norm: weight {} for x {}", dims(in[1]), dims(in[0])));
+  }
+  return std::vector<Shape>{in[0]};
+}
+
+Out attention_shape(Shapes in, const OpAttributes& a) {
+  for (size_t i = 0; i < 3; ++i) D0_RETURN_IF_ERROR(expect_rank(in, i, 2, "attention"));
+  const auto n_heads = static_cast<int64_t>(attr(a, "n_heads"));
+  const auto n_kv = static_cast<int64_t>(attr(a, "n_kv_heads"));
+  if (n_heads <= 0 || n_kv <= 0 || n_heads % n_kv != 0 || in[0][1] % n_heads != 0 || in[2][1] % n_kv != 0) {
+    return invalid_argument("attention: n_heads must be a multiple of n_kv_heads dividing q and v widths");
+  }
+  if (in[1][0] != in[2][0]) return invalid_argument("attention: k and v row counts differ");
+  return std::vector<Shape>{{in[0][0], n_heads * (in[2][1] / n_kv)}};
+}
+
+Out mla_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "mla_attention"));
+  const auto n_heads = static_cast<int64_t>(attr(a, "n_heads"));
+  const auto d_v = static_cast<int64_t>(attr(a, "d_v"));
+  if (n_heads <= 0 || d_v <= 0) return invalid_argument("mla_attention: n_heads and d_v must be positive");
+  return std::vector<Shape>{{in[0][0], n_heads * d_v}};
+}
+
+Out swiglu_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "swiglu"));
+  if (attr(a, "interleaved") != 0.0) {
+    if (in[0][1] % 2 != 0) return invalid_argument("swiglu: interleaved gate_up needs an even width");
+    return std::vector<Shape>{{in[0][0], in[0][1] / 2}};
+  }
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "swiglu"));
+  if (in[0] != in[1])
+    return invalid_argument(fmt::format("swiglu: gate {} vs up {}", dims(in[0]), dims(in[1])));
+  return std::vector<Shape>{in[0]};
+}
+
+Out router_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "moe_router"));
+  const auto k = static_cast<int64_t>(attr(a, "top_k"));
+  if (k <= 0 || k > in[0][1])
+    return invalid_argument(fmt::format("moe_router: top_k {} of {} experts", k, in[0][1]));
+  return std::vector<Shape>{{in[0][0], k}, {in[0][0], k}};
+}
+
+Out experts_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "moe_experts"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "moe_experts"));
+  if (in[1][0] != in[0][0]) return invalid_argument("moe_experts: expert_ids rows differ from x rows");
+  return std::vector<Shape>{in[0]};
+}
+
+Out per_row_index(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "argmax/sample"));
+  return std::vector<Shape>{{in[0][0]}};
+}
+
+Out row_mean_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "row_mean"));
+  return std::vector<Shape>{{in[0][0], 1}};
+}
+
+Out gather_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "gather_rows"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 1, "gather_rows"));
+  return std::vector<Shape>{{in[1][0], in[0][1]}};
+}
+
+Out scatter_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "scatter_add"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 2, 2, "scatter_add"));
+  if (in[0][1] != in[2][1]) return invalid_argument("scatter_add: column counts differ");
+  return std::vector<Shape>{in[2]};
+}
+
+std::vector<OpSchema> build_table() {
+  using namespace op;
+  return {
+      {kEmbedding,
+       "rows of a (quantised) table",
+       {"table [V, H] weight", "ids [T] i32"},
+       {"out [T, H]"},
+       {},
+       true,
+       false,
+       embedding_shape,
+       {}},
+      {kMatmul,
+       "y = x W^T (+ b)",
+       {"x [T, K]", "w [N, K] weight", "bias [N]?"},
+       {"y [T, N]"},
+       {"accumulate"},
+       true,
+       false,
+       matmul_shape,
+       {}},
+      {kRmsNorm,
+       "x / rms(x) * w",
+       {"x [R, n]", "weight [n]?"},
+       {"y [R, n]"},
+       {"eps"},
+       false,
+       false,
+       norm_shape,
+       {kMul, kRowMean, kRsqrt}},
+      {kLayerNorm,
+       "(x - mean) / std * w + b",
+       {"x [R, n]", "weight [n]?", "bias [n]?"},
+       {"y [R, n]"},
+       {"eps"},
+       false,
+       false,
+       norm_shape,
+       {kRowMean, kScale, kAdd, kMul, kRsqrt}},
+      {kRope,
+       "rotary position embedding, in place",
+       {"x [T, heads*d]", "positions [T]", "inv_freq [D_r/2]"},
+       {"x [T, heads*d]"},
+       {"n_heads", "head_dim", "rotary_dim", "layout", "attention_factor"},
+       false,
+       false,
+       same_as_first,
+       {}},
+      {kAttention,
+       "causal GQA attention: sliding/chunked mask, sinks, KV cache",
+       {"q [T, H*d]", "k [S, Hkv*d]", "v [S, Hkv*dv]", "sinks [H]?"},
+       {"out [T, H*dv]"},
+       {"n_heads", "n_kv_heads", "scale", "mask", "window", "q_pos0", "k_pos0"},
+       false,
+       false,
+       attention_shape,
+       {}},
+      {kMlaAttention,
+       "multi-head latent attention (naive / absorbed)",
+       {"q [T, H*(dn+dr)]", "c_kv [S, r]", "k_pe [S, dr]", "w_kv_b [H*(dn+dv), r] weight"},
+       {"out [T, H*dv]"},
+       {"n_heads", "d_nope", "d_rope", "d_v", "scale", "form"},
+       true,
+       false,
+       mla_shape,
+       {kMatmul, kScale, kAttention}},
+      {kSoftmax, "row softmax, in place", {"x [R, C]"}, {"x [R, C]"}, {}, false, false, same_as_first, {}},
+      {kSilu, "x * sigmoid(x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
+      {kGelu, "gelu (erf or tanh)", {"x [R, C]"}, {"y [R, C]"}, {"approx"}, false, false, same_as_first, {}},
+      {kSigmoid, "1 / (1 + e^-x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
+      {kSwiglu,
+       "silu(gate) * up",
+       {"gate [T, I]", "up [T, I]"},
+       {"out [T, I]"},
+       {"interleaved"},
+       false,
+       false,
+       swiglu_shape,
+       {kSilu, kMul}},
+      {kSwigluClamped,
+       "gpt-oss (clamp(up)+1) * g * sigmoid(alpha g), g = min(gate, limit)",
+       {"gate [T, I]", "up [T, I]"},
+       {"out [T, I]"},
+       {"interleaved", "limit", "alpha"},
+       false,
+       false,
+       swiglu_shape,
+       {kClamp, kScale, kSigmoid, kMul}},
+      {kMoeRouter,
+       "expert scores, (group-limited) top-k, weights",
+       {"logits [T, E]", "correction_bias [E]?"},
+       {"expert_ids [T, k] i32", "expert_weights [T, k]"},
+       {"scoring", "method", "top_k", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor"},
+       false,
+       false,
+       router_shape,
+       {}},
+      {kMoeExperts,
+       "dispatch, expert SwiGLU MLPs, weighted combine",
+       {"x [T, H]", "expert_ids [T, k]", "expert_weights [T, k]", "experts E x (gate, up, down) weight"},
+       {"out [T, H]"},
+       {"layout", "clamped", "limit", "alpha", "input_scaling"},
+       true,
+       false,
+       experts_shape,
+       {kGatherRows, kMatmul, kSwiglu, kSwigluClamped, kMul, kScatterAdd}},
+      {kAdd,
+       "a + b (row/column broadcast)",
+       {"a [R, C]", "b [R|1, C|1]"},
+       {"out [R, C]"},
+       {},
+       false,
+       false,
+       binary_shape,
+       {}},
+      {kMul,
+       "a * b (row/column broadcast)",
+       {"a [R, C]", "b [R|1, C|1]"},
+       {"out [R, C]"},
+       {},
+       false,
+       false,
+       binary_shape,
+       {}},
+      {kArgmax,
+       "index of the row maximum",
+       {"x [R, C]"},
+       {"out [R] i32"},
+       {},
+       false,
+       false,
+       per_row_index,
+       {}},
+      {kSample,
+       "temperature / top-k / top-p sampling, seeded",
+       {"logits [R, V]"},
+       {"out [R] i32"},
+       {"temperature", "top_p", "top_k", "seed"},
+       false,
+       false,
+       per_row_index,
+       {}},
+      {kClamp,
+       "min(max(x, lo), hi)",
+       {"x [R, C]"},
+       {"y [R, C]"},
+       {"lo", "hi"},
+       false,
+       true,
+       same_as_first,
+       {}},
+      {kScale,
+       "x * scale + shift",
+       {"x [R, C]"},
+       {"y [R, C]"},
+       {"scale", "shift"},
+       false,
+       true,
+       same_as_first,
+       {}},
+      {kRsqrt, "1 / sqrt(x + eps)", {"x [R, C]"}, {"y [R, C]"}, {"eps"}, false, true, same_as_first, {}},
+      {kRowMean, "mean of each row", {"x [R, C]"}, {"y [R, 1]"}, {}, false, true, row_mean_shape, {}},
+      {kGatherRows,
+       "y[i] = x[idx[i]]",
+       {"x [N, C]", "idx [n] i32"},
+       {"y [n, C]"},
+       {},
+       false,
+       true,
+       gather_shape,
+       {}},
+      {kScatterAdd,
+       "y[idx[i]] += w[i] x[i]",
+       {"x [n, C]", "idx [n] i32", "y [N, C]"},
+       {"y [N, C]"},
+       {},
+       false,
+       true,
+       scatter_shape,
+       {}},
+  };
+}
+
+}  // namespace
+
+const std::vector<OpSchema>& op_schemas() {
+  static const std::vector<OpSchema> table = build_table();
+  return table;
+}
+
+const OpSchema* find_op_schema(std::string_view name) {
+  for (const auto& s : op_schemas()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<OpKey> decomposition_keys(std::string_view op, WeightFormat format) {
+  std::vector<OpKey> out;
+  const OpSchema* schema = find_op_schema(op);
+  if (schema == nullptr) return out;
+  for (std::string_view piece : schema->decomposition) {
+    const OpSchema* p = find_op_schema(piece);
+    out.push_back({piece, (p && p->reads_weights) ? format : WeightFormat::kF32});
+  }
+  return out;
+}
+
+}  // namespace day0

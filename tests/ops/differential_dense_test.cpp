@@ -1,0 +1,212 @@
+// Differential tests of the dense ops: every backend and SIMD level against reference.
+#include <fmt/format.h>
+
+#include "day0/ops/rope_table.h"
+#include "differential_harness.h"
+
+namespace day0::test {
+namespace {
+
+struct MatmulShape {
+  int64_t t, k, n;
+};
+// Odd sizes, sizes that are not multiples of the vector width, decode (T = 1..4, GEMV) and prefill
+// (T > 4, GEMM with partial tiles), FP8 partial scale blocks (K, N not multiples of 128).
+constexpr MatmulShape kMatmulShapes[] = {{1, 37, 5},   {1, 64, 7},    {1, 300, 33}, {2, 96, 129},
+                                         {4, 256, 64}, {5, 37, 31},   {7, 96, 50},  {13, 320, 65},
+                                         {6, 544, 40}, {64, 512, 96}, {1, 4096, 24}};
+
+TEST(Differential, MatmulEveryFormatAndShape) {
+  Differential diff;
+  uint64_t seed = 1;
+  for (WeightFormat format : kAllWeightFormats) {
+    for (const auto& s : kMatmulShapes) {
+      if (!format_fits(format, s.k)) continue;
+      const TestWeight w = random_weight(format, s.n, s.k, ++seed);
+      const auto bias = random_vector(s.n, ++seed);
+      GuardedMatrix x(s.t, s.k);
+      x.fill_random(++seed);
+      for (int variant = 0; variant < 3; ++variant) {  // plain, + bias, accumulate into y
+        const std::string name = fmt::format("{} T={} K={} N={}{}", weight_format_name(format), s.t, s.k, s.n,
+                                             variant == 1 ? " +bias" : (variant == 2 ? " accumulate" : ""));
+        diff.check("matmul", name, s.t, s.n, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+          if (variant == 2) out.fill_random(99);
+          be.matmul({.x = x.cview(),
+                     .w = w.view(),
+                     .bias = variant == 1 ? bias.data() : nullptr,
+                     .y = out.view(),
+                     .accumulate = variant == 2});
+        });
+      }
+    }
+  }
+  diff.finish();
+}
+
+TEST(Differential, EmbeddingEveryFormat) {
+  Differential diff;
+  for (WeightFormat format : kAllWeightFormats) {
+    const TestWeight table = random_weight(format, 50, 96, 7);
+    const std::vector<int32_t> ids = {0, 49, 3, 3, 17};
+    diff.check("embedding", weight_format_name(format), 5, 96, kTolExact,
+               [&](Backend& be, GuardedMatrix& out) {
+                 be.embedding({table.view(), ids, out.view()});
+               });
+  }
+  diff.finish();
+}
+
+TEST(Differential, NormsAndElementwise) {
+  Differential diff;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {3, 64}, {5, 129}, {17, 1000}}) {
+    GuardedMatrix x(rows, cols);
+    x.fill_random(rows * 31 + cols, 2.0f);
+    const auto w = random_vector(cols, 5);
+    const auto b = random_vector(cols, 6);
+    const std::string shape = fmt::format("[{}, {}]", rows, cols);
+    for (bool weighted : {true, false}) {
+      diff.check("rms_norm", shape + (weighted ? " w" : " no w"), rows, cols, kTolFloat,
+                 [&](Backend& be, GuardedMatrix& out) {
+                   be.rms_norm({x.cview(), weighted ? std::span<const float>(w) : std::span<const float>(),
+                                1e-5f, out.view()});
+                 });
+    }
+    diff.check("layer_norm", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.layer_norm({x.cview(), w, b, 1e-5f, out.view()});
+    });
+    diff.check("softmax", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.scale({.x = x.cview(), .y = out.view()});  // copy, then in place
+      be.softmax({out.view()});
+    });
+    diff.check("silu", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.silu({x.cview(), out.view()});
+    });
+    diff.check("sigmoid", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.sigmoid({x.cview(), out.view()});
+    });
+    for (GeluApprox approx : {GeluApprox::kErf, GeluApprox::kTanh}) {
+      diff.check("gelu", shape + (approx == GeluApprox::kErf ? " erf" : " tanh"), rows, cols, kTolFloat,
+                 [&](Backend& be, GuardedMatrix& out) {
+                   be.gelu({x.cview(), out.view(), approx});
+                 });
+    }
+    GuardedMatrix y(rows, cols);
+    y.fill_random(77);
+    GuardedMatrix row_vec(1, cols);
+    row_vec.fill_random(78);
+    GuardedMatrix col_vec(rows, 1);
+    col_vec.fill_random(79);
+    for (int bcast = 0; bcast < 3; ++bcast) {
+      const ConstMatrix bm = bcast == 0 ? y.cview() : (bcast == 1 ? row_vec.cview() : col_vec.cview());
+      const std::string name = shape + (bcast == 0 ? "" : (bcast == 1 ? " row-bcast" : " col-bcast"));
+      diff.check("add", name, rows, cols, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+        be.add({x.cview(), bm, out.view()});
+      });
+      diff.check("mul", name, rows, cols, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+        be.mul({x.cview(), bm, out.view()});
+      });
+    }
+    diff.check("clamp", shape, rows, cols, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+      be.clamp({.x = x.cview(), .y = out.view(), .lo = -0.5f, .hi = 0.7f});
+    });
+    diff.check("scale", shape, rows, cols, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+      be.scale({.x = x.cview(), .y = out.view(), .scale = 1.5f, .shift = -2.0f});
+    });
+    diff.check("rsqrt", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.mul({x.cview(), x.cview(), out.view()});
+      be.rsqrt({.x = out.view(), .y = out.view(), .eps = 1e-3f});
+    });
+    diff.check("row_mean", shape, rows, 1, kTolFloat,
+               [&](Backend& be, GuardedMatrix& out) { be.row_mean({.x = x.cview(), .y = out.view()}); });
+  }
+  diff.finish();
+}
+
+TEST(Differential, SwigluVariants) {
+  Differential diff;
+  for (auto [t, inter] : {std::pair<int64_t, int64_t>{1, 7}, {4, 64}, {9, 333}}) {
+    GuardedMatrix gate(t, inter);
+    GuardedMatrix up(t, inter);
+    GuardedMatrix fused(t, 2 * inter);
+    gate.fill_random(1, 4.0f);
+    up.fill_random(2, 4.0f);
+    fused.fill_random(3, 6.0f);  // beyond the clamp limit too
+    const std::string shape = fmt::format("T={} I={}", t, inter);
+    for (bool clamped : {false, true}) {
+      for (bool interleaved : {false, true}) {
+        const std::string op = clamped ? "swiglu_clamped" : "swiglu";
+        diff.check(op, shape + (interleaved ? " interleaved" : ""), t, inter, kTolFloat,
+                   [&](Backend& be, GuardedMatrix& out) {
+                     SwigluArgs a{.gate = interleaved ? fused.cview() : gate.cview(),
+                                  .up = up.cview(),
+                                  .out = out.view(),
+                                  .interleaved = interleaved};
+                     clamped ? be.swiglu_clamped(a) : be.swiglu(a);
+                   });
+      }
+    }
+  }
+  diff.finish();
+}
+
+TEST(Differential, RopeLayoutsPartialAndScaling) {
+  Differential diff;
+  struct Case {
+    RopeLayout layout;
+    int64_t heads, head_dim, rotary_dim;
+    RopeType type;
+  };
+  const Case cases[] = {{RopeLayout::kHalfSplit, 4, 64, 64, RopeType::kDefault},
+                        {RopeLayout::kInterleaved, 2, 64, 64, RopeType::kYarn},
+                        {RopeLayout::kHalfSplit, 3, 128, 64, RopeType::kLlama3},  // partial rotary
+                        {RopeLayout::kInterleaved, 1, 40, 24, RopeType::kLinear}};
+  for (const auto& c : cases) {
+    RopeScaling scaling;
+    scaling.type = c.type;
+    scaling.factor = c.type == RopeType::kDefault ? 1.0 : 8.0;
+    scaling.original_max_position = 4096;
+    const auto freqs = rope_frequencies(10000.0, c.rotary_dim, scaling, 32768).value();
+    for (int64_t t : {1, 7}) {
+      std::vector<int64_t> positions;
+      for (int64_t i = 0; i < t; ++i) positions.push_back(5000 + 13 * i);
+      GuardedMatrix x(t, c.heads * c.head_dim);
+      x.fill_random(t);
+      const std::string name = fmt::format("{} T={} heads={} d={} rot={}",
+                                           c.layout == RopeLayout::kHalfSplit ? "half" : "interleaved", t,
+                                           c.heads, c.head_dim, c.rotary_dim);
+      diff.check("rope", name, t, c.heads * c.head_dim, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+        be.scale({.x = x.cview(), .y = out.view()});
+        be.rope({.x = out.view(),
+                 .positions = positions,
+                 .n_heads = c.heads,
+                 .head_dim = c.head_dim,
+                 .rotary_dim = c.rotary_dim,
+                 .layout = c.layout,
+                 .inv_freq = freqs.inv_freq,
+                 .attention_factor = freqs.attention_factor});
+      });
+    }
+  }
+  diff.finish();
+}
+
+TEST(Differential, GatherAndScatter) {
+  Differential diff;
+  GuardedMatrix x(10, 33);
+  x.fill_random(4);
+  const std::vector<int32_t> idx = {9, 0, 0, 4};
+  const std::vector<float> w = {0.5f, -1.0f, 2.0f, 0.25f};
+  diff.check("gather_rows", "4 of 10", 4, 33, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+    be.gather_rows({x.cview(), idx, out.view()});
+  });
+  GuardedMatrix src(4, 33);
+  src.fill_random(5);
+  diff.check("scatter_add", "4 into 10, repeated index", 10, 33, kTolFloat,
+             [&](Backend& be, GuardedMatrix& out) {
+               be.scatter_add({src.cview(), idx, w, out.view()});
+             });
+  diff.finish();
+}
+
+}  // namespace
+}  // namespace day0::test

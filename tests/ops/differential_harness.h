@@ -1,0 +1,33 @@
+#pragma once
+// test-backend-ops style harness: run one named case on the reference backend and on every backend
+// under test, compare with NMSE, check guard bytes, and collect failures into a printed table.
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "op_test_support.h"
+
+namespace day0::test {
+
+// Tolerances (NMSE against the double-accumulating reference). Weights are dequantised exactly by
+// every backend, so all formats share them; the float32 accumulation order is what differs.
+inline constexpr double kTolExact = 1e-10;  // elementwise, gathers
+inline constexpr double kTolFloat = 1e-8;   // float32 reductions (matmul, norms, attention)
+
+using CaseFn = std::function<void(Backend& backend, GuardedMatrix& out)>;
+
+class Differential {
+ public:
+  Differential();
+  // Runs `fn` into a fresh [rows, cols] GuardedMatrix on every backend and records the outcome.
+  void check(const std::string& op, const std::string& case_name, int64_t rows, int64_t cols,
+             double tolerance, const CaseFn& fn);
+  // Fails the current test with the table when any case failed; returns the number of cases run.
+  int finish();
+
+ private:
+  CaseTable table_;
+};
+
+}  // namespace day0::test

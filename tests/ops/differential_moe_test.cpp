@@ -1,0 +1,173 @@
+// Differential tests of MoE routing and experts, argmax and sampling.
+#include <fmt/format.h>
+
+#include "differential_harness.h"
+
+namespace day0::test {
+namespace {
+
+struct RouterCase {
+  const char* name;
+  int64_t t, experts, top_k;
+  RouterScoring scoring;
+  TopkMethod method;
+  int64_t n_group, topk_group;
+  bool norm;
+  float rsf;
+};
+
+const RouterCase kRouterCases[] = {
+    {"mixtral softmax greedy renorm", 5, 8, 2, RouterScoring::kSoftmax, TopkMethod::kGreedy, 1, 1, true,
+     1.0f},
+    {"qwen2-moe no renorm", 3, 60, 4, RouterScoring::kSoftmax, TopkMethod::kGreedy, 1, 1, false, 1.0f},
+    {"deepseek-v2 group max", 4, 160, 6, RouterScoring::kSoftmax, TopkMethod::kGroupLimitedGreedy, 8, 3,
+     false, 16.0f},
+    {"deepseek-v3 noaux_tc", 7, 256, 8, RouterScoring::kSigmoid, TopkMethod::kNoauxTc, 8, 4, true, 2.5f},
+    {"kimi noaux_tc 1 group", 2, 384, 8, RouterScoring::kSigmoid, TopkMethod::kNoauxTc, 1, 1, true, 2.827f},
+    {"gpt-oss logits then softmax", 6, 32, 4, RouterScoring::kSoftmax, TopkMethod::kLogitsThenSoftmax, 1, 1,
+     false, 1.0f},
+    {"llama4 logits then sigmoid", 3, 16, 1, RouterScoring::kSigmoid, TopkMethod::kLogitsThenSigmoid, 1, 1,
+     false, 1.0f},
+};
+
+TEST(Differential, MoeRouterEveryMethod) {
+  auto ref = reference_backend();
+  auto backends = backends_under_test();
+  for (const auto& c : kRouterCases) {
+    GuardedMatrix logits(c.t, c.experts);
+    logits.fill_random(c.experts, 2.0f);
+    const auto bias = random_vector(c.experts, 9, 0.5f);
+    auto run = [&](Backend& be, std::vector<int32_t>& ids, std::vector<float>& weights) {
+      ids.assign(static_cast<size_t>(c.t * c.top_k), -1);
+      weights.assign(ids.size(), 0.0f);
+      be.moe_router({.logits = logits.cview(),
+                     .correction_bias = c.method == TopkMethod::kNoauxTc ? std::span<const float>(bias)
+                                                                         : std::span<const float>(),
+                     .scoring = c.scoring,
+                     .method = c.method,
+                     .top_k = c.top_k,
+                     .n_group = c.n_group,
+                     .topk_group = c.topk_group,
+                     .norm_topk_prob = c.norm,
+                     .renorm_eps = 1e-20f,
+                     .routed_scaling_factor = c.rsf,
+                     .expert_ids = {ids.data(), c.t, c.top_k},
+                     .expert_weights = {weights.data(), c.t, c.top_k}});
+    };
+    std::vector<int32_t> want_ids;
+    std::vector<float> want_w;
+    run(*ref, want_ids, want_w);
+    for (auto& nb : backends) {
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      run(*nb.backend, ids, w);
+      EXPECT_EQ(ids, want_ids) << c.name << " on " << nb.label;
+      EXPECT_LT(nmse(w, want_w), kTolFloat) << c.name << " on " << nb.label;
+    }
+  }
+}
+
+struct ExpertsCase {
+  const char* name;
+  int64_t t, experts, top_k, hidden, inter;
+  GateUpLayout layout;
+  bool clamped, input_scaling, biases, accumulate;
+};
+
+const ExpertsCase kExpertsCases[] = {
+    {"decode top-4 of 16 (12 experts idle)", 1, 16, 4, 64, 32, GateUpLayout::kSeparate, false, false, false,
+     false},
+    {"64 experts, 5 tokens top-8", 5, 64, 8, 64, 32, GateUpLayout::kSeparate, false, false, false, true},
+    {"prefill 40 tokens top-2", 40, 8, 2, 96, 64, GateUpLayout::kSeparate, false, false, false, false},
+    {"gpt-oss interleaved clamped biases", 6, 8, 4, 64, 32, GateUpLayout::kInterleaved, true, false, true,
+     false},
+    {"llama4 concatenated input scaling", 4, 8, 1, 64, 64, GateUpLayout::kConcatenated, false, true, false,
+     false},
+};
+
+TEST(Differential, MoeExpertsEveryFormatAndLayout) {
+  Differential diff;
+  for (WeightFormat format : kAllWeightFormats) {
+    for (const auto& c : kExpertsCases) {
+      std::vector<TestWeight> store;
+      std::vector<std::vector<float>> biases;
+      std::vector<ExpertWeights> experts(static_cast<size_t>(c.experts));
+      const bool fused = c.layout != GateUpLayout::kSeparate;
+      store.reserve(static_cast<size_t>(3 * c.experts));
+      biases.reserve(static_cast<size_t>(2 * c.experts));
+      for (int64_t e = 0; e < c.experts; ++e) {
+        auto& ew = experts[static_cast<size_t>(e)];
+        store.push_back(random_weight(format, fused ? 2 * c.inter : c.inter, c.hidden, 100 + 3 * e, 0.2f));
+        ew.gate = store.back().view();
+        if (!fused) {
+          store.push_back(random_weight(format, c.inter, c.hidden, 101 + 3 * e, 0.2f));
+          ew.up = store.back().view();
+        }
+        store.push_back(random_weight(format, c.hidden, c.inter, 102 + 3 * e, 0.2f));
+        ew.down = store.back().view();
+        if (c.biases) {
+          biases.push_back(random_vector(2 * c.inter, 200 + e));
+          ew.gate_bias = biases.back().data();
+          biases.push_back(random_vector(c.hidden, 300 + e));
+          ew.down_bias = biases.back().data();
+        }
+      }
+      // Deterministic distinct experts per token; some experts get no token at all.
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < c.t; ++t) {
+        for (int64_t j = 0; j < c.top_k; ++j)
+          ids.push_back(static_cast<int32_t>((t * 7 + j * 3) % c.experts));
+      }
+      const auto weights = random_vector(c.t * c.top_k, 5, 0.5f);
+      GuardedMatrix x(c.t, c.hidden);
+      x.fill_random(6, 2.0f);
+      const std::string name = fmt::format("{} {}", weight_format_name(format), c.name);
+      diff.check("moe_experts", name, c.t, c.hidden, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+        if (c.accumulate) out.fill_random(8);
+        be.moe_experts({.x = x.cview(),
+                        .expert_ids = {ids.data(), c.t, c.top_k},
+                        .expert_weights = {weights.data(), c.t, c.top_k},
+                        .experts = experts,
+                        .layout = c.layout,
+                        .clamped = c.clamped,
+                        .input_scaling = c.input_scaling,
+                        .out = out.view(),
+                        .accumulate = c.accumulate});
+      });
+    }
+  }
+  diff.finish();
+}
+
+TEST(Differential, ArgmaxAndSamplingAreIdenticalEverywhere) {
+  auto ref = reference_backend();
+  auto backends = backends_under_test();
+  GuardedMatrix logits(6, 1000);
+  logits.fill_random(12, 3.0f);
+  struct Params {
+    float temperature, top_p;
+    int64_t top_k;
+  };
+  for (const Params p :
+       {Params{0.0f, 1.0f, 0}, Params{1.0f, 1.0f, 0}, Params{0.7f, 0.9f, 0}, Params{1.3f, 0.5f, 40}}) {
+    for (uint64_t seed : {1ull, 42ull}) {
+      std::vector<int32_t> want(6);
+      ref->sample({logits.cview(), p.temperature, p.top_p, p.top_k, seed, want});
+      for (auto& nb : backends) {
+        std::vector<int32_t> got(6);
+        nb.backend->sample({logits.cview(), p.temperature, p.top_p, p.top_k, seed, got});
+        EXPECT_EQ(got, want) << nb.label << " T=" << p.temperature << " top_p=" << p.top_p;
+      }
+    }
+  }
+  std::vector<int32_t> want(6);
+  ref->argmax({logits.cview(), want});
+  for (auto& nb : backends) {
+    std::vector<int32_t> got(6);
+    nb.backend->argmax({logits.cview(), got});
+    EXPECT_EQ(got, want) << nb.label;
+  }
+}
+
+}  // namespace
+}  // namespace day0::test

@@ -1,0 +1,143 @@
+// The op schema table (shape functions, completeness), RoPE frequency scalings with the worked numbers
+// of architectures.md §2.6, SIMD level parsing and the thread pool.
+#include <atomic>
+#include <cmath>
+#include <numbers>
+
+#include <gtest/gtest.h>
+
+#include "day0/backends/cpu/simd_level.h"
+#include "day0/backends/thread_pool.h"
+#include "day0/ops/op_names.h"
+#include "day0/ops/op_schema.h"
+#include "day0/ops/rope_table.h"
+
+namespace day0 {
+namespace {
+
+TEST(OpSchema, EveryOpOfTheOperatorListHasASchema) {
+  for (auto name :
+       {op::kEmbedding, op::kMatmul, op::kRmsNorm, op::kLayerNorm, op::kRope, op::kAttention,
+        op::kMlaAttention, op::kSoftmax, op::kSilu, op::kGelu, op::kSigmoid, op::kSwiglu, op::kSwigluClamped,
+        op::kMoeRouter, op::kMoeExperts, op::kAdd, op::kMul, op::kArgmax, op::kSample}) {
+    const OpSchema* s = find_op_schema(name);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_FALSE(s->primitive) << name;
+    EXPECT_NE(s->shape, nullptr) << name;
+  }
+  EXPECT_EQ(find_op_schema("conv2d"), nullptr);
+}
+
+TEST(OpSchema, ShapeFunctions) {
+  const OpSchema* mm = find_op_schema(op::kMatmul);
+  const std::vector<Shape> ok = {{3, 64}, {128, 64}};
+  EXPECT_EQ(mm->shape(ok, {}).value(), (std::vector<Shape>{{3, 128}}));
+  const std::vector<Shape> bad = {{3, 64}, {128, 65}};
+  EXPECT_EQ(mm->shape(bad, {}).status().code(), StatusCode::kInvalidArgument);
+
+  const OpSchema* att = find_op_schema(op::kAttention);
+  const std::vector<Shape> qkv = {{5, 8 * 64}, {100, 2 * 64}, {100, 2 * 32}};
+  EXPECT_EQ(att->shape(qkv, {{"n_heads", 8}, {"n_kv_heads", 2}}).value(), (std::vector<Shape>{{5, 8 * 32}}));
+  EXPECT_FALSE(att->shape(qkv, {{"n_heads", 8}, {"n_kv_heads", 3}}).is_ok());
+
+  const OpSchema* router = find_op_schema(op::kMoeRouter);
+  const std::vector<Shape> logits = {{4, 256}};
+  EXPECT_EQ(router->shape(logits, {{"top_k", 8}}).value(), (std::vector<Shape>{{4, 8}, {4, 8}}));
+  EXPECT_FALSE(router->shape(logits, {{"top_k", 300}}).is_ok());
+
+  const OpSchema* glu = find_op_schema(op::kSwigluClamped);
+  const std::vector<Shape> fused = {{2, 10}};
+  EXPECT_EQ(glu->shape(fused, {{"interleaved", 1}}).value(), (std::vector<Shape>{{2, 5}}));
+}
+
+TEST(RopeFrequencies, DefaultAndLinear) {
+  RopeScaling s;
+  const auto f = rope_frequencies(10000.0, 64, s, 4096).value();
+  ASSERT_EQ(f.inv_freq.size(), 32u);
+  EXPECT_FLOAT_EQ(f.inv_freq[0], 1.0f);
+  EXPECT_NEAR(f.inv_freq[1], std::pow(10000.0, -2.0 / 64), 1e-7);
+  s.type = RopeType::kLinear;
+  s.factor = 4.0;
+  EXPECT_NEAR(rope_frequencies(10000.0, 64, s, 4096)->inv_freq[1], std::pow(10000.0, -2.0 / 64) / 4, 1e-7);
+  EXPECT_FALSE(rope_frequencies(10000.0, 63, s, 4096).is_ok());
+  EXPECT_FALSE(rope_frequencies(-1.0, 64, s, 4096).is_ok());
+}
+
+TEST(RopeFrequencies, Llama3KeepsHighAndDividesLowFrequencies) {
+  RopeScaling s{.type = RopeType::kLlama3,
+                .factor = 8.0,
+                .low_freq_factor = 1.0,
+                .high_freq_factor = 4.0,
+                .original_max_position = 8192};
+  const auto base = rope_frequencies(500000.0, 128, RopeScaling{}, 131072).value();
+  const auto f = rope_frequencies(500000.0, 128, s, 131072).value();
+  EXPECT_FLOAT_EQ(f.inv_freq[0], base.inv_freq[0]);           // wavelength 2pi < 2048: unchanged
+  EXPECT_FLOAT_EQ(f.inv_freq[63], base.inv_freq[63] / 8.0f);  // longest wavelengths: / factor
+  for (size_t i = 0; i < 64; ++i) {
+    EXPECT_LE(f.inv_freq[i], base.inv_freq[i] * 1.0000001f);
+    EXPECT_GE(f.inv_freq[i], base.inv_freq[i] / 8.0f * 0.9999999f);
+  }
+}
+
+TEST(RopeFrequencies, YarnWorkedNumbersOfTheSpec) {
+  // gpt-oss: b = 150000, D_r = 64, factor 32, O = 4096, truncate = false -> attention factor
+  // 1 + 0.1 ln 32 = 1.346574 and a ramp between lo = 8.0928 and hi = 17.3980.
+  RopeScaling s{.type = RopeType::kYarn, .factor = 32.0, .original_max_position = 4096, .truncate = false};
+  const auto f = rope_frequencies(150000.0, 64, s, 131072).value();
+  EXPECT_NEAR(f.attention_factor, 1.346574, 1e-6);
+  const auto base = rope_frequencies(150000.0, 64, RopeScaling{}, 131072).value();
+  EXPECT_FLOAT_EQ(f.inv_freq[8], base.inv_freq[8]);               // i <= lo: original frequency
+  EXPECT_NEAR(f.inv_freq[18], base.inv_freq[18] / 32.0f, 1e-12);  // i >= hi: interpolated
+  const double ramp12 = (12 - 8.0928) / (17.3980 - 8.0928);
+  EXPECT_NEAR(f.inv_freq[12], (1 - ramp12) * base.inv_freq[12] + ramp12 * base.inv_freq[12] / 32,
+              1e-4 * base.inv_freq[12]);
+  // DeepSeek-V3: b = 1e4, O = 4096, factor 40, mscale = mscale_all_dim = 1: lo = 10, hi = 23, factor 1.
+  RopeScaling ds{.type = RopeType::kYarn,
+                 .factor = 40.0,
+                 .original_max_position = 4096,
+                 .mscale = 1.0,
+                 .mscale_all_dim = 1.0};
+  const auto g = rope_frequencies(10000.0, 64, ds, 163840).value();
+  const auto gb = rope_frequencies(10000.0, 64, RopeScaling{}, 163840).value();
+  EXPECT_FLOAT_EQ(g.attention_factor, 1.0f);
+  EXPECT_FLOAT_EQ(g.inv_freq[10], gb.inv_freq[10]);
+  EXPECT_NEAR(g.inv_freq[11], (1 - 1.0 / 13) * gb.inv_freq[11] + (1.0 / 13) * gb.inv_freq[11] / 40, 1e-9);
+  EXPECT_NEAR(g.inv_freq[23], gb.inv_freq[23] / 40, 1e-12);
+  EXPECT_NEAR(yarn_get_mscale(40.0, 1.0), 1.0 + 0.1 * std::log(40.0), 1e-12);
+}
+
+TEST(RopeFrequencies, DynamicGrowsOnlyPastTheTrainedLength) {
+  RopeScaling s{.type = RopeType::kDynamic, .factor = 2.0};
+  const auto short_seq = rope_frequencies(10000.0, 64, s, 2048, 1000).value();
+  const auto long_seq = rope_frequencies(10000.0, 64, s, 2048, 8192).value();
+  const auto base = rope_frequencies(10000.0, 64, RopeScaling{}, 2048).value();
+  EXPECT_EQ(short_seq.inv_freq, base.inv_freq);
+  const double new_base = 10000.0 * std::pow(2.0 * 8192 / 2048 - 1.0, 64.0 / 62.0);
+  EXPECT_NEAR(long_seq.inv_freq[1], std::pow(new_base, -2.0 / 64), 1e-7);
+}
+
+TEST(SimdLevels, ParseAndDetect) {
+  EXPECT_EQ(parse_simd_level("avx2"), SimdLevel::kAvx2);
+  EXPECT_FALSE(parse_simd_level("sse9").has_value());
+  const auto levels = available_simd_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), SimdLevel::kScalar);
+  EXPECT_EQ(levels.back(), detected_simd_level());
+}
+
+TEST(ThreadPool, CoversEveryIndexOnceAndNestsSafely) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(1000, 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  std::atomic<int> inner{0};
+  pool.run([&](int) {
+    pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { inner += static_cast<int>(e - b); });
+  });
+  EXPECT_EQ(inner.load(), 30);
+}
+
+}  // namespace
+}  // namespace day0

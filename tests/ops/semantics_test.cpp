@@ -1,0 +1,234 @@
+// Op semantics on small hand-worked vectors, written once and run on every backend (reference, every
+// cpu SIMD level, partial behind the resolver).
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "day0/core/numeric.h"
+#include "op_test_support.h"
+
+namespace day0::test {
+namespace {
+
+class Semantics : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backends_ = backends_under_test();
+    backends_.push_back({"reference", reference_backend()});
+  }
+  std::vector<NamedBackend> backends_;
+};
+
+TEST_F(Semantics, MatmulWithBias) {
+  const float x[] = {1, 2, 3, -1, 0, 2};     // [2, 3]
+  const float w[] = {1, 0, -1, 0.5f, 2, 1};  // [2, 3]
+  const float b[] = {10, -10};
+  WeightView wv{WeightFormat::kF32, 2, 3, w};
+  for (auto& nb : backends_) {
+    float y[4] = {};
+    nb.backend->matmul({.x = {x, 2, 3}, .w = wv, .bias = b, .y = {y, 2, 2}});
+    EXPECT_FLOAT_EQ(y[0], 1 - 3 + 10) << nb.label;
+    EXPECT_FLOAT_EQ(y[1], 0.5f + 4 + 3 - 10) << nb.label;
+    EXPECT_FLOAT_EQ(y[2], -1 - 2 + 10) << nb.label;
+    EXPECT_FLOAT_EQ(y[3], -0.5f + 2 - 10) << nb.label;
+  }
+}
+
+TEST_F(Semantics, QuantisedWeightDecoding) {
+  // FP8 0x38 = 1.0, 0xC0 = -2.0, block scale 0.5. MXFP4 byte 0x21: element 0 = fp4(1) = 0.5,
+  // element 1 = fp4(2) = 1.0; scale byte 128 = 2^1.
+  std::vector<uint8_t> fp8(128, 0);
+  fp8[0] = 0x38;
+  fp8[1] = 0xC0;
+  const float fp8_scale = 0.5f;
+  WeightView w8{WeightFormat::kFp8Block, 1, 128, fp8.data(), &fp8_scale};
+  std::vector<uint8_t> fp4(16, 0);
+  fp4[0] = 0x21;
+  const uint8_t mx_scale = 128;
+  WeightView w4{WeightFormat::kMxfp4, 1, 32, fp4.data(), &mx_scale};
+  EXPECT_FLOAT_EQ(w8.at(0, 0), 0.5f);
+  EXPECT_FLOAT_EQ(w8.at(0, 1), -1.0f);
+  EXPECT_FLOAT_EQ(w4.at(0, 0), 1.0f);
+  EXPECT_FLOAT_EQ(w4.at(0, 1), 2.0f);
+  std::vector<float> x(128, 0.0f);
+  x[0] = 3.0f;
+  x[1] = 5.0f;
+  for (auto& nb : backends_) {
+    float y = 0;
+    nb.backend->matmul({.x = {x.data(), 1, 128}, .w = w8, .y = {&y, 1, 1}});
+    EXPECT_FLOAT_EQ(y, 3 * 0.5f - 5 * 1.0f) << nb.label;
+    nb.backend->matmul({.x = {x.data(), 1, 32}, .w = w4, .y = {&y, 1, 1}});
+    EXPECT_FLOAT_EQ(y, 3 * 1.0f + 5 * 2.0f) << nb.label;
+  }
+}
+
+TEST_F(Semantics, RmsNormAndSoftmax) {
+  const float x[] = {3, 4};  // rms = sqrt(12.5)
+  const float w[] = {2, 1};
+  for (auto& nb : backends_) {
+    float y[2];
+    nb.backend->rms_norm({{x, 1, 2}, w, 0.0f, {y, 1, 2}});
+    EXPECT_NEAR(y[0], 2 * 3 / std::sqrt(12.5f), 1e-6) << nb.label;
+    EXPECT_NEAR(y[1], 4 / std::sqrt(12.5f), 1e-6) << nb.label;
+    float s[2] = {0.0f, std::log(3.0f)};
+    nb.backend->softmax({{s, 1, 2}});
+    EXPECT_NEAR(s[0], 0.25f, 1e-6) << nb.label;
+    EXPECT_NEAR(s[1], 0.75f, 1e-6) << nb.label;
+  }
+}
+
+TEST_F(Semantics, RopeRotatesPairsOfTheChosenLayout) {
+  const float inv_freq[] = {1.0f, 0.0f};
+  const int64_t pos[] = {1};
+  for (auto& nb : backends_) {
+    // Half-split: pairs (0, 2) and (1, 3).
+    float x[4] = {1, 0, 0, 0};
+    nb.backend->rope({.x = {x, 1, 4},
+                      .positions = pos,
+                      .n_heads = 1,
+                      .head_dim = 4,
+                      .rotary_dim = 4,
+                      .layout = RopeLayout::kHalfSplit,
+                      .inv_freq = inv_freq});
+    EXPECT_NEAR(x[0], std::cos(1.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(x[2], std::sin(1.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(x[1], 0.0f, 1e-6) << nb.label;
+    // Interleaved: pairs (0, 1) and (2, 3).
+    float z[4] = {1, 0, 0, 0};
+    nb.backend->rope({.x = {z, 1, 4},
+                      .positions = pos,
+                      .n_heads = 1,
+                      .head_dim = 4,
+                      .rotary_dim = 4,
+                      .layout = RopeLayout::kInterleaved,
+                      .inv_freq = inv_freq});
+    EXPECT_NEAR(z[0], std::cos(1.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(z[1], std::sin(1.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(z[2], 0.0f, 1e-6) << nb.label;
+    // Partial rotary: dims >= rotary_dim pass through.
+    const float one[] = {1.0f};
+    float p[4] = {1, 0, 7, 9};
+    nb.backend->rope(
+        {.x = {p, 1, 4}, .positions = pos, .n_heads = 1, .head_dim = 4, .rotary_dim = 2, .inv_freq = one});
+    EXPECT_NEAR(p[1], std::sin(1.0f), 1e-6) << nb.label;
+    EXPECT_EQ(p[2], 7.0f) << nb.label;
+    EXPECT_EQ(p[3], 9.0f) << nb.label;
+  }
+}
+
+TEST_F(Semantics, AttentionSinkAndSlidingWindow) {
+  // One key with score 0 and a sink logit 0: p = 1/2, so out = v / 2.
+  const float q[] = {0, 0};
+  const float k[] = {1, 1};
+  const float v[] = {4, -2};
+  const float sink[] = {0.0f};
+  // Sliding window 2 at query position 3 sees keys 2 and 3 only; equal scores, one-hot values.
+  const float q2[] = {0};
+  const float k2[] = {0, 0, 0, 0};
+  const float v2[] = {1000, 100, 10, 1};
+  for (auto& nb : backends_) {
+    float out[2];
+    nb.backend->attention({.q = {q, 1, 2},
+                           .k = {k, 1, 2},
+                           .v = {v, 1, 2},
+                           .out = {out, 1, 2},
+                           .n_heads = 1,
+                           .n_kv_heads = 1,
+                           .head_dim = 2,
+                           .sinks = sink});
+    EXPECT_NEAR(out[0], 2.0f, 1e-6) << nb.label;
+    EXPECT_NEAR(out[1], -1.0f, 1e-6) << nb.label;
+    float o2;
+    nb.backend->attention({.q = {q2, 1, 1},
+                           .k = {k2, 4, 1},
+                           .v = {v2, 4, 1},
+                           .out = {&o2, 1, 1},
+                           .n_heads = 1,
+                           .n_kv_heads = 1,
+                           .head_dim = 1,
+                           .q_pos0 = 3,
+                           .mask = AttentionMask::kSliding,
+                           .window = 2});
+    EXPECT_NEAR(o2, 5.5f, 1e-4) << nb.label;
+    nb.backend->attention({.q = {q2, 1, 1},
+                           .k = {k2, 4, 1},
+                           .v = {v2, 4, 1},
+                           .out = {&o2, 1, 1},
+                           .n_heads = 1,
+                           .n_kv_heads = 1,
+                           .head_dim = 1,
+                           .q_pos0 = 2,
+                           .mask = AttentionMask::kChunked,
+                           .window = 2});
+    EXPECT_NEAR(o2, 10.0f, 1e-4) << nb.label;  // chunk [2, 3], causal: only key 2
+  }
+}
+
+TEST_F(Semantics, RouterBiasSelectsButDoesNotWeigh) {
+  // Sigmoid scores of logits {0, 0, 2, -2}; a bias of +10 on expert 3 makes it win the selection,
+  // but its weight is its unbiased score sigmoid(-2).
+  const float logits[] = {0, 0, 2, -2};
+  const float bias[] = {0, 0, 0, 10};
+  for (auto& nb : backends_) {
+    int32_t ids[2];
+    float w[2];
+    nb.backend->moe_router({.logits = {logits, 1, 4},
+                            .correction_bias = bias,
+                            .scoring = RouterScoring::kSigmoid,
+                            .method = TopkMethod::kNoauxTc,
+                            .top_k = 2,
+                            .routed_scaling_factor = 2.0f,
+                            .expert_ids = {ids, 1, 2},
+                            .expert_weights = {w, 1, 2}});
+    EXPECT_EQ(ids[0], 3) << nb.label;
+    EXPECT_EQ(ids[1], 2) << nb.label;
+    EXPECT_NEAR(w[0], 2.0f / (1.0f + std::exp(2.0f)), 1e-6) << nb.label;
+    EXPECT_NEAR(w[1], 2.0f / (1.0f + std::exp(-2.0f)), 1e-6) << nb.label;
+    // gpt-oss: top-2 of the logits, softmax over the two selected: {2, 0} -> {e^2, 1} / (e^2 + 1).
+    nb.backend->moe_router({.logits = {logits, 1, 4},
+                            .method = TopkMethod::kLogitsThenSoftmax,
+                            .top_k = 2,
+                            .expert_ids = {ids, 1, 2},
+                            .expert_weights = {w, 1, 2}});
+    EXPECT_EQ(ids[0], 2) << nb.label;
+    EXPECT_EQ(ids[1], 0) << nb.label;  // tie between experts 0 and 1: lower index
+    EXPECT_NEAR(w[0], std::exp(2.0f) / (std::exp(2.0f) + 1.0f), 1e-6) << nb.label;
+  }
+}
+
+TEST_F(Semantics, ClampedSwigluOfGptOss) {
+  const float gate[] = {10.0f, -1.0f};
+  const float up[] = {-9.0f, 0.5f};
+  for (auto& nb : backends_) {
+    float out[2];
+    nb.backend->swiglu_clamped({.gate = {gate, 1, 2}, .up = {up, 1, 2}, .out = {out, 1, 2}});
+    const float g0 = 7.0f;
+    EXPECT_NEAR(out[0], (-7.0f + 1.0f) * g0 / (1.0f + std::exp(-1.702f * g0)), 1e-5) << nb.label;
+    EXPECT_NEAR(out[1], 1.5f * -1.0f / (1.0f + std::exp(1.702f)), 1e-6) << nb.label;
+  }
+}
+
+TEST_F(Semantics, ArgmaxTiesAndSampling) {
+  const float x[] = {1, 5, 5, 2};
+  std::vector<float> even(2, 0.0f);  // two equally likely tokens
+  for (auto& nb : backends_) {
+    int32_t i;
+    nb.backend->argmax({{x, 1, 4}, {&i, 1}});
+    EXPECT_EQ(i, 1) << nb.label;
+    nb.backend->sample({{x, 1, 4}, 0.0f, 1.0f, 0, 7, {&i, 1}});
+    EXPECT_EQ(i, 1) << nb.label;  // temperature 0 is argmax
+    int ones = 0;
+    for (uint64_t seed = 0; seed < 400; ++seed) {
+      nb.backend->sample({{even.data(), 1, 2}, 1.0f, 1.0f, 0, seed, {&i, 1}});
+      ones += i;
+    }
+    EXPECT_GT(ones, 150) << nb.label;
+    EXPECT_LT(ones, 250) << nb.label;
+    nb.backend->sample({{x, 1, 4}, 1.0f, 0.01f, 0, 3, {&i, 1}});
+    EXPECT_TRUE(i == 1 || i == 2) << nb.label;  // a tiny nucleus keeps only the top token
+  }
+}
+
+}  // namespace
+}  // namespace day0::test
