@@ -1,0 +1,39 @@
+#pragma once
+// Whole-tensor conversions to F32 / BF16, and dequantization of the two block formats releases use
+// (../shared/docs/architectures.md §10.3-10.5):
+//  - F8_E4M3 weights [M, K] with F32 `weight_scale_inv` [ceil(M/128), ceil(K/128)] (edge blocks partial):
+//    W[i, j] = f8(Wq[i, j]) * S[i / 128, j / 128], the product rounded once to F32 as the reference does.
+//  - gpt-oss MXFP4: U8 blocks [..., G, 16] of e2m1 pairs (element 2j in the low nibble of byte j, 2j+1 in
+//    the high one) and E8M0 scales [..., G]: value = fp4 * 2^(scale - 127); output [..., G * 32].
+// BF16 results round the F32 value to nearest even (what torch's .to(bfloat16) does).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "day0/core/status.h"
+#include "day0/io/safetensors_file.h"
+
+namespace day0 {
+
+// Every element as F32 (exact for all float types; integers above 2^24 round). kUnsupported for F4.
+Result<std::vector<float>> tensor_to_f32(const TensorView& t);
+Result<std::vector<uint16_t>> tensor_to_bf16(const TensorView& t);
+std::vector<uint16_t> f32_to_bf16_vector(std::span<const float> values);
+
+// Raw form: `weight` rows x cols bytes, `scale` s_rows x s_cols F32 with s_rows = ceil(rows / block_rows),
+// s_cols = ceil(cols / block_cols); `out` rows x cols. The caller guarantees the sizes (D0_CHECK).
+void dequant_fp8_block(std::span<const uint8_t> weight, int64_t rows, int64_t cols,
+                       std::span<const float> scale, int64_t block_rows, int64_t block_cols,
+                       std::span<float> out);
+// Checked form over tensor views: weight F8_E4M3 2-D, scale F32 or BF16 of the matching block grid.
+Result<std::vector<float>> dequant_fp8_block(const TensorView& weight, const TensorView& scale_inv,
+                                             int64_t block_rows = 128, int64_t block_cols = 128);
+
+// Raw form: n_groups groups of 16 bytes and one scale byte each; out holds n_groups * 32 values.
+void dequant_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, std::span<float> out);
+// Checked form: blocks U8 [..., G, 16], scales U8 (or F8_E8M0) [..., G]. The output shape is
+// mxfp4_dequant_shape(blocks.shape).
+Result<std::vector<float>> dequant_mxfp4(const TensorView& blocks, const TensorView& scales);
+std::vector<int64_t> mxfp4_dequant_shape(std::span<const int64_t> blocks_shape);
+
+}  // namespace day0
