@@ -134,7 +134,8 @@ Result<uint64_t> read_safetensors_header_length(std::span<const uint8_t> prefix,
   return n;
 }
 
-Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> file_prefix, uint64_t file_size) {
+Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> file_prefix, uint64_t file_size,
+                                                   bool allow_truncated_data) {
   D0_ASSIGN_OR_RETURN(const uint64_t n, read_safetensors_header_length(file_prefix, file_size));
   if (file_prefix.size() < n + 8) {
     return internal_error("parse_safetensors_header: caller passed fewer bytes than the header length");
@@ -188,7 +189,10 @@ Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> file
     cursor = t.end;
     previous = &t;
   }
-  if (cursor > header.data_size) {
+  header.expected_file_size = header.data_start + cursor;
+  if (cursor > header.data_size && allow_truncated_data) {
+    header.truncated = true;
+  } else if (cursor > header.data_size) {
     return data_loss(
         fmt::format("tensor '{}' ends at data byte {} but the file holds only {} data bytes "
                     "(file {} bytes): truncated",

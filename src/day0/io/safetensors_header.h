@@ -32,6 +32,8 @@ struct SafetensorsHeader {
   uint64_t header_length = 0;                   // N, the JSON length
   uint64_t data_start = 0;                      // 8 + N
   uint64_t data_size = 0;                       // bytes the tensors tile
+  uint64_t expected_file_size = 0;  // data_start + end of the last tensor
+  bool truncated = false;  // only with allow_truncated_data: the file ends before the data does
   std::vector<SafetensorsEntry> tensors;        // sorted by offset (= file order)
   std::map<std::string, std::string> metadata;  // "__metadata__"
 
@@ -39,7 +41,7 @@ struct SafetensorsHeader {
   const SafetensorsEntry* find(const std::string& name) const;
 
  private:
-  friend Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t>, uint64_t);
+  friend Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t>, uint64_t, bool);
   std::map<std::string, size_t, std::less<>> index_;
 };
 
@@ -50,6 +52,9 @@ Result<uint64_t> read_safetensors_header_length(std::span<const uint8_t> prefix,
 // `file_prefix` holds at least the first 8 + N bytes of a file of `file_size` bytes (an mmap of the
 // whole file is fine). Errors: kOutOfRange (absurd length), kDataLoss (length or tensor data past the
 // end of the file: truncated), kParseError (malformed JSON or entry), kUnsupported (unknown dtype).
-Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> file_prefix, uint64_t file_size);
+// With allow_truncated_data, tensor data running past the end of the file is not an error: the header
+// comes back with `truncated` set (verification reports which tensors are cut).
+Result<SafetensorsHeader> parse_safetensors_header(std::span<const uint8_t> file_prefix, uint64_t file_size,
+                                                   bool allow_truncated_data = false);
 
 }  // namespace day0
