@@ -2,11 +2,13 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build/release
 ASAN_BUILD ?= build/asan
+FUZZ_BUILD ?= build/fuzz
+FUZZ_SECONDS ?= 45
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
 DAY0 := $(BUILD)/bin/day0
 
-.PHONY: all deps build run test test-release test-asan bench format format-check tidy clean
+.PHONY: all deps build run test test-release test-asan test-fuzz bench format format-check tidy clean
 
 all: build
 
@@ -23,7 +25,7 @@ build: deps $(BUILD)/build.ninja
 run: build
 	$(DAY0) adapt
 
-test: test-release test-asan
+test: test-release test-asan test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest $(CTEST_FLAGS)
@@ -37,6 +39,20 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest $(CTEST_FLAGS) -LE slow
+
+# libFuzzer targets under fuzz/, each run for FUZZ_SECONDS in a separate clang build; skipped with a
+# message where clang++ cannot link -fsanitize=fuzzer.
+test-fuzz: deps
+	@if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' | \
+	    clang++ -x c++ -fsanitize=fuzzer,address -o /dev/null - >/dev/null 2>&1; then \
+	  echo "test-fuzz: skipped: clang++ with libFuzzer (-fsanitize=fuzzer) is not available"; \
+	else \
+	  cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DDAY0_BUILD_FUZZ=ON -DDAY0_BUILD_BENCH=OFF \
+	    -DDAY0_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null && \
+	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target day0_fuzz_all && \
+	  cd $(FUZZ_BUILD) && ctest $(CTEST_FLAGS) -L fuzz; \
+	fi
 
 bench: build
 	@ls $(BUILD)/bench

@@ -13,7 +13,8 @@ namespace {
 using testing::TempDir;
 using testing::write_file;
 
-const std::string kAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";  // FIPS 180-2 "abc"
+const std::string kAbc =
+    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";  // FIPS 180-2 "abc"
 const std::string kEmpty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 std::vector<uint8_t> bytes_of(const std::string& s) {
@@ -30,8 +31,9 @@ TEST(Sha256, KnownVectorsAndStreamedFilesAgree) {
   write_file(dir.file("abc"), bytes_of("abc"));
   write_file(dir.file("empty"), {});
   uint64_t seen = 0;
-  auto digests = sha256_files({dir.file("big"), dir.file("abc"), dir.file("empty"), dir.file("none")}, 3,
-                              [&](uint64_t n) { seen += n; });  // hashing threads report through a lock-free add
+  auto digests =
+      sha256_files({dir.file("big"), dir.file("abc"), dir.file("empty"), dir.file("none")}, 3,
+                   [&](uint64_t n) { seen += n; });  // hashing threads report through a lock-free add
   ASSERT_EQ(digests.size(), 4u);
   EXPECT_EQ(*digests[0], sha256_hex(big));
   EXPECT_EQ(*digests[1], kAbc);
@@ -41,8 +43,9 @@ TEST(Sha256, KnownVectorsAndStreamedFilesAgree) {
 }
 
 TEST(HashManifest, ParsesSha256SumsInTextAndBinaryMode) {
-  const std::string text = kAbc + "  ./model-00001-of-00002.safetensors\n" + "# comment\n\n" +
-                           "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD *config.json\r\n";
+  const std::string text =
+      kAbc + "  ./model-00001-of-00002.safetensors\n" + "# comment\n\n" +
+      "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD *config.json\r\n";
   auto m = parse_sha256sums(text, "SUMS");
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   ASSERT_EQ(m->size(), 2u);
@@ -55,20 +58,21 @@ TEST(HashManifest, ParsesSha256SumsInTextAndBinaryMode) {
 }
 
 TEST(HashManifest, ParsesLfsPointersJsonMapsAndHubSiblings) {
-  const std::string pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:" + kAbc + "\nsize 4955\n";
+  const std::string pointer =
+      "version https://git-lfs.github.com/spec/v1\noid sha256:" + kAbc + "\nsize 4955\n";
   auto p = parse_lfs_pointer(pointer, "shard");
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_EQ(p->sha256, kAbc);
   EXPECT_EQ(p->size, 4955u);
   EXPECT_FALSE(parse_lfs_pointer("version https://git-lfs.github.com/spec/v1\nsize 3\n", "s").is_ok());
 
-  auto flat = parse_hash_json(R"({"a.safetensors": ")" + kAbc + R"(", "b": {"sha256": ")" + kEmpty +
-                                  R"(", "size": 0}})",
-                              "h.json");
+  auto flat = parse_hash_json(
+      R"({"a.safetensors": ")" + kAbc + R"(", "b": {"sha256": ")" + kEmpty + R"(", "size": 0}})", "h.json");
   ASSERT_TRUE(flat.is_ok()) << flat.status().to_string();
   EXPECT_EQ(flat->at("b").size, 0u);
   auto hub = parse_hash_json(R"({"siblings": [{"rfilename": "config.json"},
-      {"rfilename": "model.safetensors", "lfs": {"sha256": ")" + kAbc + R"(", "size": 12}}]})",
+      {"rfilename": "model.safetensors", "lfs": {"sha256": ")" +
+                                 kAbc + R"(", "size": 12}}]})",
                              "api.json");
   ASSERT_TRUE(hub.is_ok()) << hub.status().to_string();
   ASSERT_EQ(hub->size(), 1u);

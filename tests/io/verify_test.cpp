@@ -175,7 +175,9 @@ TEST_F(VerifyTest, ChangedShapeAndDtypeAreReportedWithExpectedAndFound) {
 
 TEST_F(VerifyTest, OverlappingOffsetsAndBadLengthsAreInvalidShards) {
   const auto shard1 = read_file(dir_.file(kShard1));
-  edit_header(kShard1, [](nlohmann::json& h) { h["model.layers.0.self_attn.q_proj.weight"]["data_offsets"] = {60, 124}; });
+  edit_header(kShard1, [](nlohmann::json& h) {
+    h["model.layers.0.self_attn.q_proj.weight"]["data_offsets"] = {60, 124};
+  });
   auto report = verify();
   const Finding* f = find(report, "invalid_header");
   ASSERT_NE(f, nullptr) << format_verify_report(report);
@@ -238,7 +240,8 @@ TEST_F(VerifyTest, HashListOptionsAndBadInput) {
   const auto sums = read_file(dir_.file("SHA256SUMS"));
   const std::string text(sums.begin(), sums.end());
   const std::string shard1_hex = text.substr(text.find(kShard1) - 66, 64);
-  const std::string ptr = "version https://git-lfs.github.com/spec/v1\noid sha256:" + shard1_hex + "\nsize 1\n";
+  const std::string ptr =
+      "version https://git-lfs.github.com/spec/v1\noid sha256:" + shard1_hex + "\nsize 1\n";
   write_file(pointers.file(kShard1), {ptr.begin(), ptr.end()});
   VerifyOptions options;
   options.hashes_path = pointers.path();

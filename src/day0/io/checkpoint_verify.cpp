@@ -54,7 +54,8 @@ struct Located {
 
 class Verifier {
  public:
-  Verifier(const CheckpointLayout& layout, const VerifyOptions& options) : layout_(layout), options_(options) {}
+  Verifier(const CheckpointLayout& layout, const VerifyOptions& options)
+      : layout_(layout), options_(options) {}
 
   Result<VerifyReport> run() {
     report_.dir = layout_.dir;
@@ -91,20 +92,23 @@ class Verifier {
     auto map = MappedFile::open(path);
     if (!map.is_ok()) {
       sr.status = "invalid";
-      add({"structure", "unreadable_shard", true, name, "", "a readable file", "unreadable", map.status().message()});
+      add({"structure", "unreadable_shard", true, name, "", "a readable file", "unreadable",
+           map.status().message()});
       report_.shards.push_back(sr);
       return;
     }
     sr.file_size = map->size();
     const auto bytes = map->bytes();
-    const std::string_view head(reinterpret_cast<const char*>(bytes.data()), std::min<size_t>(bytes.size(), 1024));
+    const std::string_view head(reinterpret_cast<const char*>(bytes.data()),
+                                std::min<size_t>(bytes.size(), 1024));
     if (looks_like_lfs_pointer(head)) {
       sr.status = "lfs_pointer";
       std::string want = "safetensors data";
       if (auto ptr = parse_lfs_pointer(head, path); ptr.is_ok() && ptr->size) {
         want = fmt::format("{} bytes of safetensors data", *ptr->size);
       }
-      add({"structure", "lfs_pointer", true, name, "", want, fmt::format("a Git LFS pointer of {} bytes", sr.file_size),
+      add({"structure", "lfs_pointer", true, name, "", want,
+           fmt::format("a Git LFS pointer of {} bytes", sr.file_size),
            "the shard is a Git LFS pointer, not the data: fetch it (git lfs pull)"});
       report_.shards.push_back(sr);
       return;
@@ -127,8 +131,8 @@ class Verifier {
       for (const auto& t : header->tensors) {
         if (t.end > header->data_size) cut.push_back(t.name);
       }
-      add({"structure", "truncated_shard", true, name, cut.front(), fmt::format("{} bytes", header->expected_file_size),
-           fmt::format("{} bytes", sr.file_size),
+      add({"structure", "truncated_shard", true, name, cut.front(),
+           fmt::format("{} bytes", header->expected_file_size), fmt::format("{} bytes", sr.file_size),
            fmt::format("file ends {} bytes early; {} tensor(s) cut, first '{}'",
                        header->expected_file_size - sr.file_size, cut.size(), cut.front())});
     }
@@ -144,8 +148,8 @@ class Verifier {
         const auto [it, inserted] = where_.emplace(entry.name, Located{i, &entry});
         if (!inserted) {
           add({"structure", "duplicate_tensor", true, layout_.shards[i], entry.name,
-               "stored once (in " + layout_.shards[it->second.shard] + ")", "stored again in " + layout_.shards[i],
-               "the same tensor name appears in two shards"});
+               "stored once (in " + layout_.shards[it->second.shard] + ")",
+               "stored again in " + layout_.shards[i], "the same tensor name appears in two shards"});
         }
       }
     }
@@ -154,7 +158,8 @@ class Verifier {
 
   bool shard_readable(const std::string& shard) const {
     const auto it = std::find(layout_.shards.begin(), layout_.shards.end(), shard);
-    return it != layout_.shards.end() && opened_[static_cast<size_t>(it - layout_.shards.begin())].header.has_value();
+    return it != layout_.shards.end() &&
+           opened_[static_cast<size_t>(it - layout_.shards.begin())].header.has_value();
   }
 
   void check_index() {
@@ -163,11 +168,11 @@ class Verifier {
       if (!shard_readable(shard)) continue;  // the shard's own finding covers it
       const auto it = where_.find(name);
       if (it == where_.end()) {
-        add({"structure", "index_mismatch", true, shard, name, "in " + shard, "absent from every shard header",
-             "the index names a tensor its shard does not hold"});
+        add({"structure", "index_mismatch", true, shard, name, "in " + shard,
+             "absent from every shard header", "the index names a tensor its shard does not hold"});
       } else if (layout_.shards[it->second.shard] != shard) {
-        add({"structure", "index_mismatch", true, shard, name, "in " + shard, "in " + layout_.shards[it->second.shard],
-             "the index points to the wrong shard"});
+        add({"structure", "index_mismatch", true, shard, name, "in " + shard,
+             "in " + layout_.shards[it->second.shard], "the index points to the wrong shard"});
       }
     }
     uint64_t total = 0;
@@ -180,14 +185,16 @@ class Verifier {
       for (const auto& entry : opened_[i].header->tensors) {
         total += entry.byte_size();
         if (!index.weight_map.count(entry.name)) {
-          add({"structure", "unindexed_tensor", true, layout_.shards[i], entry.name, "listed in the weight_map",
-               "only in the shard header", "loaders that follow the index never see this tensor"});
+          add({"structure", "unindexed_tensor", true, layout_.shards[i], entry.name,
+               "listed in the weight_map", "only in the shard header",
+               "loaders that follow the index never see this tensor"});
         }
       }
     }
     if (complete && index.total_size && *index.total_size != total) {
       add({"structure", "total_size_mismatch", false, "", "", fmt::format("{} bytes", *index.total_size),
-           fmt::format("{} bytes", total), "metadata.total_size differs from the sum of the tensors (informational)"});
+           fmt::format("{} bytes", total),
+           "metadata.total_size differs from the sum of the tensors (informational)"});
     }
   }
 
@@ -205,7 +212,8 @@ class Verifier {
         std::string shard;
         std::string why = "the model needs this tensor and no shard holds it";
         if (layout_.index) {
-          if (const auto m = layout_.index->weight_map.find(spec.name); m != layout_.index->weight_map.end()) {
+          if (const auto m = layout_.index->weight_map.find(spec.name);
+              m != layout_.index->weight_map.end()) {
             shard = m->second;
             if (!shard_readable(shard)) why = "its shard " + shard + " is missing or unreadable";
           }
@@ -215,10 +223,12 @@ class Verifier {
       }
       const auto& entry = *it->second.entry;
       const std::string found = describe(entry.dtype, entry.shape);
-      const bool shape_ok = std::equal(entry.shape.begin(), entry.shape.end(), spec.shape.begin(), spec.shape.end());
+      const bool shape_ok =
+          std::equal(entry.shape.begin(), entry.shape.end(), spec.shape.begin(), spec.shape.end());
       if (!shape_ok || entry.dtype != spec.dtype) {
-        add({"structure", shape_ok ? "dtype_mismatch" : "shape_mismatch", true, layout_.shards[it->second.shard],
-             spec.name, want, found, shape_ok ? "wrong dtype" : "wrong shape"});
+        add({"structure", shape_ok ? "dtype_mismatch" : "shape_mismatch", true,
+             layout_.shards[it->second.shard], spec.name, want, found,
+             shape_ok ? "wrong dtype" : "wrong shape"});
       }
     }
     for (const auto& [name, loc] : where_) {
@@ -226,8 +236,8 @@ class Verifier {
       const int64_t layer = layer_of(name);
       std::string why = "not part of the model's tensor manifest";
       if (layer >= n_layers && n_layers > 0) {
-        why = fmt::format("layer {} is past the model's last layer {} (a multi-token-prediction layer?)", layer,
-                          n_layers - 1);
+        why = fmt::format("layer {} is past the model's last layer {} (a multi-token-prediction layer?)",
+                          layer, n_layers - 1);
       }
       if (options_.allow_extra) why += "; allowed by --allow-extra";
       add({"structure", "extra_tensor", !options_.allow_extra, layout_.shards[loc.shard], name, "absent",
@@ -290,14 +300,16 @@ class Verifier {
       paths.push_back(layout_.dir + "/" + names[i]);
       total += reports[i]->file_size;
     }
-    const int threads = options_.threads > 0 ? options_.threads
-                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = options_.threads > 0
+                            ? options_.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ByteProgress progress("sha256", total, options_.progress_out, options_.progress_tty);
     auto results = sha256_files(
         paths, threads, [&](uint64_t n) { progress.add(n); },
         [&](size_t i, const Result<std::string>& r) {
           if (!options_.progress_tty) {
-            progress.note(fmt::format("sha256 {} ({}) {}", names[i], human_bytes(static_cast<double>(reports[i]->file_size)),
+            progress.note(fmt::format("sha256 {} ({}) {}", names[i],
+                                      human_bytes(static_cast<double>(reports[i]->file_size)),
                                       r.is_ok() ? "hashed" : "unreadable"));
           }
         });
@@ -310,7 +322,8 @@ class Verifier {
       const bool is_shard = i < names.size() - extra_names.size();
       if (!results[i].is_ok()) {
         sr.hash_status = "unreadable";
-        add({"integrity", "unreadable_file", true, names[i], "", "readable", "read error", results[i].status().message()});
+        add({"integrity", "unreadable_file", true, names[i], "", "readable", "read error",
+             results[i].status().message()});
         continue;
       }
       sr.sha256 = *results[i];
@@ -355,7 +368,8 @@ class Verifier {
 }  // namespace
 
 int VerifyReport::n_failed() const {
-  return static_cast<int>(std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return f.failed; }));
+  return static_cast<int>(
+      std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return f.failed; }));
 }
 
 Result<VerifyReport> verify_checkpoint(const std::string& path, const VerifyOptions& options) {

@@ -22,16 +22,16 @@ struct VerifyOptions {
   const TensorManifest* manifest = nullptr;  // structure against a model's tensor list (optional)
   bool allow_extra = false;                  // tensors outside the manifest are reported, not failed
   bool check_hashes = true;
-  std::string hashes_path;   // empty: <dir>/SHA256SUMS when present
-  bool write_hashes = false;  // write <dir>/SHA256SUMS from the computed digests
-  int threads = 0;            // 0: hardware concurrency
+  std::string hashes_path;            // empty: <dir>/SHA256SUMS when present
+  bool write_hashes = false;          // write <dir>/SHA256SUMS from the computed digests
+  int threads = 0;                    // 0: hardware concurrency
   std::FILE* progress_out = nullptr;  // progress while hashing (nullptr: silent)
   bool progress_tty = false;
 };
 
 struct Finding {
-  std::string check;  // "structure" or "integrity"
-  std::string kind;   // e.g. "missing_shard", "shape_mismatch", "hash_mismatch", "extra_tensor"
+  std::string check;   // "structure" or "integrity"
+  std::string kind;    // e.g. "missing_shard", "shape_mismatch", "hash_mismatch", "extra_tensor"
   bool failed = true;  // false: reported for information (allowed extras, no expected hash)
   std::string shard;
   std::string tensor;
@@ -46,8 +46,8 @@ struct ShardReport {
   uint64_t file_size = 0;
   int64_t n_tensors = 0;
   uint64_t tensor_bytes = 0;
-  std::string sha256;           // computed (empty when not hashed)
-  std::string expected_sha256;  // empty when unknown
+  std::string sha256;                       // computed (empty when not hashed)
+  std::string expected_sha256;              // empty when unknown
   std::string hash_status = "not checked";  // ok, mismatch, no expected hash, not checked, unreadable
 };
 
@@ -57,7 +57,7 @@ struct VerifyReport {
   std::vector<ShardReport> shards;
   std::vector<ShardReport> other_files;  // non-shard files a hash list names (config.json, ...)
   std::vector<Finding> findings;
-  int64_t n_tensors = 0;           // tensors found in shard headers
+  int64_t n_tensors = 0;            // tensors found in shard headers
   int64_t n_manifest_tensors = -1;  // -1: no manifest given
   uint64_t bytes_hashed = 0;
   std::string hash_source;  // where expected hashes came from ("" none)

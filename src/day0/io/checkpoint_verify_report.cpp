@@ -31,7 +31,8 @@ std::string finding_line(const Finding& f) {
   if (!f.tensor.empty()) where += (where.empty() ? "" : ": ") + std::string("tensor '") + f.tensor + "'";
   std::string line = fmt::format("  {}  {:<20} {}", f.failed ? "FAIL" : "note", f.kind, where);
   if (!f.message.empty()) line += (where.empty() ? "" : ": ") + f.message;
-  if (!f.expected.empty() || !f.found.empty()) line += fmt::format(" (expected {}, found {})", f.expected, f.found);
+  if (!f.expected.empty() || !f.found.empty())
+    line += fmt::format(" (expected {}, found {})", f.expected, f.found);
   return line;
 }
 
@@ -75,19 +76,22 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
   size_t name_width = 4;
   for (const auto& s : report.shards) name_width = std::max(name_width, s.name.size());
   for (const auto& s : report.other_files) name_width = std::max(name_width, s.name.size());
-  out += fmt::format("{}  {:>10}  {:>7}  {:<11}  {}\n", pad("file", name_width), "size", "tensors", "structure", "sha256");
+  out += fmt::format("{}  {:>10}  {:>7}  {:<11}  {}\n", pad("file", name_width), "size", "tensors",
+                     "structure", "sha256");
   auto row = [&](const ShardReport& s, bool shard) {
     const bool present = s.status != "missing";
     out += fmt::format("{}  {:>10}  {:>7}  {:<11}  {}\n", pad(s.name, name_width),
                        present ? human_bytes(static_cast<double>(s.file_size)) : "-",
-                       shard && present ? std::to_string(s.n_tensors) : "-", shard ? s.status : "-", s.hash_status);
+                       shard && present ? std::to_string(s.n_tensors) : "-", shard ? s.status : "-",
+                       s.hash_status);
   };
   for (const auto& s : report.shards) row(s, true);
   for (const auto& s : report.other_files) row(s, false);
 
   if (!report.findings.empty()) {
     const int failed = report.n_failed();
-    out += fmt::format("\nFindings ({} failed, {} note{}):\n", failed, report.findings.size() - static_cast<size_t>(failed),
+    out += fmt::format("\nFindings ({} failed, {} note{}):\n", failed,
+                       report.findings.size() - static_cast<size_t>(failed),
                        report.findings.size() - static_cast<size_t>(failed) == 1 ? "" : "s");
     std::map<std::string, size_t> shown;
     std::map<std::string, size_t> hidden;
@@ -110,13 +114,14 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
     if (f.failed) ++by_check[f.check];
   }
   std::string checks;
-  for (const auto& [check, n] : by_check) checks += fmt::format("{}{} {}", checks.empty() ? "" : ", ", check, n);
+  for (const auto& [check, n] : by_check)
+    checks += fmt::format("{}{} {}", checks.empty() ? "" : ", ", check, n);
   out += "\n";
   if (report.ok()) {
     out += "Summary: OK";
   } else {
-    out += fmt::format("Summary: FAILED: {} check{} failed ({})", report.n_failed(), report.n_failed() == 1 ? "" : "s",
-                       checks);
+    out += fmt::format("Summary: FAILED: {} check{} failed ({})", report.n_failed(),
+                       report.n_failed() == 1 ? "" : "s", checks);
   }
   if (report.n_manifest_tensors >= 0) {
     out += fmt::format("; {} tensors in the checkpoint, {} expected by the model", report.n_tensors,
@@ -125,9 +130,11 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
     out += fmt::format("; {} tensors (structure checked without a model config)", report.n_tensors);
   }
   if (!report.hash_source.empty()) {
-    out += fmt::format("; {} hashed against {}", human_bytes(static_cast<double>(report.bytes_hashed)), report.hash_source);
+    out += fmt::format("; {} hashed against {}", human_bytes(static_cast<double>(report.bytes_hashed)),
+                       report.hash_source);
   } else if (report.bytes_hashed > 0) {
-    out += fmt::format("; {} hashed, no hash list to compare with", human_bytes(static_cast<double>(report.bytes_hashed)));
+    out += fmt::format("; {} hashed, no hash list to compare with",
+                       human_bytes(static_cast<double>(report.bytes_hashed)));
   }
   if (!report.hashes_written.empty()) out += "; wrote " + report.hashes_written;
   out += "\n";

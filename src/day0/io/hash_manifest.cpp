@@ -28,7 +28,8 @@ Result<std::string> normalise_hex(std::string_view hex, const std::string& where
   const bool ok = out.size() == 64 && std::all_of(out.begin(), out.end(), [](char c) {
                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
                   });
-  if (!ok) return parse_error(where + ": expected 64 hex digits of SHA-256, found '" + std::string(hex) + "'");
+  if (!ok)
+    return parse_error(where + ": expected 64 hex digits of SHA-256, found '" + std::string(hex) + "'");
   return out;
 }
 
@@ -47,7 +48,8 @@ Result<std::string> slurp(const std::string& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec) return not_found(path + ": cannot read: " + ec.message());
-  if (size > kMaxManifestBytes) return out_of_range(fmt::format("{}: {} bytes is too large for a hash list", path, size));
+  if (size > kMaxManifestBytes)
+    return out_of_range(fmt::format("{}: {} bytes is too large for a hash list", path, size));
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(path + ": cannot open");
   std::ostringstream ss;
@@ -98,7 +100,8 @@ Result<HashManifest> parse_sha256sums(std::string_view text, const std::string& 
 }
 
 bool looks_like_lfs_pointer(std::string_view text) {
-  return text.substr(0, 8) == "version " && text.find("git-lfs") != std::string_view::npos && text.size() < 1024;
+  return text.substr(0, 8) == "version " && text.find("git-lfs") != std::string_view::npos &&
+         text.size() < 1024;
 }
 
 Result<ExpectedHash> parse_lfs_pointer(std::string_view text, const std::string& source) {
@@ -160,7 +163,8 @@ Result<HashManifest> load_hash_manifest(const std::string& path) {
       if (!entry.is_regular_file(ec) || entry.file_size(ec) > 1024) continue;
       D0_ASSIGN_OR_RETURN(auto text, slurp(entry.path().string()));
       if (!looks_like_lfs_pointer(text)) continue;
-      D0_ASSIGN_OR_RETURN(out[entry.path().filename().string()], parse_lfs_pointer(text, entry.path().string()));
+      D0_ASSIGN_OR_RETURN(out[entry.path().filename().string()],
+                          parse_lfs_pointer(text, entry.path().string()));
     }
     if (out.empty()) return not_found(path + ": no Git LFS pointer files in this directory");
     return out;

@@ -18,9 +18,9 @@ namespace day0 {
 inline constexpr const char* kSha256SumsName = "SHA256SUMS";
 
 struct ExpectedHash {
-  std::string sha256;             // 64 lower-case hex digits
-  std::optional<uint64_t> size;   // when the source states it (LFS pointers, HF API)
-  std::string source;             // file it came from, for messages
+  std::string sha256;            // 64 lower-case hex digits
+  std::optional<uint64_t> size;  // when the source states it (LFS pointers, HF API)
+  std::string source;            // file it came from, for messages
 };
 
 // File name (relative to the checkpoint directory, no leading "./") -> expected hash.

@@ -8,8 +8,10 @@
 
 namespace day0 {
 
-std::string render_progress(const std::string& label, uint64_t done, uint64_t total, double seconds, int bar_width) {
-  const double fraction = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+std::string render_progress(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                            int bar_width) {
+  const double fraction =
+      total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   std::string bar;
   if (bar_width > 0) {
     const int filled = static_cast<int>(fraction * bar_width);
@@ -75,8 +77,8 @@ void ByteProgress::finish() {
   if (bar_visible_) fmt::print(out_, "\r\033[2K");
   bar_visible_ = false;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  fmt::print(out_, "{} {} in {} ({}/s)\n", label_, human_bytes(static_cast<double>(done_)), human_seconds(seconds),
-             human_bytes(seconds > 0 ? static_cast<double>(done_) / seconds : 0.0));
+  fmt::print(out_, "{} {} in {} ({}/s)\n", label_, human_bytes(static_cast<double>(done_)),
+             human_seconds(seconds), human_bytes(seconds > 0 ? static_cast<double>(done_) / seconds : 0.0));
   std::fflush(out_);
 }
 

@@ -11,7 +11,8 @@
 namespace day0 {
 
 // "hashing [#########           ] 1.23 GB / 4.56 GB  850.00 MB/s  ETA 3.92 s"
-std::string render_progress(const std::string& label, uint64_t done, uint64_t total, double seconds, int bar_width);
+std::string render_progress(const std::string& label, uint64_t done, uint64_t total, double seconds,
+                            int bar_width);
 
 class ByteProgress {
  public:

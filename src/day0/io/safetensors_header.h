@@ -29,11 +29,11 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  uint64_t header_length = 0;                   // N, the JSON length
-  uint64_t data_start = 0;                      // 8 + N
-  uint64_t data_size = 0;                       // bytes the tensors tile
+  uint64_t header_length = 0;       // N, the JSON length
+  uint64_t data_start = 0;          // 8 + N
+  uint64_t data_size = 0;           // bytes the tensors tile
   uint64_t expected_file_size = 0;  // data_start + end of the last tensor
-  bool truncated = false;  // only with allow_truncated_data: the file ends before the data does
+  bool truncated = false;           // only with allow_truncated_data: the file ends before the data does
   std::vector<SafetensorsEntry> tensors;        // sorted by offset (= file order)
   std::map<std::string, std::string> metadata;  // "__metadata__"
 

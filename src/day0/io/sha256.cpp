@@ -88,7 +88,8 @@ std::vector<Result<std::string>> sha256_files(
       if (on_done) on_done(i, results[i]);
     }
   };
-  const size_t n_threads = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(paths.size(), 1));
+  const size_t n_threads =
+      std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(paths.size(), 1));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(worker);
   worker();
