@@ -53,8 +53,10 @@ const std::vector<std::string>& checkpoint_files() {
       std::filesystem::create_directories(dir);
       CheckpointWriter writer(kShardBytes);
       for (uint64_t t = 0; t < n_tensors; ++t) {
-        PendingTensor tensor{fmt::format("model.layers.{}.mlp.down_proj.weight", t), DType::kBF16,
-                             {static_cast<int64_t>(kTensorBytes / 2 / 4096), 4096}, nullptr};
+        PendingTensor tensor{fmt::format("model.layers.{}.mlp.down_proj.weight", t),
+                             DType::kBF16,
+                             {static_cast<int64_t>(kTensorBytes / 2 / 4096), 4096},
+                             nullptr};
         tensor.fill = [t](std::span<uint8_t> out) {
           uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1);
           for (size_t i = 0; i + 8 <= out.size(); i += 8) {
@@ -192,9 +194,31 @@ void BM_Sha256Shards(benchmark::State& state) {
 }
 
 // Args: {cold (0/1), threads}.
-BENCHMARK(BM_PlainSequentialRead)->ArgNames({"cold", "threads"})->Args({0, 1})->Args({0, 2})->Args({1, 1})->Args({1, 2})->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CheckpointStream)->ArgNames({"cold", "threads"})->Args({0, 1})->Args({0, 2})->Args({1, 1})->Args({1, 2})->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Sha256Shards)->ArgNames({"threads"})->Arg(1)->Arg(2)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlainSequentialRead)
+    ->ArgNames({"cold", "threads"})
+    ->Args({0, 1})
+    ->Args({0, 2})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CheckpointStream)
+    ->ArgNames({"cold", "threads"})
+    ->Args({0, 1})
+    ->Args({0, 2})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Sha256Shards)
+    ->ArgNames({"threads"})
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -144,7 +144,7 @@ TEST_F(VerifyTest, TensorRemovedFromAHeaderIsMissingAndOffIndex) {
     h.erase("model.norm.weight");
   });
   auto bytes = read_file(dir_.file(kShard2));
-  bytes.resize(bytes.size() - 16);
+  bytes.erase(bytes.end() - 16, bytes.end());
   write_file(dir_.file(kShard2), bytes);
   const auto report = verify();
   const Finding* missing = find(report, "missing_tensor");
