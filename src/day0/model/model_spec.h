@@ -150,10 +150,23 @@ struct ModelSpec {
   DType activation_dtype = DType::kBF16;  // torch_dtype
   QuantSpec weights;                      // how the release stores its projections
   int64_t n_mtp_layers = 0;               // stored after the last layer, skipped by plain decoding
+  // Llama4ForConditionalGeneration: text weights live under "language_model." and the config nests
+  // them in text_config; the vision tower is not part of this spec.
+  bool multimodal_wrapper = false;
 
   bool operator==(const ModelSpec&) const = default;
 };
 
-const char* family_name(Family family);  // "deepseek_v3", "llama", ...
+const char* family_name(Family family);               // "deepseek_v3", "llama", ...
+const char* attention_mask_name(AttentionMask mask);  // "causal", "sliding", "chunked"
+const char* rope_type_name(RopeType type);            // "default", "llama3", "yarn", ...
+const char* weight_format_name(WeightFormat format);  // "bf16", "fp8_block", "mxfp4", ...
+const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", ...
+
+// Derived counts over `layers`.
+int64_t count_moe_layers(const ModelSpec& spec);
+int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask);
+// YaRN attention scale helper shared by RoPE and the MLA softmax scale: 0.1 * m * ln(s) + 1 (1 if s <= 1).
+double yarn_get_mscale(double scale, double m = 1.0);
 
 }  // namespace day0

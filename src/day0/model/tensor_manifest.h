@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "day0/core/dtype.h"
+#include "day0/core/status.h"
+#include "day0/model/model_spec.h"
 
 namespace day0 {
 
@@ -35,5 +37,18 @@ struct TensorSpec {
 struct TensorManifest {
   std::vector<TensorSpec> tensors;
 };
+
+const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...
+
+// Every tensor of the main model in checkpoint order: embedding, then per layer input norm,
+// attention, post-attention norm and FFN, then the final norm and lm_head (absent when tied).
+// Multi-token-prediction layers (spec.n_mtp_layers, stored as model.layers.{n_layers}...) are not
+// listed: plain decoding skips them. FP8 block checkpoints list each quantized weight followed by its
+// F32 `weight_scale_inv`; gpt-oss MXFP4 lists `*_blocks` / `*_scales` (U8) beside BF16 biases.
+// Fails (never wraps) when a size product overflows or the tensor count is unreasonably large.
+Result<TensorManifest> build_tensor_manifest(const ModelSpec& spec);
+
+// Name prefix of the decoder ("model." or "language_model.model." for Llama 4 multimodal releases).
+std::string decoder_prefix(const ModelSpec& spec);
 
 }  // namespace day0

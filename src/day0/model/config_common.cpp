@@ -1,0 +1,290 @@
+#include "day0/model/config_common.h"
+
+#include <fmt/format.h>
+
+namespace day0 {
+
+namespace {
+
+Result<DType> parse_torch_dtype(const ConfigReader& cfg) {
+  // transformers v5 renamed torch_dtype to dtype.
+  const char* key = cfg.present("torch_dtype") ? "torch_dtype" : "dtype";
+  D0_ASSIGN_OR_RETURN(std::string name, cfg.optional_string(key, "bfloat16"));
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float16") return DType::kF16;
+  if (name == "float32") return DType::kF32;
+  return cfg.mismatch(key, "\"bfloat16\", \"float16\" or \"float32\"");
+}
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF16:
+      return "float16";
+    case DType::kF32:
+      return "float32";
+    default:
+      return "bfloat16";
+  }
+}
+
+Result<RopeType> parse_rope_type(const ConfigReader& rope) {
+  const char* key = rope.present("rope_type") ? "rope_type" : "type";
+  D0_ASSIGN_OR_RETURN(std::string name, rope.optional_string(key, "default"));
+  if (name == "default") return RopeType::kDefault;
+  if (name == "linear") return RopeType::kLinear;
+  if (name == "dynamic") return RopeType::kDynamic;
+  if (name == "llama3") return RopeType::kLlama3;
+  if (name == "yarn") return RopeType::kYarn;
+  return unsupported(
+      fmt::format("{}: {}: RoPE scaling type \"{}\" is not supported (supported: default, "
+                  "linear, dynamic, llama3, yarn)",
+                  rope.source(), rope.key_path(key), name));
+}
+
+}  // namespace
+
+Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> params, cfg.optional_object("rope_parameters"));
+  if (params) {
+    D0_ASSIGN_OR_RETURN(spec.rope_theta, params->optional_double("rope_theta", spec.rope_theta));
+  } else {
+    D0_ASSIGN_OR_RETURN(params, cfg.optional_object("rope_scaling"));
+  }
+  spec.rope = RopeScaling{};
+  if (!params) return Status::ok();
+  const ConfigReader& rope = *params;
+  D0_ASSIGN_OR_RETURN(spec.rope.type, parse_rope_type(rope));
+  RopeScaling& r = spec.rope;
+  switch (r.type) {
+    case RopeType::kNone:
+    case RopeType::kDefault:
+      return Status::ok();
+    case RopeType::kLinear:
+    case RopeType::kDynamic: {
+      D0_ASSIGN_OR_RETURN(r.factor, rope.required_double("factor"));
+      break;
+    }
+    case RopeType::kLlama3: {
+      D0_ASSIGN_OR_RETURN(r.factor, rope.required_double("factor"));
+      D0_ASSIGN_OR_RETURN(r.low_freq_factor, rope.required_double("low_freq_factor"));
+      D0_ASSIGN_OR_RETURN(r.high_freq_factor, rope.required_double("high_freq_factor"));
+      D0_ASSIGN_OR_RETURN(r.original_max_position, rope.required_int("original_max_position_embeddings"));
+      if (!(r.high_freq_factor > r.low_freq_factor)) {
+        return rope.invalid("high_freq_factor", "must be greater than low_freq_factor");
+      }
+      break;
+    }
+    case RopeType::kYarn: {
+      D0_ASSIGN_OR_RETURN(r.original_max_position,
+                          rope.optional_int("original_max_position_embeddings", 0, 1));
+      const int64_t original =
+          r.original_max_position ? r.original_max_position : spec.max_position_embeddings;
+      // transformers derives a missing factor from the context extension.
+      D0_ASSIGN_OR_RETURN(r.factor,
+                          rope.optional_double("factor", static_cast<double>(spec.max_position_embeddings) /
+                                                             static_cast<double>(original)));
+      D0_ASSIGN_OR_RETURN(r.beta_fast, rope.optional_double("beta_fast", 32.0));
+      D0_ASSIGN_OR_RETURN(r.beta_slow, rope.optional_double("beta_slow", 1.0));
+      D0_ASSIGN_OR_RETURN(r.mscale, rope.optional_double("mscale", 0.0));
+      D0_ASSIGN_OR_RETURN(r.mscale_all_dim, rope.optional_double("mscale_all_dim", 0.0));
+      D0_ASSIGN_OR_RETURN(r.truncate, rope.optional_bool("truncate", true));
+      if (rope.present("attention_factor")) {
+        D0_ASSIGN_OR_RETURN(double attention_factor, rope.required_double("attention_factor"));
+        r.attention_factor = attention_factor;
+      }
+      break;
+    }
+  }
+  if (!(r.factor > 0.0)) return rope.mismatch("factor", "a positive number");
+  return Status::ok();
+}
+
+Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
+  spec.weights = QuantSpec{};
+  spec.weights.format = spec.activation_dtype == DType::kF16   ? WeightFormat::kF16
+                        : spec.activation_dtype == DType::kF32 ? WeightFormat::kF32
+                                                               : WeightFormat::kBF16;
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> quant, cfg.optional_object("quantization_config"));
+  if (!quant) return Status::ok();
+  D0_ASSIGN_OR_RETURN(std::string method, quant->required_string("quant_method"));
+  if (method == "fp8") {
+    spec.weights.format = WeightFormat::kFp8Block;
+    D0_ASSIGN_OR_RETURN(std::vector<int64_t> block,
+                        quant->optional_int_list("weight_block_size", 1, 1 << 20));
+    if (block.empty()) {
+      return unsupported(
+          fmt::format("{}: quantization_config.weight_block_size: per-tensor FP8 (no block size) "
+                      "is not supported; expected [rows, cols]",
+                      cfg.source()));
+    }
+    if (block.size() != 2) return quant->mismatch("weight_block_size", "a list of two integers [rows, cols]");
+    spec.weights.block_rows = block[0];
+    spec.weights.block_cols = block[1];
+    D0_ASSIGN_OR_RETURN(std::string fmt_name, quant->optional_string("fmt", "e4m3"));
+    if (fmt_name != "e4m3" && fmt_name != "float8_e4m3fn") {
+      return quant->mismatch("fmt", "\"e4m3\" (the only FP8 weight format supported)");
+    }
+    D0_ASSIGN_OR_RETURN(std::string scale_fmt, quant->optional_string("scale_fmt", ""));
+    spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
+    return Status::ok();
+  }
+  if (method == "mxfp4") {
+    spec.weights.format = WeightFormat::kMxfp4;
+    spec.weights.block_rows = 1;
+    spec.weights.block_cols = 32;
+    return Status::ok();
+  }
+  return unsupported(
+      fmt::format("{}: quantization_config.quant_method: \"{}\" is not supported (supported: "
+                  "fp8 with weight_block_size, mxfp4)",
+                  cfg.source(), method));
+}
+
+Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(spec.vocab_size, cfg.required_int("vocab_size"));
+  D0_ASSIGN_OR_RETURN(spec.hidden_size, cfg.required_int("hidden_size"));
+  D0_ASSIGN_OR_RETURN(spec.n_layers, cfg.required_int("num_hidden_layers", 1, kMaxLayers));
+  D0_ASSIGN_OR_RETURN(spec.n_heads, cfg.required_int("num_attention_heads"));
+  D0_ASSIGN_OR_RETURN(spec.n_kv_heads, cfg.optional_int("num_key_value_heads", spec.n_heads, 1));
+  if (spec.n_heads % spec.n_kv_heads != 0) {
+    return cfg.invalid("num_key_value_heads", fmt::format("must divide num_attention_heads ({}), found {}",
+                                                          spec.n_heads, spec.n_kv_heads));
+  }
+  int64_t head_dim_default = defaults.head_dim;
+  if (head_dim_default == 0) {
+    if (spec.hidden_size % spec.n_heads != 0 && !cfg.present("head_dim")) {
+      return cfg.invalid("head_dim", fmt::format("absent, and hidden_size ({}) is not a multiple of "
+                                                 "num_attention_heads ({})",
+                                                 spec.hidden_size, spec.n_heads));
+    }
+    head_dim_default = spec.hidden_size / spec.n_heads;
+  }
+  D0_ASSIGN_OR_RETURN(spec.head_dim, cfg.optional_int("head_dim", head_dim_default, 1));
+  if (defaults.require_intermediate) {
+    D0_ASSIGN_OR_RETURN(spec.intermediate_size, cfg.required_int("intermediate_size"));
+  }
+  D0_ASSIGN_OR_RETURN(spec.max_position_embeddings,
+                      cfg.optional_int("max_position_embeddings", defaults.max_position_embeddings, 1));
+  D0_ASSIGN_OR_RETURN(spec.rms_norm_eps, cfg.optional_double("rms_norm_eps", defaults.rms_norm_eps));
+  if (!(spec.rms_norm_eps > 0.0)) return cfg.mismatch("rms_norm_eps", "a positive number");
+  D0_ASSIGN_OR_RETURN(spec.rope_theta, cfg.optional_double("rope_theta", defaults.rope_theta));
+  D0_RETURN_IF_ERROR(parse_rope(cfg, spec));
+  if (!(spec.rope_theta > 0.0)) return cfg.mismatch("rope_theta", "a positive number");
+  D0_ASSIGN_OR_RETURN(spec.tie_word_embeddings, cfg.optional_bool("tie_word_embeddings", false));
+  D0_ASSIGN_OR_RETURN(spec.activation_dtype, parse_torch_dtype(cfg));
+  D0_RETURN_IF_ERROR(parse_quantization(cfg, spec));
+  D0_ASSIGN_OR_RETURN(std::string act, cfg.optional_string("hidden_act", "silu"));
+  if (act != "silu" && act != "swish") {
+    return unsupported(
+        fmt::format("{}: hidden_act: \"{}\" is not supported (expected \"silu\")", cfg.source(), act));
+  }
+  spec.layers.assign(static_cast<size_t>(spec.n_layers), LayerSpec{});
+  for (auto& layer : spec.layers) layer.dense_intermediate = spec.intermediate_size;
+  return Status::ok();
+}
+
+Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("layer_types"));
+  if (types.empty()) return false;
+  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                  spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    LayerSpec& layer = spec.layers[i];
+    if (types[i] == "full_attention") {
+      layer.mask = AttentionMask::kCausal;
+      layer.window = 0;
+    } else if (types[i] == "sliding_attention") {
+      if (spec.sliding_window <= 0)
+        return cfg.mismatch("sliding_window", "a positive window for sliding layers");
+      layer.mask = AttentionMask::kSliding;
+      layer.window = spec.sliding_window;
+    } else if (types[i] == "chunked_attention") {
+      if (spec.attention_chunk_size <= 0) {
+        return cfg.mismatch("attention_chunk_size", "a positive chunk size for chunked layers");
+      }
+      layer.mask = AttentionMask::kChunked;
+      layer.window = spec.attention_chunk_size;
+    } else {
+      return cfg.mismatch(fmt::format("layer_types[{}]", i),
+                          "\"full_attention\", \"sliding_attention\" or \"chunked_attention\"");
+    }
+  }
+  return true;
+}
+
+void set_all_sliding(ModelSpec& spec, int64_t window) {
+  spec.sliding_window = window;
+  if (window <= 0) return;
+  for (auto& layer : spec.layers) {
+    layer.mask = AttentionMask::kSliding;
+    layer.window = window;
+  }
+}
+
+nlohmann::json write_rope_scaling(const ModelSpec& spec) {
+  const RopeScaling& r = spec.rope;
+  if (r.type == RopeType::kDefault || r.type == RopeType::kNone) return nullptr;
+  nlohmann::json out = {{"rope_type", rope_type_name(r.type)}, {"factor", r.factor}};
+  if (r.type == RopeType::kLlama3) {
+    out["low_freq_factor"] = r.low_freq_factor;
+    out["high_freq_factor"] = r.high_freq_factor;
+    out["original_max_position_embeddings"] = r.original_max_position;
+  }
+  if (r.type == RopeType::kYarn) {
+    // Legacy "type" too: DeepSeek's remote code reads rope_scaling["type"].
+    out["type"] = "yarn";
+    if (r.original_max_position) out["original_max_position_embeddings"] = r.original_max_position;
+    out["beta_fast"] = r.beta_fast;
+    out["beta_slow"] = r.beta_slow;
+    if (r.mscale != 0.0) out["mscale"] = r.mscale;
+    if (r.mscale_all_dim != 0.0) out["mscale_all_dim"] = r.mscale_all_dim;
+    if (r.attention_factor) out["attention_factor"] = *r.attention_factor;
+    if (!r.truncate) out["truncate"] = false;
+  }
+  return out;
+}
+
+void write_core(const ModelSpec& spec, nlohmann::json& out) {
+  out["architectures"] = nlohmann::json::array({spec.architecture});
+  out["model_type"] = spec.model_type;
+  out["vocab_size"] = spec.vocab_size;
+  out["hidden_size"] = spec.hidden_size;
+  out["num_hidden_layers"] = spec.n_layers;
+  out["num_attention_heads"] = spec.n_heads;
+  out["num_key_value_heads"] = spec.n_kv_heads;
+  out["head_dim"] = spec.head_dim;
+  out["intermediate_size"] = spec.intermediate_size;
+  out["max_position_embeddings"] = spec.max_position_embeddings;
+  out["rms_norm_eps"] = spec.rms_norm_eps;
+  out["rope_theta"] = spec.rope_theta;
+  out["rope_scaling"] = write_rope_scaling(spec);
+  out["tie_word_embeddings"] = spec.tie_word_embeddings;
+  out["torch_dtype"] = torch_dtype_name(spec.activation_dtype);
+  out["hidden_act"] = "silu";
+  if (spec.weights.format == WeightFormat::kFp8Block) {
+    out["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "e4m3"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {spec.weights.block_rows, spec.weights.block_cols}}};
+    if (spec.weights.ue8m0_scales) out["quantization_config"]["scale_fmt"] = "ue8m0";
+  } else if (spec.weights.format == WeightFormat::kMxfp4) {
+    out["quantization_config"] = {
+        {"quant_method", "mxfp4"},
+        {"modules_to_not_convert",
+         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+  }
+}
+
+void write_layer_types(const ModelSpec& spec, nlohmann::json& out) {
+  nlohmann::json types = nlohmann::json::array();
+  for (const auto& layer : spec.layers) {
+    types.push_back(layer.mask == AttentionMask::kSliding   ? "sliding_attention"
+                    : layer.mask == AttentionMask::kChunked ? "chunked_attention"
+                                                            : "full_attention");
+  }
+  out["layer_types"] = types;
+}
+
+}  // namespace day0

@@ -1,0 +1,46 @@
+#pragma once
+// Config pieces every family shares: the core transformer sizes, RoPE scaling, quantization_config,
+// layer_types, and their inverse for writing a config back. Family files (families/*.cpp) combine them.
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/core/status.h"
+#include "day0/model/config_reader.h"
+#include "day0/model/model_spec.h"
+
+namespace day0 {
+
+// Class defaults of the transformers config class of a family, used when a key is absent.
+struct FamilyDefaults {
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  int64_t max_position_embeddings = 2048;
+  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
+  bool require_intermediate = true;
+};
+
+inline constexpr int64_t kMaxLayers = 1 << 16;
+inline constexpr int64_t kMaxExperts = 1 << 20;
+
+// vocab_size, hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+// intermediate_size, max_position_embeddings, rms_norm_eps, rope_theta + rope_scaling,
+// tie_word_embeddings, torch_dtype, quantization_config. Layers start as causal dense layers.
+Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, ModelSpec& spec);
+// rope_scaling (legacy) or rope_parameters (transformers v5) into spec.rope / spec.rope_theta.
+Status parse_rope(const ConfigReader& cfg, ModelSpec& spec);
+// quantization_config into spec.weights (fp8 block, mxfp4); absent = the activation dtype.
+Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec);
+// Applies `layer_types` when the config lists them ("full_attention", "sliding_attention",
+// "chunked_attention"); returns whether it did.
+Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec);
+// Marks every layer sliding with `window` (0 = leave causal).
+void set_all_sliding(ModelSpec& spec, int64_t window);
+
+// Writers: the keys parse_core / parse_rope / parse_quantization read.
+void write_core(const ModelSpec& spec, nlohmann::json& out);
+nlohmann::json write_rope_scaling(const ModelSpec& spec);
+void write_layer_types(const ModelSpec& spec, nlohmann::json& out);
+
+}  // namespace day0

@@ -1,0 +1,131 @@
+#include "day0/model/config_parser.h"
+
+#include <fmt/format.h>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "day0/model/config_reader.h"
+#include "day0/model/family_registry.h"
+#include "day0/model/tensor_manifest.h"
+
+namespace day0 {
+
+double derive_attention_scale(const ModelSpec& spec) {
+  if (spec.attention == AttentionKind::kMla && spec.mla) {
+    const double qk_dim = static_cast<double>(spec.mla->qk_nope_head_dim + spec.mla->qk_rope_head_dim);
+    double scale = 1.0 / std::sqrt(qk_dim);
+    if (spec.rope.type != RopeType::kDefault && spec.rope.type != RopeType::kNone &&
+        spec.rope.mscale_all_dim != 0.0) {
+      const double m = yarn_get_mscale(spec.rope.factor, spec.rope.mscale_all_dim);
+      scale *= m * m;
+    }
+    return scale;
+  }
+  return 1.0 / std::sqrt(static_cast<double>(spec.head_dim));
+}
+
+Status validate_model_spec(const ModelSpec& spec) {
+  if (spec.n_layers <= 0 || static_cast<int64_t>(spec.layers.size()) != spec.n_layers) {
+    return invalid_argument(fmt::format("model spec: {} layer entries for num_hidden_layers = {}",
+                                        spec.layers.size(), spec.n_layers));
+  }
+  for (int64_t v : {spec.vocab_size, spec.hidden_size, spec.n_heads, spec.n_kv_heads, spec.head_dim}) {
+    if (v <= 0) return invalid_argument("model spec: every size must be positive");
+  }
+  bool any_moe = false;
+  for (const auto& layer : spec.layers) {
+    any_moe = any_moe || layer.moe;
+    if (!layer.moe && layer.dense_intermediate <= 0) {
+      return invalid_argument("model spec: a dense layer needs a positive intermediate size");
+    }
+  }
+  if (any_moe && !spec.moe) return invalid_argument("model spec: MoE layers without MoE parameters");
+  if (spec.moe && (spec.moe->n_experts <= 0 || spec.moe->experts_per_token <= 0 ||
+                   spec.moe->experts_per_token > spec.moe->n_experts || spec.moe->expert_intermediate <= 0)) {
+    return invalid_argument("model spec: MoE sizes must be positive with experts_per_token <= n_experts");
+  }
+  if ((spec.attention == AttentionKind::kMla) != spec.mla.has_value()) {
+    return invalid_argument("model spec: MLA attention and MLA sizes must come together");
+  }
+  // Building the manifest runs every size product through checked arithmetic.
+  auto manifest = build_tensor_manifest(spec);
+  if (!manifest.is_ok()) return manifest.status();
+  return Status::ok();
+}
+
+namespace {
+
+// Llama4ForConditionalGeneration nests the text model in text_config; dtype and quantization sit at
+// the top. Merge them so the family parser sees one object.
+nlohmann::json text_config_of(const nlohmann::json& root) {
+  nlohmann::json text = root.at("text_config");
+  for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"}) {
+    if (!text.contains(key) && root.contains(key)) text[key] = root[key];
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::string& source) {
+  if (!config.is_object()) {
+    return invalid_argument(
+        fmt::format("{}: expected a JSON object at the top level, found {}", source, describe_json(config)));
+  }
+  ConfigReader root(config, source);
+  D0_ASSIGN_OR_RETURN(const FamilyInfo* info, detect_family(root));
+  ModelSpec spec;
+  spec.family = info->family;
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> architectures, root.optional_string_list("architectures"));
+  spec.architecture = architectures.empty() ? info->architectures.front() : architectures.front();
+  D0_ASSIGN_OR_RETURN(spec.model_type, root.optional_string("model_type", info->model_types.front()));
+
+  const bool nested = spec.family == Family::kLlama4Text &&
+                      (spec.architecture == "Llama4ForConditionalGeneration" || root.present("text_config"));
+  if (nested) {
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> text, root.optional_object("text_config"));
+    if (!text) return root.mismatch("text_config", "an object with the text model's keys");
+    spec.multimodal_wrapper = true;
+    const nlohmann::json merged = text_config_of(config);
+    ConfigReader cfg(merged, source, "text_config");
+    D0_RETURN_IF_ERROR(info->parse(cfg, spec));
+  } else {
+    D0_RETURN_IF_ERROR(info->parse(root, spec));
+  }
+  if (spec.weights.format == WeightFormat::kMxfp4 && spec.family != Family::kGptOss) {
+    return unsupported(
+        fmt::format("{}: quantization_config.quant_method: mxfp4 is only defined for gpt_oss "
+                    "checkpoints, found it on {}",
+                    source, family_name(spec.family)));
+  }
+  spec.attention_scale = derive_attention_scale(spec);
+  D0_RETURN_IF_ERROR(validate_model_spec(spec).with_context(source));
+  return spec;
+}
+
+Result<ModelSpec> parse_model_config_text(std::string_view text, const std::string& source) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return parse_error(fmt::format("{}: malformed JSON: {}", source, e.what()));
+  }
+  return parse_model_config(config, source);
+}
+
+Result<ModelSpec> load_model_config(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return not_found(fmt::format("{}: no such file", path.string()));
+  if (std::filesystem::is_directory(path, ec)) {
+    return invalid_argument(fmt::format("{}: is a directory, expected a config.json file", path.string()));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(fmt::format("{}: cannot open for reading", path.string()));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return io_error(fmt::format("{}: read failed", path.string()));
+  return parse_model_config_text(buffer.str(), path.string());
+}
+
+}  // namespace day0

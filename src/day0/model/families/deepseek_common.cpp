@@ -1,0 +1,118 @@
+// Pieces shared by the DeepSeek-style families: multi-head latent attention keys and the
+// DeepSeekMoE block (routed + shared experts, dense layers before first_k_dense_replace).
+#include <fmt/format.h>
+
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+
+namespace day0::families {
+
+namespace {
+
+Result<RouterScoring> parse_scoring(const ConfigReader& cfg, const char* fallback) {
+  D0_ASSIGN_OR_RETURN(std::string name, cfg.optional_string("scoring_func", fallback));
+  if (name == "softmax") return RouterScoring::kSoftmax;
+  if (name == "sigmoid") return RouterScoring::kSigmoid;
+  return cfg.mismatch("scoring_func", "\"softmax\" or \"sigmoid\"");
+}
+
+Result<TopkMethod> parse_topk_method(const ConfigReader& cfg, const char* fallback) {
+  D0_ASSIGN_OR_RETURN(std::string name, cfg.optional_string("topk_method", fallback));
+  // "gready" is the spelling of DeepSeek-V2's own configuration class default.
+  if (name == "greedy" || name == "gready") return TopkMethod::kGreedy;
+  if (name == "group_limited_greedy") return TopkMethod::kGroupLimitedGreedy;
+  if (name == "noaux_tc") return TopkMethod::kNoauxTc;
+  return cfg.mismatch("topk_method", "\"greedy\", \"group_limited_greedy\" or \"noaux_tc\"");
+}
+
+}  // namespace
+
+int64_t first_moe_layer(const ModelSpec& spec) {
+  for (int64_t n = 0; n < spec.n_layers; ++n) {
+    if (spec.layers[static_cast<size_t>(n)].moe) return n;
+  }
+  return spec.n_layers;
+}
+
+Status parse_mla(const ConfigReader& cfg, ModelSpec& spec) {
+  MlaSpec mla;
+  D0_ASSIGN_OR_RETURN(mla.q_lora_rank, cfg.optional_int("q_lora_rank", 0, 1));
+  D0_ASSIGN_OR_RETURN(mla.kv_lora_rank, cfg.required_int("kv_lora_rank"));
+  D0_ASSIGN_OR_RETURN(mla.qk_nope_head_dim, cfg.required_int("qk_nope_head_dim"));
+  D0_ASSIGN_OR_RETURN(mla.qk_rope_head_dim, cfg.required_int("qk_rope_head_dim"));
+  D0_ASSIGN_OR_RETURN(mla.v_head_dim, cfg.required_int("v_head_dim"));
+  if (mla.qk_rope_head_dim % 2 != 0) return cfg.mismatch("qk_rope_head_dim", "an even integer");
+  spec.mla = mla;
+  spec.attention = AttentionKind::kMla;
+  // transformers sets head_dim = qk_rope_head_dim for MLA (the RoPE dimension); KV heads = heads.
+  spec.head_dim = mla.qk_rope_head_dim;
+  spec.n_kv_heads = spec.n_heads;
+  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
+  spec.qkv_bias = bias;
+  spec.o_bias = bias;
+  return Status::ok();
+}
+
+void write_mla(const ModelSpec& spec, nlohmann::json& out) {
+  const MlaSpec& mla = *spec.mla;
+  out["q_lora_rank"] = mla.q_lora_rank > 0 ? nlohmann::json(mla.q_lora_rank) : nlohmann::json(nullptr);
+  out["kv_lora_rank"] = mla.kv_lora_rank;
+  out["qk_nope_head_dim"] = mla.qk_nope_head_dim;
+  out["qk_rope_head_dim"] = mla.qk_rope_head_dim;
+  out["v_head_dim"] = mla.v_head_dim;
+  out["head_dim"] = mla.qk_rope_head_dim;
+  out["attention_bias"] = spec.qkv_bias;
+}
+
+Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec) {
+  MoeSpec moe;
+  D0_ASSIGN_OR_RETURN(moe.n_experts, cfg.required_int("n_routed_experts", 1, kMaxExperts));
+  D0_ASSIGN_OR_RETURN(moe.experts_per_token, cfg.required_int("num_experts_per_tok", 1, moe.n_experts));
+  D0_ASSIGN_OR_RETURN(moe.expert_intermediate, cfg.required_int("moe_intermediate_size"));
+  D0_ASSIGN_OR_RETURN(moe.n_shared_experts,
+                      cfg.optional_int("n_shared_experts", defaults.n_shared_experts, 0, kMaxExperts));
+  moe.shared_intermediate = moe.n_shared_experts * moe.expert_intermediate;
+  D0_ASSIGN_OR_RETURN(moe.scoring, parse_scoring(cfg, defaults.scoring));
+  D0_ASSIGN_OR_RETURN(moe.topk_method, parse_topk_method(cfg, defaults.topk_method));
+  D0_ASSIGN_OR_RETURN(moe.n_group, cfg.optional_int("n_group", defaults.n_group, 1, moe.n_experts));
+  D0_ASSIGN_OR_RETURN(moe.topk_group, cfg.optional_int("topk_group", defaults.topk_group, 1, moe.n_group));
+  if (moe.n_experts % moe.n_group != 0) {
+    return cfg.invalid(
+        "n_group", fmt::format("must divide n_routed_experts ({}), found {}", moe.n_experts, moe.n_group));
+  }
+  D0_ASSIGN_OR_RETURN(moe.norm_topk_prob, cfg.optional_bool("norm_topk_prob", defaults.norm_topk_prob));
+  D0_ASSIGN_OR_RETURN(moe.routed_scaling_factor,
+                      cfg.optional_double("routed_scaling_factor", defaults.routed_scaling_factor));
+  moe.correction_bias = moe.topk_method == TopkMethod::kNoauxTc;
+  spec.moe = moe;
+  D0_ASSIGN_OR_RETURN(int64_t first_dense,
+                      cfg.optional_int("first_k_dense_replace", defaults.first_k_dense_replace, 0));
+  // transformers places MoE on every layer from first_k_dense_replace on; moe_layer_freq is 1 in
+  // every release and ignored by the native classes, so we ignore it too.
+  for (int64_t n = 0; n < spec.n_layers; ++n) {
+    LayerSpec& layer = spec.layers[static_cast<size_t>(n)];
+    layer.moe = n >= first_dense;
+    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
+  }
+  D0_ASSIGN_OR_RETURN(spec.n_mtp_layers, cfg.optional_int("num_nextn_predict_layers", 0, 0, 64));
+  return Status::ok();
+}
+
+void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out) {
+  const MoeSpec& moe = *spec.moe;
+  out["n_routed_experts"] = moe.n_experts;
+  out["num_experts_per_tok"] = moe.experts_per_token;
+  out["moe_intermediate_size"] = moe.expert_intermediate;
+  out["n_shared_experts"] = moe.n_shared_experts;
+  out["scoring_func"] = moe.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax";
+  out["topk_method"] = topk_method_name(moe.topk_method);
+  out["n_group"] = moe.n_group;
+  out["topk_group"] = moe.topk_group;
+  out["norm_topk_prob"] = moe.norm_topk_prob;
+  out["routed_scaling_factor"] = moe.routed_scaling_factor;
+  out["first_k_dense_replace"] = first_moe_layer(spec);
+  out["moe_layer_freq"] = 1;
+  out["num_nextn_predict_layers"] = spec.n_mtp_layers;
+}
+
+}  // namespace day0::families

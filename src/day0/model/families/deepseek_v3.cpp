@@ -1,0 +1,36 @@
+// DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi K2 with model_type kimi_k2): MLA + DeepSeekMoE with
+// sigmoid scoring, noaux_tc selection (correction bias), renormalisation and routed scaling.
+// rope_interleave (default true) says the checkpoint's rope columns are in interleaved pair order.
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+
+namespace day0::families {
+
+Status parse_deepseek_v3(const ConfigReader& cfg, ModelSpec& spec) {
+  FamilyDefaults defaults;
+  defaults.rms_norm_eps = 1e-6;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 4096;
+  D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
+  D0_RETURN_IF_ERROR(parse_mla(cfg, spec));
+  D0_ASSIGN_OR_RETURN(bool interleave, cfg.optional_bool("rope_interleave", true));
+  spec.rope_layout = interleave ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.n_group = 8;
+  moe.topk_group = 4;
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 2.5;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 3;
+  return parse_deepseek_moe(cfg, moe, spec);
+}
+
+void write_deepseek_v3(const ModelSpec& spec, nlohmann::json& out) {
+  write_mla(spec, out);
+  write_deepseek_moe(spec, out);
+  out["rope_interleave"] = spec.rope_layout == RopeLayout::kInterleaved;
+}
+
+}  // namespace day0::families

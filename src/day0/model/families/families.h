@@ -1,0 +1,58 @@
+#pragma once
+// One parser and one writer per family. A parser receives the config object that holds the text
+// model's keys (Llama 4: text_config) with spec.architecture / model_type / family already set, and
+// fills the rest of the spec; the writer adds the family's keys on top of write_core().
+#include <nlohmann/json.hpp>
+
+#include "day0/core/status.h"
+#include "day0/model/config_reader.h"
+#include "day0/model/model_spec.h"
+
+namespace day0::families {
+
+#define D0_DECLARE_FAMILY(name)                                  \
+  Status parse_##name(const ConfigReader& cfg, ModelSpec& spec); \
+  void write_##name(const ModelSpec& spec, nlohmann::json& out)
+
+D0_DECLARE_FAMILY(llama);
+D0_DECLARE_FAMILY(mistral);
+D0_DECLARE_FAMILY(qwen2);
+D0_DECLARE_FAMILY(qwen3);
+D0_DECLARE_FAMILY(mixtral);
+D0_DECLARE_FAMILY(qwen2_moe);
+D0_DECLARE_FAMILY(qwen3_moe);
+D0_DECLARE_FAMILY(deepseek_v2);
+D0_DECLARE_FAMILY(deepseek_v3);
+D0_DECLARE_FAMILY(glm4_moe);
+D0_DECLARE_FAMILY(gpt_oss);
+D0_DECLARE_FAMILY(llama4_text);
+
+#undef D0_DECLARE_FAMILY
+
+// Shared by the DeepSeek-style MoE families (deepseek_v2, deepseek_v3, glm4_moe): routed + shared
+// experts, dense layers before first_k_dense_replace.
+struct DeepseekMoeDefaults {
+  const char* scoring = "softmax";
+  const char* topk_method = "greedy";
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = false;
+  double routed_scaling_factor = 1.0;
+  int64_t first_k_dense_replace = 0;
+  int64_t n_shared_experts = 0;
+};
+Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec);
+void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out);
+// Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).
+Status parse_mla(const ConfigReader& cfg, ModelSpec& spec);
+void write_mla(const ModelSpec& spec, nlohmann::json& out);
+// Qwen MoE placement: sparse iff not in mlp_only_layers and (N + 1) % decoder_sparse_step == 0.
+Status parse_qwen_moe_layers(const ConfigReader& cfg, ModelSpec& spec);
+void write_qwen_moe_layers(const ModelSpec& spec, nlohmann::json& out);
+// Qwen sliding window: sliding iff use_sliding_window and N >= max_window_layers (or layer_types).
+Status parse_qwen_sliding(const ConfigReader& cfg, ModelSpec& spec);
+void write_qwen_sliding(const ModelSpec& spec, nlohmann::json& out);
+// Index of the first layer whose FFN is MoE, or n_layers.
+int64_t first_moe_layer(const ModelSpec& spec);
+
+}  // namespace day0::families

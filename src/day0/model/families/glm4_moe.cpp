@@ -1,0 +1,47 @@
+// Glm4MoeForCausalLM (GLM-4.5): GQA with q/k/v bias (attention_bias, never o), optional per-head
+// q/k RMSNorm, partial RoPE (0.5), and the DeepSeek-V3 router (sigmoid + correction bias, noaux_tc)
+// with shared experts after first_k_dense_replace dense layers.
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+
+namespace day0::families {
+
+Status parse_glm4_moe(const ConfigReader& cfg, ModelSpec& spec) {
+  FamilyDefaults defaults;
+  defaults.rms_norm_eps = 1e-5;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 131072;
+  defaults.head_dim = 128;
+  D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
+  D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("attention_bias", false));
+  D0_ASSIGN_OR_RETURN(spec.qk_norm, cfg.optional_bool("use_qk_norm", false));
+  D0_ASSIGN_OR_RETURN(spec.partial_rotary_factor, cfg.optional_double("partial_rotary_factor", 0.5));
+  if (!(spec.partial_rotary_factor > 0.0 && spec.partial_rotary_factor <= 1.0)) {
+    return cfg.mismatch("partial_rotary_factor", "a number in (0, 1]");
+  }
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 1.0;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 1;
+  D0_RETURN_IF_ERROR(parse_deepseek_moe(cfg, moe, spec));
+  // Glm4Moe always routes with sigmoid + noaux_tc; its config has no such keys.
+  spec.moe->scoring = RouterScoring::kSigmoid;
+  spec.moe->topk_method = TopkMethod::kNoauxTc;
+  spec.moe->correction_bias = true;
+  return Status::ok();
+}
+
+void write_glm4_moe(const ModelSpec& spec, nlohmann::json& out) {
+  out["attention_bias"] = spec.qkv_bias;
+  out["use_qk_norm"] = spec.qk_norm;
+  out["partial_rotary_factor"] = spec.partial_rotary_factor;
+  write_deepseek_moe(spec, out);
+  out.erase("scoring_func");
+  out.erase("topk_method");
+  out.erase("moe_layer_freq");
+}
+
+}  // namespace day0::families

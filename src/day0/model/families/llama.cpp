@@ -1,0 +1,26 @@
+// LlamaForCausalLM: GQA + SwiGLU, attention_bias on q/k/v/o, optional mlp_bias, RoPE scaling of
+// any supported type (Llama 3.1: llama3).
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+
+namespace day0::families {
+
+Status parse_llama(const ConfigReader& cfg, ModelSpec& spec) {
+  FamilyDefaults defaults;
+  defaults.rms_norm_eps = 1e-6;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 2048;
+  D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
+  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
+  spec.qkv_bias = bias;
+  spec.o_bias = bias;
+  D0_ASSIGN_OR_RETURN(spec.mlp_bias, cfg.optional_bool("mlp_bias", false));
+  return Status::ok();
+}
+
+void write_llama(const ModelSpec& spec, nlohmann::json& out) {
+  out["attention_bias"] = spec.qkv_bias;
+  out["mlp_bias"] = spec.mlp_bias;
+}
+
+}  // namespace day0::families

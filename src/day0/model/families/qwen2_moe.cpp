@@ -1,0 +1,62 @@
+// Qwen2MoeForCausalLM: Qwen2 attention (q/k/v bias), softmax top-k routed experts (renormalised only
+// with norm_topk_prob, default false) plus a shared expert gated by sigmoid(x . w).
+#include <algorithm>
+
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+
+namespace day0::families {
+
+Status parse_qwen_moe_layers(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(int64_t step, cfg.optional_int("decoder_sparse_step", 1, 1));
+  D0_ASSIGN_OR_RETURN(std::vector<int64_t> mlp_only, cfg.optional_int_list("mlp_only_layers", 0, kMaxLayers));
+  const bool has_experts = spec.moe && spec.moe->n_experts > 0;
+  for (int64_t n = 0; n < spec.n_layers; ++n) {
+    LayerSpec& layer = spec.layers[static_cast<size_t>(n)];
+    const bool dense_only = std::find(mlp_only.begin(), mlp_only.end(), n) != mlp_only.end();
+    layer.moe = has_experts && !dense_only && (n + 1) % step == 0;
+    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
+  }
+  return Status::ok();
+}
+
+void write_qwen_moe_layers(const ModelSpec& spec, nlohmann::json& out) {
+  out["decoder_sparse_step"] = 1;
+  nlohmann::json mlp_only = nlohmann::json::array();
+  for (int64_t n = 0; n < spec.n_layers; ++n) {
+    if (!spec.layers[static_cast<size_t>(n)].moe) mlp_only.push_back(n);
+  }
+  out["mlp_only_layers"] = mlp_only;
+}
+
+Status parse_qwen2_moe(const ConfigReader& cfg, ModelSpec& spec) {
+  FamilyDefaults defaults;
+  defaults.rms_norm_eps = 1e-6;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 32768;
+  D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
+  spec.qkv_bias = true;
+  MoeSpec moe;
+  D0_ASSIGN_OR_RETURN(moe.n_experts, cfg.required_int("num_experts", 1, kMaxExperts));
+  D0_ASSIGN_OR_RETURN(moe.experts_per_token, cfg.required_int("num_experts_per_tok", 1, moe.n_experts));
+  D0_ASSIGN_OR_RETURN(moe.expert_intermediate, cfg.required_int("moe_intermediate_size"));
+  D0_ASSIGN_OR_RETURN(moe.shared_intermediate, cfg.required_int("shared_expert_intermediate_size", 0));
+  moe.n_shared_experts = moe.shared_intermediate > 0 ? 1 : 0;
+  moe.shared_expert_gate = moe.shared_intermediate > 0;
+  D0_ASSIGN_OR_RETURN(moe.norm_topk_prob, cfg.optional_bool("norm_topk_prob", false));
+  spec.moe = moe;
+  D0_RETURN_IF_ERROR(parse_qwen_moe_layers(cfg, spec));
+  return parse_qwen_sliding(cfg, spec);
+}
+
+void write_qwen2_moe(const ModelSpec& spec, nlohmann::json& out) {
+  out["num_experts"] = spec.moe->n_experts;
+  out["num_experts_per_tok"] = spec.moe->experts_per_token;
+  out["moe_intermediate_size"] = spec.moe->expert_intermediate;
+  out["shared_expert_intermediate_size"] = spec.moe->shared_intermediate;
+  out["norm_topk_prob"] = spec.moe->norm_topk_prob;
+  write_qwen_moe_layers(spec, out);
+  write_qwen_sliding(spec, out);
+}
+
+}  // namespace day0::families

@@ -1,0 +1,116 @@
+#include "day0/model/model_spec.h"
+
+#include <cmath>
+
+namespace day0 {
+
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::kLlama:
+      return "llama";
+    case Family::kMistral:
+      return "mistral";
+    case Family::kQwen2:
+      return "qwen2";
+    case Family::kQwen3:
+      return "qwen3";
+    case Family::kMixtral:
+      return "mixtral";
+    case Family::kQwen2Moe:
+      return "qwen2_moe";
+    case Family::kQwen3Moe:
+      return "qwen3_moe";
+    case Family::kDeepseekV2:
+      return "deepseek_v2";
+    case Family::kDeepseekV3:
+      return "deepseek_v3";
+    case Family::kGlm4Moe:
+      return "glm4_moe";
+    case Family::kGptOss:
+      return "gpt_oss";
+    case Family::kLlama4Text:
+      return "llama4_text";
+  }
+  return "unknown";
+}
+
+const char* attention_mask_name(AttentionMask mask) {
+  switch (mask) {
+    case AttentionMask::kCausal:
+      return "causal";
+    case AttentionMask::kSliding:
+      return "sliding";
+    case AttentionMask::kChunked:
+      return "chunked";
+  }
+  return "unknown";
+}
+
+const char* rope_type_name(RopeType type) {
+  switch (type) {
+    case RopeType::kNone:
+      return "none";
+    case RopeType::kDefault:
+      return "default";
+    case RopeType::kLinear:
+      return "linear";
+    case RopeType::kDynamic:
+      return "dynamic";
+    case RopeType::kLlama3:
+      return "llama3";
+    case RopeType::kYarn:
+      return "yarn";
+  }
+  return "unknown";
+}
+
+const char* weight_format_name(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kF16:
+      return "f16";
+    case WeightFormat::kF32:
+      return "f32";
+    case WeightFormat::kFp8Block:
+      return "fp8_block";
+    case WeightFormat::kMxfp4:
+      return "mxfp4";
+  }
+  return "unknown";
+}
+
+const char* topk_method_name(TopkMethod method) {
+  switch (method) {
+    case TopkMethod::kGreedy:
+      return "greedy";
+    case TopkMethod::kGroupLimitedGreedy:
+      return "group_limited_greedy";
+    case TopkMethod::kNoauxTc:
+      return "noaux_tc";
+    case TopkMethod::kLogitsThenSoftmax:
+      return "logits_then_softmax";
+    case TopkMethod::kLogitsThenSigmoid:
+      return "logits_then_sigmoid";
+  }
+  return "unknown";
+}
+
+int64_t count_moe_layers(const ModelSpec& spec) {
+  int64_t n = 0;
+  for (const auto& layer : spec.layers) n += layer.moe ? 1 : 0;
+  return n;
+}
+
+int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask) {
+  int64_t n = 0;
+  for (const auto& layer : spec.layers) n += layer.mask == mask ? 1 : 0;
+  return n;
+}
+
+double yarn_get_mscale(double scale, double m) {
+  if (scale <= 1.0) return 1.0;
+  return 0.1 * m * std::log(scale) + 1.0;
+}
+
+}  // namespace day0

@@ -1,0 +1,140 @@
+// Parameter counts of every release config in ../shared/configs against the counts its publisher
+// gives (../shared/configs/README.md), within the publisher's rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "day0/model/config_parser.h"
+#include "day0/model/param_count.h"
+#include "model_test_support.h"
+
+namespace day0 {
+namespace {
+
+enum class Active { kAll, kWithoutInputEmbedding, kWithoutEmbeddings };
+
+struct Published {
+  double total;      // parameters
+  double total_tol;  // half of the publisher's last digit
+  double active;     // parameters per token
+  double active_tol;
+  Active convention;
+  bool active_truncated = false;  // the publisher cut digits instead of rounding (Qwen3-30B-A3B: 3.35 -> 3.3)
+};
+
+// Release configs (files named exactly config.json) and what their publishers say.
+const std::map<std::string, Published>& published() {
+  static const std::map<std::string, Published> kPublished = {
+      // README: "our count of config: 671.03B / 37.55B" (embedding and head both counted).
+      {"deepseek-v3", {671.03e9, 0.005e9, 37.55e9, 0.005e9, Active::kAll}},
+      {"deepseek-r1", {671.03e9, 0.005e9, 37.55e9, 0.005e9, Active::kAll}},
+      {"kimi-k2", {1026408232448.0, 0.0, 32.86e9, 0.005e9, Active::kAll}},
+      {"qwen3-235b-a22b", {235.09e9, 0.005e9, 22.19e9, 0.005e9, Active::kAll}},
+      {"qwen3-30b-a3b", {30.5e9, 0.05e9, 3.3e9, 0.05e9, Active::kAll, true}},
+      {"qwen3-coder-480b-a35b", {480e9, 0.5e9, 35e9, 0.5e9, Active::kAll}},
+      {"qwen3-8b", {8.19e9, 0.005e9, 8.19e9, 0.005e9, Active::kAll}},
+      {"glm-4.5", {352.8e9, 0.05e9, 32.1e9, 0.05e9, Active::kWithoutEmbeddings}},
+      {"gpt-oss-120b", {116.83e9, 0.005e9, 5.13e9, 0.005e9, Active::kWithoutInputEmbedding}},
+      {"gpt-oss-20b", {20.91e9, 0.005e9, 3.61e9, 0.005e9, Active::kWithoutInputEmbedding}},
+      {"mixtral-8x7b", {46.7e9, 0.05e9, 12.9e9, 0.05e9, Active::kAll}},
+      {"mixtral-8x22b", {140.62e9, 0.005e9, 39.15e9, 0.005e9, Active::kAll}},
+      {"llama-3.1-8b", {8.03e9, 0.005e9, 8.03e9, 0.005e9, Active::kAll}},
+      {"llama-3.1-70b", {70.55e9, 0.005e9, 70.55e9, 0.005e9, Active::kAll}},
+      {"llama-3.1-405b", {405.85e9, 0.005e9, 405.85e9, 0.005e9, Active::kAll}},
+  };
+  return kPublished;
+}
+
+int64_t active_of(const ParamCounts& c, Active convention) {
+  switch (convention) {
+    case Active::kAll:
+      return c.active;
+    case Active::kWithoutInputEmbedding:
+      return c.active_without_embedding;
+    case Active::kWithoutEmbeddings:
+      return c.active_without_embeddings;
+  }
+  return 0;
+}
+
+TEST(PublishedCounts, EveryReleaseConfigMatchesItsPublisher) {
+  const auto dir = testing::shared_configs_dir();
+  if (dir.empty()) GTEST_SKIP() << "shared configs not found at " << DAY0_SHARED_DIR << "/configs";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto config = entry.path() / "config.json";
+    if (!std::filesystem::exists(config)) continue;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    auto spec = load_model_config(config);
+    if (name == "minimax-m1") {
+      // A hybrid linear-attention family we do not support: it must fail clearly.
+      ASSERT_FALSE(spec.is_ok());
+      EXPECT_EQ(spec.status().code(), StatusCode::kUnsupported);
+      EXPECT_NE(spec.status().message().find("MiniMaxM1ForCausalLM"), std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    auto it = published().find(name);
+    ASSERT_NE(it, published().end()) << "no published count recorded for " << name;
+    auto counts = count_params(*spec);
+    ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+    const Published& p = it->second;
+    EXPECT_LE(std::fabs(static_cast<double>(counts->total) - p.total), p.total_tol) << counts->total;
+    const int64_t active = active_of(*counts, p.convention);
+    if (p.active_truncated) {
+      EXPECT_GE(static_cast<double>(active), p.active);
+      EXPECT_LT(static_cast<double>(active), p.active + 2 * p.active_tol) << active;
+    } else {
+      EXPECT_LE(std::fabs(static_cast<double>(active) - p.active), p.active_tol) << active;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(published().size()));
+}
+
+TEST(PublishedCounts, KimiK2TotalIsExact) {
+  const auto dir = testing::shared_configs_dir();
+  if (dir.empty()) GTEST_SKIP() << "shared configs not found";
+  auto spec = load_model_config(dir / "kimi-k2" / "config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_EQ(counts->total, 1'026'408'232'448);
+}
+
+TEST(PublishedCounts, Mixtral8x7bStoredBytesMatchTheReleaseIndex) {
+  const auto dir = testing::shared_configs_dir();
+  if (dir.empty()) GTEST_SKIP() << "shared configs not found";
+  auto spec = load_model_config(dir / "mixtral-8x7b" / "config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_EQ(counts->stored_bytes, 93'405'585'408u);  // model.safetensors.index.json total_size
+}
+
+// Transcribed release configs: counts hold too (README: 236B / 21B and 57.41B / 14.25B).
+TEST(PublishedCounts, TranscribedConfigs) {
+  const auto dir = testing::shared_configs_dir();
+  if (dir.empty()) GTEST_SKIP() << "shared configs not found";
+  struct Case {
+    const char* path;
+    double total, total_tol, active, active_tol;
+  };
+  for (const Case& c :
+       {Case{"deepseek-v2/config.TRANSCRIBED-from-megatron-bridge-test.json", 236e9, 0.5e9, 21e9, 0.5e9},
+        Case{"qwen2-57b-a14b/config.TRANSCRIBED-from-trtllm-test.json", 57.41e9, 0.005e9, 14.25e9,
+             0.005e9}}) {
+    SCOPED_TRACE(c.path);
+    auto spec = load_model_config(dir / c.path);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    auto counts = count_params(*spec);
+    ASSERT_TRUE(counts.is_ok());
+    EXPECT_LE(std::fabs(static_cast<double>(counts->total) - c.total), c.total_tol) << counts->total;
+    EXPECT_LE(std::fabs(static_cast<double>(counts->active) - c.active), c.active_tol) << counts->active;
+  }
+}
+
+}  // namespace
+}  // namespace day0
