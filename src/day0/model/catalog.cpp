@@ -1,0 +1,94 @@
+#include "day0/model/catalog.h"
+
+#include <fmt/format.h>
+
+#include "day0/model/config_parser.h"
+#include "day0/model/family_registry.h"
+
+namespace day0 {
+
+const std::vector<CatalogEntry>& model_catalog() {
+  static const std::vector<CatalogEntry> kCatalog = [] {
+    std::vector<CatalogEntry> out;
+    add_deepseek_entries(out);
+    add_qwen_entries(out);
+    add_other_entries(out);
+    return out;
+  }();
+  return kCatalog;
+}
+
+const CatalogEntry* find_catalog_entry(std::string_view name) {
+  for (const auto& entry : model_catalog()) {
+    if (entry.name == name) return &entry;
+  }
+  return nullptr;
+}
+
+std::string catalog_names_text() {
+  std::string out;
+  for (const auto& entry : model_catalog()) {
+    if (!out.empty()) out += ", ";
+    out += entry.name;
+  }
+  return out;
+}
+
+namespace {
+
+std::string nearest_catalog_name(std::string_view name) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& entry : model_catalog()) {
+    const size_t d = edit_distance(name, entry.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = entry.name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Result<ModelSpec> catalog_model(std::string_view name) {
+  const CatalogEntry* entry = find_catalog_entry(name);
+  if (entry == nullptr) {
+    return not_found(fmt::format("\"{}\" is not in the built-in catalog (nearest: {}; catalog: {})", name,
+                                 nearest_catalog_name(name), catalog_names_text()));
+  }
+  return parse_model_config(entry->config(), "catalog:" + entry->name);
+}
+
+Result<ResolvedModel> resolve_model(const std::string& arg) {
+  namespace fs = std::filesystem;
+  ResolvedModel out;
+  std::error_code ec;
+  const fs::path path(arg);
+  if (fs::exists(path, ec)) {
+    fs::path config = path;
+    if (fs::is_directory(path, ec)) {
+      config = path / "config.json";
+      if (!fs::exists(config, ec)) {
+        return not_found(fmt::format("{}: the folder has no config.json", path.string()));
+      }
+      out.folder = path;
+    } else {
+      out.folder = path.parent_path();
+    }
+    D0_ASSIGN_OR_RETURN(out.spec, load_model_config(config));
+    out.source = config.string();
+    return out;
+  }
+  if (find_catalog_entry(arg) != nullptr) {
+    D0_ASSIGN_OR_RETURN(out.spec, catalog_model(arg));
+    out.source = "catalog:" + arg;
+    out.from_catalog = true;
+    return out;
+  }
+  return not_found(
+      fmt::format("{}: no such file or folder, and not a catalog model (nearest: {}; catalog: {})", arg,
+                  nearest_catalog_name(arg), catalog_names_text()));
+}
+
+}  // namespace day0

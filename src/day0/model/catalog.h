@@ -1,0 +1,47 @@
+#pragma once
+// Built-in catalog of well-known releases, so `day0 inspect deepseek-v3` works offline. Each entry's
+// dimensions are written in our own code (catalog_*.cpp) as the Hugging Face config keys that differ
+// from the family defaults, then go through the same parser as a config.json; tests check that
+// every entry parses to exactly the ModelSpec of the release config it was taken from.
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/core/status.h"
+#include "day0/model/model_spec.h"
+
+namespace day0 {
+
+struct CatalogEntry {
+  std::string name;         // "deepseek-v3"
+  std::string description;  // one line for listings
+  // The config in ../shared/configs this entry transcribes ("deepseek-v3/config.json"); empty when
+  // no HF config was published in that folder (deepseek-v2-lite: formed from the release's values).
+  std::string source;
+  nlohmann::json (*config)();  // the entry as a Hugging Face config.json
+};
+
+const std::vector<CatalogEntry>& model_catalog();
+const CatalogEntry* find_catalog_entry(std::string_view name);
+// Parses a catalog entry; unknown names give kNotFound listing the catalog and the nearest name.
+Result<ModelSpec> catalog_model(std::string_view name);
+std::string catalog_names_text();  // "deepseek-v3, deepseek-r1, ..."
+
+// Entry groups, one file each.
+void add_deepseek_entries(std::vector<CatalogEntry>& out);
+void add_qwen_entries(std::vector<CatalogEntry>& out);
+void add_other_entries(std::vector<CatalogEntry>& out);
+
+// MODEL as the CLI takes it: a folder holding config.json, a config.json path, or a catalog name.
+struct ResolvedModel {
+  ModelSpec spec;
+  std::string source;            // the config path, or "catalog:<name>"
+  std::filesystem::path folder;  // the checkpoint folder ("" for catalog entries)
+  bool from_catalog = false;
+};
+Result<ResolvedModel> resolve_model(const std::string& arg);
+
+}  // namespace day0
