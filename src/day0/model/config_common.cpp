@@ -69,8 +69,9 @@ Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
       D0_ASSIGN_OR_RETURN(r.low_freq_factor, rope.required_double("low_freq_factor"));
       D0_ASSIGN_OR_RETURN(r.high_freq_factor, rope.required_double("high_freq_factor"));
       D0_ASSIGN_OR_RETURN(r.original_max_position, rope.required_int("original_max_position_embeddings"));
-      if (!(r.high_freq_factor > r.low_freq_factor)) {
-        return rope.invalid("high_freq_factor", "must be greater than low_freq_factor");
+      // Equal factors (Llama 4 Scout: 1 and 1) leave no medium band: transformers accepts them.
+      if (r.high_freq_factor < r.low_freq_factor) {
+        return rope.invalid("high_freq_factor", "must be at least low_freq_factor");
       }
       break;
     }

@@ -1,0 +1,208 @@
+// day0 inspect MODEL: what a model is, what it weighs and what its forward pass runs, from its
+// config.json (or the built-in catalog), before a single weight is downloaded.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command.h"
+#include "day0/core/human.h"
+#include "day0/model/catalog.h"
+#include "day0/model/model_summary.h"
+
+namespace day0::cli {
+namespace {
+
+// Columns padded to their widest cell; `right` marks right-aligned (numeric) columns.
+void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right,
+                 const std::string& indent = "  ") {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const bool r = c < right.size() && right[c];
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += r ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
+      if (c + 1 < row.size()) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+  }
+}
+
+std::string layer_plan(const ModelSpec& s) {
+  std::vector<int64_t> dense, moe, sliding, chunked, nope;
+  for (int64_t n = 0; n < s.n_layers; ++n) {
+    const LayerSpec& l = s.layers[static_cast<size_t>(n)];
+    (l.moe ? moe : dense).push_back(n);
+    if (l.mask == AttentionMask::kSliding) sliding.push_back(n);
+    if (l.mask == AttentionMask::kChunked) chunked.push_back(n);
+    if (!l.use_rope) nope.push_back(n);
+  }
+  std::string out = fmt::format("{} layers: dense FFN {} ({}), MoE {} ({})", s.n_layers, dense.size(),
+                                describe_layer_indices(dense), moe.size(), describe_layer_indices(moe));
+  if (!sliding.empty()) {
+    out += fmt::format("; sliding window {} on {} ({})", s.sliding_window, sliding.size(),
+                       describe_layer_indices(sliding));
+  }
+  if (!chunked.empty()) {
+    out += fmt::format("; chunked {} on {} ({})", s.attention_chunk_size, chunked.size(),
+                       describe_layer_indices(chunked));
+  }
+  if (!nope.empty()) out += fmt::format("; no RoPE on {} ({})", nope.size(), describe_layer_indices(nope));
+  return out;
+}
+
+std::string count_row(int64_t v) {
+  return with_commas(v);
+}
+
+std::string attrs_text(const OpSpec& op) {
+  std::string out;
+  for (const auto& [key, value] : op.attrs) {
+    if (key == "scale" || key == "eps") continue;  // in the header lines already
+    if (!out.empty()) out += " ";
+    out += key + "=" + value;
+  }
+  return out;
+}
+
+// FLOP counts in decimal units: "142.88 G".
+std::string flops_text(double flops) {
+  static const char* const kUnits[] = {"", " k", " M", " G", " T", " P"};
+  int unit = 0;
+  while (flops >= 1000.0 && unit < 5) {
+    flops /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f}", flops) : fmt::format("{:.2f}{}", flops, kUnits[unit]);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+void print_human(const ModelSummary& m) {
+  const ModelSpec& s = m.spec;
+  const ParamCounts& p = m.params;
+  std::vector<std::vector<std::string>> info = {
+      {"Model", m.source},
+      {"Family", fmt::format("{} ({}, model_type {})", family_name(s.family), s.architecture, s.model_type)},
+      {"Layer plan", layer_plan(s)},
+      {"Attention", describe_attention(s)},
+      {"MoE", describe_moe(s)},
+      {"Vocabulary", with_commas(s.vocab_size) + (s.tie_word_embeddings ? " (tied embeddings)" : "")},
+      {"Hidden size", with_commas(s.hidden_size)},
+      {"Context", with_commas(s.max_position_embeddings) + " tokens"},
+      {"RoPE", describe_rope(s)},
+      {"Weights", describe_weights(s)},
+  };
+  if (s.n_mtp_layers > 0) {
+    info.push_back(
+        {"MTP", fmt::format("{} multi-token-prediction layer(s) stored as model.layers.{}+; skipped by "
+                            "decoding, not counted",
+                            s.n_mtp_layers, s.n_layers)});
+  }
+  print_table(info, {false, false}, "");
+
+  fmt::print("\nParameters\n");
+  print_table(
+      {{"", "exact", "human"},
+       {"total", count_row(p.total), human_count(static_cast<double>(p.total))},
+       {"active per token", count_row(p.active), human_count(static_cast<double>(p.active))},
+       {"  without input embedding", count_row(p.active_without_embedding),
+        human_count(static_cast<double>(p.active_without_embedding))},
+       {"  without embedding + lm_head", count_row(p.active_without_embeddings),
+        human_count(static_cast<double>(p.active_without_embeddings))},
+       {"embedding", count_row(p.embedding), human_count(static_cast<double>(p.embedding))},
+       {"lm_head", count_row(p.lm_head), p.lm_head ? human_count(static_cast<double>(p.lm_head)) : "tied"},
+       {"routed experts", count_row(p.routed_experts), human_count(static_cast<double>(p.routed_experts))},
+       {"shared experts", count_row(p.shared_experts), human_count(static_cast<double>(p.shared_experts))},
+       {"attention", count_row(p.attention), human_count(static_cast<double>(p.attention))},
+       {"dense MLP", count_row(p.dense_mlp), human_count(static_cast<double>(p.dense_mlp))}},
+      {false, true, true});
+  fmt::print(
+      "  Counting: total = every stored weight of the main model, the input embedding and the untied "
+      "lm_head\n"
+      "  both included, MTP layers and quantization scales excluded; active = the same with only the top-{}\n"
+      "  routed experts, embedding and lm_head counted in full. {} tensors in the manifest.\n",
+      s.moe ? s.moe->experts_per_token : 0, with_commas(m.n_tensors));
+
+  fmt::print("\nWeight memory\n");
+  std::vector<std::vector<std::string>> memory = {{"format", "bits/param", "bytes", "human"}};
+  for (const auto& row : m.weight_memory) {
+    memory.push_back({row.format, fmt::format("{:.2f}", row.bits_per_param),
+                      with_commas(static_cast<int64_t>(row.bytes)),
+                      human_bytes(static_cast<double>(row.bytes))});
+  }
+  print_table(memory, {false, true, true, true});
+
+  fmt::print("\nKV cache (BF16; {})\n", m.kv_cache.layout);
+  print_table(
+      {{"per token (all layers)", with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
+        human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
+       {"per 1k-token sequence (1,000 tokens)",
+        with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_1k_tokens)) + " B",
+        human_bytes(static_cast<double>(m.kv_cache.bytes_per_1k_tokens))}},
+      {false, true, true});
+  if (m.kv_cache.bounded_layers > 0) {
+    fmt::print("  {} sliding/chunked layers hold at most their window in the sequence figure.\n",
+               m.kv_cache.bounded_layers);
+  }
+
+  fmt::print("\nOperators (decode one token, {} tokens cached)\n", m.ops.context_tokens);
+  std::vector<std::vector<std::string>> ops = {
+      {"op", "where", "shape", "calls", "FLOP/token", "bytes/token", "attributes"}};
+  for (const auto& op : m.ops.ops) {
+    ops.push_back({op.name, op.label, op.shapes.empty() ? "" : shape_text(op.shapes.front()),
+                   std::to_string(op.calls_per_token), flops_text(op.flops_per_token),
+                   human_bytes(op.bytes_per_token), attrs_text(op)});
+  }
+  ops.push_back({"total", "", "", "", flops_text(m.ops.total_flops_per_token()),
+                 human_bytes(m.ops.total_bytes_per_token()), ""});
+  print_table(ops, {false, false, false, true, true, true, false});
+}
+
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+  int64_t context = kDefaultOpContext;
+};
+
+int run_inspect(const InspectOptions& options) {
+  auto resolved = resolve_model(options.model);
+  if (!resolved.is_ok()) return report_error("inspect", resolved.status());
+  auto summary = summarize_model(resolved->spec, resolved->source, options.context);
+  if (!summary.is_ok()) return report_error("inspect", summary.status());
+  if (options.json) {
+    fmt::print("{}\n", summary_to_json(*summary).dump(2));
+  } else {
+    print_human(*summary);
+  }
+  return kExitOk;
+}
+
+const Registrar kInspect(
+    "inspect", "Describe a model from its config.json: layers, parameters, memory, KV cache, operators", 10,
+    [](CLI::App& app) -> CommandRunner {
+      auto options = std::make_shared<InspectOptions>();
+      app.add_option("MODEL", options->model,
+                     "A model folder (with config.json), a config.json file, or a catalog name (" +
+                         catalog_names_text() + ")")
+          ->required();
+      app.add_flag("--json", options->json, "Print everything as JSON");
+      app.add_option("--context", options->context, "Cached tokens assumed for per-token operator figures")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+          ->capture_default_str();
+      return [options] { return run_inspect(*options); };
+    });
+
+}  // namespace
+}  // namespace day0::cli

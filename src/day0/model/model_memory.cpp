@@ -1,0 +1,59 @@
+#include "day0/model/model_memory.h"
+
+#include <fmt/format.h>
+#include <algorithm>
+
+namespace day0 {
+
+uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, int element_bits) {
+  uint64_t elements = 0;
+  if (spec.attention == AttentionKind::kMla && spec.mla) {
+    elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
+  } else {
+    elements = 2u * static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim);
+  }
+  return elements * static_cast<uint64_t>(element_bits) / 8u;
+}
+
+uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int element_bits) {
+  const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, element_bits);
+  uint64_t total = 0;
+  for (const auto& layer : spec.layers) {
+    int64_t held = tokens;
+    if (layer.mask != AttentionMask::kCausal && layer.window > 0) held = std::min(tokens, layer.window);
+    total += per_layer * static_cast<uint64_t>(held);
+  }
+  return total;
+}
+
+KvCacheSummary kv_cache_summary(const ModelSpec& spec, int element_bits) {
+  KvCacheSummary s;
+  s.element_bits = element_bits;
+  if (spec.attention == AttentionKind::kMla && spec.mla) {
+    s.layout = fmt::format("MLA: latent {} + rope key {} per layer", spec.mla->kv_lora_rank,
+                           spec.mla->qk_rope_head_dim);
+  } else {
+    s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", spec.n_kv_heads, spec.head_dim);
+  }
+  s.bytes_per_token = kv_bytes_per_token_per_layer(spec, element_bits) * static_cast<uint64_t>(spec.n_layers);
+  s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, element_bits);
+  s.bounded_layers = spec.n_layers - count_masked_layers(spec, AttentionMask::kCausal);
+  return s;
+}
+
+std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const ParamCounts& counts) {
+  std::vector<WeightMemoryRow> rows;
+  const auto total = static_cast<uint64_t>(counts.total);
+  rows.push_back({"FP32", 32, total * 4});
+  rows.push_back({"BF16", 16, total * 2});
+  rows.push_back({"FP8", 8, total});
+  rows.push_back({"INT8", 8, total});
+  rows.push_back({"INT4", 4, (total + 1) / 2});
+  const double bits =
+      counts.total > 0 ? 8.0 * static_cast<double>(counts.stored_bytes) / static_cast<double>(total) : 0.0;
+  rows.push_back(
+      {fmt::format("checkpoint ({})", weight_format_name(spec.weights.format)), bits, counts.stored_bytes});
+  return rows;
+}
+
+}  // namespace day0

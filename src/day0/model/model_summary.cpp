@@ -1,0 +1,249 @@
+#include "day0/model/model_summary.h"
+
+#include <fmt/format.h>
+
+#include "day0/model/tensor_manifest.h"
+
+namespace day0 {
+
+Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, int64_t context_tokens) {
+  ModelSummary s;
+  s.spec = spec;
+  s.source = std::move(source);
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  s.n_tensors = static_cast<int64_t>(manifest.tensors.size());
+  D0_ASSIGN_OR_RETURN(s.params, count_params(spec, manifest));
+  s.weight_memory = weight_memory_table(spec, s.params);
+  s.kv_cache = kv_cache_summary(spec);
+  D0_ASSIGN_OR_RETURN(s.ops, build_op_list(spec, context_tokens));
+  return s;
+}
+
+std::string describe_layer_indices(const std::vector<int64_t>& v) {
+  if (v.empty()) return "none";
+  if (v.size() == 1) return std::to_string(v[0]);
+  const int64_t step = v[1] - v[0];
+  bool progression = step > 0;
+  for (size_t i = 2; i < v.size() && progression; ++i) progression = v[i] - v[i - 1] == step;
+  if (progression) {
+    if (step == 1) return fmt::format("{}-{}", v.front(), v.back());
+    return fmt::format("{}-{} every {}", v.front(), v.back(), step);
+  }
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i == 8) return out + ", ...";
+    if (i > 0) out += ", ";
+    out += std::to_string(v[i]);
+  }
+  return out;
+}
+
+std::string describe_attention(const ModelSpec& s) {
+  if (s.attention == AttentionKind::kMla) {
+    const MlaSpec& m = *s.mla;
+    return fmt::format("MLA, {} heads, q_lora {}, kv_lora {}, qk {} nope + {} rope, v {}, scale {:.6f}",
+                       s.n_heads, m.q_lora_rank > 0 ? std::to_string(m.q_lora_rank) : std::string("none"),
+                       m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim,
+                       s.attention_scale);
+  }
+  std::string out = fmt::format("GQA, {} heads / {} KV heads x {}, scale {:.6f}", s.n_heads, s.n_kv_heads,
+                                s.head_dim, s.attention_scale);
+  if (s.qkv_bias) out += s.o_bias ? ", q/k/v/o bias" : ", q/k/v bias";
+  if (s.qk_norm) out += ", q/k RMSNorm";
+  if (s.qk_norm_weightless_after_rope) out += ", q/k L2 norm after RoPE";
+  if (s.attention_sinks) out += ", sinks";
+  return out;
+}
+
+std::string describe_rope(const ModelSpec& s) {
+  const RopeScaling& r = s.rope;
+  std::string out =
+      fmt::format("theta {:g}, {}", s.rope_theta,
+                  s.rope_layout == RopeLayout::kInterleaved ? "interleaved pairs" : "half-split");
+  if (s.partial_rotary_factor != 1.0) out += fmt::format(", partial {:g}", s.partial_rotary_factor);
+  switch (r.type) {
+    case RopeType::kNone:
+    case RopeType::kDefault:
+      return out + ", no scaling";
+    case RopeType::kLinear:
+    case RopeType::kDynamic:
+      return out + fmt::format(", {} x{:g}", rope_type_name(r.type), r.factor);
+    case RopeType::kLlama3:
+      return out + fmt::format(", llama3 x{:g} (low {:g}, high {:g}, original {})", r.factor,
+                               r.low_freq_factor, r.high_freq_factor, r.original_max_position);
+    case RopeType::kYarn:
+      return out + fmt::format(", yarn x{:g} (original {}, beta {:g}/{:g}, mscale {:g}/{:g}{})", r.factor,
+                               r.original_max_position, r.beta_fast, r.beta_slow, r.mscale, r.mscale_all_dim,
+                               r.truncate ? "" : ", no truncation");
+  }
+  return out;
+}
+
+std::string describe_moe(const ModelSpec& s) {
+  if (!s.moe) return "none (dense)";
+  const MoeSpec& m = *s.moe;
+  std::string out = fmt::format("{} routed experts x {} wide, top-{}", m.n_experts, m.expert_intermediate,
+                                m.experts_per_token);
+  if (m.shared_intermediate > 0) out += fmt::format(", shared expert {} wide", m.shared_intermediate);
+  out += fmt::format(", {} {}", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax",
+                     topk_method_name(m.topk_method));
+  if (m.n_group > 1) out += fmt::format(" (groups {}/{})", m.topk_group, m.n_group);
+  if (m.norm_topk_prob) out += ", renormalized";
+  if (m.routed_scaling_factor != 1.0) out += fmt::format(", x{:g}", m.routed_scaling_factor);
+  if (m.swiglu_limit > 0) out += fmt::format(", clamped SwiGLU (limit {:g})", m.swiglu_limit);
+  return out;
+}
+
+std::string describe_weights(const ModelSpec& s) {
+  switch (s.weights.format) {
+    case WeightFormat::kFp8Block:
+      return fmt::format("FP8 e4m3 projections with {}x{} F32 block scales (weight_scale_inv){}",
+                         s.weights.block_rows, s.weights.block_cols, s.weights.ue8m0_scales ? ", ue8m0" : "");
+    case WeightFormat::kMxfp4:
+      return "MXFP4 routed experts (U8 blocks + E8M0 scales), the rest BF16";
+    default:
+      return std::string(dtype_name(s.activation_dtype));
+  }
+}
+
+nlohmann::json spec_to_json(const ModelSpec& s) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : s.layers) {
+    layers.push_back({{"mask", attention_mask_name(l.mask)},
+                      {"window", l.window},
+                      {"rope", l.use_rope},
+                      {"moe", l.moe},
+                      {"dense_intermediate", l.dense_intermediate}});
+  }
+  nlohmann::json j = {
+      {"family", family_name(s.family)},
+      {"architecture", s.architecture},
+      {"model_type", s.model_type},
+      {"attention", s.attention == AttentionKind::kMla ? "mla" : "gqa"},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"n_layers", s.n_layers},
+      {"n_heads", s.n_heads},
+      {"n_kv_heads", s.n_kv_heads},
+      {"head_dim", s.head_dim},
+      {"intermediate_size", s.intermediate_size},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"rms_norm_eps", s.rms_norm_eps},
+      {"rope_theta", s.rope_theta},
+      {"partial_rotary_factor", s.partial_rotary_factor},
+      {"rope_layout", s.rope_layout == RopeLayout::kInterleaved ? "interleaved" : "half_split"},
+      {"rope_scaling",
+       {{"type", rope_type_name(s.rope.type)},
+        {"factor", s.rope.factor},
+        {"low_freq_factor", s.rope.low_freq_factor},
+        {"high_freq_factor", s.rope.high_freq_factor},
+        {"original_max_position", s.rope.original_max_position},
+        {"beta_fast", s.rope.beta_fast},
+        {"beta_slow", s.rope.beta_slow},
+        {"mscale", s.rope.mscale},
+        {"mscale_all_dim", s.rope.mscale_all_dim},
+        {"truncate", s.rope.truncate}}},
+      {"attention_scale", s.attention_scale},
+      {"qkv_bias", s.qkv_bias},
+      {"o_bias", s.o_bias},
+      {"mlp_bias", s.mlp_bias},
+      {"qk_norm", s.qk_norm},
+      {"qk_norm_weightless_after_rope", s.qk_norm_weightless_after_rope},
+      {"attention_sinks", s.attention_sinks},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"sliding_window", s.sliding_window},
+      {"attention_chunk_size", s.attention_chunk_size},
+      {"activation_dtype", dtype_name(s.activation_dtype)},
+      {"weights",
+       {{"format", weight_format_name(s.weights.format)},
+        {"block_rows", s.weights.block_rows},
+        {"block_cols", s.weights.block_cols},
+        {"ue8m0_scales", s.weights.ue8m0_scales}}},
+      {"n_mtp_layers", s.n_mtp_layers},
+      {"layers", layers}};
+  if (s.rope.attention_factor) j["rope_scaling"]["attention_factor"] = *s.rope.attention_factor;
+  if (s.mla) {
+    j["mla"] = {{"q_lora_rank", s.mla->q_lora_rank},
+                {"kv_lora_rank", s.mla->kv_lora_rank},
+                {"qk_nope_head_dim", s.mla->qk_nope_head_dim},
+                {"qk_rope_head_dim", s.mla->qk_rope_head_dim},
+                {"v_head_dim", s.mla->v_head_dim}};
+  }
+  if (s.moe) {
+    const MoeSpec& m = *s.moe;
+    j["moe"] = {{"n_experts", m.n_experts},
+                {"experts_per_token", m.experts_per_token},
+                {"expert_intermediate", m.expert_intermediate},
+                {"n_shared_experts", m.n_shared_experts},
+                {"shared_intermediate", m.shared_intermediate},
+                {"shared_expert_gate", m.shared_expert_gate},
+                {"scoring", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax"},
+                {"topk_method", topk_method_name(m.topk_method)},
+                {"n_group", m.n_group},
+                {"topk_group", m.topk_group},
+                {"norm_topk_prob", m.norm_topk_prob},
+                {"routed_scaling_factor", m.routed_scaling_factor},
+                {"correction_bias", m.correction_bias},
+                {"router_bias", m.router_bias},
+                {"expert_bias", m.expert_bias},
+                {"swiglu_limit", m.swiglu_limit},
+                {"swiglu_alpha", m.swiglu_alpha}};
+  }
+  return j;
+}
+
+nlohmann::json summary_to_json(const ModelSummary& s) {
+  const ParamCounts& p = s.params;
+  nlohmann::json memory = nlohmann::json::array();
+  for (const auto& row : s.weight_memory) {
+    memory.push_back({{"format", row.format}, {"bits_per_param", row.bits_per_param}, {"bytes", row.bytes}});
+  }
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : s.ops.ops) {
+    ops.push_back({{"name", op.name},
+                   {"label", op.label},
+                   {"attrs", op.attrs},
+                   {"activation_dtype", dtype_name(op.activation_dtype)},
+                   {"weight_dtype", dtype_name(op.weight_dtype)},
+                   {"shapes", op.shapes},
+                   {"calls_per_token", op.calls_per_token},
+                   {"flops_per_token", op.flops_per_token},
+                   {"bytes_per_token", op.bytes_per_token}});
+  }
+  return {{"source", s.source},
+          {"spec", spec_to_json(s.spec)},
+          {"params",
+           {{"total", p.total},
+            {"active", p.active},
+            {"active_without_embedding", p.active_without_embedding},
+            {"active_without_embeddings", p.active_without_embeddings},
+            {"embedding", p.embedding},
+            {"lm_head", p.lm_head},
+            {"attention", p.attention},
+            {"norms", p.norms},
+            {"dense_mlp", p.dense_mlp},
+            {"router", p.router},
+            {"routed_experts", p.routed_experts},
+            {"routed_experts_active", p.routed_experts_active},
+            {"shared_experts", p.shared_experts},
+            {"stored_bytes", p.stored_bytes},
+            {"convention",
+             "total counts every stored weight of the main model: the input embedding and the lm_head "
+             "(when untied) both count, MTP layers and quantization scales do not; active counts both in "
+             "full plus the top-k routed experts"}}},
+          {"n_tensors", s.n_tensors},
+          {"weight_memory", memory},
+          {"kv_cache",
+           {{"layout", s.kv_cache.layout},
+            {"element_bits", s.kv_cache.element_bits},
+            {"bytes_per_token", s.kv_cache.bytes_per_token},
+            {"bytes_per_1k_token_sequence", s.kv_cache.bytes_per_1k_tokens},
+            {"bounded_layers", s.kv_cache.bounded_layers}}},
+          {"ops",
+           {{"context_tokens", s.ops.context_tokens},
+            {"flops_per_token", s.ops.total_flops_per_token()},
+            {"bytes_per_token", s.ops.total_bytes_per_token()},
+            {"list", ops}}}};
+}
+
+}  // namespace day0

@@ -1,0 +1,107 @@
+// day0 inspect end to end: catalog names, folders, JSON output and every bad-input path (exit 2).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace day0::testing {
+namespace {
+
+std::string write_config(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/config.json";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Inspect, CatalogModelHumanReport) {
+  CliResult r = run_cli({"inspect", "deepseek-v3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("671,026,419,200"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MLA"), std::string::npos);
+  EXPECT_NE(r.out.find("70,272 B"), std::string::npos);  // KV cache per token, 61 layers x 576 x 2 B
+  EXPECT_NE(r.out.find("mla_attention"), std::string::npos);
+}
+
+TEST(Inspect, JsonHasEverything) {
+  CliResult r = run_cli({"inspect", "kimi-k2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["params"]["total"].get<int64_t>(), 1'026'408'232'448);
+  EXPECT_EQ(j["spec"]["model_type"], "kimi_k2");
+  EXPECT_EQ(j["kv_cache"]["bytes_per_token"].get<int64_t>(), 70'272);
+  EXPECT_EQ(j["weight_memory"].size(), 6u);
+  EXPECT_GT(j["ops"]["list"].size(), 10u);
+}
+
+TEST(Inspect, FolderAndFileGiveTheSameCounts) {
+  const std::string dir = make_temp_dir("day0_inspect");
+  write_config(dir, R"({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 100, "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16})");
+  CliResult by_folder = run_cli({"inspect", dir, "--json"});
+  CliResult by_file = run_cli({"inspect", dir + "/config.json", "--json"});
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(by_folder.exit_code, 0) << by_folder.err;
+  ASSERT_EQ(by_file.exit_code, 0) << by_file.err;
+  const auto a = nlohmann::json::parse(by_folder.out);
+  const auto b = nlohmann::json::parse(by_file.out);
+  EXPECT_EQ(a["params"], b["params"]);
+  // embed 6400 + lm_head 6400 + norm 64 + 2 layers x (q 4096 + k 2048 + v 2048 + o 4096 + q/k norms 32
+  // + 2 norms 128 + mlp 3 x 6144)
+  EXPECT_EQ(a["params"]["total"].get<int64_t>(),
+            6400 + 6400 + 64 + 2 * (4096 + 2048 + 2048 + 4096 + 32 + 128 + 18432));
+}
+
+struct BadCase {
+  const char* name;
+  const char* config;  // nullptr: the path does not exist
+  const char* message;
+};
+
+TEST(Inspect, BadInputExitsTwoWithAClearMessage) {
+  const BadCase cases[] = {
+      {"malformed", "{\"vocab_size\": 1,", "malformed JSON"},
+      {"missing", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10})", "hidden_size"},
+      {"wrong type", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": "ten"})", "vocab_size"},
+      {"unknown arch", R"({"architectures": ["FooForCausalLM"]})", "FooForCausalLM"},
+      {"negative", R"({"architectures": ["LlamaForCausalLM"], "vocab_size": -1})", "vocab_size"},
+      {"overflow", R"({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+         "intermediate_size": 8, "moe_intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1,
+         "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4,
+         "n_routed_experts": 1000000000000000, "num_experts_per_tok": 1})",
+       "n_routed_experts"},
+      {"unreadable", nullptr, "no such file"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = make_temp_dir("day0_inspect_bad");
+    const std::string path = c.config ? write_config(dir, c.config) : dir + "/absent/config.json";
+    CliResult r = run_cli({"inspect", path});
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("day0 inspect: error"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+TEST(Inspect, UnknownCatalogNameSuggestsNearest) {
+  CliResult r = run_cli({"inspect", "kimi-k3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nearest: kimi-k2"), std::string::npos) << r.err;
+}
+
+TEST(Inspect, HelpAndMissingArgument) {
+  CliResult help = run_cli({"inspect", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--json"), std::string::npos);
+  CliResult missing = run_cli({"inspect"});
+  EXPECT_EQ(missing.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace day0::testing
