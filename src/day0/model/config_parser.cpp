@@ -8,6 +8,7 @@
 #include "day0/model/config_reader.h"
 #include "day0/model/family_registry.h"
 #include "day0/model/tensor_manifest.h"
+#include "day0/ops/rope_table.h"
 
 namespace day0 {
 

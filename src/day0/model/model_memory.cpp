@@ -1,7 +1,9 @@
 #include "day0/model/model_memory.h"
 
 #include <fmt/format.h>
+
 #include <algorithm>
+#include "day0/ops/tensor.h"
 
 namespace day0 {
 

@@ -1,7 +1,5 @@
 #include "day0/model/model_spec.h"
 
-#include <cmath>
-
 namespace day0 {
 
 const char* family_name(Family family) {
@@ -64,22 +62,6 @@ const char* rope_type_name(RopeType type) {
   return "unknown";
 }
 
-const char* weight_format_name(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kBF16:
-      return "bf16";
-    case WeightFormat::kF16:
-      return "f16";
-    case WeightFormat::kF32:
-      return "f32";
-    case WeightFormat::kFp8Block:
-      return "fp8_block";
-    case WeightFormat::kMxfp4:
-      return "mxfp4";
-  }
-  return "unknown";
-}
-
 const char* topk_method_name(TopkMethod method) {
   switch (method) {
     case TopkMethod::kGreedy:
@@ -106,11 +88,6 @@ int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask) {
   int64_t n = 0;
   for (const auto& layer : spec.layers) n += layer.mask == mask ? 1 : 0;
   return n;
-}
-
-double yarn_get_mscale(double scale, double m) {
-  if (scale <= 1.0) return 1.0;
-  return 0.1 * m * std::log(scale) + 1.0;
 }
 
 }  // namespace day0

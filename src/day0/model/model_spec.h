@@ -160,13 +160,11 @@ struct ModelSpec {
 const char* family_name(Family family);               // "deepseek_v3", "llama", ...
 const char* attention_mask_name(AttentionMask mask);  // "causal", "sliding", "chunked"
 const char* rope_type_name(RopeType type);            // "default", "llama3", "yarn", ...
-const char* weight_format_name(WeightFormat format);  // "bf16", "fp8_block", "mxfp4", ...
 const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", ...
 
+// weight_format_name() lives in ops/tensor.h and yarn_get_mscale() in ops/rope_table.h.
 // Derived counts over `layers`.
 int64_t count_moe_layers(const ModelSpec& spec);
 int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask);
-// YaRN attention scale helper shared by RoPE and the MLA softmax scale: 0.1 * m * ln(s) + 1 (1 if s <= 1).
-double yarn_get_mscale(double scale, double m = 1.0);
 
 }  // namespace day0

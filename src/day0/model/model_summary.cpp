@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "day0/ops/tensor.h"
+
 #include "day0/model/tensor_manifest.h"
 
 namespace day0 {
