@@ -1,0 +1,106 @@
+// day0 adapt: the whole Day-0 checklist, with a report a person reads and a CI pipeline gates on.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "command.h"
+#include "day0/core/human.h"
+#include "day0/report/adapt.h"
+#include "day0/report/render.h"
+
+namespace day0::cli {
+namespace {
+
+struct AdaptCliOptions {
+  report::AdaptOptions adapt;
+  bool json = false;
+};
+
+const char* mark(report::Verdict v) {
+  switch (v) {
+    case report::Verdict::kPass: return "PASS";
+    case report::Verdict::kFail: return "FAIL";
+    case report::Verdict::kSkipped: return "SKIP";
+  }
+  return "SKIP";
+}
+
+int run_adapt_command(const AdaptCliOptions& options) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  int index = 0;
+  const size_t n_stages = report::adapt_stages().size();
+  auto on_stage = [&](const report::StageResult& stage) {
+    ++index;
+    std::string line = fmt::format("[{}/{}] {:<22} {}  {:>9}  {}", index, n_stages, stage.title, mark(stage.verdict),
+                                   human_seconds(stage.seconds), stage.summary);
+    if (!stage.reason.empty()) line += (stage.summary.empty() ? "" : " — ") + stage.reason;
+    if (tty) {
+      const char* color = stage.verdict == report::Verdict::kPass   ? "\033[32m"
+                          : stage.verdict == report::Verdict::kFail ? "\033[31m"
+                                                                    : "\033[33m";
+      line = fmt::format("{}{}\033[0m", color, line);
+    }
+    fmt::print(stderr, "{}\n", line);
+  };
+  fmt::print(stderr, "day0 adapt {}: {} stages, backend {}, report in {}/\n", options.adapt.model, n_stages,
+             options.adapt.backend, options.adapt.out_dir);
+  auto result = report::run_adapt(options.adapt, on_stage);
+  if (!result.is_ok()) return report_error("adapt", result.status());
+  const report::Report& rep = *result;
+  if (Status st = report::write_report_files(rep, options.adapt.out_dir); !st.is_ok()) {
+    return report_error("adapt", st);
+  }
+  for (const auto& r : rep.regressions) {
+    fmt::print(stderr, "regression: {} {}: {} -> {} ({})\n", r.stage, r.metric, r.old_value, r.new_value, r.why);
+  }
+  if (options.json) {
+    fmt::print("{}\n", report::to_json(rep).dump(2));
+  } else {
+    fmt::print("verdict: {}\nreport: {}/report.html ({}/report.json, {}/report.md)\n", mark(rep.verdict),
+               options.adapt.out_dir, options.adapt.out_dir, options.adapt.out_dir);
+  }
+  return rep.verdict == report::Verdict::kPass ? kExitOk : kExitCheckFailed;
+}
+
+const Registrar kAdapt(
+    "adapt",
+    "Run the whole Day-0 checklist on MODEL (default: the built-in DeepSeek-V3) and write out/report.{json,md,html}",
+    5, [](CLI::App& app) -> CommandRunner {
+      auto o = std::make_shared<AdaptCliOptions>();
+      app.add_option("model", o->adapt.model,
+                     "Model folder, config.json, or catalog name (default: deepseek-v3, the embedded default)");
+      app.add_option("--reference", o->adapt.reference_dump,
+                     "Reference dump (day0-reference/1) of the real model for the alignment stage")
+          ->check(CLI::ExistingFile);
+      app.add_option("--cluster", o->adapt.cluster, "Cluster preset (e.g. 8xH200) or file for the plan stage")
+          ->default_str("this machine");
+      app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")->capture_default_str();
+      app.add_option("--out", o->adapt.out_dir, "Output folder for the report")->capture_default_str();
+      app.add_option("--compare", o->adapt.compare_path,
+                     "Previous report.json: regressions against it fail the run")
+          ->check(CLI::ExistingFile);
+      app.add_option("--optional", o->adapt.optional_stages,
+                     "Stages whose failure does not fail the run (ids: structure coverage weights miniature "
+                     "alignment plan performance stability)")
+          ->delimiter(',');
+      app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
+      app.add_option("--seed", o->adapt.seed, "Seed of the miniature's random weights")->capture_default_str();
+      app.add_option("--prompt-tokens", o->adapt.prompt_tokens, "Prompt length of the runs")->capture_default_str();
+      app.add_option("--new-tokens", o->adapt.new_tokens, "Tokens generated per run")->capture_default_str();
+      app.add_option("--soak-requests", o->adapt.soak_requests, "Requests of the stability soak")
+          ->capture_default_str();
+      app.add_option("--soak-seconds", o->adapt.soak_seconds, "Time bound of the stability soak")
+          ->capture_default_str();
+      app.add_option("--margin-align", o->adapt.margins.alignment,
+                     "--compare: allowed relative worsening of alignment errors")
+          ->capture_default_str();
+      app.add_option("--margin-throughput", o->adapt.margins.throughput,
+                     "--compare: allowed relative fall of tokens/s")
+          ->capture_default_str();
+      app.add_flag("--json", o->json, "Print report.json on stdout");
+      return [o] { return run_adapt_command(*o); };
+    });
+
+}  // namespace
+}  // namespace day0::cli

@@ -1,0 +1,52 @@
+#pragma once
+// `day0 adapt`: the Day-0 checklist as one pipeline. Stages run in order; each ends pass / fail /
+// skipped-with-reason with its evidence and its time. Later stages skip (saying why) when what they
+// need failed earlier. Stage ids: structure, coverage, weights, miniature, alignment, plan,
+// performance, stability.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "day0/core/status.h"
+#include "day0/report/compare.h"
+#include "day0/report/report.h"
+
+namespace day0::report {
+
+inline constexpr const char* kDefaultAdaptModel = "deepseek-v3";
+
+struct AdaptOptions {
+  std::string model = kDefaultAdaptModel;  // folder, config.json or catalog name
+  std::string reference_dump;              // --reference: a day0-reference/1 dump of the real model
+  std::string cluster;                     // --cluster: preset or file; empty = this machine
+  std::string backend = "cpu";
+  std::string out_dir = "out";
+  std::string compare_path;                // --compare OLD/report.json
+  std::vector<std::string> optional_stages;  // failures of these do not fail the run
+  bool strict_ops = false;
+  uint64_t seed = 0;
+  // Miniature and performance.
+  int prompt_tokens = 48;
+  int new_tokens = 16;
+  // Stability.
+  int soak_requests = 200;
+  double soak_seconds = 20.0;
+  uint64_t soak_max_growth_bytes = 32ull << 20;
+  CompareMargins margins;
+};
+
+struct StageDescriptor {
+  std::string id;
+  std::string title;
+};
+
+// The stages in the order they run.
+const std::vector<StageDescriptor>& adapt_stages();
+
+// Runs the checklist. `on_stage` is called after each stage (progress). Returns the report (its
+// verdict already computed, regressions included when compare_path is set), or a Status for bad
+// input that makes a report meaningless (unknown stage name, unreadable --compare file).
+Result<Report> run_adapt(const AdaptOptions& options, const std::function<void(const StageResult&)>& on_stage);
+
+}  // namespace day0::report

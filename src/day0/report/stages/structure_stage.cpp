@@ -1,0 +1,39 @@
+// Stage 1: the config is understood — family, layer plan, parameter counts (what `inspect` shows).
+#include <fmt/format.h>
+
+#include "day0/core/human.h"
+#include "day0/report/adapt_context.h"
+
+namespace day0::report {
+
+void run_structure_stage(AdaptContext& ctx, StageResult& out) {
+  auto resolved = resolve_model(ctx.options.model);
+  if (!resolved.is_ok()) return stage_fail(out, resolved.status().to_string());
+  ctx.model = std::move(resolved).value();
+  auto summary = summarize_model(ctx.model->spec, ctx.model->source);
+  if (!summary.is_ok()) return stage_fail(out, summary.status().to_string());
+  ctx.summary = std::move(summary).value();
+  ctx.real_weights = !ctx.model->from_catalog && !ctx.model->folder.empty();
+
+  const ModelSummary& s = *ctx.summary;
+  const ModelSpec& spec = s.spec;
+  out.evidence = {{"source", s.source},
+                  {"family", family_name(spec.family)},
+                  {"architecture", spec.architecture},
+                  {"n_layers", spec.n_layers},
+                  {"attention", describe_attention(spec)},
+                  {"rope", describe_rope(spec)},
+                  {"weights", describe_weights(spec)},
+                  {"total_params", s.params.total},
+                  {"active_params", s.params.active},
+                  {"n_tensors", s.n_tensors},
+                  {"kv_bytes_per_token", s.kv_cache.bytes_per_token},
+                  {"kv_layout", s.kv_cache.layout}};
+  if (spec.moe) out.evidence["moe"] = describe_moe(spec);
+  stage_pass(out, fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors",
+                              family_name(spec.family), describe_attention(spec), spec.n_layers,
+                              human_count(static_cast<double>(s.params.total)),
+                              human_count(static_cast<double>(s.params.active)), s.n_tensors));
+}
+
+}  // namespace day0::report
