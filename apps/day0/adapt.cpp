@@ -19,9 +19,12 @@ struct AdaptCliOptions {
 
 const char* mark(report::Verdict v) {
   switch (v) {
-    case report::Verdict::kPass: return "PASS";
-    case report::Verdict::kFail: return "FAIL";
-    case report::Verdict::kSkipped: return "SKIP";
+    case report::Verdict::kPass:
+      return "PASS";
+    case report::Verdict::kFail:
+      return "FAIL";
+    case report::Verdict::kSkipped:
+      return "SKIP";
   }
   return "SKIP";
 }
@@ -32,8 +35,8 @@ int run_adapt_command(const AdaptCliOptions& options) {
   const size_t n_stages = report::adapt_stages().size();
   auto on_stage = [&](const report::StageResult& stage) {
     ++index;
-    std::string line = fmt::format("[{}/{}] {:<22} {}  {:>9}  {}", index, n_stages, stage.title, mark(stage.verdict),
-                                   human_seconds(stage.seconds), stage.summary);
+    std::string line = fmt::format("[{}/{}] {:<22} {}  {:>9}  {}", index, n_stages, stage.title,
+                                   mark(stage.verdict), human_seconds(stage.seconds), stage.summary);
     if (!stage.reason.empty()) line += (stage.summary.empty() ? "" : " — ") + stage.reason;
     if (tty) {
       const char* color = stage.verdict == report::Verdict::kPass   ? "\033[32m"
@@ -52,7 +55,8 @@ int run_adapt_command(const AdaptCliOptions& options) {
     return report_error("adapt", st);
   }
   for (const auto& r : rep.regressions) {
-    fmt::print(stderr, "regression: {} {}: {} -> {} ({})\n", r.stage, r.metric, r.old_value, r.new_value, r.why);
+    fmt::print(stderr, "regression: {} {}: {} -> {} ({})\n", r.stage, r.metric, r.old_value, r.new_value,
+               r.why);
   }
   if (options.json) {
     fmt::print("{}\n", report::to_json(rep).dump(2));
@@ -65,17 +69,20 @@ int run_adapt_command(const AdaptCliOptions& options) {
 
 const Registrar kAdapt(
     "adapt",
-    "Run the whole Day-0 checklist on MODEL (default: the built-in DeepSeek-V3) and write out/report.{json,md,html}",
+    "Run the whole Day-0 checklist on MODEL (default: the built-in DeepSeek-V3) and write "
+    "out/report.{json,md,html}",
     5, [](CLI::App& app) -> CommandRunner {
       auto o = std::make_shared<AdaptCliOptions>();
-      app.add_option("model", o->adapt.model,
-                     "Model folder, config.json, or catalog name (default: deepseek-v3, the embedded default)");
+      app.add_option(
+          "model", o->adapt.model,
+          "Model folder, config.json, or catalog name (default: deepseek-v3, the embedded default)");
       app.add_option("--reference", o->adapt.reference_dump,
                      "Reference dump (day0-reference/1) of the real model for the alignment stage")
           ->check(CLI::ExistingFile);
       app.add_option("--cluster", o->adapt.cluster, "Cluster preset (e.g. 8xH200) or file for the plan stage")
           ->default_str("this machine");
-      app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")->capture_default_str();
+      app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")
+          ->capture_default_str();
       app.add_option("--out", o->adapt.out_dir, "Output folder for the report")->capture_default_str();
       app.add_option("--compare", o->adapt.compare_path,
                      "Previous report.json: regressions against it fail the run")
@@ -85,8 +92,10 @@ const Registrar kAdapt(
                      "alignment plan performance stability)")
           ->delimiter(',');
       app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
-      app.add_option("--seed", o->adapt.seed, "Seed of the miniature's random weights")->capture_default_str();
-      app.add_option("--prompt-tokens", o->adapt.prompt_tokens, "Prompt length of the runs")->capture_default_str();
+      app.add_option("--seed", o->adapt.seed, "Seed of the miniature's random weights")
+          ->capture_default_str();
+      app.add_option("--prompt-tokens", o->adapt.prompt_tokens, "Prompt length of the runs")
+          ->capture_default_str();
       app.add_option("--new-tokens", o->adapt.new_tokens, "Tokens generated per run")->capture_default_str();
       app.add_option("--soak-requests", o->adapt.soak_requests, "Requests of the stability soak")
           ->capture_default_str();

@@ -62,7 +62,8 @@ const std::vector<StageDescriptor>& adapt_stages() {
   return descriptors;
 }
 
-Result<Report> run_adapt(const AdaptOptions& options, const std::function<void(const StageResult&)>& on_stage) {
+Result<Report> run_adapt(const AdaptOptions& options,
+                         const std::function<void(const StageResult&)>& on_stage) {
   for (const auto& id : options.optional_stages) {
     const auto& stages = adapt_stages();
     if (std::none_of(stages.begin(), stages.end(), [&](const StageDescriptor& d) { return d.id == id; })) {
@@ -111,7 +112,8 @@ Result<Report> run_adapt(const AdaptOptions& options, const std::function<void(c
   if (ctx.model) report.family = family_name(ctx.model->spec.family);
   std::filesystem::remove_all(ctx.work_dir, ec);
 
-  if (old_report) report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));
+  if (old_report)
+    report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));
   report.verdict = overall_verdict(report.stages, report.regressions);
   return report;
 }

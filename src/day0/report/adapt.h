@@ -22,7 +22,7 @@ struct AdaptOptions {
   std::string cluster;                     // --cluster: preset or file; empty = this machine
   std::string backend = "cpu";
   std::string out_dir = "out";
-  std::string compare_path;                // --compare OLD/report.json
+  std::string compare_path;                  // --compare OLD/report.json
   std::vector<std::string> optional_stages;  // failures of these do not fail the run
   bool strict_ops = false;
   uint64_t seed = 0;
@@ -47,6 +47,7 @@ const std::vector<StageDescriptor>& adapt_stages();
 // Runs the checklist. `on_stage` is called after each stage (progress). Returns the report (its
 // verdict already computed, regressions included when compare_path is set), or a Status for bad
 // input that makes a report meaningless (unknown stage name, unreadable --compare file).
-Result<Report> run_adapt(const AdaptOptions& options, const std::function<void(const StageResult&)>& on_stage);
+Result<Report> run_adapt(const AdaptOptions& options,
+                         const std::function<void(const StageResult&)>& on_stage);
 
 }  // namespace day0::report

@@ -12,11 +12,11 @@ namespace day0::report {
 
 struct AdaptContext {
   const AdaptOptions& options;
-  std::optional<ResolvedModel> model;      // set by structure
-  std::optional<ModelSummary> summary;     // set by structure
-  std::filesystem::path work_dir;          // scratch space of this run (removed at the end)
-  std::filesystem::path miniature_dir;     // set by miniature when it synthesised one
-  bool real_weights = false;               // MODEL is a folder with safetensors shards
+  std::optional<ResolvedModel> model;   // set by structure
+  std::optional<ModelSummary> summary;  // set by structure
+  std::filesystem::path work_dir;       // scratch space of this run (removed at the end)
+  std::filesystem::path miniature_dir;  // set by miniature when it synthesised one
+  bool real_weights = false;            // MODEL is a folder with safetensors shards
 };
 
 // A stage fills verdict, summary, reason and evidence; the runner sets id, title, required, seconds.

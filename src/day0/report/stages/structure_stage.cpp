@@ -33,7 +33,7 @@ void run_structure_stage(AdaptContext& ctx, StageResult& out) {
   stage_pass(out, fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors",
                               family_name(spec.family), describe_attention(spec), spec.n_layers,
                               human_count(static_cast<double>(s.params.total)),
-                              human_count(static_cast<double>(s.params.active)), s.n_tensors));
+                              human_count(static_cast<double>(s.params.active)), with_commas(s.n_tensors)));
 }
 
 }  // namespace day0::report
