@@ -24,13 +24,14 @@ inline __m256 load_bf16(const uint16_t* p) {
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline __m256 fp8_to_ps(__m256i v) {
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 24);
-  const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7f)), 20);
-  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(0x1p120f));
-}
+// E4M3 -> F16 pattern of value * 2^-8 -> F32 (see kernels_avx512.cpp); callers multiply by 2^8.
+inline constexpr float kFp8Unscale = 256.0f;
 inline __m256 load_fp8(const uint8_t* p) {
-  return fp8_to_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  const __m128i t =
+      _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);
+  const __m128i sign = _mm_and_si128(t, _mm_set1_epi16(static_cast<short>(0x8000)));
+  const __m128i rest = _mm_and_si128(_mm_srli_epi16(t, 1), _mm_set1_epi16(0x3fff));
+  return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
 }
 // FP4 nibbles (as epi32) -> float: magnitude by table lookup, sign bit moved to bit 31.
 inline __m256 fp4_to_ps(__m256i nib) {
@@ -64,7 +65,9 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   }
   for (; k + 8 <= k1; k += 8) acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
   float s = hsum(_mm256_add_ps(acc0, acc1));
-  for (; k < k1; ++k) s += plain_element(w, row, k) * x[k];  // unscaled: FP8 callers scale per block
+  // The vector part of an FP8 row holds value * 2^-8 (see load_fp8): bring the tail to the same scale.
+  const float tail_scale = w.format == WeightFormat::kFp8Block ? 1.0f / kFp8Unscale : 1.0f;
+  for (; k < k1; ++k) s += plain_element(w, row, k) * x[k] * tail_scale;
   return s;
 }
 
@@ -78,7 +81,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
     const __m256i v0 = _mm256_cvtepu8_epi32(raw);                     // bytes 0..7
     const __m256i v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(raw, 8));  // bytes 8..15
     const float* xb = x + b * 32;                                     // evens then odds
-    const __m256 s = _mm256_set1_ps(e8m0_to_f32(scales[b]));
+    const __m256 s = _mm256_set1_ps(e8m0_fast(scales[b]));
     __m256 p = _mm256_mul_ps(fp4_to_ps(_mm256_and_si256(v0, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb));
     p = _mm256_fmadd_ps(fp4_to_ps(_mm256_and_si256(v1, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb + 8), p);
     __m256 q = _mm256_mul_ps(fp4_to_ps(_mm256_srli_epi32(v0, 4)), _mm256_loadu_ps(xb + 16));
@@ -96,7 +99,7 @@ float row_dot(const WeightView& w, int64_t n, const float* x) {
   float total = 0.0f;
   for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
     const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    total += plain_dot(w, row, x, k0, k1) * fp8_block_scale(w, n, k0);
+    total += plain_dot(w, row, x, k0, k1) * (fp8_block_scale(w, n, k0) * kFp8Unscale);
   }
   return total;
 }
@@ -113,8 +116,9 @@ void dequant_row_avx2(const WeightView& w, int64_t n, int64_t k0, int64_t len, f
   if (vector_ok) {
     for (; j + 8 <= len; j += 8) {
       __m256 v = load_weights(w, row, k0 + j);
-      if (w.format == WeightFormat::kFp8Block)
-        v = _mm256_mul_ps(v, _mm256_set1_ps(fp8_block_scale(w, n, k0 + j)));
+      if (w.format == WeightFormat::kFp8Block) {
+        v = _mm256_mul_ps(v, _mm256_set1_ps(fp8_block_scale(w, n, k0 + j) * kFp8Unscale));
+      }
       _mm256_storeu_ps(out + j, v);
     }
   }

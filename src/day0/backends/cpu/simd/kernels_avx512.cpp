@@ -25,19 +25,37 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
 inline __m512 load_f16(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
-// E4M3 -> float32 by moving sign, exponent and mantissa into place and rescaling by 2^(127-7).
+// E4M3 -> F16 bit pattern of value * 2^-8 (sign kept, exponent and mantissa shifted right by one;
+// E4M3 subnormals land on F16 subnormals exactly), then F16 -> F32. Callers multiply by 2^8, folded
+// into the block scale. S.1111.111 (NaN in E4M3) decodes as 480 instead of NaN.
+inline constexpr float kFp8Unscale = 256.0f;
+inline __m512 fp8_halves_to_ps(__m256i b16) {  // 16 bytes zero-extended to 16-bit lanes
+  // u = b << 7 puts exponent and mantissa in place and the sign on bit 14; adding bit 14 to itself
+  // carries it to bit 15 and clears it.
+  const __m256i u = _mm256_slli_epi16(b16, 7);
+  const __m256i h = _mm256_add_epi16(u, _mm256_and_si256(u, _mm256_set1_epi16(0x4000)));
+  return _mm512_cvtph_ps(h);
+}
 inline __m512 load_fp8(const uint8_t* p, __mmask16 m) {
-  const __m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p));
-  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
-  const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x7f)), 20);
-  return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(sign, mag)), _mm512_set1_ps(0x1p120f));
+  return fp8_halves_to_ps(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p)));
 }
 inline __m512 fp4_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                         -3.0f, -4.0f, -6.0f);
 }
 inline float e8m0(uint8_t s) {
-  return e8m0_to_f32(s);
+  return e8m0_fast(s);
+}
+
+// 16 E8M0 scale bytes -> float32 (the byte is the exponent field; 0 is 2^-127, 255 NaN).
+inline __m512 e8m0x16(const uint8_t* p) {
+  const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  __m512i bits = _mm512_slli_epi32(u, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(u, _mm512_setzero_si512()),
+                               _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(255)),
+                               _mm512_set1_epi32(0x7fc00000));
+  return _mm512_castsi512_ps(bits);
 }
 
 inline float plain_dot(const WeightView& w, const void* row, const float* x, int64_t k0, int64_t k1) {
@@ -98,47 +116,57 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   __m512 acc0 = _mm512_setzero_ps();
   __m512 acc1 = _mm512_setzero_ps();
   const int64_t blocks = w.cols / 32;
+  alignas(64) float scale_f[16];
+  auto block = [&](int64_t b, float s, __m512& acc) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
+    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(v, low4), table);
+    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+    const float* xb = x + b * 32;  // evens then odds (prepare_mxfp4_x)
+    const __m512 p = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xb), _mm512_mul_ps(hi, _mm512_loadu_ps(xb + 16)));
+    acc = _mm512_fmadd_ps(p, _mm512_set1_ps(s), acc);
+  };
   int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    const __m512i v0 =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
-    const __m512i v1 =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16 + 16)));
-    const __m512 s0 = _mm512_set1_ps(e8m0(scales[b]));
-    const __m512 s1 = _mm512_set1_ps(e8m0(scales[b + 1]));
-    const __m512 lo0 = _mm512_permutexvar_ps(_mm512_and_si512(v0, low4), table);
-    const __m512 hi0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table);
-    const __m512 lo1 = _mm512_permutexvar_ps(_mm512_and_si512(v1, low4), table);
-    const __m512 hi1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table);
-    const float* xb = x + b * 32;
-    const __m512 p0 = _mm512_fmadd_ps(lo0, _mm512_loadu_ps(xb), _mm512_mul_ps(hi0, _mm512_loadu_ps(xb + 16)));
-    const __m512 p1 =
-        _mm512_fmadd_ps(lo1, _mm512_loadu_ps(xb + 32), _mm512_mul_ps(hi1, _mm512_loadu_ps(xb + 48)));
-    acc0 = _mm512_fmadd_ps(p0, s0, acc0);
-    acc1 = _mm512_fmadd_ps(p1, s1, acc1);
+  for (; b + 16 <= blocks; b += 16) {
+    _mm512_store_ps(scale_f, e8m0x16(scales + b));
+    for (int j = 0; j < 16; j += 2) {
+      block(b + j, scale_f[j], acc0);
+      block(b + j + 1, scale_f[j + 1], acc1);
+    }
   }
-  for (; b < blocks; ++b) {
-    const __m512i v0 =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
-    const __m512 lo0 = _mm512_permutexvar_ps(_mm512_and_si512(v0, low4), table);
-    const __m512 hi0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table);
-    const float* xb = x + b * 32;
-    const __m512 p0 = _mm512_fmadd_ps(lo0, _mm512_loadu_ps(xb), _mm512_mul_ps(hi0, _mm512_loadu_ps(xb + 16)));
-    acc0 = _mm512_fmadd_ps(p0, _mm512_set1_ps(e8m0(scales[b])), acc0);
-  }
+  for (; b < blocks; ++b) block(b, e8m0(scales[b]), acc0);
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// FP8 row: per scale block a vector partial sum, folded into the total with one FMA by the block
+// scale (no horizontal reduction per block).
+float fp8_dot(const WeightView& w, int64_t n, const float* x) {
+  const auto* r = static_cast<const uint8_t*>(row_ptr(w, n));
+  const float* scales = static_cast<const float*>(w.scales) + (n / w.block_rows) * fp8_scale_cols(w);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t k0 = 0, b = 0; k0 < w.cols; k0 += w.block_cols, ++b) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    __m512 acc0 = _mm512_setzero_ps();
+    __m512 acc1 = _mm512_setzero_ps();
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+      const __m512i b32 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + k)));
+      acc0 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_castsi512_si256(b32)), _mm512_loadu_ps(x + k), acc0);
+      acc1 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_extracti64x4_epi64(b32, 1)), _mm512_loadu_ps(x + k + 16),
+                             acc1);
+    }
+    for (; k < k1; k += 16) {
+      const __mmask16 m = tail_mask(k1 - k);
+      acc0 = _mm512_fmadd_ps(load_fp8(r + k, m), _mm512_maskz_loadu_ps(m, x + k), acc0);
+    }
+    total = _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(scales[b] * kFp8Unscale), total);
+  }
+  return _mm512_reduce_add_ps(total);
 }
 
 float row_dot(const WeightView& w, int64_t n, const float* x) {
   if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
-  const void* row = row_ptr(w, n);
-  if (w.format != WeightFormat::kFp8Block) return plain_dot(w, row, x, 0, w.cols);
-  float total = 0.0f;
-  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
-    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    total += plain_dot(w, row, x, k0, k1) * fp8_block_scale(w, n, k0);
-  }
-  return total;
+  if (w.format == WeightFormat::kFp8Block) return fp8_dot(w, n, x);
+  return plain_dot(w, row_ptr(w, n), x, 0, w.cols);
 }
 
 void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
@@ -192,7 +220,7 @@ void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len,
           continue;
         }
         v = _mm512_mul_ps(load_fp8(static_cast<const uint8_t*>(row) + k, m),
-                          _mm512_set1_ps(fp8_block_scale(w, n, k)));
+                          _mm512_set1_ps(fp8_block_scale(w, n, k) * kFp8Unscale));
         break;
       }
     }

@@ -1,0 +1,72 @@
+#pragma once
+// Shared by the op benchmarks: large weight matrices in every format, filled quickly with values
+// from a small table of normal samples (no NaN/Inf/denormal encodings that could skew timings).
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "day0/core/numeric.h"
+#include "day0/ops/tensor.h"
+
+namespace day0::bench {
+
+struct OwnedWeight {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> scales;
+  WeightView view;
+};
+
+inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1) {
+  OwnedWeight w;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  float table[4096];
+  for (float& v : table) v = normal(rng);
+  const auto n = static_cast<size_t>(rows * cols);
+  w.view.format = format;
+  w.view.rows = rows;
+  w.view.cols = cols;
+  switch (format) {
+    case WeightFormat::kF32:
+      w.data.resize(n * 4);
+      for (size_t i = 0; i < n; ++i) std::memcpy(w.data.data() + 4 * i, &table[(i * 7) & 4095], 4);
+      break;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+      w.data.resize(n * 2);
+      for (size_t i = 0; i < n; ++i) {
+        const float v = table[(i * 7) & 4095];
+        const uint16_t bits = format == WeightFormat::kBF16 ? f32_to_bf16(v) : f32_to_f16(v);
+        std::memcpy(w.data.data() + 2 * i, &bits, 2);
+      }
+      break;
+    case WeightFormat::kFp8Block: {
+      w.data.resize(n);
+      for (size_t i = 0; i < n; ++i) w.data[i] = static_cast<uint8_t>((i * 131 + (i >> 7)) % 0x7e);
+      const size_t s = static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128));
+      w.scales.resize(s * 4);
+      const float scale = 1e-3f;
+      for (size_t i = 0; i < s; ++i) std::memcpy(w.scales.data() + 4 * i, &scale, 4);
+      break;
+    }
+    case WeightFormat::kMxfp4:
+      w.data.resize(n / 2);
+      for (size_t i = 0; i < n / 2; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));
+      w.scales.assign(static_cast<size_t>(rows * (cols / 32)), 120);
+      break;
+  }
+  w.view.data = w.data.data();
+  w.view.scales = w.scales.empty() ? nullptr : w.scales.data();
+  return w;
+}
+
+inline std::vector<float> make_activations(int64_t n, uint64_t seed = 2) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+}  // namespace day0::bench

@@ -1,0 +1,63 @@
+// Decode GEMV (M = 1) per weight format on the cpu backend: GB/s of weight bytes streamed (data +
+// scales) and that figure as a fraction of the read bandwidth measured here, now, with the same
+// thread count (goal >= 0.8 on 2 threads for BF16, FP8 and MXFP4). Args: format, threads.
+#include <map>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_weights.h"
+#include "day0/backends/backend.h"
+#include "day0/backends/cpu/machine_limits.h"
+
+namespace {
+
+constexpr int64_t kK = 4096;
+constexpr uint64_t kWeightBytes = uint64_t{96} << 20;  // well past the last-level cache
+
+double read_bandwidth(int threads) {
+  static std::map<int, double> measured;
+  auto it = measured.find(threads);
+  if (it != measured.end()) return it->second;
+  day0::ThreadPool pool(threads);
+  day0::BandwidthProbe probe(size_t{256} << 20);
+  return measured[threads] = probe.read_gbps(pool, 5);
+}
+
+// Weight bytes per case: range(2) = 0 streams kWeightBytes from DRAM; 1 keeps 1 MiB in cache to show
+// the kernel's compute ceiling (what it could stream if memory were infinitely fast).
+void BM_Gemv(benchmark::State& state) {
+  const auto format = day0::kAllWeightFormats[state.range(0)];
+  const int threads = static_cast<int>(state.range(1));
+  const uint64_t weight_bytes = state.range(2) == 0 ? kWeightBytes : (uint64_t{1} << 20);
+  const double bits = format == day0::WeightFormat::kF32        ? 32
+                      : format == day0::WeightFormat::kFp8Block ? 8
+                      : format == day0::WeightFormat::kMxfp4    ? 4
+                                                                : 16;
+  const auto n = static_cast<int64_t>(static_cast<double>(weight_bytes) * 8 / bits / kK);
+  const auto w = day0::bench::make_weight(format, n, kK);
+  const auto x = day0::bench::make_activations(kK);
+  std::vector<float> y(static_cast<size_t>(n));
+  day0::BackendOptions opts;
+  opts.n_threads = threads;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  const double bw = read_bandwidth(threads);
+  for (auto _ : state) {
+    be->matmul({.x = {x.data(), 1, kK}, .w = w.view, .y = {y.data(), 1, n}});
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(w.view.data_bytes() + w.view.scale_bytes());
+  state.SetLabel(day0::weight_format_name(format));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(bytes / 1e9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["read_bw_GB/s"] = bw;
+}
+BENCHMARK(BM_Gemv)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
+
+}  // namespace
+
+BENCHMARK_MAIN();

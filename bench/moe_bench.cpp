@@ -1,0 +1,78 @@
+// One MoE layer on the cpu backend: router matmul, DeepSeek-style sigmoid top-8 of 256 experts, and
+// the routed experts (hidden 1024, expert width 512, BF16 and FP8 weights) at batch 1 and 64.
+// Reports tokens/s and GB/s of the expert weights the batch actually touched. Args: format, batch.
+#include <set>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_weights.h"
+#include "day0/backends/backend.h"
+
+namespace {
+
+constexpr int64_t kExperts = 256;
+constexpr int64_t kTopK = 8;
+constexpr int64_t kHidden = 1024;
+constexpr int64_t kInter = 512;
+
+void BM_MoeLayer(benchmark::State& state) {
+  const auto format = state.range(0) == 0 ? day0::WeightFormat::kBF16 : day0::WeightFormat::kFp8Block;
+  const int64_t batch = state.range(1);
+  std::vector<day0::bench::OwnedWeight> store;
+  store.reserve(3 * kExperts + 1);
+  std::vector<day0::ExpertWeights> experts(kExperts);
+  for (int64_t e = 0; e < kExperts; ++e) {
+    store.push_back(day0::bench::make_weight(format, kInter, kHidden, 3 * e));
+    experts[static_cast<size_t>(e)].gate = store.back().view;
+    store.push_back(day0::bench::make_weight(format, kInter, kHidden, 3 * e + 1));
+    experts[static_cast<size_t>(e)].up = store.back().view;
+    store.push_back(day0::bench::make_weight(format, kHidden, kInter, 3 * e + 2));
+    experts[static_cast<size_t>(e)].down = store.back().view;
+  }
+  store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kExperts, kHidden, 9999));
+  const day0::WeightView router = store.back().view;
+  const auto bias = day0::bench::make_activations(kExperts, 5);
+  const auto x = day0::bench::make_activations(batch * kHidden, 6);
+  std::vector<float> logits(static_cast<size_t>(batch * kExperts));
+  std::vector<int32_t> ids(static_cast<size_t>(batch * kTopK));
+  std::vector<float> weights(ids.size());
+  std::vector<float> out(static_cast<size_t>(batch * kHidden));
+  day0::BackendOptions opts;
+  opts.n_threads = 2;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  double touched_bytes = 0;
+  for (auto _ : state) {
+    be->matmul({.x = {x.data(), batch, kHidden}, .w = router, .y = {logits.data(), batch, kExperts}});
+    be->moe_router({.logits = {logits.data(), batch, kExperts},
+                    .correction_bias = bias,
+                    .scoring = day0::RouterScoring::kSigmoid,
+                    .method = day0::TopkMethod::kNoauxTc,
+                    .top_k = kTopK,
+                    .n_group = 8,
+                    .topk_group = 4,
+                    .norm_topk_prob = true,
+                    .renorm_eps = 1e-20f,
+                    .routed_scaling_factor = 2.5f,
+                    .expert_ids = {ids.data(), batch, kTopK},
+                    .expert_weights = {weights.data(), batch, kTopK}});
+    be->moe_experts({.x = {x.data(), batch, kHidden},
+                     .expert_ids = {ids.data(), batch, kTopK},
+                     .expert_weights = {weights.data(), batch, kTopK},
+                     .experts = experts,
+                     .out = {out.data(), batch, kHidden}});
+    benchmark::DoNotOptimize(out.data());
+    const std::set<int32_t> unique(ids.begin(), ids.end());
+    const auto& ew = experts[0];
+    touched_bytes += static_cast<double>(unique.size()) *
+                     static_cast<double>(ew.gate.data_bytes() + ew.up.data_bytes() + ew.down.data_bytes());
+  }
+  state.SetLabel(day0::weight_format_name(format));
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 64}})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,107 @@
+#include "day0/backends/cpu/machine_limits.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "day0/backends/cpu/simd_level.h"
+
+namespace day0 {
+
+// Register-only loops in peak_avx512.cpp / peak_avx2.cpp; they return the FLOPs done.
+double fma_loop_avx512(int64_t iterations);
+double bf16_loop_avx512(int64_t iterations);
+double fma_loop_avx2(int64_t iterations);
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+double timed_gbps(F pass, int passes) {
+  double best = 0;
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = Clock::now();
+    const size_t bytes = pass();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  return best;
+}
+
+template <typename F>
+double peak(ThreadPool& pool, F loop) {
+  constexpr int64_t kIterations = 20'000'000;
+  loop(1000);  // warm up the units
+  std::vector<double> flops(static_cast<size_t>(pool.size()));
+  const auto t0 = Clock::now();
+  pool.run([&](int t) { flops[static_cast<size_t>(t)] = loop(kIterations); });
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double total = 0;
+  for (double f : flops) total += f;
+  return total / s / 1e9;
+}
+}  // namespace
+
+BandwidthProbe::BandwidthProbe(size_t bytes_per_array)
+    : a_(bytes_per_array / sizeof(double), 1.0), b_(a_.size(), 2.0), c_(a_.size(), 0.5) {}
+
+size_t BandwidthProbe::read_pass(ThreadPool& pool) {
+  std::vector<double> partial(static_cast<size_t>(pool.size()), 0.0);
+  const auto n = static_cast<int64_t>(a_.size());
+  pool.run([&](int t) {
+    const int64_t begin = n * t / pool.size();
+    const int64_t end = n * (t + 1) / pool.size();
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+      s0 += a_[static_cast<size_t>(i)];
+      s1 += a_[static_cast<size_t>(i + 1)];
+      s2 += a_[static_cast<size_t>(i + 2)];
+      s3 += a_[static_cast<size_t>(i + 3)];
+    }
+    for (; i < end; ++i) s0 += a_[static_cast<size_t>(i)];
+    partial[static_cast<size_t>(t)] = s0 + s1 + s2 + s3;
+  });
+  double total = 0;
+  for (double p : partial) total += p;
+  sink_ = total;
+  return a_.size() * sizeof(double);
+}
+
+size_t BandwidthProbe::triad_pass(ThreadPool& pool) {
+  const auto n = static_cast<int64_t>(a_.size());
+  const double s = 3.0;
+  pool.run([&](int t) {
+    const int64_t begin = n * t / pool.size();
+    const int64_t end = n * (t + 1) / pool.size();
+    double* a = a_.data();
+    const double* b = b_.data();
+    const double* c = c_.data();
+    for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
+  });
+  return 3 * a_.size() * sizeof(double);
+}
+
+double BandwidthProbe::read_gbps(ThreadPool& pool, int passes) {
+  return timed_gbps([&] { return read_pass(pool); }, passes);
+}
+double BandwidthProbe::triad_gbps(ThreadPool& pool, int passes) {
+  return timed_gbps([&] { return triad_pass(pool); }, passes);
+}
+
+double measure_fma_peak_gflops(ThreadPool& pool) {
+  switch (detected_simd_level()) {
+    case SimdLevel::kAvx512:
+      return peak(pool, fma_loop_avx512);
+    case SimdLevel::kAvx2:
+      return peak(pool, fma_loop_avx2);
+    default:
+      return 0.0;
+  }
+}
+
+double measure_bf16_peak_gflops(ThreadPool& pool) {
+  return cpu_has_avx512_bf16() ? peak(pool, bf16_loop_avx512) : 0.0;
+}
+
+}  // namespace day0

@@ -1,0 +1,32 @@
+#pragma once
+// The machine limits every speed figure is stated against: measured memory bandwidth (STREAM-like
+// read and triad) and arithmetic peak (FP32 FMA, BF16 dot), measured with our own loops on a pool.
+#include <cstddef>
+#include <vector>
+
+#include "day0/backends/thread_pool.h"
+
+namespace day0 {
+
+// Buffers for the bandwidth loops, allocated and touched once (bytes per array, >> last-level cache).
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(size_t bytes_per_array);
+  // One pass; returns bytes moved. Reads `a` (read) or writes a = b + s c (triad: 3 arrays).
+  size_t read_pass(ThreadPool& pool);
+  size_t triad_pass(ThreadPool& pool);
+  // Best of `passes` passes, in GB/s (1e9 bytes / s).
+  double read_gbps(ThreadPool& pool, int passes);
+  double triad_gbps(ThreadPool& pool, int passes);
+
+ private:
+  std::vector<double> a_, b_, c_;
+  volatile double sink_ = 0;
+};
+
+// FLOP/s of a register-only FMA loop on every thread of the pool at the best SIMD level (FP32) and
+// with vdpbf16ps (BF16 dot; 0 when the CPU lacks AVX-512 BF16).
+double measure_fma_peak_gflops(ThreadPool& pool);
+double measure_bf16_peak_gflops(ThreadPool& pool);
+
+}  // namespace day0
