@@ -73,21 +73,22 @@ TEST(Differential, MlaBothFormsEveryFormat) {
       for (MlaForm form : {MlaForm::kNaive, MlaForm::kAbsorbed}) {
         const std::string name = fmt::format("{} {} T={} S={}", weight_format_name(format),
                                              form == MlaForm::kNaive ? "naive" : "absorbed", t, s);
-        diff.check("mla_attention", name, t, n_heads * d_v, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
-          be.mla_attention({.q = q.cview(),
-                            .c_kv = c_kv.cview(),
-                            .k_pe = k_pe.cview(),
-                            .w_kv_b = w.view(),
-                            .out = out.view(),
-                            .n_heads = n_heads,
-                            .d_nope = d_nope,
-                            .d_rope = d_rope,
-                            .d_v = d_v,
-                            .kv_lora_rank = rank,
-                            .q_pos0 = q_pos0,
-                            .scale = 0.2f,
-                            .form = form});
-        });
+        diff.check("mla_attention", name, t, n_heads * d_v, matmul_tolerance(format),
+                   [&](Backend& be, GuardedMatrix& out) {
+                     be.mla_attention({.q = q.cview(),
+                                       .c_kv = c_kv.cview(),
+                                       .k_pe = k_pe.cview(),
+                                       .w_kv_b = w.view(),
+                                       .out = out.view(),
+                                       .n_heads = n_heads,
+                                       .d_nope = d_nope,
+                                       .d_rope = d_rope,
+                                       .d_v = d_v,
+                                       .kv_lora_rank = rank,
+                                       .q_pos0 = q_pos0,
+                                       .scale = 0.2f,
+                                       .form = form});
+                   });
       }
     }
   }

@@ -29,7 +29,7 @@ TEST(Differential, MatmulEveryFormatAndShape) {
       for (int variant = 0; variant < 3; ++variant) {  // plain, + bias, accumulate into y
         const std::string name = fmt::format("{} T={} K={} N={}{}", weight_format_name(format), s.t, s.k, s.n,
                                              variant == 1 ? " +bias" : (variant == 2 ? " accumulate" : ""));
-        diff.check("matmul", name, s.t, s.n, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+        diff.check("matmul", name, s.t, s.n, matmul_tolerance(format), [&](Backend& be, GuardedMatrix& out) {
           if (variant == 2) out.fill_random(99);
           be.matmul({.x = x.cview(),
                      .w = w.view(),

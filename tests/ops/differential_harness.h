@@ -15,6 +15,13 @@ namespace day0::test {
 inline constexpr double kTolExact = 1e-10;  // elementwise, gathers
 inline constexpr double kTolFloat = 1e-8;   // float32 reductions (matmul, norms, attention)
 
+// The cpu backend's prefill GEMM for BF16 weights rounds activations to BF16 (vdpbf16ps): relative
+// error ~2^-9 per product, NMSE ~3e-6. Ops whose matmuls can take that path use this tolerance.
+inline constexpr double kTolBf16Activations = 2e-5;
+inline double matmul_tolerance(WeightFormat format) {
+  return format == WeightFormat::kBF16 ? kTolBf16Activations : kTolFloat;
+}
+
 using CaseFn = std::function<void(Backend& backend, GuardedMatrix& out)>;
 
 class Differential {

@@ -122,18 +122,19 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
       GuardedMatrix x(c.t, c.hidden);
       x.fill_random(6, 2.0f);
       const std::string name = fmt::format("{} {}", weight_format_name(format), c.name);
-      diff.check("moe_experts", name, c.t, c.hidden, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
-        if (c.accumulate) out.fill_random(8);
-        be.moe_experts({.x = x.cview(),
-                        .expert_ids = {ids.data(), c.t, c.top_k},
-                        .expert_weights = {weights.data(), c.t, c.top_k},
-                        .experts = experts,
-                        .layout = c.layout,
-                        .clamped = c.clamped,
-                        .input_scaling = c.input_scaling,
-                        .out = out.view(),
-                        .accumulate = c.accumulate});
-      });
+      diff.check("moe_experts", name, c.t, c.hidden, matmul_tolerance(format),
+                 [&](Backend& be, GuardedMatrix& out) {
+                   if (c.accumulate) out.fill_random(8);
+                   be.moe_experts({.x = x.cview(),
+                                   .expert_ids = {ids.data(), c.t, c.top_k},
+                                   .expert_weights = {weights.data(), c.t, c.top_k},
+                                   .experts = experts,
+                                   .layout = c.layout,
+                                   .clamped = c.clamped,
+                                   .input_scaling = c.input_scaling,
+                                   .out = out.view(),
+                                   .accumulate = c.accumulate});
+                 });
     }
   }
   diff.finish();

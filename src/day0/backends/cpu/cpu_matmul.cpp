@@ -89,6 +89,59 @@ void gemm(const Context& c, const MatmulArgs& a) {
   }
 }
 
+// BF16 weights with vdpbf16ps: activations rounded to BF16 once per call (what a BF16 model computes
+// with anyway), weight panels packed as BF16 pairs, twice the FP32 FMA rate.
+void gemm_bf16(const Context& c, const MatmulArgs& a) {
+  const int64_t t_rows = a.x.rows;
+  const int64_t n_rows = a.w.rows;
+  const int64_t k_total = a.w.cols;
+  const int64_t k_pairs = (k_total + 1) / 2;
+  const int64_t panels = (n_rows + kNr - 1) / kNr;
+  std::vector<uint32_t> x_pairs(static_cast<size_t>(t_rows * k_pairs), 0u);
+  c.pool.parallel_for(t_rows, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      c.k.to_bf16(a.x.row(t), k_total, reinterpret_cast<uint16_t*>(x_pairs.data() + t * k_pairs));
+    }
+  });
+  const auto* w = static_cast<const uint16_t*>(a.w.data);
+  std::vector<std::vector<uint32_t>> scratch(static_cast<size_t>(c.pool.size()));
+  for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k_total - k0);
+    const int64_t kp = (kc + 1) / 2;
+    const bool accumulate = k0 > 0 || a.accumulate;
+    c.pool.run([&](int tid) {
+      const int64_t p_begin = panels * tid / c.pool.size();
+      const int64_t p_end = panels * (tid + 1) / c.pool.size();
+      auto& packed = scratch[static_cast<size_t>(tid)];
+      packed.resize(static_cast<size_t>(kKc / 2 * kNr));
+      auto* packed16 = reinterpret_cast<uint16_t*>(packed.data());
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t n0 = p * kNr;
+        const int64_t nr = std::min(kNr, n_rows - n0);
+        // packed[pair][j] = (W[n0 + j, k0 + 2 pair], W[n0 + j, k0 + 2 pair + 1]); zero padding.
+        for (int64_t j = 0; j < kNr; ++j) {
+          const uint16_t* row = j < nr ? w + (n0 + j) * k_total + k0 : nullptr;
+          for (int64_t kk = 0; kk < 2 * kp; ++kk) {
+            packed16[((kk / 2) * kNr + j) * 2 + (kk % 2)] =
+                (row != nullptr && kk < kc) ? row[kk] : uint16_t{0};
+          }
+        }
+        for (int64_t m0 = 0; m0 < t_rows; m0 += kMr) {
+          const int64_t mr = std::min(kMr, t_rows - m0);
+          c.k.gemm_tile_bf16(mr, nr, kp, x_pairs.data() + m0 * k_pairs + k0 / 2, k_pairs, packed.data(),
+                             a.y.row(m0) + n0, a.y.stride, accumulate);
+        }
+      }
+    });
+  }
+  if (a.bias != nullptr) {
+    for (int64_t t = 0; t < t_rows; ++t) {
+      float* y = a.y.row(t);
+      for (int64_t n = 0; n < n_rows; ++n) y[n] += a.bias[n];
+    }
+  }
+}
+
 }  // namespace
 
 void matmul(const Context& c, const MatmulArgs& a) {
@@ -103,6 +156,8 @@ void matmul(const Context& c, const MatmulArgs& a) {
   }
   if (a.x.rows <= kGemvMaxRows) {
     gemv(c, a);
+  } else if (a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
+    gemm_bf16(c, a);
   } else {
     gemm(c, a);
   }

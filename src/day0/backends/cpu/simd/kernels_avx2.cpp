@@ -235,11 +235,15 @@ float exp_sum_avx2(float* s, int64_t n, float shift) {
   return total;
 }
 
+void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
 }  // namespace
 
 const SimdKernels& avx2_kernels() {
-  static const SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2, gemm_tile_avx2,
-                             dot_avx2,         axpy_avx2,     scale_avx2,       exp_sum_avx2};
+  static const SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2, gemm_tile_avx2, dot_avx2,
+                             axpy_avx2,        scale_avx2,    nullptr,          to_bf16_avx2,   exp_sum_avx2};
   return k;
 }
 

@@ -333,11 +333,80 @@ float exp_sum_avx512(float* s, int64_t n, float shift) {
   return _mm512_reduce_add_ps(acc);
 }
 
+template <int MR>
+void gemm_bf16_fixed(int64_t nr, int64_t kp, const uint32_t* a, int64_t lda, const uint32_t* b, float* c,
+                     int64_t ldc, bool accumulate) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kNr + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + p]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+    }
+  }
+  const __mmask16 m0 = tail_mask(nr);
+  const __mmask16 m1 = nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(m0, ci));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+    _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+  }
+}
+
+void gemm_tile_bf16_avx512(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, int64_t lda,
+                           const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  switch (mr) {
+    case 6:
+      return gemm_bf16_fixed<6>(nr, kp, a, lda, b, c, ldc, accumulate);
+    case 5:
+      return gemm_bf16_fixed<5>(nr, kp, a, lda, b, c, ldc, accumulate);
+    case 4:
+      return gemm_bf16_fixed<4>(nr, kp, a, lda, b, c, ldc, accumulate);
+    case 3:
+      return gemm_bf16_fixed<3>(nr, kp, a, lda, b, c, ldc, accumulate);
+    case 2:
+      return gemm_bf16_fixed<2>(nr, kp, a, lda, b, c, ldc, accumulate);
+    default:
+      return gemm_bf16_fixed<1>(nr, kp, a, lda, b, c, ldc, accumulate);
+  }
+}
+
+void to_bf16_portable(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+// Round to nearest even like f32_to_bf16 (vcvtneps2bf16 does the same for finite values).
+void to_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)h);
+  }
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
 }  // namespace
 
 const SimdKernels& avx512_kernels() {
-  static const SimdKernels k{SimdLevel::kAvx512, dot_rows_avx512, dequant_row_avx512, gemm_tile_avx512,
-                             dot_avx512,         axpy_avx512,     scale_avx512,       exp_sum_avx512};
+  // vdpbf16ps / vcvtneps2bf16 need AVX-512 BF16 on top of the base AVX-512 of this level.
+  const bool has_bf16 = cpu_has_avx512_bf16();
+  static const SimdKernels k{SimdLevel::kAvx512,
+                             dot_rows_avx512,
+                             dequant_row_avx512,
+                             gemm_tile_avx512,
+                             dot_avx512,
+                             axpy_avx512,
+                             scale_avx512,
+                             has_bf16 ? gemm_tile_bf16_avx512 : nullptr,
+                             has_bf16 ? to_bf16_avx512 : to_bf16_portable,
+                             exp_sum_avx512};
   return k;
 }
 

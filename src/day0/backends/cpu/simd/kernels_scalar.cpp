@@ -4,6 +4,7 @@
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
 #include "day0/core/error.h"
+#include "day0/core/numeric.h"
 
 namespace day0::cpu {
 
@@ -68,11 +69,16 @@ float exp_sum_scalar(float* s, int64_t n, float shift) {
   return total;
 }
 
+void to_bf16_scalar(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
 }  // namespace
 
 const SimdKernels& scalar_kernels() {
   static const SimdKernels k{SimdLevel::kScalar, dot_rows_scalar, dequant_row_scalar, gemm_tile_scalar,
-                             dot_scalar,         axpy_scalar,     scale_scalar,       exp_sum_scalar};
+                             dot_scalar,         axpy_scalar,     scale_scalar,       nullptr,
+                             to_bf16_scalar,     exp_sum_scalar};
   return k;
 }
 

@@ -30,6 +30,13 @@ struct SimdKernels {
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
   void (*scale)(float alpha, float* y, int64_t n);                 // y *= alpha
+  // BF16 GEMM tile with vdpbf16ps (null where the CPU lacks AVX-512 BF16): C[i, j] (+)= sum over
+  // pairs p < kp of a[i][p] . b[p][j], where a rows hold kp pairs of BF16 (x rounded to BF16, row
+  // stride lda pairs) and b is packed [kp][kNr] pairs of BF16 weights.
+  void (*gemm_tile_bf16)(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, int64_t lda,
+                         const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+  // out[i] = bf16(x[i]) round to nearest even, i < n.
+  void (*to_bf16)(const float* x, int64_t n, uint16_t* out);
   // s[i] = exp(s[i] - shift) (shift >= every s[i], e.g. the row max); returns the sum.
   float (*exp_sum)(float* s, int64_t n, float shift);
 };
