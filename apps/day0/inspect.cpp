@@ -65,7 +65,12 @@ std::string count_row(int64_t v) {
 std::string attrs_text(const OpSpec& op) {
   std::string out;
   for (const auto& [key, value] : op.attrs) {
-    if (key == "scale" || key == "eps") continue;  // in the header lines already
+    // Shown in the header lines already (the JSON keeps every attribute).
+    if (key == "scale" || key == "eps" || key == "n_experts" || key == "top_k" ||
+        key == "routed_scaling_factor" || key == "renormalize" || key == "kv_lora_rank" ||
+        key == "rope_dim" || (key == "groups" && op.name != "attention")) {
+      continue;
+    }
     if (!out.empty()) out += " ";
     out += key + "=" + value;
   }

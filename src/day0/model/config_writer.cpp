@@ -7,13 +7,14 @@
 
 namespace day0 {
 
-nlohmann::json to_hf_config(const ModelSpec& spec) {
+nlohmann::json to_hf_config(const ModelSpec& spec, const HfConfigOptions& options) {
   const Status valid = validate_model_spec(spec);
   D0_CHECK_MSG(valid.is_ok(), "to_hf_config on an invalid spec: " + valid.to_string());
   const FamilyInfo& info = family_info(spec.family);
   nlohmann::json text = nlohmann::json::object();
   write_core(spec, text);
   info.write(spec, text);
+  if (options.native_model_type && !spec.multimodal_wrapper) text["model_type"] = info.model_types.front();
   if (!spec.multimodal_wrapper) return text;
   // Llama4ForConditionalGeneration: the text model nests under text_config; transformers builds a
   // default vision tower from an absent vision_config.

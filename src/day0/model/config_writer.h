@@ -9,6 +9,13 @@
 
 namespace day0 {
 
-nlohmann::json to_hf_config(const ModelSpec& spec);
+struct HfConfigOptions {
+  // Write the model_type transformers knows natively for the family (Kimi K2's "kimi_k2" becomes
+  // "deepseek_v3") so AutoConfig loads the file without remote code. Parsing it back then gives a
+  // spec that differs only in model_type.
+  bool native_model_type = false;
+};
+
+nlohmann::json to_hf_config(const ModelSpec& spec, const HfConfigOptions& options = {});
 
 }  // namespace day0

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include "day0/core/checked_math.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
@@ -46,8 +47,11 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, int element_bits) {
 std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const ParamCounts& counts) {
   std::vector<WeightMemoryRow> rows;
   const auto total = static_cast<uint64_t>(counts.total);
-  rows.push_back({"FP32", 32, total * 4});
-  rows.push_back({"BF16", 16, total * 2});
+  // Saturate rather than wrap for absurd (but int64-representable) parameter counts.
+  const uint64_t fp32 = checked_mul(total, uint64_t{4}).value_or(UINT64_MAX);
+  const uint64_t bf16 = checked_mul(total, uint64_t{2}).value_or(UINT64_MAX);
+  rows.push_back({"FP32", 32, fp32});
+  rows.push_back({"BF16", 16, bf16});
   rows.push_back({"FP8", 8, total});
   rows.push_back({"INT8", 8, total});
   rows.push_back({"INT4", 4, (total + 1) / 2});
