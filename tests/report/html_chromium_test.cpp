@@ -2,6 +2,8 @@
 // renders must carry the same verdicts as report.json.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -52,8 +54,9 @@ TEST(HtmlInChromium, RendersChecklistWithReportVerdicts) {
                0.2,
                {{"layers", {{{"layer", 0}, {"cosine", 1.0}, {"max_abs_err", 1e-7}}}}}}};
   r.verdict = overall_verdict(r.stages, {});
-  const auto dir = std::filesystem::temp_directory_path() / "day0_chromium_test";
-  std::filesystem::remove_all(dir);
+  std::string templ = (std::filesystem::temp_directory_path() / "day0_chromium_XXXXXX").string();
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::filesystem::path dir = templ;
   ASSERT_TRUE(write_report_files(r, dir.string()).is_ok());
   const std::string flags =
       " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
@@ -88,7 +91,8 @@ TEST(HtmlInChromium, RendersChecklistWithReportVerdicts) {
   char magic[4] = {};
   png_in.read(magic, 4);
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
-  std::filesystem::remove_all(dir);
+  std::error_code ignored;  // chromium may still be tearing its profile down
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace
