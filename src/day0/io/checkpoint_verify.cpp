@@ -240,8 +240,16 @@ class Verifier {
                           layer, n_layers - 1);
       }
       if (options_.allow_extra) why += "; allowed by --allow-extra";
-      add({"structure", "extra_tensor", !options_.allow_extra, layout_.shards[loc.shard], name, "absent",
-           describe(loc.entry->dtype, loc.entry->shape), why});
+      Finding f{"structure",
+                "extra_tensor",
+                !options_.allow_extra,
+                layout_.shards[loc.shard],
+                name,
+                "absent",
+                describe(loc.entry->dtype, loc.entry->shape),
+                why};
+      f.layer = layer;
+      add(std::move(f));
     }
   }
 

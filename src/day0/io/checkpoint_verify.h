@@ -38,6 +38,7 @@ struct Finding {
   std::string expected;
   std::string found;
   std::string message;
+  int64_t layer = -1;  // decoder layer of the tensor when its name has one (groups extras in reports)
 };
 
 struct ShardReport {

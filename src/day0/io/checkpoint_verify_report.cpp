@@ -1,6 +1,8 @@
 // Rendering of a VerifyReport: JSON for machines, aligned tables for people.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -95,10 +97,29 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
                        report.findings.size() - static_cast<size_t>(failed) == 1 ? "" : "s");
     std::map<std::string, size_t> shown;
     std::map<std::string, size_t> hidden;
+    // Extra tensors of one layer past the model's last (MTP modules hold hundreds) read best as one line.
+    std::map<std::pair<bool, int64_t>, std::vector<const Finding*>> extra_layers;
+    for (const auto& f : report.findings) {
+      if (f.kind == "extra_tensor" && f.layer >= 0) extra_layers[{f.failed, f.layer}].push_back(&f);
+    }
+    auto grouped = [&](const Finding& f) {
+      const auto it = extra_layers.find({f.failed, f.layer});
+      return f.kind == "extra_tensor" && f.layer >= 0 && it != extra_layers.end() && it->second.size() > 1;
+    };
     // Failures first, then notes; each kind listed up to max_listed times.
     for (const bool want_failed : {true, false}) {
       for (const auto& f : report.findings) {
         if (f.failed != want_failed) continue;
+        if (grouped(f)) {
+          const auto& group = extra_layers[{f.failed, f.layer}];
+          if (group.front() != &f) continue;
+          std::set<std::string> shards;
+          for (const Finding* g : group) shards.insert(g->shard);
+          out += fmt::format("  {}  {:<20} layer {}: {} tensors ('{}', ...) in {}: {}\n",
+                             f.failed ? "FAIL" : "note", f.kind, f.layer, group.size(), f.tensor,
+                             fmt::join(shards, ", "), f.message);
+          continue;
+        }
         if (shown[f.kind]++ < max_listed) {
           out += finding_line(f) + "\n";
         } else {
