@@ -133,8 +133,8 @@ class Verifier {
       }
       add({"structure", "truncated_shard", true, name, cut.front(),
            fmt::format("{} bytes", header->expected_file_size), fmt::format("{} bytes", sr.file_size),
-           fmt::format("file ends {} bytes early; {} tensor(s) cut, first '{}'",
-                       header->expected_file_size - sr.file_size, cut.size(), cut.front())});
+           fmt::format("file ends {} bytes early; {} tensor(s) cut from this one on",
+                       header->expected_file_size - sr.file_size, cut.size())});
     }
     opened_[i].map = std::move(map).value();
     opened_[i].header = std::move(header).value();

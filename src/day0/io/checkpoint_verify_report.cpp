@@ -54,7 +54,8 @@ nlohmann::json verify_report_json(const VerifyReport& report) {
                         {"tensor", f.tensor},
                         {"expected", f.expected},
                         {"found", f.found},
-                        {"message", f.message}});
+                        {"message", f.message},
+                        {"layer", f.layer}});
   }
   nlohmann::json out = {{"dir", report.dir},
                         {"ok", report.ok()},
