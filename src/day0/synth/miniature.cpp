@@ -1,0 +1,147 @@
+#include "day0/synth/miniature.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "day0/model/config_parser.h"
+#include "day0/model/config_writer.h"
+
+namespace day0 {
+
+namespace {
+
+int64_t or_default(int64_t value, int64_t fallback) {
+  return value > 0 ? value : fallback;
+}
+
+// Layer pattern: a leading run of dense layers (DeepSeek, GLM, Kimi) shrinks to one dense layer,
+// then the pattern continues from the first MoE layer, so periodic patterns (sliding/full,
+// NoPE every 4th, MoE every 2nd) survive in the first few layers.
+std::vector<LayerSpec> shrink_layers(const std::vector<LayerSpec>& full, int64_t n) {
+  size_t dense_prefix = 0;
+  while (dense_prefix < full.size() && !full[dense_prefix].moe) ++dense_prefix;
+  std::vector<LayerSpec> out;
+  size_t start = 0;
+  if (dense_prefix > 0 && dense_prefix < full.size()) {
+    out.push_back(full[0]);
+    start = dense_prefix;
+  }
+  const size_t period = full.size() - start;
+  for (size_t i = 0; static_cast<int64_t>(out.size()) < n; ++i) out.push_back(full[start + i % period]);
+  return out;
+}
+
+}  // namespace
+
+Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOptions& o) {
+  for (int64_t v : {o.layers, o.hidden, o.heads, o.head_dim, o.intermediate, o.experts, o.experts_per_token,
+                    o.expert_intermediate, o.vocab, o.window}) {
+    if (v < 0 || v > (int64_t{1} << 24))
+      return invalid_argument(fmt::format("miniature size {} is out of range", v));
+  }
+  ModelSpec m = full;
+  // Kimi K2 declares model_type "kimi_k2", which transformers builds only with the release's remote
+  // code; its architecture is DeepseekV3ForCausalLM, so the miniature says deepseek_v3 and loads as is.
+  if (m.model_type == "kimi_k2") m.model_type = "deepseek_v3";
+  const int64_t hidden = or_default(o.hidden, 64);
+  const int64_t dense_width = or_default(o.intermediate, 128);
+  const int64_t expert_width = or_default(o.expert_intermediate, 64);
+  const int64_t window = or_default(o.window, 16);
+  m.hidden_size = hidden;
+  m.vocab_size = or_default(o.vocab, 256);
+
+  // Layers.
+  const bool has_dense_prefix =
+      full.moe && !full.layers.empty() && !full.layers[0].moe &&
+      std::any_of(full.layers.begin(), full.layers.end(), [](auto& l) { return l.moe; });
+  const int64_t n_layers = or_default(o.layers, 4);
+  if (has_dense_prefix && n_layers < 2) {
+    return invalid_argument("--layers must be at least 2 to keep one dense layer before the MoE layers");
+  }
+  m.layers = shrink_layers(full.layers, n_layers);
+  m.n_layers = n_layers;
+  if (full.sliding_window > 0) m.sliding_window = std::min(full.sliding_window, window);
+  if (full.attention_chunk_size > 0) m.attention_chunk_size = std::min(full.attention_chunk_size, window);
+
+  // Attention.
+  m.n_heads = or_default(o.heads, 4);
+  if (full.n_kv_heads == full.n_heads) {
+    m.n_kv_heads = m.n_heads;
+  } else if (full.n_kv_heads == 1) {
+    m.n_kv_heads = 1;
+  } else {
+    m.n_kv_heads = m.n_heads % 2 == 0 ? 2 : 1;  // stay grouped
+  }
+  if (full.mla) {
+    MlaSpec mla;
+    mla.q_lora_rank = full.mla->q_lora_rank > 0 ? 48 : 0;
+    mla.kv_lora_rank = 32;
+    mla.qk_nope_head_dim = 16;
+    mla.qk_rope_head_dim = 8;
+    mla.v_head_dim = 16;
+    m.mla = mla;
+    m.head_dim = mla.qk_rope_head_dim;
+    m.n_kv_heads = m.n_heads;
+  } else {
+    m.head_dim = or_default(o.head_dim, 16);
+  }
+
+  // FFN widths: the config's intermediate_size is the expert width in families that share the key.
+  const bool shared_key = full.moe && full.intermediate_size == full.moe->expert_intermediate;
+  m.intermediate_size = shared_key ? expert_width : dense_width;
+  for (size_t n = 0; n < m.layers.size(); ++n) {
+    LayerSpec& layer = m.layers[n];
+    if (layer.mask == AttentionMask::kSliding) layer.window = m.sliding_window;
+    if (layer.mask == AttentionMask::kChunked) layer.window = m.attention_chunk_size;
+    if (layer.moe || layer.dense_intermediate == 0) {
+      layer.dense_intermediate = 0;
+    } else {
+      layer.dense_intermediate =
+          layer.dense_intermediate == full.intermediate_size ? m.intermediate_size : dense_width;
+    }
+  }
+
+  if (full.moe) {
+    const MoeSpec& fm = *full.moe;
+    MoeSpec& mm = *m.moe;
+    const bool grouped = fm.n_group > 1;
+    mm.n_experts = std::min(or_default(o.experts, grouped ? 16 : 8), std::max<int64_t>(fm.n_experts, 2));
+    mm.experts_per_token = o.experts_per_token > 0
+                               ? std::min(o.experts_per_token, mm.n_experts)
+                               : std::min(std::max<int64_t>(1, mm.n_experts / 4), fm.experts_per_token);
+    if (grouped) {
+      // Group-limited top-k scores groups by their top-2 experts: keep >= 2 experts a group.
+      int64_t groups = std::min<int64_t>(fm.n_group, 4);
+      while (groups > 1 && (mm.n_experts % groups != 0 || mm.n_experts / groups < 2)) --groups;
+      mm.n_group = groups;
+      mm.topk_group = std::clamp<int64_t>(std::min(fm.topk_group, groups / 2), 1, groups);
+      const int64_t reachable = mm.topk_group * (mm.n_experts / groups);
+      mm.experts_per_token = std::min(mm.experts_per_token, reachable);
+    }
+    mm.expert_intermediate = expert_width;
+    if (fm.shared_intermediate > 0) {
+      const bool multiple =
+          fm.expert_intermediate > 0 && fm.shared_intermediate % fm.expert_intermediate == 0;
+      mm.shared_intermediate =
+          multiple ? expert_width * (fm.shared_intermediate / fm.expert_intermediate) : expert_width;
+    }
+  }
+  if (m.weights.format == WeightFormat::kMxfp4 &&
+      (m.hidden_size % 32 != 0 || (m.moe && m.moe->expert_intermediate % 32 != 0))) {
+    return invalid_argument("MXFP4 experts need --hidden and --expert-intermediate to be multiples of 32");
+  }
+  m.attention_scale = derive_attention_scale(m);
+  D0_RETURN_IF_ERROR(validate_model_spec(m).with_context("miniature"));
+
+  // Canonical form: what config.json written from it parses back to.
+  const auto config = to_hf_config(m);
+  D0_ASSIGN_OR_RETURN(ModelSpec canonical, parse_model_config(config, "miniature config.json"));
+  if (!(canonical == m)) {
+    return internal_error("miniature of " + full.model_type +
+                          " does not survive its own config.json round trip");
+  }
+  return canonical;
+}
+
+}  // namespace day0

@@ -1,0 +1,301 @@
+#include "day0/synth/synth_checkpoint.h"
+
+#include <stdlib.h>
+
+#include <cstring>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "day0/core/checked_math.h"
+#include "day0/core/numeric.h"
+#include "day0/io/checkpoint.h"
+#include "day0/io/hash_manifest.h"
+#include "day0/io/quantize.h"
+#include "day0/io/safetensors_writer.h"
+#include "day0/io/sha256.h"
+#include "day0/model/config_writer.h"
+#include "day0/synth/weight_init.h"
+
+namespace day0 {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+bool is_norm(const TensorSpec& t) {
+  return t.role == TensorRole::kNorm;
+}
+
+// Both tensors of a quantized pair (FP8 weight + scale_inv, MXFP4 blocks + scales) come from one
+// quantization; whichever fill runs first computes it, the second takes the rest.
+struct QuantizedPair {
+  std::once_flag once;
+  std::vector<uint8_t> values;
+  std::vector<uint8_t> scale_bytes;
+};
+
+template <typename T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+Status copy_into(std::span<uint8_t> out, const std::vector<uint8_t>& bytes, const std::string& name) {
+  if (out.size() != bytes.size()) {
+    return internal_error(
+        fmt::format("synth: tensor {} expects {} bytes, produced {}", name, out.size(), bytes.size()));
+  }
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return Status::ok();
+}
+
+// Plain tensors: N(0, std^2) (norms: 1) in the tensor's dtype.
+PendingTensor plain_tensor(const TensorSpec& t, uint64_t seed, float stddev) {
+  PendingTensor p{t.name, t.dtype, t.shape, nullptr};
+  p.fill = [t, seed, stddev](std::span<uint8_t> out) -> Status {
+    const size_t n = static_cast<size_t>(checked_product(t.shape).value_or(0));
+    std::vector<float> v = is_norm(t) ? std::vector<float>(n, 1.0f) : normal_values(seed, t.name, n, stddev);
+    std::vector<uint8_t> bytes;
+    switch (t.dtype) {
+      case DType::kF32:
+        bytes = as_bytes(v);
+        break;
+      case DType::kBF16: {
+        std::vector<uint16_t> h(n);
+        for (size_t i = 0; i < n; ++i) h[i] = f32_to_bf16(v[i]);
+        bytes = as_bytes(h);
+        break;
+      }
+      case DType::kF16: {
+        std::vector<uint16_t> h(n);
+        for (size_t i = 0; i < n; ++i) h[i] = f32_to_f16(v[i]);
+        bytes = as_bytes(h);
+        break;
+      }
+      default:
+        return unsupported(fmt::format("synth: no generator for {} tensor {}", dtype_name(t.dtype), t.name));
+    }
+    return copy_into(out, bytes, t.name);
+  };
+  return p;
+}
+
+void add_fp8_pair(const TensorSpec& w, const TensorSpec& s, const ModelSpec& spec, uint64_t seed,
+                  float stddev, std::vector<PendingTensor>& out) {
+  auto pair = std::make_shared<QuantizedPair>();
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  const int64_t br = spec.weights.block_rows, bc = spec.weights.block_cols;
+  const bool pow2 = spec.weights.ue8m0_scales;
+  auto compute = [pair, rows, cols, br, bc, pow2, seed, stddev, name = w.name] {
+    std::call_once(pair->once, [&] {
+      const auto values = normal_values(seed, name, static_cast<size_t>(rows * cols), stddev);
+      auto q = quantize_fp8_block(values, rows, cols, br, bc, pow2);
+      pair->values = std::move(q.values);
+      pair->scale_bytes = as_bytes(q.scale_inv);
+    });
+  };
+  PendingTensor pw{w.name, w.dtype, w.shape, nullptr};
+  pw.fill = [pair, compute, name = w.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->values, name);
+  };
+  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
+  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->scale_bytes, name);
+  };
+  out.push_back(std::move(pw));
+  out.push_back(std::move(ps));
+}
+
+void add_mxfp4_pair(const TensorSpec& b, const TensorSpec& s, uint64_t seed, float stddev,
+                    std::vector<PendingTensor>& out) {
+  auto pair = std::make_shared<QuantizedPair>();
+  const size_t n_values = static_cast<size_t>(checked_product(s.shape).value_or(0)) * 32;
+  const std::string stream = b.name.substr(0, b.name.size() - 7);  // the logical weight name
+  auto compute = [pair, n_values, seed, stddev, stream] {
+    std::call_once(pair->once, [&] {
+      auto q = quantize_mxfp4(normal_values(seed, stream, n_values, stddev));
+      pair->values = std::move(q.blocks);
+      pair->scale_bytes = std::move(q.scales);
+    });
+  };
+  PendingTensor pb{b.name, b.dtype, b.shape, nullptr};
+  pb.fill = [pair, compute, name = b.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->values, name);
+  };
+  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
+  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->scale_bytes, name);
+  };
+  out.push_back(std::move(pb));
+  out.push_back(std::move(ps));
+}
+
+Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifest, const ModelSpec& spec,
+                                                   const SynthOptions& options) {
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const auto& t : manifest.tensors) by_name[t.name] = &t;
+  std::vector<PendingTensor> out;
+  for (const auto& t : manifest.tensors) {
+    if (t.dtype == DType::kF8E4M3) {
+      const auto s = by_name.find(t.name + "_scale_inv");
+      if (s == by_name.end() || t.shape.size() != 2) {
+        return unsupported("synth: FP8 tensor " + t.name + " without a 2-D block scale sibling");
+      }
+      add_fp8_pair(t, *s->second, spec, options.seed, options.init_std, out);
+      continue;
+    }
+    if (ends_with(t.name, "_scale_inv") && by_name.count(t.name.substr(0, t.name.size() - 10))) continue;
+    if (ends_with(t.name, "_blocks") && t.dtype == DType::kU8) {
+      const auto s = by_name.find(t.name.substr(0, t.name.size() - 7) + "_scales");
+      if (s == by_name.end()) return unsupported("synth: MXFP4 blocks " + t.name + " without scales");
+      add_mxfp4_pair(t, *s->second, options.seed, options.init_std, out);
+      continue;
+    }
+    if (ends_with(t.name, "_scales") && by_name.count(t.name.substr(0, t.name.size() - 7) + "_blocks"))
+      continue;
+    out.push_back(plain_tensor(t, options.seed, options.init_std));
+  }
+  return out;
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return io_error(path + ": cannot write");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<TensorManifest> synth_tensor_list(const ModelSpec& spec, bool mtp_layers) {
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  if (!mtp_layers || spec.n_mtp_layers <= 0 || spec.layers.empty()) return manifest;
+  // An MTP module is a full decoder layer (like the last one) plus its own norms, projection and head.
+  ModelSpec extended = spec;
+  for (int64_t k = 0; k < spec.n_mtp_layers; ++k) extended.layers.push_back(spec.layers.back());
+  extended.n_layers += spec.n_mtp_layers;
+  D0_ASSIGN_OR_RETURN(TensorManifest all, build_tensor_manifest(extended));
+  const std::string prefix = decoder_prefix(spec);
+  const bool fp8 = spec.weights.format == WeightFormat::kFp8Block;
+  const int64_t H = spec.hidden_size, V = spec.vocab_size;
+  for (int64_t k = 0; k < spec.n_mtp_layers; ++k) {
+    const int64_t layer = spec.n_layers + k;
+    const std::string p = fmt::format("{}layers.{}.", prefix, layer);
+    auto extra = [&](std::string name, std::vector<int64_t> shape, DType dtype, TensorRole role) {
+      manifest.tensors.push_back({p + name, std::move(shape), dtype, role, layer, -1, 0, 0});
+    };
+    extra("embed_tokens.weight", {V, H}, spec.activation_dtype, TensorRole::kEmbedding);
+    extra("enorm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
+    extra("hnorm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
+    extra("eh_proj.weight", {H, 2 * H}, fp8 ? DType::kF8E4M3 : spec.activation_dtype, TensorRole::kAttention);
+    if (fp8) {
+      extra("eh_proj.weight_scale_inv",
+            {ceil_div(H, spec.weights.block_rows), ceil_div(2 * H, spec.weights.block_cols)}, DType::kF32,
+            TensorRole::kQuantScale);
+    }
+    extra("shared_head.norm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
+    extra("shared_head.head.weight", {V, H}, spec.activation_dtype, TensorRole::kLmHead);
+    for (const auto& t : all.tensors) {
+      if (t.layer == layer) manifest.tensors.push_back(t);
+    }
+  }
+  return manifest;
+}
+
+Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const SynthOptions& options,
+                                               const std::string& out_dir) {
+  if (options.n_shards < 1 || options.n_shards > 10000)
+    return invalid_argument("--shards must be in 1..10000");
+  std::error_code ec;
+  const fs::path target = fs::absolute(out_dir, ec);
+  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
+    return invalid_argument(out_dir + ": already exists and is not an empty directory");
+  }
+  const fs::path parent = target.parent_path();
+  if (!fs::is_directory(parent, ec))
+    return not_found(parent.string() + ": no such directory (parent of --out)");
+
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  D0_ASSIGN_OR_RETURN(TensorManifest tensors, synth_tensor_list(spec, options.mtp_layers));
+  D0_ASSIGN_OR_RETURN(auto pending, pending_tensors(tensors, spec, options));
+
+  SynthResult result;
+  result.spec = spec;
+  result.dir = target.string();
+  result.n_tensors = static_cast<int64_t>(tensors.tensors.size());
+  result.n_mtp_tensors = result.n_tensors - static_cast<int64_t>(manifest.tensors.size());
+  for (const auto& t : manifest.tensors) result.params += t.params;
+
+  uint64_t total = 0, largest = 0;
+  for (const auto& p : pending) {
+    const uint64_t bytes = *tensor_byte_size(p.dtype, p.shape);
+    total += bytes;
+    largest = std::max(largest, bytes);
+  }
+  result.tensor_bytes = total;
+  // Greedy packing closes a shard only when the next tensor would pass the cap, so every closed shard
+  // holds more than total / n_shards: at most n_shards shards.
+  const uint64_t cap = (total + options.n_shards - 1) / static_cast<uint64_t>(options.n_shards) + largest;
+  CheckpointWriter writer(std::max<uint64_t>(1, cap));
+  writer.set_metadata("format", "pt");
+  for (auto& p : pending) D0_RETURN_IF_ERROR(writer.add(std::move(p)));
+
+  std::string tmp = (parent / ("." + target.filename().string() + ".tmpXXXXXX")).string();
+  if (::mkdtemp(tmp.data()) == nullptr) return io_error(tmp + ": cannot create a temporary directory");
+  auto cleanup = [&](Status st) {
+    fs::remove_all(tmp, ec);
+    return st;
+  };
+  if (auto st = write_text(tmp + "/config.json", to_hf_config(spec).dump(2) + "\n"); !st) return cleanup(st);
+  auto shards = writer.write(tmp);
+  if (!shards.is_ok()) return cleanup(shards.status());
+  result.shards = *shards;
+
+  std::vector<std::string> names = result.shards;
+  names.push_back("config.json");
+  names.push_back(kSafetensorsIndexName);
+  std::vector<std::string> paths;
+  for (const auto& n : names) paths.push_back(tmp + "/" + n);
+  auto digests = sha256_files(paths, 2);
+  std::map<std::string, std::string> sums;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!digests[i].is_ok()) return cleanup(digests[i].status());
+    sums[names[i]] = *digests[i];
+  }
+  if (auto st = write_sha256sums(tmp + "/" + kSha256SumsName, sums); !st) return cleanup(st);
+
+  if (fs::exists(target, ec)) fs::remove(target, ec);  // the empty directory the caller allowed
+  fs::rename(tmp, target, ec);
+  if (ec) return cleanup(io_error("cannot rename " + tmp + " to " + target.string() + ": " + ec.message()));
+  return result;
+}
+
+Result<SynthResult> synthesize_miniature(const ModelSpec& full, const MiniatureOptions& dims,
+                                         const SynthOptions& options, const std::string& out_dir) {
+  D0_ASSIGN_OR_RETURN(ModelSpec mini, make_miniature_spec(full, dims));
+  return write_synthetic_checkpoint(mini, options, out_dir);
+}
+
+}  // namespace day0

@@ -1,0 +1,211 @@
+// Miniatures of every catalog model: same structure, small, deterministic, sane values, and a
+// synth -> verify round trip that passes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "day0/core/numeric.h"
+#include "day0/io/checkpoint.h"
+#include "day0/io/checkpoint_verify.h"
+#include "day0/io/dequant.h"
+#include "day0/model/catalog.h"
+#include "day0/model/config_parser.h"
+#include "day0/synth/synth_checkpoint.h"
+#include "day0/synth/weight_init.h"
+#include "io_fixtures.h"
+
+namespace day0 {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+
+bool has_mask(const ModelSpec& s, AttentionMask mask) {
+  return count_masked_layers(s, mask) > 0;
+}
+
+void expect_same_structure(const ModelSpec& full, const ModelSpec& mini, const std::string& name) {
+  SCOPED_TRACE(name);
+  EXPECT_EQ(mini.family, full.family);
+  EXPECT_EQ(mini.architecture, full.architecture);
+  EXPECT_EQ(mini.attention, full.attention);
+  EXPECT_EQ(mini.mla.has_value(), full.mla.has_value());
+  if (full.mla) {
+    EXPECT_EQ(mini.mla->q_lora_rank > 0, full.mla->q_lora_rank > 0);
+  }
+  EXPECT_EQ(mini.qk_norm, full.qk_norm);
+  EXPECT_EQ(mini.attention_sinks, full.attention_sinks);
+  EXPECT_EQ(mini.qkv_bias, full.qkv_bias);
+  EXPECT_EQ(mini.o_bias, full.o_bias);
+  EXPECT_EQ(mini.tie_word_embeddings, full.tie_word_embeddings);
+  EXPECT_EQ(mini.rope, full.rope);
+  EXPECT_EQ(mini.rope_layout, full.rope_layout);
+  EXPECT_EQ(mini.partial_rotary_factor, full.partial_rotary_factor);
+  EXPECT_EQ(mini.weights, full.weights);
+  EXPECT_EQ(mini.n_mtp_layers, full.n_mtp_layers);
+  EXPECT_EQ(mini.n_kv_heads == mini.n_heads, full.n_kv_heads == full.n_heads);
+  EXPECT_EQ(has_mask(mini, AttentionMask::kSliding), has_mask(full, AttentionMask::kSliding));
+  EXPECT_EQ(has_mask(mini, AttentionMask::kChunked), has_mask(full, AttentionMask::kChunked));
+  EXPECT_EQ(mini.layers[0].moe, full.layers[0].moe);  // dense-then-MoE layout kept
+  EXPECT_EQ(count_moe_layers(mini) > 0, count_moe_layers(full) > 0);
+  EXPECT_EQ(count_moe_layers(mini) < mini.n_layers, count_moe_layers(full) < full.n_layers);
+  ASSERT_EQ(mini.moe.has_value(), full.moe.has_value());
+  if (full.moe) {
+    EXPECT_EQ(mini.moe->scoring, full.moe->scoring);
+    EXPECT_EQ(mini.moe->topk_method, full.moe->topk_method);
+    EXPECT_EQ(mini.moe->correction_bias, full.moe->correction_bias);
+    EXPECT_EQ(mini.moe->norm_topk_prob, full.moe->norm_topk_prob);
+    EXPECT_EQ(mini.moe->routed_scaling_factor, full.moe->routed_scaling_factor);
+    EXPECT_EQ(mini.moe->n_shared_experts, full.moe->n_shared_experts);
+    EXPECT_EQ(mini.moe->shared_intermediate > 0, full.moe->shared_intermediate > 0);
+    EXPECT_EQ(mini.moe->shared_expert_gate, full.moe->shared_expert_gate);
+    EXPECT_EQ(mini.moe->router_bias, full.moe->router_bias);
+    EXPECT_EQ(mini.moe->expert_bias, full.moe->expert_bias);
+    EXPECT_EQ(mini.moe->swiglu_limit, full.moe->swiglu_limit);
+    EXPECT_EQ(mini.moe->n_group > 1, full.moe->n_group > 1);
+    EXPECT_LE(mini.moe->experts_per_token, mini.moe->topk_group * (mini.moe->n_experts / mini.moe->n_group));
+  }
+}
+
+TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
+  for (const auto& entry : model_catalog()) {
+    SCOPED_TRACE(entry.name);
+    auto full = catalog_model(entry.name);
+    ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+    TempDir dir;
+    const std::string out = dir.file("mini");
+    auto result = synthesize_miniature(*full, {}, {}, out);
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    expect_same_structure(*full, result->spec, entry.name);
+    EXPECT_GE(result->shards.size(), 2u);
+    EXPECT_LT(result->tensor_bytes, 16u << 20) << "default miniature should be a few MB";
+    // The written config parses to the miniature spec.
+    auto reparsed = load_model_config(out + "/config.json");
+    ASSERT_TRUE(reparsed.is_ok()) << reparsed.status().to_string();
+    EXPECT_TRUE(*reparsed == result->spec);
+
+    auto manifest = build_tensor_manifest(result->spec);
+    ASSERT_TRUE(manifest.is_ok());
+    VerifyOptions options;
+    options.manifest = &*manifest;
+    options.allow_extra = true;
+    auto report = verify_checkpoint(out, options);
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    EXPECT_TRUE(report->ok()) << format_verify_report(*report);
+    EXPECT_EQ(report->shards[0].hash_status, "ok");
+    EXPECT_EQ(report->n_tensors, result->n_tensors);
+    // Without --allow-extra only MTP layers (when the release has them) are flagged.
+    options.allow_extra = false;
+    auto strict = verify_checkpoint(out, options);
+    ASSERT_TRUE(strict.is_ok());
+    EXPECT_EQ(strict->n_failed(), result->n_mtp_tensors) << format_verify_report(*strict, 3);
+    EXPECT_EQ(result->n_mtp_tensors > 0, full->n_mtp_layers > 0);
+  }
+}
+
+TEST(Synth, DeterministicFromSeed) {
+  auto full = catalog_model("qwen3-30b-a3b");
+  ASSERT_TRUE(full.is_ok());
+  TempDir dir;
+  SynthOptions a;
+  a.seed = 7;
+  ASSERT_TRUE(synthesize_miniature(*full, {}, a, dir.file("a")).is_ok());
+  ASSERT_TRUE(synthesize_miniature(*full, {}, a, dir.file("b")).is_ok());
+  a.seed = 8;
+  ASSERT_TRUE(synthesize_miniature(*full, {}, a, dir.file("c")).is_ok());
+  EXPECT_EQ(read_file(dir.file("a/SHA256SUMS")), read_file(dir.file("b/SHA256SUMS")));
+  EXPECT_NE(read_file(dir.file("a/SHA256SUMS")), read_file(dir.file("c/SHA256SUMS")));
+  // Weights depend on (seed, name) only, not on the stream position.
+  const auto longer = normal_values(3, "x", 8, 1.0f);
+  EXPECT_EQ(normal_values(3, "x", 4, 1.0f), std::vector<float>(longer.begin(), longer.begin() + 4));
+  EXPECT_NE(normal_values(3, "y", 4, 1.0f), normal_values(3, "x", 4, 1.0f));
+}
+
+TEST(Synth, Fp8AndMxfp4WeightsDequantizeToRealisticValues) {
+  for (const char* name : {"deepseek-v3", "gpt-oss-20b"}) {
+    SCOPED_TRACE(name);
+    auto full = catalog_model(name);
+    ASSERT_TRUE(full.is_ok());
+    TempDir dir;
+    SynthOptions options;
+    options.seed = 1;
+    auto result = synthesize_miniature(*full, {}, options, dir.file("m"));
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    auto ckpt = Checkpoint::open(dir.file("m"));
+    ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+    int checked = 0;
+    for (const auto& tname : ckpt->tensor_names()) {
+      const TensorView t = *ckpt->tensor(tname);
+      std::vector<float> values;
+      if (t.dtype == DType::kF8E4M3) {
+        values = *dequant_fp8_block(t, *ckpt->tensor(tname + "_scale_inv"));
+        // The reference values: the same normal draw, quantized with 3 mantissa bits.
+        const auto ref = normal_values(1, tname, values.size(), 0.02f);
+        for (size_t i = 0; i < values.size(); ++i) {
+          ASSERT_NEAR(values[i], ref[i], std::fabs(ref[i]) / 15.0f + 1e-4f) << tname << " " << i;
+        }
+      } else if (tname.ends_with("_blocks")) {
+        values = *dequant_mxfp4(t, *ckpt->tensor(tname.substr(0, tname.size() - 7) + "_scales"));
+      } else if (t.dtype == DType::kBF16 && tname.ends_with("layernorm.weight")) {
+        const auto norm = tensor_to_f32(t);
+        ASSERT_TRUE(norm.is_ok());
+        for (float v : *norm) ASSERT_EQ(v, 1.0f) << tname;
+        continue;
+      } else {
+        continue;
+      }
+      double sum2 = 0;
+      for (float v : values) {
+        ASSERT_TRUE(std::isfinite(v)) << tname;
+        sum2 += static_cast<double>(v) * v;
+      }
+      const double rms = std::sqrt(sum2 / static_cast<double>(values.size()));
+      EXPECT_GT(rms, 0.012) << tname;
+      EXPECT_LT(rms, 0.03) << tname;
+      ++checked;
+    }
+    EXPECT_GT(checked, 4);
+  }
+}
+
+TEST(Synth, OptionsShapeTheMiniatureAndBadOptionsAreRejected) {
+  auto full = catalog_model("deepseek-v3");
+  ASSERT_TRUE(full.is_ok());
+  MiniatureOptions dims;
+  dims.layers = 3;
+  dims.hidden = 128;
+  dims.experts = 8;
+  dims.vocab = 512;
+  auto mini = make_miniature_spec(*full, dims);
+  ASSERT_TRUE(mini.is_ok()) << mini.status().to_string();
+  EXPECT_EQ(mini->n_layers, 3);
+  EXPECT_EQ(mini->hidden_size, 128);
+  EXPECT_EQ(mini->vocab_size, 512);
+  EXPECT_EQ(mini->moe->n_experts, 8);
+  EXPECT_FALSE(mini->layers[0].moe);
+  EXPECT_TRUE(mini->layers[1].moe);
+  dims.layers = 1;
+  EXPECT_EQ(make_miniature_spec(*full, dims).status().code(), StatusCode::kInvalidArgument);
+
+  auto oss = catalog_model("gpt-oss-20b");
+  MiniatureOptions odd;
+  odd.hidden = 48;  // MXFP4 needs multiples of 32
+  EXPECT_EQ(make_miniature_spec(*oss, odd).status().code(), StatusCode::kInvalidArgument);
+
+  TempDir dir;
+  testing::write_file(dir.file("taken"), {1});
+  EXPECT_EQ(synthesize_miniature(*oss, {}, {}, dir.file("taken")).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(synthesize_miniature(*oss, {}, {}, dir.file("no/such/parent")).status().code(),
+            StatusCode::kNotFound);
+  std::filesystem::create_directory(dir.file("empty"));
+  EXPECT_TRUE(synthesize_miniature(*oss, {}, {}, dir.file("empty")).is_ok());
+  // Nothing half-written is left beside the target.
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+}  // namespace
+}  // namespace day0
