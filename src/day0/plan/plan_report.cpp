@@ -148,9 +148,10 @@ std::string format_plan_text(const PlanReportInput& in) {
                   human_bytes(model_weight_bytes(m, w, c.device)), weight_precision_name(w.weights), widths);
   out += fmt::format("KV cache   {} bytes a token over all layers ({})\n",
                      with_commas(static_cast<int64_t>(m.kv_bytes_per_token(w.kv))), kv_precision_name(w.kv));
-  out += fmt::format("cluster    {}: {} nodes x {} {} ({} HBM, {}/s, {} BF16 FLOP/s)\n", c.name, c.nodes,
-                     c.devices_per_node, c.device.name, human_bytes(c.device.memory_bytes),
-                     human_bytes(c.device.memory_bandwidth), human_count(c.device.peak_flops_bf16));
+  out += fmt::format("cluster    {}: {} node{} x {} {} ({} memory, {}/s, {}FLOP/s BF16)\n", c.name, c.nodes,
+                     c.nodes == 1 ? "" : "s", c.devices_per_node, c.device.name,
+                     human_bytes_binary(c.device.memory_bytes), human_bytes(c.device.memory_bandwidth),
+                     human_count(c.device.peak_flops_bf16));
   out += fmt::format("workload   context {}, concurrency {}, KV {}, objective {}, reserve {:.0f}%\n",
                      with_commas(w.context), with_commas(w.concurrency), kv_precision_name(w.kv),
                      objective_name(w.objective), w.reserve_fraction * 100);

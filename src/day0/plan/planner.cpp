@@ -143,12 +143,14 @@ void enumerate(const PreparedModel& prepared, const ClusterSpec& cluster, const 
   }
 }
 
-// Whether some layout fits on `cluster`, and the one with the fewest devices.
+// Whether some layout fits on `cluster`, and the one with the fewest devices (the fastest of those).
 std::optional<PlanCandidate> smallest_feasible(const PreparedModel& prepared, const ClusterSpec& cluster,
                                                const Workload& w) {
   std::optional<PlanCandidate> best;
   enumerate(prepared, cluster, w, nullptr, [&](PlanCandidate& c) {
-    if (c.feasible && (!best || c.par.devices() < best->par.devices())) best = c;
+    if (!c.feasible || (best && c.par.devices() > best->par.devices())) return true;
+    c.time = estimate_time(prepared, cluster, w, c.par);
+    if (!best || better(c, *best, Objective::kFewestDevices)) best = c;
     return true;
   });
   return best;
@@ -219,7 +221,6 @@ Result<PlanResult> plan_model(const ModelCost& model, const ClusterSpec& cluster
     }
     if (hi > 0) {
       out.smallest_cluster = with_nodes(cluster, hi);
-      found->time = estimate_time(prepared, *out.smallest_cluster, workload, found->par);
       out.smallest_cluster_unit = found;
     }
   }
