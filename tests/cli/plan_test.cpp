@@ -1,0 +1,135 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace day0::testing {
+namespace {
+
+nlohmann::json parse_json(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << text;
+    return {};
+  }
+}
+
+TEST(CliPlan, DeepSeekV3OnOneH200NodePrintsPlansAndLaunchLines) {
+  CliResult r = run_cli({"plan", "deepseek-v3", "--cluster", "8xH200", "--top", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mpirun -np "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("smallest deployment unit"), std::string::npos);
+  EXPECT_NE(r.out.find("70,272 bytes a token"), std::string::npos);
+  EXPECT_NE(r.out.find("routed experts"), std::string::npos);
+  EXPECT_NE(r.out.find("Estimates, not measurements"), std::string::npos);
+}
+
+TEST(CliPlan, JsonCarriesDegreesMemoryAndTimes) {
+  CliResult r = run_cli({"plan", "deepseek-v3", "--cluster", "8xH200", "--json", "--top", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = parse_json(r.out);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_EQ(j["model"]["kv_bytes_per_token"].get<double>(), 70272);
+  ASSERT_EQ(j["plans"].size(), 4u);
+  double last_tpot = 0;
+  for (const auto& p : j["plans"]) {
+    EXPECT_EQ(p["devices"].get<int64_t>(),
+              p["tp"].get<int64_t>() * p["pp"].get<int64_t>() * p["dp"].get<int64_t>());
+    EXPECT_LE(p["memory"]["total_bytes"].get<double>(), p["memory"]["capacity_bytes"].get<double>());
+    EXPECT_GE(p["tpot_s"].get<double>(), last_tpot);  // min-latency: best first
+    last_tpot = p["tpot_s"].get<double>();
+    EXPECT_NE(p["launch"].get<std::string>().find("day0 serve deepseek-v3 --tp "), std::string::npos);
+  }
+}
+
+TEST(CliPlan, ModelThatFitsNowhereExitsTwoWithTheSmallestCluster) {
+  CliResult r = run_cli({"plan", "deepseek-v3", "--cluster", "8xA100-80G", "--weights", "bf16"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("does not fit on 8xA100-80G"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3x8xA100-80G"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos);
+}
+
+TEST(CliPlan, KimiK2At128kNeedsTwoH800Nodes) {
+  CliResult r = run_cli({"plan", "kimi-k2", "--cluster", "8xH800", "--context", "131072", "--concurrency",
+                         "1", "--weights", "fp8", "--json"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto j = parse_json(r.out);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["smallest_cluster"]["devices"].get<int64_t>(), 16);
+  EXPECT_EQ(j["smallest_cluster"]["unit"]["devices"].get<int64_t>(), 16);
+}
+
+TEST(CliPlan, ExplainListsRejectedLayoutsWithReasons) {
+  CliResult r = run_cli({"plan", "deepseek-v3", "--cluster", "2x8xH200", "--weights", "fp8", "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rejected layouts"), std::string::npos);
+  EXPECT_NE(r.out.find("over by"), std::string::npos);
+  EXPECT_NE(r.out.find("spans nodes"), std::string::npos);
+}
+
+TEST(CliPlan, WhatIfTableOverContexts) {
+  CliResult r = run_cli({"plan", "llama-3.1-8b", "--cluster", "1xH100", "--context", "8192,131072",
+                         "--concurrency", "1,64", "--json"});
+  const auto j = parse_json(r.out);
+  ASSERT_EQ(j["what_if"].size(), 4u) << r.out << r.err;
+  // 64 sequences of 128k tokens of Llama-3.1-8B KV (16 GiB each) do not fit one H100: exit 2.
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(j["what_if"][0]["fits"].get<bool>());
+  EXPECT_FALSE(j["what_if"][3]["fits"].get<bool>());
+}
+
+TEST(CliPlan, ClusterFileWorksAndBadFilesAreRejected) {
+  const std::string dir = make_temp_dir("day0_plan_");
+  const std::string good = dir + "/good.json";
+  const std::string bad = dir + "/bad.json";
+  std::ofstream(good) << R"({"name": "lab", "nodes": 1, "devices_per_node": 4,
+    "device": {"name": "X1", "memory_gb": 192, "memory_bandwidth_gb_s": 5000, "peak_tflops": {"bf16": 1000}},
+    "intra_node": {"bandwidth_gb_s": 400, "latency_us": 3}, "inter_node": {"bandwidth_gb_s": 50, "latency_us": 10}})";
+  std::ofstream(bad) << R"({"name": "lab", "nodes": 1, "devices_per_node": 4,
+    "device": {"name": "X1", "memory_gb": -192, "memory_bandwidth_gb_s": 5000, "peak_tflops": {"bf16": 1000}},
+    "intra_node": {"bandwidth_gb_s": 400, "latency_us": 3}, "inter_node": {"bandwidth_gb_s": 50, "latency_us": 10}})";
+  CliResult ok = run_cli({"plan", "llama-3.1-70b", "--cluster", good});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("lab"), std::string::npos);
+  CliResult neg = run_cli({"plan", "llama-3.1-70b", "--cluster", bad});
+  EXPECT_EQ(neg.exit_code, 2);
+  EXPECT_NE(neg.err.find("device.memory_gb: must not be negative"), std::string::npos) << neg.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliPlan, BadUsageExitsTwo) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"plan", "deepseek-v3", "--cluster", "8xH200", "--objective", "fastest"},
+      {"plan", "deepseek-v3", "--cluster", "8xB300"},
+      {"plan", "deepseek-v3"},
+      {"plan", "no-such-model", "--cluster", "8xH200"},
+      {"plan", "deepseek-v3", "--cluster", "8xH200", "--weights", "fp6"},
+      {"plan", "deepseek-v3", "--cluster", "8xH200", "--context", "0"},
+  };
+  for (const auto& args : cases) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.out << r.err;
+    EXPECT_FALSE(r.err.empty()) << args.back();
+  }
+  CliResult objective = run_cli(cases[0]);
+  EXPECT_NE(objective.err.find("unknown objective 'fastest'"), std::string::npos) << objective.err;
+}
+
+TEST(CliPlan, HelpDescribesTheFlags) {
+  CliResult r = run_cli({"plan", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag :
+       {"--cluster", "--context", "--concurrency", "--weights", "--kv-dtype", "--objective", "--explain",
+        "--json", "--allow-cross-node-tp", "--redundant-experts"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace day0::testing

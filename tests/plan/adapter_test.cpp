@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "day0/model/catalog.h"
+#include "day0/model/config_parser.h"
+#include "day0/model/tensor_manifest.h"
+#include "day0/plan/model_cost_adapter.h"
+#include "day0/plan/planner.h"
+#include "day0/plan/presets.h"
+#include "plan_shapes.h"
+
+namespace day0::plan {
+namespace {
+
+const std::string kShared = DAY0_SHARED_DIR;
+
+// The release config from ../shared/configs, costed through the manifest; skips when absent.
+std::optional<ModelCost> shared_model(const std::string& rel) {
+  const std::filesystem::path path = std::filesystem::path(kShared) / "configs" / rel;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  auto spec = load_model_config(path);
+  EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
+  if (!spec) return std::nullopt;
+  auto manifest = build_tensor_manifest(*spec);
+  EXPECT_TRUE(manifest.is_ok()) << manifest.status().to_string();
+  if (!manifest) return std::nullopt;
+  auto cost = model_cost_from_spec(*spec, *manifest, rel);
+  EXPECT_TRUE(cost.is_ok()) << cost.status().to_string();
+  if (!cost) return std::nullopt;
+  return *cost;
+}
+
+#define SHARED_MODEL_OR_SKIP(var, rel)                                           \
+  auto var##_opt = shared_model(rel);                                            \
+  if (!var##_opt) {                                                              \
+    GTEST_SKIP() << "shared configs not found under " << kShared << ": " << rel; \
+  }                                                                              \
+  const ModelCost& var = *var##_opt
+
+ClusterSpec preset(const char* name) {
+  return resolve_preset(name).value();
+}
+
+TEST(Adapter, DeepSeekV3FromItsReleaseConfig) {
+  SHARED_MODEL_OR_SKIP(m, "deepseek-v3/config.json");
+  EXPECT_NEAR(m.total_params() / 1e9, 671.03, 0.01);  // MTP layer 61 is not planned
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kBF16), 70272);
+  EXPECT_TRUE(m.mla);
+  EXPECT_EQ(m.checkpoint_precision, WeightPrecision::kFP8);
+  EXPECT_EQ(m.n_experts, 256);
+  // The hand-written shape and the manifest agree, up to the routers' correction bias (256 x 58).
+  const ModelCost shape = model_cost_from_shape(testing::deepseek_v3_shape());
+  EXPECT_NEAR(m.total_params(), shape.total_params(), 256.0 * 58 + 1);
+  // MLA down-projections are replicated across TP ranks, the rest sharded.
+  EXPECT_GT(m.layers[0].param(WeightGroup::kAttentionReplicated), 0);
+  EXPECT_EQ(m.layers[0].param(WeightGroup::kAttentionKv), 0);
+  // Stored FP8 with f32 block scales: a little over one byte a routed-expert parameter.
+  const LayerCost& last = m.layers.back();
+  EXPECT_GT(last.stored(WeightGroup::kRoutedExperts), last.param(WeightGroup::kRoutedExperts));
+  EXPECT_LT(last.stored(WeightGroup::kRoutedExperts), 1.001 * last.param(WeightGroup::kRoutedExperts));
+}
+
+TEST(Adapter, DeepSeekV3CheckpointFitsOneH200Node) {
+  SHARED_MODEL_OR_SKIP(m, "deepseek-v3/config.json");
+  const PlanResult r = plan_model(m, preset("8xH200"), Workload{}).value();  // checkpoint precision
+  ASSERT_FALSE(r.feasible.empty());
+  bool tp8 = false;
+  for (const auto& p : r.feasible) tp8 |= p.par == Parallelism{8, 1, 1, 8};
+  EXPECT_TRUE(tp8);  // SGLang's `--tp 8` recipe
+  Workload bf16;
+  bf16.weights = WeightPrecision::kBF16;
+  EXPECT_TRUE(plan_model(m, preset("8xA100-80G"), bf16).value().feasible.empty());
+}
+
+TEST(Adapter, KimiK2FromItsReleaseConfig) {
+  SHARED_MODEL_OR_SKIP(m, "kimi-k2/config.json");
+  EXPECT_DOUBLE_EQ(m.total_params(), 1026408232448.0);  // Moonshot's published exact count
+  Workload w;
+  w.context = 131072;
+  w.concurrency = 1;
+  const PlanResult one = plan_model(m, preset("8xH800"), w).value();
+  EXPECT_TRUE(one.feasible.empty());
+  ASSERT_TRUE(one.smallest_cluster.has_value());
+  EXPECT_EQ(one.smallest_cluster->total_devices(), 16);
+}
+
+TEST(Adapter, GptOssSlidingLayersBoundTheirCache) {
+  SHARED_MODEL_OR_SKIP(m, "gpt-oss-120b/config.json");
+  EXPECT_EQ(m.checkpoint_precision, WeightPrecision::kINT4);
+  int sliding = 0;
+  for (const auto& l : m.layers) sliding += l.kv_window == 128 ? 1 : 0;
+  EXPECT_EQ(sliding, 18);
+  // OpenAI's model card: gpt-oss-120b runs on a single 80 GB GPU (MXFP4 experts).
+  Workload w;
+  w.concurrency = 4;
+  const PlanResult r = plan_model(m, preset("1xH100"), w).value();
+  ASSERT_FALSE(r.feasible.empty());
+  EXPECT_EQ(r.smallest_unit->par.devices(), 1);
+  // Doubling the context grows the cache of the full-attention layers only.
+  const PreparedModel short_ctx = prepare_model(m, w, preset("1xH100").device);
+  w.context *= 2;
+  const PreparedModel long_ctx = prepare_model(m, w, preset("1xH100").device);
+  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_elements[0], short_ctx.kv_seq_elements[0]);  // sliding layer 0
+  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_elements[1], 2 * short_ctx.kv_seq_elements[1]);
+}
+
+TEST(Adapter, LoadModelCostResolvesCatalogNamesAndFolders) {
+  auto named = load_model_cost("llama-3.1-8b");
+  ASSERT_TRUE(named.is_ok()) << named.status().to_string();
+  EXPECT_EQ(named->name, "llama-3.1-8b");
+  EXPECT_NEAR(named->total_params() / 1e9, 8.03, 0.01);
+  EXPECT_DOUBLE_EQ(named->kv_bytes_per_token(KvPrecision::kBF16), 131072);
+  auto missing = load_model_cost("no-such-model");
+  EXPECT_FALSE(missing.is_ok());
+  const std::filesystem::path folder = std::filesystem::path(kShared) / "configs" / "llama-3.1-8b";
+  if (!std::filesystem::exists(folder)) GTEST_SKIP() << "shared configs not found under " << kShared;
+  auto from_folder = load_model_cost(folder.string());
+  ASSERT_TRUE(from_folder.is_ok()) << from_folder.status().to_string();
+  EXPECT_EQ(from_folder->name, "llama-3.1-8b");
+  EXPECT_DOUBLE_EQ(from_folder->total_params(), named->total_params());
+}
+
+}  // namespace
+}  // namespace day0::plan
