@@ -197,5 +197,20 @@ TEST(BadConfig, Llama4VariantsNestTextConfig) {
   EXPECT_EQ(maverick->layers[0].dense_intermediate, 16384);
 }
 
+TEST(BadConfig, Llama4TemperatureTuningAsNumberOrBool) {
+  json text = {{"vocab_size", 64},       {"hidden_size", 32},        {"intermediate_size", 16},
+               {"num_hidden_layers", 4}, {"num_attention_heads", 4}, {"head_dim", 8}};
+  for (const auto& [value, expected] :
+       std::vector<std::pair<json, bool>>{{4, true}, {0, false}, {true, true}}) {
+    text["attn_temperature_tuning"] = value;
+    auto spec = parse_model_config({{"architectures", {"Llama4ForCausalLM"}}, {"text_config", text}}, "t");
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    EXPECT_EQ(spec->attn_temperature_tuning, expected);
+  }
+  text["attn_temperature_tuning"] = "yes";
+  auto bad = parse_model_config({{"architectures", {"Llama4ForCausalLM"}}, {"text_config", text}}, "t");
+  expect_message(bad.status(), StatusCode::kInvalidArgument, {"text_config.attn_temperature_tuning"});
+}
+
 }  // namespace
 }  // namespace day0

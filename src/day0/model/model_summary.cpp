@@ -1,6 +1,7 @@
 #include "day0/model/model_summary.h"
 
 #include <fmt/format.h>
+#include <cmath>
 
 #include "day0/ops/tensor.h"
 
@@ -86,7 +87,10 @@ std::string describe_moe(const ModelSpec& s) {
   const MoeSpec& m = *s.moe;
   std::string out = fmt::format("{} routed experts x {} wide, top-{}", m.n_experts, m.expert_intermediate,
                                 m.experts_per_token);
-  if (m.shared_intermediate > 0) out += fmt::format(", shared expert {} wide", m.shared_intermediate);
+  if (m.shared_intermediate > 0) {
+    out += fmt::format(", shared expert {} wide{}", m.shared_intermediate,
+                       m.shared_expert_gate ? " (sigmoid-gated)" : "");
+  }
   out += fmt::format(", {} {}", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax",
                      topk_method_name(m.topk_method));
   if (m.n_group > 1) out += fmt::format(" (groups {}/{})", m.topk_group, m.n_group);

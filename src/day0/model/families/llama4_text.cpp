@@ -21,7 +21,13 @@ Status parse_llama4_text(const ConfigReader& cfg, ModelSpec& spec) {
   spec.qkv_bias = bias;
   spec.o_bias = bias;
   D0_ASSIGN_OR_RETURN(spec.qk_norm_weightless_after_rope, cfg.optional_bool("use_qk_norm", true));
-  D0_ASSIGN_OR_RETURN(spec.attn_temperature_tuning, cfg.optional_bool("attn_temperature_tuning", true));
+  // transformers' class default is the number 4 and the code only tests its truth: accept both forms.
+  if (cfg.present("attn_temperature_tuning") && cfg.json()["attn_temperature_tuning"].is_number()) {
+    D0_ASSIGN_OR_RETURN(double tuning, cfg.required_double("attn_temperature_tuning"));
+    spec.attn_temperature_tuning = tuning != 0.0;
+  } else {
+    D0_ASSIGN_OR_RETURN(spec.attn_temperature_tuning, cfg.optional_bool("attn_temperature_tuning", true));
+  }
   D0_ASSIGN_OR_RETURN(spec.attn_scale, cfg.optional_double("attn_scale", 0.1));
   D0_ASSIGN_OR_RETURN(spec.floor_scale, cfg.optional_int("floor_scale", 8192, 1));
   D0_ASSIGN_OR_RETURN(spec.attention_chunk_size, cfg.optional_int("attention_chunk_size", 8192, 1));
