@@ -60,9 +60,10 @@ std::string describe_attention(const ModelSpec& s) {
 
 std::string describe_rope(const ModelSpec& s) {
   const RopeScaling& r = s.rope;
-  std::string out =
-      fmt::format("theta {:g}, {}", s.rope_theta,
-                  s.rope_layout == RopeLayout::kInterleaved ? "interleaved pairs" : "half-split");
+  const bool whole = s.rope_theta == std::floor(s.rope_theta) && s.rope_theta < 1e15;
+  std::string out = fmt::format(
+      "theta {}, {}", whole ? fmt::format("{:.0f}", s.rope_theta) : fmt::format("{}", s.rope_theta),
+      s.rope_layout == RopeLayout::kInterleaved ? "interleaved pairs" : "half-split");
   if (s.partial_rotary_factor != 1.0) out += fmt::format(", partial {:g}", s.partial_rotary_factor);
   switch (r.type) {
     case RopeType::kNone:
