@@ -17,7 +17,8 @@ void decompose_layer_norm(Backend& be, const LayerNormArgs& a);    // row_mean, 
 void decompose_swiglu(Backend& be, const SwigluArgs& a);           // silu, mul
 void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);   // clamp, scale, sigmoid, mul
 void decompose_mla_attention(Backend& be, const MlaArgs& a);       // matmul, scale, attention
-void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a);  // gather_rows, matmul, swiglu(_clamped),
-                                                                   // mul, scatter_add
+// gather_rows, matmul, swiglu, mul, scatter_add; the clamped (gpt-oss) variant calls swiglu_clamped,
+// which the resolver places on its own.
+void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a);
 
 }  // namespace day0

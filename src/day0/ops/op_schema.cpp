@@ -241,7 +241,7 @@ std::vector<OpSchema> build_table() {
        true,
        false,
        experts_shape,
-       {kGatherRows, kMatmul, kSwiglu, kSwigluClamped, kMul, kScatterAdd}},
+       {kGatherRows, kMatmul, kSwiglu, kMul, kScatterAdd}},
       {kAdd,
        "a + b (row/column broadcast)",
        {"a [R, C]", "b [R|1, C|1]"},

@@ -1,0 +1,57 @@
+#pragma once
+// Static coverage: for every op of a model's operator list (model/op_list.h), where it would run on a
+// backend (native / decomposed into what / host fallback / missing) and what share of the per-token
+// FLOPs and bytes falls in each class; plus the op x backend x weight-format support matrix,
+// generated from the registry (never written by hand).
+#include <array>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/backends/backend.h"
+#include "day0/graph/resolver.h"
+#include "day0/model/op_list.h"
+
+namespace day0 {
+
+struct CoverageRow {
+  OpSpec op;
+  OpKey key;  // key.op points into op.name
+  Resolution resolution;
+  std::string introduced_by;  // for missing ops: the config fields that brought the op in
+};
+
+struct CoverageReport {
+  std::string model;
+  std::string backend;
+  std::string host;
+  bool strict_ops = false;
+  int64_t context_tokens = 0;
+  std::vector<CoverageRow> rows;
+  // Indexed by Placement.
+  std::array<double, 4> flops{};
+  std::array<double, 4> bytes{};
+  std::array<int, 4> ops{};
+  double total_flops = 0;
+  double total_bytes = 0;
+  // Anything missing, or any host fallback under strict_ops.
+  bool failed() const;
+};
+
+// The weight format an op of the list is keyed by: its weight_dtype attribute, else the checkpoint's
+// projection format for ops that read expert / MLA weights, else F32 (activations only).
+WeightFormat op_weight_format(const OpSpec& op, const ModelSpec& spec);
+
+Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec, const OpList& list,
+                                        std::string_view backend, const BackendOptions& options);
+
+std::string coverage_text(const CoverageReport& report);
+nlohmann::json coverage_json(const CoverageReport& report);
+
+// Support matrix over every schema op, every backend of backend_names() and, for weight-reading ops,
+// every weight format.
+std::string support_matrix_text();
+nlohmann::json support_matrix_json();
+
+}  // namespace day0
