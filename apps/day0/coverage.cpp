@@ -32,7 +32,8 @@ int run_coverage(const CoverageOptions& o) {
     }
     return kExitOk;
   }
-  if (o.model.empty()) return report_error("coverage", invalid_argument("MODEL is required (or use --matrix)"));
+  if (o.model.empty())
+    return report_error("coverage", invalid_argument("MODEL is required (or use --matrix)"));
   auto resolved = resolve_model(o.model);
   if (!resolved) return report_error("coverage", resolved.status());
   auto list = build_op_list(resolved->spec, o.context);

@@ -10,7 +10,8 @@
 namespace day0 {
 namespace {
 
-Result<CoverageReport> coverage_of(const std::string& model, const std::string& backend, bool strict = false) {
+Result<CoverageReport> coverage_of(const std::string& model, const std::string& backend,
+                                   bool strict = false) {
   D0_ASSIGN_OR_RETURN(ModelSpec spec, catalog_model(model));
   D0_ASSIGN_OR_RETURN(OpList list, build_op_list(spec));
   BackendOptions opts;
@@ -19,7 +20,9 @@ Result<CoverageReport> coverage_of(const std::string& model, const std::string& 
   return compute_coverage(model, spec, list, backend, opts);
 }
 
-int count(const CoverageReport& r, Placement p) { return r.ops[static_cast<size_t>(p)]; }
+int count(const CoverageReport& r, Placement p) {
+  return r.ops[static_cast<size_t>(p)];
+}
 
 TEST(Coverage, CpuRunsEveryOpOfEveryCatalogModelNatively) {
   for (const auto& entry : model_catalog()) {
@@ -38,7 +41,8 @@ TEST(Coverage, PartialBackendDecomposesAndFallsBack) {
   EXPECT_GT(count(*report, Placement::kHostFallback), 0);  // MXFP4 matmuls, the router
   EXPECT_EQ(count(*report, Placement::kMissing), 0);
   EXPECT_FALSE(report->failed());
-  const double fallback_share = report->flops[static_cast<size_t>(Placement::kHostFallback)] / report->total_flops;
+  const double fallback_share =
+      report->flops[static_cast<size_t>(Placement::kHostFallback)] / report->total_flops;
   EXPECT_GT(fallback_share, 0.3);  // the MXFP4 experts carry most of gpt-oss's FLOPs
   bool saw_swiglu = false;
   for (const auto& row : report->rows) {

@@ -32,9 +32,13 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
   return out + "]";
 }
 
-double share(double part, double total) { return total > 0 ? part / total : 0.0; }
+double share(double part, double total) {
+  return total > 0 ? part / total : 0.0;
+}
 
-std::string percent(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+std::string percent(double x) {
+  return fmt::format("{:.1f}%", 100.0 * x);
+}
 
 // Columns padded to the widest cell; right-aligned where `right` says so.
 std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
@@ -83,14 +87,16 @@ WeightFormat op_weight_format(const OpSpec& op, const ModelSpec& spec) {
   const OpSchema* schema = find_op_schema(op.name);
   if (schema == nullptr || !schema->reads_weights) return WeightFormat::kF32;
   if (op.name == op::kEmbedding) {
-    return op.weight_dtype == DType::kF16 ? WeightFormat::kF16
-                                          : (op.weight_dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16);
+    return op.weight_dtype == DType::kF16
+               ? WeightFormat::kF16
+               : (op.weight_dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16);
   }
   return spec.weights.format;  // experts, MLA kv_b_proj: the checkpoint's projection format
 }
 
-Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec, const OpList& list,
-                                        std::string_view backend, const BackendOptions& options) {
+Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec,
+                                        const OpList& list, std::string_view backend,
+                                        const BackendOptions& options) {
   D0_ASSIGN_OR_RETURN(auto primary, make_backend(backend, options));
   const std::string host_name = backend == "reference" ? "reference" : "cpu";
   D0_ASSIGN_OR_RETURN(auto host, make_backend(host_name, options));
@@ -120,30 +126,35 @@ Result<CoverageReport> compute_coverage(const std::string& model_name, const Mod
 }
 
 std::string coverage_text(const CoverageReport& r) {
-  std::string out = fmt::format("coverage of {} on backend '{}' (host fallback: '{}'{}), per decoded token at "
-                                "context {}\n\n",
-                                r.model, r.backend, r.host, r.strict_ops ? ", --strict-ops" : "", r.context_tokens);
-  std::vector<std::vector<std::string>> rows = {{"op", "where", "weights", "calls", "FLOPs", "bytes", "placement"}};
+  std::string out = fmt::format(
+      "coverage of {} on backend '{}' (host fallback: '{}'{}), per decoded token at "
+      "context {}\n\n",
+      r.model, r.backend, r.host, r.strict_ops ? ", --strict-ops" : "", r.context_tokens);
+  std::vector<std::vector<std::string>> rows = {
+      {"op", "where", "weights", "calls", "FLOPs", "bytes", "placement"}};
   for (const auto& row : r.rows) {
     const OpSchema* s = find_op_schema(row.op.name);
-    rows.push_back({row.op.name, row.op.label, s && s->reads_weights ? weight_format_name(row.key.weights) : "-",
-                    std::to_string(row.op.calls_per_token), percent(share(row.op.flops_per_token, r.total_flops)),
-                    percent(share(row.op.bytes_per_token, r.total_bytes)), placement_cell(row.resolution)});
+    rows.push_back(
+        {row.op.name, row.op.label, s && s->reads_weights ? weight_format_name(row.key.weights) : "-",
+         std::to_string(row.op.calls_per_token), percent(share(row.op.flops_per_token, r.total_flops)),
+         percent(share(row.op.bytes_per_token, r.total_bytes)), placement_cell(row.resolution)});
   }
   out += aligned(rows, {false, false, false, true, true, true, false});
   out += "\n";
   std::vector<std::vector<std::string>> summary = {{"class", "ops", "FLOPs share", "bytes share"}};
-  for (Placement p : {Placement::kNative, Placement::kDecomposed, Placement::kHostFallback, Placement::kMissing}) {
+  for (Placement p :
+       {Placement::kNative, Placement::kDecomposed, Placement::kHostFallback, Placement::kMissing}) {
     const auto i = static_cast<size_t>(p);
     summary.push_back({placement_name(p), std::to_string(r.ops[i]), percent(share(r.flops[i], r.total_flops)),
                        percent(share(r.bytes[i], r.total_bytes))});
   }
   out += aligned(summary, {false, true, true, true});
-  out += fmt::format("\n  total per token: {}FLOP, {}\n", human_count(r.total_flops), human_bytes(r.total_bytes));
+  out += fmt::format("\n  total per token: {}FLOP, {}\n", human_count(r.total_flops),
+                     human_bytes(r.total_bytes));
   for (const auto& row : r.rows) {
     if (row.resolution.placement == Placement::kMissing) {
-      out += fmt::format("  missing: {} ({}) introduced by: {}\n", row.op.name, weight_format_name(row.key.weights),
-                         row.introduced_by);
+      out += fmt::format("  missing: {} ({}) introduced by: {}\n", row.op.name,
+                         weight_format_name(row.key.weights), row.introduced_by);
     }
   }
   if (r.strict_ops && r.ops[static_cast<size_t>(Placement::kHostFallback)] > 0) {
@@ -169,7 +180,8 @@ nlohmann::json coverage_json(const CoverageReport& r) {
     ops.push_back(std::move(j));
   }
   nlohmann::json classes = nlohmann::json::object();
-  for (Placement p : {Placement::kNative, Placement::kDecomposed, Placement::kHostFallback, Placement::kMissing}) {
+  for (Placement p :
+       {Placement::kNative, Placement::kDecomposed, Placement::kHostFallback, Placement::kMissing}) {
     const auto i = static_cast<size_t>(p);
     classes[placement_name(p)] = {{"ops", r.ops[i]},
                                   {"flops_share", share(r.flops[i], r.total_flops)},
@@ -191,7 +203,7 @@ namespace {
 
 struct MatrixCell {
   std::string op;
-  std::string format;  // "-" for ops without weights
+  std::string format;                   // "-" for ops without weights
   std::vector<std::string> placements;  // per backend
 };
 

@@ -43,8 +43,9 @@ struct CoverageReport {
 // projection format for ops that read expert / MLA weights, else F32 (activations only).
 WeightFormat op_weight_format(const OpSpec& op, const ModelSpec& spec);
 
-Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec, const OpList& list,
-                                        std::string_view backend, const BackendOptions& options);
+Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec,
+                                        const OpList& list, std::string_view backend,
+                                        const BackendOptions& options);
 
 std::string coverage_text(const CoverageReport& report);
 nlohmann::json coverage_json(const CoverageReport& report);

@@ -12,11 +12,11 @@ namespace day0 {
 
 bool has_decomposition(std::string_view op);
 
-void decompose_rms_norm(Backend& be, const RmsNormArgs& a);        // mul, row_mean, rsqrt
-void decompose_layer_norm(Backend& be, const LayerNormArgs& a);    // row_mean, scale, add, mul, rsqrt
-void decompose_swiglu(Backend& be, const SwigluArgs& a);           // silu, mul
-void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);   // clamp, scale, sigmoid, mul
-void decompose_mla_attention(Backend& be, const MlaArgs& a);       // matmul, scale, attention
+void decompose_rms_norm(Backend& be, const RmsNormArgs& a);       // mul, row_mean, rsqrt
+void decompose_layer_norm(Backend& be, const LayerNormArgs& a);   // row_mean, scale, add, mul, rsqrt
+void decompose_swiglu(Backend& be, const SwigluArgs& a);          // silu, mul
+void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);  // clamp, scale, sigmoid, mul
+void decompose_mla_attention(Backend& be, const MlaArgs& a);      // matmul, scale, attention
 // gather_rows, matmul, swiglu, mul, scatter_add; the clamped (gpt-oss) variant calls swiglu_clamped,
 // which the resolver places on its own.
 void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a);
