@@ -25,6 +25,9 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr int kMaxCallDepth = 256;
 constexpr int64_t kMaxRange = 1'000'000;
+// Bounds on work and output so that a hostile template cannot hang or exhaust memory.
+constexpr int64_t kMaxSteps = 20'000'000;
+constexpr size_t kMaxOutput = 256u << 20;
 
 class Renderer {
  public:
@@ -99,6 +102,8 @@ class Renderer {
   Flow exec(const Body& body, Scope& scope, std::string& out) {
     for (const StmtPtr& s : body) {
       pos_ = s->pos;
+      if (++steps_ > kMaxSteps) throw TemplateError("template exceeded its evaluation budget");
+      if (out.size() > kMaxOutput) throw TemplateError("template output exceeded 256 MiB");
       switch (s->kind) {
         case Stmt::Kind::kText:
           out += s->text;
@@ -248,6 +253,7 @@ class Renderer {
 
   Value eval(const Expr& e, Scope& scope) {
     pos_ = e.pos;
+    if (++steps_ > kMaxSteps) throw TemplateError("template exceeded its evaluation budget");
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -348,6 +354,7 @@ class Renderer {
   Scope root_;
   Pos pos_;
   int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

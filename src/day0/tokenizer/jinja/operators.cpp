@@ -46,6 +46,12 @@ int compare_values(const Value& a, const Value& b, const std::string& op) {
       fmt::format("'{}' not supported between instances of '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
+constexpr size_t kMaxValueBytes = 64u << 20;
+
+void check_size(size_t bytes) {
+  if (bytes > kMaxValueBytes) throw TemplateError("value larger than 64 MiB");
+}
+
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -155,7 +161,12 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 }
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    std::string s = a.str();
+    s += b.str();
+    check_size(s.size());
+    return Value(std::move(s));
+  }
   if (op == "==") return Value(a == b);
   if (op == "!=") return Value(!(a == b));
   if (op == "<") return Value(compare_values(a, b, op) < 0);
@@ -171,8 +182,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(a.as_int() + b.as_int());
     if (nums) return Value(a.as_float() + b.as_float());
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      check_size(a.as_string().size() + b.as_string().size());
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      check_size((a.as_list().size() + b.as_list().size()) * sizeof(Value));
       List l = a.as_list();
       l.insert(l.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(l));
@@ -190,14 +205,18 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     const Value* seq = a.is_int() ? &b : &a;
     const Value* count = a.is_int() ? &a : &b;
     if (count->is_int() && (seq->is_string() || seq->is_list())) {
-      const int64_t n = std::max<int64_t>(0, std::min<int64_t>(count->as_int(), 1'000'000));
+      const int64_t n = std::max<int64_t>(0, count->as_int());
+      const size_t unit = seq->is_string() ? seq->as_string().size() : seq->as_list().size() * sizeof(Value);
+      if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxValueBytes / unit)
+        throw TemplateError("value larger than 64 MiB");
+      const int64_t reps = unit == 0 ? 0 : n;
       if (seq->is_string()) {
         std::string s;
-        for (int64_t i = 0; i < n; ++i) s += seq->as_string();
+        for (int64_t i = 0; i < reps; ++i) s += seq->as_string();
         return Value(std::move(s));
       }
       List l;
-      for (int64_t i = 0; i < n; ++i) l.insert(l.end(), seq->as_list().begin(), seq->as_list().end());
+      for (int64_t i = 0; i < reps; ++i) l.insert(l.end(), seq->as_list().begin(), seq->as_list().end());
       return Value(std::move(l));
     }
   } else if (op == "/") {

@@ -13,6 +13,8 @@ struct ParseFailure {
   std::string message;
 };
 
+constexpr int kMaxNesting = 200;
+
 class Parser {
  public:
   Parser(std::vector<Token> tokens, std::string name) : toks_(std::move(tokens)), name_(std::move(name)) {}
@@ -29,6 +31,15 @@ class Parser {
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(i_ + ahead, toks_.size() - 1)]; }
   const Token& next() { return toks_[std::min(i_++, toks_.size() - 1)]; }
   [[noreturn]] void fail(const Pos& p, const std::string& msg) const { throw ParseFailure{p, msg}; }
+
+  // Bounds recursion so that deeply nested input is an error, not a stack overflow.
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxNesting) p.fail(p.peek().pos, "template nests too deeply");
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
 
   bool is_op(const char* op, size_t ahead = 0) const {
     return peek(ahead).kind == Token::Kind::kOp && peek(ahead).text == op;
@@ -108,6 +119,7 @@ class Parser {
   }
 
   StmtPtr parse_statement(const Token& kw) {
+    DepthGuard guard(*this);
     const std::string& k = kw.text;
     if (k == "if") return parse_if(kw.pos);
     if (k == "for") return parse_for(kw.pos);
@@ -246,6 +258,7 @@ class Parser {
   }
 
   ExprPtr parse_expr() {
+    DepthGuard guard(*this);
     ExprPtr value = parse_or();
     while (is_name("if")) {
       const Pos pos = next().pos;
@@ -289,6 +302,7 @@ class Parser {
     return left;
   }
   ExprPtr parse_not() {
+    DepthGuard guard(*this);
     if (is_name("not")) {
       const Pos pos = next().pos;
       auto e = make(Expr::Kind::kUnary, pos);
@@ -352,6 +366,7 @@ class Parser {
     return left;
   }
   ExprPtr parse_unary(bool with_filter = true) {
+    DepthGuard guard(*this);
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -567,6 +582,7 @@ class Parser {
 
   std::vector<Token> toks_;
   size_t i_ = 0;
+  int depth_ = 0;
   std::string name_;
 };
 
