@@ -37,4 +37,14 @@ Result<std::string> apply_chat_template(const Tokenizer& tokenizer, std::string_
   return render_chat_template(source, request, specials);
 }
 
+Result<std::string> apply_chat_template(const Tokenizer& tokenizer, const ChatRequest& request) {
+  const auto source = tokenizer.chat_template();
+  if (!source) {
+    return not_found(tokenizer.source() +
+                     ": the model folder has no chat template (chat_template.jinja or "
+                     "tokenizer_config.json chat_template)");
+  }
+  return apply_chat_template(tokenizer, *source, request);
+}
+
 }  // namespace day0::tokenizer

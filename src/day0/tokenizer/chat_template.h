@@ -31,5 +31,8 @@ Result<std::string> render_chat_template(std::string_view source, const ChatRequ
 // Renders with the tokenizer's special tokens (bos/eos/pad/unk as tokenizer_config.json names them).
 Result<std::string> apply_chat_template(const Tokenizer& tokenizer, std::string_view source,
                                         const ChatRequest& request);
+// Same with the model folder's own template (chat_template.jinja or tokenizer_config.json); NotFound
+// when the folder ships none.
+Result<std::string> apply_chat_template(const Tokenizer& tokenizer, const ChatRequest& request);
 
 }  // namespace day0::tokenizer

@@ -25,8 +25,7 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr int kMaxCallDepth = 256;
 constexpr int64_t kMaxRange = 1'000'000;
-// Bounds on work and output so that a hostile template cannot hang or exhaust memory.
-constexpr int64_t kMaxSteps = 20'000'000;
+// Bounds output so that a hostile template cannot exhaust memory (RenderOptions::max_steps bounds time).
 constexpr size_t kMaxOutput = 256u << 20;
 
 class Renderer {
@@ -102,7 +101,7 @@ class Renderer {
   Flow exec(const Body& body, Scope& scope, std::string& out) {
     for (const StmtPtr& s : body) {
       pos_ = s->pos;
-      if (++steps_ > kMaxSteps) throw TemplateError("template exceeded its evaluation budget");
+      if (++steps_ > opt_.max_steps) throw TemplateError("template exceeded its evaluation budget");
       if (out.size() > kMaxOutput) throw TemplateError("template output exceeded 256 MiB");
       switch (s->kind) {
         case Stmt::Kind::kText:
@@ -183,6 +182,7 @@ class Renderer {
     if (s.filter) {
       List kept;
       for (const Value& item : items) {
+        if (++steps_ > opt_.max_steps) throw TemplateError("template exceeded its evaluation budget");
         Scope probe{{}, &scope};
         assign(probe, s.targets, item);
         pos_ = s.filter->pos;
@@ -195,25 +195,31 @@ class Renderer {
       return;
     }
     const int64_t n = static_cast<int64_t>(items.size());
+    // loop.cycle is built once per loop; it reads the current index through `index`.
+    auto index = std::make_shared<int64_t>(0);
+    const Value cycle = Value::function("cycle", [index](const Args& a) {
+      if (a.positional.empty()) throw TemplateError("no items for cycling given");
+      return a.positional[static_cast<size_t>(*index) % a.positional.size()];
+    });
     for (int64_t i = 0; i < n; ++i) {
+      if (++steps_ > opt_.max_steps) throw TemplateError("template exceeded its evaluation budget");
       Scope inner{{}, &scope};
       assign(inner, s.targets, items[static_cast<size_t>(i)]);
       Dict loop;
-      loop.set("index", Value(i + 1));
-      loop.set("index0", Value(i));
-      loop.set("revindex", Value(n - i));
-      loop.set("revindex0", Value(n - i - 1));
-      loop.set("first", Value(i == 0));
-      loop.set("last", Value(i == n - 1));
-      loop.set("length", Value(n));
-      loop.set("previtem",
-               i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
-      loop.set("nextitem",
-               i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
-      loop.set("cycle", Value::function("cycle", [i](const Args& a) {
-                 if (a.positional.empty()) throw TemplateError("no items for cycling given");
-                 return a.positional[static_cast<size_t>(i) % a.positional.size()];
-               }));
+      loop.items.reserve(10);
+      loop.items.emplace_back("index", Value(i + 1));
+      loop.items.emplace_back("index0", Value(i));
+      loop.items.emplace_back("revindex", Value(n - i));
+      loop.items.emplace_back("revindex0", Value(n - i - 1));
+      loop.items.emplace_back("first", Value(i == 0));
+      loop.items.emplace_back("last", Value(i == n - 1));
+      loop.items.emplace_back("length", Value(n));
+      loop.items.emplace_back("previtem", i > 0 ? items[static_cast<size_t>(i - 1)]
+                                                : Value::undefined("there is no previous item"));
+      loop.items.emplace_back("nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)]
+                                                    : Value::undefined("there is no next item"));
+      *index = i;
+      loop.items.emplace_back("cycle", cycle);
       inner.vars["loop"] = Value(std::move(loop));
       const Flow f = exec(s.body, inner, out);
       if (f == Flow::kBreak) break;
@@ -253,7 +259,7 @@ class Renderer {
 
   Value eval(const Expr& e, Scope& scope) {
     pos_ = e.pos;
-    if (++steps_ > kMaxSteps) throw TemplateError("template exceeded its evaluation budget");
+    if (++steps_ > opt_.max_steps) throw TemplateError("template exceeded its evaluation budget");
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;

@@ -12,6 +12,9 @@ namespace day0::jinja {
 
 struct RenderOptions {
   std::optional<std::time_t> now;  // what strftime_now sees (local time); default: the current time
+  // Statements, expressions and loop iterations a render may evaluate before it is stopped (real chat
+  // templates need a few thousand per message).
+  int64_t max_steps = 5'000'000;
 };
 
 // `variables` become the template's globals. Errors carry "<name>:<line>:<col>: <message>".
