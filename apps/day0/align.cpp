@@ -1,0 +1,89 @@
+// day0 align: compare the engine with a reference dump (or our reference backend): logits, layer by
+// layer, greedy continuations; exit 1 when outside the thresholds, 2 on bad input.
+#include <fmt/format.h>
+
+#include "command.h"
+#include "day0/align/align_model.h"
+
+namespace day0::cli {
+namespace {
+
+struct AlignCliOptions {
+  AlignRequest request;
+  std::string dtype = "f32";
+  std::string against;
+  std::string mla = "auto";
+  bool json = false;
+  std::optional<double> max_abs_err_of_range, kl_mean, kl_max, min_same_top1, max_ppl_ratio_dev;
+  std::optional<int64_t> greedy_top_n;
+  std::optional<double> layer_cosine, layer_abs;
+};
+
+int align_command(AlignCliOptions o) {
+  AlignRequest& r = o.request;
+  r.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  r.mla = o.mla == "naive" ? MlaMode::kNaive : o.mla == "absorbed" ? MlaMode::kAbsorbed : MlaMode::kAuto;
+  if (!o.against.empty()) {
+    if (o.against != "reference") {
+      return report_error("align", invalid_argument("--against takes \"reference\" (our reference backend)"));
+    }
+    r.against_reference = true;
+  }
+  if (r.reference_path.empty() && !r.against_reference) {
+    return report_error("align", invalid_argument("give --reference DUMP or --against reference"));
+  }
+  AlignThresholds t = default_thresholds(r.precision);
+  if (o.max_abs_err_of_range) t.max_abs_err_of_range = *o.max_abs_err_of_range;
+  if (o.kl_mean) t.kl_mean = *o.kl_mean;
+  if (o.kl_max) t.kl_max = *o.kl_max;
+  if (o.min_same_top1) t.min_same_top1 = *o.min_same_top1;
+  if (o.max_ppl_ratio_dev) t.max_ppl_ratio_dev = *o.max_ppl_ratio_dev;
+  if (o.greedy_top_n) t.greedy_top_n = *o.greedy_top_n;
+  if (o.layer_cosine) t.layers.cosine_warn = *o.layer_cosine;
+  if (o.layer_abs) t.layers.abs_floor = *o.layer_abs;
+  r.thresholds = t;
+  auto report = align_model(r);
+  if (!report.is_ok()) return report_error("align", report.status());
+  if (o.json) {
+    fmt::print("{}\n", align_report_json(*report).dump(2));
+  } else {
+    fmt::print("{}", align_report_text(*report));
+  }
+  return report->pass() ? kExitOk : kExitCheckFailed;
+}
+
+const Registrar kRegistrar(
+    "align",
+    "Compare the engine with a Hugging Face reference dump: logits, layer by layer, greedy generation", 55,
+    [](CLI::App& app) -> CommandRunner {
+      auto o = std::make_shared<AlignCliOptions>();
+      app.add_option("model", o->request.model, "checkpoint folder (config.json + safetensors)")->required();
+      app.add_option("--reference", o->request.reference_path, "day0-reference/1 dump (tools/reference/)");
+      app.add_option("--backend", o->request.backend, "backend measured: cpu (default), reference, partial");
+      app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
+          ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_option("--against", o->against, "\"reference\": compare --backend with our reference backend");
+      app.add_option("--prompt-ids", o->request.prompt_ids,
+                     "prompts for --against without a dump: 1,2,3;4,5");
+      app.add_option("--mla", o->mla, "MLA form: auto (default), naive, absorbed")
+          ->check(CLI::IsMember({"auto", "naive", "absorbed"}));
+      app.add_option("--threads", o->request.n_threads, "threads of the cpu backend")
+          ->check(CLI::Range(0, 4096));
+      app.add_option("--max-abs-err", o->max_abs_err_of_range,
+                     "max logit abs error as a share of the logit range");
+      app.add_option("--kl-mean", o->kl_mean, "max mean KL(reference || engine)");
+      app.add_option("--kl-max", o->kl_max, "max KL at any position");
+      app.add_option("--min-same-top1", o->min_same_top1,
+                     "min share of positions with the same argmax (0..1)");
+      app.add_option("--max-ppl-ratio-dev", o->max_ppl_ratio_dev, "max |perplexity ratio - 1|");
+      app.add_option("--greedy-top-n", o->greedy_top_n,
+                     "top-N rule at the first greedy divergence (default 5)");
+      app.add_option("--layer-cosine", o->layer_cosine, "layer rule: cosine floor (default 0.99)");
+      app.add_option("--layer-abs", o->layer_abs,
+                     "layer rule: MaxAbsErr floor paired with it (default 0.001)");
+      app.add_flag("--json", o->json, "JSON output");
+      return [o] { return align_command(*o); };
+    });
+
+}  // namespace
+}  // namespace day0::cli

@@ -1,0 +1,147 @@
+// day0 run: generate from token ids with timing, log-probabilities and an optional reference dump.
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "day0/align/align_runner.h"
+#include "day0/align/reference_dump.h"
+#include "day0/runtime/generate.h"
+#include "day0/runtime/model_loader.h"
+#include "day0/runtime/prompt_ids.h"
+
+namespace day0::cli {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt_ids;
+  int64_t max_new = 16;
+  std::string backend = "cpu";
+  std::string dtype = "f32";
+  bool greedy = false;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t logprobs = -1;  // -1: off; 0: the chosen token only; N: and the top N
+  std::string dump;
+  bool json = false;
+  int threads = 0;
+};
+
+int run_command(const RunOptions& o) {
+  const char* name = "run";
+  auto model = load_model(o.model);
+  if (!model.is_ok()) return report_error(name, model.status());
+  auto prompts = parse_prompt_ids(o.prompt_ids, model->spec.vocab_size);
+  if (!prompts.is_ok()) return report_error(name, prompts.status());
+  if (prompts->size() != 1) return report_error(name, invalid_argument("run takes one prompt (no ';')"));
+  EngineOptions eo;
+  eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  auto engine = open_engine(*model, o.backend, eo, o.threads);
+  if (!engine.is_ok()) return report_error(name, engine.status());
+
+  SamplingParams sp;
+  sp.greedy = o.greedy || o.temperature <= 0.0f;
+  sp.temperature = o.temperature;
+  sp.top_p = o.top_p;
+  sp.top_k = o.top_k;
+  sp.seed = o.seed;
+  const std::vector<int32_t> prompt(prompts->front().begin(), prompts->front().end());
+  const GenerationResult g =
+      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0));
+
+  if (!o.dump.empty()) {
+    ReferenceDump d;
+    d.metadata["producer"] = "day0 run (" + o.backend + ")";
+    d.metadata["version"] = DAY0_VERSION;
+    d.metadata["dtype"] = o.dtype;
+    d.prompts.push_back(run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0));
+    const Status st = write_reference_dump(d, o.dump);
+    if (!st.is_ok()) return report_error(name, st);
+  }
+
+  const double ttft_ms = 1000 * g.prefill_seconds;
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["backend"] = o.backend;
+    j["dtype"] = o.dtype;
+    j["prompt_tokens"] = g.prompt_tokens;
+    j["tokens"] = g.tokens();
+    if (o.logprobs >= 0) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const auto& s : g.steps) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const auto& t : s.top) top.push_back({{"token", t.token}, {"logprob", t.logprob}});
+        steps.push_back({{"token", s.chosen.token}, {"logprob", s.chosen.logprob}, {"top", top}});
+      }
+      j["logprobs"] = steps;
+    }
+    j["timing"] = {{"ttft_ms", ttft_ms},
+                   {"prefill_tokens_per_second", g.prefill_tokens_per_second()},
+                   {"decode_tokens_per_second", g.decode_tokens_per_second()},
+                   {"decode_seconds", g.decode_seconds}};
+    if (!o.dump.empty()) j["dump"] = o.dump;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("model      {} ({}, {} layers)\n", o.model, family_name(model->spec.family),
+             model->spec.n_layers);
+  fmt::print("backend    {} ({} activations), {}\n", o.backend, o.dtype,
+             sp.greedy ? std::string("greedy")
+                       : fmt::format("temperature {} top-p {} top-k {} seed {}", sp.temperature, sp.top_p,
+                                     sp.top_k, sp.seed));
+  fmt::print("prompt     {} tokens: {}\n", g.prompt_tokens, fmt::join(prompt, ","));
+  fmt::print("generated  {} tokens: {}\n", g.steps.size(), fmt::join(g.tokens(), ","));
+  if (o.logprobs >= 0) {
+    fmt::print("\n  {:>4} {:>8} {:>10}  {}\n", "step", "token", "logprob",
+               o.logprobs > 0 ? "top (token:logprob)" : "");
+    for (size_t i = 0; i < g.steps.size(); ++i) {
+      const auto& s = g.steps[i];
+      std::string top;
+      for (const auto& t : s.top) top += fmt::format("{}:{:.4f} ", t.token, t.logprob);
+      fmt::print("  {:>4} {:>8} {:>10.4f}  {}\n", i, s.chosen.token, s.chosen.logprob, top);
+    }
+    fmt::print("\n");
+  }
+  fmt::print("timing     TTFT {:.2f} ms, prefill {:.1f} tok/s, decode {:.1f} tok/s ({} tokens in {:.3f} s)\n",
+             ttft_ms, g.prefill_tokens_per_second(), g.decode_tokens_per_second(),
+             g.steps.empty() ? 0 : g.steps.size() - 1, g.decode_seconds);
+  if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
+  return kExitOk;
+}
+
+const Registrar kRegistrar(
+    "run", "Generate from token ids: ids, log-probabilities, prefill/decode speed, optional reference dump",
+    50, [](CLI::App& app) -> CommandRunner {
+      auto o = std::make_shared<RunOptions>();
+      app.add_option("model", o->model, "checkpoint folder (config.json + safetensors)")->required();
+      app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3")->required();
+      app.add_option("--max-new", o->max_new, "tokens to generate (default 16)")
+          ->check(CLI::Range(0, 1 << 20));
+      app.add_option("--backend", o->backend, "backend: cpu (default), reference, partial");
+      app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
+          ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_flag("--greedy", o->greedy, "greedy decoding (the default unless --temperature > 0)");
+      app.add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
+          ->check(CLI::Range(0.0, 100.0));
+      app.add_option("--top-p", o->top_p, "nucleus sampling mass (default 1)")->check(CLI::Range(0.0, 1.0));
+      app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--seed", o->seed, "sampling seed (default 0)");
+      app.add_option("--logprobs", o->logprobs, "print each token's logprob and the top N alternatives")
+          ->expected(0, 1)
+          ->default_str("0");
+      app.add_option("--dump", o->dump,
+                     "write the prompt's logits and hidden states as a day0-reference/1 dump");
+      app.add_option("--threads", o->threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
+          ->check(CLI::Range(0, 4096));
+      app.add_flag("--json", o->json, "JSON output");
+      return [o] { return run_command(*o); };
+    });
+
+}  // namespace
+}  // namespace day0::cli

@@ -1,0 +1,40 @@
+#include "day0/runtime/model_loader.h"
+
+#include <fmt/format.h>
+
+#include "day0/model/catalog.h"
+
+namespace day0 {
+
+Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source) {
+  LoadedModel m;
+  m.spec = spec;
+  m.folder = source->origin();
+  D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(spec, std::move(source)));
+  return m;
+}
+
+Result<LoadedModel> load_model(const std::string& model) {
+  D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
+  if (resolved.from_catalog || resolved.folder.empty()) {
+    return invalid_argument(
+        fmt::format("{} is a catalog entry without weights; pass a checkpoint folder", model));
+  }
+  D0_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_checkpoint_source(resolved.folder.string()));
+  D0_ASSIGN_OR_RETURN(LoadedModel m,
+                      load_model_from(resolved.spec, std::shared_ptr<const TensorSource>(std::move(source))));
+  m.folder = resolved.folder.string();
+  return m;
+}
+
+Result<EngineHandle> open_engine(const LoadedModel& model, const std::string& backend, EngineOptions options,
+                                 int n_threads) {
+  EngineHandle h;
+  BackendOptions bo;
+  bo.n_threads = n_threads;
+  D0_ASSIGN_OR_RETURN(h.backend, open_backend(backend, bo));
+  D0_ASSIGN_OR_RETURN(h.engine, Engine::create(model.spec, model.weights, *h.backend, options));
+  return h;
+}
+
+}  // namespace day0
