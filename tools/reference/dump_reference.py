@@ -37,9 +37,33 @@ def versions():
     return f"transformers {transformers.__version__}; torch {torch.__version__}"
 
 
+def architecture_fallback(model_dir):
+    """Releases whose model_type transformers does not register (Kimi K2: "kimi_k2", shipped with remote
+    code) but whose `architectures` names a class transformers has: load through that class and its
+    config class. Returns (class, config) or (None, None)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        raw = json.load(f)
+    try:
+        AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        return None, None
+    except (ValueError, KeyError):
+        pass
+    for name in raw.get("architectures") or []:
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            fields = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map")}
+            return cls, cls.config_class(**fields)
+    raise SystemExit(f"error: {model_dir}: model_type {raw.get('model_type')!r} is unknown to transformers "
+                     f"{transformers.__version__} and no architecture class matches {raw.get('architectures')}")
+
+
 def load_model(model_dir, dtype):
-    model, info = AutoModelForCausalLM.from_pretrained(
+    cls, config = architecture_fallback(model_dir)
+    extra = {} if cls is None else {"config": config}
+    cls = cls or AutoModelForCausalLM
+    model, info = cls.from_pretrained(
         model_dir,
+        **extra,
         dtype=DTYPES[dtype],
         attn_implementation="eager",
         device_map="cpu",
@@ -148,8 +172,8 @@ def cmd_dump(args):
 
 
 def cmd_check_load(args):
-    config = AutoConfig.from_pretrained(args.model, local_files_only=True)
     model, info = load_model(args.model, "f32")
+    config = model.config
     issues = {k: list(v) for k, v in info.items() if v}
     # DeepSeek / GLM multi-token-prediction layers are stored after the last layer and ignored by HF.
     n_layers = config.get_text_config().num_hidden_layers
@@ -167,6 +191,7 @@ def cmd_check_load(args):
         "model": args.model,
         "class": type(model).__name__,
         "model_type": config.model_type,
+        "loaded_via": "AutoModelForCausalLM" if architecture_fallback(args.model)[0] is None else "architectures[0]",
         "loading_issues": issues,
         "finite_logits": finite,
         "versions": versions(),

@@ -1,0 +1,120 @@
+"""Hugging Face config.json of the golden miniatures: one tiny model per family, same structure as the
+release it stands for (same keys, layer patterns, routing, rope scaling, quantization), small sizes.
+
+Shared shape: vocab 256, hidden 64, 4 query heads. Every projection dimension stays <= 128 so that
+FP8 blocks of 128 x 128 are single (possibly partial) blocks, which transformers' dequantiser derives
+the same way as the 128-block rule.
+"""
+
+VOCAB = 256
+BASE = {
+    "vocab_size": VOCAB,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 256,
+    "initializer_range": 0.02,
+    "hidden_act": "silu",
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "use_cache": True,
+    "attention_dropout": 0.0,
+}
+
+
+def cfg(**kw):
+    out = dict(BASE)
+    out.update(kw)
+    return out
+
+
+FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+CONFIGS = {
+    # Llama 3.1-style llama3 rope scaling; original context shrunk to 16 so that positions of the
+    # prompts cross both wavelength bands.
+    "llama3": cfg(
+        architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=2, num_key_value_heads=2,
+        intermediate_size=128, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 16}),
+    # Qwen3 dense: explicit head_dim decoupled from hidden / heads, q/k RMSNorm, tied embeddings.
+    "qwen3": cfg(
+        architectures=["Qwen3ForCausalLM"], model_type="qwen3", num_hidden_layers=2, num_key_value_heads=2,
+        head_dim=24, intermediate_size=128, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+        attention_bias=False, use_sliding_window=False, sliding_window=None, max_window_layers=2),
+    # YaRN-scaled Qwen2 (q/k/v bias): factor 4 over an original context of 32.
+    "qwen2-yarn": cfg(
+        max_position_embeddings=128,
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", num_hidden_layers=2, num_key_value_heads=2,
+        intermediate_size=128, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        use_sliding_window=False, sliding_window=None, max_window_layers=2,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}),
+    "mixtral": cfg(
+        architectures=["MixtralForCausalLM"], model_type="mixtral", num_hidden_layers=2, num_key_value_heads=2,
+        intermediate_size=32, num_local_experts=8, num_experts_per_tok=2, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, sliding_window=None, tie_word_embeddings=False, router_aux_loss_coef=0.02),
+    # Qwen2-MoE: shared expert with sigmoid gate, norm_topk_prob false, one dense layer (mlp_only_layers).
+    "qwen2-moe": cfg(
+        architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_hidden_layers=3, num_key_value_heads=2,
+        intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=64, num_experts=8,
+        num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+        rms_norm_eps=1e-6, rope_theta=1000000.0, use_sliding_window=False, sliding_window=None,
+        max_window_layers=3, tie_word_embeddings=False),
+    "qwen3-moe": cfg(
+        architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_hidden_layers=2, num_key_value_heads=2,
+        head_dim=16, intermediate_size=96, moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], rms_norm_eps=1e-6, rope_theta=1000000.0,
+        use_sliding_window=False, sliding_window=None, max_window_layers=2, tie_word_embeddings=False,
+        attention_bias=False),
+    # DeepSeek-V3: MLA with q LoRA, noaux_tc sigmoid routing over 2 groups, dense first layer, YaRN with
+    # mscale, FP8 block-quantized projections.
+    "deepseek-v3": cfg(
+        architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", num_hidden_layers=3,
+        num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1, topk_method="noaux_tc",
+        scoring_func="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1,
+        moe_layer_freq=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        rms_norm_eps=1e-6, rope_theta=10000.0, num_nextn_predict_layers=0, tie_word_embeddings=False,
+        attention_bias=False, rope_interleave=True,
+        rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
+        quantization_config=FP8),
+    # Kimi K2: the V3 architecture under model_type kimi_k2 (one group, theta 5e4, YaRN beta_fast 1).
+    "kimi-k2": cfg(
+        architectures=["DeepseekV3ForCausalLM"], model_type="kimi_k2", num_hidden_layers=2, num_key_value_heads=4,
+        intermediate_size=128, moe_intermediate_size=32, n_routed_experts=12, n_shared_experts=1,
+        num_experts_per_tok=2, n_group=1, topk_group=1, topk_method="noaux_tc", scoring_func="sigmoid",
+        norm_topk_prob=True, routed_scaling_factor=2.827, first_k_dense_replace=1, moe_layer_freq=1,
+        q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        rms_norm_eps=1e-6, rope_theta=50000.0, num_nextn_predict_layers=0, tie_word_embeddings=False,
+        attention_bias=False,
+        rope_scaling={"type": "yarn", "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
+                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
+        quantization_config=FP8),
+    # GLM-4.5: partial RoPE 0.5, q/k/v bias, q/k norm, V3-style MoE after one dense layer.
+    "glm-4.5": cfg(
+        architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_hidden_layers=2, num_key_value_heads=2,
+        head_dim=16, partial_rotary_factor=0.5, attention_bias=True, use_qk_norm=True, intermediate_size=96,
+        moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=1,
+        topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1,
+        rms_norm_eps=1e-5, rope_theta=1000000.0, rope_scaling=None, num_nextn_predict_layers=0,
+        tie_word_embeddings=False),
+    # gpt-oss: sinks, alternating sliding (window 8) / full layers, YaRN (truncate false), MXFP4 experts.
+    "gpt-oss": cfg(
+        architectures=["GptOssForCausalLM"], model_type="gpt_oss", num_hidden_layers=2, num_key_value_heads=2,
+        head_dim=16, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, experts_per_token=2,
+        layer_types=["sliding_attention", "full_attention"], sliding_window=8, attention_bias=True,
+        rms_norm_eps=1e-5, rope_theta=150000.0, swiglu_limit=7.0, tie_word_embeddings=False,
+        initial_context_length=4096, router_aux_loss_coef=0.9, output_router_logits=False,
+        rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "original_max_position_embeddings": 4096, "truncate": False},
+        quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}),
+}
+
+# Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
+# its sliding window of 8.
+PROMPT_LENGTHS = {name: [5, 11, 17] for name in CONFIGS}
+PROMPT_LENGTHS["gpt-oss"] = [6, 13, 24]
