@@ -12,7 +12,8 @@ namespace day0 {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("day0_dump_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("day0_dump_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 ReferenceDump small_dump() {
@@ -79,12 +80,14 @@ void expect_rejected(const std::string& path, const std::string& needle) {
 const std::map<std::string, std::string> kGoodMeta = {{"format", "day0-reference/1"}, {"producer", "x"}};
 
 TEST(ReferenceDump, RejectsFilesOutsideTheContract) {
-  expect_rejected(write_raw("nometa.safetensors", {}, {tensor_f32("w", {2}, {1, 2})}), "has no \"format\" key");
+  expect_rejected(write_raw("nometa.safetensors", {}, {tensor_f32("w", {2}, {1, 2})}),
+                  "has no \"format\" key");
   expect_rejected(write_raw("pt.safetensors", {{"format", "pt"}}, {tensor_f32("w", {2}, {1, 2})}),
                   "__metadata__.format is \"pt\"");
   expect_rejected(write_raw("noprompt.safetensors", kGoodMeta, {tensor_f32("w", {2}, {1, 2})}), "no prompts");
-  expect_rejected(write_raw("nologits.safetensors", kGoodMeta, {tensor_i64("prompt.0.input_ids", {2}, {1, 2})}),
-                  "prompt.0.logits is missing");
+  expect_rejected(
+      write_raw("nologits.safetensors", kGoodMeta, {tensor_i64("prompt.0.input_ids", {2}, {1, 2})}),
+      "prompt.0.logits is missing");
   expect_rejected(write_raw("bf16.safetensors", kGoodMeta,
                             {tensor_i64("prompt.0.input_ids", {2}, {1, 2}),
                              tensor_bf16("prompt.0.logits", {2, 3}, {0, 0, 0, 0, 0, 0})}),
@@ -116,10 +119,10 @@ TEST(ReferenceDump, RejectsWhatIsNotSafetensors) {
 }
 
 TEST(ReferenceDump, IgnoresTensorsOutsideThePromptNamespace) {
-  const std::string path = write_raw("extra.safetensors", kGoodMeta,
-                                     {tensor_i64("prompt.0.input_ids", {1}, {1}),
-                                      tensor_f32("prompt.0.logits", {1, 3}, std::vector<float>(3)),
-                                      tensor_f32("producer_notes", {1}, {1})});
+  const std::string path = write_raw(
+      "extra.safetensors", kGoodMeta,
+      {tensor_i64("prompt.0.input_ids", {1}, {1}),
+       tensor_f32("prompt.0.logits", {1, 3}, std::vector<float>(3)), tensor_f32("producer_notes", {1}, {1})});
   auto r = read_reference_dump(path);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->prompts.size(), 1u);

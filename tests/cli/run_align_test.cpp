@@ -29,8 +29,9 @@ TEST(RunCli, GeneratesWithTimingAndLogprobs) {
 
 TEST(RunCli, JsonAndSeededSampling) {
   if (!have_model()) GTEST_SKIP() << "golden qwen3 missing";
-  const std::vector<std::string> args = {"run",   kModel, "--prompt-ids", "5,6,7,8", "--max-new", "5", "--temperature",
-                                         "1.3", "--top-p", "0.9",          "--seed",  "3",         "--json"};
+  const std::vector<std::string> args = {"run",           kModel, "--prompt-ids", "5,6,7,8", "--max-new", "5",
+                                         "--temperature", "1.3",  "--top-p",      "0.9",     "--seed",    "3",
+                                         "--json"};
   const auto a = run_cli(args), b = run_cli(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);

@@ -48,7 +48,8 @@ TEST_P(EngineOnGolden, IncrementalDecodeEqualsFullPrefill) {
   const int64_t head = 3;
   const SequenceStep first{&cache, std::span(ids).first(head)};
   const FloatMatrix start = e.forward(std::span(&first, 1));
-  for (int64_t t = 0; t < head; ++t) EXPECT_LE(max_abs_diff(start.row(t), full.row(t)), tol) << "prefill row " << t;
+  for (int64_t t = 0; t < head; ++t)
+    EXPECT_LE(max_abs_diff(start.row(t), full.row(t)), tol) << "prefill row " << t;
   for (size_t t = head; t < ids.size(); ++t) {
     const SequenceStep step{&cache, std::span(ids).subspan(t, 1)};
     const FloatMatrix row = e.forward(std::span(&step, 1), true);
@@ -84,7 +85,8 @@ TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const double tol = 1e-4 * range_of(alone_prefill[i]);
     for (int64_t t = 0; t < alone_prefill[i].rows; ++t, ++row) {
-      EXPECT_LE(max_abs_diff(together.row(row), alone_prefill[i].row(t)), tol) << "prompt " << i << " row " << t;
+      EXPECT_LE(max_abs_diff(together.row(row), alone_prefill[i].row(t)), tol)
+          << "prompt " << i << " row " << t;
     }
   }
   for (auto& s : steps) s.tokens = std::span<const int32_t>(&next, 1);
@@ -102,7 +104,8 @@ TEST_P(EngineOnGolden, GreedyGenerationMatchesTheReferenceContinuation) {
   const ReferencePrompt& p = run->reference.prompts.front();
   ASSERT_FALSE(p.greedy_ids.empty());
   const auto ids = ids32(p.input_ids);
-  const GenerationResult g = generate(*run->engine, ids, static_cast<int64_t>(p.greedy_ids.size()), SamplingParams{}, 3);
+  const GenerationResult g =
+      generate(*run->engine, ids, static_cast<int64_t>(p.greedy_ids.size()), SamplingParams{}, 3);
   const auto tokens = g.tokens();
   EXPECT_EQ(std::vector<int64_t>(tokens.begin(), tokens.end()), p.greedy_ids);
   for (const auto& s : g.steps) {
@@ -112,13 +115,14 @@ TEST_P(EngineOnGolden, GreedyGenerationMatchesTheReferenceContinuation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, EngineOnGolden, ::testing::ValuesIn(golden_names()), [](const auto& param_info) {
-  std::string n = param_info.param;
-  for (char& ch : n) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Families, EngineOnGolden, ::testing::ValuesIn(golden_names()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(EngineOnGolden);
 
 bool has_golden(const std::string& name) {

@@ -13,8 +13,8 @@ class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
   const auto names = golden_names();
-  for (const char* want : {"deepseek-v3", "kimi-k2", "qwen3-moe", "qwen2-moe", "mixtral", "glm-4.5", "gpt-oss",
-                           "llama3", "qwen3", "qwen2-yarn"}) {
+  for (const char* want : {"deepseek-v3", "kimi-k2", "qwen3-moe", "qwen2-moe", "mixtral", "glm-4.5",
+                           "gpt-oss", "llama3", "qwen3", "qwen2-yarn"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "missing golden " << want;
   }
 }
@@ -45,14 +45,13 @@ TEST_P(Golden, Bf16WithinDocumentedThresholds) {
   EXPECT_GT(r.logits.max_abs_err, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Golden, ::testing::ValuesIn(golden_names()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& ch : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Families, Golden, ::testing::ValuesIn(golden_names()), [](const auto& param_info) {
+  std::string n = param_info.param;
+  for (char& ch : n) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n;
+});
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 }  // namespace
