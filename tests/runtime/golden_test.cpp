@@ -39,8 +39,11 @@ TEST_P(Golden, Bf16WithinDocumentedThresholds) {
   const ReferenceDump mine = run_reference_prompts(*run->engine, run->reference, "test");
   const AlignThresholds t = default_thresholds(ActivationPrecision::kBF16);
   const AlignReport r = compare_dumps(run->reference, mine, t);
-  EXPECT_LE(r.logits.kl_mean, t.kl_mean) << align_report_text(r);
   EXPECT_TRUE(r.pass()) << align_report_text(r);
+  // Without routing there are no near-ties to flip: dense models stay within the KL 1e-3.
+  if (run->model.spec.moe == std::nullopt) {
+    EXPECT_LE(r.logits.kl_mean, 1e-3) << align_report_text(r);
+  }
   // BF16 must actually change something: the F32 engine is far closer.
   EXPECT_GT(r.logits.max_abs_err, 1e-5);
 }

@@ -12,7 +12,7 @@ BASE = {
     "hidden_size": 64,
     "num_attention_heads": 4,
     "max_position_embeddings": 256,
-    "initializer_range": 0.02,
+    "initializer_range": 0.16,
     "hidden_act": "silu",
     "torch_dtype": "bfloat16",
     "bos_token_id": 1,
@@ -77,7 +77,7 @@ CONFIGS = {
         scoring_func="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1,
         moe_layer_freq=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
         rms_norm_eps=1e-6, rope_theta=10000.0, num_nextn_predict_layers=0, tie_word_embeddings=False,
-        attention_bias=False, rope_interleave=True,
+        attention_bias=False, rope_interleave=True, max_position_embeddings=163840,
         rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
         quantization_config=FP8),
@@ -89,7 +89,7 @@ CONFIGS = {
         norm_topk_prob=True, routed_scaling_factor=2.827, first_k_dense_replace=1, moe_layer_freq=1,
         q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
         rms_norm_eps=1e-6, rope_theta=50000.0, num_nextn_predict_layers=0, tie_word_embeddings=False,
-        attention_bias=False,
+        attention_bias=False, max_position_embeddings=131072,
         rope_scaling={"type": "yarn", "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
         quantization_config=FP8),
@@ -107,14 +107,37 @@ CONFIGS = {
         head_dim=16, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, experts_per_token=2,
         layer_types=["sliding_attention", "full_attention"], sliding_window=8, attention_bias=True,
         rms_norm_eps=1e-5, rope_theta=150000.0, swiglu_limit=7.0, tie_word_embeddings=False,
-        initial_context_length=4096, router_aux_loss_coef=0.9, output_router_logits=False,
+        initial_context_length=4096, router_aux_loss_coef=0.9, max_position_embeddings=131072, output_router_logits=False,
         rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                       "original_max_position_embeddings": 4096, "truncate": False},
         quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}),
+    # Llama 4 text: NoPE every 4th layer (full attention + temperature tuning), chunked attention
+    # (chunk 8) on RoPE layers with weightless q/k norm, interleaved RoPE with llama3 scaling, MoE
+    # layers (interleave step 2) with a sigmoid top-1 router, input scaling and a shared expert.
+    "llama4-text": cfg(
+        architectures=["Llama4ForCausalLM"], model_type="llama4_text", num_hidden_layers=4, num_key_value_heads=2,
+        head_dim=16, intermediate_size=32, intermediate_size_mlp=96, num_local_experts=4, num_experts_per_tok=1,
+        interleave_moe_layer_step=2, attention_chunk_size=8, use_qk_norm=True, attn_temperature_tuning=True,
+        floor_scale=4, attn_scale=0.1, rms_norm_eps=1e-5, rope_theta=500000.0, attention_bias=False,
+        tie_word_embeddings=False, router_aux_loss_coef=0.001, output_router_logits=False,
+        rope_scaling={"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 16}),
+    # DeepSeek-V2-Lite: MLA without q LoRA, softmax greedy routing, two shared experts, YaRN mscale 0.707.
+    "deepseek-v2-lite": cfg(
+        architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", num_hidden_layers=2, num_key_value_heads=4,
+        intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=2,
+        num_experts_per_tok=2, n_group=1, topk_group=1, topk_method="greedy", scoring_func="softmax",
+        norm_topk_prob=False, routed_scaling_factor=1.0, first_k_dense_replace=1, moe_layer_freq=1,
+        q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False,
+        max_position_embeddings=163840,
+        rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.707,
+                      "mscale_all_dim": 0.707, "original_max_position_embeddings": 4096}),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.
 PROMPT_LENGTHS = {name: [5, 11, 17] for name in CONFIGS}
 PROMPT_LENGTHS["gpt-oss"] = [6, 13, 24]
+PROMPT_LENGTHS["llama4-text"] = [6, 13, 24]

@@ -5,8 +5,13 @@ BF16, FP8 blocks, MXFP4), and a float32 transformers reference dump of several p
 
   /opt/refvenv/bin/python tools/reference/make_golden.py --day0 build/release/bin/day0 [--only NAME ...]
 
-`--hf-init` makes the weights with transformers' own random init instead (no FP8 / MXFP4: those
-miniatures are skipped); it exists to test the engine before `day0 synth` is available.
+`--hf-init` makes the weights with transformers' own random init instead (N(0, initializer_range^2),
+the configs ask for 0.16) and quantizes them here as the releases store them (FP8 E4M3 with 128x128
+F32 scale blocks for DeepSeek-V3 / Kimi K2; MXFP4 experts with E8M0 scales per 32 values for gpt-oss).
+
+Why weights of std 0.16 rather than the usual 0.02: with 0.02 and hidden 64 the logits span about 1 and
+attention is nearly uniform, so a 1% error in the attention scale stays under 1e-4 of the logit range
+and a golden test would not see it. At 0.16 the same error moves logits by ~0.4% of their range.
 """
 import argparse
 import json
@@ -26,18 +31,73 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
+FP8_SKIP = ("embed_tokens", "lm_head", "norm", "mlp.gate.weight", "e_score_correction_bias")
+
+
+def quantize_fp8_blocks(w, block=128):
+    """[M, K] float -> (F8_E4M3 [M, K], F32 scale_inv [ceil(M/128), ceil(K/128)]): scale = amax / 448."""
+    import torch
+
+    m, k = w.shape
+    sm, sk = -(-m // block), -(-k // block)
+    scales = torch.ones(sm, sk, dtype=torch.float32)
+    q = torch.empty(m, k, dtype=torch.float8_e4m3fn)
+    for i in range(sm):
+        for j in range(sk):
+            blk = w[i * block:(i + 1) * block, j * block:(j + 1) * block].float()
+            amax = blk.abs().max().item()
+            s = amax / 448.0 if amax > 0 else 1.0
+            scales[i, j] = s
+            q[i * block:(i + 1) * block, j * block:(j + 1) * block] = (blk / s).to(torch.float8_e4m3fn)
+    return q, scales
+
+
+FP4_GRID = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def quantize_mxfp4(w):
+    """[..., K] float (K % 32 == 0) -> (U8 blocks [..., K/32, 16], U8 E8M0 scales [..., K/32])."""
+    import math
+    import torch
+
+    groups = w.float().reshape(*w.shape[:-1], w.shape[-1] // 32, 32)
+    amax = groups.abs().amax(-1)
+    exp = torch.where(amax > 0, torch.ceil(torch.log2(amax / 6.0)), torch.zeros_like(amax))
+    scaled = groups / torch.pow(2.0, exp)[..., None]
+    grid = torch.tensor(FP4_GRID)
+    idx = (scaled.abs()[..., None] - grid).abs().argmin(-1)  # nearest magnitude
+    nib = idx | torch.where(scaled < 0, 8, 0)
+    nib = nib.to(torch.uint8)
+    packed = nib[..., 0::2] | (nib[..., 1::2] << 4)
+    assert math.isfinite(float(exp.max()))
+    return packed.contiguous(), (exp + 127).to(torch.uint8).contiguous()
+
+
 def hf_init(folder, config):
     import torch
     import transformers
+    from safetensors.torch import load_file, save_file
 
-    if "quantization_config" in config:
-        print(f"skip {folder}: --hf-init cannot write quantized weights")
-        return False
     torch.manual_seed(0)
     cls = getattr(transformers, config["architectures"][0])
-    fields = {k: v for k, v in config.items() if k != "model_type"}
+    fields = {k: v for k, v in config.items() if k not in ("model_type", "quantization_config")}
     model = cls(cls.config_class(**fields)).to(torch.bfloat16)
     model.save_pretrained(folder)
+    quant = (config.get("quantization_config") or {}).get("quant_method")
+    path = os.path.join(folder, "model.safetensors")
+    if quant:
+        tensors = load_file(path)
+        out = {}
+        for name, t in tensors.items():
+            if quant == "fp8" and t.dim() == 2 and name.endswith(".weight") and not any(s in name for s in FP8_SKIP):
+                q, s = quantize_fp8_blocks(t)
+                out[name], out[name[: -len(".weight")] + ".weight_scale_inv"] = q, s
+            elif quant == "mxfp4" and name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+                blocks, scales = quantize_mxfp4(t.transpose(1, 2))  # stored x @ W: back to [E, out, in]
+                out[name + "_blocks"], out[name + "_scales"] = blocks, scales
+            else:
+                out[name] = t
+        save_file(out, path, metadata={"format": "pt"})
     with open(os.path.join(folder, "config.json"), "w") as f:  # keep our config text, not the re-serialised one
         json.dump(config, f, indent=2)
     return True
@@ -73,11 +133,17 @@ def main():
         run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
              os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths, "--seed", str(i),
              "--greedy", str(args.greedy)])
+    import accelerate
+    import safetensors
     import torch
     import transformers
     with open(os.path.join(args.out, "VERSIONS"), "w") as f:
         f.write(f"torch {torch.__version__}\ntransformers {transformers.__version__}\n")
-        f.write("made by tools/reference/make_golden.py (float32, eager attention, CPU)\n")
+        f.write(f"safetensors {safetensors.__version__}\naccelerate {accelerate.__version__}\n")
+        f.write("references: tools/reference/dump_reference.py (float32, eager attention, CPU)\n")
+        weights = ("transformers random init, std 0.16, quantized by make_golden.py (--hf-init)" if args.hf_init
+                   else "day0 synth")
+        f.write(f"weights: {weights}\n")
 
 
 if __name__ == "__main__":

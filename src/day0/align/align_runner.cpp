@@ -10,13 +10,16 @@ namespace day0 {
 AlignThresholds default_thresholds(ActivationPrecision precision) {
   AlignThresholds t;
   if (precision == ActivationPrecision::kBF16) {
-    // BF16 activations against a float32 reference: 8 mantissa bits per rounding, dozens of roundings
-    // per layer. Measured on the golden miniatures (README `### align`).
-    t.max_abs_err_of_range = 0.05;
-    t.kl_mean = 1e-3;
-    t.kl_max = 2e-2;
+    // BF16 activations against a float32 reference. Set so that transformers' own bf16 run passes on
+    // every golden miniature (README `### align` lists the measurements): dense models stay near
+    // KL 1e-4, but a near-tie in MoE routing that flips under bf16 moves single positions by KL ~0.3
+    // and hidden elements by ~2.5 (transformers' bf16 Kimi K2 miniature: KL mean 1.5e-2, max 0.31).
+    t.max_abs_err_of_range = 0.35;
+    t.kl_mean = 2e-2;
+    t.kl_max = 0.5;
     t.min_same_top1 = 0.9;
-    t.max_ppl_ratio_dev = 0.02;
+    t.max_ppl_ratio_dev = 0.05;
+    t.layers.abs_fail = 4.0;
   }
   return t;
 }
