@@ -1,4 +1,6 @@
 // Blocks every family uses: activation rounding, RMSNorm, projections, RoPE frequencies per sequence.
+#include <algorithm>
+
 #include "day0/core/numeric.h"
 #include "day0/runtime/blocks.h"
 
@@ -27,8 +29,23 @@ void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, fl
   round_activations(c, y);
 }
 
-void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
+bool exact_rows_needed(const Context& c, WeightFormat format) {
+  return !c.bf16() && format == WeightFormat::kBF16;
+}
+
+void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
+  if (exact_rows_needed(c, w.w.format)) {
+    for (int64_t r0 = 0; r0 < x.rows; r0 += kExactRows) {
+      const int64_t n = std::min(kExactRows, x.rows - r0);
+      c.be.matmul({x.row_slice(r0, n), w.w, w.bias, y.row_slice(r0, n), false});
+    }
+    return;
+  }
   c.be.matmul({x, w.w, w.bias, y, false});
+}
+
+void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
+  matmul(c, x, w, y);
   round_activations(c, y);
 }
 

@@ -113,12 +113,8 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
     rows = last.m;
   }
   FloatMatrix logits(rows.rows, spec_.vocab_size);
-  backend_.matmul(
-      {rows, w.lm_head.w, w.lm_head.bias, Matrix(logits.data.data(), rows.rows, spec_.vocab_size), false});
+  blocks::linear(c, rows, w.lm_head, Matrix(logits.data.data(), rows.rows, spec_.vocab_size));
   backend_.synchronize();
-  if (options_.precision == ActivationPrecision::kBF16) {
-    blocks::round_activations(c, Matrix(logits.data.data(), logits.rows, logits.cols));
-  }
   return logits;
 }
 

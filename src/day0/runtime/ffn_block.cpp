@@ -1,5 +1,7 @@
 // Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert that
 // Qwen2-MoE gates with sigmoid(x . w)).
+#include <algorithm>
+
 #include "day0/runtime/blocks.h"
 
 namespace day0::blocks {
@@ -14,12 +16,29 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
   linear(c, act.m, w.down, out);
 }
 
+namespace {
+void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out);
+}  // namespace
+
 void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+  const bool bf16_experts = !w.experts.empty() && w.experts.front().gate.format == WeightFormat::kBF16;
+  if (!bf16_experts || !exact_rows_needed(c, WeightFormat::kBF16)) {
+    moe_rows(c, w, h, out);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < h.rows; r0 += kExactRows) {
+    const int64_t n = std::min(kExactRows, h.rows - r0);
+    moe_rows(c, w, h.row_slice(r0, n), out.row_slice(r0, n));
+  }
+}
+
+namespace {
+void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
   const int64_t t = h.rows, e = m.n_experts, k = m.experts_per_token;
   Buffer logits(t, e);  // [T, E]
-  c.be.matmul({h, w.router.w, w.router.bias, logits.m, false});
+  matmul(c, h, w.router, logits.m);
   // DeepSeek / GLM compute router logits in float32; the others run the gate in the activation dtype.
   const bool fp32_router =
       s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 || s.family == Family::kGlm4Moe;
@@ -71,5 +90,6 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   c.be.add({out, shared.m, out});
   round_activations(c, out);
 }
+}  // namespace
 
 }  // namespace day0::blocks
