@@ -2,7 +2,8 @@
 // ../shared/docs/benchmarks.md, synthesised by bench/e2e.sh), stated against the roofline:
 // bytes of weights a decoded token activates / measured read bandwidth (same threads, same minute).
 //   DAY0_E2E_MODELS=/tmp/bench-dense-1b:/tmp/bench-moe-a02b day0_e2e_bench
-// Threads: DAY0_THREADS (default 2). Counters: tok/s, roofline_tok/s, share_of_roofline, GB/s.
+// Threads: DAY0_THREADS (default 2); activations DAY0_E2E_DTYPE=bf16 (default) or f32. Counters: tok/s,
+// roofline_tok/s, share_of_roofline, GB/s.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -133,7 +134,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     m->model = std::move(loaded).value();
-    auto engine = day0::open_engine(m->model, "cpu", {}, bench_threads());
+    // BF16 activations by default (the fast BF16-weight GEMM); DAY0_E2E_DTYPE=f32 for exact float32.
+    day0::EngineOptions options;
+    const char* dtype = std::getenv("DAY0_E2E_DTYPE");
+    options.precision = dtype && std::string(dtype) == "f32" ? day0::ActivationPrecision::kF32
+                                                             : day0::ActivationPrecision::kBF16;
+    auto engine = day0::open_engine(m->model, "cpu", options, bench_threads());
     if (!engine.is_ok()) {
       std::fprintf(stderr, "e2e bench: %s\n", engine.status().to_string().c_str());
       return 2;
