@@ -1,0 +1,44 @@
+// Stage 4: the single-card smoke test — a miniature of the same structure (same family, attention,
+// routing, rope scaling and weight format, small dimensions) is synthesised, run (prefill + greedy
+// decode with the KV cache) on the chosen backend and aligned against our reference backend.
+#include <fmt/format.h>
+
+#include "day0/align/align_model.h"
+#include "day0/core/human.h"
+#include "day0/report/adapt_context.h"
+#include "day0/report/stages/align_evidence.h"
+#include "day0/synth/synth_checkpoint.h"
+
+namespace day0::report {
+
+void run_miniature_stage(AdaptContext& ctx, StageResult& out) {
+  if (!ctx.model) return stage_skip(out, "the structure stage did not resolve the model");
+  const std::string dir = (ctx.work_dir / "miniature").string();
+  SynthOptions synth;
+  synth.seed = ctx.options.seed;
+  auto mini = synthesize_miniature(ctx.model->spec, MiniatureOptions{}, synth, dir);
+  if (!mini.is_ok()) return stage_fail(out, "synthesising the miniature: " + mini.status().to_string());
+  ctx.miniature_dir = dir;
+
+  AlignRequest request;
+  request.model = dir;
+  request.backend = ctx.options.backend;
+  request.against_reference = true;
+  request.greedy_steps = ctx.options.new_tokens;
+  auto aligned = align_model(request);
+  if (!aligned.is_ok()) return stage_fail(out, "running the miniature: " + aligned.status().to_string());
+
+  out.evidence = align_evidence(*aligned);
+  out.evidence["miniature"] = {{"params", mini->params},
+                               {"tensors", mini->n_tensors},
+                               {"shards", mini->shards.size()},
+                               {"bytes", mini->tensor_bytes},
+                               {"layers", mini->spec.n_layers},
+                               {"hidden", mini->spec.hidden_size}};
+  if (!aligned->pass()) return stage_fail(out, align_failure_reason(*aligned));
+  stage_pass(out, fmt::format("{}-parameter miniature ({} layers, {} shards): {} vs reference backend, {}",
+                              human_count(static_cast<double>(mini->params)), mini->spec.n_layers,
+                              mini->shards.size(), ctx.options.backend, align_pass_summary(*aligned)));
+}
+
+}  // namespace day0::report

@@ -1,0 +1,48 @@
+#include "day0/report/stages/run_target.h"
+
+#include <fmt/format.h>
+
+#include "day0/core/human.h"
+#include "day0/model/tensor_manifest.h"
+#include "day0/report/machine_info.h"
+
+namespace day0::report {
+
+Result<RunTarget> choose_run_target(const AdaptContext& ctx) {
+  if (ctx.real_weights && ctx.summary) {
+    const uint64_t stored = ctx.summary->params.stored_bytes;
+    const uint64_t available = read_machine_info().memory_available_bytes;
+    if (stored <= available / 2) {
+      return RunTarget{ctx.model->folder.string(), "the real model", "its weights fit this machine"};
+    }
+    if (!ctx.miniature_dir.empty()) {
+      return RunTarget{ctx.miniature_dir.string(), "the miniature",
+                       fmt::format("the real weights ({}) do not fit half of the free memory ({})",
+                                   human_bytes(static_cast<double>(stored)),
+                                   human_bytes(static_cast<double>(available)))};
+    }
+  }
+  if (!ctx.miniature_dir.empty()) {
+    return RunTarget{ctx.miniature_dir.string(), "the miniature", "MODEL has no weights here"};
+  }
+  return failed_precondition("neither real weights that fit nor a miniature to run");
+}
+
+double activated_weight_bytes_per_token(const ModelSpec& spec) {
+  auto manifest = build_tensor_manifest(spec);
+  if (!manifest.is_ok()) return 0;
+  const double routed_share =
+      spec.moe && spec.moe->n_experts > 0
+          ? static_cast<double>(spec.moe->experts_per_token) / static_cast<double>(spec.moe->n_experts)
+          : 1.0;
+  double bytes = 0;
+  for (const auto& t : manifest->tensors) {
+    if (t.role == TensorRole::kEmbedding && !spec.tie_word_embeddings) continue;
+    const bool routed = t.role == TensorRole::kRoutedExpert ||
+                        (t.name.find(".experts.") != std::string::npos && t.role == TensorRole::kQuantScale);
+    bytes += static_cast<double>(t.bytes) * (routed ? routed_share : 1.0);
+  }
+  return bytes;
+}
+
+}  // namespace day0::report
