@@ -2,7 +2,11 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +55,19 @@ Result<Report> load_report(const std::string& path) {
   return report;
 }
 
+// Scratch folders of earlier runs that were killed (SIGINT, SIGKILL) before they could clean up.
+void remove_stale_scratch(const std::filesystem::path& tmp) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("day0-adapt-", 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + 11, nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<StageDescriptor>& adapt_stages() {
@@ -87,6 +104,7 @@ Result<Report> run_adapt(const AdaptOptions& options,
 
   AdaptContext ctx{options};
   std::error_code ec;
+  remove_stale_scratch(std::filesystem::temp_directory_path());
   ctx.work_dir = std::filesystem::temp_directory_path() / fmt::format("day0-adapt-{}", getpid());
   std::filesystem::remove_all(ctx.work_dir, ec);
   std::filesystem::create_directories(ctx.work_dir, ec);

@@ -1,0 +1,218 @@
+// End-to-end `day0 adapt` on miniatures: the whole checklist passes where it should, each failure
+// path fails the right stage with the right name, the report validates against its schema, and an
+// interrupted run leaves nothing half-written.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "cli_runner.h"
+#include "day0/report/json_schema.h"
+
+namespace day0::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Small and quick enough for the sanitizer build.
+const std::vector<std::string> kFast = {"--prompt-tokens", "6",  "--new-tokens",   "3",
+                                        "--soak-requests", "12", "--soak-seconds", "20"};
+
+std::vector<std::string> adapt_args(const std::string& model, const std::string& out,
+                                    std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"adapt", model, "--out", out};
+  args.insert(args.end(), kFast.begin(), kFast.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+const nlohmann::json& stage(const nlohmann::json& report, const std::string& id) {
+  for (const auto& s : report["stages"]) {
+    if (s["id"] == id) return s;
+  }
+  static const nlohmann::json kNone;
+  ADD_FAILURE() << "no stage " << id;
+  return kNone;
+}
+
+class AdaptCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("day0_adapt_"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string synth(const std::string& model, const std::string& name) {
+    const std::string out = dir_ + "/" + name;
+    CliResult r = run_cli({"synth", model, "--out", out, "--seed", "3"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
+  for (const char* model : {"llama-3.1-8b", "deepseek-v3", "gpt-oss-20b"}) {
+    SCOPED_TRACE(model);
+    const std::string ckpt = synth(model, std::string("ckpt-") + model);
+    const std::string out = dir_ + "/out-" + model;
+    CliResult r = run_cli(adapt_args(ckpt, out));
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const nlohmann::json report = read_json(fs::path(out) / "report.json");
+    EXPECT_TRUE(day0::report::validate_json(report, day0::report::report_json_schema()).empty());
+    EXPECT_EQ(report["verdict"], "pass");
+    for (const auto& s : report["stages"]) EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+    EXPECT_GT(stage(report, "weights")["evidence"]["hashes_ok"].get<int>(), 0);
+    EXPECT_GT(stage(report, "performance")["evidence"]["decode_tok_s"].get<double>(), 0.0);
+    for (const char* f : {"report.json", "report.md", "report.html"}) EXPECT_TRUE(fs::exists(fs::path(out) / f));
+  }
+}
+
+TEST_F(AdaptCli, CorruptedShardFailsTheWeightsStageNamingTheShard) {
+  const std::string ckpt = synth("qwen3-30b-a3b", "ckpt");
+  std::string shard;
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    if (e.path().extension() == ".safetensors") shard = e.path().string();
+  }
+  ASSERT_FALSE(shard.empty());
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(shard) - 3));
+    f.put('\x5a');
+  }
+  CliResult r = run_cli(adapt_args(ckpt, dir_ + "/out", {"--optional", "stability"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json report = read_json(fs::path(dir_) / "out" / "report.json");
+  const auto& weights = stage(report, "weights");
+  EXPECT_EQ(weights["verdict"], "fail");
+  EXPECT_NE(weights["reason"].get<std::string>().find(fs::path(shard).filename().string()), std::string::npos)
+      << weights["reason"];
+  EXPECT_EQ(report["verdict"], "fail");
+}
+
+TEST_F(AdaptCli, HiddenKernelShowsDecompositionAndStillPasses) {
+  const std::string ckpt = synth("qwen3-30b-a3b", "ckpt");
+  CliResult r = run_cli(adapt_args(ckpt, dir_ + "/out", {"--backend", "partial"}));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json report = read_json(fs::path(dir_) / "out" / "report.json");
+  const auto& coverage = stage(report, "coverage");
+  EXPECT_EQ(coverage["verdict"], "pass");
+  EXPECT_GT(coverage["evidence"]["classes"]["decomposed"].get<int>(), 0) << coverage.dump(2);
+}
+
+TEST_F(AdaptCli, PerturbedWeightFailsAlignmentNamingTheLayer) {
+  const std::string ckpt = synth("llama-3.1-8b", "ckpt");
+  const std::string dump = dir_ + "/reference.safetensors";
+  CliResult ref = run_cli({"run", ckpt, "--prompt-ids", "1,5,9,13,17,21", "--max-new", "3", "--dump", dump});
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  // Perturb layer 2 in a copy: flip the lowest exponent bit of every BF16 weight of its down
+  // projection (each weight doubles or halves), leaving every other byte as it was.
+  const std::string perturbed = dir_ + "/perturbed";
+  fs::copy(ckpt, perturbed, fs::copy_options::recursive);
+  fs::remove(fs::path(perturbed) / "SHA256SUMS");
+  // Find the shard and data offset of model.layers.2.mlp.down_proj.weight from the header.
+  bool done = false;
+  for (const auto& e : fs::directory_iterator(perturbed)) {
+    if (e.path().extension() != ".safetensors" || done) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    uint64_t header_len = 0;
+    in.read(reinterpret_cast<char*>(&header_len), 8);
+    std::string header(header_len, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header_len));
+    auto h = nlohmann::json::parse(header);
+    const std::string name = "model.layers.2.mlp.down_proj.weight";
+    if (!h.contains(name)) continue;
+    const uint64_t begin = h[name]["data_offsets"][0], end = h[name]["data_offsets"][1];
+    in.close();
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    for (uint64_t off = begin + 1; off < end; off += 2) {  // BF16 high bytes: sign and exponent
+      f.seekg(static_cast<std::streamoff>(8 + header_len + off));
+      char c = 0;
+      f.get(c);
+      f.seekp(static_cast<std::streamoff>(8 + header_len + off));
+      f.put(static_cast<char>(c ^ 0x01));  // doubles or halves each weight
+    }
+    done = true;
+  }
+  ASSERT_TRUE(done);
+  CliResult r = run_cli(adapt_args(perturbed, dir_ + "/out", {"--reference", dump}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json report = read_json(fs::path(dir_) / "out" / "report.json");
+  const auto& alignment = stage(report, "alignment");
+  EXPECT_EQ(alignment["verdict"], "fail");
+  EXPECT_NE(alignment["reason"].get<std::string>().find("layer 2"), std::string::npos) << alignment["reason"];
+}
+
+TEST_F(AdaptCli, CompareAgainstBetterReportNamesTheRegression) {
+  const std::string ckpt = synth("qwen3-8b", "ckpt");
+  CliResult first = run_cli(adapt_args(ckpt, dir_ + "/old"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  nlohmann::json old = read_json(fs::path(dir_) / "old" / "report.json");
+  for (auto& s : old["stages"]) {
+    if (s["id"] == "performance") s["evidence"]["decode_tok_s"] = s["evidence"]["decode_tok_s"].get<double>() * 100;
+  }
+  const std::string old_path = dir_ + "/better.json";
+  std::ofstream(old_path) << old.dump(2);
+  CliResult second = run_cli(adapt_args(ckpt, dir_ + "/new", {"--compare", old_path}));
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("decode_tok_s"), std::string::npos) << second.err;
+  const nlohmann::json now = read_json(fs::path(dir_) / "new" / "report.json");
+  ASSERT_EQ(now["regressions"].size(), 1u) << now["regressions"].dump(2);
+  EXPECT_EQ(now["regressions"][0]["metric"], "decode_tok_s");
+  EXPECT_EQ(now["verdict"], "fail");
+}
+
+TEST_F(AdaptCli, InterruptedRunLeavesTheOldReportWhole) {
+  const std::string out = dir_ + "/out";
+  fs::create_directories(out);
+  const std::string old_text = "{\"old\": true}\n";
+  std::ofstream(out + "/report.json") << old_text;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null_fd = open("/dev/null", O_WRONLY);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    std::vector<std::string> args = {DAY0_CLI_PATH, "adapt", "--out", out, "--soak-seconds", "60",
+                                     "--soak-requests", "100000"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) || WEXITSTATUS(status) != 0);
+  std::ifstream in(out + "/report.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), old_text);
+  for (const auto& e : fs::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(AdaptCli, BadInputIsExitTwo) {
+  CliResult unknown = run_cli({"adapt", "no-such-model-anywhere", "--out", dir_ + "/o", "--optional", "bogus"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("bogus"), std::string::npos) << unknown.err;
+  CliResult compare = run_cli({"adapt", "--out", dir_ + "/o", "--compare", dir_ + "/missing.json"});
+  EXPECT_EQ(compare.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace day0::testing
