@@ -17,6 +17,7 @@
 
 #include "cli_runner.h"
 #include "day0/report/json_schema.h"
+#include "support/chromium.h"
 
 namespace day0::testing {
 namespace {
@@ -75,7 +76,8 @@ TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
     for (const auto& s : report["stages"]) EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
     EXPECT_GT(stage(report, "weights")["evidence"]["hashes_ok"].get<int>(), 0);
     EXPECT_GT(stage(report, "performance")["evidence"]["decode_tok_s"].get<double>(), 0.0);
-    for (const char* f : {"report.json", "report.md", "report.html"}) EXPECT_TRUE(fs::exists(fs::path(out) / f));
+    for (const char* f : {"report.json", "report.md", "report.html"})
+      EXPECT_TRUE(fs::exists(fs::path(out) / f));
   }
 }
 
@@ -160,7 +162,8 @@ TEST_F(AdaptCli, CompareAgainstBetterReportNamesTheRegression) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   nlohmann::json old = read_json(fs::path(dir_) / "old" / "report.json");
   for (auto& s : old["stages"]) {
-    if (s["id"] == "performance") s["evidence"]["decode_tok_s"] = s["evidence"]["decode_tok_s"].get<double>() * 100;
+    if (s["id"] == "performance")
+      s["evidence"]["decode_tok_s"] = s["evidence"]["decode_tok_s"].get<double>() * 100;
   }
   const std::string old_path = dir_ + "/better.json";
   std::ofstream(old_path) << old.dump(2);
@@ -184,8 +187,8 @@ TEST_F(AdaptCli, InterruptedRunLeavesTheOldReportWhole) {
     const int null_fd = open("/dev/null", O_WRONLY);
     dup2(null_fd, 1);
     dup2(null_fd, 2);
-    std::vector<std::string> args = {DAY0_CLI_PATH, "adapt", "--out", out, "--soak-seconds", "60",
-                                     "--soak-requests", "100000"};
+    std::vector<std::string> args = {DAY0_CLI_PATH,    "adapt", "--out",           out,
+                                     "--soak-seconds", "60",    "--soak-requests", "100000"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -206,8 +209,29 @@ TEST_F(AdaptCli, InterruptedRunLeavesTheOldReportWhole) {
   }
 }
 
+// The embedded default (what `make run` does): a catalog config, so some stages pass and some skip;
+// Chromium renders the report and shows the same verdicts as report.json.
+TEST_F(AdaptCli, EmbeddedDefaultReportRendersInChromiumWithTheSameVerdicts) {
+  const std::string out = dir_ + "/out";
+  CliResult r = run_cli({"adapt", "--out", out, "--soak-requests", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = read_json(fs::path(out) / "report.json");
+  EXPECT_EQ(stage(report, "weights")["verdict"], "skipped");
+  EXPECT_EQ(stage(report, "miniature")["verdict"], "pass");
+  EXPECT_EQ(stage(report, "plan")["evidence"]["cluster"], "8xH200");
+  const std::string chromium = chromium_binary();
+  if (chromium.empty()) GTEST_SKIP() << "chromium not installed: rendering check skipped";
+  const auto rows = rendered_checklist(chromium_dump_dom(chromium, fs::path(out) / "report.html", dir_));
+  ASSERT_EQ(rows.size(), report["stages"].size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].first, report["stages"][i]["id"]);
+    EXPECT_EQ(rows[i].second, report["stages"][i]["verdict"]);
+  }
+}
+
 TEST_F(AdaptCli, BadInputIsExitTwo) {
-  CliResult unknown = run_cli({"adapt", "no-such-model-anywhere", "--out", dir_ + "/o", "--optional", "bogus"});
+  CliResult unknown =
+      run_cli({"adapt", "no-such-model-anywhere", "--out", dir_ + "/o", "--optional", "bogus"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("bogus"), std::string::npos) << unknown.err;
   CliResult compare = run_cli({"adapt", "--out", dir_ + "/o", "--compare", dir_ + "/missing.json"});

@@ -12,27 +12,13 @@
 
 #include "day0/report/render.h"
 #include "day0/report/report.h"
+#include "support/chromium.h"
 
 namespace day0::report {
 namespace {
 
-std::string chromium_binary() {
-  for (const char* candidate : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
-    if (std::filesystem::exists(candidate)) return candidate;
-  }
-  return "";
-}
-
-std::string run_capture(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
+using day0::testing::chromium_binary;
+using day0::testing::run_capture;
 
 TEST(HtmlInChromium, RendersChecklistWithReportVerdicts) {
   const std::string chromium = chromium_binary();
@@ -69,11 +55,7 @@ TEST(HtmlInChromium, RendersChecklistWithReportVerdicts) {
   // Verdicts in the rendered DOM, in order, must equal report.json's.
   std::ifstream json_in(dir / "report.json");
   nlohmann::json doc = nlohmann::json::parse(json_in);
-  std::regex row("data-stage=\"([a-z]+)\" data-verdict=\"([a-z]+)\"");
-  std::vector<std::pair<std::string, std::string>> rendered;
-  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), row); it != std::sregex_iterator(); ++it) {
-    rendered.emplace_back((*it)[1], (*it)[2]);
-  }
+  const auto rendered = day0::testing::rendered_checklist(dom);
   ASSERT_EQ(rendered.size(), doc["stages"].size());
   for (size_t i = 0; i < rendered.size(); ++i) {
     EXPECT_EQ(rendered[i].first, doc["stages"][i]["id"]);

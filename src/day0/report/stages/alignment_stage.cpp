@@ -30,10 +30,11 @@ void run_alignment_stage(AdaptContext& ctx, StageResult& out) {
     const uint64_t stored = ctx.summary ? ctx.summary->params.stored_bytes : 0;
     const uint64_t available = read_machine_info().memory_available_bytes;
     if (stored > available / 2) {
-      return stage_skip(out, fmt::format("no --reference, and the weights ({}) do not fit half of this machine's "
-                                         "free memory ({}) to run against the reference backend",
-                                         human_bytes(static_cast<double>(stored)),
-                                         human_bytes(static_cast<double>(available))));
+      return stage_skip(
+          out,
+          fmt::format("no --reference, and the weights ({}) do not fit half of this machine's "
+                      "free memory ({}) to run against the reference backend",
+                      human_bytes(static_cast<double>(stored)), human_bytes(static_cast<double>(available))));
     }
     request.against_reference = true;
   }
@@ -41,10 +42,10 @@ void run_alignment_stage(AdaptContext& ctx, StageResult& out) {
   if (!aligned.is_ok()) return stage_fail(out, aligned.status().to_string());
   out.evidence = align_evidence(*aligned);
   if (!aligned->pass()) return stage_fail(out, align_failure_reason(*aligned));
-  stage_pass(out, fmt::format("{} against {}: {}", ctx.options.backend,
-                              request.against_reference ? std::string("the reference backend")
-                                                        : aligned->reference,
-                              align_pass_summary(*aligned)));
+  stage_pass(
+      out, fmt::format("{} against {}: {}", ctx.options.backend,
+                       request.against_reference ? std::string("the reference backend") : aligned->reference,
+                       align_pass_summary(*aligned)));
 }
 
 }  // namespace day0::report

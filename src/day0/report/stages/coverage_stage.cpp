@@ -3,6 +3,9 @@
 // (and with --strict-ops none may fall back).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "day0/graph/coverage.h"
 #include "day0/model/op_list.h"
 #include "day0/report/adapt_context.h"
@@ -27,22 +30,20 @@ void run_coverage_stage(AdaptContext& ctx, StageResult& out) {
     flops[kKeys[p]] = c.total_flops > 0 ? c.flops[static_cast<size_t>(p)] / c.total_flops : 0.0;
     bytes[kKeys[p]] = c.total_bytes > 0 ? c.bytes[static_cast<size_t>(p)] / c.total_bytes : 0.0;
   }
-  out.evidence = {{"backend", c.backend},
-                  {"strict_ops", c.strict_ops},
-                  {"classes", classes},
-                  {"flops_share", flops},
-                  {"bytes_share", bytes},
-                  {"coverage", coverage_json(c)}};
+  out.evidence = {{"backend", c.backend}, {"strict_ops", c.strict_ops}, {"classes", classes},
+                  {"flops_share", flops}, {"bytes_share", bytes},       {"coverage", coverage_json(c)}};
   std::string decomposed;
+  std::vector<std::string> seen;
   for (const auto& row : c.rows) {
     if (row.resolution.placement != Placement::kDecomposed) continue;
+    if (std::find(seen.begin(), seen.end(), row.op.name) != seen.end()) continue;
+    seen.push_back(row.op.name);
     std::string pieces;
     for (const auto& p : row.resolution.pieces) pieces += (pieces.empty() ? "" : "+") + p;
     decomposed += fmt::format("{}{} -> {}", decomposed.empty() ? "" : ", ", row.op.name, pieces);
   }
-  const std::string counts =
-      fmt::format("{} ops: {} native, {} decomposed, {} host fallback, {} missing", c.rows.size(), c.ops[0],
-                  c.ops[1], c.ops[2], c.ops[3]);
+  const std::string counts = fmt::format("{} ops: {} native, {} decomposed, {} host fallback, {} missing",
+                                         c.rows.size(), c.ops[0], c.ops[1], c.ops[2], c.ops[3]);
   if (c.failed()) {
     std::string missing;
     for (const auto& row : c.rows) {

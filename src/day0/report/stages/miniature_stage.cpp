@@ -29,12 +29,9 @@ void run_miniature_stage(AdaptContext& ctx, StageResult& out) {
   if (!aligned.is_ok()) return stage_fail(out, "running the miniature: " + aligned.status().to_string());
 
   out.evidence = align_evidence(*aligned);
-  out.evidence["miniature"] = {{"params", mini->params},
-                               {"tensors", mini->n_tensors},
-                               {"shards", mini->shards.size()},
-                               {"bytes", mini->tensor_bytes},
-                               {"layers", mini->spec.n_layers},
-                               {"hidden", mini->spec.hidden_size}};
+  out.evidence["miniature"] = {{"params", mini->params},        {"tensors", mini->n_tensors},
+                               {"shards", mini->shards.size()}, {"bytes", mini->tensor_bytes},
+                               {"layers", mini->spec.n_layers}, {"hidden", mini->spec.hidden_size}};
   if (!aligned->pass()) return stage_fail(out, align_failure_reason(*aligned));
   stage_pass(out, fmt::format("{}-parameter miniature ({} layers, {} shards): {} vs reference backend, {}",
                               human_count(static_cast<double>(mini->params)), mini->spec.n_layers,

@@ -30,9 +30,11 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   out.evidence = {{"cluster", cluster_name}, {"plan", plan::plan_to_json(input)}};
   if (result->feasible.empty()) {
     std::string reason = fmt::format("does not fit {}", cluster_name);
-    if (!result->over_memory.empty()) reason += ": " + plan::over_memory_reason(result->over_memory.front(), workload);
+    if (!result->over_memory.empty())
+      reason += ": " + plan::over_memory_reason(result->over_memory.front(), workload);
     if (result->smallest_cluster) {
-      reason += fmt::format("; smallest cluster that holds it: {}", plan::cluster_shape_name(*result->smallest_cluster));
+      reason += fmt::format("; smallest cluster that holds it: {}",
+                            plan::cluster_shape_name(*result->smallest_cluster));
     }
     return stage_fail(out, reason);
   }
@@ -48,8 +50,8 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   stage_pass(out, fmt::format("{}: {} — {} of {} a device, TTFT {}, TPOT {}, {:.0f} tok/s at {} sequences",
                               cluster_name, plan::launch_line(best, ctx.options.model, workload),
                               human_bytes(best.memory.total), human_bytes(best.memory.capacity),
-                              human_seconds(best.time.ttft), human_seconds(best.time.tpot), best.time.tokens_per_s,
-                              workload.concurrency));
+                              human_seconds(best.time.ttft), human_seconds(best.time.tpot),
+                              best.time.tokens_per_s, workload.concurrency));
 }
 
 }  // namespace day0::report

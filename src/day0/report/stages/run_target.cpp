@@ -16,10 +16,10 @@ Result<RunTarget> choose_run_target(const AdaptContext& ctx) {
       return RunTarget{ctx.model->folder.string(), "the real model", "its weights fit this machine"};
     }
     if (!ctx.miniature_dir.empty()) {
-      return RunTarget{ctx.miniature_dir.string(), "the miniature",
-                       fmt::format("the real weights ({}) do not fit half of the free memory ({})",
-                                   human_bytes(static_cast<double>(stored)),
-                                   human_bytes(static_cast<double>(available)))};
+      return RunTarget{
+          ctx.miniature_dir.string(), "the miniature",
+          fmt::format("the real weights ({}) do not fit half of the free memory ({})",
+                      human_bytes(static_cast<double>(stored)), human_bytes(static_cast<double>(available)))};
     }
   }
   if (!ctx.miniature_dir.empty()) {

@@ -33,7 +33,8 @@ void run_stability_stage(AdaptContext& ctx, StageResult& out) {
     sampling.top_p = 0.95f;
     sampling.seed = static_cast<uint64_t>(i);
     GenerationResult r = generate(*handle->engine, prompt, 4, sampling);
-    if (r.steps.size() != 4) return internal_error(fmt::format("generated {} tokens, wanted 4", r.steps.size()));
+    if (r.steps.size() != 4)
+      return internal_error(fmt::format("generated {} tokens, wanted 4", r.steps.size()));
     for (const auto& step : r.steps) {
       if (step.chosen.token < 0 || step.chosen.token >= vocab) {
         return internal_error(fmt::format("token {} outside the vocabulary", step.chosen.token));
@@ -50,11 +51,12 @@ void run_stability_stage(AdaptContext& ctx, StageResult& out) {
   out.evidence["target"] = target->label;
   out.evidence["max_growth_bytes"] = options.max_growth_bytes;
   if (!result.passed) return stage_fail(out, result.reason);
-  stage_pass(out, fmt::format("{} requests on {} in {}: resident memory {} after warm-up ({:+.1f} MiB, bound {})",
-                              result.requests, target->label, human_seconds(result.seconds),
-                              human_bytes_binary(static_cast<double>(result.rss_final_bytes)),
-                              static_cast<double>(result.rss_growth_bytes) / (1 << 20),
-                              human_bytes_binary(static_cast<double>(options.max_growth_bytes))));
+  stage_pass(out,
+             fmt::format("{} requests on {} in {}: resident memory {} after warm-up ({:+.1f} MiB, bound {})",
+                         result.requests, target->label, human_seconds(result.seconds),
+                         human_bytes_binary(static_cast<double>(result.rss_final_bytes)),
+                         static_cast<double>(result.rss_growth_bytes) / (1 << 20),
+                         human_bytes_binary(static_cast<double>(options.max_growth_bytes))));
 }
 
 }  // namespace day0::report
