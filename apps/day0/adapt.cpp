@@ -14,6 +14,7 @@ namespace {
 
 struct AdaptCliOptions {
   report::AdaptOptions adapt;
+  double soak_max_growth_mib = 32.0;
   bool json = false;
 };
 
@@ -29,7 +30,8 @@ const char* mark(report::Verdict v) {
   return "SKIP";
 }
 
-int run_adapt_command(const AdaptCliOptions& options) {
+int run_adapt_command(AdaptCliOptions& options) {
+  options.adapt.soak_max_growth_bytes = static_cast<uint64_t>(options.soak_max_growth_mib * 1024 * 1024);
   const bool tty = isatty(STDERR_FILENO) != 0;
   int index = 0;
   const size_t n_stages = report::adapt_stages().size();
@@ -101,6 +103,10 @@ const Registrar kAdapt(
           ->capture_default_str();
       app.add_option("--soak-seconds", o->adapt.soak_seconds, "Time bound of the stability soak")
           ->capture_default_str();
+      app.add_option("--soak-max-growth", o->soak_max_growth_mib,
+                     "Stability soak: allowed resident-memory growth after warm-up, MiB")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--margin-align", o->adapt.margins.alignment,
                      "--compare: allowed relative worsening of alignment errors")
           ->capture_default_str();
