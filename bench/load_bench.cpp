@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -42,6 +43,8 @@ uint64_t bench_bytes() {
   return static_cast<uint64_t>((v > 0 ? v : 2.0) * (1ull << 30));
 }
 
+uint64_t plain_read(const std::string& path);
+
 // Writes the checkpoint once (or reuses one of the right size) and returns its shard paths.
 const std::vector<std::string>& checkpoint_files() {
   static const std::vector<std::string> files = [] {
@@ -72,6 +75,7 @@ const std::vector<std::string>& checkpoint_files() {
     auto layout = locate_checkpoint(dir);
     std::vector<std::string> paths;
     for (const auto& shard : layout->shards) paths.push_back(layout->shard_path(shard));
+    for (const auto& p : paths) benchmark::DoNotOptimize(plain_read(p));  // warm the page cache once
     return paths;
   }();
   return files;
@@ -121,6 +125,7 @@ uint64_t plain_read(const std::string& path) {
 
 uint64_t stream_shard(const SafetensorsFile& shard) {
   shard.mapping().advise_sequential();
+  shard.mapping().advise_willneed();
   uint64_t acc = 0;
   for (const auto& t : shard.tensors()) acc ^= fold(t.data.data(), t.data.size());
   return acc;
@@ -193,6 +198,42 @@ void BM_Sha256Shards(benchmark::State& state) {
   set_rate(state, total_size(files));
 }
 
+// Plain read and checkpoint stream alternating within one benchmark (A, B, A, B ...), so that both
+// rates come from the same minutes on a shared host; counters give each rate and their ratio.
+void BM_InterleavedReadVsStream(benchmark::State& state) {
+  const auto& files = checkpoint_files();
+  const bool cold = state.range(0) != 0;
+  const int threads = static_cast<int>(state.range(1));
+  const uint64_t bytes = total_size(files);
+  double plain_s = 0, stream_s = 0;
+  for (auto _ : state) {
+    for (int which = 0; which < 2; ++which) {
+      if (cold) drop_page_cache(files);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::atomic<uint64_t> acc{0};
+      if (which == 0) {
+        parallel_over(files.size(), threads, [&](size_t i) { acc ^= plain_read(files[i]); });
+      } else {
+        auto ckpt = Checkpoint::open(bench_dir());
+        if (!ckpt.is_ok()) {
+          state.SkipWithError(ckpt.status().to_string().c_str());
+          return;
+        }
+        parallel_over(ckpt->shards().size(), threads,
+                      [&](size_t i) { acc ^= stream_shard(ckpt->shards()[i]); });
+      }
+      benchmark::DoNotOptimize(acc.load());
+      (which == 0 ? plain_s : stream_s) +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  const double n = static_cast<double>(state.iterations()) * static_cast<double>(bytes);
+  state.counters["plain_GBps"] = n / plain_s / 1e9;
+  state.counters["stream_GBps"] = n / stream_s / 1e9;
+  state.counters["stream_vs_plain"] = plain_s / stream_s;
+  state.counters["GB"] = static_cast<double>(bytes) / 1e9;
+}
+
 // Args: {cold (0/1), threads}.
 BENCHMARK(BM_PlainSequentialRead)
     ->ArgNames({"cold", "threads"})
@@ -210,6 +251,13 @@ BENCHMARK(BM_CheckpointStream)
     ->Args({1, 1})
     ->Args({1, 2})
     ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InterleavedReadVsStream)
+    ->ArgNames({"cold", "threads"})
+    ->Args({0, 2})
+    ->Args({1, 2})
+    ->Iterations(5)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sha256Shards)

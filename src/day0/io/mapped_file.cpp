@@ -74,3 +74,11 @@ void MappedFile::advise_sequential() const {
 }
 
 }  // namespace day0
+
+namespace day0 {
+
+void MappedFile::advise_willneed() const {
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+}  // namespace day0

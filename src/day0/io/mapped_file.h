@@ -26,6 +26,8 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Hint that the whole file will be read front to back (larger readahead).
   void advise_sequential() const;
+  // Asks the kernel to start reading the whole file in the background (cold-cache loading).
+  void advise_willneed() const;
 
  private:
   void release();
