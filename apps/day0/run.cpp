@@ -1,5 +1,10 @@
 // day0 run: generate from token ids with timing, log-probabilities and an optional reference dump.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +15,8 @@
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/prompt_ids.h"
+#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/tokenizer.h"
 
 namespace day0::cli {
 namespace {
@@ -17,6 +24,10 @@ namespace {
 struct RunOptions {
   std::string model;
   std::string prompt_ids;
+  std::string prompt;     // text, encoded with the model's tokenizer
+  std::string chat;       // file with chat messages (JSON), rendered with the chat template
+  std::string tokenizer;  // folder with the tokenizer files (default: the model folder)
+  bool ignore_eos = false;
   int64_t max_new = 16;
   std::string backend = "cpu";
   std::string dtype = "f32";
@@ -35,8 +46,32 @@ int run_command(const RunOptions& o) {
   const char* name = "run";
   auto model = load_model(o.model);
   if (!model.is_ok()) return report_error(name, model.status());
-  auto prompts = parse_prompt_ids(o.prompt_ids, model->spec.vocab_size);
-  if (!prompts.is_ok()) return report_error(name, prompts.status());
+  const bool text_mode = !o.prompt.empty() || !o.chat.empty();
+  std::shared_ptr<const tokenizer::Tokenizer> tok;
+  std::vector<std::vector<int64_t>> prompt_list;
+  if (text_mode) {
+    auto loaded = tokenizer::load_tokenizer(o.tokenizer.empty() ? o.model : o.tokenizer);
+    if (!loaded.is_ok()) return report_error(name, loaded.status());
+    tok = *loaded;
+    Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+    if (!o.prompt.empty()) {
+      ids = encode_text_prompt(*tok, o.prompt, model->spec.vocab_size);
+    } else {
+      std::ifstream in(o.chat);
+      if (!in) return report_error(name, io_error(o.chat + ": cannot read the chat messages"));
+      auto chat = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (chat.is_discarded()) return report_error(name, parse_error(o.chat + ": not valid JSON"));
+      ids = encode_chat_prompt(*tok, chat, model->spec.vocab_size);
+      if (!ids.is_ok()) return report_error(name, ids.status().with_context(o.chat));
+    }
+    if (!ids.is_ok()) return report_error(name, ids.status());
+    prompt_list.emplace_back(ids->begin(), ids->end());
+  } else {
+    auto parsed = parse_prompt_ids(o.prompt_ids, model->spec.vocab_size);
+    if (!parsed.is_ok()) return report_error(name, parsed.status());
+    prompt_list = std::move(parsed).value();
+  }
+  const auto* prompts = &prompt_list;
   if (prompts->size() != 1) return report_error(name, invalid_argument("run takes one prompt (no ';')"));
   EngineOptions eo;
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
@@ -50,8 +85,35 @@ int run_command(const RunOptions& o) {
   sp.top_k = o.top_k;
   sp.seed = o.seed;
   const std::vector<int32_t> prompt(prompts->front().begin(), prompts->front().end());
+  // Text mode: stop at the model's stop tokens, and on a terminal print the text as it comes.
+  const bool stream = text_mode && !o.json && isatty(STDOUT_FILENO) != 0;
+  std::unique_ptr<StreamingDecoder> decoder;
+  if (tok) decoder = std::make_unique<StreamingDecoder>(*tok);
+  TokenCallback on_token;
+  if (tok) {
+    const std::vector<int32_t> stops = tok->special_tokens().stop_ids;
+    on_token = [&, stops](const GenerationStep& step) {
+      const bool stop =
+          !o.ignore_eos && std::find(stops.begin(), stops.end(), step.chosen.token) != stops.end();
+      if (!stop) {
+        const std::string piece = decoder->push(step.chosen.token);
+        if (stream) {
+          fmt::print("{}", piece);
+          std::fflush(stdout);
+        }
+      }
+      return !stop;
+    };
+  }
+  if (stream) fmt::print("{}", o.prompt.empty() ? "" : o.prompt);
   const GenerationResult g =
-      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0));
+      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), on_token);
+  std::string completion;
+  if (decoder) {
+    const std::string rest = decoder->finish();
+    if (stream) fmt::print("{}\n\n", rest);
+    completion = tok->decode(decoder->ids(), /*skip_special_tokens=*/true);
+  }
 
   if (!o.dump.empty()) {
     ReferenceDump d;
@@ -71,6 +133,7 @@ int run_command(const RunOptions& o) {
     j["dtype"] = o.dtype;
     j["prompt_tokens"] = g.prompt_tokens;
     j["tokens"] = g.tokens();
+    if (decoder) j["text"] = completion;
     if (o.logprobs >= 0) {
       nlohmann::json steps = nlohmann::json::array();
       for (const auto& s : g.steps) {
@@ -96,6 +159,7 @@ int run_command(const RunOptions& o) {
                                      sp.top_k, sp.seed));
   fmt::print("prompt     {} tokens: {}\n", g.prompt_tokens, fmt::join(prompt, ","));
   fmt::print("generated  {} tokens: {}\n", g.steps.size(), fmt::join(g.tokens(), ","));
+  if (decoder && !stream) fmt::print("text       {}\n", nlohmann::json(completion).dump());
   if (o.logprobs >= 0) {
     fmt::print("\n  {:>4} {:>8} {:>10}  {}\n", "step", "token", "logprob",
                o.logprobs > 0 ? "top (token:logprob)" : "");
@@ -119,7 +183,22 @@ const Registrar kRegistrar(
     50, [](CLI::App& app) -> CommandRunner {
       auto o = std::make_shared<RunOptions>();
       app.add_option("model", o->model, "checkpoint folder (config.json + safetensors)")->required();
-      app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3")->required();
+      auto* ids_opt = app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3");
+      auto* text_opt =
+          app.add_option("--prompt", o->prompt, "prompt text, encoded with the model's tokenizer");
+      auto* chat_opt = app.add_option("--chat", o->chat,
+                                      "JSON file of chat messages ([{role, content}, ...]) rendered with the "
+                                      "model's chat template");
+      ids_opt->excludes(text_opt)->excludes(chat_opt);
+      text_opt->excludes(chat_opt);
+      app.add_option("--tokenizer", o->tokenizer,
+                     "folder with the tokenizer files (default: the model folder)");
+      app.add_flag("--ignore-eos", o->ignore_eos, "text mode: keep generating past the model's stop tokens");
+      app.callback([ids_opt, text_opt, chat_opt] {
+        if (ids_opt->count() + text_opt->count() + chat_opt->count() == 0) {
+          throw CLI::RequiredError("one of --prompt-ids, --prompt or --chat");
+        }
+      });
       app.add_option("--max-new", o->max_new, "tokens to generate (default 16)")
           ->check(CLI::Range(0, 1 << 20));
       app.add_option("--backend", o->backend, "backend: cpu (default), reference, partial");

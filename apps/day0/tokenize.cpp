@@ -27,6 +27,7 @@ struct TokenizeOptions {
   bool as_json = false;
   bool no_add_special = false;
   bool split_special = false;
+  bool skip_special = false;
   bool no_generation_prompt = false;
 };
 
@@ -107,7 +108,7 @@ int run_tokenize(const TokenizeOptions& o) {
   if (!o.decode.empty()) {
     auto ids = parse_ids(o.decode);
     if (!ids) return report_error("tokenize", ids.status());
-    const std::string text = tok.decode(*ids);
+    const std::string text = tok.decode(*ids, o.skip_special);
     if (o.as_json) {
       fmt::print("{}\n", json{{"text", text}}.dump(-1, ' ', false, json::error_handler_t::replace));
     } else {
@@ -176,6 +177,7 @@ const Registrar kRegistrar{
                    "with --decode)");
       app.add_flag("--no-add-special", o->no_add_special,
                    "Do not add BOS/EOS the way the model's post-processor does");
+      app.add_flag("--skip-special", o->skip_special, "With --decode: leave special tokens out of the text");
       app.add_flag("--split-special", o->split_special,
                    "Treat special tokens written in the text as plain text");
       app.add_flag("--no-generation-prompt", o->no_generation_prompt,

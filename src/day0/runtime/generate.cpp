@@ -52,12 +52,13 @@ int32_t pick_token(Backend& backend, std::span<const float> logits, const Sampli
 }
 
 GenerationResult generate(Engine& engine, std::span<const int32_t> prompt, int64_t max_new,
-                          const SamplingParams& params, int64_t top_logprobs) {
+                          const SamplingParams& params, int64_t top_logprobs, const TokenCallback& on_token) {
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   if (max_new <= 0 || prompt.empty()) return r;
   KvCache cache = engine.new_cache();
-  auto record = [&](const FloatMatrix& logits, int64_t step) {
+  // Returns whether generation goes on.
+  auto record = [&](const FloatMatrix& logits, int64_t step) -> bool {
     const auto row = logits.row(logits.rows - 1);
     GenerationStep s;
     s.chosen.token = pick_token(engine.backend(), row, params, step);
@@ -68,16 +69,17 @@ GenerationResult generate(Engine& engine, std::span<const int32_t> prompt, int64
       }
     }
     r.steps.push_back(std::move(s));
+    return on_token ? on_token(r.steps.back()) : true;
   };
   const auto t0 = std::chrono::steady_clock::now();
   const SequenceStep first{&cache, prompt};
-  record(engine.forward(std::span(&first, 1), true), 0);
+  bool more = record(engine.forward(std::span(&first, 1), true), 0);
   r.prefill_seconds = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  for (int64_t i = 1; i < max_new; ++i) {
+  for (int64_t i = 1; i < max_new && more; ++i) {
     const int32_t last = r.steps.back().chosen.token;
     const SequenceStep step{&cache, std::span<const int32_t>(&last, 1)};
-    record(engine.forward(std::span(&step, 1), true), i);
+    more = record(engine.forward(std::span(&step, 1), true), i);
   }
   r.decode_seconds = seconds_since(t1);
   return r;

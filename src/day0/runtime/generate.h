@@ -4,6 +4,7 @@
 // `sample` kernel). Records log-probabilities and timing (time to first token, prefill and decode
 // tokens per second).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -45,7 +46,12 @@ int32_t pick_token(Backend& backend, std::span<const float> logits, const Sampli
 // log softmax of `logits` at `token`.
 double token_logprob(std::span<const float> logits, int32_t token);
 
+// Called after each generated token (streaming output); returning false stops generation there
+// (a stop token). Timing still covers every token generated.
+using TokenCallback = std::function<bool(const GenerationStep& step)>;
+
 GenerationResult generate(Engine& engine, std::span<const int32_t> prompt, int64_t max_new,
-                          const SamplingParams& params, int64_t top_logprobs = 0);
+                          const SamplingParams& params, int64_t top_logprobs = 0,
+                          const TokenCallback& on_token = nullptr);
 
 }  // namespace day0
