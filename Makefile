@@ -7,6 +7,11 @@ FUZZ_SECONDS ?= 45
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
 DAY0 := $(BUILD)/bin/day0
+# ccache (when installed) shares objects between clones of the repo: paths are made relative to it.
+export CCACHE_BASEDIR ?= $(CURDIR)
+# Sanitizer and fuzz builds: light optimisation and line tables only, so they build fast and still
+# give file:line stack traces.
+CHECK_FLAGS := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1"
 
 .PHONY: all deps build run test test-release test-asan test-fuzz bench format format-check tidy clean
 
@@ -32,7 +37,7 @@ test-release: build
 
 $(ASAN_BUILD)/build.ninja: | deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAY0_SANITIZE=ON \
-	  -DDAY0_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	  -DDAY0_BUILD_BENCH=OFF $(CHECK_FLAGS) $(CMAKE_FLAGS)
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (tests labelled `slow` are skipped).
 test-asan: deps $(ASAN_BUILD)/build.ninja
@@ -48,7 +53,7 @@ test-fuzz: deps
 	  echo "test-fuzz: skipped: clang++ with libFuzzer (-fsanitize=fuzzer) is not available"; \
 	else \
 	  cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-	    -DCMAKE_CXX_COMPILER=clang++ -DDAY0_BUILD_FUZZ=ON -DDAY0_BUILD_BENCH=OFF \
+	    -DCMAKE_CXX_COMPILER=clang++ -DDAY0_BUILD_FUZZ=ON -DDAY0_BUILD_BENCH=OFF $(CHECK_FLAGS) \
 	    -DDAY0_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null && \
 	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target day0_fuzz_all && \
 	  cd $(FUZZ_BUILD) && ctest $(CTEST_FLAGS) -L fuzz; \
