@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -28,6 +29,7 @@ struct RunOptions {
   std::string chat;       // file with chat messages (JSON), rendered with the chat template
   std::string tokenizer;  // folder with the tokenizer files (default: the model folder)
   bool ignore_eos = false;
+  bool interactive = false;  // chat turn by turn: user lines from stdin, replies streamed
   int64_t max_new = 16;
   std::string backend = "cpu";
   std::string dtype = "f32";
@@ -42,10 +44,56 @@ struct RunOptions {
   int threads = 0;
 };
 
+// Chat turn by turn: each line read from stdin is a user message; the whole conversation goes through
+// the chat template every turn and the reply is streamed. Ends at EOF or an empty line.
+int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engine) {
+  const char* name = "run";
+  auto loaded = tokenizer::load_tokenizer(o.tokenizer.empty() ? o.model : o.tokenizer);
+  if (!loaded.is_ok()) return report_error(name, loaded.status());
+  const tokenizer::Tokenizer& tok = **loaded;
+  const bool tty = isatty(STDIN_FILENO) != 0;
+  SamplingParams sp;
+  sp.greedy = o.greedy || o.temperature <= 0.0f;
+  sp.temperature = o.temperature;
+  sp.top_p = o.top_p;
+  sp.top_k = o.top_k;
+  sp.seed = o.seed;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  const std::vector<int32_t> stops = tok.special_tokens().stop_ids;
+  std::string line;
+  for (int turn = 0;; ++turn) {
+    if (tty) fmt::print("user> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    auto ids = encode_chat_prompt(tok, messages, model.spec.vocab_size);
+    if (!ids.is_ok()) return report_error(name, ids.status());
+    StreamingDecoder decoder(tok);
+    fmt::print("assistant> ");
+    auto on_token = [&](const GenerationStep& step) {
+      if (!o.ignore_eos && std::find(stops.begin(), stops.end(), step.chosen.token) != stops.end())
+        return false;
+      fmt::print("{}", decoder.push(step.chosen.token));
+      std::fflush(stdout);
+      return true;
+    };
+    sp.seed = o.seed + static_cast<uint64_t>(turn);
+    (void)generate(engine, *ids, o.max_new, sp, 0, on_token);
+    fmt::print("{}\n", decoder.finish());
+    messages.push_back({{"role", "assistant"}, {"content", tok.decode(decoder.ids(), true)}});
+  }
+  return kExitOk;
+}
+
 int run_command(const RunOptions& o) {
   const char* name = "run";
   auto model = load_model(o.model);
   if (!model.is_ok()) return report_error(name, model.status());
+  if (o.interactive) {
+    auto engine = open_engine(*model, o.backend, EngineOptions{}, o.threads);
+    if (!engine.is_ok()) return report_error(name, engine.status());
+    return run_interactive(o, *model, *engine->engine);
+  }
   const bool text_mode = !o.prompt.empty() || !o.chat.empty();
   std::shared_ptr<const tokenizer::Tokenizer> tok;
   std::vector<std::vector<int64_t>> prompt_list;
@@ -194,9 +242,13 @@ const Registrar kRegistrar(
       app.add_option("--tokenizer", o->tokenizer,
                      "folder with the tokenizer files (default: the model folder)");
       app.add_flag("--ignore-eos", o->ignore_eos, "text mode: keep generating past the model's stop tokens");
-      app.callback([ids_opt, text_opt, chat_opt] {
-        if (ids_opt->count() + text_opt->count() + chat_opt->count() == 0) {
-          throw CLI::RequiredError("one of --prompt-ids, --prompt or --chat");
+      auto* interactive_opt = app.add_flag("--interactive", o->interactive,
+                                           "chat turn by turn: each stdin line is a user message, replies "
+                                           "are streamed (ends at EOF or an empty line)");
+      interactive_opt->excludes(ids_opt)->excludes(text_opt)->excludes(chat_opt);
+      app.callback([ids_opt, text_opt, chat_opt, interactive_opt] {
+        if (ids_opt->count() + text_opt->count() + chat_opt->count() + interactive_opt->count() == 0) {
+          throw CLI::RequiredError("one of --prompt-ids, --prompt, --chat or --interactive");
         }
       });
       app.add_option("--max-new", o->max_new, "tokens to generate (default 16)")

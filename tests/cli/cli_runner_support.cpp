@@ -27,16 +27,19 @@ std::string make_temp_dir(const std::string& prefix) {
   return templ;
 }
 
-CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd) {
+CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd,
+                  const std::string& stdin_text) {
   const std::string dir = make_temp_dir("day0_cli_");
   const std::string out_path = dir + "/out";
   const std::string err_path = dir + "/err";
+  const std::string in_path = stdin_text.empty() ? std::string("/dev/null") : dir + "/in";
+  if (!stdin_text.empty()) std::ofstream(in_path, std::ios::binary) << stdin_text;
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     const int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int null_fd = open("/dev/null", O_RDONLY);
+    const int null_fd = open(in_path.c_str(), O_RDONLY);
     if (out_fd < 0 || err_fd < 0 || null_fd < 0) _exit(127);
     dup2(null_fd, 0);
     dup2(out_fd, 1);

@@ -62,6 +62,21 @@ TEST_F(RunText, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(j["prompt_tokens"].get<size_t>(), nlohmann::json::parse(rendered.out)["ids"].size());
 }
 
+TEST_F(RunText, InteractiveChatAnswersEachLine) {
+  CliResult r =
+      run_cli({"run", dir_ + "/model", "--interactive", "--tokenizer", tokenizer_, "--max-new", "3"}, "",
+              "Hi there\nAnd again\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t replies = 0;
+  for (size_t at = r.out.find("assistant> "); at != std::string::npos;
+       at = r.out.find("assistant> ", at + 1)) {
+    ++replies;
+  }
+  EXPECT_EQ(replies, 2u) << r.out;
+  CliResult bad = run_cli({"run", dir_ + "/model", "--interactive", "--prompt", "x"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
 TEST_F(RunText, BadTextInputsAreExitTwo) {
   CliResult both = run_cli({"run", dir_ + "/model", "--prompt", "x", "--prompt-ids", "1,2"});
   EXPECT_EQ(both.exit_code, 2);
