@@ -162,8 +162,12 @@ TEST_F(AdaptCli, CompareAgainstBetterReportNamesTheRegression) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   nlohmann::json old = read_json(fs::path(dir_) / "old" / "report.json");
   for (auto& s : old["stages"]) {
-    if (s["id"] == "performance")
+    if (s["id"] == "performance") {
       s["evidence"]["decode_tok_s"] = s["evidence"]["decode_tok_s"].get<double>() * 100;
+      // Prefill of a tiny miniature swings by more than the margin on a busy host: take it out of
+      // the comparison so that the one regression found is the one planted.
+      s["evidence"]["prefill_tok_s"] = 0.0;
+    }
   }
   const std::string old_path = dir_ + "/better.json";
   std::ofstream(old_path) << old.dump(2);
