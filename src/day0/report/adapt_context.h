@@ -1,6 +1,7 @@
 #pragma once
 // State shared by the stages of one adapt run: what earlier stages found, for later ones to use.
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -10,6 +11,8 @@
 
 namespace day0::report {
 
+struct RunEngine;
+
 struct AdaptContext {
   const AdaptOptions& options;
   std::optional<ResolvedModel> model;   // set by structure
@@ -17,6 +20,8 @@ struct AdaptContext {
   std::filesystem::path work_dir;       // scratch space of this run (removed at the end)
   std::filesystem::path miniature_dir;  // set by miniature when it synthesised one
   bool real_weights = false;            // MODEL is a folder with safetensors shards
+  // The model the performance and stability stages run, loaded once for both (stages/run_target.h).
+  std::shared_ptr<RunEngine> run_engine;
 };
 
 // A stage fills verdict, summary, reason and evidence; the runner sets id, title, required, seconds.

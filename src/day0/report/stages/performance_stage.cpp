@@ -16,12 +16,15 @@
 namespace day0::report {
 
 void run_performance_stage(AdaptContext& ctx, StageResult& out) {
-  auto target = choose_run_target(ctx);
-  if (!target.is_ok()) return stage_skip(out, target.status().message());
-  auto loaded = load_model(target->folder);
-  if (!loaded.is_ok()) return stage_fail(out, loaded.status().to_string());
-  auto handle = open_engine(*loaded, ctx.options.backend, EngineOptions{});
-  if (!handle.is_ok()) return stage_fail(out, handle.status().to_string());
+  auto run = open_run_engine(ctx);
+  if (!run.is_ok()) {
+    if (run.status().code() == StatusCode::kFailedPrecondition)
+      return stage_skip(out, run.status().message());
+    return stage_fail(out, run.status().to_string());
+  }
+  const RunTarget* target = &(*run)->target;
+  const LoadedModel* loaded = &(*run)->model;
+  EngineHandle* handle = &(*run)->handle;
 
   std::mt19937_64 rng(ctx.options.seed + 17);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(loaded->spec.vocab_size - 1));
@@ -32,7 +35,7 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
   (void)generate(*handle->engine, prompt, 2, SamplingParams{});
   GenerationResult best;
   double best_decode = -1;
-  for (int run = 0; run < 3; ++run) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     GenerationResult r = generate(*handle->engine, prompt, new_tokens, SamplingParams{});
     if (r.decode_tokens_per_second() > best_decode) {
       best_decode = r.decode_tokens_per_second();

@@ -28,6 +28,16 @@ Result<RunTarget> choose_run_target(const AdaptContext& ctx) {
   return failed_precondition("neither real weights that fit nor a miniature to run");
 }
 
+Result<RunEngine*> open_run_engine(AdaptContext& ctx) {
+  if (ctx.run_engine) return ctx.run_engine.get();
+  D0_ASSIGN_OR_RETURN(RunTarget target, choose_run_target(ctx));
+  D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(target.folder));
+  D0_ASSIGN_OR_RETURN(EngineHandle handle, open_engine(model, ctx.options.backend, EngineOptions{}));
+  ctx.run_engine =
+      std::make_shared<RunEngine>(RunEngine{std::move(target), std::move(model), std::move(handle)});
+  return ctx.run_engine.get();
+}
+
 double activated_weight_bytes_per_token(const ModelSpec& spec) {
   auto manifest = build_tensor_manifest(spec);
   if (!manifest.is_ok()) return 0;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "day0/report/adapt_context.h"
+#include "day0/runtime/model_loader.h"
 
 namespace day0::report {
 
@@ -14,6 +15,15 @@ struct RunTarget {
 };
 
 Result<RunTarget> choose_run_target(const AdaptContext& ctx);
+
+// The run target loaded on the chosen backend, shared by the stages that run it.
+struct RunEngine {
+  RunTarget target;
+  LoadedModel model;
+  EngineHandle handle;
+};
+// Loads the run target the first time it is asked for and keeps it in ctx.
+Result<RunEngine*> open_run_engine(AdaptContext& ctx);
 
 // Weight bytes one decoded token reads: everything but the input embedding, routed experts at their
 // top-k share (the lm_head is read in full; a tied head reads the embedding).

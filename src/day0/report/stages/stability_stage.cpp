@@ -14,12 +14,15 @@
 namespace day0::report {
 
 void run_stability_stage(AdaptContext& ctx, StageResult& out) {
-  auto target = choose_run_target(ctx);
-  if (!target.is_ok()) return stage_skip(out, target.status().message());
-  auto loaded = load_model(target->folder);
-  if (!loaded.is_ok()) return stage_fail(out, loaded.status().to_string());
-  auto handle = open_engine(*loaded, ctx.options.backend, EngineOptions{});
-  if (!handle.is_ok()) return stage_fail(out, handle.status().to_string());
+  auto run = open_run_engine(ctx);
+  if (!run.is_ok()) {
+    if (run.status().code() == StatusCode::kFailedPrecondition)
+      return stage_skip(out, run.status().message());
+    return stage_fail(out, run.status().to_string());
+  }
+  const RunTarget* target = &(*run)->target;
+  const LoadedModel* loaded = &(*run)->model;
+  EngineHandle* handle = &(*run)->handle;
 
   const auto vocab = static_cast<int32_t>(loaded->spec.vocab_size);
   auto request = [&](int i) -> Status {
