@@ -1,5 +1,7 @@
 #include "day0/io/checkpoint.h"
 
+#include "day0/core/json_reader.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -26,16 +28,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 Result<ShardIndex> read_shard_index(const std::string& index_path) {
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) return not_found(index_path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  json root;
-  try {
-    root = json::parse(text.str());
-  } catch (const json::exception& e) {
-    return parse_error(index_path + ": not valid JSON: " + e.what());
-  }
+  D0_ASSIGN_OR_RETURN(json root, read_json_file(index_path, JsonLimits{size_t{256} << 20, 16}));
   if (!root.is_object()) return parse_error(index_path + ": expected a JSON object");
   const auto wm = root.find("weight_map");
   if (wm == root.end() || !wm->is_object())

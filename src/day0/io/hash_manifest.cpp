@@ -1,5 +1,7 @@
 #include "day0/io/hash_manifest.h"
 
+#include "day0/core/json_reader.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,16 +47,7 @@ std::string clean_name(std::string_view name) {
 }
 
 Result<std::string> slurp(const std::string& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) return not_found(path + ": cannot read: " + ec.message());
-  if (size > kMaxManifestBytes)
-    return out_of_range(fmt::format("{}: {} bytes is too large for a hash list", path, size));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_bounded_file(path, kMaxManifestBytes);
 }
 
 Result<ExpectedHash> json_entry(const json& value, const std::string& where, const std::string& source) {
@@ -131,12 +124,7 @@ Result<ExpectedHash> parse_lfs_pointer(std::string_view text, const std::string&
 }
 
 Result<HashManifest> parse_hash_json(std::string_view text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    return parse_error(source + ": not valid JSON: " + e.what());
-  }
+  D0_ASSIGN_OR_RETURN(json root, parse_json_text(text, source, JsonLimits{size_t{64} << 20, 16}));
   if (!root.is_object()) return parse_error(source + ": expected a JSON object");
   HashManifest out;
   if (const auto siblings = root.find("siblings"); siblings != root.end() && siblings->is_array()) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "day0/core/json_reader.h"
 #include "day0/model/config_reader.h"
 #include "day0/model/family_registry.h"
 #include "day0/model/tensor_manifest.h"
@@ -106,12 +107,7 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
 }
 
 Result<ModelSpec> parse_model_config_text(std::string_view text, const std::string& source) {
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return parse_error(fmt::format("{}: malformed JSON: {}", source, e.what()));
-  }
+  D0_ASSIGN_OR_RETURN(nlohmann::json config, parse_json_text(text, source, kConfigJsonLimits));
   return parse_model_config(config, source);
 }
 
@@ -121,12 +117,8 @@ Result<ModelSpec> load_model_config(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return invalid_argument(fmt::format("{}: is a directory, expected a config.json file", path.string()));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(fmt::format("{}: cannot open for reading", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return io_error(fmt::format("{}: read failed", path.string()));
-  return parse_model_config_text(buffer.str(), path.string());
+  D0_ASSIGN_OR_RETURN(std::string text, read_bounded_file(path, kConfigJsonLimits.max_bytes));
+  return parse_model_config_text(text, path.string());
 }
 
 }  // namespace day0

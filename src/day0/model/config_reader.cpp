@@ -3,11 +3,12 @@
 #include <fmt/format.h>
 #include <cmath>
 
+#include "day0/core/json_reader.h"
+
 namespace day0 {
 
 std::string describe_json(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  const std::string text = json_excerpt(value, 60);
   const char* kind = "";
   switch (value.type()) {
     case nlohmann::json::value_t::string:

@@ -1,5 +1,7 @@
 #include "day0/plan/cluster.h"
 
+#include "day0/core/json_reader.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -30,7 +32,7 @@ Result<double> number_at(const json& object, const char* key, const std::string&
   if (!object.is_object() || !object.contains(key)) return invalid_argument(where + ": missing");
   const json& v = object.at(key);
   if (!v.is_number())
-    return invalid_argument(fmt::format("{}: expected a number, found {}", where, v.dump()));
+    return invalid_argument(fmt::format("{}: expected a number, found {}", where, json_excerpt(v)));
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < 0)
     return invalid_argument(fmt::format("{}: must not be negative, found {}", where, d));
@@ -117,12 +119,7 @@ Status validate_cluster(const ClusterSpec& c) {
 }
 
 Result<ClusterSpec> parse_cluster_json(std::string_view text, const std::string& origin) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return parse_error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
-  }
+  D0_ASSIGN_OR_RETURN(json root, parse_json_text(text, origin, JsonLimits{size_t{1} << 20, 16}));
   if (!root.is_object()) return parse_error(origin + ": expected a JSON object at the top level");
   auto parse = [&]() -> Result<ClusterSpec> {
     ClusterSpec out;

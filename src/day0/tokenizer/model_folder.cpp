@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "day0/core/json_reader.h"
 #include "day0/tokenizer/file_io.h"
 #include "day0/tokenizer/tokenizer.h"
 
@@ -23,11 +24,7 @@ std::string token_text(const json& j) {
 
 Result<json> read_json(const fs::path& file) {
   D0_ASSIGN_OR_RETURN(std::string text, read_text_file(file));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return parse_error(fmt::format("{}: {}", file.string(), e.what()));
-  }
+  return parse_json_text(text, file.string(), kTokenizerJsonLimits);
 }
 
 Status apply_configs(const fs::path& dir, TokenizerParts& parts) {

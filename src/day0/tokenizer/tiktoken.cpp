@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "day0/core/json_reader.h"
 #include "day0/tokenizer/byte_level.h"
 #include "day0/tokenizer/file_io.h"
 #include "day0/tokenizer/tokenizer.h"
@@ -96,9 +97,9 @@ Result<TiktokenSpec> builtin_tiktoken_spec(std::string_view name) {
 Result<TiktokenSpec> read_tiktoken_spec(const std::filesystem::path& file) {
   const std::string where = file.string();
   D0_ASSIGN_OR_RETURN(std::string text, read_text_file(file));
+  D0_ASSIGN_OR_RETURN(const json j, parse_json_text(text, where, kTokenizerJsonLimits));
   TiktokenSpec spec;
   try {
-    const json j = json::parse(text);
     spec.pattern = j.at("pat_str").get<std::string>();
     std::map<int32_t, std::string> specials;
     const json named = j.value("special_tokens", json::object());

@@ -87,6 +87,8 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::filesystem::p
 
 // Loads one tokenizer.json (or .json.gz) file; configs beside it are read too.
 Result<TokenizerParts> load_tokenizer_json(const std::filesystem::path& file);
+// The same from the file's text; `where` names it in messages (a file, a request, a fuzz input).
+Result<TokenizerParts> parse_tokenizer_json(std::string_view text, const std::string& where);
 
 // How to use a tiktoken rank file: its split regex, special tokens and chunking.
 struct TiktokenSpec {

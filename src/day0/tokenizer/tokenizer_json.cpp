@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "day0/core/json_reader.h"
 #include "day0/tokenizer/byte_level.h"
 #include "day0/tokenizer/file_io.h"
 #include "day0/tokenizer/tokenizer.h"
@@ -97,14 +98,12 @@ Status load_bpe(const json& model, bool byte_level, const std::string& where, To
 }  // namespace
 
 Result<TokenizerParts> load_tokenizer_json(const std::filesystem::path& file) {
-  const std::string where = file.string();
   D0_ASSIGN_OR_RETURN(std::string text, read_text_file(file));
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return parse_error(fmt::format("{}: {}", where, e.what()));
-  }
+  return parse_tokenizer_json(text, file.string());
+}
+
+Result<TokenizerParts> parse_tokenizer_json(std::string_view text, const std::string& where) {
+  D0_ASSIGN_OR_RETURN(json j, parse_json_text(text, where, kTokenizerJsonLimits));
   if (!j.is_object() || !j.contains("model"))
     return parse_error(fmt::format("{}: no \"model\" object", where));
   TokenizerParts parts;
