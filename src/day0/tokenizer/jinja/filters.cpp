@@ -77,6 +77,7 @@ Value f_join(const Value& v, const Args& a) {
   for (const Value& item : iterate(v)) {
     if (!first) out += sep ? sep->str() : "";
     out += attr ? get_item(item, *attr).str() : item.str();
+    check_value_size(out.size());
     first = false;
   }
   return Value(std::move(out));
@@ -175,13 +176,13 @@ Value f_replace(const Value& v, const Args& a) {
 
 Value f_int(const Value& v, const Args& a) {
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return Value(static_cast<int64_t>(v.as_float()));
+  if (v.is_float()) return Value(v.as_int());  // as_int refuses floats beyond the int64 range
   if (v.is_string()) {
     try {
       size_t used = 0;
       const long long r = std::stoll(v.as_string(), &used, 10);
       if (used == v.as_string().size()) return Value(static_cast<int64_t>(r));
-      return Value(static_cast<int64_t>(std::stod(v.as_string())));
+      return Value(Value(std::stod(v.as_string())).as_int());
     } catch (const std::exception&) {
     }
   }
@@ -288,6 +289,7 @@ Value f_escape(const Value& v, const Args&) {
         out += c;
     }
   }
+  check_value_size(out.size());
   return Value(std::move(out));
 }
 
@@ -309,6 +311,7 @@ Value f_indent(const Value& v, const Args& a) {
     const bool add = first_line ? (first && first->truthy()) : (!line.empty() || (blank && blank->truthy()));
     if (add) out += pad;
     out += line;
+    check_value_size(out.size());
     if (nl == std::string::npos) break;
     out += '\n';
     pos = nl + 1;

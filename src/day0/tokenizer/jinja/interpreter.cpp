@@ -329,6 +329,7 @@ class Renderer {
         if (!v.is_number())
           throw TemplateError(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
         if (e.name == "+") return v.is_float() ? Value(v.as_float()) : Value(v.as_int());
+        if (!v.is_float() && v.as_int() == INT64_MIN) throw TemplateError("integer overflow in unary '-'");
         return v.is_float() ? Value(-v.as_float()) : Value(-v.as_int());
       }
       case Expr::Kind::kBinary: {

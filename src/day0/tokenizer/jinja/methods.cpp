@@ -190,6 +190,7 @@ Value string_method(const std::string& s, const std::string& name) {
         if (f == std::string::npos) break;
         out.append(s, pos, f - pos);
         out += to;
+        check_value_size(out.size());
         pos = f + from.size();
         --count;
       }
@@ -222,6 +223,7 @@ Value string_method(const std::string& s, const std::string& name) {
           throw TemplateError(fmt::format("sequence item: expected str instance, {} found", v.type_name()));
         if (!first) out += s;
         out += v.as_string();
+        check_value_size(out.size());
         first = false;
       }
       return Value(std::move(out));

@@ -27,6 +27,7 @@ std::vector<std::string> utf8_chars(const std::string& s) {
 }
 
 int compare_values(const Value& a, const Value& b, const std::string& op) {
+  const NestingGuard guard;
   if (a.is_number() && b.is_number()) {
     const double x = a.as_float(), y = b.as_float();
     return x < y ? -1 : (x > y ? 1 : 0);
@@ -46,13 +47,27 @@ int compare_values(const Value& a, const Value& b, const std::string& op) {
       fmt::format("'{}' not supported between instances of '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
-constexpr size_t kMaxValueBytes = 64u << 20;
-
 void check_size(size_t bytes) {
-  if (bytes > kMaxValueBytes) throw TemplateError("value larger than 64 MiB");
+  check_value_size(bytes);
+}
+
+[[noreturn]] void overflow(const char* op) {
+  throw TemplateError(fmt::format("integer overflow in '{}' (beyond the 64-bit range)", op));
+}
+
+int64_t checked_int(const char* op, int64_t a, int64_t b) {
+  int64_t out = 0;
+  bool bad = false;
+  if (op[0] == '+') bad = __builtin_add_overflow(a, b, &out);
+  if (op[0] == '-') bad = __builtin_sub_overflow(a, b, &out);
+  if (op[0] == '*') bad = __builtin_mul_overflow(a, b, &out);  // also "**"
+  if (bad) overflow(op);
+  return out;
 }
 
 int64_t floor_div(int64_t a, int64_t b) {
+  // INT64_MIN // -1 is the one quotient that does not fit (and traps on x86).
+  if (a == INT64_MIN && b == -1) overflow("//");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -180,7 +195,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   const bool nums = a.is_number() && b.is_number();
   const bool ints = nums && !a.is_float() && !b.is_float();
   if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
+    if (ints) return Value(checked_int("+", a.as_int(), b.as_int()));
     if (nums) return Value(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) {
       check_size(a.as_string().size() + b.as_string().size());
@@ -197,10 +212,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (a.is_list())
       throw TemplateError(fmt::format("can only concatenate list (not \"{}\") to list", b.type_name()));
   } else if (op == "-") {
-    if (ints) return Value(a.as_int() - b.as_int());
+    if (ints) return Value(checked_int("-", a.as_int(), b.as_int()));
     if (nums) return Value(a.as_float() - b.as_float());
   } else if (op == "*") {
-    if (ints) return Value(a.as_int() * b.as_int());
+    if (ints) return Value(checked_int("*", a.as_int(), b.as_int()));
     if (nums) return Value(a.as_float() * b.as_float());
     const Value* seq = a.is_int() ? &b : &a;
     const Value* count = a.is_int() ? &a : &b;
@@ -236,6 +251,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   } else if (op == "%") {
     if (ints) {
       if (b.as_int() == 0) throw TemplateError("integer division or modulo by zero");
+      // Python's a % b; b == -1 always leaves 0 (and INT64_MIN // -1 must not be formed).
+      if (b.as_int() == -1) return Value(int64_t{0});
       return Value(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
     }
     if (nums) {
@@ -246,8 +263,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (a.is_string()) throw TemplateError("printf-style string formatting ('%') is not supported");
   } else if (op == "**") {
     if (ints && b.as_int() >= 0) {
+      const int64_t base = a.as_int(), exp = b.as_int();
+      if (base == 0) return Value(int64_t{exp == 0 ? 1 : 0});
+      if (base == 1) return Value(int64_t{1});
+      if (base == -1) return Value(int64_t{exp % 2 == 0 ? 1 : -1});
       int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int() && i < 64; ++i) r *= a.as_int();
+      for (int64_t i = 0; i < exp; ++i) r = checked_int("**", r, base);  // |base| >= 2: overflows by 63
       return Value(r);
     }
     if (nums) return Value(std::pow(a.as_float(), b.as_float()));

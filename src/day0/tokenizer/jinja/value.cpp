@@ -46,7 +46,73 @@ Value Value::function(std::string name, NativeFunction fn) {
   return v;
 }
 
+namespace {
+thread_local int tl_value_depth = 0;
+// Values whose containers are being freed by the outermost deleter on this thread (nullptr: none).
+thread_local std::vector<Value>* tl_pending_frees = nullptr;
+
+// Frees `children` (moved out of a dying container) without recursion: the outermost call drains a
+// work list; nested deleters only add to it.
+template <typename Container, typename TakeChildren>
+void free_iteratively(Container* dying, TakeChildren take) {
+  if (tl_pending_frees != nullptr) {
+    take(*dying, *tl_pending_frees);
+    delete dying;
+    return;
+  }
+  std::vector<Value> pending;
+  tl_pending_frees = &pending;
+  take(*dying, pending);
+  delete dying;
+  while (!pending.empty()) {
+    Value last = std::move(pending.back());
+    pending.pop_back();
+    // `last` dies here; if it held the final reference to a container, its deleter appends that
+    // container's children to `pending` instead of recursing.
+  }
+  tl_pending_frees = nullptr;
+}
+}  // namespace
+
+void check_value_size(size_t bytes) {
+  if (bytes > kMaxValueBytes) throw TemplateError("value larger than 64 MiB");
+}
+
+NestingGuard::NestingGuard() {
+  if (++tl_value_depth > kMaxValueDepth) {
+    --tl_value_depth;
+    throw TemplateError(
+        fmt::format("value nested deeper than {} levels (or containing itself)", kMaxValueDepth));
+  }
+}
+NestingGuard::~NestingGuard() {
+  --tl_value_depth;
+}
+
+void ListDeleter::operator()(List* list) const {
+  free_iteratively(list, [](List& l, std::vector<Value>& out) {
+    for (Value& v : l) out.push_back(std::move(v));
+  });
+}
+void DictDeleter::operator()(Dict* dict) const {
+  free_iteratively(dict, [](Dict& d, std::vector<Value>& out) {
+    for (auto& kv : d.items) out.push_back(std::move(kv.second));
+  });
+}
+
+Value::Value(List l) : type_(Type::kList), list_(new List(std::move(l)), ListDeleter{}) {}
+Value::Value(Dict d) : type_(Type::kDict), dict_(new Dict(std::move(d)), DictDeleter{}) {}
+
+int64_t Value::float_to_int(double v) {
+  // 2^63 is exactly representable; everything in [-2^63, 2^63) converts without overflow.
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) {
+    throw TemplateError(fmt::format("cannot convert float {} to an integer", python_float_repr(v)));
+  }
+  return static_cast<int64_t>(v);
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
+  const NestingGuard guard;
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return none();
@@ -233,6 +299,7 @@ std::string json_string(const std::string& s) {
 
 void dump_json(const Value& v, std::optional<int> indent, const std::string& item_sep,
                const std::string& key_sep, bool sort_keys, int level, std::string& out) {
+  const NestingGuard guard;
   auto newline = [&](int lvl) {
     if (!indent) return;
     out.push_back('\n');
@@ -273,6 +340,7 @@ void dump_json(const Value& v, std::optional<int> indent, const std::string& ite
         if (i) out += item_sep;
         newline(level + 1);
         dump_json(l[i], indent, item_sep, key_sep, sort_keys, level + 1, out);
+        check_value_size(out.size());
       }
       newline(level);
       out += ']';
@@ -294,6 +362,7 @@ void dump_json(const Value& v, std::optional<int> indent, const std::string& ite
         out += json_string(items[i]->first);
         out += key_sep;
         dump_json(items[i]->second, indent, item_sep, key_sep, sort_keys, level + 1, out);
+        check_value_size(out.size());
       }
       newline(level);
       out += '}';
@@ -326,6 +395,7 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  const NestingGuard guard;
   switch (type_) {
     case Type::kUndefined:
       return "Undefined";
@@ -341,13 +411,17 @@ std::string Value::repr() const {
       return repr_string(*str_);
     case Type::kList: {
       std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      for (size_t i = 0; i < list_->size(); ++i) {
+        out += (i ? ", " : "") + (*list_)[i].repr();
+        check_value_size(out.size());
+      }
       return out + "]";
     }
     case Type::kDict: {
       std::string out = dict_->is_namespace ? "<Namespace {" : "{";
       for (size_t i = 0; i < dict_->items.size(); ++i) {
         out += (i ? ", " : "") + repr_string(dict_->items[i].first) + ": " + dict_->items[i].second.repr();
+        check_value_size(out.size());
       }
       return out + (dict_->is_namespace ? "}>" : "}");
     }
@@ -382,6 +456,7 @@ std::string Value::type_name() const {
 }
 
 bool operator==(const Value& a, const Value& b) {
+  const NestingGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();

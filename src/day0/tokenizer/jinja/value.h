@@ -22,6 +22,36 @@ class TemplateError : public std::runtime_error {
 
 class Value;
 using List = std::vector<Value>;
+struct Dict;
+
+// Values nested deeper than this (or containing themselves) are a template error wherever they are
+// walked (printing, tojson, comparison), so no walk recurses without bound.
+inline constexpr int kMaxValueDepth = 256;
+
+// Every value a template builds (strings, lists, JSON text) stays under this; each growing operation
+// checks as it grows, so a hostile template fails fast instead of exhausting memory.
+inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
+// Throws TemplateError("value larger than 64 MiB") when bytes > kMaxValueBytes.
+void check_value_size(size_t bytes);
+
+// Counts the nesting of a recursive walk over values on this thread; throws TemplateError past
+// kMaxValueDepth. Construct one per level of recursion.
+class NestingGuard {
+ public:
+  NestingGuard();
+  ~NestingGuard();
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
+// Containers are freed iteratively: a chain of a million nested lists built by a loop must not
+// recurse a million frames deep in the destructor.
+struct ListDeleter {
+  void operator()(List* list) const;
+};
+struct DictDeleter {
+  void operator()(Dict* dict) const;
+};
 
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
@@ -51,8 +81,8 @@ class Value {
   Value(double v) : type_(Type::kFloat), float_(v) {}  // NOLINT
   Value(std::string s) : type_(Type::kString), str_(std::make_shared<std::string>(std::move(s))) {}  // NOLINT
   Value(const char* s) : Value(std::string(s)) {}                                                    // NOLINT
-  Value(List l) : type_(Type::kList), list_(std::make_shared<List>(std::move(l))) {}                 // NOLINT
-  Value(Dict d) : type_(Type::kDict), dict_(std::make_shared<Dict>(std::move(d))) {}                 // NOLINT
+  Value(List l);                                                                                     // NOLINT
+  Value(Dict d);                                                                                     // NOLINT
 
   static Value none() {
     Value v;
@@ -81,7 +111,8 @@ class Value {
   bool is_function() const { return type_ == Type::kFunction; }
 
   bool as_bool() const { return int_ != 0; }
-  int64_t as_int() const { return type_ == Type::kFloat ? static_cast<int64_t>(float_) : int_; }
+  // A float outside the int64 range (or NaN) is a TemplateError, not undefined behaviour.
+  int64_t as_int() const { return type_ == Type::kFloat ? float_to_int(float_) : int_; }
   double as_float() const { return type_ == Type::kFloat ? float_ : static_cast<double>(int_); }
   const std::string& as_string() const { return *str_; }
   List& as_list() const { return *list_; }
@@ -103,6 +134,7 @@ class Value {
   friend bool operator==(const Value& a, const Value& b);
 
  private:
+  static int64_t float_to_int(double v);
   struct Function {
     std::string name;
     NativeFunction fn;
