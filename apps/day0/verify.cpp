@@ -24,6 +24,7 @@ struct VerifyArgs {
   bool allow_extra = false;
   bool no_hash = false;
   bool write_hashes = false;
+  bool values = false;
   bool json = false;
   int threads = 0;
   size_t max_listed = 40;
@@ -53,6 +54,11 @@ int run_verify(const VerifyArgs& args) {
   options.check_hashes = !args.no_hash;
   options.hashes_path = args.hashes;
   options.write_hashes = args.write_hashes;
+  options.check_values = args.values;
+  if (args.values && args.no_hash) {
+    return report_error("verify",
+                        invalid_argument("--values scans the bytes the hashing pass reads; drop --no-hash"));
+  }
   options.threads = args.threads;
   options.progress_out = stderr;
   options.progress_tty = ::isatty(::fileno(stderr)) != 0;
@@ -95,6 +101,8 @@ const Registrar kRegistrar(
       app.add_flag("--write-hashes", args->write_hashes,
                    "Write SHA256SUMS beside the shards from the digests");
       app.add_flag("--no-hash", args->no_hash, "Skip SHA-256 (structure only)");
+      app.add_flag("--values", args->values,
+                   "Also scan every float tensor for NaN, Inf and absurd magnitudes (same read as the hash)");
       app.add_option("--threads", args->threads, "Shards hashed at once (default: all cores)")
           ->check(CLI::Range(1, 1024));
       app.add_option("--max-listed", args->max_listed, "Findings of one kind listed before summarising")

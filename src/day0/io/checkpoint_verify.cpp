@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "day0/io/progress.h"
 #include "day0/io/safetensors_header.h"
 #include "day0/io/sha256.h"
+#include "day0/io/value_scan.h"
 
 namespace day0 {
 
@@ -270,8 +272,13 @@ class Verifier {
     // (config.json, tokenizer files), plus the index and config when writing a new list.
     std::vector<std::string> names;
     std::vector<ShardReport*> reports;
+    // Shards that are not regular files (a symlink to /dev/zero, a FIFO) are never read: the
+    // structure check already reports them.
+    auto hashable = [&](const ShardReport& sr) {
+      return sr.status != "missing" && fs::is_regular_file(layout_.shard_path(sr.name), ec);
+    };
     for (auto& sr : report_.shards) {
-      if (sr.status == "missing") continue;
+      if (!hashable(sr)) continue;
       names.push_back(sr.name);
     }
     std::set<std::string> extra_names;
@@ -298,7 +305,7 @@ class Verifier {
       names.push_back(name);
     }
     for (auto& sr : report_.shards) {
-      if (sr.status != "missing") reports.push_back(&sr);
+      if (hashable(sr)) reports.push_back(&sr);
     }
     for (auto& other : report_.other_files) reports.push_back(&other);
 
@@ -311,6 +318,16 @@ class Verifier {
     const int threads = options_.threads > 0
                             ? options_.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // Value scanners for the shards with a parsed header (fed by the hashing threads, one per file).
+    std::vector<std::unique_ptr<ShardValueScanner>> scanners(names.size());
+    if (options_.check_values) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        const auto it = std::find(layout_.shards.begin(), layout_.shards.end(), names[i]);
+        if (it == layout_.shards.end()) continue;
+        const OpenedShard& opened = opened_[static_cast<size_t>(it - layout_.shards.begin())];
+        if (opened.header) scanners[i] = std::make_unique<ShardValueScanner>(*opened.header);
+      }
+    }
     ByteProgress progress("sha256", total, options_.progress_out, options_.progress_tty);
     auto results = sha256_files(
         paths, threads, [&](uint64_t n) { progress.add(n); },
@@ -320,6 +337,9 @@ class Verifier {
                                       human_bytes(static_cast<double>(reports[i]->file_size)),
                                       r.is_ok() ? "hashed" : "unreadable"));
           }
+        },
+        [&](size_t i, uint64_t offset, std::span<const uint8_t> bytes) {
+          if (scanners[i]) scanners[i]->consume(offset, bytes);
         });
     progress.finish();
     report_.bytes_hashed = progress.done();
@@ -358,12 +378,45 @@ class Verifier {
              "SHA-256 differs from " + it->second.source});
       }
     }
+    if (!source.empty()) {
+      // A hash list that names none of the shards compared nothing: that is not a pass.
+      size_t compared = 0;
+      for (const auto& sr : report_.shards) compared += !sr.expected_sha256.empty();
+      if (compared == 0 && !report_.shards.empty()) {
+        add({"integrity", "no_hash_compared", true, "", "", "a hash for at least one shard in " + source,
+             expected.size() == 0 ? "an empty hash list"
+                                  : fmt::format("{} hashes, none for a shard", expected.size()),
+             "nothing was compared: the hash list is empty or names other files"});
+      }
+    }
+    if (options_.check_values) add_value_findings(names, scanners);
     if (options_.write_hashes) {
       const std::string out = layout_.dir + "/" + kSha256SumsName;
       D0_RETURN_IF_ERROR(write_sha256sums(out, digests));
       report_.hashes_written = out;
     }
     return Status::ok();
+  }
+
+  void add_value_findings(const std::vector<std::string>& names,
+                          const std::vector<std::unique_ptr<ShardValueScanner>>& scanners) {
+    report_.n_values_checked = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!scanners[i]) continue;
+      for (const TensorValueStats& s : scanners[i]->stats()) {
+        ++report_.n_values_checked;
+        if (s.n_nan > 0 || s.n_inf > 0) {
+          add({"values", "non_finite_values", true, names[i], s.name, "finite values",
+               fmt::format("{} NaN, {} Inf of {} {} values", s.n_nan, s.n_inf, s.n_values,
+                           dtype_name(s.dtype)),
+               fmt::format("first at element {}: the tensor is corrupt", s.first_bad)});
+        } else if (s.max_abs > kAbsurdWeightMagnitude) {
+          add({"values", "absurd_magnitude", true, names[i], s.name,
+               fmt::format("|x| <= {:g}", kAbsurdWeightMagnitude), fmt::format("max |x| = {:g}", s.max_abs),
+               "no trained weight is this large: a flipped exponent bit or garbage data"});
+        }
+      }
+    }
   }
 
   const CheckpointLayout& layout_;

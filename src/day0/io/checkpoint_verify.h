@@ -5,7 +5,9 @@
 //    Git LFS pointers in place of data), index entries that disagree with the shard headers, and
 //    (with a manifest) every expected tensor present with its shape and dtype, extra tensors reported;
 //  - integrity: streamed SHA-256 of every shard in parallel, compared with SHA256SUMS beside the
-//    shards or the list given (see hash_manifest.h), and LFS pointer sizes.
+//    shards or the list given (see hash_manifest.h), and LFS pointer sizes;
+//  - values (optional): NaN, Inf and absurd magnitudes per tensor, scanned from the bytes the hashing
+//    pass reads (see value_scan.h).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,6 +26,7 @@ struct VerifyOptions {
   bool check_hashes = true;
   std::string hashes_path;            // empty: <dir>/SHA256SUMS when present
   bool write_hashes = false;          // write <dir>/SHA256SUMS from the computed digests
+  bool check_values = false;          // NaN / Inf / absurd magnitudes per tensor, with the hash read
   int threads = 0;                    // 0: hardware concurrency
   std::FILE* progress_out = nullptr;  // progress while hashing (nullptr: silent)
   bool progress_tty = false;
@@ -61,7 +64,8 @@ struct VerifyReport {
   int64_t n_tensors = 0;            // tensors found in shard headers
   int64_t n_manifest_tensors = -1;  // -1: no manifest given
   uint64_t bytes_hashed = 0;
-  std::string hash_source;  // where expected hashes came from ("" none)
+  int64_t n_values_checked = -1;  // tensors whose values were scanned (-1: no value scan)
+  std::string hash_source;        // where expected hashes came from ("" none)
   std::string hashes_written;
   int n_failed() const;
   bool ok() const { return n_failed() == 0; }

@@ -8,6 +8,7 @@
 
 #include "day0/core/human.h"
 #include "day0/io/checkpoint_verify.h"
+#include "day0/io/value_scan.h"
 
 namespace day0 {
 
@@ -66,6 +67,7 @@ nlohmann::json verify_report_json(const VerifyReport& report) {
                         {"other_files", others},
                         {"findings", findings},
                         {"bytes_hashed", report.bytes_hashed},
+                        {"tensors_value_checked", report.n_values_checked},
                         {"hash_source", report.hash_source},
                         {"hashes_written", report.hashes_written}};
   if (report.n_manifest_tensors >= 0) out["n_manifest_tensors"] = report.n_manifest_tensors;
@@ -157,6 +159,10 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
   } else if (report.bytes_hashed > 0) {
     out += fmt::format("; {} hashed, no hash list to compare with",
                        human_bytes(static_cast<double>(report.bytes_hashed)));
+  }
+  if (report.n_values_checked >= 0) {
+    out += fmt::format("; values of {} tensors scanned (NaN, Inf, |x| > {:g})", report.n_values_checked,
+                       kAbsurdWeightMagnitude);
   }
   if (!report.hashes_written.empty()) out += "; wrote " + report.hashes_written;
   out += "\n";

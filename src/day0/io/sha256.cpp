@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,13 +41,20 @@ std::string sha256_hex(std::span<const uint8_t> bytes) {
   return to_hex(digest, len);
 }
 
-Result<std::string> sha256_file(const std::string& path, const BytesProgress& on_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<std::string> sha256_file(const std::string& path, const BytesProgress& on_bytes,
+                                const ChunkObserver& on_chunk) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return not_found(path + ": no such file");
     return io_error(path + ": cannot open: " + std::strerror(err));
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(path + ": not a regular file (a device, FIFO or directory): not hashed");
+  }
+  uint64_t offset = 0;
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   EvpContext evp;
   if (evp.ctx == nullptr || EVP_DigestInit_ex(evp.ctx, EVP_sha256(), nullptr) != 1) {
@@ -65,6 +73,8 @@ Result<std::string> sha256_file(const std::string& path, const BytesProgress& on
     }
     if (n == 0) break;
     EVP_DigestUpdate(evp.ctx, buffer.get(), static_cast<size_t>(n));
+    if (on_chunk) on_chunk(offset, std::span<const uint8_t>(buffer.get(), static_cast<size_t>(n)));
+    offset += static_cast<uint64_t>(n);
     if (on_bytes) on_bytes(static_cast<uint64_t>(n));
   }
   ::close(fd);
@@ -76,13 +86,17 @@ Result<std::string> sha256_file(const std::string& path, const BytesProgress& on
 
 std::vector<Result<std::string>> sha256_files(
     const std::vector<std::string>& paths, int threads, const BytesProgress& on_bytes,
-    const std::function<void(size_t index, const Result<std::string>&)>& on_done) {
+    const std::function<void(size_t index, const Result<std::string>&)>& on_done,
+    const std::function<void(size_t index, uint64_t offset, std::span<const uint8_t> bytes)>& on_chunk) {
   std::vector<Result<std::string>> results(paths.size(), Result<std::string>(internal_error("not hashed")));
   std::atomic<size_t> next{0};
   std::mutex done_mutex;
   auto worker = [&] {
     for (size_t i = next++; i < paths.size(); i = next++) {
-      auto digest = sha256_file(paths[i], on_bytes);
+      ChunkObserver observer;
+      if (on_chunk)
+        observer = [&on_chunk, i](uint64_t off, std::span<const uint8_t> b) { on_chunk(i, off, b); };
+      auto digest = sha256_file(paths[i], on_bytes, observer);
       std::lock_guard<std::mutex> lock(done_mutex);
       results[i] = std::move(digest);
       if (on_done) on_done(i, results[i]);

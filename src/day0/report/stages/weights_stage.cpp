@@ -1,5 +1,6 @@
 // Stage 3: the weights are complete — every manifest tensor with its shape and dtype, no shard
-// missing or truncated, hashes verified when a hash list is available (what `verify` checks).
+// missing or truncated, hashes verified when a hash list is available, and no NaN / Inf / absurd value
+// in any float tensor (what `verify --values` checks).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -36,6 +37,7 @@ void run_weights_stage(AdaptContext& ctx, StageResult& out) {
   VerifyOptions options;
   options.manifest = &*manifest;
   options.allow_extra = ctx.model->spec.n_mtp_layers > 0;  // MTP layers ride along, reported not failed
+  options.check_values = true;  // NaN / Inf / absurd magnitudes, from the bytes the hash reads anyway
   auto verified = verify_checkpoint(ctx.model->folder.string(), options);
   if (!verified.is_ok()) return stage_fail(out, verified.status().to_string());
   const VerifyReport& report = *verified;
@@ -63,6 +65,7 @@ void run_weights_stage(AdaptContext& ctx, StageResult& out) {
                   {"hashes_checked", hashed},
                   {"hashes_ok", hash_ok},
                   {"hash_source", report.hash_source},
+                  {"tensors_value_checked", report.n_values_checked},
                   {"failed_findings", report.n_failed()},
                   {"findings", failed}};
   ctx.real_weights = true;

@@ -27,11 +27,13 @@ inline __m256 load_f16(const uint16_t* p) {
 // E4M3 -> F16 pattern of value * 2^-8 -> F32 (see kernels_avx512.cpp); callers multiply by 2^8.
 inline constexpr float kFp8Unscale = 256.0f;
 inline __m256 load_fp8(const uint8_t* p) {
-  const __m128i t =
-      _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);
+  const __m128i bytes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i t = _mm_slli_epi16(bytes, 8);
   const __m128i sign = _mm_and_si128(t, _mm_set1_epi16(static_cast<short>(0x8000)));
   const __m128i rest = _mm_and_si128(_mm_srli_epi16(t, 1), _mm_set1_epi16(0x3fff));
-  return _mm256_cvtph_ps(_mm_or_si128(sign, rest));
+  // S.1111.111 is NaN in E4M3 (the shift alone would make it 480): all-ones lanes are an F16 NaN.
+  const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+  return _mm256_cvtph_ps(_mm_or_si128(_mm_or_si128(sign, rest), nan));
 }
 // FP4 nibbles (as epi32) -> float: magnitude by table lookup, sign bit moved to bit 31.
 inline __m256 fp4_to_ps(__m256i nib) {

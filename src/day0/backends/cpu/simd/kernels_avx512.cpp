@@ -27,14 +27,17 @@ inline __m512 load_f16(const uint16_t* p, __mmask16 m) {
 }
 // E4M3 -> F16 bit pattern of value * 2^-8 (sign kept, exponent and mantissa shifted right by one;
 // E4M3 subnormals land on F16 subnormals exactly), then F16 -> F32. Callers multiply by 2^8, folded
-// into the block scale. S.1111.111 (NaN in E4M3) decodes as 480 instead of NaN.
+// into the block scale. S.1111.111 (NaN in E4M3, which the shift alone would make 480) is forced to
+// an F16 NaN.
 inline constexpr float kFp8Unscale = 256.0f;
 inline __m512 fp8_halves_to_ps(__m256i b16) {  // 16 bytes zero-extended to 16-bit lanes
   // u = b << 7 puts exponent and mantissa in place and the sign on bit 14; adding bit 14 to itself
   // carries it to bit 15 and clears it.
   const __m256i u = _mm256_slli_epi16(b16, 7);
   const __m256i h = _mm256_add_epi16(u, _mm256_and_si256(u, _mm256_set1_epi16(0x4000)));
-  return _mm512_cvtph_ps(h);
+  const __m256i nan =
+      _mm256_cmpeq_epi16(_mm256_and_si256(b16, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+  return _mm512_cvtph_ps(_mm256_or_si256(h, nan));
 }
 inline __m512 load_fp8(const uint8_t* p, __mmask16 m) {
   return fp8_halves_to_ps(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p)));
