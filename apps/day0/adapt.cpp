@@ -48,6 +48,9 @@ int run_adapt_command(AdaptCliOptions& options) {
     }
     fmt::print(stderr, "{}\n", line);
   };
+  // --out is checked (and locked) before the first stage: a bad --out costs nothing.
+  auto out_lock = report::prepare_report_dir(options.adapt.out_dir);
+  if (!out_lock.is_ok()) return report_error("adapt", out_lock.status());
   fmt::print(stderr, "day0 adapt {}: {} stages, backend {}, report in {}/\n", options.adapt.model, n_stages,
              options.adapt.backend, options.adapt.out_dir);
   auto result = report::run_adapt(options.adapt, on_stage);
@@ -96,23 +99,31 @@ const Registrar kAdapt(
       app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
       app.add_option("--seed", o->adapt.seed, "Seed of the miniature's random weights")
           ->capture_default_str();
+      // The runs use the miniature, whose context is small: both lengths stay within kMaxAdaptRunTokens.
       app.add_option("--prompt-tokens", o->adapt.prompt_tokens, "Prompt length of the runs")
-          ->capture_default_str();
-      app.add_option("--new-tokens", o->adapt.new_tokens, "Tokens generated per run")->capture_default_str();
+          ->capture_default_str()
+          ->check(CLI::Range(1, report::kMaxAdaptRunTokens));
+      app.add_option("--new-tokens", o->adapt.new_tokens, "Tokens generated per run")
+          ->capture_default_str()
+          ->check(CLI::Range(1, report::kMaxAdaptRunTokens));
       app.add_option("--soak-requests", o->adapt.soak_requests, "Requests of the stability soak")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(CLI::Range(1, 100'000'000));
       app.add_option("--soak-seconds", o->adapt.soak_seconds, "Time bound of the stability soak")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(finite_number(0.0, 86400.0, "--soak-seconds (the soak's time bound)", true));
       app.add_option("--soak-max-growth", o->soak_max_growth_mib,
                      "Stability soak: allowed resident-memory growth after warm-up, MiB")
           ->capture_default_str()
-          ->check(CLI::NonNegativeNumber);
+          ->check(finite_number(0.0, 1 << 20, "--soak-max-growth (MiB)"));
       app.add_option("--margin-align", o->adapt.margins.alignment,
                      "--compare: allowed relative worsening of alignment errors")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(finite_number(0.0, 1e6, "--margin-align (a relative margin)"));
       app.add_option("--margin-throughput", o->adapt.margins.throughput,
                      "--compare: allowed relative fall of tokens/s")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(finite_number(0.0, 1.0, "--margin-throughput (a relative fall)"));
       app.add_flag("--json", o->json, "Print report.json on stdout");
       return [o] { return run_adapt_command(*o); };
     });

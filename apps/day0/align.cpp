@@ -70,17 +70,25 @@ const Registrar kRegistrar(
       app.add_option("--threads", o->request.n_threads, "threads of the cpu backend")
           ->check(CLI::Range(0, 4096));
       app.add_option("--max-abs-err", o->max_abs_err_of_range,
-                     "max logit abs error as a share of the logit range");
-      app.add_option("--kl-mean", o->kl_mean, "max mean KL(reference || engine)");
-      app.add_option("--kl-max", o->kl_max, "max KL at any position");
+                     "max logit abs error as a share of the logit range")
+          ->check(finite_number(0.0, 1e6, "--max-abs-err"));
+      app.add_option("--kl-mean", o->kl_mean, "max mean KL(reference || engine)")
+          ->check(finite_number(0.0, 1e6, "--kl-mean"));
+      app.add_option("--kl-max", o->kl_max, "max KL at any position")
+          ->check(finite_number(0.0, 1e6, "--kl-max"));
       app.add_option("--min-same-top1", o->min_same_top1,
-                     "min share of positions with the same argmax (0..1)");
-      app.add_option("--max-ppl-ratio-dev", o->max_ppl_ratio_dev, "max |perplexity ratio - 1|");
+                     "min share of positions with the same argmax (0..1)")
+          ->check(finite_number(0.0, 1.0, "--min-same-top1 (a share)"));
+      app.add_option("--max-ppl-ratio-dev", o->max_ppl_ratio_dev, "max |perplexity ratio - 1|")
+          ->check(finite_number(0.0, 1e6, "--max-ppl-ratio-dev"));
       app.add_option("--greedy-top-n", o->greedy_top_n,
-                     "top-N rule at the first greedy divergence (default 5)");
-      app.add_option("--layer-cosine", o->layer_cosine, "layer rule: cosine floor (default 0.99)");
+                     "top-N rule at the first greedy divergence (default 5)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("--layer-cosine", o->layer_cosine, "layer rule: cosine floor (default 0.99)")
+          ->check(finite_number(-1.0, 1.0, "--layer-cosine (a cosine)"));
       app.add_option("--layer-abs", o->layer_abs,
-                     "layer rule: MaxAbsErr floor paired with it (default 0.001)");
+                     "layer rule: MaxAbsErr floor paired with it (default 0.001)")
+          ->check(finite_number(0.0, 1e30, "--layer-abs"));
       app.add_flag("--json", o->json, "JSON output");
       return [o] { return align_command(*o); };
     });

@@ -35,6 +35,10 @@ struct Registrar {
   }
 };
 
+// A finite number in [lo, hi] (in (lo, hi] when lo_open). Unlike CLI::Range it refuses NaN and
+// infinities, and its message says what the option means. CLI11 turns a refusal into exit 2.
+CLI::Validator finite_number(double lo, double hi, const std::string& meaning, bool lo_open = false);
+
 // Prints "day0 <command>: error: <status>" on stderr and returns the matching exit code.
 int report_error(const std::string& command, const Status& status);
 

@@ -1,9 +1,12 @@
 // day0: Day-0 adaptation of newly released open LLMs. Thin shell: every subcommand lives in its own
 // file and calls the library.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -15,6 +18,22 @@ namespace day0::cli {
 std::vector<CommandInfo>& command_registry() {
   static std::vector<CommandInfo> registry;
   return registry;
+}
+
+CLI::Validator finite_number(double lo, double hi, const std::string& meaning, bool lo_open) {
+  const std::string range = fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [lo, hi, lo_open, meaning, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == text.c_str() || *end != '\0')
+          return fmt::format("{:?} is not a number", text);
+        if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
+          return fmt::format("{} must be a finite number in {}, found {}", meaning, range, text);
+        }
+        return {};
+      },
+      "NUMBER in " + range);
 }
 
 int report_error(const std::string& command, const Status& status) {
@@ -53,6 +72,13 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     try {
       return runner();
+    } catch (const std::bad_alloc&) {
+      // Sizes from input are checked before allocation; what still runs out is the machine.
+      fmt::print(stderr,
+                 "day0 {}: error: resource exhausted: out of memory (the request needs more memory than "
+                 "this machine can give; try smaller sizes or a machine with more memory)\n",
+                 sub->get_name());
+      return kExitBadInput;
     } catch (const day0::InternalError& e) {
       fmt::print(stderr, "day0 {}: internal error: {}\n", sub->get_name(), e.what());
       return kExitInternal;

@@ -119,6 +119,14 @@ int run_plan(const PlanArgs& a) {
   if (!cluster) return report_error("plan", cluster.status());
   auto model = plan::load_model_cost(a.model);
   if (!model) return report_error("plan", model.status());
+  for (const int64_t context : a.contexts) {
+    if (model->max_context > 0 && context > model->max_context) {
+      fmt::print(stderr,
+                 "day0 plan: warning: --context {} is beyond the model's context of {} tokens "
+                 "(max_position_embeddings); the plan sizes a KV cache the model cannot use\n",
+                 context, model->max_context);
+    }
+  }
   if (a.contexts.size() > 1 || a.concurrencies.size() > 1) return run_what_if(a, *model, *cluster, *workload);
 
   auto result = plan::plan_model(*model, *cluster, *workload);
@@ -173,7 +181,9 @@ const Registrar kRegistrar{
       sub.add_option("--kv-dtype", a->kv, "KV cache precision: bf16, fp8")->capture_default_str();
       sub.add_option("--objective", a->objective, "min-latency, max-throughput-per-device, fewest-devices")
           ->capture_default_str();
-      sub.add_option("--top", a->top, "How many plans to print")->capture_default_str();
+      sub.add_option("--top", a->top, "How many plans to print")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1000));
       sub.add_flag("--explain", a->explain, "Also list rejected layouts with the reason");
       sub.add_flag("--json", a->json, "Print JSON instead of tables");
       sub.add_flag("--allow-cross-node-tp", a->allow_cross_node_tp, "Let tensor parallelism span nodes");
@@ -181,9 +191,12 @@ const Registrar kRegistrar{
       sub.add_option("--redundant-experts", a->redundant_experts,
                      "Extra physical expert copies in all (load balancing), spread over the EP ranks")
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
-      sub.add_option("--prefill-chunk", a->prefill_chunk, "Tokens per prefill step")->capture_default_str();
+      sub.add_option("--prefill-chunk", a->prefill_chunk, "Tokens per prefill step")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
       sub.add_option("--reserve", a->reserve, "Fraction of device memory kept back (runtime, fragmentation)")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(finite_number(0.0, 0.95, "--reserve (the share of device memory kept back)"));
       return [a]() { return run_plan(*a); };
     }};
 

@@ -13,6 +13,7 @@
 #include "command.h"
 #include "day0/align/align_runner.h"
 #include "day0/align/reference_dump.h"
+#include "day0/core/json_reader.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/prompt_ids.h"
@@ -105,11 +106,11 @@ int run_command(const RunOptions& o) {
     if (!o.prompt.empty()) {
       ids = encode_text_prompt(*tok, o.prompt, model->spec.vocab_size);
     } else {
-      std::ifstream in(o.chat);
-      if (!in) return report_error(name, io_error(o.chat + ": cannot read the chat messages"));
-      auto chat = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (chat.is_discarded()) return report_error(name, parse_error(o.chat + ": not valid JSON"));
-      ids = encode_chat_prompt(*tok, chat, model->spec.vocab_size);
+      auto text = read_bounded_file(o.chat, kChatJsonLimits.max_bytes);
+      if (!text.is_ok()) return report_error(name, text.status());
+      auto chat = parse_ordered_json_text(*text, o.chat, kChatJsonLimits);
+      if (!chat.is_ok()) return report_error(name, chat.status());
+      ids = encode_chat_prompt(*tok, *chat, model->spec.vocab_size);
       if (!ids.is_ok()) return report_error(name, ids.status().with_context(o.chat));
     }
     if (!ids.is_ok()) return report_error(name, ids.status());
@@ -258,14 +259,16 @@ const Registrar kRegistrar(
           ->check(CLI::IsMember({"f32", "bf16"}));
       app.add_flag("--greedy", o->greedy, "greedy decoding (the default unless --temperature > 0)");
       app.add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
-          ->check(CLI::Range(0.0, 100.0));
-      app.add_option("--top-p", o->top_p, "nucleus sampling mass (default 1)")->check(CLI::Range(0.0, 1.0));
+          ->check(finite_number(0.0, 100.0, "--temperature (0 = greedy)"));
+      app.add_option("--top-p", o->top_p, "nucleus sampling mass (default 1)")
+          ->check(finite_number(0.0, 1.0, "--top-p (the probability mass kept; 0 would keep nothing)", true));
       app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
       app.add_option("--seed", o->seed, "sampling seed (default 0)");
       app.add_option("--logprobs", o->logprobs, "print each token's logprob and the top N alternatives")
           ->expected(0, 1)
-          ->default_str("0");
+          ->default_str("0")
+          ->check(CLI::Range(int64_t{0}, int64_t{1000}));
       app.add_option("--dump", o->dump,
                      "write the prompt's logits and hidden states as a day0-reference/1 dump");
       app.add_option("--threads", o->threads, "threads of the cpu backend (default: DAY0_THREADS or all)")

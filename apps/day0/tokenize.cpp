@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "day0/core/json_reader.h"
 #include "day0/tokenizer/chat_template.h"
 #include "day0/tokenizer/tokenizer.h"
 
@@ -31,12 +32,9 @@ struct TokenizeOptions {
   bool no_generation_prompt = false;
 };
 
+// Text, template and message files: regular files only (a directory or device is bad input).
 Result<std::string> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(fmt::format("{}: cannot open", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
+  return read_bounded_file(path, size_t{256} << 20);
 }
 
 Result<std::vector<int32_t>> parse_ids(const std::string& list) {
@@ -66,12 +64,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& list) {
 // Renders --chat MESSAGES.json (a list of messages, or {"messages": [...], "tools": [...], ...}).
 Result<std::string> render_chat(const tokenizer::Tokenizer& tok, const TokenizeOptions& o) {
   D0_ASSIGN_OR_RETURN(std::string text, slurp(o.chat));
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    return parse_error(fmt::format("{}: {}", o.chat, e.what()));
-  }
+  D0_ASSIGN_OR_RETURN(json doc, parse_json_text(text, o.chat, kChatJsonLimits));
   tokenizer::ChatRequest req;
   if (doc.is_array()) {
     req.messages = doc;

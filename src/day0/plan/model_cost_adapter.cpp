@@ -45,6 +45,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
   m.name = name;
   m.mla = spec.attention == AttentionKind::kMla && spec.mla.has_value();
   m.hidden = spec.hidden_size;
+  m.max_context = spec.max_position_embeddings;
   m.vocab = spec.vocab_size;
   m.n_heads = spec.n_heads;
   m.n_kv_heads = m.mla ? 1 : spec.n_kv_heads;

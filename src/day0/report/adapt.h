@@ -16,6 +16,10 @@ namespace day0::report {
 
 inline constexpr const char* kDefaultAdaptModel = "deepseek-v3";
 
+// Upper bound of --prompt-tokens and --new-tokens: the runs go through the miniature, whose
+// context is small; anything above is a usage error before a stage starts.
+inline constexpr int kMaxAdaptRunTokens = 4096;
+
 struct AdaptOptions {
   std::string model = kDefaultAdaptModel;  // folder, config.json or catalog name
   std::string reference_dump;              // --reference: a day0-reference/1 dump of the real model

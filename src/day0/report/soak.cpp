@@ -15,8 +15,13 @@ SoakResult run_soak(const std::function<Status(int)>& request, const SoakOptions
   const auto read_rss = rss ? rss : current_rss_bytes;
   SoakResult result;
   const auto start = std::chrono::steady_clock::now();
-  const int warmup = std::max(1, static_cast<int>(options.warmup_fraction * options.max_requests));
+  // The warm-up ends after its share of the requests or of the time, whichever comes first, so that
+  // the time bound holds however large --soak-requests is.
+  int warmup = std::max(1, static_cast<int>(options.warmup_fraction * options.max_requests));
+  const double warmup_seconds = options.warmup_fraction * options.max_seconds;
   std::string first_error;
+  int sample_stride = 1;
+  uint64_t last_rss = 0;
   for (int i = 0; i < options.max_requests; ++i) {
     const Status st = request(i);
     if (!st.is_ok()) {
@@ -24,14 +29,24 @@ SoakResult run_soak(const std::function<Status(int)>& request, const SoakOptions
       if (first_error.empty()) first_error = fmt::format("request {}: {}", i, st.to_string());
     }
     const uint64_t now = read_rss();
-    result.rss_samples.push_back(now);
+    if (i % sample_stride == 0) {
+      if (result.rss_samples.size() == SoakResult::kMaxRssSamples) {
+        for (size_t k = 0; k < result.rss_samples.size() / 2; ++k)
+          result.rss_samples[k] = result.rss_samples[2 * k];
+        result.rss_samples.resize(result.rss_samples.size() / 2);
+        sample_stride *= 2;
+      }
+      if (i % sample_stride == 0) result.rss_samples.push_back(now);
+    }
+    last_rss = now;
     result.rss_peak_bytes = std::max(result.rss_peak_bytes, now);
     ++result.requests;
-    if (result.requests == warmup) result.rss_baseline_bytes = now;
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (result.seconds >= options.max_seconds && result.requests > warmup) break;
+    if (result.requests < warmup && result.seconds >= warmup_seconds) warmup = result.requests;
+    if (result.requests == warmup) result.rss_baseline_bytes = now;
+    if (result.seconds >= options.max_seconds) break;
   }
-  result.rss_final_bytes = result.rss_samples.empty() ? 0 : result.rss_samples.back();
+  result.rss_final_bytes = last_rss;
   if (result.rss_baseline_bytes == 0) result.rss_baseline_bytes = result.rss_final_bytes;
   result.rss_growth_bytes =
       static_cast<int64_t>(result.rss_final_bytes) - static_cast<int64_t>(result.rss_baseline_bytes);

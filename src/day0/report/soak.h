@@ -26,7 +26,10 @@ struct SoakResult {
   uint64_t rss_final_bytes = 0;
   uint64_t rss_peak_bytes = 0;
   int64_t rss_growth_bytes = 0;
-  std::vector<uint64_t> rss_samples;  // one per request
+  // RSS after the requests, at most kMaxRssSamples of them: when full, every other one is dropped and
+  // the sampling stride doubles (a 100M-request soak must not hold 100M samples).
+  std::vector<uint64_t> rss_samples;
+  static constexpr size_t kMaxRssSamples = 4096;
   bool passed = false;
   std::string reason;  // why it failed
 };
