@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "day0/core/atomic_file.h"
 #include "day0/core/error.h"
+#include "day0/core/json_reader.h"
 #include "day0/report/adapt_context.h"
 #include "day0/report/machine_info.h"
 
@@ -46,26 +48,10 @@ std::string utc_now_iso8601() {
 }
 
 Result<Report> load_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return io_error(path + ": cannot read the report to compare against");
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return parse_error(path + ": not valid JSON");
+  D0_ASSIGN_OR_RETURN(nlohmann::json doc, read_json_file(path, JsonLimits{size_t{64} << 20, 32}));
   auto report = report_from_json(doc);
   if (!report.is_ok()) return report.status().with_context(path);
   return report;
-}
-
-// Scratch folders of earlier runs that were killed (SIGINT, SIGKILL) before they could clean up.
-void remove_stale_scratch(const std::filesystem::path& tmp) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("day0-adapt-", 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + 11, nullptr, 10);
-    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::filesystem::remove_all(entry.path(), ec);
-    }
-  }
 }
 
 }  // namespace
@@ -103,12 +89,12 @@ Result<Report> run_adapt(const AdaptOptions& options,
   report.machine = to_json(read_machine_info());
 
   AdaptContext ctx{options};
-  std::error_code ec;
-  remove_stale_scratch(std::filesystem::temp_directory_path());
-  ctx.work_dir = std::filesystem::temp_directory_path() / fmt::format("day0-adapt-{}", getpid());
-  std::filesystem::remove_all(ctx.work_dir, ec);
-  std::filesystem::create_directories(ctx.work_dir, ec);
-  if (ec) return io_error(ctx.work_dir.string() + ": cannot create the scratch folder: " + ec.message());
+  // Scratch from mkdtemp (unpredictable, private to this run), removed on every exit path and on
+  // SIGINT/SIGTERM; what a SIGKILL left behind is removed by the next run.
+  const auto tmp_root = std::filesystem::temp_directory_path();
+  remove_stale_temps(tmp_root, "day0-adapt");
+  D0_ASSIGN_OR_RETURN(TempDir scratch, TempDir::create(tmp_root, "day0-adapt"));
+  ctx.work_dir = scratch.path();
 
   for (const auto& entry : stage_table()) {
     StageResult stage;
@@ -128,7 +114,6 @@ Result<Report> run_adapt(const AdaptOptions& options,
     report.stages.push_back(std::move(stage));
   }
   if (ctx.model) report.family = family_name(ctx.model->spec.family);
-  std::filesystem::remove_all(ctx.work_dir, ec);
 
   if (old_report)
     report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));

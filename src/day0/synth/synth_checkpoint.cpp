@@ -1,6 +1,7 @@
 #include "day0/synth/synth_checkpoint.h"
 
 #include <stdlib.h>
+#include <sys/statvfs.h>
 
 #include <cstring>
 
@@ -14,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "day0/core/atomic_file.h"
 #include "day0/core/checked_math.h"
+#include "day0/core/human.h"
 #include "day0/core/numeric.h"
 #include "day0/io/checkpoint.h"
 #include "day0/io/hash_manifest.h"
@@ -187,6 +190,43 @@ Status write_text(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
+uint64_t meminfo_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;  // unknown
+}
+
+// Refuses sizes the machine cannot hold before anything is allocated or written: the shards need
+// `total` bytes of disk, and generating the largest tensor needs about 12 bytes per value (float32
+// values, the encoded bytes, the output mapping).
+Status check_synth_resources(const fs::path& parent, uint64_t total, uint64_t largest_numel, int64_t params) {
+  struct statvfs vfs {};
+  if (::statvfs(parent.c_str(), &vfs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (total > free_bytes) {
+      return resource_exhausted(fmt::format(
+          "the miniature has {} parameters in {} of tensors, but {} has {} free: choose smaller sizes",
+          params, human_bytes(static_cast<double>(total)), parent.string(),
+          human_bytes(static_cast<double>(free_bytes))));
+    }
+  }
+  const uint64_t working = checked_mul(largest_numel, uint64_t{12}).value_or(UINT64_MAX);
+  const uint64_t available = meminfo_available_bytes();
+  if (available > 0 && working > available) {
+    return resource_exhausted(fmt::format(
+        "generating the largest tensor ({} values) needs about {} of memory, {} is available: choose "
+        "smaller sizes",
+        largest_numel, human_bytes(static_cast<double>(working)),
+        human_bytes(static_cast<double>(available))));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<TensorManifest> synth_tensor_list(const ModelSpec& spec, bool mtp_layers) {
@@ -248,13 +288,15 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   result.n_mtp_tensors = result.n_tensors - static_cast<int64_t>(manifest.tensors.size());
   for (const auto& t : manifest.tensors) result.params += t.params;
 
-  uint64_t total = 0, largest = 0;
+  uint64_t total = 0, largest = 0, largest_numel = 0;
   for (const auto& p : pending) {
     const uint64_t bytes = *tensor_byte_size(p.dtype, p.shape);
     total += bytes;
     largest = std::max(largest, bytes);
+    largest_numel = std::max(largest_numel, checked_product(p.shape).value_or(0));
   }
   result.tensor_bytes = total;
+  D0_RETURN_IF_ERROR(check_synth_resources(parent, total, largest_numel, result.params));
   // Greedy packing closes a shard only when the next tensor would pass the cap, so every closed shard
   // holds more than total / n_shards: at most n_shards shards.
   const uint64_t cap = (total + options.n_shards - 1) / static_cast<uint64_t>(options.n_shards) + largest;
@@ -262,12 +304,12 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   writer.set_metadata("format", "pt");
   for (auto& p : pending) D0_RETURN_IF_ERROR(writer.add(std::move(p)));
 
-  std::string tmp = (parent / ("." + target.filename().string() + ".tmpXXXXXX")).string();
-  if (::mkdtemp(tmp.data()) == nullptr) return io_error(tmp + ": cannot create a temporary directory");
-  auto cleanup = [&](Status st) {
-    fs::remove_all(tmp, ec);
-    return st;
-  };
+  // A mkdtemp sibling, removed on every return, exception and SIGINT/SIGTERM; what a SIGKILL left
+  // behind is removed here by the next run.
+  remove_stale_temps(parent, target.filename().string());
+  D0_ASSIGN_OR_RETURN(TempDir tmp_dir, TempDir::create(parent, target.filename().string()));
+  const std::string tmp = tmp_dir.path().string();
+  auto cleanup = [](Status st) { return st; };
   if (auto st = write_text(tmp + "/config.json", to_hf_config(spec).dump(2) + "\n"); !st) return cleanup(st);
   auto shards = writer.write(tmp);
   if (!shards.is_ok()) return cleanup(shards.status());
@@ -286,9 +328,7 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   }
   if (auto st = write_sha256sums(tmp + "/" + kSha256SumsName, sums); !st) return cleanup(st);
 
-  if (fs::exists(target, ec)) fs::remove(target, ec);  // the empty directory the caller allowed
-  fs::rename(tmp, target, ec);
-  if (ec) return cleanup(io_error("cannot rename " + tmp + " to " + target.string() + ": " + ec.message()));
+  D0_RETURN_IF_ERROR(tmp_dir.commit_to(target));  // replaces the empty directory the caller allowed
   return result;
 }
 
