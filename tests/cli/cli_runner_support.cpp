@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace day0::testing {
 
@@ -27,8 +30,26 @@ std::string make_temp_dir(const std::string& prefix) {
   return templ;
 }
 
+namespace {
+CliResult run_child(const std::vector<std::string>& args, const std::string& cwd,
+                    const std::string& stdin_text, double seconds, double signal_after, int signal,
+                    const std::vector<std::string>& env);
+}  // namespace
+
 CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd,
                   const std::string& stdin_text) {
+  return run_child(args, cwd, stdin_text, 0, 0, 0, {});
+}
+
+CliResult run_cli_bounded(const std::vector<std::string>& args, double seconds, double signal_after,
+                          int signal, const std::vector<std::string>& env) {
+  return run_child(args, "", "", seconds, signal_after, signal, env);
+}
+
+namespace {
+CliResult run_child(const std::vector<std::string>& args, const std::string& cwd,
+                    const std::string& stdin_text, double seconds, double signal_after, int signal,
+                    const std::vector<std::string>& env) {
   const std::string dir = make_temp_dir("day0_cli_");
   const std::string out_path = dir + "/out";
   const std::string err_path = dir + "/err";
@@ -45,6 +66,10 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd,
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(127);
+    for (const std::string& e : env) {
+      const size_t eq = e.find('=');
+      if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
     std::vector<char*> argv;
     std::string binary = DAY0_CLI_PATH;
     argv.push_back(binary.data());
@@ -55,13 +80,33 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd,
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
   CliResult result;
+  if (seconds <= 0) {
+    waitpid(pid, &status, 0);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    bool signalled = false;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (signal_after > 0 && !signalled && elapsed >= signal_after) {
+        kill(pid, signal);
+        signalled = true;
+      }
+      if (elapsed >= seconds) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        result.timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = slurp(out_path);
   result.err = slurp(err_path);
   std::filesystem::remove_all(dir);
   return result;
 }
+}  // namespace
 
 }  // namespace day0::testing

@@ -63,6 +63,35 @@ TEST_F(Semantics, QuantisedWeightDecoding) {
   }
 }
 
+// Regression: the AVX2 / AVX-512 FP8 decode turned the E4M3 NaN codes (0x7f, 0xff) into +-480, so a
+// corrupt FP8 shard gave finite, wrong output. Every backend and SIMD level, one token (GEMV) and
+// several (GEMM), must give NaN exactly in the rows that hold a NaN code.
+TEST_F(Semantics, Fp8NanCodesDecodeToNan) {
+  constexpr int64_t kRows = 4, kCols = 256;
+  std::vector<uint8_t> w(static_cast<size_t>(kRows * kCols), 0x38);  // [4, 256] fp8, every weight 1.0
+  w[0 * kCols + 3] = 0x7f;                                           // row 0: +NaN code
+  w[1 * kCols + 200] = 0xff;                                         // row 1: -NaN code
+  w[2 * kCols + 17] = 0x7e;                                          // row 2: 448, the largest finite
+  const float scales[2] = {0.5f, 0.5f};                              // [1, 2] block scales
+  WeightView wv{WeightFormat::kFp8Block, kRows, kCols, w.data(), scales};
+  EXPECT_TRUE(std::isnan(wv.at(0, 3)));
+  EXPECT_TRUE(std::isnan(wv.at(1, 200)));
+  for (const int64_t tokens : {int64_t{1}, int64_t{8}}) {
+    std::vector<float> x(static_cast<size_t>(tokens * kCols), 1.0f);  // [tokens, 256]
+    for (auto& nb : backends_) {
+      std::vector<float> y(static_cast<size_t>(tokens * kRows), 0.0f);  // [tokens, 4]
+      nb.backend->matmul({.x = {x.data(), tokens, kCols}, .w = wv, .y = {y.data(), tokens, kRows}});
+      for (int64_t t = 0; t < tokens; ++t) {
+        const float* row = y.data() + t * kRows;
+        EXPECT_TRUE(std::isnan(row[0])) << nb.label << " tokens " << tokens << ": " << row[0];
+        EXPECT_TRUE(std::isnan(row[1])) << nb.label << " tokens " << tokens << ": " << row[1];
+        EXPECT_FLOAT_EQ(row[2], 0.5f * (255 + 448)) << nb.label << " tokens " << tokens;
+        EXPECT_FLOAT_EQ(row[3], 0.5f * 256) << nb.label << " tokens " << tokens;
+      }
+    }
+  }
+}
+
 TEST_F(Semantics, RmsNormAndSoftmax) {
   const float x[] = {3, 4};  // rms = sqrt(12.5)
   const float w[] = {2, 1};

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,58 @@ TEST(Render, WritesAllThreeFilesAndNoTemporaries) {
   auto doc = nlohmann::json::parse(slurp((dir / "report.json").string()));
   EXPECT_EQ(doc["model"], "deepseek-v3");
   std::filesystem::remove_all(dir);
+}
+
+// A report set is one unit: the second write replaces all three files at once, the old set and the
+// temporary folder are gone afterwards, and nothing is left beside --out.
+TEST(Render, ReportSetIsReplacedAsAWhole) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::temp_directory_path() / ("day0_report_set_" + std::to_string(getpid()));
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  const fs::path out = parent / "out";
+  Report first = sample_report();
+  first.model = "first-model";
+  ASSERT_TRUE(write_report_files(first, out.string()).is_ok());
+  Report second = sample_report();
+  second.model = "second-model";
+  ASSERT_TRUE(write_report_files(second, out.string()).is_ok());
+  EXPECT_EQ(nlohmann::json::parse(slurp((out / "report.json").string()))["model"], "second-model");
+  EXPECT_NE(slurp((out / "report.md").string()).find("second-model"), std::string::npos);
+  EXPECT_NE(slurp((out / "report.html").string()).find("second-model"), std::string::npos);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(parent)) {
+    ++entries;
+    EXPECT_EQ(e.path().filename(), "out") << "left behind: " << e.path();
+  }
+  EXPECT_EQ(entries, 1);
+  fs::remove_all(parent);
+}
+
+TEST(Render, OutIsCheckedAndLockedBeforeAnyWork) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::temp_directory_path() / ("day0_report_lock_" + std::to_string(getpid()));
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  const std::string out = (parent / "out").string();
+  auto lock = prepare_report_dir(out);
+  ASSERT_TRUE(lock.is_ok()) << lock.status().to_string();
+  // A second writer (another process, or another run in this one) is refused while the lock is held.
+  auto second = prepare_report_dir(out);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_NE(second.status().message().find("another day0 run"), std::string::npos);
+  lock = ReportDirLock();  // released
+  EXPECT_TRUE(prepare_report_dir(out).is_ok());
+  // A folder with files of its own is never replaced.
+  fs::create_directories(parent / "mine");
+  std::ofstream(parent / "mine" / "thesis.tex") << "x";
+  auto foreign = prepare_report_dir((parent / "mine").string());
+  ASSERT_FALSE(foreign.is_ok());
+  EXPECT_NE(foreign.status().message().find("thesis.tex"), std::string::npos);
+  std::ofstream(parent / "file") << "x";
+  EXPECT_FALSE(prepare_report_dir((parent / "file").string()).is_ok());
+  EXPECT_FALSE(prepare_report_dir((parent / "no" / "parent").string()).is_ok());
+  fs::remove_all(parent);
 }
 
 TEST(AtomicFile, ReplacesWholeFileOrReportsError) {
