@@ -3,7 +3,10 @@ JOBS ?= $(shell nproc)
 BUILD ?= build/release
 ASAN_BUILD ?= build/asan
 FUZZ_BUILD ?= build/fuzz
-FUZZ_SECONDS ?= 45
+FUZZ_SECONDS ?= 13
+# make fuzz-long: executions per target (and a time cap per target, seconds).
+FUZZ_LONG_RUNS ?= 10000000
+FUZZ_LONG_SECONDS ?= 3600
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
 DAY0 := $(BUILD)/bin/day0
@@ -13,21 +16,33 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 # give file:line stack traces.
 CHECK_FLAGS := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1"
 
-.PHONY: all deps build run test test-release test-asan test-fuzz bench format format-check tidy clean
+.PHONY: all deps deps-run build build-day0 run test test-release test-asan test-fuzz fuzz-build fuzz-long bench format format-check tidy clean
 
 all: build
 
+# Every package (build, test, fuzz, benchmark tools).
 deps:
 	@bash scripts/bootstrap.sh
 
-$(BUILD)/build.ninja: | deps
+# Only what building and running day0 needs.
+deps-run:
+	@bash scripts/bootstrap.sh build
+
+$(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
+# Everything: the library, day0, tests and benchmarks (re-configured so that test packages installed
+# after a `make run` are found).
 build: deps $(BUILD)/build.ninja
+	cmake -S . -B $(BUILD) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: adapt the embedded default model end to end.
-run: build
+# Only the day0 binary.
+build-day0: deps-run $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target day0_cli
+
+# The main job: adapt the embedded default model end to end. Installs and builds only what day0 needs.
+run: build-day0
 	$(DAY0) adapt
 
 test: test-release test-asan test-fuzz
@@ -47,7 +62,10 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 
 # libFuzzer targets under fuzz/, each run for FUZZ_SECONDS in a separate clang build; skipped with a
 # message where clang++ cannot link -fsanitize=fuzzer.
-test-fuzz: deps
+test-fuzz: fuzz-build
+	@if [ -d $(FUZZ_BUILD) ]; then cd $(FUZZ_BUILD) && ctest $(CTEST_FLAGS) -L fuzz; fi
+
+fuzz-build: deps
 	@if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' | \
 	    clang++ -x c++ -fsanitize=fuzzer,address -o /dev/null - >/dev/null 2>&1; then \
 	  echo "test-fuzz: skipped: clang++ with libFuzzer (-fsanitize=fuzzer) is not available"; \
@@ -55,9 +73,13 @@ test-fuzz: deps
 	  cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 	    -DCMAKE_CXX_COMPILER=clang++ -DDAY0_BUILD_FUZZ=ON -DDAY0_BUILD_BENCH=OFF $(CHECK_FLAGS) \
 	    -DDAY0_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS) >/dev/null && \
-	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target day0_fuzz_all && \
-	  cd $(FUZZ_BUILD) && ctest $(CTEST_FLAGS) -L fuzz; \
+	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target day0_fuzz_all; \
 	fi
+
+# The long run: every target for FUZZ_LONG_RUNS executions (capped at FUZZ_LONG_SECONDS each), one
+# after the other; prints executions and crashes per target. Findings go to $(FUZZ_BUILD)/findings/.
+fuzz-long: fuzz-build
+	@bash scripts/fuzz_long.sh $(FUZZ_BUILD) $(FUZZ_LONG_RUNS) $(FUZZ_LONG_SECONDS)
 
 bench: build
 	@ls $(BUILD)/bench

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages listed in scripts/debian-packages.txt that are missing.
+# `bootstrap.sh build`: only those above the "--- make test" line (what building and running day0
+# needs); without an argument: all of them.
 # Idempotent: does nothing (quietly) when everything is present. As root it uses apt-get;
 # otherwise it prints the exact command to run and fails.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 list="$here/debian-packages.txt"
+mode="${1:-all}"
 missing=()
-while read -r pkg _; do
+while read -r pkg rest; do
+  [[ "$mode" == build && "$pkg" == "#" && "$rest" == "--- make test"* ]] && break
   [[ -z "$pkg" || "$pkg" == \#* ]] && continue
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
