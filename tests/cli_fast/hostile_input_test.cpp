@@ -189,7 +189,7 @@ TEST_F(Hostile, TemplateArithmeticAndGrowthAreTemplateErrors) {
       {"{% set s = 'a\\n' * 1000000 %}{{ s|indent('x' * 1000) }}", 2, "larger than 64 MiB"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    const std::string file = path("t" + std::to_string(i) + ".jinja");
+    const std::string file = path(std::string("t") + std::to_string(i) + ".jinja");
     write_file(file, cases[i].source);
     std::vector<std::string> needles;
     if (!cases[i].needle.empty()) needles = {cases[i].needle, "1:"};  // line and column

@@ -51,7 +51,8 @@ TEST(JsonReader, FilesMustBeRegularAndBounded) {
   EXPECT_EQ(read_bounded_file("/dev/zero", 1 << 20).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(read_bounded_file("/tmp", 1 << 20).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(read_bounded_file("/no/such/file", 1 << 20).status().code(), StatusCode::kNotFound);
-  const auto path = std::filesystem::temp_directory_path() / ("day0_json_reader_" + std::to_string(getpid()));
+  const auto path =
+      std::filesystem::temp_directory_path() / (std::string("day0_json_reader_") + std::to_string(getpid()));
   std::ofstream(path) << "{\"a\": 1}";
   EXPECT_EQ(read_bounded_file(path, 4).status().code(), StatusCode::kOutOfRange);
   auto j = read_json_file(path);
@@ -71,16 +72,16 @@ TEST(JsonReader, ExcerptIsBounded) {
 
 TEST(TempFiles, StaleTempsOfDeadRunsAreRemovedAndLiveOnesKept) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("day0_stale_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / (std::string("day0_stale_") + std::to_string(getpid()));
   fs::create_directories(dir);
   // A pid that certainly ran and ended: a child we reaped.
   const pid_t dead = fork();
   if (dead == 0) _exit(0);
   int status = 0;
   waitpid(dead, &status, 0);
-  const fs::path stale_dir = dir / (".out.tmp-" + std::to_string(dead) + "-abc");
-  const fs::path stale_file = dir / (".report.json.tmp-" + std::to_string(dead) + "-xyz");
-  const fs::path live = dir / (".out.tmp-" + std::to_string(getppid()) + "-abc");
+  const fs::path stale_dir = dir / (std::string(".out.tmp-") + std::to_string(dead) + "-abc");
+  const fs::path stale_file = dir / (std::string(".report.json.tmp-") + std::to_string(dead) + "-xyz");
+  const fs::path live = dir / (std::string(".out.tmp-") + std::to_string(getppid()) + "-abc");
   fs::create_directories(stale_dir / "inner");
   std::ofstream(stale_file) << "partial";
   fs::create_directories(live);
@@ -100,11 +101,11 @@ TEST(TempFiles, TempDirIsRemovedUnlessCommitted) {
     ASSERT_TRUE(t.is_ok());
     seen = t->path();
     std::ofstream(seen / "f") << "x";
-    EXPECT_NE(seen.filename().string().find(".day0-test.tmp-" + std::to_string(getpid()) + "-"),
+    EXPECT_NE(seen.filename().string().find(std::string(".day0-test.tmp-") + std::to_string(getpid()) + "-"),
               std::string::npos);
   }
   EXPECT_FALSE(fs::exists(seen));
-  const fs::path target = parent / ("day0_commit_" + std::to_string(getpid()));
+  const fs::path target = parent / (std::string("day0_commit_") + std::to_string(getpid()));
   {
     auto t = TempDir::create(parent, "day0-test");
     ASSERT_TRUE(t.is_ok());
@@ -117,7 +118,7 @@ TEST(TempFiles, TempDirIsRemovedUnlessCommitted) {
 
 TEST(TempFiles, AtomicWriteLeavesNoTemporary) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("day0_atomic_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / (std::string("day0_atomic_") + std::to_string(getpid()));
   fs::create_directories(dir);
   ASSERT_TRUE(write_file_atomic((dir / "a.txt").string(), "hello").is_ok());
   int entries = 0;

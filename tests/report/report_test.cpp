@@ -128,7 +128,8 @@ TEST(Render, WritesAllThreeFilesAndNoTemporaries) {
 // temporary folder are gone afterwards, and nothing is left beside --out.
 TEST(Render, ReportSetIsReplacedAsAWhole) {
   namespace fs = std::filesystem;
-  const fs::path parent = fs::temp_directory_path() / ("day0_report_set_" + std::to_string(getpid()));
+  const fs::path parent =
+      fs::temp_directory_path() / (std::string("day0_report_set_") + std::to_string(getpid()));
   fs::remove_all(parent);
   fs::create_directories(parent);
   const fs::path out = parent / "out";
@@ -152,7 +153,8 @@ TEST(Render, ReportSetIsReplacedAsAWhole) {
 
 TEST(Render, OutIsCheckedAndLockedBeforeAnyWork) {
   namespace fs = std::filesystem;
-  const fs::path parent = fs::temp_directory_path() / ("day0_report_lock_" + std::to_string(getpid()));
+  const fs::path parent =
+      fs::temp_directory_path() / (std::string("day0_report_lock_") + std::to_string(getpid()));
   fs::remove_all(parent);
   fs::create_directories(parent);
   const std::string out = (parent / "out").string();
