@@ -56,7 +56,10 @@ TEST_F(Interrupt, AdaptSigintRemovesItsScratchAndStaleOnesGoNextRun) {
   fs::create_directories(tmp_ + "/.day0-adapt.tmp-" + dead + "-AAAAAA/model");
   fs::create_directories(work_ + "/.out.tmp-" + dead + "-BBBBBB");
   std::ofstream(work_ + "/.out.tmp-" + dead + "-BBBBBB/report.json") << "{";
-  CliResult r = run_cli_bounded({"adapt", "--out", work_ + "/out"}, 120, 3.0, SIGINT, {"TMPDIR=" + tmp_});
+  // A long soak keeps the run busy when the signal comes (the other stages take about 2 s).
+  CliResult r = run_cli_bounded(
+      {"adapt", "--out", work_ + "/out", "--soak-requests", "100000000", "--soak-seconds", "120"}, 180, 4.0,
+      SIGINT, {"TMPDIR=" + tmp_});
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
   // Nothing of this run or of the killed ones is left; no report was half-written.
