@@ -93,7 +93,11 @@ void BM_Prefill(benchmark::State& state, BenchModel* m) {
     day0::KvCache cache = m->engine.engine->new_cache();
     const day0::SequenceStep s{&cache, ids};
     const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(m->engine.engine->forward(std::span(&s, 1), true));
+    const auto logits = m->engine.engine->forward(std::span(&s, 1), true);
+    if (!logits.is_ok()) {
+      state.SkipWithError(logits.status().to_string().c_str());
+      return;
+    }
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   state.counters["tok/s"] = static_cast<double>(ids.size() * state.iterations()) / seconds;
@@ -107,7 +111,11 @@ void BM_Decode(benchmark::State& state, BenchModel* m) {
   double tps = 0;
   for (auto _ : state) {
     const auto g = day0::generate(*m->engine.engine, prompt, n_new + 1, day0::SamplingParams{});
-    tps = g.decode_tokens_per_second();
+    if (!g.is_ok()) {
+      state.SkipWithError(g.status().to_string().c_str());
+      return;
+    }
+    tps = g->decode_tokens_per_second();
   }
   state.counters["tok/s"] = tps;
   state.counters["GB/s"] = bw;

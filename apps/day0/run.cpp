@@ -79,7 +79,8 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
       return true;
     };
     sp.seed = o.seed + static_cast<uint64_t>(turn);
-    (void)generate(engine, *ids, o.max_new, sp, 0, on_token);
+    const auto reply = generate(engine, *ids, o.max_new, sp, 0, on_token);
+    if (!reply.is_ok()) return report_error(name, reply.status());
     fmt::print("{}\n", decoder.finish());
     messages.push_back({{"role", "assistant"}, {"content", tok.decode(decoder.ids(), true)}});
   }
@@ -155,8 +156,10 @@ int run_command(const RunOptions& o) {
     };
   }
   if (stream) fmt::print("{}", o.prompt.empty() ? "" : o.prompt);
-  const GenerationResult g =
+  auto generated =
       generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), on_token);
+  if (!generated.is_ok()) return report_error(name, generated.status());
+  const GenerationResult& g = *generated;
   std::string completion;
   if (decoder) {
     const std::string rest = decoder->finish();
@@ -169,7 +172,9 @@ int run_command(const RunOptions& o) {
     d.metadata["producer"] = "day0 run (" + o.backend + ")";
     d.metadata["version"] = DAY0_VERSION;
     d.metadata["dtype"] = o.dtype;
-    d.prompts.push_back(run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0));
+    auto dumped = run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0);
+    if (!dumped.is_ok()) return report_error(name, dumped.status());
+    d.prompts.push_back(std::move(dumped).value());
     const Status st = write_reference_dump(d, o.dump);
     if (!st.is_ok()) return report_error(name, st);
   }
@@ -181,6 +186,7 @@ int run_command(const RunOptions& o) {
     j["backend"] = o.backend;
     j["dtype"] = o.dtype;
     j["prompt_tokens"] = g.prompt_tokens;
+    j["finish_reason"] = g.finish_reason;
     j["tokens"] = g.tokens();
     if (decoder) j["text"] = completion;
     if (o.logprobs >= 0) {

@@ -141,3 +141,33 @@ TEST(ThreadPool, CoversEveryIndexOnceAndNestsSafely) {
 
 }  // namespace
 }  // namespace day0
+
+namespace day0 {
+namespace {
+
+// A throw inside a job (on a worker or on the caller) is rethrown by the call after every thread has
+// finished; the pool keeps working afterwards.
+TEST(ThreadPool, AThrowInsideAJobBecomesTheCallersException) {
+  ThreadPool pool(3);
+  for (int thrower : {0, 1, 2}) {
+    std::atomic<int> finished{0};
+    EXPECT_THROW(pool.run([&](int t) {
+      if (t == thrower) throw std::bad_alloc();
+      ++finished;
+    }),
+                 std::bad_alloc)
+        << "thread " << thrower;
+    EXPECT_EQ(finished.load(), 2);  // the others ran to the end before the call returned
+  }
+  EXPECT_THROW(pool.parallel_for(100, 1,
+                                 [&](int64_t b, int64_t) {
+                                   if (b > 0) throw std::runtime_error("chunk failed");
+                                 }),
+               std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 100);
+}
+
+}  // namespace
+}  // namespace day0

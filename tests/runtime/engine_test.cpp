@@ -29,10 +29,25 @@ std::vector<int32_t> ids32(const std::vector<int64_t>& ids) {
   return {ids.begin(), ids.end()};
 }
 
+// forward() that must succeed; the logits copied out of the engine's buffer.
+FloatMatrix forward_ok(Engine& e, std::span<const SequenceStep> batch, bool last_only = false) {
+  auto logits = e.forward(batch, last_only);
+  D0_CHECK_MSG(logits.is_ok(), logits.status().to_string());
+  return copy_matrix(*logits);
+}
+
+// generate() that must succeed.
+GenerationResult generate_ok(Engine& e, std::span<const int32_t> ids, int64_t max_new,
+                             const SamplingParams& sp, int64_t top = 0) {
+  auto g = generate(e, ids, max_new, sp, top);
+  D0_CHECK_MSG(g.is_ok(), g.status().to_string());
+  return std::move(g).value();
+}
+
 FloatMatrix prefill(Engine& e, std::span<const int32_t> ids) {
   KvCache cache = e.new_cache();
   const SequenceStep s{&cache, ids};
-  return e.forward(std::span(&s, 1));
+  return forward_ok(e, std::span(&s, 1));
 }
 
 class EngineOnGolden : public ::testing::TestWithParam<std::string> {};
@@ -47,12 +62,12 @@ TEST_P(EngineOnGolden, IncrementalDecodeEqualsFullPrefill) {
   KvCache cache = e.new_cache();
   const int64_t head = 3;
   const SequenceStep first{&cache, std::span(ids).first(head)};
-  const FloatMatrix start = e.forward(std::span(&first, 1));
+  const FloatMatrix start = forward_ok(e, std::span(&first, 1));
   for (int64_t t = 0; t < head; ++t)
     EXPECT_LE(max_abs_diff(start.row(t), full.row(t)), tol) << "prefill row " << t;
   for (size_t t = head; t < ids.size(); ++t) {
     const SequenceStep step{&cache, std::span(ids).subspan(t, 1)};
-    const FloatMatrix row = e.forward(std::span(&step, 1), true);
+    const FloatMatrix row = forward_ok(e, std::span(&step, 1), true);
     EXPECT_LE(max_abs_diff(row.row(0), full.row(static_cast<int64_t>(t))), tol) << "decode position " << t;
   }
   EXPECT_EQ(cache.length(), static_cast<int64_t>(ids.size()));
@@ -71,16 +86,16 @@ TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
   for (const auto& p : prompts) {
     KvCache c = e.new_cache();
     const SequenceStep s{&c, p};
-    alone_prefill.push_back(e.forward(std::span(&s, 1)));
+    alone_prefill.push_back(forward_ok(e, std::span(&s, 1)));
     const SequenceStep d{&c, std::span<const int32_t>(&next, 1)};
-    alone_decode.push_back(e.forward(std::span(&d, 1), true));
+    alone_decode.push_back(forward_ok(e, std::span(&d, 1), true));
   }
   // Together: one call for every prefill, one for every decode step.
   std::vector<KvCache> caches;
   for (size_t i = 0; i < prompts.size(); ++i) caches.push_back(e.new_cache());
   std::vector<SequenceStep> steps;
   for (size_t i = 0; i < prompts.size(); ++i) steps.push_back({&caches[i], prompts[i]});
-  const FloatMatrix together = e.forward(steps);
+  const FloatMatrix together = forward_ok(e, steps);
   int64_t row = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const double tol = 1e-4 * range_of(alone_prefill[i]);
@@ -90,7 +105,7 @@ TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
     }
   }
   for (auto& s : steps) s.tokens = std::span<const int32_t>(&next, 1);
-  const FloatMatrix decoded = e.forward(steps, true);
+  const FloatMatrix decoded = forward_ok(e, steps, true);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_LE(max_abs_diff(decoded.row(static_cast<int64_t>(i)), alone_decode[i].row(0)),
               1e-4 * range_of(alone_decode[i]))
@@ -105,7 +120,7 @@ TEST_P(EngineOnGolden, GreedyGenerationMatchesTheReferenceContinuation) {
   ASSERT_FALSE(p.greedy_ids.empty());
   const auto ids = ids32(p.input_ids);
   const GenerationResult g =
-      generate(*run->engine, ids, static_cast<int64_t>(p.greedy_ids.size()), SamplingParams{}, 3);
+      generate_ok(*run->engine, ids, static_cast<int64_t>(p.greedy_ids.size()), SamplingParams{}, 3);
   const auto tokens = g.tokens();
   EXPECT_EQ(std::vector<int64_t>(tokens.begin(), tokens.end()), p.greedy_ids);
   for (const auto& s : g.steps) {
@@ -158,14 +173,14 @@ TEST(Generation, SamplingIsSeededAndDiffersFromGreedyForSomeSeed) {
   sp.greedy = false;
   sp.temperature = 1.5f;
   sp.seed = 42;
-  const auto a = generate(*run->engine, ids, 8, sp).tokens();
-  const auto b = generate(*run->engine, ids, 8, sp).tokens();
+  const auto a = generate_ok(*run->engine, ids, 8, sp).tokens();
+  const auto b = generate_ok(*run->engine, ids, 8, sp).tokens();
   EXPECT_EQ(a, b);
-  const auto greedy = generate(*run->engine, ids, 8, SamplingParams{}).tokens();
+  const auto greedy = generate_ok(*run->engine, ids, 8, SamplingParams{}).tokens();
   bool differs = false;
   for (uint64_t seed = 0; seed < 8 && !differs; ++seed) {
     sp.seed = seed;
-    differs = generate(*run->engine, ids, 8, sp).tokens() != greedy;
+    differs = generate_ok(*run->engine, ids, 8, sp).tokens() != greedy;
   }
   EXPECT_TRUE(differs);
 }
@@ -194,7 +209,9 @@ TEST(Align, NamesTheLayerWhoseWeightsWerePerturbed) {
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   auto engine = Engine::create(model->spec, model->weights, *base->backend);
   ASSERT_TRUE(engine.is_ok());
-  const ReferenceDump mine = run_reference_prompts(**engine, base->reference, "perturbed");
+  auto dumped = run_reference_prompts(**engine, base->reference, "perturbed");
+  ASSERT_TRUE(dumped.is_ok()) << dumped.status().to_string();
+  const ReferenceDump& mine = *dumped;
   const AlignReport r = compare_dumps(base->reference, mine, default_thresholds(ActivationPrecision::kF32));
   EXPECT_FALSE(r.pass());
   EXPECT_EQ(r.layers.first_failing_name(), "layer 1") << align_report_text(r);

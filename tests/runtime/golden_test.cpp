@@ -22,7 +22,9 @@ TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
 TEST_P(Golden, F32LogitsMatchTransformers) {
   auto run = open_golden(GetParam());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  const ReferenceDump mine = run_reference_prompts(*run->engine, run->reference, "test");
+  auto dumped = run_reference_prompts(*run->engine, run->reference, "test");
+  ASSERT_TRUE(dumped.is_ok()) << dumped.status().to_string();
+  const ReferenceDump& mine = *dumped;
   const AlignReport r = compare_dumps(run->reference, mine, default_thresholds(ActivationPrecision::kF32));
   EXPECT_LE(r.logits.max_abs_err, 1e-4 * r.logits.logit_range) << align_report_text(r);
   EXPECT_DOUBLE_EQ(r.logits.same_top1, 1.0);
@@ -36,7 +38,9 @@ TEST_P(Golden, Bf16WithinDocumentedThresholds) {
   o.precision = ActivationPrecision::kBF16;
   auto run = open_golden(GetParam(), "cpu", o);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  const ReferenceDump mine = run_reference_prompts(*run->engine, run->reference, "test");
+  auto dumped = run_reference_prompts(*run->engine, run->reference, "test");
+  ASSERT_TRUE(dumped.is_ok()) << dumped.status().to_string();
+  const ReferenceDump& mine = *dumped;
   const AlignThresholds t = default_thresholds(ActivationPrecision::kBF16);
   const AlignReport r = compare_dumps(run->reference, mine, t);
   EXPECT_TRUE(r.pass()) << align_report_text(r);

@@ -47,13 +47,14 @@ Result<AlignReport> align_model(const AlignRequest& req) {
       ref = std::move(prompts);
     }
     D0_ASSIGN_OR_RETURN(EngineHandle oracle, open_engine(model, "reference", options, 1));
-    baseline = run_reference_prompts(*oracle.engine, *ref, "day0 reference backend");
+    D0_ASSIGN_OR_RETURN(baseline, run_reference_prompts(*oracle.engine, *ref, "day0 reference backend"));
     reference_text = fmt::format("day0 reference backend ({} activations)", precision_name(req.precision));
   } else {
     baseline = *ref;
     reference_text = fmt::format("{} ({}, {})", ref->producer(), ref->version(), ref->dtype());
   }
-  const ReferenceDump mine = run_reference_prompts(*engine.engine, baseline, "day0 " + req.backend);
+  D0_ASSIGN_OR_RETURN(const ReferenceDump mine,
+                      run_reference_prompts(*engine.engine, baseline, "day0 " + req.backend));
   AlignReport report =
       compare_dumps(baseline, mine, req.thresholds ? *req.thresholds : default_thresholds(req.precision));
   report.model = req.model;

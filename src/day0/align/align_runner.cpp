@@ -34,7 +34,8 @@ FloatMatrix copy_rows(const FloatMatrix& m, int64_t r0, int64_t n) {
 
 }  // namespace
 
-ReferencePrompt run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps, bool hidden) {
+Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps,
+                                   bool hidden) {
   ReferencePrompt p;
   p.input_ids.assign(ids.begin(), ids.end());
   std::vector<int32_t> tokens(ids.begin(), ids.end());
@@ -43,7 +44,8 @@ ReferencePrompt run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t
   capture.want_hidden = hidden;
   capture.want_final_norm = hidden;
   const SequenceStep step{&cache, tokens};
-  p.logits = engine.forward(std::span(&step, 1), false, &capture);
+  D0_ASSIGN_OR_RETURN(const ConstMatrix logits, engine.forward(std::span(&step, 1), false, &capture));
+  p.logits = copy_matrix(logits);
   if (hidden) {
     for (size_t l = 0; l < capture.hidden.size(); ++l)
       p.hidden[static_cast<int64_t>(l)] = std::move(capture.hidden[l]);
@@ -58,19 +60,23 @@ ReferencePrompt run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t
     p.greedy_ids.push_back(next);
     if (s + 1 == greedy_steps) break;
     const SequenceStep decode{&cache, std::span<const int32_t>(&next, 1)};
-    last = engine.forward(std::span(&decode, 1), true);
+    D0_ASSIGN_OR_RETURN(const ConstMatrix row, engine.forward(std::span(&decode, 1), true));
+    last = copy_matrix(row);
   }
   return p;
 }
 
-ReferenceDump run_reference_prompts(Engine& engine, const ReferenceDump& ref, const std::string& producer) {
+Result<ReferenceDump> run_reference_prompts(Engine& engine, const ReferenceDump& ref,
+                                            const std::string& producer) {
   ReferenceDump out;
   out.metadata["producer"] = producer;
   out.metadata["version"] = DAY0_VERSION;
   out.metadata["dtype"] = precision_name(engine.options().precision);
   for (const ReferencePrompt& p : ref.prompts) {
     const bool hidden = !p.hidden.empty() || p.final_norm.has_value();
-    out.prompts.push_back(run_prompt(engine, p.input_ids, static_cast<int64_t>(p.greedy_ids.size()), hidden));
+    D0_ASSIGN_OR_RETURN(ReferencePrompt mine,
+                        run_prompt(engine, p.input_ids, static_cast<int64_t>(p.greedy_ids.size()), hidden));
+    out.prompts.push_back(std::move(mine));
   }
   return out;
 }

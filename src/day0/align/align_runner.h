@@ -46,10 +46,12 @@ struct AlignReport {
 
 // The engine's own dump entry for one prompt: logits and hidden states of a full prefill, and a
 // greedy continuation of `greedy_steps` tokens decoded one at a time with the KV cache.
-ReferencePrompt run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps,
-                           bool hidden = true);
+// The engine's error (a kernel failure, non-finite logits) is returned.
+Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps,
+                                   bool hidden = true);
 // All prompts of `ref` (continuations as long as the reference's), as a dump of the engine.
-ReferenceDump run_reference_prompts(Engine& engine, const ReferenceDump& ref, const std::string& producer);
+Result<ReferenceDump> run_reference_prompts(Engine& engine, const ReferenceDump& ref,
+                                            const std::string& producer);
 
 // Compares two dumps of the same prompts; `engine` plays the engine's side.
 AlignReport compare_dumps(const ReferenceDump& ref, const ReferenceDump& engine,

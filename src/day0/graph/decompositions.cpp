@@ -155,10 +155,18 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
     SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha};
     Buffer gate_up(n, 2 * inter);
     if (a.layout == GateUpLayout::kSeparate) {
-      be.matmul({.x = xe.m, .w = ew.gate, .bias = ew.gate_bias, .y = gate_up.m.col_slice(0, inter)});
-      be.matmul({.x = xe.m, .w = ew.up, .bias = ew.up_bias, .y = gate_up.m.col_slice(inter, inter)});
+      be.matmul({.x = xe.m,
+                 .w = ew.gate,
+                 .bias = ew.gate_bias,
+                 .y = gate_up.m.col_slice(0, inter),
+                 .exact = a.exact});
+      be.matmul({.x = xe.m,
+                 .w = ew.up,
+                 .bias = ew.up_bias,
+                 .y = gate_up.m.col_slice(inter, inter),
+                 .exact = a.exact});
     } else {
-      be.matmul({.x = xe.m, .w = ew.gate, .bias = ew.gate_bias, .y = gate_up.m});
+      be.matmul({.x = xe.m, .w = ew.gate, .bias = ew.gate_bias, .y = gate_up.m, .exact = a.exact});
     }
     if (a.layout == GateUpLayout::kInterleaved) {
       glu.gate = gate_up.m;
@@ -173,7 +181,7 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
       be.swiglu(glu);
     }
     Buffer down(n, h);
-    be.matmul({.x = act.m, .w = ew.down, .bias = ew.down_bias, .y = down.m});
+    be.matmul({.x = act.m, .w = ew.down, .bias = ew.down_bias, .y = down.m, .exact = a.exact});
     be.scatter_add({down.m, tokens[e], a.input_scaling ? std::span<const float>{} : weights[e], a.out});
   }
 }

@@ -3,6 +3,7 @@
 // backend runs it natively if it supports() it; else the op is decomposed into the simpler ops of its
 // schema, repeatedly, as long as every piece ends up native; else it runs on the host backend (same
 // memory space today, so no copies) with a warning naming it; else it is missing.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -32,6 +32,10 @@ struct MatmulArgs {
   const float* bias = nullptr;  // [N] or null
   Matrix y;                     // [T, N]; must not alias x
   bool accumulate = false;      // y += x W^T (+ bias) instead of y =
+  // true: float32 products of exactly dequantised weights (any blocking / accumulation order).
+  // false: the backend may round the activations to BF16 first (the cpu backend's vdpbf16ps GEMM for
+  // BF16 weights), what a bf16 reference run computes anyway.
+  bool exact = true;
 };
 
 // ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------
@@ -201,6 +205,7 @@ struct MoeExpertsArgs {
   bool input_scaling = false;  // Llama 4: scale the input, not the output
   Matrix out;                  // [T, H]
   bool accumulate = false;     // out += instead of out =
+  bool exact = true;           // as MatmulArgs::exact, for every expert matmul
 };
 
 // ---- argmax over each row: lowest index among equal maxima -----------------------------------------

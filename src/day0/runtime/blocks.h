@@ -37,6 +37,8 @@ struct Context {
   const StepLayout& layout;
   const RopeFrequencies& rope;  // fixed frequencies (non-dynamic rope)
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
+  // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
+  bool exact() const { return !bf16(); }
 };
 
 // Rounds every element to bfloat16 (round to nearest even) when the context runs in BF16.
@@ -44,18 +46,11 @@ void round_activations(const Context& c, Matrix m);
 
 // RMSNorm as the family computes it (Llama-style casts before the weight in BF16, gpt-oss after).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);
-// y = x W^T (+ bias), float32 (exact in F32 precision, see kExactRows), not rounded.
+// y = x W^T (+ bias), float32, not rounded; exact in F32 precision (MatmulArgs::exact), the backend's
+// fast path (BF16-rounded activations allowed) in BF16 precision.
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
 // y = x W^T (+ bias), rounded.
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
-
-// The cpu backend runs BF16 weights through a vdpbf16ps GEMM that rounds activations to BF16 when a
-// call has more than 4 rows (ops: kGemvMaxRows); up to 4 rows it multiplies exact float32. In F32
-// precision the engine therefore feeds BF16-weight matmuls (and MoE experts, which call matmul per
-// expert) at most kExactRows rows at a time; BF16 precision takes the fast path, whose rounding is
-// what a bf16 reference run does anyway.
-inline constexpr int64_t kExactRows = 4;
-bool exact_rows_needed(const Context& c, WeightFormat format);
 
 // RoPE frequencies for sequence s (recomputed for dynamic NTK scaling when it grows past M).
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);

@@ -29,19 +29,8 @@ void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, fl
   round_activations(c, y);
 }
 
-bool exact_rows_needed(const Context& c, WeightFormat format) {
-  return !c.bf16() && format == WeightFormat::kBF16;
-}
-
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
-  if (exact_rows_needed(c, w.w.format)) {
-    for (int64_t r0 = 0; r0 < x.rows; r0 += kExactRows) {
-      const int64_t n = std::min(kExactRows, x.rows - r0);
-      c.be.matmul({x.row_slice(r0, n), w.w, w.bias, y.row_slice(r0, n), false});
-    }
-    return;
-  }
-  c.be.matmul({x, w.w, w.bias, y, false});
+  c.be.matmul({.x = x, .w = w.w, .bias = w.bias, .y = y, .exact = c.exact()});
 }
 
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {

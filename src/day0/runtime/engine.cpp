@@ -1,6 +1,8 @@
 #include "day0/runtime/engine.h"
 
+#include <cmath>
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -42,7 +44,47 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   return e;
 }
 
-FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture) {
+FloatMatrix copy_matrix(ConstMatrix m) {
+  FloatMatrix out(m.rows, m.cols);
+  for (int64_t r = 0; r < m.rows; ++r)
+    std::memcpy(out.row(r).data(), m.row(r), static_cast<size_t>(m.cols) * sizeof(float));
+  return out;
+}
+
+Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool last_only,
+                                    ForwardCapture* capture) {
+  ConstMatrix logits;
+  try {
+    logits = forward_unchecked(batch, last_only, capture);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("forward: out of memory during the step");
+  } catch (const std::exception& e) {
+    return internal_error(fmt::format("forward: {}", e.what()));
+  }
+  // One row mean per row and layer tells whether any element was NaN or Inf (a mean of finite floats
+  // accumulated in double stays finite), without reading every element on the host.
+  const int64_t rows = static_cast<int64_t>(finite_.size()) / (spec_.n_layers + 1);
+  auto bad = [&](int64_t stage) {
+    for (int64_t r = 0; r < rows; ++r)
+      if (!std::isfinite(finite_[static_cast<size_t>(stage * rows + r)])) return true;
+    return false;
+  };
+  if (bad(spec_.n_layers)) {
+    for (int64_t l = 0; l < spec_.n_layers; ++l) {
+      if (bad(l)) {
+        return data_loss(
+            fmt::format("forward: non-finite values (NaN or Inf) first appeared in the output of "
+                        "decoder layer {} of {}",
+                        l, spec_.n_layers));
+      }
+    }
+    return data_loss("forward: non-finite values (NaN or Inf) first appeared in the logits (LM head)");
+  }
+  return logits;
+}
+
+ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool last_only,
+                                      ForwardCapture* capture) {
   using blocks::Buffer;
   blocks::StepLayout layout;
   std::vector<int32_t> ids;
@@ -63,6 +105,7 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
   const ModelWeights& w = *weights_;
 
   Buffer x(t, hidden), h(t, hidden), y(t, hidden);  // residual stream, normed input, block output
+  finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   backend_.embedding({w.embedding, ids, x.m});
   blocks::round_activations(c, x.m);
   if (capture && capture->want_hidden)
@@ -85,6 +128,7 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
     }
     backend_.add({x.m, y.m, x.m});
     blocks::round_activations(c, x.m);
+    backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
     if (capture && capture->want_hidden) {
       backend_.synchronize();
       FloatMatrix& out = capture->hidden[static_cast<size_t>(l)];
@@ -112,8 +156,13 @@ FloatMatrix Engine::forward(std::span<const SequenceStep> batch, bool last_only,
     backend_.gather_rows({h.m, pick, last.m});
     rows = last.m;
   }
-  FloatMatrix logits(rows.rows, spec_.vocab_size);
-  blocks::linear(c, rows, w.lm_head, Matrix(logits.data.data(), rows.rows, spec_.vocab_size));
+  if (logits_.rows != rows.rows || logits_.cols != spec_.vocab_size)
+    logits_ = FloatMatrix(rows.rows, spec_.vocab_size);
+  const Matrix logits(logits_.data.data(), rows.rows, spec_.vocab_size);  // [rows, vocab]
+  blocks::linear(c, rows, w.lm_head, logits);
+  // Logit means of the rows (the last `rows.rows` entries of the finiteness record).
+  backend_.row_mean({.x = logits, .y = Matrix(finite_.data() + spec_.n_layers * t, rows.rows, 1)});
+  for (int64_t r = rows.rows; r < t; ++r) finite_[static_cast<size_t>(spec_.n_layers * t + r)] = 0.0f;
   backend_.synchronize();
   return logits;
 }

@@ -60,9 +60,13 @@ class Engine {
   KvCache new_cache() const { return KvCache(spec_); }
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
-  // last_only one row per sequence (its last token). Appends every sequence's keys to its cache.
-  FloatMatrix forward(std::span<const SequenceStep> batch, bool last_only = false,
-                      ForwardCapture* capture = nullptr);
+  // last_only one row per sequence (its last token): a view into the engine's own buffer, valid until
+  // the next forward call. Appends every sequence's keys to its cache.
+  // Errors (never a crash): a throw inside a kernel or the thread pool (a failed check, bad_alloc)
+  // becomes kInternal / kResourceExhausted; non-finite logits are kDataLoss naming the first layer
+  // whose output held a NaN or Inf.
+  Result<ConstMatrix> forward(std::span<const SequenceStep> batch, bool last_only = false,
+                              ForwardCapture* capture = nullptr);
 
  private:
   Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
@@ -72,6 +76,14 @@ class Engine {
   Backend& backend_;
   EngineOptions options_;
   RopeFrequencies rope_;  // fixed frequencies (all rope types but dynamic)
+
+  ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
+  // Reused between steps (no allocation once the largest step shape was seen).
+  FloatMatrix logits_;         // [rows, vocab]
+  std::vector<float> finite_;  // [n_layers + 1, rows]: row means of each layer's output, then logits
 };
+
+// A copy of a view (logits kept past the next forward call).
+FloatMatrix copy_matrix(ConstMatrix m);
 
 }  // namespace day0

@@ -16,24 +16,7 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
   linear(c, act.m, w.down, out);
 }
 
-namespace {
-void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out);
-}  // namespace
-
 void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
-  const bool bf16_experts = !w.experts.empty() && w.experts.front().gate.format == WeightFormat::kBF16;
-  if (!bf16_experts || !exact_rows_needed(c, WeightFormat::kBF16)) {
-    moe_rows(c, w, h, out);
-    return;
-  }
-  for (int64_t r0 = 0; r0 < h.rows; r0 += kExactRows) {
-    const int64_t n = std::min(kExactRows, h.rows - r0);
-    moe_rows(c, w, h.row_slice(r0, n), out.row_slice(r0, n));
-  }
-}
-
-namespace {
-void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
   const int64_t t = h.rows, e = m.n_experts, k = m.experts_per_token;
@@ -73,6 +56,7 @@ void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) 
   x.alpha = static_cast<float>(m.swiglu_alpha);
   x.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
   x.out = out;
+  x.exact = c.exact();
   c.be.moe_experts(x);
   round_activations(c, out);
 
@@ -90,6 +74,5 @@ void moe_rows(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) 
   c.be.add({out, shared.m, out});
   round_activations(c, out);
 }
-}  // namespace
 
 }  // namespace day0::blocks

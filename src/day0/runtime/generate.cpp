@@ -1,8 +1,12 @@
 #include "day0/runtime/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "day0/align/logit_metrics.h"
 
@@ -28,6 +32,18 @@ std::vector<int32_t> GenerationResult::tokens() const {
   return out;
 }
 
+Status validate_sampling(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
+    return invalid_argument(
+        fmt::format("sampling: temperature must be a finite number >= 0, found {}", p.temperature));
+  }
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return invalid_argument(fmt::format("sampling: top_p must be in (0, 1], found {}", p.top_p));
+  }
+  if (p.top_k < 0) return invalid_argument(fmt::format("sampling: top_k must be >= 0, found {}", p.top_k));
+  return Status::ok();
+}
+
 double token_logprob(std::span<const float> logits, int32_t token) {
   double mx = -std::numeric_limits<double>::infinity();
   for (float v : logits) mx = std::max(mx, static_cast<double>(v));
@@ -51,38 +67,108 @@ int32_t pick_token(Backend& backend, std::span<const float> logits, const Sampli
   return out;
 }
 
-GenerationResult generate(Engine& engine, std::span<const int32_t> prompt, int64_t max_new,
-                          const SamplingParams& params, int64_t top_logprobs, const TokenCallback& on_token) {
-  GenerationResult r;
-  r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  if (max_new <= 0 || prompt.empty()) return r;
-  KvCache cache = engine.new_cache();
-  // Returns whether generation goes on.
-  auto record = [&](const FloatMatrix& logits, int64_t step) -> bool {
-    const auto row = logits.row(logits.rows - 1);
-    GenerationStep s;
-    s.chosen.token = pick_token(engine.backend(), row, params, step);
-    s.chosen.logprob = token_logprob(row, s.chosen.token);
-    if (top_logprobs > 0) {
-      for (int64_t id : top_n_indices(row, top_logprobs)) {
-        s.top.push_back({static_cast<int32_t>(id), token_logprob(row, static_cast<int32_t>(id))});
+Result<std::vector<GenerationResult>> generate_batch(Engine& engine,
+                                                     std::span<const GenerationRequest> requests) {
+  const int64_t context = engine.spec().max_position_embeddings;
+  const size_t n = requests.size();
+  std::vector<std::optional<KvCache>> own(n);
+  std::vector<KvCache*> caches(n);
+  for (size_t i = 0; i < n; ++i) {
+    const GenerationRequest& r = requests[i];
+    D0_RETURN_IF_ERROR(validate_sampling(r.sampling).with_context(fmt::format("request {}", i)));
+    if (r.prompt.empty()) return invalid_argument(fmt::format("request {}: empty prompt", i));
+    for (int32_t id : r.prompt) {
+      if (id < 0 || id >= engine.spec().vocab_size) {
+        return invalid_argument(fmt::format("request {}: token id {} outside the vocabulary of {}", i, id,
+                                            engine.spec().vocab_size));
       }
     }
-    r.steps.push_back(std::move(s));
-    return on_token ? on_token(r.steps.back()) : true;
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  const SequenceStep first{&cache, prompt};
-  bool more = record(engine.forward(std::span(&first, 1), true), 0);
-  r.prefill_seconds = seconds_since(t0);
-  const auto t1 = std::chrono::steady_clock::now();
-  for (int64_t i = 1; i < max_new && more; ++i) {
-    const int32_t last = r.steps.back().chosen.token;
-    const SequenceStep step{&cache, std::span<const int32_t>(&last, 1)};
-    more = record(engine.forward(std::span(&step, 1), true), i);
+    if (r.cache == nullptr) own[i].emplace(engine.new_cache());
+    caches[i] = r.cache ? r.cache : &*own[i];
+    const int64_t held = caches[i]->length();
+    if (context > 0 && held + static_cast<int64_t>(r.prompt.size()) > context) {
+      return invalid_argument(
+          fmt::format("request {}: the prompt has {} tokens{}, more than the model's context of {} tokens "
+                      "(max_position_embeddings)",
+                      i, r.prompt.size(), held > 0 ? fmt::format(" after {} cached", held) : "", context));
+    }
   }
-  r.decode_seconds = seconds_since(t1);
-  return r;
+  std::vector<GenerationResult> results(n);
+  std::vector<bool> active(n, false);
+  std::vector<int32_t> last(n, -1);
+  auto record = [&](size_t i, std::span<const float> row) {
+    const GenerationRequest& r = requests[i];
+    GenerationResult& g = results[i];
+    GenerationStep s;
+    s.chosen.token = pick_token(engine.backend(), row, r.sampling, static_cast<int64_t>(g.steps.size()));
+    s.chosen.logprob = token_logprob(row, s.chosen.token);
+    if (r.top_logprobs > 0) {
+      for (int64_t id : top_n_indices(row, r.top_logprobs))
+        s.top.push_back({static_cast<int32_t>(id), token_logprob(row, static_cast<int32_t>(id))});
+    }
+    g.steps.push_back(std::move(s));
+    const int32_t token = g.steps.back().chosen.token;
+    last[i] = token;
+    const bool go_on = r.on_token ? r.on_token(g.steps.back()) : true;
+    const bool stop = std::find(r.stop_tokens.begin(), r.stop_tokens.end(), token) != r.stop_tokens.end();
+    if (stop || !go_on) {
+      g.finish_reason = "stop";
+      active[i] = false;
+    } else if (static_cast<int64_t>(g.steps.size()) >= r.max_new ||
+               (context > 0 && caches[i]->length() >= context)) {
+      g.finish_reason = "length";  // the budget, or no position left to feed the token at
+      active[i] = false;
+    }
+  };
+
+  std::vector<SequenceStep> batch;
+  std::vector<size_t> owner;
+  batch.reserve(n);
+  owner.reserve(n);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    results[i].prompt_tokens = static_cast<int64_t>(requests[i].prompt.size());
+    if (requests[i].max_new <= 0) continue;
+    active[i] = true;
+    results[i].steps.reserve(static_cast<size_t>(requests[i].max_new));
+    batch.push_back({caches[i], requests[i].prompt});
+    owner.push_back(i);
+  }
+  if (batch.empty()) return results;
+  D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(batch, true));
+  for (size_t b = 0; b < owner.size(); ++b) record(owner[b], logits.row_span(static_cast<int64_t>(b)));
+  const double prefill = seconds_since(t0);
+  for (auto& g : results) g.prefill_seconds = prefill;
+
+  const auto t1 = std::chrono::steady_clock::now();
+  for (;;) {
+    batch.clear();
+    owner.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (!active[i]) continue;
+      batch.push_back({caches[i], std::span<const int32_t>(&last[i], 1)});
+      owner.push_back(i);
+    }
+    if (batch.empty()) break;
+    D0_ASSIGN_OR_RETURN(logits, engine.forward(batch, true));
+    for (size_t b = 0; b < owner.size(); ++b) record(owner[b], logits.row_span(static_cast<int64_t>(b)));
+  }
+  const double decode = seconds_since(t1);
+  for (auto& g : results) g.decode_seconds = decode;
+  return results;
+}
+
+Result<GenerationResult> generate(Engine& engine, std::span<const int32_t> prompt, int64_t max_new,
+                                  const SamplingParams& params, int64_t top_logprobs,
+                                  const TokenCallback& on_token) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_new = max_new;
+  r.sampling = params;
+  r.top_logprobs = top_logprobs;
+  r.on_token = on_token;
+  D0_ASSIGN_OR_RETURN(std::vector<GenerationResult> all, generate_batch(engine, std::span(&r, 1)));
+  return std::move(all.front());
 }
 
 }  // namespace day0

@@ -95,9 +95,8 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
         a.form = MlaForm::kAbsorbed;
         break;
       case MlaMode::kAuto:
-        // The expanded form is cheaper for long prefills, but the cpu backend expands BF16 kv_b through
-        // its BF16 GEMM, which is not float32: F32 precision keeps to the absorbed form there.
-        a.form = rn > 1 && !exact_rows_needed(c, w.kv_b.w.format) ? MlaForm::kNaive : MlaForm::kAbsorbed;
+        // The expanded form is cheaper for multi-token steps (its kv_b expansion is one GEMM).
+        a.form = rn > 1 ? MlaForm::kNaive : MlaForm::kAbsorbed;
         break;
     }
     c.be.mla_attention(a);

@@ -1,4 +1,5 @@
-// y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill.
+// y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill
+// (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding: MatmulArgs::exact).
 #include <algorithm>
 #include <vector>
 
@@ -156,7 +157,7 @@ void matmul(const Context& c, const MatmulArgs& a) {
   }
   if (a.x.rows <= kGemvMaxRows) {
     gemv(c, a);
-  } else if (a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
+  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
     gemm_bf16(c, a);
   } else {
     gemm(c, a);

@@ -47,10 +47,10 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     gate_up.resize(static_cast<size_t>(n * 2 * inter));
     const Matrix gu{gate_up.data(), n, 2 * inter};
     if (a.layout == GateUpLayout::kSeparate) {
-      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu.col_slice(0, inter)});
-      matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter)});
+      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu.col_slice(0, inter), .exact = a.exact});
+      matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter), .exact = a.exact});
     } else {
-      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu});
+      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu, .exact = a.exact});
     }
     act.resize(static_cast<size_t>(n * inter));
     for (int64_t i = 0; i < n; ++i) {
@@ -68,7 +68,8 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     matmul(c, {.x = ConstMatrix{act.data(), n, inter},
                .w = ew.down,
                .bias = ew.down_bias,
-               .y = Matrix{down.data(), n, h}});
+               .y = Matrix{down.data(), n, h},
+               .exact = a.exact});
     for (int64_t i = 0; i < n; ++i) {
       const float w = a.input_scaling ? 1.0f : weights[e][static_cast<size_t>(i)];
       c.k.axpy(w, down.data() + i * h, a.out.row(tokens[e][static_cast<size_t>(i)]), h);

@@ -13,9 +13,9 @@ struct Context {
 
 // Decode-sized batches (T <= kGemvMaxRows) stream each weight row once per call through fused
 // dequant dot products (bandwidth bound); larger batches run the packed, cache-blocked GEMM. With
-// BF16 weights on AVX-512 BF16 CPUs the GEMM rounds activations to BF16 and uses vdpbf16ps (the
-// precision a BF16 checkpoint is run at by its reference implementation); everything else
-// accumulates float32 products of exactly dequantised weights.
+// BF16 weights on AVX-512 BF16 CPUs and a call that is not `exact`, the GEMM rounds activations to
+// BF16 and uses vdpbf16ps (the precision a BF16 checkpoint is run at by its reference
+// implementation); everything else accumulates float32 products of exactly dequantised weights.
 inline constexpr int64_t kGemvMaxRows = 4;
 void matmul(const Context& c, const MatmulArgs& a);
 void embedding(const Context& c, const EmbeddingArgs& a);

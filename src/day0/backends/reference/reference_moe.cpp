@@ -171,7 +171,8 @@ void sample(const SampleArgs& a) {
     for (int64_t c = 0; c < v; ++c) m = std::max(m, static_cast<double>(x[c]) / a.temperature);
     std::vector<double> p(static_cast<size_t>(v));
     double sum = 0.0;
-    for (int64_t c = 0; c < v; ++c) sum += (p[static_cast<size_t>(c)] = std::exp(x[c] / a.temperature - m));
+    for (int64_t c = 0; c < v; ++c)
+      sum += (p[static_cast<size_t>(c)] = std::exp(static_cast<double>(x[c]) / a.temperature - m));
     for (double& q : p) q /= sum;
     std::vector<int64_t> order(static_cast<size_t>(v));
     std::iota(order.begin(), order.end(), 0);

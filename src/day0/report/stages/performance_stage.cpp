@@ -32,11 +32,14 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
   for (auto& t : prompt) t = token(rng);
   const int64_t new_tokens = std::max(2, ctx.options.new_tokens);
   // One warm-up run (page faults, pool start), then the best of three measured runs.
-  (void)generate(*handle->engine, prompt, 2, SamplingParams{});
+  if (auto warm = generate(*handle->engine, prompt, 2, SamplingParams{}); !warm.is_ok())
+    return stage_fail(out, warm.status().to_string());
   GenerationResult best;
   double best_decode = -1;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    GenerationResult r = generate(*handle->engine, prompt, new_tokens, SamplingParams{});
+    auto measured = generate(*handle->engine, prompt, new_tokens, SamplingParams{});
+    if (!measured.is_ok()) return stage_fail(out, measured.status().to_string());
+    GenerationResult r = std::move(measured).value();
     if (r.decode_tokens_per_second() > best_decode) {
       best_decode = r.decode_tokens_per_second();
       best = std::move(r);

@@ -35,7 +35,7 @@ void run_stability_stage(AdaptContext& ctx, StageResult& out) {
     sampling.temperature = 0.8f;
     sampling.top_p = 0.95f;
     sampling.seed = static_cast<uint64_t>(i);
-    GenerationResult r = generate(*handle->engine, prompt, 4, sampling);
+    D0_ASSIGN_OR_RETURN(GenerationResult r, generate(*handle->engine, prompt, 4, sampling));
     if (r.steps.size() != 4)
       return internal_error(fmt::format("generated {} tokens, wanted 4", r.steps.size()));
     for (const auto& step : r.steps) {

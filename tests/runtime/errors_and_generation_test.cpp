@@ -1,0 +1,153 @@
+// The engine turns failures into Status (a kernel that throws inside the thread pool, non-finite
+// logits), and the generator validates its parameters and respects the model's context.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+
+#include "day0/backends/kernel_list.h"
+#include "day0/runtime/generate.h"
+#include "golden.h"
+
+namespace day0::testing {
+namespace {
+
+// Forwards every kernel to `inner`; matmul (or add, for NaN injection) misbehaves on request.
+class FaultyBackend final : public Backend {
+ public:
+  explicit FaultyBackend(Backend& inner) : inner_(inner) {}
+  std::string_view name() const override { return "faulty"; }
+  ThreadPool* thread_pool() override { return inner_.thread_pool(); }
+  bool supports(const OpKey& key) const override { return inner_.supports(key); }
+  void synchronize() override { inner_.synchronize(); }
+#define D0_FORWARD_KERNEL(method, Args, op_name) \
+  void method(const Args& a) override {          \
+    before(#method);                             \
+    inner_.method(a);                            \
+    after(#method, a);                           \
+  }
+  D0_FOR_EACH_KERNEL(D0_FORWARD_KERNEL)
+#undef D0_FORWARD_KERNEL
+
+  bool throw_in_matmul = false;  // a worker of the pool throws bad_alloc inside the matmul's job
+  int64_t poison_add = -1;       // the n-th add call (1-based) writes a NaN into its output
+
+ private:
+  void before(std::string_view op) {
+    if (op == "matmul" && throw_in_matmul) {
+      ThreadPool& pool = *inner_.thread_pool();
+      pool.run([&](int t) {
+        if (t == pool.size() - 1) throw std::bad_alloc();
+      });
+    }
+  }
+  template <typename Args>
+  void after(std::string_view, const Args&) {}
+  void after(std::string_view op, const BinaryArgs& a) {
+    if (op == "add" && ++adds_ == poison_add) a.out.row(0)[0] = NAN;
+  }
+
+  Backend& inner_;
+  int64_t adds_ = 0;
+};
+
+TEST(EngineErrors, AKernelThatThrowsInsideThePoolIsAnErrorOfTheStep) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_NE(run->backend->thread_pool(), nullptr);
+  ASSERT_GT(run->backend->thread_pool()->size(), 1);
+  FaultyBackend faulty(*run->backend);
+  auto engine = Engine::create(run->model.spec, run->model.weights, faulty);
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<int32_t> ids = {1, 2, 3};
+  KvCache cache = (*engine)->new_cache();
+  const SequenceStep step{&cache, ids};
+  faulty.throw_in_matmul = true;
+  const auto failed = (*engine)->forward(std::span(&step, 1));
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kResourceExhausted) << failed.status().to_string();
+  // The same engine and pool still work afterwards.
+  faulty.throw_in_matmul = false;
+  KvCache fresh = (*engine)->new_cache();
+  const SequenceStep again{&fresh, ids};
+  EXPECT_TRUE((*engine)->forward(std::span(&again, 1)).is_ok());
+}
+
+TEST(EngineErrors, NonFiniteLogitsNameTheFirstLayerThatProducedThem) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_GE(run->model.spec.n_layers, 2);
+  FaultyBackend faulty(*run->backend);
+  faulty.poison_add = 3;  // dense layers add twice each: the third add is layer 1's attention residual
+  auto engine = Engine::create(run->model.spec, run->model.weights, faulty);
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<int32_t> ids = {1, 2, 3};
+  auto g = generate(**engine, ids, 4, SamplingParams{});
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(g.status().message().find("decoder layer 1 of"), std::string::npos) << g.status().to_string();
+}
+
+TEST(Generation, SamplingParametersAreValidatedUpFront) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const std::vector<int32_t> ids = {1, 2, 3};
+  for (auto bad : {SamplingParams{.greedy = false, .temperature = NAN},
+                   SamplingParams{.greedy = false, .temperature = -0.5f},
+                   SamplingParams{.greedy = false, .temperature = 1.0f, .top_p = 0.0f},
+                   SamplingParams{.greedy = false, .temperature = 1.0f, .top_p = 1.5f},
+                   SamplingParams{.greedy = false, .temperature = 1.0f, .top_p = NAN},
+                   SamplingParams{.greedy = false, .temperature = 1.0f, .top_k = -1}}) {
+    const auto g = generate(*run->engine, ids, 2, bad);
+    ASSERT_FALSE(g.is_ok());
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << g.status().to_string();
+  }
+}
+
+TEST(Generation, ATinyTemperaturePicksTheArgmax) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const auto ids32 = [](const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); };
+  const auto ids = ids32(run->reference.prompts.front().input_ids);
+  const auto greedy = generate(*run->engine, ids, 6, SamplingParams{});
+  ASSERT_TRUE(greedy.is_ok());
+  for (uint64_t seed : {1u, 7u, 99u}) {
+    const auto cold =
+        generate(*run->engine, ids, 6, SamplingParams{.greedy = false, .temperature = 1e-15f, .seed = seed});
+    ASSERT_TRUE(cold.is_ok()) << cold.status().to_string();
+    EXPECT_EQ(cold->tokens(), greedy->tokens()) << "seed " << seed;
+  }
+}
+
+TEST(Generation, StopsAtTheContextLimitAndRefusesPromptsLongerThanIt) {
+  auto run = open_golden("qwen3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ModelSpec spec = run->model.spec;
+  ASSERT_EQ(spec.rope.type, RopeType::kDefault);  // the frequencies do not depend on the context
+  spec.max_position_embeddings = 10;
+  auto engine = Engine::create(spec, run->model.weights, *run->backend);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  const auto g = generate(**engine, prompt, 100, SamplingParams{});
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  // Positions 0..9 can be fed: the prompt (4), then 6 generated tokens fed back; the 7th is the last.
+  EXPECT_EQ(g->steps.size(), 7u);
+  EXPECT_EQ(g->finish_reason, "length");
+  const std::vector<int32_t> too_long(11, 3);
+  const auto refused = generate(**engine, too_long, 1, SamplingParams{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("context of 10"), std::string::npos)
+      << refused.status().to_string();
+  // Stop tokens end a sequence with "stop".
+  const std::vector<int32_t> stops = {g->steps[1].chosen.token};
+  GenerationRequest r{.prompt = prompt, .max_new = 100, .stop_tokens = stops};
+  const auto stopped = generate_batch(**engine, std::span(&r, 1));
+  ASSERT_TRUE(stopped.is_ok());
+  EXPECT_EQ(stopped->front().finish_reason, "stop");
+  EXPECT_LE(stopped->front().steps.size(), 2u);
+}
+
+}  // namespace
+}  // namespace day0::testing
