@@ -173,7 +173,25 @@ class Renderer {
     if (ns == nullptr || !ns->is_dict() || !ns->as_dict().is_namespace) {
       throw TemplateError("cannot assign attribute on non-namespace object");
     }
+    // Setting an attribute is the one way a template can make a value contain itself; a cycle of
+    // shared containers would never be freed, so it is refused.
+    if (reaches(value, &ns->as_dict())) throw TemplateError("a namespace cannot contain itself");
     ns->as_dict().set(s.attribute, std::move(value));
+  }
+
+  static bool reaches(const Value& v, const Dict* target) {
+    const NestingGuard guard;
+    if (v.is_dict()) {
+      if (&v.as_dict() == target) return true;
+      for (const auto& kv : v.as_dict().items) {
+        if (reaches(kv.second, target)) return true;
+      }
+    } else if (v.is_list()) {
+      for (const Value& item : v.as_list()) {
+        if (reaches(item, target)) return true;
+      }
+    }
+    return false;
   }
 
   void exec_for(const Stmt& s, Scope& scope, std::string& out) {
