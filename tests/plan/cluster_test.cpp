@@ -126,6 +126,9 @@ TEST(ClusterJson, NegativeZeroAndNonIntegerFieldsAreRejected) {
       {"\"devices_per_node\": 4", "\"devices_per_node\": 2.5"},
       {"\"fp8\": 1000", "\"fp8\": -1"},
       {"\"memory_bandwidth_gb_s\": 4000", "\"memory_bandwidth_gb_s\": \"fast\""},
+      // Names of the wrong type threw json::type_error (exit 3; found by the cluster fuzz target).
+      {"\"name\": \"X1\"", "\"name\": 300"},
+      {"\"name\": \"lab\"", "\"name\": [1]"},
   };
   for (const auto& [from, to] : cases) {
     auto c = parse_cluster_json(replace(kGoodCluster, from, to), "lab.json");

@@ -65,13 +65,24 @@ Result<LinkSpec> link_at(const json& root, const char* key) {
   return out;
 }
 
+// An optional string field (json::value would throw on a number: found by the cluster fuzz target).
+Result<std::string> name_at(const json& obj, const char* key, const char* fallback,
+                            const std::string& where) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string(fallback);
+  if (!it->is_string()) {
+    return invalid_argument(fmt::format("{}{}: expected a string, found {}", where, key, json_excerpt(*it)));
+  }
+  return it->get<std::string>();
+}
+
 Result<DeviceSpec> device_at(const json& root) {
   if (!root.contains("device") || !root.at("device").is_object()) {
     return invalid_argument("device: missing (an object with memory, bandwidth and peak FLOP/s)");
   }
   const json& dev = root.at("device");
   DeviceSpec out;
-  out.name = dev.value("name", std::string("device"));
+  D0_ASSIGN_OR_RETURN(out.name, name_at(dev, "name", "device", "device."));
   if (dev.contains("memory_gib")) {
     D0_ASSIGN_OR_RETURN(double gib, number_at(dev, "memory_gib", "device"));
     out.memory_bytes = gib * 1024.0 * 1024.0 * 1024.0;
@@ -123,7 +134,7 @@ Result<ClusterSpec> parse_cluster_json(std::string_view text, const std::string&
   if (!root.is_object()) return parse_error(origin + ": expected a JSON object at the top level");
   auto parse = [&]() -> Result<ClusterSpec> {
     ClusterSpec out;
-    out.name = root.value("name", std::string("cluster"));
+    D0_ASSIGN_OR_RETURN(out.name, name_at(root, "name", "cluster", ""));
     D0_ASSIGN_OR_RETURN(out.nodes, count_at(root, "nodes", kMaxNodes));
     D0_ASSIGN_OR_RETURN(out.devices_per_node, count_at(root, "devices_per_node", kMaxDevicesPerNode));
     D0_ASSIGN_OR_RETURN(out.device, device_at(root));
