@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/io/gguf_convert.h"
 #include "day0/model/config_parser.h"
 #include "day0/model/family_registry.h"
 
@@ -64,7 +65,12 @@ Result<ResolvedModel> resolve_model(const std::string& arg) {
   namespace fs = std::filesystem;
   ResolvedModel out;
   std::error_code ec;
-  const fs::path path(arg);
+  // A .gguf file stands for the Hugging Face folder it converts to (cached; see io/gguf_convert.h).
+  std::string folder_arg = arg;
+  if (gguf::is_gguf_file(arg)) {
+    D0_ASSIGN_OR_RETURN(folder_arg, gguf::gguf_cached_hf_folder(arg));
+  }
+  const fs::path path(folder_arg);
   if (fs::exists(path, ec)) {
     fs::path config = path;
     if (fs::is_directory(path, ec)) {

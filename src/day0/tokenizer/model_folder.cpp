@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/core/json_reader.h"
+#include "day0/io/gguf_convert.h"
 #include "day0/tokenizer/file_io.h"
 #include "day0/tokenizer/tokenizer.h"
 
@@ -124,7 +125,13 @@ Result<TiktokenSpec> spec_for(const fs::path& dir, const fs::path& rank_file) {
 
 }  // namespace
 
-Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const fs::path& dir) {
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const fs::path& model_path) {
+  fs::path dir = model_path;
+  // A .gguf file: its tokenizer as rebuilt in the converted folder (io/gguf_convert.h).
+  if (gguf::is_gguf_file(model_path.string())) {
+    D0_ASSIGN_OR_RETURN(std::string folder, gguf::gguf_cached_hf_folder(model_path.string()));
+    dir = folder;
+  }
   if (!fs::is_directory(dir)) return not_found(fmt::format("{}: not a folder", dir.string()));
   TokenizerParts parts;
   if (fs::exists(dir / "tokenizer.json")) {

@@ -82,8 +82,9 @@ class Tokenizer {
   size_t vocab_size_ = 0;
 };
 
-// Loads tokenizer.json(.gz) or a tiktoken file from a model folder, with its configs.
-Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::filesystem::path& dir);
+// Loads tokenizer.json(.gz) or a tiktoken file from a model folder, with its configs. A .gguf file
+// stands for the folder it converts to (io/gguf_convert.h: converted once into a cache folder).
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::filesystem::path& model_path);
 
 // Loads one tokenizer.json (or .json.gz) file; configs beside it are read too.
 Result<TokenizerParts> load_tokenizer_json(const std::filesystem::path& file);
