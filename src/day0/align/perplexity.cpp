@@ -93,12 +93,13 @@ Result<PerplexityResult> compute_perplexity(Engine& engine, std::span<const int3
     for (int64_t start = 0; start < context; start += options.batch) {
       const int64_t n = std::min(options.batch, context - start);
       SequenceStep step{&cache, std::span<const int32_t>(window.data() + start, static_cast<size_t>(n))};
-      const FloatMatrix logits = engine.forward(std::span<const SequenceStep>(&step, 1));  // [n, vocab]
+      // [n, vocab], valid until the next forward call
+      D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span<const SequenceStep>(&step, 1)));
       D0_CHECK(logits.rows == n && logits.cols == vocab);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t pos = start + i;
         if (pos < first || pos > context - 2) continue;
-        std::copy_n(logits.row(i).begin(), vocab, scored.row(pos - first).begin());
+        std::copy_n(logits.row(i), vocab, scored.row(pos - first).begin());
       }
     }
     for (int64_t k = 0; k < scored.rows; ++k) {
