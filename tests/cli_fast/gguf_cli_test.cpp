@@ -27,35 +27,10 @@ std::vector<float> waves(uint64_t rows, uint64_t cols, float phase) {
   return v;
 }
 
-// hidden 8, 2 heads of 4, 1 KV head, FFN 16, one layer, a 6-token byte-level BPE vocabulary.
 GgufBuilder tiny_llama() {
-  GgufBuilder b;
-  b.str("general.architecture", "llama").str("general.name", "tiny");
-  b.u32("llama.block_count", 1).u32("llama.embedding_length", 8).u32("llama.feed_forward_length", 16);
-  b.u32("llama.attention.head_count", 2).u32("llama.attention.head_count_kv", 1);
-  b.f32("llama.rope.freq_base", 10000.0f).f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  b.u32("llama.context_length", 64).u32("llama.rope.dimension_count", 4);
-  b.str("tokenizer.ggml.model", "gpt2").str("tokenizer.ggml.pre", "smollm");
-  b.strings("tokenizer.ggml.tokens", {"<|endoftext|>", "a", "b", "ab", "\xc4\xa0",
-                                      "\xc4\xa0"
-                                      "ab"});
-  b.i32s("tokenizer.ggml.token_type", {3, 1, 1, 1, 1, 1});
-  b.strings("tokenizer.ggml.merges", {"a b", "\xc4\xa0 ab"});
-  b.u32("tokenizer.ggml.bos_token_id", 0).u32("tokenizer.ggml.eos_token_id", 0);
-  b.boolean("tokenizer.ggml.add_bos_token", false);
-  b.str("tokenizer.chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}");
-  b.f32_tensor("token_embd.weight", {8, 6}, waves(6, 8, 0.1f));
-  b.f32_tensor("output_norm.weight", {8}, std::vector<float>(8, 1.0f));
-  b.f32_tensor("blk.0.attn_norm.weight", {8}, std::vector<float>(8, 1.0f));
-  b.f32_tensor("blk.0.ffn_norm.weight", {8}, std::vector<float>(8, 1.0f));
-  b.f32_tensor("blk.0.attn_q.weight", {8, 8}, waves(8, 8, 0.2f));
-  b.f32_tensor("blk.0.attn_k.weight", {8, 4}, waves(4, 8, 0.3f));
-  b.f32_tensor("blk.0.attn_v.weight", {8, 4}, waves(4, 8, 0.4f));
-  b.f32_tensor("blk.0.attn_output.weight", {8, 8}, waves(8, 8, 0.5f));
-  b.f32_tensor("blk.0.ffn_gate.weight", {8, 16}, waves(16, 8, 0.6f));
-  b.f32_tensor("blk.0.ffn_up.weight", {8, 16}, waves(16, 8, 0.7f));
-  b.f32_tensor("blk.0.ffn_down.weight", {16, 8}, waves(8, 16, 0.8f));
-  return b;
+  return tiny_llama_gguf([](uint64_t rows, uint64_t cols, int index) {
+    return waves(rows, cols, 0.1f * static_cast<float>(index + 1));
+  });
 }
 
 class GgufCli : public ::testing::Test {

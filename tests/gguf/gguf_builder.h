@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -122,5 +123,39 @@ class GgufBuilder {
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;
 };
+
+// hidden 8, 2 heads of 4, 1 KV head, FFN 16, one layer, a 6-token byte-level BPE vocabulary.
+// `values(rows, cols, index)` gives the row-major F32 values of the index-th 2-D weight.
+inline GgufBuilder tiny_llama_gguf(
+    const std::function<std::vector<float>(uint64_t rows, uint64_t cols, int index)>& values,
+    const std::string& pre = "smollm") {
+  GgufBuilder b;
+  b.str("general.architecture", "llama").str("general.name", "tiny");
+  b.u32("llama.block_count", 1).u32("llama.embedding_length", 8).u32("llama.feed_forward_length", 16);
+  b.u32("llama.attention.head_count", 2).u32("llama.attention.head_count_kv", 1);
+  b.f32("llama.rope.freq_base", 100000.0f).f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  b.u32("llama.context_length", 64).u32("llama.rope.dimension_count", 4);
+  b.str("tokenizer.ggml.model", "gpt2").str("tokenizer.ggml.pre", pre);
+  b.strings("tokenizer.ggml.tokens", {"<|endoftext|>", "a", "b", "ab", "\xc4\xa0",
+                                      "\xc4\xa0"
+                                      "ab"});
+  b.i32s("tokenizer.ggml.token_type", {3, 1, 1, 1, 1, 1});
+  b.strings("tokenizer.ggml.merges", {"a b", "\xc4\xa0 ab"});
+  b.u32("tokenizer.ggml.bos_token_id", 0).u32("tokenizer.ggml.eos_token_id", 0);
+  b.boolean("tokenizer.ggml.add_bos_token", false);
+  b.str("tokenizer.chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}");
+  b.f32_tensor("token_embd.weight", {8, 6}, values(6, 8, 0));
+  b.f32_tensor("output_norm.weight", {8}, std::vector<float>(8, 1.0f));
+  b.f32_tensor("blk.0.attn_norm.weight", {8}, std::vector<float>(8, 1.0f));
+  b.f32_tensor("blk.0.ffn_norm.weight", {8}, std::vector<float>(8, 1.0f));
+  b.f32_tensor("blk.0.attn_q.weight", {8, 8}, values(8, 8, 1));
+  b.f32_tensor("blk.0.attn_k.weight", {8, 4}, values(4, 8, 2));
+  b.f32_tensor("blk.0.attn_v.weight", {8, 4}, values(4, 8, 3));
+  b.f32_tensor("blk.0.attn_output.weight", {8, 8}, values(8, 8, 4));
+  b.f32_tensor("blk.0.ffn_gate.weight", {8, 16}, values(16, 8, 5));
+  b.f32_tensor("blk.0.ffn_up.weight", {8, 16}, values(16, 8, 6));
+  b.f32_tensor("blk.0.ffn_down.weight", {16, 8}, values(8, 16, 7));
+  return b;
+}
 
 }  // namespace day0::testing
