@@ -12,8 +12,8 @@ struct CliResult {
   std::string err;         // stderr
 };
 
-// Runs DAY0_CLI_PATH with args (no shell involved), optionally in working directory `cwd`, with
-// `stdin_text` as its standard input (empty: /dev/null).
+// Runs DAY0_CLI_PATH (or $DAY0_CLI_UNDER_TEST) with args (no shell involved), optionally in working directory
+// `cwd`, with `stdin_text` as its standard input (empty: /dev/null).
 CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd = "",
                   const std::string& stdin_text = "");
 

@@ -71,7 +71,10 @@ CliResult run_child(const std::vector<std::string>& args, const std::string& cwd
       if (eq != std::string::npos) setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
     }
     std::vector<char*> argv;
-    std::string binary = DAY0_CLI_PATH;
+    // DAY0_CLI_UNDER_TEST runs the same cases against another build (e.g. an older one, to show
+    // that a regression test fails where the defect is still present).
+    const char* under_test = std::getenv("DAY0_CLI_UNDER_TEST");
+    std::string binary = under_test != nullptr && *under_test != '\0' ? under_test : DAY0_CLI_PATH;
     argv.push_back(binary.data());
     std::vector<std::string> copies(args);
     for (auto& a : copies) argv.push_back(a.data());
