@@ -97,6 +97,8 @@ const Registrar kAdapt(
                      "alignment plan performance stability)")
           ->delimiter(',');
       app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
+      app.add_flag("--strict-config", o->adapt.strict_config,
+                   "A config key Day0 does not account for fails the structure stage");
       app.add_option("--seed", o->adapt.seed, "Seed of the miniature's random weights")
           ->capture_default_str();
       // The runs use the miniature, whose context is small: both lengths stay within kMaxAdaptRunTokens.

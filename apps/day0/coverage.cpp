@@ -19,6 +19,7 @@ struct CoverageOptions {
   std::string backend = "cpu";
   bool json = false;
   bool strict_ops = false;
+  bool strict_config = false;
   bool matrix = false;
   int64_t context = kDefaultOpContext;
 };
@@ -34,7 +35,7 @@ int run_coverage(const CoverageOptions& o) {
   }
   if (o.model.empty())
     return report_error("coverage", invalid_argument("MODEL is required (or use --matrix)"));
-  auto resolved = resolve_model(o.model);
+  auto resolved = resolve_model(o.model, o.strict_config);
   if (!resolved) return report_error("coverage", resolved.status());
   auto list = build_op_list(resolved->spec, o.context);
   if (!list) return report_error("coverage", list.status().with_context(o.model));
@@ -44,9 +45,11 @@ int run_coverage(const CoverageOptions& o) {
   auto report = compute_coverage(o.model, resolved->spec, *list, o.backend, options);
   if (!report) return report_error("coverage", report.status());
   if (o.json) {
-    fmt::print("{}\n", coverage_json(*report).dump(2));
+    auto out = coverage_json(*report);
+    out["unknown_config_keys"] = resolved->config_audit.unknown_keys;
+    fmt::print("{}\n", out.dump(2));
   } else {
-    fmt::print("{}", coverage_text(*report));
+    fmt::print("{}{}", coverage_text(*report), unknown_keys_text(resolved->config_audit));
   }
   return report->failed() ? kExitCheckFailed : kExitOk;
 }
@@ -61,6 +64,8 @@ const Registrar kRegistrar{
           ->check(CLI::IsMember({"reference", "cpu", "partial"}));
       app.add_flag("--json", o->json, "print JSON instead of tables");
       app.add_flag("--strict-ops", o->strict_ops, "treat host fallback as an error (exit 1)");
+      app.add_flag("--strict-config", o->strict_config,
+                   "fail (exit 2) on a config key Day0 does not account for");
       app.add_flag("--matrix", o->matrix, "print the op x backend x weight-format support matrix");
       app.add_option("--context", o->context, "cached tokens for the per-token FLOPs/bytes shares")
           ->check(CLI::PositiveNumber);

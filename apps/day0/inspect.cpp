@@ -178,18 +178,23 @@ void print_human(const ModelSummary& m) {
 struct InspectOptions {
   std::string model;
   bool json = false;
+  bool strict_config = false;
   int64_t context = kDefaultOpContext;
 };
 
 int run_inspect(const InspectOptions& options) {
-  auto resolved = resolve_model(options.model);
+  auto resolved = resolve_model(options.model, options.strict_config);
   if (!resolved.is_ok()) return report_error("inspect", resolved.status());
   auto summary = summarize_model(resolved->spec, resolved->source, options.context);
   if (!summary.is_ok()) return report_error("inspect", summary.status());
+  const auto& unknown = resolved->config_audit.unknown_keys;
   if (options.json) {
-    fmt::print("{}\n", summary_to_json(*summary).dump(2));
+    auto out = summary_to_json(*summary);
+    out["unknown_config_keys"] = unknown;
+    fmt::print("{}\n", out.dump(2));
   } else {
     print_human(*summary);
+    if (!unknown.empty()) fmt::print("\n{}", unknown_keys_text(resolved->config_audit));
   }
   return kExitOk;
 }
@@ -203,6 +208,8 @@ const Registrar kInspect(
                          catalog_names_text() + ")")
           ->required();
       app.add_flag("--json", options->json, "Print everything as JSON");
+      app.add_flag("--strict-config", options->strict_config,
+                   "Fail (exit 2) on a config key Day0 does not account for");
       app.add_option("--context", options->context, "Cached tokens assumed for per-token operator figures")
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
           ->capture_default_str();

@@ -369,7 +369,65 @@ TEST(Manifest, Glm4MoeBiasQkNormAndSharedExperts) {
             "model.layers.0.mlp.shared_experts.up_proj.weight [4, 8] BF16\n"
             "model.layers.0.mlp.shared_experts.down_proj.weight [8, 4] BF16\n"
             "model.norm.weight [8] BF16\n"
-            "lm_head.weight [16, 8] BF16\n");
+            "lm_head.weight [16, 8] BF16\n"
+            // The MTP layer declared by num_nextn_predict_layers: a decoder layer like the last one
+            // plus its own embedding, norms, eh_proj and head.
+            "model.layers.2.embed_tokens.weight [16, 8] BF16\n"
+            "model.layers.2.enorm.weight [8] BF16\n"
+            "model.layers.2.hnorm.weight [8] BF16\n"
+            "model.layers.2.eh_proj.weight [8, 16] F8_E4M3\n"
+            "model.layers.2.eh_proj.weight_scale_inv [2, 4] F32\n"
+            "model.layers.2.shared_head.norm.weight [8] BF16\n"
+            "model.layers.2.shared_head.head.weight [16, 8] BF16\n"
+            "model.layers.2.input_layernorm.weight [8] BF16\n"
+            "model.layers.2.self_attn.q_a_proj.weight [6, 8] F8_E4M3\n"
+            "model.layers.2.self_attn.q_a_proj.weight_scale_inv [2, 2] F32\n"
+            "model.layers.2.self_attn.q_a_layernorm.weight [6] BF16\n"
+            "model.layers.2.self_attn.q_b_proj.weight [8, 6] F8_E4M3\n"
+            "model.layers.2.self_attn.q_b_proj.weight_scale_inv [2, 2] F32\n"
+            "model.layers.2.self_attn.kv_a_proj_with_mqa.weight [6, 8] F8_E4M3\n"
+            "model.layers.2.self_attn.kv_a_proj_with_mqa.weight_scale_inv [2, 2] F32\n"
+            "model.layers.2.self_attn.kv_a_layernorm.weight [4] BF16\n"
+            "model.layers.2.self_attn.kv_b_proj.weight [10, 4] F8_E4M3\n"
+            "model.layers.2.self_attn.kv_b_proj.weight_scale_inv [3, 1] F32\n"
+            "model.layers.2.self_attn.o_proj.weight [8, 6] F8_E4M3\n"
+            "model.layers.2.self_attn.o_proj.weight_scale_inv [2, 2] F32\n"
+            "model.layers.2.post_attention_layernorm.weight [8] BF16\n"
+            "model.layers.2.mlp.gate.weight [2, 8] BF16\n"
+            "model.layers.2.mlp.gate.e_score_correction_bias [2] F32\n"
+            "model.layers.2.mlp.experts.0.gate_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.experts.0.gate_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.experts.0.up_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.experts.0.up_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.experts.0.down_proj.weight [8, 4] F8_E4M3\n"
+            "model.layers.2.mlp.experts.0.down_proj.weight_scale_inv [2, 1] F32\n"
+            "model.layers.2.mlp.experts.1.gate_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.experts.1.gate_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.experts.1.up_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.experts.1.up_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.experts.1.down_proj.weight [8, 4] F8_E4M3\n"
+            "model.layers.2.mlp.experts.1.down_proj.weight_scale_inv [2, 1] F32\n"
+            "model.layers.2.mlp.shared_experts.gate_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.shared_experts.gate_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.shared_experts.up_proj.weight [4, 8] F8_E4M3\n"
+            "model.layers.2.mlp.shared_experts.up_proj.weight_scale_inv [1, 2] F32\n"
+            "model.layers.2.mlp.shared_experts.down_proj.weight [8, 4] F8_E4M3\n"
+            "model.layers.2.mlp.shared_experts.down_proj.weight_scale_inv [2, 1] F32\n");
+  auto spec = parse_model_config(c, "tiny/config.json");
+  ASSERT_TRUE(spec.is_ok());
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  ModelSpec without = *spec;
+  without.n_mtp_layers = 0;
+  auto main_only = build_tensor_manifest(without);
+  ASSERT_TRUE(main_only.is_ok());
+  for (const auto& t : manifest->tensors) EXPECT_EQ(t.mtp, t.layer == 2) << t.name;
+  // MTP tensors are verified, never counted as the model's parameters.
+  auto counts = count_params(*spec, *manifest);
+  auto counts_main = count_params(without, *main_only);
+  ASSERT_TRUE(counts.is_ok() && counts_main.is_ok());
+  EXPECT_EQ(counts->total, counts_main->total);
+  EXPECT_EQ(counts->stored_bytes, counts_main->stored_bytes);
 }
 
 TEST(Manifest, GptOssMxfp4BlocksScalesAndBiases) {

@@ -205,10 +205,15 @@ class Verifier {
     report_.n_manifest_tensors = static_cast<int64_t>(manifest.tensors.size());
     std::set<std::string> expected_names;
     int64_t n_layers = 0;
-    for (const auto& spec : manifest.tensors) n_layers = std::max(n_layers, spec.layer + 1);
+    for (const auto& spec : manifest.tensors) {
+      if (!spec.mtp) n_layers = std::max(n_layers, spec.layer + 1);
+    }
     for (const auto& spec : manifest.tensors) {
       expected_names.insert(spec.name);
-      const std::string want = describe(spec.dtype, spec.shape);
+      std::string want = describe(spec.dtype, spec.shape);
+      for (DType also : spec.also_accepted) {
+        want.insert(dtype_name(spec.dtype).size(), fmt::format(" or {}", dtype_name(also)));
+      }
       const auto it = where_.find(spec.name);
       if (it == where_.end()) {
         std::string shard;
@@ -220,6 +225,13 @@ class Verifier {
             if (!shard_readable(shard)) why = "its shard " + shard + " is missing or unreadable";
           }
         }
+        if (spec.mtp) {
+          // Releases repackaged for inference often drop the MTP layers; decoding does not need them.
+          add({"structure", "missing_mtp_tensor", false, shard, spec.name, want, "absent",
+               "a multi-token-prediction tensor the config declares (num_nextn_predict_layers); plain "
+               "decoding does not read it (informational)"});
+          continue;
+        }
         add({"structure", "missing_tensor", true, shard, spec.name, want, "absent", why});
         continue;
       }
@@ -227,7 +239,8 @@ class Verifier {
       const std::string found = describe(entry.dtype, entry.shape);
       const bool shape_ok =
           std::equal(entry.shape.begin(), entry.shape.end(), spec.shape.begin(), spec.shape.end());
-      if (!shape_ok || entry.dtype != spec.dtype) {
+      // The weight table lists the dtypes publishers use (F32 routers inside BF16 checkpoints, ...).
+      if (!shape_ok || !spec.accepts(entry.dtype)) {
         add({"structure", shape_ok ? "dtype_mismatch" : "shape_mismatch", true,
              layout_.shards[it->second.shard], spec.name, want, found,
              shape_ok ? "wrong dtype" : "wrong shape"});

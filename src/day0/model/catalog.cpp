@@ -52,16 +52,16 @@ std::string nearest_catalog_name(std::string_view name) {
 
 }  // namespace
 
-Result<ModelSpec> catalog_model(std::string_view name) {
+Result<ModelSpec> catalog_model(std::string_view name, ConfigAudit* audit, bool strict) {
   const CatalogEntry* entry = find_catalog_entry(name);
   if (entry == nullptr) {
     return not_found(fmt::format("\"{}\" is not in the built-in catalog (nearest: {}; catalog: {})", name,
                                  nearest_catalog_name(name), catalog_names_text()));
   }
-  return parse_model_config(entry->config(), "catalog:" + entry->name);
+  return parse_model_config(entry->config(), "catalog:" + entry->name, audit, strict);
 }
 
-Result<ResolvedModel> resolve_model(const std::string& arg) {
+Result<ResolvedModel> resolve_model(const std::string& arg, bool strict_config) {
   namespace fs = std::filesystem;
   ResolvedModel out;
   std::error_code ec;
@@ -82,12 +82,12 @@ Result<ResolvedModel> resolve_model(const std::string& arg) {
     } else {
       out.folder = path.parent_path();
     }
-    D0_ASSIGN_OR_RETURN(out.spec, load_model_config(config));
+    D0_ASSIGN_OR_RETURN(out.spec, load_model_config(config, &out.config_audit, strict_config));
     out.source = config.string();
     return out;
   }
   if (find_catalog_entry(arg) != nullptr) {
-    D0_ASSIGN_OR_RETURN(out.spec, catalog_model(arg));
+    D0_ASSIGN_OR_RETURN(out.spec, catalog_model(arg, &out.config_audit, strict_config));
     out.source = "catalog:" + arg;
     out.from_catalog = true;
     return out;

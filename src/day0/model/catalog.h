@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
+#include "day0/model/config_parser.h"
 #include "day0/model/model_spec.h"
 
 namespace day0 {
@@ -27,7 +28,7 @@ struct CatalogEntry {
 const std::vector<CatalogEntry>& model_catalog();
 const CatalogEntry* find_catalog_entry(std::string_view name);
 // Parses a catalog entry; unknown names give kNotFound listing the catalog and the nearest name.
-Result<ModelSpec> catalog_model(std::string_view name);
+Result<ModelSpec> catalog_model(std::string_view name, ConfigAudit* audit = nullptr, bool strict = false);
 std::string catalog_names_text();  // "deepseek-v3, deepseek-r1, ..."
 
 // Entry groups, one file each.
@@ -41,7 +42,9 @@ struct ResolvedModel {
   std::string source;            // the config path, or "catalog:<name>"
   std::filesystem::path folder;  // the checkpoint folder ("" for catalog entries)
   bool from_catalog = false;
+  ConfigAudit config_audit;  // keys of the config Day0 does not account for
 };
-Result<ResolvedModel> resolve_model(const std::string& arg);
+// `strict_config`: an unknown config key is an error (--strict-config).
+Result<ResolvedModel> resolve_model(const std::string& arg, bool strict_config = false);
 
 }  // namespace day0

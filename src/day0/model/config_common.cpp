@@ -7,7 +7,8 @@ namespace day0 {
 namespace {
 
 Result<DType> parse_torch_dtype(const ConfigReader& cfg) {
-  // transformers v5 renamed torch_dtype to dtype.
+  // transformers v5 renamed torch_dtype to dtype (4.56+ writes dtype too).
+  cfg.mark_used("dtype");
   const char* key = cfg.present("torch_dtype") ? "torch_dtype" : "dtype";
   D0_ASSIGN_OR_RETURN(std::string name, cfg.optional_string(key, "bfloat16"));
   if (name == "bfloat16") return DType::kBF16;
@@ -28,7 +29,14 @@ const char* torch_dtype_name(DType dtype) {
 }
 
 Result<RopeType> parse_rope_type(const ConfigReader& rope) {
+  // "type" is the legacy spelling (DeepSeek's remote code still reads it); both may be present.
   const char* key = rope.present("rope_type") ? "rope_type" : "type";
+  if (rope.present("rope_type") && rope.present("type")) {
+    D0_ASSIGN_OR_RETURN(std::string a, rope.required_string("rope_type"));
+    D0_ASSIGN_OR_RETURN(std::string b, rope.required_string("type"));
+    if (a != b) return rope.invalid("type", fmt::format("\"{}\" disagrees with rope_type \"{}\"", b, a));
+  }
+  rope.mark_used("type");
   D0_ASSIGN_OR_RETURN(std::string name, rope.optional_string(key, "default"));
   if (name == "default") return RopeType::kDefault;
   if (name == "linear") return RopeType::kLinear;
@@ -53,6 +61,13 @@ Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
   spec.rope = RopeScaling{};
   if (!params) return Status::ok();
   const ConfigReader& rope = *params;
+  // transformers 5 moves partial_rotary_factor into rope_parameters.
+  if (rope.present("partial_rotary_factor")) {
+    D0_ASSIGN_OR_RETURN(spec.partial_rotary_factor, rope.required_double("partial_rotary_factor"));
+    if (!(spec.partial_rotary_factor > 0.0 && spec.partial_rotary_factor <= 1.0)) {
+      return rope.mismatch("partial_rotary_factor", "a number in (0, 1]");
+    }
+  }
   D0_ASSIGN_OR_RETURN(spec.rope.type, parse_rope_type(rope));
   RopeScaling& r = spec.rope;
   switch (r.type) {
@@ -125,12 +140,21 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     if (fmt_name != "e4m3" && fmt_name != "float8_e4m3fn") {
       return quant->mismatch("fmt", "\"e4m3\" (the only FP8 weight format supported)");
     }
+    D0_ASSIGN_OR_RETURN(std::string scheme, quant->optional_string("activation_scheme", "dynamic"));
+    if (scheme != "dynamic") {
+      return unsupported(
+          fmt::format("{}: quantization_config.activation_scheme: \"{}\" is not supported "
+                      "(Day0 keeps activations unquantized, as \"dynamic\" checkpoints allow)",
+                      cfg.source(), scheme));
+    }
     D0_ASSIGN_OR_RETURN(std::string scale_fmt, quant->optional_string("scale_fmt", ""));
     spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
     return Status::ok();
   }
   if (method == "mxfp4") {
     spec.weights.format = WeightFormat::kMxfp4;
+    // The weight table knows which modules stay unquantized (attention, router, embeddings).
+    quant->mark_used("modules_to_not_convert");
     spec.weights.block_rows = 1;
     spec.weights.block_cols = 32;
     return Status::ok();
@@ -169,6 +193,12 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
   D0_ASSIGN_OR_RETURN(spec.rms_norm_eps, cfg.optional_double("rms_norm_eps", defaults.rms_norm_eps));
   if (!(spec.rms_norm_eps > 0.0)) return cfg.mismatch("rms_norm_eps", "a positive number");
   D0_ASSIGN_OR_RETURN(spec.rope_theta, cfg.optional_double("rope_theta", defaults.rope_theta));
+  // Top level in transformers 4; parse_rope overrides it from rope_parameters (transformers 5).
+  D0_ASSIGN_OR_RETURN(spec.partial_rotary_factor,
+                      cfg.optional_double("partial_rotary_factor", defaults.partial_rotary_factor));
+  if (!(spec.partial_rotary_factor > 0.0 && spec.partial_rotary_factor <= 1.0)) {
+    return cfg.mismatch("partial_rotary_factor", "a number in (0, 1]");
+  }
   D0_RETURN_IF_ERROR(parse_rope(cfg, spec));
   if (!(spec.rope_theta > 0.0)) return cfg.mismatch("rope_theta", "a positive number");
   D0_ASSIGN_OR_RETURN(spec.tie_word_embeddings, cfg.optional_bool("tie_word_embeddings", false));
@@ -179,9 +209,40 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
     return unsupported(
         fmt::format("{}: hidden_act: \"{}\" is not supported (expected \"silu\")", cfg.source(), act));
   }
+  // Dropout is off at inference in transformers, but a non-zero rate says the config was written for
+  // training semantics Day0 does not reproduce: refuse rather than guess.
+  D0_ASSIGN_OR_RETURN(double attention_dropout, cfg.optional_double("attention_dropout", 0.0));
+  if (attention_dropout != 0.0) {
+    return unsupported(fmt::format("{}: attention_dropout: {} is not supported (Day0 implements 0)",
+                                   cfg.source(), attention_dropout));
+  }
   spec.layers.assign(static_cast<size_t>(spec.n_layers), LayerSpec{});
   for (auto& layer : spec.layers) layer.dense_intermediate = spec.intermediate_size;
   return Status::ok();
+}
+
+void ignore_keys(const ConfigReader& cfg, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) cfg.mark_used(key);
+}
+
+Result<int64_t> aliased_int(const ConfigReader& cfg, std::initializer_list<const char*> keys, int64_t min,
+                            int64_t max, std::optional<int64_t> fallback) {
+  std::optional<int64_t> found;
+  const char* found_key = nullptr;
+  for (const char* key : keys) {
+    if (!cfg.present(key)) continue;
+    D0_ASSIGN_OR_RETURN(int64_t value, cfg.required_int(key, min, max));
+    if (found && *found != value) {
+      return cfg.invalid(key, fmt::format("{} disagrees with {} ({}); they name the same setting", value,
+                                          found_key, *found));
+    }
+    found = value;
+    found_key = key;
+  }
+  if (found) return *found;
+  if (fallback) return *fallback;
+  return cfg.mismatch(*keys.begin(), fmt::format("an integer >= {} (also read as {})", min,
+                                                 fmt::join(std::vector<const char*>(keys), " / ")));
 }
 
 Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec) {

@@ -2,6 +2,8 @@
 // Config pieces every family shares: the core transformer sizes, RoPE scaling, quantization_config,
 // layer_types, and their inverse for writing a config back. Family files (families/*.cpp) combine them.
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +19,8 @@ struct FamilyDefaults {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   int64_t max_position_embeddings = 2048;
-  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads
+  int64_t head_dim = 0;                // 0: hidden_size / num_attention_heads
+  double partial_rotary_factor = 1.0;  // top level (v4) or inside rope_parameters (v5)
   bool require_intermediate = true;
 };
 
@@ -35,6 +38,12 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec);
 // Applies `layer_types` when the config lists them ("full_attention", "sliding_attention",
 // "chunked_attention"); returns whether it did.
 Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec);
+// Keys the family knows to be irrelevant to inference (read nothing; accounted for in the audit).
+void ignore_keys(const ConfigReader& cfg, std::initializer_list<const char*> keys);
+// An integer saved under one of several names (transformers' attribute_map aliases, e.g.
+// num_experts / num_local_experts); two present with different values is an error.
+Result<int64_t> aliased_int(const ConfigReader& cfg, std::initializer_list<const char*> keys, int64_t min,
+                            int64_t max, std::optional<int64_t> fallback = std::nullopt);
 // Marks every layer sliding with `window` (0 = leave causal).
 void set_all_sliding(ModelSpec& spec, int64_t window);
 

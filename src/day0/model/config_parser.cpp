@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "day0/core/json_reader.h"
@@ -60,6 +61,67 @@ namespace {
 
 // Llama4ForConditionalGeneration nests the text model in text_config; dtype and quantization sit at
 // the top. Merge them so the family parser sees one object.
+// Keys any transformers config may carry that never change the forward pass at inference: generic
+// PretrainedConfig fields, token ids, training-only losses and noise.
+const std::set<std::string>& irrelevant_keys() {
+  static const std::set<std::string> kKeys = {"_name_or_path",
+                                              "transformers_version",
+                                              "use_cache",
+                                              "initializer_range",
+                                              "bos_token_id",
+                                              "eos_token_id",
+                                              "pad_token_id",
+                                              "sep_token_id",
+                                              "decoder_start_token_id",
+                                              "output_router_logits",
+                                              "router_aux_loss_coef",
+                                              "router_jitter_noise",
+                                              "aux_loss_alpha",
+                                              "seq_aux",
+                                              "return_dict",
+                                              "output_hidden_states",
+                                              "output_attentions",
+                                              "torchscript",
+                                              "use_bfloat16",
+                                              "tie_encoder_decoder",
+                                              "is_encoder_decoder",
+                                              "is_decoder",
+                                              "add_cross_attention",
+                                              "cross_attention_hidden_size",
+                                              "chunk_size_feed_forward",
+                                              "pruned_heads",
+                                              "tokenizer_class",
+                                              "prefix",
+                                              "task_specific_params",
+                                              "problem_type",
+                                              "id2label",
+                                              "label2id",
+                                              "finetuning_task",
+                                              "auto_map",
+                                              "keys_to_ignore_at_inference",
+                                              "ep_size",
+                                              "pretraining_tp",
+                                              "num_labels",
+                                              "torch_compile",
+                                              "use_return_dict"};
+  return kKeys;
+}
+
+void collect_unknown(const nlohmann::json& object, const std::string& path, const std::set<std::string>& used,
+                     std::vector<std::string>& out) {
+  for (const auto& [key, value] : object.items()) {
+    const std::string key_path = path.empty() ? key : path + "." + key;
+    if (used.count(key_path)) {
+      // Objects the parser opened (rope_parameters, quantization_config, text_config) are audited
+      // key by key too.
+      if (value.is_object()) collect_unknown(value, key_path, used, out);
+      continue;
+    }
+    if (irrelevant_keys().count(key)) continue;
+    out.push_back(key_path);
+  }
+}
+
 nlohmann::json text_config_of(const nlohmann::json& root) {
   nlohmann::json text = root.at("text_config");
   for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"}) {
@@ -70,7 +132,16 @@ nlohmann::json text_config_of(const nlohmann::json& root) {
 
 }  // namespace
 
-Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::string& source) {
+std::string unknown_keys_text(const ConfigAudit& audit) {
+  std::string out;
+  for (const auto& key : audit.unknown_keys) {
+    out += fmt::format("{}: unknown field \u2014 may change the math (Day0 does not read it)\n", key);
+  }
+  return out;
+}
+
+Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::string& source,
+                                     ConfigAudit* audit, bool strict) {
   if (!config.is_object()) {
     return invalid_argument(
         fmt::format("{}: expected a JSON object at the top level, found {}", source, describe_json(config)));
@@ -90,8 +161,15 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
     if (!text) return root.mismatch("text_config", "an object with the text model's keys");
     spec.multimodal_wrapper = true;
     const nlohmann::json merged = text_config_of(config);
-    ConfigReader cfg(merged, source, "text_config");
+    const ConfigReader cfg = root.derived(merged, "text_config");
     D0_RETURN_IF_ERROR(info->parse(cfg, spec));
+    // The top-level keys the text model takes (merged above), and the vision tower's, which a
+    // text-only spec does not use.
+    for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings",
+                            "vision_config", "boi_token_index", "eoi_token_index", "image_token_index"}) {
+      root.mark_used(key);
+    }
+
   } else {
     D0_RETURN_IF_ERROR(info->parse(root, spec));
   }
@@ -103,22 +181,32 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
   }
   spec.attention_scale = derive_attention_scale(spec);
   D0_RETURN_IF_ERROR(validate_model_spec(spec).with_context(source));
+  ConfigAudit found;
+  collect_unknown(config, "", root.used_keys(), found.unknown_keys);
+  if (strict && !found.unknown_keys.empty()) {
+    return unsupported(fmt::format(
+        "{}: {}: unknown field \u2014 may change the math; --strict-config refuses "
+        "it ({} unknown field(s) in all: {})",
+        source, found.unknown_keys.front(), found.unknown_keys.size(), fmt::join(found.unknown_keys, ", ")));
+  }
+  if (audit != nullptr) *audit = std::move(found);
   return spec;
 }
 
-Result<ModelSpec> parse_model_config_text(std::string_view text, const std::string& source) {
+Result<ModelSpec> parse_model_config_text(std::string_view text, const std::string& source,
+                                          ConfigAudit* audit, bool strict) {
   D0_ASSIGN_OR_RETURN(nlohmann::json config, parse_json_text(text, source, kConfigJsonLimits));
-  return parse_model_config(config, source);
+  return parse_model_config(config, source, audit, strict);
 }
 
-Result<ModelSpec> load_model_config(const std::filesystem::path& path) {
+Result<ModelSpec> load_model_config(const std::filesystem::path& path, ConfigAudit* audit, bool strict) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return not_found(fmt::format("{}: no such file", path.string()));
   if (std::filesystem::is_directory(path, ec)) {
     return invalid_argument(fmt::format("{}: is a directory, expected a config.json file", path.string()));
   }
   D0_ASSIGN_OR_RETURN(std::string text, read_bounded_file(path, kConfigJsonLimits.max_bytes));
-  return parse_model_config_text(text, path.string());
+  return parse_model_config_text(text, path.string(), audit, strict);
 }
 
 }  // namespace day0

@@ -37,7 +37,18 @@ std::string ConfigReader::key_path(std::string_view key) const {
   return path_ + "." + std::string(key);
 }
 
+ConfigReader ConfigReader::derived(const nlohmann::json& object, std::string path) const {
+  ConfigReader out(object, source_, std::move(path));
+  out.used_ = used_;
+  return out;
+}
+
+void ConfigReader::mark_used(std::string_view key) const {
+  used_->insert(key_path(key));
+}
+
 const nlohmann::json* ConfigReader::find(std::string_view key) const {
+  mark_used(key);
   if (!object_->is_object()) return nullptr;
   auto it = object_->find(std::string(key));
   if (it == object_->end()) return nullptr;
@@ -168,7 +179,9 @@ Result<std::optional<ConfigReader>> ConfigReader::optional_object(std::string_vi
   const auto* value = find(key);
   if (value == nullptr || value->is_null()) return std::optional<ConfigReader>();
   if (!value->is_object()) return mismatch(key, "an object");
-  return std::optional<ConfigReader>(ConfigReader(*value, source_, key_path(key)));
+  ConfigReader nested(*value, source_, key_path(key));
+  nested.used_ = used_;
+  return std::optional<ConfigReader>(std::move(nested));
 }
 
 }  // namespace day0

@@ -3,7 +3,9 @@
 // and what was expected versus what was found, e.g.
 //   "ds/config.json: rope_scaling.factor: expected a number, found \"forty\"".
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +49,14 @@ class ConfigReader {
   Status mismatch(std::string_view key, std::string_view expected) const;
   Status invalid(std::string_view key, std::string_view message) const;
 
+  // Key paths this reader and the readers of its nested objects looked up (present or not): the
+  // keys a family consumes. Shared by every reader derived from one root.
+  const std::set<std::string>& used_keys() const { return *used_; }
+  // A reader over another object (a merged copy) whose lookups count as this reader's.
+  ConfigReader derived(const nlohmann::json& object, std::string path) const;
+  // Marks `key` consumed without reading it (a key whose value is checked elsewhere).
+  void mark_used(std::string_view key) const;
+
   // Largest size we accept for any single dimension (2^50): larger values are certainly bogus and
   // would only push products towards overflow.
   static constexpr int64_t kMaxSize = int64_t{1} << 50;
@@ -58,6 +68,7 @@ class ConfigReader {
   const nlohmann::json* object_;
   std::string source_;
   std::string path_;
+  std::shared_ptr<std::set<std::string>> used_ = std::make_shared<std::set<std::string>>();
 };
 
 // A short rendering of a JSON value for error messages (strings quoted, long values cut).

@@ -1,6 +1,6 @@
 #pragma once
 // Family registry: Hugging Face `architectures` / `model_type` strings -> the family's parser and
-// writer. Adding a family = one file in families/ plus one entry in family_registry.cpp.
+// writer and weight table. Adding a family: see docs/HOWTO-add-a-model.md.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "day0/core/status.h"
 #include "day0/model/config_reader.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/weight_table.h"
 
 namespace day0 {
 
@@ -19,6 +20,7 @@ struct FamilyInfo {
   std::vector<std::string> architectures;  // first = the one we write
   Status (*parse)(const ConfigReader& cfg, ModelSpec& spec);
   void (*write)(const ModelSpec& spec, nlohmann::json& out);
+  WeightTableFn weights;  // every tensor of a checkpoint (weight_table.h)
 };
 
 const std::vector<FamilyInfo>& family_registry();

@@ -1,35 +1,12 @@
 #include "day0/model/model_spec.h"
 
+#include "day0/model/family_registry.h"
+
 namespace day0 {
 
 const char* family_name(Family family) {
-  switch (family) {
-    case Family::kLlama:
-      return "llama";
-    case Family::kMistral:
-      return "mistral";
-    case Family::kQwen2:
-      return "qwen2";
-    case Family::kQwen3:
-      return "qwen3";
-    case Family::kMixtral:
-      return "mixtral";
-    case Family::kQwen2Moe:
-      return "qwen2_moe";
-    case Family::kQwen3Moe:
-      return "qwen3_moe";
-    case Family::kDeepseekV2:
-      return "deepseek_v2";
-    case Family::kDeepseekV3:
-      return "deepseek_v3";
-    case Family::kGlm4Moe:
-      return "glm4_moe";
-    case Family::kGptOss:
-      return "gpt_oss";
-    case Family::kLlama4Text:
-      return "llama4_text";
-  }
-  return "unknown";
+  // The registry's first model_type: one place names a family.
+  return family_info(family).model_types.front().c_str();
 }
 
 const char* attention_mask_name(AttentionMask mask) {

@@ -1,5 +1,7 @@
 #include "day0/model/model_summary.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <cmath>
 
@@ -14,7 +16,8 @@ Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, 
   s.spec = spec;
   s.source = std::move(source);
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
-  s.n_tensors = static_cast<int64_t>(manifest.tensors.size());
+  s.n_tensors = static_cast<int64_t>(
+      std::count_if(manifest.tensors.begin(), manifest.tensors.end(), [](const auto& t) { return !t.mtp; }));
   D0_ASSIGN_OR_RETURN(s.params, count_params(spec, manifest));
   s.weight_memory = weight_memory_table(spec, s.params);
   s.kv_cache = kv_cache_summary(spec);

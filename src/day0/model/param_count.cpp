@@ -13,6 +13,7 @@ Result<ParamCounts> count_params(const ModelSpec& spec, const TensorManifest& ma
     into = sum.value_or(0);
   };
   for (const auto& t : manifest.tensors) {
+    if (t.mtp) continue;  // multi-token-prediction layers are not part of the main model
     auto bytes = checked_add(c.stored_bytes, t.bytes);
     if (!bytes) ok = false;
     c.stored_bytes = bytes.value_or(0);

@@ -1,6 +1,8 @@
 #pragma once
-// The tensor manifest: every weight tensor a checkpoint of a ModelSpec must hold, with its Hugging
-// Face name, shape and dtype. Single source of truth for parameter counts, verification and loading.
+// The tensor manifest: every weight tensor a checkpoint of a ModelSpec holds, with its Hugging Face
+// name, shape, dtype, shard rule and engine slot: the expansion of the family's weight table
+// (weight_table.h). Single source of truth for parameter counts, verification, synth, loading and the
+// planner's weight groups.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,43 +10,40 @@
 #include "day0/core/dtype.h"
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/weight_table.h"
 
 namespace day0 {
-
-enum class TensorRole {
-  kEmbedding,     // model.embed_tokens.weight
-  kLmHead,        // lm_head.weight (absent when tied)
-  kNorm,          // every RMSNorm / LayerNorm weight
-  kAttention,     // q/k/v/o, MLA projections, biases, sinks
-  kDenseMlp,      // dense SwiGLU layers
-  kRouter,        // router / gate weights and biases, correction bias
-  kRoutedExpert,  // routed expert weights (and their biases)
-  kSharedExpert,  // shared expert weights (and Qwen2-MoE's shared gate)
-  kQuantScale,    // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
-};
 
 struct TensorSpec {
   std::string name;            // e.g. "model.layers.3.mlp.experts.17.down_proj.weight"
   std::vector<int64_t> shape;  // as stored in the checkpoint
-  DType dtype = DType::kBF16;  // as stored in the checkpoint
+  DType dtype = DType::kBF16;  // what synth writes and the release most often stores
   TensorRole role = TensorRole::kAttention;
   int64_t layer = -1;   // -1: not in a decoder layer
   int64_t expert = -1;  // routed expert index, -1 otherwise
   int64_t params = 0;   // logical parameters it holds (MXFP4 blocks: 2 per byte; scales: 0)
   uint64_t bytes = 0;   // stored bytes
+  // Weight-table fields.
+  std::string pattern;  // e.g. "model.layers.{L}.mlp.experts.{E}.down_proj.weight"
+  WeightStorage storage = WeightStorage::kPlain;
+  std::vector<DType> also_accepted;  // other dtypes publishers store it in (F32 routers, ...)
+  ShardSpec shard;
+  WeightSlot slot = WeightSlot::kNone;
+  TensorRole scaled_role = TensorRole::kQuantScale;  // for quant scales: the role of the scaled weight
+  bool mtp = false;  // part of a multi-token-prediction layer: verified, not counted, not decoded
+
+  bool accepts(DType found) const;
 };
 
 struct TensorManifest {
   std::vector<TensorSpec> tensors;
 };
 
-const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...
-
-// Every tensor of the main model in checkpoint order: embedding, then per layer input norm,
-// attention, post-attention norm and FFN, then the final norm and lm_head (absent when tied).
-// Multi-token-prediction layers (spec.n_mtp_layers, stored as model.layers.{n_layers}...) are not
-// listed: plain decoding skips them. FP8 block checkpoints list each quantized weight followed by its
-// F32 `weight_scale_inv`; gpt-oss MXFP4 lists `*_blocks` / `*_scales` (U8) beside BF16 biases.
+// Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,
+// post-attention norm and FFN, then the final norm and lm_head (absent when tied), then the
+// multi-token-prediction layers the config declares (spec.n_mtp_layers, stored as
+// model.layers.{n_layers}...; marked `mtp`). FP8 block checkpoints list each quantized weight followed
+// by its F32 `weight_scale_inv`; gpt-oss MXFP4 lists `*_blocks` / `*_scales` (U8) beside BF16 biases.
 // Fails (never wraps) when a size product overflows or the tensor count is unreasonably large.
 Result<TensorManifest> build_tensor_manifest(const ModelSpec& spec);
 

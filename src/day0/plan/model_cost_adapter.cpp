@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <string_view>
 
 #include "day0/model/catalog.h"
 
@@ -12,24 +11,30 @@ namespace day0::plan {
 
 namespace {
 
-bool contains(std::string_view name, std::string_view part) {
-  return name.find(part) != std::string_view::npos;
-}
-
-// Attention tensors by how TP splits them: MLA down-projections are whole on every rank, GQA k/v split
-// by kv head, the rest by head.
-WeightGroup attention_group(std::string_view name) {
-  if (contains(name, "q_a_proj") || contains(name, "kv_a_proj")) return WeightGroup::kAttentionReplicated;
-  if (contains(name, "k_proj") || contains(name, "v_proj")) return WeightGroup::kAttentionKv;
-  return WeightGroup::kAttentionSharded;
-}
-
-// Scale tensors follow the weight they scale; their name says which.
-std::optional<WeightGroup> scale_group(std::string_view name) {
-  if (contains(name, "shared_expert")) return WeightGroup::kSharedExperts;
-  if (contains(name, "experts")) return WeightGroup::kRoutedExperts;
-  if (contains(name, "self_attn")) return attention_group(name);
-  if (contains(name, "mlp") || contains(name, "feed_forward")) return WeightGroup::kDenseMlp;
+// The planner's group of a decoder-layer tensor, from the weight table's role and shard rule (a
+// quantization scale follows the weight it scales).
+std::optional<WeightGroup> weight_group(const TensorSpec& t) {
+  const TensorRole role = t.role == TensorRole::kQuantScale ? t.scaled_role : t.role;
+  switch (role) {
+    case TensorRole::kAttention:
+      if (t.shard.rule == ShardRule::kReplicated) return WeightGroup::kAttentionReplicated;
+      if (t.shard.rule == ShardRule::kColumnKv) return WeightGroup::kAttentionKv;
+      return WeightGroup::kAttentionSharded;
+    case TensorRole::kDenseMlp:
+      return WeightGroup::kDenseMlp;
+    case TensorRole::kRouter:
+      return WeightGroup::kRouter;
+    case TensorRole::kRoutedExpert:
+      return WeightGroup::kRoutedExperts;
+    case TensorRole::kSharedExpert:
+      return WeightGroup::kSharedExperts;
+    case TensorRole::kNorm:
+      return WeightGroup::kNorm;
+    case TensorRole::kEmbedding:
+    case TensorRole::kLmHead:
+    case TensorRole::kQuantScale:
+      break;
+  }
   return std::nullopt;
 }
 
@@ -97,6 +102,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     }
   }
   for (const TensorSpec& t : manifest.tensors) {
+    if (t.mtp) continue;  // multi-token-prediction layers are not planned
     const auto params = static_cast<double>(t.params);
     const auto bytes = static_cast<double>(t.bytes);
     if (t.layer < 0) {
@@ -115,35 +121,8 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       }
       continue;
     }
-    if (t.layer >= spec.n_layers) continue;  // MTP layers are not planned
     LayerCost& l = m.layers[static_cast<size_t>(t.layer)];
-    std::optional<WeightGroup> group;
-    switch (t.role) {
-      case TensorRole::kAttention:
-        group = attention_group(t.name);
-        break;
-      case TensorRole::kDenseMlp:
-        group = WeightGroup::kDenseMlp;
-        break;
-      case TensorRole::kRouter:
-        group = WeightGroup::kRouter;
-        break;
-      case TensorRole::kRoutedExpert:
-        group = WeightGroup::kRoutedExperts;
-        break;
-      case TensorRole::kSharedExpert:
-        group = WeightGroup::kSharedExperts;
-        break;
-      case TensorRole::kNorm:
-        group = WeightGroup::kNorm;
-        break;
-      case TensorRole::kQuantScale:
-        group = scale_group(t.name);
-        break;
-      case TensorRole::kEmbedding:
-      case TensorRole::kLmHead:
-        break;
-    }
+    const std::optional<WeightGroup> group = weight_group(t);
     if (!group) {
       return internal_error(fmt::format("{}: tensor {} has no planner weight group", name, t.name));
     }

@@ -29,6 +29,7 @@ struct AdaptOptions {
   std::string compare_path;                  // --compare OLD/report.json
   std::vector<std::string> optional_stages;  // failures of these do not fail the run
   bool strict_ops = false;
+  bool strict_config = false;  // --strict-config: an unknown config key fails the structure stage
   uint64_t seed = 0;
   // Miniature and performance.
   int prompt_tokens = 48;

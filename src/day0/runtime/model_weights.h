@@ -1,7 +1,7 @@
 #pragma once
 // The weights of one model bound to the engine's blocks: WeightViews over the checkpoint's bytes (never
 // expanded, kernels dequantise on the fly) plus small float32 vectors (norms, biases, sinks) converted
-// once. Each family file (runtime/families/) fills this from Hugging Face tensor names.
+// once. bind_model_weights() fills it from the family's weight table (model/weight_table.h).
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -99,23 +99,9 @@ class WeightBinder {
   ModelWeights& out_;
 };
 
-// Binds every tensor of `spec`'s family from `source` (runtime/families/*.cpp).
+// Binds every tensor of `spec` from `source`, driven by the family's weight table (the tensor
+// manifest): each tensor's slot says where it goes; MTP layers are skipped.
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
                                                          std::shared_ptr<const TensorSource> source);
-
-// Shared binders used by several family files.
-namespace bind {
-Status gqa_attention(WeightBinder& b, const std::string& prefix, bool qkv_bias, bool o_bias, bool qk_norm,
-                     AttentionWeights& out);
-Status dense_mlp(WeightBinder& b, const std::string& prefix, int64_t intermediate, bool bias,
-                 DenseMlpWeights& out, const char* gate = "gate_proj", const char* up = "up_proj",
-                 const char* down = "down_proj");
-// Experts e = 0..E-1 under `<prefix>.<e>.<gate|up|down>.weight`.
-Status separate_experts(WeightBinder& b, const std::string& prefix, const char* gate, const char* up,
-                        const char* down, MoeWeights& out);
-Status mla_attention(WeightBinder& b, const std::string& prefix, AttentionWeights& out);
-Status embeddings_and_head(WeightBinder& b, ModelWeights& out, const std::string& prefix = "model.",
-                           const std::string& head = "lm_head.weight");
-}  // namespace bind
 
 }  // namespace day0

@@ -37,10 +37,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
 bool is_norm(const TensorSpec& t) {
   return t.role == TensorRole::kNorm;
 }
@@ -231,36 +227,7 @@ Status check_synth_resources(const fs::path& parent, uint64_t total, uint64_t la
 
 Result<TensorManifest> synth_tensor_list(const ModelSpec& spec, bool mtp_layers) {
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
-  if (!mtp_layers || spec.n_mtp_layers <= 0 || spec.layers.empty()) return manifest;
-  // An MTP module is a full decoder layer (like the last one) plus its own norms, projection and head.
-  ModelSpec extended = spec;
-  for (int64_t k = 0; k < spec.n_mtp_layers; ++k) extended.layers.push_back(spec.layers.back());
-  extended.n_layers += spec.n_mtp_layers;
-  D0_ASSIGN_OR_RETURN(TensorManifest all, build_tensor_manifest(extended));
-  const std::string prefix = decoder_prefix(spec);
-  const bool fp8 = spec.weights.format == WeightFormat::kFp8Block;
-  const int64_t H = spec.hidden_size, V = spec.vocab_size;
-  for (int64_t k = 0; k < spec.n_mtp_layers; ++k) {
-    const int64_t layer = spec.n_layers + k;
-    const std::string p = fmt::format("{}layers.{}.", prefix, layer);
-    auto extra = [&](std::string name, std::vector<int64_t> shape, DType dtype, TensorRole role) {
-      manifest.tensors.push_back({p + name, std::move(shape), dtype, role, layer, -1, 0, 0});
-    };
-    extra("embed_tokens.weight", {V, H}, spec.activation_dtype, TensorRole::kEmbedding);
-    extra("enorm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
-    extra("hnorm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
-    extra("eh_proj.weight", {H, 2 * H}, fp8 ? DType::kF8E4M3 : spec.activation_dtype, TensorRole::kAttention);
-    if (fp8) {
-      extra("eh_proj.weight_scale_inv",
-            {ceil_div(H, spec.weights.block_rows), ceil_div(2 * H, spec.weights.block_cols)}, DType::kF32,
-            TensorRole::kQuantScale);
-    }
-    extra("shared_head.norm.weight", {H}, spec.activation_dtype, TensorRole::kNorm);
-    extra("shared_head.head.weight", {V, H}, spec.activation_dtype, TensorRole::kLmHead);
-    for (const auto& t : all.tensors) {
-      if (t.layer == layer) manifest.tensors.push_back(t);
-    }
-  }
+  if (!mtp_layers) std::erase_if(manifest.tensors, [](const TensorSpec& t) { return t.mtp; });
   return manifest;
 }
 
@@ -277,7 +244,6 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   if (!fs::is_directory(parent, ec))
     return not_found(parent.string() + ": no such directory (parent of --out)");
 
-  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
   D0_ASSIGN_OR_RETURN(TensorManifest tensors, synth_tensor_list(spec, options.mtp_layers));
   D0_ASSIGN_OR_RETURN(auto pending, pending_tensors(tensors, spec, options));
 
@@ -285,8 +251,13 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   result.spec = spec;
   result.dir = target.string();
   result.n_tensors = static_cast<int64_t>(tensors.tensors.size());
-  result.n_mtp_tensors = result.n_tensors - static_cast<int64_t>(manifest.tensors.size());
-  for (const auto& t : manifest.tensors) result.params += t.params;
+  for (const auto& t : tensors.tensors) {
+    if (t.mtp) {
+      ++result.n_mtp_tensors;
+    } else {
+      result.params += t.params;
+    }
+  }
 
   uint64_t total = 0, largest = 0, largest_numel = 0;
   for (const auto& p : pending) {

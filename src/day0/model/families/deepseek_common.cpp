@@ -4,6 +4,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -42,11 +43,23 @@ Status parse_mla(const ConfigReader& cfg, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(mla.qk_rope_head_dim, cfg.required_int("qk_rope_head_dim"));
   D0_ASSIGN_OR_RETURN(mla.v_head_dim, cfg.required_int("v_head_dim"));
   if (mla.qk_rope_head_dim % 2 != 0) return cfg.mismatch("qk_rope_head_dim", "an even integer");
+  // transformers 5 also writes the derived qk_head_dim = qk_nope_head_dim + qk_rope_head_dim.
+  D0_ASSIGN_OR_RETURN(int64_t qk_head_dim,
+                      cfg.optional_int("qk_head_dim", mla.qk_nope_head_dim + mla.qk_rope_head_dim, 1));
+  if (qk_head_dim != mla.qk_nope_head_dim + mla.qk_rope_head_dim) {
+    return cfg.mismatch("qk_head_dim", fmt::format("qk_nope_head_dim + qk_rope_head_dim = {}",
+                                                   mla.qk_nope_head_dim + mla.qk_rope_head_dim));
+  }
   spec.mla = mla;
   spec.attention = AttentionKind::kMla;
   // transformers sets head_dim = qk_rope_head_dim for MLA (the RoPE dimension); KV heads = heads.
   spec.head_dim = mla.qk_rope_head_dim;
   spec.n_kv_heads = spec.n_heads;
+  D0_ASSIGN_OR_RETURN(bool mlp_bias, cfg.optional_bool("mlp_bias", false));
+  if (mlp_bias) {
+    return unsupported(fmt::format(
+        "{}: mlp_bias: true is not supported for MLA families (Day0 implements false)", cfg.source()));
+  }
   D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
   spec.qkv_bias = bias;
   spec.o_bias = bias;
@@ -66,7 +79,8 @@ void write_mla(const ModelSpec& spec, nlohmann::json& out) {
 
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec) {
   MoeSpec moe;
-  D0_ASSIGN_OR_RETURN(moe.n_experts, cfg.required_int("n_routed_experts", 1, kMaxExperts));
+  D0_ASSIGN_OR_RETURN(moe.n_experts,
+                      aliased_int(cfg, {"n_routed_experts", "num_local_experts"}, 1, kMaxExperts));
   D0_ASSIGN_OR_RETURN(moe.experts_per_token, cfg.required_int("num_experts_per_tok", 1, moe.n_experts));
   D0_ASSIGN_OR_RETURN(moe.expert_intermediate, cfg.required_int("moe_intermediate_size"));
   D0_ASSIGN_OR_RETURN(moe.n_shared_experts,
@@ -88,7 +102,13 @@ Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& de
   D0_ASSIGN_OR_RETURN(int64_t first_dense,
                       cfg.optional_int("first_k_dense_replace", defaults.first_k_dense_replace, 0));
   // transformers places MoE on every layer from first_k_dense_replace on; moe_layer_freq is 1 in
-  // every release and ignored by the native classes, so we ignore it too.
+  // every release and the native classes ignore it: another value would mean a layout they (and we)
+  // do not build.
+  D0_ASSIGN_OR_RETURN(int64_t freq, cfg.optional_int("moe_layer_freq", 1, 1));
+  if (freq != 1) {
+    return unsupported(
+        fmt::format("{}: moe_layer_freq: {} is not supported (Day0 implements 1)", cfg.source(), freq));
+  }
   for (int64_t n = 0; n < spec.n_layers; ++n) {
     LayerSpec& layer = spec.layers[static_cast<size_t>(n)];
     layer.moe = n >= first_dense;
@@ -113,6 +133,11 @@ void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out) {
   out["first_k_dense_replace"] = first_moe_layer(spec);
   out["moe_layer_freq"] = 1;
   out["num_nextn_predict_layers"] = spec.n_mtp_layers;
+}
+
+void deepseek_ffn_weights(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& layer) {
+  if (layer.moe) return weights::deepseek_moe(s, b);
+  weights::dense_mlp(s, b, "mlp.", layer.dense_intermediate, false);
 }
 
 }  // namespace day0::families

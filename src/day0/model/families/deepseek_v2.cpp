@@ -2,6 +2,7 @@
 // group-limited-greedy selection. Defaults follow DeepSeek-V2's configuration class.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -25,6 +26,11 @@ Status parse_deepseek_v2(const ConfigReader& cfg, ModelSpec& spec) {
 void write_deepseek_v2(const ModelSpec& spec, nlohmann::json& out) {
   write_mla(spec, out);
   write_deepseek_moe(spec, out);
+}
+
+// Weights: MLA attention, dense `mlp.` before first_k_dense_replace, then the DeepSeekMoE block.
+void weights_deepseek_v2(const ModelSpec& s, WeightTableBuilder& b) {
+  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& l) { deepseek_ffn_weights(s, lb, l); });
 }
 
 }  // namespace day0::families

@@ -3,6 +3,7 @@
 // rope_interleave (default true) says the checkpoint's rope columns are in interleaved pair order.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -31,6 +32,15 @@ void write_deepseek_v3(const ModelSpec& spec, nlohmann::json& out) {
   write_mla(spec, out);
   write_deepseek_moe(spec, out);
   out["rope_interleave"] = spec.rope_layout == RopeLayout::kInterleaved;
+}
+
+// Weights: as DeepSeek-V2, then num_nextn_predict_layers multi-token-prediction layers.
+void weights_deepseek_v3(const ModelSpec& s, WeightTableBuilder& b) {
+  const weights::LayerFfn ffn = [&](WeightTableBuilder& lb, const LayerSpec& l) {
+    deepseek_ffn_weights(s, lb, l);
+  };
+  weights::decoder(s, b, ffn);
+  weights::deepseek_mtp_layers(s, b, ffn);
 }
 
 }  // namespace day0::families

@@ -1,18 +1,20 @@
 #pragma once
-// One parser and one writer per family. A parser receives the config object that holds the text
-// model's keys (Llama 4: text_config) with spec.architecture / model_type / family already set, and
+// One parser, one writer and one weight table per family. A parser receives the config object that holds the
+// text model's keys (Llama 4: text_config) with spec.architecture / model_type / family already set, and
 // fills the rest of the spec; the writer adds the family's keys on top of write_core().
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
 #include "day0/model/config_reader.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/weight_table.h"
 
 namespace day0::families {
 
 #define D0_DECLARE_FAMILY(name)                                  \
   Status parse_##name(const ConfigReader& cfg, ModelSpec& spec); \
-  void write_##name(const ModelSpec& spec, nlohmann::json& out)
+  void write_##name(const ModelSpec& spec, nlohmann::json& out); \
+  void weights_##name(const ModelSpec& spec, WeightTableBuilder& b)
 
 D0_DECLARE_FAMILY(llama);
 D0_DECLARE_FAMILY(mistral);
@@ -52,6 +54,11 @@ void write_qwen_moe_layers(const ModelSpec& spec, nlohmann::json& out);
 // Qwen sliding window: sliding iff use_sliding_window and N >= max_window_layers (or layer_types).
 Status parse_qwen_sliding(const ConfigReader& cfg, ModelSpec& spec);
 void write_qwen_sliding(const ModelSpec& spec, nlohmann::json& out);
+// Weight tables shared by several families: a dense SwiGLU decoder (llama, mistral, qwen2, qwen3),
+// the Qwen MoE decoder (qwen2_moe, qwen3_moe) and the DeepSeek FFN of one layer (deepseek_v2/v3, glm4_moe).
+void dense_decoder_weights(const ModelSpec& spec, WeightTableBuilder& b);
+void qwen_moe_weights(const ModelSpec& spec, WeightTableBuilder& b);
+void deepseek_ffn_weights(const ModelSpec& spec, WeightTableBuilder& b, const LayerSpec& layer);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);
 

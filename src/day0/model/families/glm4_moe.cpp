@@ -3,6 +3,7 @@
 // with shared experts after first_k_dense_replace dense layers.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -12,13 +13,10 @@ Status parse_glm4_moe(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 131072;
   defaults.head_dim = 128;
+  defaults.partial_rotary_factor = 0.5;  // Glm4MoeConfig's default; v5 writes it in rope_parameters
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
   D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("attention_bias", false));
   D0_ASSIGN_OR_RETURN(spec.qk_norm, cfg.optional_bool("use_qk_norm", false));
-  D0_ASSIGN_OR_RETURN(spec.partial_rotary_factor, cfg.optional_double("partial_rotary_factor", 0.5));
-  if (!(spec.partial_rotary_factor > 0.0 && spec.partial_rotary_factor <= 1.0)) {
-    return cfg.mismatch("partial_rotary_factor", "a number in (0, 1]");
-  }
   DeepseekMoeDefaults moe;
   moe.scoring = "sigmoid";
   moe.topk_method = "noaux_tc";
@@ -42,6 +40,15 @@ void write_glm4_moe(const ModelSpec& spec, nlohmann::json& out) {
   out.erase("scoring_func");
   out.erase("topk_method");
   out.erase("moe_layer_freq");
+}
+
+// Weights: GQA (q/k/v bias, q/k norm) with the DeepSeek-V3 FFN blocks and MTP layers.
+void weights_glm4_moe(const ModelSpec& s, WeightTableBuilder& b) {
+  const weights::LayerFfn ffn = [&](WeightTableBuilder& lb, const LayerSpec& l) {
+    deepseek_ffn_weights(s, lb, l);
+  };
+  weights::decoder(s, b, ffn);
+  weights::deepseek_mtp_layers(s, b, ffn);  // num_nextn_predict_layers, laid out as DeepSeek-V3's
 }
 
 }  // namespace day0::families

@@ -2,6 +2,7 @@
 // any supported type (Llama 3.1: llama3).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -21,6 +22,17 @@ Status parse_llama(const ConfigReader& cfg, ModelSpec& spec) {
 void write_llama(const ModelSpec& spec, nlohmann::json& out) {
   out["attention_bias"] = spec.qkv_bias;
   out["mlp_bias"] = spec.mlp_bias;
+}
+
+void dense_decoder_weights(const ModelSpec& s, WeightTableBuilder& b) {
+  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& layer) {
+    weights::dense_mlp(s, lb, "mlp.", layer.dense_intermediate, s.mlp_bias);
+  });
+}
+
+// Weights: a dense SwiGLU `mlp.` in every layer.
+void weights_llama(const ModelSpec& s, WeightTableBuilder& b) {
+  dense_decoder_weights(s, b);
 }
 
 }  // namespace day0::families

@@ -6,6 +6,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -50,8 +51,9 @@ Status parse_llama4_text(const ConfigReader& cfg, ModelSpec& spec) {
     for (int64_t n = step - 1; n < spec.n_layers; n += step) moe_layers.push_back(n);
   }
   D0_ASSIGN_OR_RETURN(std::vector<int64_t> rope_flags, cfg.optional_int_list("no_rope_layers", 0, 1));
+  D0_ASSIGN_OR_RETURN(int64_t nope_interval, cfg.optional_int("no_rope_layer_interval", 4, 1));
   if (rope_flags.empty()) {
-    for (int64_t n = 0; n < spec.n_layers; ++n) rope_flags.push_back((n + 1) % 4 != 0 ? 1 : 0);
+    for (int64_t n = 0; n < spec.n_layers; ++n) rope_flags.push_back((n + 1) % nope_interval != 0 ? 1 : 0);
   }
   if (static_cast<int64_t>(rope_flags.size()) != spec.n_layers) {
     return cfg.invalid("no_rope_layers", "must have one entry per layer");
@@ -93,6 +95,21 @@ void write_llama4_text(const ModelSpec& spec, nlohmann::json& out) {
   out["interleave_moe_layer_step"] = 1;
   out["no_rope_layers"] = no_rope;
   write_layer_types(spec, out);
+}
+
+// Weights: `feed_forward.` is a dense SwiGLU, or a router, fused x @ W experts (gate_up [E, H, 2I],
+// gate the first half; down [E, I, H]) and a shared expert.
+void weights_llama4_text(const ModelSpec& s, WeightTableBuilder& b) {
+  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& layer) {
+    if (!layer.moe) return weights::dense_mlp(s, lb, "feed_forward.", layer.dense_intermediate, false);
+    const int64_t H = s.hidden_size, I = s.moe->expert_intermediate, E = s.moe->n_experts;
+    weights::router(s, lb, "feed_forward.router.weight");
+    lb.add("feed_forward.experts.gate_up_proj", {E, H, 2 * I}, WeightStorage::kPlain,
+           TensorRole::kRoutedExpert, weights::kStackedExperts, WeightSlot::kExpertsGateUpConcat);
+    lb.add("feed_forward.experts.down_proj", {E, I, H}, WeightStorage::kPlain, TensorRole::kRoutedExpert,
+           weights::kStackedExperts, WeightSlot::kExpertsDown);
+    weights::shared_expert(s, lb, "feed_forward.shared_expert.", s.moe->shared_intermediate);
+  });
 }
 
 }  // namespace day0::families

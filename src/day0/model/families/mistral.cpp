@@ -2,6 +2,7 @@
 // (MistralConfig defaults sliding_window to 4096 when the key is absent; null disables it).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -13,7 +14,7 @@ Status parse_mistral(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
   int64_t window = 4096;
   if (cfg.contains("sliding_window")) {
-    D0_ASSIGN_OR_RETURN(window, cfg.optional_int("sliding_window", 0, 1));
+    D0_ASSIGN_OR_RETURN(window, cfg.optional_int("sliding_window", 0, 0));  // null or 0: no window
   }
   set_all_sliding(spec, window);
   return Status::ok();
@@ -22,6 +23,11 @@ Status parse_mistral(const ConfigReader& cfg, ModelSpec& spec) {
 void write_mistral(const ModelSpec& spec, nlohmann::json& out) {
   out["sliding_window"] =
       spec.sliding_window > 0 ? nlohmann::json(spec.sliding_window) : nlohmann::json(nullptr);
+}
+
+// Weights: a dense SwiGLU `mlp.` in every layer.
+void weights_mistral(const ModelSpec& s, WeightTableBuilder& b) {
+  dense_decoder_weights(s, b);
 }
 
 }  // namespace day0::families

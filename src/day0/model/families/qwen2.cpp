@@ -3,12 +3,17 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
 Status parse_qwen_sliding(const ConfigReader& cfg, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(bool use_sliding, cfg.optional_bool("use_sliding_window", false));
-  D0_ASSIGN_OR_RETURN(int64_t window, cfg.optional_int("sliding_window", 4096, 1));
+  // transformers 5 writes sliding_window 0 (4.x: null) when use_sliding_window is false.
+  D0_ASSIGN_OR_RETURN(int64_t window, cfg.optional_int("sliding_window", 4096, 0));
+  if (use_sliding && window == 0) {
+    return cfg.mismatch("sliding_window", "a positive window when use_sliding_window is true");
+  }
   D0_ASSIGN_OR_RETURN(int64_t max_window_layers, cfg.optional_int("max_window_layers", 28, 0));
   spec.sliding_window = use_sliding ? window : 0;
   if (cfg.present("layer_types")) {
@@ -47,12 +52,17 @@ Status parse_qwen2(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 32768;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  spec.qkv_bias = true;
+  D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("qkv_bias", true));
   return parse_qwen_sliding(cfg, spec);
 }
 
 void write_qwen2(const ModelSpec& spec, nlohmann::json& out) {
   write_qwen_sliding(spec, out);
+}
+
+// Weights: a dense SwiGLU `mlp.` in every layer.
+void weights_qwen2(const ModelSpec& s, WeightTableBuilder& b) {
+  dense_decoder_weights(s, b);
 }
 
 }  // namespace day0::families

@@ -4,6 +4,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -35,9 +36,9 @@ Status parse_qwen2_moe(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 32768;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  spec.qkv_bias = true;
+  D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("qkv_bias", true));
   MoeSpec moe;
-  D0_ASSIGN_OR_RETURN(moe.n_experts, cfg.required_int("num_experts", 1, kMaxExperts));
+  D0_ASSIGN_OR_RETURN(moe.n_experts, aliased_int(cfg, {"num_experts", "num_local_experts"}, 1, kMaxExperts));
   D0_ASSIGN_OR_RETURN(moe.experts_per_token, cfg.required_int("num_experts_per_tok", 1, moe.n_experts));
   D0_ASSIGN_OR_RETURN(moe.expert_intermediate, cfg.required_int("moe_intermediate_size"));
   D0_ASSIGN_OR_RETURN(moe.shared_intermediate, cfg.required_int("shared_expert_intermediate_size", 0));
@@ -57,6 +58,26 @@ void write_qwen2_moe(const ModelSpec& spec, nlohmann::json& out) {
   out["norm_topk_prob"] = spec.moe->norm_topk_prob;
   write_qwen_moe_layers(spec, out);
   write_qwen_sliding(spec, out);
+}
+
+// Weights (Qwen2-MoE and Qwen3-MoE): sparse layers hold `mlp.gate`, `mlp.experts.{E}` and, with a
+// shared expert, `mlp.shared_expert` gated by `mlp.shared_expert_gate` [1, H]; the rest a dense mlp.
+void qwen_moe_weights(const ModelSpec& s, WeightTableBuilder& b) {
+  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& layer) {
+    if (!layer.moe) return weights::dense_mlp(s, lb, "mlp.", layer.dense_intermediate, false);
+    weights::router(s, lb, "mlp.gate.weight");
+    weights::separate_experts(s, lb, "mlp.experts.{E}.");
+    if (s.moe->shared_intermediate <= 0) return;
+    weights::shared_expert(s, lb, "mlp.shared_expert.", s.moe->shared_intermediate);
+    if (s.moe->shared_expert_gate) {
+      lb.add("mlp.shared_expert_gate.weight", {1, s.hidden_size}, WeightStorage::kKeptF32,
+             TensorRole::kSharedExpert, weights::kReplicated, WeightSlot::kSharedExpertGate);
+    }
+  });
+}
+
+void weights_qwen2_moe(const ModelSpec& s, WeightTableBuilder& b) {
+  qwen_moe_weights(s, b);
 }
 
 }  // namespace day0::families

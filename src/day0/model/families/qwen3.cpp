@@ -2,6 +2,7 @@
 // attention_bias (default false) on all four projections.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -22,6 +23,11 @@ Status parse_qwen3(const ConfigReader& cfg, ModelSpec& spec) {
 void write_qwen3(const ModelSpec& spec, nlohmann::json& out) {
   out["attention_bias"] = spec.qkv_bias;
   write_qwen_sliding(spec, out);
+}
+
+// Weights: a dense SwiGLU `mlp.` in every layer.
+void weights_qwen3(const ModelSpec& s, WeightTableBuilder& b) {
+  dense_decoder_weights(s, b);
 }
 
 }  // namespace day0::families

@@ -3,6 +3,7 @@
 // transformers ignores it).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
@@ -18,7 +19,8 @@ Status parse_qwen3_moe(const ConfigReader& cfg, ModelSpec& spec) {
   spec.o_bias = bias;
   spec.qk_norm = true;
   MoeSpec moe;
-  D0_ASSIGN_OR_RETURN(moe.n_experts, cfg.required_int("num_experts", 1, kMaxExperts));
+  // transformers 5 saves the attribute name num_local_experts (attribute_map alias of num_experts).
+  D0_ASSIGN_OR_RETURN(moe.n_experts, aliased_int(cfg, {"num_experts", "num_local_experts"}, 1, kMaxExperts));
   D0_ASSIGN_OR_RETURN(moe.experts_per_token, cfg.required_int("num_experts_per_tok", 1, moe.n_experts));
   D0_ASSIGN_OR_RETURN(moe.expert_intermediate, cfg.required_int("moe_intermediate_size"));
   D0_ASSIGN_OR_RETURN(moe.norm_topk_prob, cfg.optional_bool("norm_topk_prob", false));
@@ -35,6 +37,10 @@ void write_qwen3_moe(const ModelSpec& spec, nlohmann::json& out) {
   out["norm_topk_prob"] = spec.moe->norm_topk_prob;
   write_qwen_moe_layers(spec, out);
   write_qwen_sliding(spec, out);
+}
+
+void weights_qwen3_moe(const ModelSpec& s, WeightTableBuilder& b) {
+  qwen_moe_weights(s, b);
 }
 
 }  // namespace day0::families

@@ -47,9 +47,9 @@ double activated_weight_bytes_per_token(const ModelSpec& spec) {
           : 1.0;
   double bytes = 0;
   for (const auto& t : manifest->tensors) {
-    if (t.role == TensorRole::kEmbedding && !spec.tie_word_embeddings) continue;
+    if (t.mtp || (t.role == TensorRole::kEmbedding && !spec.tie_word_embeddings)) continue;
     const bool routed = t.role == TensorRole::kRoutedExpert ||
-                        (t.name.find(".experts.") != std::string::npos && t.role == TensorRole::kQuantScale);
+                        (t.role == TensorRole::kQuantScale && t.scaled_role == TensorRole::kRoutedExpert);
     bytes += static_cast<double>(t.bytes) * (routed ? routed_share : 1.0);
   }
   return bytes;

@@ -7,7 +7,7 @@
 namespace day0::report {
 
 void run_structure_stage(AdaptContext& ctx, StageResult& out) {
-  auto resolved = resolve_model(ctx.options.model);
+  auto resolved = resolve_model(ctx.options.model, ctx.options.strict_config);
   if (!resolved.is_ok()) return stage_fail(out, resolved.status().to_string());
   ctx.model = std::move(resolved).value();
   auto summary = summarize_model(ctx.model->spec, ctx.model->source);
@@ -30,10 +30,17 @@ void run_structure_stage(AdaptContext& ctx, StageResult& out) {
                   {"kv_bytes_per_token", s.kv_cache.bytes_per_token},
                   {"kv_layout", s.kv_cache.layout}};
   if (spec.moe) out.evidence["moe"] = describe_moe(spec);
-  stage_pass(out, fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors",
-                              family_name(spec.family), describe_attention(spec), spec.n_layers,
-                              human_count(static_cast<double>(s.params.total)),
-                              human_count(static_cast<double>(s.params.active)), with_commas(s.n_tensors)));
+  const auto& unknown = ctx.model->config_audit.unknown_keys;
+  out.evidence["unknown_config_keys"] = unknown;
+  const std::string unknown_note = unknown.empty()
+                                       ? ""
+                                       : fmt::format("; {} unknown field(s) \u2014 may change the math: {}",
+                                                     unknown.size(), fmt::join(unknown, ", "));
+  stage_pass(
+      out,
+      fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors{}", family_name(spec.family),
+                  describe_attention(spec), spec.n_layers, human_count(static_cast<double>(s.params.total)),
+                  human_count(static_cast<double>(s.params.active)), with_commas(s.n_tensors), unknown_note));
 }
 
 }  // namespace day0::report

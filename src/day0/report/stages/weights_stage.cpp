@@ -36,7 +36,7 @@ void run_weights_stage(AdaptContext& ctx, StageResult& out) {
   if (!manifest.is_ok()) return stage_fail(out, manifest.status().to_string());
   VerifyOptions options;
   options.manifest = &*manifest;
-  options.allow_extra = ctx.model->spec.n_mtp_layers > 0;  // MTP layers ride along, reported not failed
+  // MTP layers are in the manifest: verified like the rest, never "extra".
   options.check_values = true;  // NaN / Inf / absurd magnitudes, from the bytes the hash reads anyway
   auto verified = verify_checkpoint(ctx.model->folder.string(), options);
   if (!verified.is_ok()) return stage_fail(out, verified.status().to_string());

@@ -1,0 +1,155 @@
+#include "day0/model/weight_blocks.h"
+
+namespace day0::weights {
+
+namespace {
+constexpr auto kPlain = WeightStorage::kPlain;
+constexpr auto kProj = WeightStorage::kProjection;
+constexpr auto kKeptF32 = WeightStorage::kKeptF32;
+}  // namespace
+
+void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& layer, const LayerFfn& ffn) {
+  const int64_t H = s.hidden_size;
+  b.add("input_layernorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kInputNorm);
+  if (s.attention == AttentionKind::kMla) {
+    mla_attention(s, b);
+  } else {
+    gqa_attention(s, b);
+  }
+  b.add("post_attention_layernorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated,
+        WeightSlot::kPostNorm);
+  ffn(b, layer);
+}
+
+void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn) {
+  const int64_t H = s.hidden_size, V = s.vocab_size;
+  b.add("embed_tokens.weight", {V, H}, kPlain, TensorRole::kEmbedding, kVocab, WeightSlot::kEmbedding);
+  for (int64_t n = 0; n < s.n_layers; ++n) {
+    b.begin_layer(n);
+    decoder_layer(s, b, s.layers[static_cast<size_t>(n)], ffn);
+    b.end_layer();
+  }
+  b.add("norm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kFinalNorm);
+  if (!s.tie_word_embeddings) {
+    b.add_absolute(s.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight", {V, H}, kPlain,
+                   TensorRole::kLmHead, kVocab, WeightSlot::kLmHead);
+  }
+}
+
+void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
+  const int64_t H = s.hidden_size, q_out = s.n_heads * s.head_dim, kv_out = s.n_kv_heads * s.head_dim;
+  const auto role = TensorRole::kAttention;
+  b.add("self_attn.q_proj.weight", {q_out, H}, kProj, role, kColumn, WeightSlot::kQ);
+  if (s.qkv_bias) b.add("self_attn.q_proj.bias", {q_out}, kPlain, role, kColumn, WeightSlot::kQBias);
+  b.add("self_attn.k_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kK);
+  if (s.qkv_bias) b.add("self_attn.k_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kKBias);
+  b.add("self_attn.v_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kV);
+  if (s.qkv_bias) b.add("self_attn.v_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kVBias);
+  b.add("self_attn.o_proj.weight", {H, q_out}, kProj, role, kRow, WeightSlot::kO);
+  // The bias is added once, after the all-reduce of the row-parallel projection.
+  if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
+  if (s.qk_norm) {
+    b.add("self_attn.q_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
+          WeightSlot::kQNorm);
+    b.add("self_attn.k_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
+          WeightSlot::kKNorm);
+  }
+  if (s.attention_sinks) b.add("self_attn.sinks", {s.n_heads}, kKeptF32, role, kColumn, WeightSlot::kSinks);
+}
+
+void mla_attention(const ModelSpec& s, WeightTableBuilder& b) {
+  const MlaSpec& m = *s.mla;
+  const int64_t H = s.hidden_size, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  const int64_t kv_a = m.kv_lora_rank + m.qk_rope_head_dim;
+  const auto role = TensorRole::kAttention;
+  if (m.q_lora_rank > 0) {
+    b.add("self_attn.q_a_proj.weight", {m.q_lora_rank, H}, kProj, role, kReplicated, WeightSlot::kQA);
+    if (s.qkv_bias) {
+      b.add("self_attn.q_a_proj.bias", {m.q_lora_rank}, kPlain, role, kReplicated, WeightSlot::kQABias);
+    }
+    b.add("self_attn.q_a_layernorm.weight", {m.q_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
+          WeightSlot::kQANorm);
+    b.add("self_attn.q_b_proj.weight", {s.n_heads * qk, m.q_lora_rank}, kProj, role, kColumn,
+          WeightSlot::kQB);
+  } else {
+    b.add("self_attn.q_proj.weight", {s.n_heads * qk, H}, kProj, role, kColumn, WeightSlot::kQ);
+  }
+  b.add("self_attn.kv_a_proj_with_mqa.weight", {kv_a, H}, kProj, role, kReplicated, WeightSlot::kKvA);
+  if (s.qkv_bias)
+    b.add("self_attn.kv_a_proj_with_mqa.bias", {kv_a}, kPlain, role, kReplicated, WeightSlot::kKvABias);
+  b.add("self_attn.kv_a_layernorm.weight", {m.kv_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
+        WeightSlot::kKvANorm);
+  b.add("self_attn.kv_b_proj.weight", {s.n_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank},
+        kProj, role, kColumn, WeightSlot::kKvB);
+  b.add("self_attn.o_proj.weight", {H, s.n_heads * m.v_head_dim}, kProj, role, kRow, WeightSlot::kO);
+  if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
+}
+
+void dense_mlp(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t width, bool bias,
+               SwigluNames n) {
+  const int64_t H = s.hidden_size;
+  const auto role = TensorRole::kDenseMlp;
+  b.add(p + n.gate + ".weight", {width, H}, kProj, role, kColumn, WeightSlot::kMlpGate);
+  if (bias) b.add(p + n.gate + ".bias", {width}, kPlain, role, kColumn, WeightSlot::kMlpGateBias);
+  b.add(p + n.up + ".weight", {width, H}, kProj, role, kColumn, WeightSlot::kMlpUp);
+  if (bias) b.add(p + n.up + ".bias", {width}, kPlain, role, kColumn, WeightSlot::kMlpUpBias);
+  b.add(p + n.down + ".weight", {H, width}, kProj, role, kRow, WeightSlot::kMlpDown);
+  if (bias) b.add(p + n.down + ".bias", {H}, kPlain, role, kReplicated, WeightSlot::kMlpDownBias);
+}
+
+void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t width) {
+  const int64_t H = s.hidden_size;
+  const auto role = TensorRole::kSharedExpert;
+  b.add(p + "gate_proj.weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedGate);
+  b.add(p + "up_proj.weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedUp);
+  b.add(p + "down_proj.weight", {H, width}, kProj, role, kRow, WeightSlot::kSharedDown);
+}
+
+void router(const ModelSpec& s, WeightTableBuilder& b, const std::string& name, bool bias) {
+  const int64_t E = s.moe->n_experts;
+  b.add(name, {E, s.hidden_size}, kKeptF32, TensorRole::kRouter, kReplicated, WeightSlot::kRouter);
+  if (bias) {
+    const std::string stem = name.substr(0, name.size() - std::string(".weight").size());
+    b.add(stem + ".bias", {E}, kKeptF32, TensorRole::kRouter, kReplicated, WeightSlot::kRouterBias);
+  }
+}
+
+void separate_experts(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, SwigluNames n) {
+  const int64_t H = s.hidden_size, I = s.moe->expert_intermediate;
+  const auto role = TensorRole::kRoutedExpert;
+  // Expert-major order, as releases store them.
+  for (int64_t e = 0; e < s.moe->n_experts; ++e) {
+    b.add(p + n.gate + ".weight", {I, H}, kProj, role, kOneExpert, WeightSlot::kExpertGate, e);
+    b.add(p + n.up + ".weight", {I, H}, kProj, role, kOneExpert, WeightSlot::kExpertUp, e);
+    b.add(p + n.down + ".weight", {H, I}, kProj, role, kOneExpert, WeightSlot::kExpertDown, e);
+  }
+}
+
+void deepseek_moe(const ModelSpec& s, WeightTableBuilder& b) {
+  const MoeSpec& m = *s.moe;
+  router(s, b, "mlp.gate.weight");
+  if (m.correction_bias) {
+    b.add("mlp.gate.e_score_correction_bias", {m.n_experts}, WeightStorage::kF32, TensorRole::kRouter,
+          kReplicated, WeightSlot::kCorrectionBias);
+  }
+  separate_experts(s, b, "mlp.experts.{E}.");
+  if (m.shared_intermediate > 0) shared_expert(s, b, "mlp.shared_experts.", m.shared_intermediate);
+}
+
+void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn) {
+  if (s.layers.empty()) return;
+  const int64_t H = s.hidden_size, V = s.vocab_size;
+  for (int64_t k = 0; k < s.n_mtp_layers; ++k) {
+    b.begin_layer(s.n_layers + k);
+    b.add("embed_tokens.weight", {V, H}, kPlain, TensorRole::kEmbedding, kVocab, WeightSlot::kNone);
+    b.add("enorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
+    b.add("hnorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
+    b.add("eh_proj.weight", {H, 2 * H}, kProj, TensorRole::kAttention, kReplicated, WeightSlot::kNone);
+    b.add("shared_head.norm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
+    b.add("shared_head.head.weight", {V, H}, kPlain, TensorRole::kLmHead, kVocab, WeightSlot::kNone);
+    decoder_layer(s, b, s.layers.back(), ffn);
+    b.end_layer();
+  }
+}
+
+}  // namespace day0::weights

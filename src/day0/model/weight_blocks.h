@@ -1,0 +1,58 @@
+#pragma once
+// Shared pieces of family weight tables (weight_table.h): the decoder skeleton, attention kinds, the
+// dense SwiGLU, routers and experts in the layouts releases use. A family's table combines them.
+#include <functional>
+#include <string>
+
+#include "day0/model/model_spec.h"
+#include "day0/model/weight_table.h"
+
+namespace day0::weights {
+
+inline constexpr ShardSpec kReplicated{ShardRule::kReplicated, -1};
+inline constexpr ShardSpec kColumn{ShardRule::kColumn, 0};
+inline constexpr ShardSpec kColumnKv{ShardRule::kColumnKv, 0};
+inline constexpr ShardSpec kRow{ShardRule::kRow, 1};
+inline constexpr ShardSpec kVocab{ShardRule::kVocab, 0};
+inline constexpr ShardSpec kOneExpert{ShardRule::kExpert, -1};
+inline constexpr ShardSpec kStackedExperts{ShardRule::kExpert, 0};
+
+// The FFN of decoder layer `layer` (scope: "model.layers.{L}.").
+using LayerFfn = std::function<void(WeightTableBuilder& b, const LayerSpec& layer)>;
+
+// embed_tokens, then every layer (input_layernorm, attention, post_attention_layernorm, `ffn`), then
+// norm and lm_head (absent when tied); `mlp_prefix` names nothing: the FFN callback adds its own.
+void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);
+// One pre-norm decoder layer's norms and attention (GQA or MLA from the spec) followed by `ffn`.
+void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& layer, const LayerFfn& ffn);
+
+// self_attn.{q,k,v,o}_proj (+ biases per spec.qkv_bias / o_bias), q_norm / k_norm, sinks.
+void gqa_attention(const ModelSpec& s, WeightTableBuilder& b);
+// self_attn.{q_a_proj, q_a_layernorm, q_b_proj | q_proj}, kv_a_proj_with_mqa, kv_a_layernorm,
+// kv_b_proj, o_proj.
+void mla_attention(const ModelSpec& s, WeightTableBuilder& b);
+
+struct SwigluNames {
+  const char* gate = "gate_proj";
+  const char* up = "up_proj";
+  const char* down = "down_proj";
+};
+// A dense SwiGLU under `prefix` ("mlp.") of `width`, sharded column (gate, up) / row (down).
+void dense_mlp(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t width, bool bias,
+               SwigluNames names = {});
+// The shared expert(s) as one SwiGLU of `width` under `prefix`.
+void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t width);
+// Router [E, H] (float32 in many releases); `bias` adds `<name minus .weight>.bias`.
+void router(const ModelSpec& s, WeightTableBuilder& b, const std::string& name, bool bias = false);
+// Routed experts stored one tensor per expert under `prefix` ("mlp.experts.{E}.").
+void separate_experts(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix,
+                      SwigluNames names = {});
+
+// DeepSeek-style MoE block under mlp.: gate (+ e_score_correction_bias), experts, shared_experts of
+// spec.moe->shared_intermediate (DeepSeek-V2/V3, Kimi K2, GLM-4.5).
+void deepseek_moe(const ModelSpec& s, WeightTableBuilder& b);
+// DeepSeek-V3 multi-token-prediction layers (spec.n_mtp_layers, after the last decoder layer): a
+// decoder layer like the last one plus embed_tokens, enorm, hnorm, eh_proj and shared_head.
+void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);
+
+}  // namespace day0::weights

@@ -1,0 +1,193 @@
+#include "day0/model/weight_table.h"
+
+#include <fmt/format.h>
+
+#include "day0/core/checked_math.h"
+#include "day0/model/model_spec.h"
+#include "day0/model/tensor_manifest.h"
+
+namespace day0 {
+
+const char* tensor_role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::kEmbedding:
+      return "embedding";
+    case TensorRole::kLmHead:
+      return "lm_head";
+    case TensorRole::kNorm:
+      return "norm";
+    case TensorRole::kAttention:
+      return "attention";
+    case TensorRole::kDenseMlp:
+      return "dense_mlp";
+    case TensorRole::kRouter:
+      return "router";
+    case TensorRole::kRoutedExpert:
+      return "routed_expert";
+    case TensorRole::kSharedExpert:
+      return "shared_expert";
+    case TensorRole::kQuantScale:
+      return "quant_scale";
+  }
+  return "unknown";
+}
+
+const char* shard_rule_name(ShardRule rule) {
+  switch (rule) {
+    case ShardRule::kReplicated:
+      return "replicated";
+    case ShardRule::kColumn:
+      return "column";
+    case ShardRule::kColumnKv:
+      return "column_kv";
+    case ShardRule::kRow:
+      return "row";
+    case ShardRule::kExpert:
+      return "expert";
+    case ShardRule::kVocab:
+      return "vocab";
+  }
+  return "unknown";
+}
+
+bool TensorSpec::accepts(DType found) const {
+  if (found == dtype) return true;
+  for (DType d : also_accepted) {
+    if (d == found) return true;
+  }
+  return false;
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return b <= 0 ? 0 : (a + b - 1) / b;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
+
+WeightTableBuilder::WeightTableBuilder(const ModelSpec& spec, TensorManifest& out)
+    : spec_(spec), out_(out), prefix_(decoder_prefix(spec)), scope_(prefix_), scope_pattern_(prefix_) {}
+
+void WeightTableBuilder::begin_layer(int64_t layer) {
+  layer_ = layer;
+  scope_ = fmt::format("{}layers.{}.", prefix_, layer);
+  scope_pattern_ = prefix_ + "layers.{L}.";
+}
+
+void WeightTableBuilder::end_layer() {
+  layer_ = -1;
+  scope_ = prefix_;
+  scope_pattern_ = prefix_;
+}
+
+void WeightTableBuilder::add_absolute(std::string name, std::vector<int64_t> shape, WeightStorage storage,
+                                      TensorRole role, ShardSpec shard, WeightSlot slot) {
+  std::string pattern = name;
+  push_weight(std::move(name), std::move(pattern), std::move(shape), storage, role, shard, slot, -1);
+}
+
+void WeightTableBuilder::add(const std::string& name, std::vector<int64_t> shape, WeightStorage storage,
+                             TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
+  const std::string pattern = scope_pattern_ + name;
+  if (expert >= 0) {
+    push_weight(scope_ + replace_all(name, "{E}", std::to_string(expert)), pattern, std::move(shape), storage,
+                role, shard, slot, expert);
+    return;
+  }
+  if (name.find("{E}") == std::string::npos) {
+    push_weight(scope_ + name, pattern, std::move(shape), storage, role, shard, slot, -1);
+    return;
+  }
+  const int64_t experts = spec_.moe ? spec_.moe->n_experts : 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    push_weight(scope_ + replace_all(name, "{E}", std::to_string(e)), pattern, shape, storage, role, shard,
+                slot, e);
+  }
+}
+
+void WeightTableBuilder::push_weight(std::string name, std::string pattern, std::vector<int64_t> shape,
+                                     WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot,
+                                     int64_t expert) {
+  const DType act = spec_.activation_dtype;
+  switch (storage) {
+    case WeightStorage::kPlain:
+      push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
+      return;
+    case WeightStorage::kKeptF32:
+      push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
+      if (!failed_ && act != DType::kF32) out_.tensors.back().also_accepted = {DType::kF32};
+      return;
+    case WeightStorage::kF32:
+      push(std::move(name), std::move(pattern), std::move(shape), DType::kF32, storage, role, shard, slot,
+           expert);
+      if (!failed_ && act != DType::kF32) out_.tensors.back().also_accepted = {act};
+      return;
+    case WeightStorage::kMxfp4Blocks:
+    case WeightStorage::kMxfp4Scales:
+      // Scales: `role` names the weight they scale; the tensor itself holds no parameters.
+      push(std::move(name), std::move(pattern), std::move(shape), DType::kU8, storage,
+           storage == WeightStorage::kMxfp4Scales ? TensorRole::kQuantScale : role, shard, slot, expert);
+      if (!failed_ && storage == WeightStorage::kMxfp4Scales) {
+        out_.tensors.back().also_accepted = {DType::kF8E8M0};
+        out_.tensors.back().scaled_role = role;
+      }
+      return;
+    case WeightStorage::kProjection:
+      break;
+  }
+  if (spec_.weights.format != WeightFormat::kFp8Block || shape.size() != 2) {
+    push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
+    return;
+  }
+  std::vector<int64_t> scale_shape = {ceil_div(shape[0], spec_.weights.block_rows),
+                                      ceil_div(shape[1], spec_.weights.block_cols)};
+  push(name, pattern, std::move(shape), DType::kF8E4M3, storage, role, shard, slot, expert);
+  push(name + "_scale_inv", pattern + "_scale_inv", std::move(scale_shape), DType::kF32, WeightStorage::kF32,
+       TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
+  if (!failed_) out_.tensors.back().scaled_role = role;
+}
+
+void WeightTableBuilder::push(std::string name, std::string pattern, std::vector<int64_t> shape, DType dtype,
+                              WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot,
+                              int64_t expert) {
+  if (failed_) return;
+  // MXFP4 blocks hold two 4-bit values a byte; scales hold no parameters.
+  const uint64_t per_element = storage == WeightStorage::kMxfp4Blocks   ? 2
+                               : storage == WeightStorage::kMxfp4Scales ? 0
+                               : role == TensorRole::kQuantScale        ? 0
+                                                                        : 1;
+  const auto elements = checked_product(shape);
+  const auto params = elements ? checked_mul(*elements, per_element) : std::nullopt;
+  const auto bits =
+      elements ? checked_mul(*elements, static_cast<uint64_t>(dtype_bits(dtype))) : std::nullopt;
+  if (!elements || !params || !bits || *params > static_cast<uint64_t>(INT64_MAX)) {
+    failed_ = true;
+    error_ = fmt::format("tensor {}: its size overflows 64 bits; the config's sizes are too large", name);
+    return;
+  }
+  TensorSpec t;
+  t.name = std::move(name);
+  t.pattern = std::move(pattern);
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.role = role;
+  t.layer = layer_;
+  t.expert = expert;
+  t.params = static_cast<int64_t>(*params);
+  t.bytes = (*bits + 7) / 8;
+  t.storage = storage;
+  t.shard = shard;
+  t.slot = slot;
+  t.mtp = layer_ >= spec_.n_layers;
+  out_.tensors.push_back(std::move(t));
+}
+
+}  // namespace day0

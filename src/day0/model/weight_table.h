@@ -1,0 +1,157 @@
+#pragma once
+// The weight table of a model family: every tensor a checkpoint holds, described once, by the family
+// file (model/families/<family>.cpp) through WeightTableBuilder. Each entry carries its Hugging Face
+// name pattern, its shape (computed from the spec), how it is stored (and which dtypes publishers
+// use for it), its tensor/expert-parallel shard rule and the engine slot it binds to. The tensor
+// manifest, parameter counts, `verify`, synth, the engine's weight binder and the planner's groups
+// are all derived from it; none of them names a tensor again.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "day0/core/dtype.h"
+
+namespace day0 {
+
+struct ModelSpec;
+struct TensorManifest;
+
+enum class TensorRole {
+  kEmbedding,     // model.embed_tokens.weight
+  kLmHead,        // lm_head.weight (absent when tied)
+  kNorm,          // every RMSNorm / LayerNorm weight
+  kAttention,     // q/k/v/o, MLA projections, biases, sinks
+  kDenseMlp,      // dense SwiGLU layers
+  kRouter,        // router / gate weights and biases, correction bias
+  kRoutedExpert,  // routed expert weights (and their biases)
+  kSharedExpert,  // shared expert weights (and Qwen2-MoE's shared gate)
+  kQuantScale,    // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
+};
+
+// How a tensor is stored in a release.
+enum class WeightStorage {
+  kPlain,        // the activation dtype (norms, biases, embeddings); never quantized
+  kProjection,   // a linear weight [out, in]: FP8 block checkpoints store it F8_E4M3 + `_scale_inv`
+  kKeptF32,      // written in the activation dtype, but publishers often keep it float32 inside a
+                 // BF16 checkpoint (routers, sinks, norms): both are accepted
+  kF32,          // float32 in the release (e_score_correction_bias); the activation dtype is accepted
+  kMxfp4Blocks,  // gpt-oss `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
+  kMxfp4Scales,  // gpt-oss `*_scales` [.., cols/32] U8 (E8M0)
+};
+
+// How tensor / expert parallelism splits a tensor over ranks.
+enum class ShardRule {
+  kReplicated,  // whole on every rank (norms, routers, MLA down-projections)
+  kColumn,      // output features split by heads / width (dim 0 of [out, in]); no communication
+  kColumnKv,    // column split by KV heads; copied once TP exceeds the KV heads
+  kRow,         // input features split (dim 1 of [out, in]); an all-reduce follows
+  kExpert,      // whole experts per rank (EP); `dim` is the stacked expert dim, -1 when one per tensor
+  kVocab,       // vocabulary rows split (embedding, lm_head); an all-gather follows
+};
+
+struct ShardSpec {
+  ShardRule rule = ShardRule::kReplicated;
+  int dim = -1;  // dimension of the stored tensor that is split (-1: none)
+  bool operator==(const ShardSpec&) const = default;
+};
+
+// Where the engine's binder puts a tensor (runtime/model_weights.h).
+enum class WeightSlot {
+  kNone,  // not bound: MTP layers, scales consumed with their weight
+  kEmbedding,
+  kLmHead,
+  kFinalNorm,
+  kInputNorm,
+  kPostNorm,
+  kQ,
+  kK,
+  kV,
+  kO,
+  kQBias,
+  kKBias,
+  kVBias,
+  kOBias,
+  kQNorm,
+  kKNorm,
+  kSinks,
+  kQA,
+  kQABias,
+  kQANorm,
+  kQB,
+  kKvA,
+  kKvABias,
+  kKvANorm,
+  kKvB,
+  kMlpGate,
+  kMlpUp,
+  kMlpDown,
+  kMlpGateBias,
+  kMlpUpBias,
+  kMlpDownBias,
+  kRouter,
+  kRouterBias,
+  kCorrectionBias,
+  kExpertGate,                // one expert's [I, H]
+  kExpertUp,                  // one expert's [I, H]
+  kExpertDown,                // one expert's [H, I]
+  kExpertsGateUpConcat,       // stacked x @ W [E, H, 2I], gate the first half (Llama 4)
+  kExpertsGateUpInterleaved,  // stacked x @ W [E, H, 2I], gate at even columns (gpt-oss)
+  kExpertsDown,               // stacked x @ W [E, I, H]
+  kExpertsGateUpBias,         // [E, 2I]
+  kExpertsDownBias,           // [E, H]
+  kExpertsGateUpMxfp4,        // `gate_up_proj_blocks` (+ `_scales`), gate at even rows
+  kExpertsDownMxfp4,          // `down_proj_blocks` (+ `_scales`)
+  kSharedGate,
+  kSharedUp,
+  kSharedDown,
+  kSharedExpertGate,  // Qwen2-MoE sigmoid gate [1, H]
+};
+
+const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...
+const char* shard_rule_name(ShardRule rule);    // "replicated", "column", ...
+
+class WeightTableBuilder;
+// A family's weight table: emits every tensor of `spec` into the builder.
+using WeightTableFn = void (*)(const ModelSpec& spec, WeightTableBuilder& b);
+
+// Collects the entries a family's weight table emits. Names are given relative to the current
+// scope: the decoder prefix ("model.") outside layers, "model.layers.{L}." inside one; `{E}` in a
+// name expands over the routed experts. Entries become TensorSpecs (tensor_manifest.h).
+class WeightTableBuilder {
+ public:
+  explicit WeightTableBuilder(const ModelSpec& spec, TensorManifest& out);
+
+  const ModelSpec& spec() const { return spec_; }
+  // Enters decoder layer `layer` (MTP layers are those at or past num_hidden_layers).
+  void begin_layer(int64_t layer);
+  void end_layer();
+  // Absolute name for tensors outside the decoder prefix (Llama 4's language_model.lm_head).
+  void add_absolute(std::string name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
+                    ShardSpec shard, WeightSlot slot);
+  // `name` relative to the scope; a `{E}` in it expands over spec.moe->n_experts experts, or names
+  // expert `expert` only when that is given.
+  void add(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
+           ShardSpec shard, WeightSlot slot, int64_t expert = -1);
+
+  // Prefix of the current scope, e.g. "model.layers.3.".
+  const std::string& scope() const { return scope_; }
+  bool failed() const { return failed_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  void push(std::string name, std::string pattern, std::vector<int64_t> shape, DType dtype,
+            WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
+  void push_weight(std::string name, std::string pattern, std::vector<int64_t> shape, WeightStorage storage,
+                   TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
+
+  const ModelSpec& spec_;
+  TensorManifest& out_;
+  std::string prefix_;  // decoder prefix
+  std::string scope_;
+  std::string scope_pattern_;
+  int64_t layer_ = -1;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace day0

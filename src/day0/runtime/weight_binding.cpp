@@ -1,0 +1,255 @@
+// The one weight binder: walks the family's weight table (the tensor manifest) and puts each tensor in
+// the ModelWeights field its slot names. No family code here: a new family that reuses existing
+// slots needs nothing in this file.
+#include <fmt/format.h>
+
+#include "day0/model/tensor_manifest.h"
+#include "day0/runtime/model_weights.h"
+
+namespace day0 {
+namespace {
+
+int64_t numel(const TensorSpec& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;  // the manifest checked these products
+  return n;
+}
+
+std::string strip_suffix(const std::string& name, const std::string& suffix) {
+  return name.ends_with(suffix) ? name.substr(0, name.size() - suffix.size()) : name;
+}
+
+class TableBinder {
+ public:
+  TableBinder(WeightBinder& b, ModelWeights& out) : b_(b), out_(out) {}
+
+  Status bind(const TensorSpec& t) {
+    if (t.layer >= static_cast<int64_t>(out_.layers.size())) {
+      return internal_error(fmt::format("tensor {}: layer {} outside the model", t.name, t.layer));
+    }
+    LayerWeights* layer = t.layer >= 0 ? &out_.layers[static_cast<size_t>(t.layer)] : nullptr;
+    const bool in_layer = layer != nullptr;
+    switch (t.slot) {
+      case WeightSlot::kNone:
+        return Status::ok();
+      case WeightSlot::kEmbedding: {
+        Linear embedding;
+        D0_RETURN_IF_ERROR(linear(t, embedding));
+        out_.embedding = embedding.w;
+        return Status::ok();
+      }
+      case WeightSlot::kLmHead:
+        return linear(t, out_.lm_head);
+      case WeightSlot::kFinalNorm:
+        return vector(t, out_.final_norm);
+      default:
+        break;
+    }
+    if (!in_layer) return internal_error(fmt::format("tensor {}: a layer slot outside the layers", t.name));
+    AttentionWeights& a = layer->attn;
+    DenseMlpWeights& mlp = layer->mlp;
+    MoeWeights& moe = layer->moe;
+    switch (t.slot) {
+      case WeightSlot::kInputNorm:
+        return vector(t, layer->input_norm);
+      case WeightSlot::kPostNorm:
+        return vector(t, layer->post_norm);
+      case WeightSlot::kQ:
+        return linear(t, a.q);
+      case WeightSlot::kK:
+        return linear(t, a.k);
+      case WeightSlot::kV:
+        return linear(t, a.v);
+      case WeightSlot::kO:
+        return linear(t, a.o);
+      case WeightSlot::kQBias:
+        return bias(t, a.q);
+      case WeightSlot::kKBias:
+        return bias(t, a.k);
+      case WeightSlot::kVBias:
+        return bias(t, a.v);
+      case WeightSlot::kOBias:
+        return bias(t, a.o);
+      case WeightSlot::kQNorm:
+        return vector(t, a.q_norm);
+      case WeightSlot::kKNorm:
+        return vector(t, a.k_norm);
+      case WeightSlot::kSinks:
+        return vector(t, a.sinks);
+      case WeightSlot::kQA:
+        return linear(t, a.q_a);
+      case WeightSlot::kQABias:
+        return bias(t, a.q_a);
+      case WeightSlot::kQANorm:
+        return vector(t, a.q_a_norm);
+      case WeightSlot::kQB:
+        return linear(t, a.q_b);
+      case WeightSlot::kKvA:
+        return linear(t, a.kv_a);
+      case WeightSlot::kKvABias:
+        return bias(t, a.kv_a);
+      case WeightSlot::kKvANorm:
+        return vector(t, a.kv_a_norm);
+      case WeightSlot::kKvB:
+        return linear(t, a.kv_b);
+      case WeightSlot::kMlpGate:
+        return linear(t, mlp.gate);
+      case WeightSlot::kMlpUp:
+        return linear(t, mlp.up);
+      case WeightSlot::kMlpDown:
+        return linear(t, mlp.down);
+      case WeightSlot::kMlpGateBias:
+        return bias(t, mlp.gate);
+      case WeightSlot::kMlpUpBias:
+        return bias(t, mlp.up);
+      case WeightSlot::kMlpDownBias:
+        return bias(t, mlp.down);
+      case WeightSlot::kRouter:
+        return linear(t, moe.router);
+      case WeightSlot::kRouterBias:
+        return bias(t, moe.router);
+      case WeightSlot::kCorrectionBias:
+        return vector(t, moe.correction_bias);
+      case WeightSlot::kSharedGate:
+        return linear(t, moe.shared.gate);
+      case WeightSlot::kSharedUp:
+        return linear(t, moe.shared.up);
+      case WeightSlot::kSharedDown:
+        return linear(t, moe.shared.down);
+      case WeightSlot::kSharedExpertGate:
+        return linear(t, moe.shared_gate);
+      case WeightSlot::kExpertGate:
+      case WeightSlot::kExpertUp:
+      case WeightSlot::kExpertDown:
+        return one_expert(t, moe);
+      default:
+        return stacked_experts(t, moe);
+    }
+  }
+
+ private:
+  // The weight of `into` (its bias, bound separately, is kept).
+  Status linear(const TensorSpec& t, Linear& into) {
+    if (t.shape.size() != 2)
+      return internal_error("weight table: a linear weight that is not 2-D: " + t.name);
+    D0_ASSIGN_OR_RETURN(Linear l, b_.linear(t.name, t.shape[0], t.shape[1]));
+    into.w = l.w;
+    return Status::ok();
+  }
+  Status vector(const TensorSpec& t, std::span<const float>& into) {
+    D0_ASSIGN_OR_RETURN(into, b_.vector(t.name, numel(t)));
+    return Status::ok();
+  }
+  Status bias(const TensorSpec& t, Linear& into) {
+    D0_ASSIGN_OR_RETURN(std::span<const float> values, b_.vector(t.name, numel(t)));
+    into.bias = values.data();
+    return Status::ok();
+  }
+
+  ExpertWeights* expert(const TensorSpec& t, MoeWeights& moe) {
+    if (t.expert < 0 || t.expert >= static_cast<int64_t>(moe.experts.size())) return nullptr;
+    return &moe.experts[static_cast<size_t>(t.expert)];
+  }
+
+  Status one_expert(const TensorSpec& t, MoeWeights& moe) {
+    ExpertWeights* e = expert(t, moe);
+    if (e == nullptr)
+      return internal_error(fmt::format("tensor {}: expert {} out of range", t.name, t.expert));
+    Linear l;
+    D0_RETURN_IF_ERROR(linear(t, l));
+    WeightView& into = t.slot == WeightSlot::kExpertGate ? e->gate
+                       : t.slot == WeightSlot::kExpertUp ? e->up
+                                                         : e->down;
+    into = l.w;
+    moe.layout = GateUpLayout::kSeparate;
+    return Status::ok();
+  }
+
+  // Stacked [E, ...] expert tensors: one view (or transposed copy) per expert.
+  Status stacked_experts(const TensorSpec& t, MoeWeights& moe) {
+    const auto n_experts = static_cast<int64_t>(moe.experts.size());
+    if (t.shape.empty() || t.shape[0] != n_experts) {
+      return internal_error(fmt::format("tensor {}: stacked over {} experts, the layer holds {}", t.name,
+                                        t.shape.empty() ? 0 : t.shape[0], n_experts));
+    }
+    for (int64_t e = 0; e < n_experts; ++e) {
+      ExpertWeights& w = moe.experts[static_cast<size_t>(e)];
+      const WeightSlot slot = t.slot;
+      if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved) {
+        // Stored x @ W [E, H, 2I]: the kernels read [2I, H].
+        moe.layout = slot == WeightSlot::kExpertsGateUpConcat ? GateUpLayout::kConcatenated
+                                                              : GateUpLayout::kInterleaved;
+        D0_ASSIGN_OR_RETURN(w.gate, b_.stacked_transposed(t.name, e, n_experts, t.shape[2], t.shape[1]));
+      } else if (slot == WeightSlot::kExpertsDown) {  // [E, I, H] -> [H, I]
+        D0_ASSIGN_OR_RETURN(w.down, b_.stacked_transposed(t.name, e, n_experts, t.shape[2], t.shape[1]));
+      } else if (slot == WeightSlot::kExpertsGateUpMxfp4 || slot == WeightSlot::kExpertsDownMxfp4) {
+        // Blocks [E, rows, cols / 32, 16] beside `_scales` [E, rows, cols / 32].
+        const std::string stem = strip_suffix(t.name, "_blocks");
+        D0_ASSIGN_OR_RETURN(WeightView v, b_.mxfp4(stem, e, n_experts, t.shape[1], t.shape[2] * 32));
+        if (slot == WeightSlot::kExpertsGateUpMxfp4) {
+          moe.layout = GateUpLayout::kInterleaved;
+          w.gate = v;
+        } else {
+          w.down = v;
+        }
+      } else if (slot == WeightSlot::kExpertsGateUpBias) {
+        D0_ASSIGN_OR_RETURN(w.gate_bias, b_.stacked_vector(t.name, e, n_experts, t.shape[1]));
+      } else if (slot == WeightSlot::kExpertsDownBias) {
+        D0_ASSIGN_OR_RETURN(w.down_bias, b_.stacked_vector(t.name, e, n_experts, t.shape[1]));
+      } else {
+        return internal_error(
+            fmt::format("tensor {}: slot {} has no binding", t.name, static_cast<int>(slot)));
+      }
+    }
+    return Status::ok();
+  }
+
+  WeightBinder& b_;
+  ModelWeights& out_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_spec,
+                                                         std::shared_ptr<const TensorSource> source) {
+  if (static_cast<int64_t>(model_spec.layers.size()) != model_spec.n_layers) {
+    return invalid_argument(fmt::format("model spec lists {} layers, expected {}", model_spec.layers.size(),
+                                        model_spec.n_layers));
+  }
+  ModelSpec spec = model_spec;
+  // Llama 4 (and other multimodal releases) keep the text model under language_model.
+  if (!spec.multimodal_wrapper && !source->contains("model.embed_tokens.weight") &&
+      source->contains("language_model.model.embed_tokens.weight")) {
+    spec.multimodal_wrapper = true;
+  }
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  auto out = std::make_shared<ModelWeights>();
+  out->source = std::move(source);
+  out->layers.resize(static_cast<size_t>(spec.n_layers));
+  for (int64_t n = 0; n < spec.n_layers; ++n) {
+    if (spec.layers[static_cast<size_t>(n)].moe && spec.moe) {
+      out->layers[static_cast<size_t>(n)].moe.experts.resize(static_cast<size_t>(spec.moe->n_experts));
+    }
+  }
+  WeightBinder b(spec, *out);
+  TableBinder table(b, *out);
+  const std::string context = fmt::format("binding {} weights", family_name(spec.family));
+  for (const TensorSpec& t : manifest.tensors) {
+    if (t.mtp) continue;  // multi-token-prediction layers: plain decoding never reads them
+    if (Status st = table.bind(t); !st.is_ok()) return st.with_context(context);
+  }
+  if (spec.tie_word_embeddings) {
+    // Tied: the head is the embedding, unless the checkpoint stores a copy anyway.
+    const std::string head = spec.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
+    if (b.has(head)) {
+      auto l = b.linear(head, spec.vocab_size, spec.hidden_size);
+      if (!l.is_ok()) return l.status().with_context(context);
+      out->lm_head = *l;
+    } else {
+      out->lm_head.w = out->embedding;
+    }
+  }
+  return out;
+}
+
+}  // namespace day0

@@ -1,0 +1,79 @@
+// The tensor manifest derived from each family's weight table against the checkpoints transformers
+// itself wrote (tests/golden/*/model.safetensors + config.json): the same names, shapes and dtypes.
+// An independent oracle: the manifest was otherwise only checked against itself and synth.
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "day0/io/checkpoint.h"
+#include "day0/model/config_parser.h"
+#include "day0/model/tensor_manifest.h"
+
+namespace day0 {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> golden_folders() {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(fs::path(DAY0_TEST_DATA_DIR) / "golden")) {
+    if (entry.is_directory() && fs::exists(entry.path() / "model.safetensors")) {
+      out.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class GoldenManifest : public ::testing::TestWithParam<std::string> {};
+
+TEST(GoldenManifestList, EveryGoldenIsChecked) {
+  EXPECT_GE(golden_folders().size(), 12u);
+}
+
+TEST_P(GoldenManifest, WeightTableEqualsTheCheckpointTransformersWrote) {
+  const fs::path dir = fs::path(DAY0_TEST_DATA_DIR) / "golden" / GetParam();
+  auto spec = load_model_config(dir / "config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
+  auto ckpt = Checkpoint::open(dir.string());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+
+  std::map<std::string, const TensorSpec*> expected;
+  for (const auto& t : manifest->tensors) expected[t.name] = &t;
+  for (const std::string& name : ckpt->tensor_names()) {
+    const auto it = expected.find(name);
+    if (it == expected.end()) {
+      ADD_FAILURE() << name << ": in the transformers checkpoint, not in the weight table";
+      continue;
+    }
+    auto view = ckpt->tensor(name);
+    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+    const TensorSpec& t = *it->second;
+    const std::vector<int64_t> shape(view->shape.begin(), view->shape.end());
+    EXPECT_EQ(shape, t.shape) << name << ": shape";
+    EXPECT_TRUE(t.accepts(view->dtype))
+        << name << ": stored " << dtype_name(view->dtype) << ", the table says " << dtype_name(t.dtype);
+    expected.erase(it);
+  }
+  for (const auto& [name, t] : expected) {
+    ADD_FAILURE() << name << ": in the weight table, not in the transformers checkpoint";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GoldenManifest, ::testing::ValuesIn(golden_folders()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& c : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace day0
