@@ -327,51 +327,9 @@ TEST(Manifest, DeepseekV3Fp8BlockScales) {
             "model.layers.1.mlp.shared_experts.down_proj.weight [8, 4] F8_E4M3\n"
             "model.layers.1.mlp.shared_experts.down_proj.weight_scale_inv [2, 1] F32\n"
             "model.norm.weight [8] BF16\n"
-            "lm_head.weight [16, 8] BF16\n");
-  // The MTP layer (model.layers.2) is not listed, only reported.
-  auto spec = parse_model_config(c, "tiny");
-  ASSERT_TRUE(spec.is_ok());
-  EXPECT_EQ(spec->n_mtp_layers, 1);
-}
-
-TEST(Manifest, Glm4MoeBiasQkNormAndSharedExperts) {
-  json c = tiny("Glm4MoeForCausalLM");
-  c["head_dim"] = 4;
-  c["attention_bias"] = true;
-  c["use_qk_norm"] = true;
-  c["n_routed_experts"] = 2;
-  c["num_experts_per_tok"] = 1;
-  c["moe_intermediate_size"] = 4;
-  c["n_shared_experts"] = 1;
-  c["first_k_dense_replace"] = 0;
-  EXPECT_EQ(manifest_of(c),
-            "model.embed_tokens.weight [16, 8] BF16\n"
-            "model.layers.0.input_layernorm.weight [8] BF16\n"
-            "model.layers.0.self_attn.q_proj.weight [8, 8] BF16\n"
-            "model.layers.0.self_attn.q_proj.bias [8] BF16\n"
-            "model.layers.0.self_attn.k_proj.weight [4, 8] BF16\n"
-            "model.layers.0.self_attn.k_proj.bias [4] BF16\n"
-            "model.layers.0.self_attn.v_proj.weight [4, 8] BF16\n"
-            "model.layers.0.self_attn.v_proj.bias [4] BF16\n"
-            "model.layers.0.self_attn.o_proj.weight [8, 8] BF16\n"
-            "model.layers.0.self_attn.q_norm.weight [4] BF16\n"
-            "model.layers.0.self_attn.k_norm.weight [4] BF16\n"
-            "model.layers.0.post_attention_layernorm.weight [8] BF16\n"
-            "model.layers.0.mlp.gate.weight [2, 8] BF16\n"
-            "model.layers.0.mlp.gate.e_score_correction_bias [2] F32\n"
-            "model.layers.0.mlp.experts.0.gate_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.experts.0.up_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.experts.0.down_proj.weight [8, 4] BF16\n"
-            "model.layers.0.mlp.experts.1.gate_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.experts.1.up_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.experts.1.down_proj.weight [8, 4] BF16\n"
-            "model.layers.0.mlp.shared_experts.gate_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.shared_experts.up_proj.weight [4, 8] BF16\n"
-            "model.layers.0.mlp.shared_experts.down_proj.weight [8, 4] BF16\n"
-            "model.norm.weight [8] BF16\n"
             "lm_head.weight [16, 8] BF16\n"
-            // The MTP layer declared by num_nextn_predict_layers: a decoder layer like the last one
-            // plus its own embedding, norms, eh_proj and head.
+            // The MTP layer declared by num_nextn_predict_layers: its own embedding, norms, eh_proj
+            // and head, then a decoder layer like the last one.
             "model.layers.2.embed_tokens.weight [16, 8] BF16\n"
             "model.layers.2.enorm.weight [8] BF16\n"
             "model.layers.2.hnorm.weight [8] BF16\n"
@@ -413,8 +371,9 @@ TEST(Manifest, Glm4MoeBiasQkNormAndSharedExperts) {
             "model.layers.2.mlp.shared_experts.up_proj.weight_scale_inv [1, 2] F32\n"
             "model.layers.2.mlp.shared_experts.down_proj.weight [8, 4] F8_E4M3\n"
             "model.layers.2.mlp.shared_experts.down_proj.weight_scale_inv [2, 1] F32\n");
-  auto spec = parse_model_config(c, "tiny/config.json");
+  auto spec = parse_model_config(c, "tiny");
   ASSERT_TRUE(spec.is_ok());
+  EXPECT_EQ(spec->n_mtp_layers, 1);
   auto manifest = build_tensor_manifest(*spec);
   ASSERT_TRUE(manifest.is_ok());
   ModelSpec without = *spec;
@@ -428,6 +387,44 @@ TEST(Manifest, Glm4MoeBiasQkNormAndSharedExperts) {
   ASSERT_TRUE(counts.is_ok() && counts_main.is_ok());
   EXPECT_EQ(counts->total, counts_main->total);
   EXPECT_EQ(counts->stored_bytes, counts_main->stored_bytes);
+}
+
+TEST(Manifest, Glm4MoeBiasQkNormAndSharedExperts) {
+  json c = tiny("Glm4MoeForCausalLM");
+  c["head_dim"] = 4;
+  c["attention_bias"] = true;
+  c["use_qk_norm"] = true;
+  c["n_routed_experts"] = 2;
+  c["num_experts_per_tok"] = 1;
+  c["moe_intermediate_size"] = 4;
+  c["n_shared_experts"] = 1;
+  c["first_k_dense_replace"] = 0;
+  EXPECT_EQ(manifest_of(c),
+            "model.embed_tokens.weight [16, 8] BF16\n"
+            "model.layers.0.input_layernorm.weight [8] BF16\n"
+            "model.layers.0.self_attn.q_proj.weight [8, 8] BF16\n"
+            "model.layers.0.self_attn.q_proj.bias [8] BF16\n"
+            "model.layers.0.self_attn.k_proj.weight [4, 8] BF16\n"
+            "model.layers.0.self_attn.k_proj.bias [4] BF16\n"
+            "model.layers.0.self_attn.v_proj.weight [4, 8] BF16\n"
+            "model.layers.0.self_attn.v_proj.bias [4] BF16\n"
+            "model.layers.0.self_attn.o_proj.weight [8, 8] BF16\n"
+            "model.layers.0.self_attn.q_norm.weight [4] BF16\n"
+            "model.layers.0.self_attn.k_norm.weight [4] BF16\n"
+            "model.layers.0.post_attention_layernorm.weight [8] BF16\n"
+            "model.layers.0.mlp.gate.weight [2, 8] BF16\n"
+            "model.layers.0.mlp.gate.e_score_correction_bias [2] F32\n"
+            "model.layers.0.mlp.experts.0.gate_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.experts.0.up_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.experts.0.down_proj.weight [8, 4] BF16\n"
+            "model.layers.0.mlp.experts.1.gate_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.experts.1.up_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.experts.1.down_proj.weight [8, 4] BF16\n"
+            "model.layers.0.mlp.shared_experts.gate_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.shared_experts.up_proj.weight [4, 8] BF16\n"
+            "model.layers.0.mlp.shared_experts.down_proj.weight [8, 4] BF16\n"
+            "model.norm.weight [8] BF16\n"
+            "lm_head.weight [16, 8] BF16\n");
 }
 
 TEST(Manifest, GptOssMxfp4BlocksScalesAndBiases) {
