@@ -34,19 +34,22 @@ class CliVerify : public ::testing::Test {
   std::string model_;
 };
 
-TEST_F(CliVerify, MtpLayersNeedAllowExtra) {
+// The MTP layer (num_nextn_predict_layers) is part of the model's tensor table: a release that ships
+// it verifies clean, and the report says how many tensors decoding does not read.
+TEST_F(CliVerify, MtpLayersAreExpectedAndCounted) {
   CliResult strict = run_cli({"verify", model_});
-  EXPECT_EQ(strict.exit_code, 1) << strict.out << strict.err;
-  EXPECT_NE(strict.out.find("extra_tensor"), std::string::npos) << strict.out;
-  EXPECT_NE(strict.out.find("multi-token-prediction"), std::string::npos) << strict.out;
-  CliResult allowed = run_cli({"verify", model_, "--allow-extra"});
-  EXPECT_EQ(allowed.exit_code, 0) << allowed.out << allowed.err;
-  EXPECT_NE(allowed.out.find("Summary: OK"), std::string::npos);
-  CliResult json = run_cli({"verify", model_, "--allow-extra", "--json"});
+  EXPECT_EQ(strict.exit_code, 0) << strict.out << strict.err;
+  EXPECT_NE(strict.out.find("Summary: OK"), std::string::npos) << strict.out;
+  EXPECT_NE(strict.out.find("multi-token-prediction, not read by decoding"), std::string::npos) << strict.out;
+  EXPECT_EQ(strict.out.find("extra_tensor"), std::string::npos) << strict.out;
+  CliResult json = run_cli({"verify", model_, "--json"});
   ASSERT_EQ(json.exit_code, 0);
   const auto j = nlohmann::json::parse(json.out);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_EQ(j["shards"][0]["hash_status"], "ok");
+  EXPECT_EQ(j["n_tensors"], j["n_manifest_tensors"]);
+  EXPECT_GT(j["n_mtp_tensors"].get<int64_t>(), 0);
+  EXPECT_LT(j["n_mtp_tensors"].get<int64_t>(), j["n_manifest_tensors"].get<int64_t>());
 }
 
 TEST_F(CliVerify, FlippedByteFailsWithTheShardNamed) {

@@ -207,6 +207,7 @@ class Verifier {
     int64_t n_layers = 0;
     for (const auto& spec : manifest.tensors) {
       if (!spec.mtp) n_layers = std::max(n_layers, spec.layer + 1);
+      if (spec.mtp) ++report_.n_mtp_tensors;
     }
     for (const auto& spec : manifest.tensors) {
       expected_names.insert(spec.name);

@@ -63,6 +63,7 @@ struct VerifyReport {
   std::vector<Finding> findings;
   int64_t n_tensors = 0;            // tensors found in shard headers
   int64_t n_manifest_tensors = -1;  // -1: no manifest given
+  int64_t n_mtp_tensors = 0;        // of those, multi-token-prediction tensors (not read by decoding)
   uint64_t bytes_hashed = 0;
   int64_t n_values_checked = -1;  // tensors whose values were scanned (-1: no value scan)
   std::string hash_source;        // where expected hashes came from ("" none)

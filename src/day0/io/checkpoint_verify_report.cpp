@@ -70,7 +70,10 @@ nlohmann::json verify_report_json(const VerifyReport& report) {
                         {"tensors_value_checked", report.n_values_checked},
                         {"hash_source", report.hash_source},
                         {"hashes_written", report.hashes_written}};
-  if (report.n_manifest_tensors >= 0) out["n_manifest_tensors"] = report.n_manifest_tensors;
+  if (report.n_manifest_tensors >= 0) {
+    out["n_manifest_tensors"] = report.n_manifest_tensors;
+    out["n_mtp_tensors"] = report.n_mtp_tensors;
+  }
   return out;
 }
 
@@ -150,6 +153,9 @@ std::string format_verify_report(const VerifyReport& report, size_t max_listed) 
   if (report.n_manifest_tensors >= 0) {
     out += fmt::format("; {} tensors in the checkpoint, {} expected by the model", report.n_tensors,
                        report.n_manifest_tensors);
+    if (report.n_mtp_tensors > 0) {
+      out += fmt::format(" ({} of them multi-token-prediction, not read by decoding)", report.n_mtp_tensors);
+    }
   } else {
     out += fmt::format("; {} tensors (structure checked without a model config)", report.n_tensors);
   }
