@@ -3,7 +3,7 @@
 # same minutes, same weights. Never part of CI; nothing of llama.cpp enters the repository.
 #
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
-#                            [--quants "BF16 Q8_0 Q4_0"] [--scratch DIR] [--llama-bin DIR]
+#                            [--quants "BF16 Q8_0 Q4_0"] [--scratch DIR] [--llama-bin DIR] [--prepare-only]
 #
 # 1. llama.cpp: the CPU tools (llama-bench, llama-perplexity, llama-server, llama-quantize) built from
 #    the PyPI sdist of llama-cpp-python (its vendor/llama.cpp is the full tree) in DIR/llama.cpp,
@@ -15,7 +15,8 @@
 #    one repetition after its warm-up) and day0_e2e_bench (prefill 512, decode 64, BF16 activations)
 #    on each shape, alternating which engine goes first. The table gives medians over the rounds and
 #    the median of the per-round ratios (Day0 / llama.cpp, BF16 weights on both sides).
-# Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores).
+# Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
+# does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,9 +28,10 @@ shapes="bench-dense-1b bench-moe-a02b"
 quants="BF16 Q8_0 Q4_0"
 scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
+prepare_only=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -38,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --quants) quants="$2"; shift 2 ;;
     --scratch) scratch="$2"; shift 2 ;;
     --llama-bin) llama_bin="$2"; shift 2 ;;
+    --prepare-only) prepare_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "llama_cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -121,6 +124,11 @@ for shape in $shapes; do
     mv "$models/$shape.$q.gguf.tmp" "$models/$shape.$q.gguf"
   done
 done
+
+if ((prepare_only)); then
+  log "prepared: llama.cpp in $llama_bin, weights in $models"
+  exit 0
+fi
 
 # --- Rounds ------------------------------------------------------------------------------------
 results="$scratch/results"
