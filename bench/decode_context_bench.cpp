@@ -3,7 +3,8 @@
 // values, and pre-filling 32k tokens would take far longer than the measurement), then a few tokens
 // are decoded greedily one step at a time.
 //   DAY0_E2E_MODELS=/tmp/bench-dense-1b:/tmp/bench-moe-a02b day0_decode_context_bench
-// Threads: DAY0_THREADS (default 2). Context lengths: DAY0_CONTEXTS (default 512,4096,32768).
+// Threads: DAY0_THREADS (default 2). Context lengths: DAY0_CONTEXTS (default 512,4096,32768). KV cache
+// dtype: DAY0_KV_DTYPE (bf16 default, f32, fp8). Counters: tok/s, KV bytes held per token.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -70,6 +71,9 @@ void BM_DecodeAt(benchmark::State& state, BenchModel* m) {
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   state.counters["tok/s"] = static_cast<double>(n_new * state.iterations()) / seconds;
+  day0::KvCache probe = m->engine.engine->new_cache();
+  fill_cache(probe, 1024);
+  state.counters["kv_B/token"] = static_cast<double>(probe.bytes()) / 1024.0;
 }
 
 }  // namespace
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
     m->model = std::move(loaded).value();
     day0::EngineOptions options;
     options.precision = day0::ActivationPrecision::kBF16;
+    if (const char* kv = std::getenv("DAY0_KV_DTYPE")) options.kv_dtype = day0::parse_kv_dtype(kv);
     auto engine = day0::open_engine(m->model, "cpu", options, bench_threads());
     if (!engine.is_ok()) {
       std::fprintf(stderr, "decode context bench: %s\n", engine.status().to_string().c_str());

@@ -15,6 +15,7 @@ namespace {
 struct AdaptCliOptions {
   report::AdaptOptions adapt;
   double soak_max_growth_mib = 32.0;
+  std::string kv_dtype = "auto";
   bool json = false;
 };
 
@@ -32,6 +33,7 @@ const char* mark(report::Verdict v) {
 
 int run_adapt_command(AdaptCliOptions& options) {
   options.adapt.soak_max_growth_bytes = static_cast<uint64_t>(options.soak_max_growth_mib * 1024 * 1024);
+  if (options.kv_dtype != "auto") options.adapt.kv_dtype = parse_kv_dtype(options.kv_dtype);
   const bool tty = isatty(STDERR_FILENO) != 0;
   int index = 0;
   const size_t n_stages = report::adapt_stages().size();
@@ -87,6 +89,10 @@ const Registrar kAdapt(
       app.add_option("--cluster", o->adapt.cluster, "Cluster preset (e.g. 8xH200) or file for the plan stage")
           ->default_str("this machine");
       app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")
+          ->capture_default_str();
+      app.add_option("--kv-dtype", o->kv_dtype,
+                     "KV cache element type of the run target: auto, bf16, f32, fp8")
+          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))
           ->capture_default_str();
       app.add_option("--out", o->adapt.out_dir, "Output folder for the report")->capture_default_str();
       app.add_option("--compare", o->adapt.compare_path,

@@ -11,6 +11,7 @@ namespace {
 struct AlignCliOptions {
   AlignRequest request;
   std::string dtype = "f32";
+  std::string kv_dtype = "auto";
   std::string against;
   std::string mla = "auto";
   bool json = false;
@@ -22,6 +23,7 @@ struct AlignCliOptions {
 int align_command(AlignCliOptions o) {
   AlignRequest& r = o.request;
   r.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  if (o.kv_dtype != "auto") r.kv_dtype = parse_kv_dtype(o.kv_dtype);
   r.mla = o.mla == "naive" ? MlaMode::kNaive : o.mla == "absorbed" ? MlaMode::kAbsorbed : MlaMode::kAuto;
   if (!o.against.empty()) {
     if (o.against != "reference") {
@@ -60,6 +62,11 @@ const Registrar kRegistrar(
       app.add_option("model", o->request.model, "checkpoint folder (config.json + safetensors)")->required();
       app.add_option("--reference", o->request.reference_path, "day0-reference/1 dump (tools/reference/)");
       app.add_option("--backend", o->request.backend, "backend measured: cpu (default), reference, partial");
+      app.add_option(
+             "--kv-dtype", o->kv_dtype,
+             "KV cache element type: auto (default: f32 with --dtype f32, bf16 with bf16), bf16, f32, "
+             "fp8")
+          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}));
       app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
       app.add_option("--against", o->against, "\"reference\": compare --backend with our reference backend");

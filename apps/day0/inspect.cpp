@@ -9,6 +9,7 @@
 #include "command.h"
 #include "day0/core/human.h"
 #include "day0/model/catalog.h"
+#include "day0/model/model_memory.h"
 #include "day0/model/model_summary.h"
 
 namespace day0::cli {
@@ -149,7 +150,10 @@ void print_human(const ModelSummary& m) {
   }
   print_table(memory, {false, true, true, true});
 
-  fmt::print("\nKV cache (BF16; {})\n", m.kv_cache.layout);
+  const char* kv_label = m.kv_cache.dtype == KvDtype::kF32
+                             ? "F32"
+                             : (m.kv_cache.dtype == KvDtype::kFp8E4M3 ? "FP8 E4M3" : "BF16");
+  fmt::print("\nKV cache ({}; {})\n", kv_label, m.kv_cache.layout);
   print_table(
       {{"per token (all layers)", with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
         human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
@@ -180,6 +184,7 @@ struct InspectOptions {
   bool json = false;
   bool strict_config = false;
   int64_t context = kDefaultOpContext;
+  std::string kv_dtype = "bf16";
 };
 
 int run_inspect(const InspectOptions& options) {
@@ -188,6 +193,9 @@ int run_inspect(const InspectOptions& options) {
   auto summary = summarize_model(resolved->spec, resolved->source, options.context);
   if (!summary.is_ok()) return report_error("inspect", summary.status());
   const auto& unknown = resolved->config_audit.unknown_keys;
+  // The figure the engine's paged pool holds for this dtype (the same function sizes its blocks).
+  summary->kv_cache =
+      kv_cache_summary(resolved->spec, parse_kv_dtype(options.kv_dtype).value_or(KvDtype::kBF16));
   if (options.json) {
     auto out = summary_to_json(*summary);
     out["unknown_config_keys"] = unknown;
@@ -210,6 +218,9 @@ const Registrar kInspect(
       app.add_flag("--json", options->json, "Print everything as JSON");
       app.add_flag("--strict-config", options->strict_config,
                    "Fail (exit 2) on a config key Day0 does not account for");
+      app.add_option("--kv-dtype", options->kv_dtype,
+                     "KV cache element type for the KV figures: bf16 (default), f32, fp8")
+          ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
       app.add_option("--context", options->context, "Cached tokens assumed for per-token operator figures")
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
           ->capture_default_str();

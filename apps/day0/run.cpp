@@ -34,6 +34,7 @@ struct RunOptions {
   int64_t max_new = 16;
   std::string backend = "cpu";
   std::string dtype = "f32";
+  std::string kv_dtype = "auto";  // auto: f32 with f32 activations, bf16 with bf16
   bool greedy = false;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -61,6 +62,10 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
   sp.seed = o.seed;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   const std::vector<int32_t> stops = tok.special_tokens().stop_ids;
+  // The conversation's cache is kept between turns: each turn pre-fills only what the template adds
+  // after the longest prefix already cached (tokens fed so far are in `cached`).
+  KvCache cache = engine.new_cache();
+  std::vector<int32_t> cached;
   std::string line;
   for (int turn = 0;; ++turn) {
     if (tty) fmt::print("user> ");
@@ -79,8 +84,26 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
       return true;
     };
     sp.seed = o.seed + static_cast<uint64_t>(turn);
-    const auto reply = generate(engine, *ids, o.max_new, sp, 0, on_token);
+    size_t common = 0;
+    while (common < cached.size() && common < ids->size() && cached[common] == (*ids)[common]) ++common;
+    if (common == ids->size() && common > 0) --common;  // at least one new token feeds the first pick
+    if (!cache.truncate(static_cast<int64_t>(common)).is_ok()) {  // a window dropped what we need
+      cache = engine.new_cache();
+      common = 0;
+    }
+    cached.resize(common);
+    GenerationRequest request;
+    request.prompt = std::span<const int32_t>(*ids).subspan(common);
+    request.max_new = o.max_new;
+    request.sampling = sp;
+    request.cache = &cache;
+    request.on_token = on_token;
+    const auto reply = generate_batch(engine, std::span(&request, 1));
     if (!reply.is_ok()) return report_error(name, reply.status());
+    // Fed: the new prompt tokens and every generated token but the last.
+    cached.insert(cached.end(), ids->begin() + static_cast<std::ptrdiff_t>(common), ids->end());
+    const auto& steps = reply->front().steps;
+    for (size_t i = 0; i + 1 < steps.size(); ++i) cached.push_back(steps[i].chosen.token);
     fmt::print("{}\n", decoder.finish());
     messages.push_back({{"role", "assistant"}, {"content", tok.decode(decoder.ids(), true)}});
   }
@@ -91,8 +114,11 @@ int run_command(const RunOptions& o) {
   const char* name = "run";
   auto model = load_model(o.model);
   if (!model.is_ok()) return report_error(name, model.status());
+  EngineOptions eo;
+  eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  if (o.kv_dtype != "auto") eo.kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (o.interactive) {
-    auto engine = open_engine(*model, o.backend, EngineOptions{}, o.threads);
+    auto engine = open_engine(*model, o.backend, eo, o.threads);
     if (!engine.is_ok()) return report_error(name, engine.status());
     return run_interactive(o, *model, *engine->engine);
   }
@@ -123,8 +149,6 @@ int run_command(const RunOptions& o) {
   }
   const auto* prompts = &prompt_list;
   if (prompts->size() != 1) return report_error(name, invalid_argument("run takes one prompt (no ';')"));
-  EngineOptions eo;
-  eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
   auto engine = open_engine(*model, o.backend, eo, o.threads);
   if (!engine.is_ok()) return report_error(name, engine.status());
 
@@ -263,6 +287,11 @@ const Registrar kRegistrar(
       app.add_option("--backend", o->backend, "backend: cpu (default), reference, partial");
       app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_option(
+             "--kv-dtype", o->kv_dtype,
+             "KV cache element type: auto (default: f32 with --dtype f32, bf16 with bf16), bf16, f32, "
+             "fp8")
+          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}));
       app.add_flag("--greedy", o->greedy, "greedy decoding (the default unless --temperature > 0)");
       app.add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
           ->check(finite_number(0.0, 100.0, "--temperature (0 = greedy)"));

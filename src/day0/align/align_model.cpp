@@ -23,6 +23,7 @@ Result<AlignReport> align_model(const AlignRequest& req) {
   }
   EngineOptions options;
   options.precision = req.precision;
+  options.kv_dtype = req.kv_dtype;
   options.mla = req.mla;
   D0_ASSIGN_OR_RETURN(EngineHandle engine, open_engine(model, req.backend, options, req.n_threads));
 

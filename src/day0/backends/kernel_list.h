@@ -2,31 +2,33 @@
 // Every kernel of the Backend interface as (method, argument struct, op name constant), so that
 // wrappers (reference, partial, the fallback resolver) forward all of them without hand-written lists
 // that could drift from backend.h.
-#define D0_FOR_EACH_KERNEL(X)                   \
-  X(embedding, EmbeddingArgs, kEmbedding)       \
-  X(matmul, MatmulArgs, kMatmul)                \
-  X(rms_norm, RmsNormArgs, kRmsNorm)            \
-  X(layer_norm, LayerNormArgs, kLayerNorm)      \
-  X(rope, RopeArgs, kRope)                      \
-  X(attention, AttentionArgs, kAttention)       \
-  X(mla_attention, MlaArgs, kMlaAttention)      \
-  X(softmax, SoftmaxArgs, kSoftmax)             \
-  X(silu, UnaryArgs, kSilu)                     \
-  X(gelu, UnaryArgs, kGelu)                     \
-  X(sigmoid, UnaryArgs, kSigmoid)               \
-  X(swiglu, SwigluArgs, kSwiglu)                \
-  X(swiglu_clamped, SwigluArgs, kSwigluClamped) \
-  X(moe_router, MoeRouterArgs, kMoeRouter)      \
-  X(moe_experts, MoeExpertsArgs, kMoeExperts)   \
-  X(add, BinaryArgs, kAdd)                      \
-  X(mul, BinaryArgs, kMul)                      \
-  X(argmax, ArgmaxArgs, kArgmax)                \
-  X(sample, SampleArgs, kSample)                \
-  X(clamp, PointwiseArgs, kClamp)               \
-  X(scale, PointwiseArgs, kScale)               \
-  X(rsqrt, PointwiseArgs, kRsqrt)               \
-  X(row_mean, PointwiseArgs, kRowMean)          \
-  X(gather_rows, GatherRowsArgs, kGatherRows)   \
+#define D0_FOR_EACH_KERNEL(X)                              \
+  X(embedding, EmbeddingArgs, kEmbedding)                  \
+  X(matmul, MatmulArgs, kMatmul)                           \
+  X(rms_norm, RmsNormArgs, kRmsNorm)                       \
+  X(layer_norm, LayerNormArgs, kLayerNorm)                 \
+  X(rope, RopeArgs, kRope)                                 \
+  X(attention, AttentionArgs, kAttention)                  \
+  X(mla_attention, MlaArgs, kMlaAttention)                 \
+  X(paged_attention, PagedAttentionArgs, kPagedAttention)  \
+  X(paged_mla_attention, PagedMlaArgs, kPagedMlaAttention) \
+  X(softmax, SoftmaxArgs, kSoftmax)                        \
+  X(silu, UnaryArgs, kSilu)                                \
+  X(gelu, UnaryArgs, kGelu)                                \
+  X(sigmoid, UnaryArgs, kSigmoid)                          \
+  X(swiglu, SwigluArgs, kSwiglu)                           \
+  X(swiglu_clamped, SwigluArgs, kSwigluClamped)            \
+  X(moe_router, MoeRouterArgs, kMoeRouter)                 \
+  X(moe_experts, MoeExpertsArgs, kMoeExperts)              \
+  X(add, BinaryArgs, kAdd)                                 \
+  X(mul, BinaryArgs, kMul)                                 \
+  X(argmax, ArgmaxArgs, kArgmax)                           \
+  X(sample, SampleArgs, kSample)                           \
+  X(clamp, PointwiseArgs, kClamp)                          \
+  X(scale, PointwiseArgs, kScale)                          \
+  X(rsqrt, PointwiseArgs, kRsqrt)                          \
+  X(row_mean, PointwiseArgs, kRowMean)                     \
+  X(gather_rows, GatherRowsArgs, kGatherRows)              \
   X(scatter_add, ScatterAddArgs, kScatterAdd)
 
 namespace day0 {

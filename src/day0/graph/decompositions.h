@@ -17,6 +17,10 @@ void decompose_layer_norm(Backend& be, const LayerNormArgs& a);   // row_mean, s
 void decompose_swiglu(Backend& be, const SwigluArgs& a);          // silu, mul
 void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);  // clamp, scale, sigmoid, mul
 void decompose_mla_attention(Backend& be, const MlaArgs& a);      // matmul, scale, attention
+// Per sequence: the pages dequantised into contiguous float32 (host vectors), then `attention` /
+// `mla_attention` on them. The reference backend's paged kernels are exactly this (the oracle).
+void decompose_paged_attention(Backend& be, const PagedAttentionArgs& a);
+void decompose_paged_mla_attention(Backend& be, const PagedMlaArgs& a);
 // gather_rows, matmul, swiglu, mul, scatter_add; the clamped (gpt-oss) variant calls swiglu_clamped,
 // which the resolver places on its own.
 void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a);

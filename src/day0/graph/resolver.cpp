@@ -104,7 +104,7 @@ Status ResolvingBackend::check_strict(const std::vector<OpKey>& keys) const {
 
 Placement ResolvingBackend::route(const OpKey& key) {
   std::lock_guard lock(mutex_);
-  const auto cache_key = std::make_pair(std::string(key.op), static_cast<int>(key.weights));
+  const auto cache_key = std::make_pair(std::string_view(key.op), static_cast<int>(key.weights));
   auto it = cache_.find(cache_key);
   if (it != cache_.end()) return it->second;
   const Placement p = resolution(key).placement;
@@ -155,6 +155,8 @@ D0_ROUTE_DECOMPOSED(layer_norm, LayerNormArgs, OpKey{op::kLayerNorm})
 D0_ROUTE_SIMPLE(rope, RopeArgs, OpKey{op::kRope})
 D0_ROUTE_SIMPLE(attention, AttentionArgs, OpKey{op::kAttention})
 D0_ROUTE_DECOMPOSED(mla_attention, MlaArgs, (OpKey{op::kMlaAttention, a.w_kv_b.format}))
+D0_ROUTE_DECOMPOSED(paged_attention, PagedAttentionArgs, OpKey{op::kPagedAttention})
+D0_ROUTE_DECOMPOSED(paged_mla_attention, PagedMlaArgs, (OpKey{op::kPagedMlaAttention, a.w_kv_b.format}))
 D0_ROUTE_SIMPLE(softmax, SoftmaxArgs, OpKey{op::kSoftmax})
 D0_ROUTE_SIMPLE(silu, UnaryArgs, OpKey{op::kSilu})
 D0_ROUTE_SIMPLE(gelu, UnaryArgs, OpKey{op::kGelu})

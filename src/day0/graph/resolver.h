@@ -53,6 +53,8 @@ class ResolvingBackend final : public Backend {
   void rope(const RopeArgs& a) override;
   void attention(const AttentionArgs& a) override;
   void mla_attention(const MlaArgs& a) override;
+  void paged_attention(const PagedAttentionArgs& a) override;
+  void paged_mla_attention(const PagedMlaArgs& a) override;
   void softmax(const SoftmaxArgs& a) override;
   void silu(const UnaryArgs& a) override;
   void gelu(const UnaryArgs& a) override;
@@ -81,7 +83,8 @@ class ResolvingBackend final : public Backend {
   bool strict_ops_;
   bool quiet_;
   std::mutex mutex_;
-  std::map<std::pair<std::string, int>, Placement> cache_;
+  // Keyed by the op name constants of op_names.h (static storage): no string copy per call.
+  std::map<std::pair<std::string_view, int>, Placement> cache_;
 };
 
 }  // namespace day0

@@ -8,18 +8,18 @@
 
 namespace day0 {
 
-uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, int element_bits) {
+uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
   uint64_t elements = 0;
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
   } else {
     elements = 2u * static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim);
   }
-  return elements * static_cast<uint64_t>(element_bits) / 8u;
+  return elements * static_cast<uint64_t>(kv_dtype_bytes(dtype));
 }
 
-uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int element_bits) {
-  const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, element_bits);
+uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
+  const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, dtype);
   uint64_t total = 0;
   for (const auto& layer : spec.layers) {
     int64_t held = tokens;
@@ -29,17 +29,18 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int element_bits)
   return total;
 }
 
-KvCacheSummary kv_cache_summary(const ModelSpec& spec, int element_bits) {
+KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   KvCacheSummary s;
-  s.element_bits = element_bits;
+  s.dtype = dtype;
+  s.element_bits = 8 * kv_dtype_bytes(dtype);
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     s.layout = fmt::format("MLA: latent {} + rope key {} per layer", spec.mla->kv_lora_rank,
                            spec.mla->qk_rope_head_dim);
   } else {
     s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", spec.n_kv_heads, spec.head_dim);
   }
-  s.bytes_per_token = kv_bytes_per_token_per_layer(spec, element_bits) * static_cast<uint64_t>(spec.n_layers);
-  s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, element_bits);
+  s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(spec.n_layers);
+  s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, dtype);
   s.bounded_layers = spec.n_layers - count_masked_layers(spec, AttentionMask::kCausal);
   return s;
 }

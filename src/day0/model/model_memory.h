@@ -4,25 +4,29 @@
 #include <string>
 #include <vector>
 
+#include "day0/model/kv_dtype.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/param_count.h"
 
 namespace day0 {
 
-// KV-cache bytes of one layer for one cached token: MLA caches the normalised latent (kv_lora_rank)
-// plus the shared rope key (qk_rope_head_dim); GQA caches K and V for each KV head.
-uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, int element_bits = 16);
+// KV-cache bytes of one layer for one cached token in `dtype`: MLA caches the normalised latent
+// (kv_lora_rank) plus the shared rope key (qk_rope_head_dim); GQA caches K and V for each KV head.
+// The single source of this figure: the engine's paged pool sizes its blocks with it, `inspect`
+// prints it and the planner budgets with it.
+uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
 // A sequence of `tokens` tokens: sliding and chunked layers hold at most their window.
-uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int element_bits = 16);
+uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = KvDtype::kBF16);
 
 struct KvCacheSummary {
-  std::string layout;            // "MLA: latent 512 + rope key 64", "GQA: K+V, 8 KV heads x 128"
-  int element_bits = 16;         // BF16 cache
+  std::string layout;  // "MLA: latent 512 + rope key 64", "GQA: K+V, 8 KV heads x 128"
+  KvDtype dtype = KvDtype::kBF16;
+  int element_bits = 16;         // 8 * kv_dtype_bytes(dtype)
   uint64_t bytes_per_token = 0;  // every layer, unbounded (a long context's marginal token, before windows)
   uint64_t bytes_per_1k_tokens = 0;  // one 1,000-token sequence, windows applied
   int64_t bounded_layers = 0;        // sliding / chunked layers
 };
-KvCacheSummary kv_cache_summary(const ModelSpec& spec, int element_bits = 16);
+KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
 
 struct WeightMemoryRow {
   std::string format;  // "FP32", "BF16", "FP8", "INT8", "INT4", "checkpoint (fp8_block)"

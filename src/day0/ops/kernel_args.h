@@ -14,6 +14,7 @@
 #include <span>
 
 #include "day0/model/model_spec.h"
+#include "day0/ops/kv_pages.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
@@ -117,6 +118,45 @@ struct MlaArgs {
   int64_t kv_lora_rank = 0;
   int64_t q_pos0 = 0;  // causal: key j (position j) visible to query t iff j <= q_pos0 + t
   float scale = 0.0f;  // softmax scale incl. yarn mscale^2 (required, > 0)
+  MlaForm form = MlaForm::kAbsorbed;
+};
+
+// ---- paged_attention / paged_mla_attention: one call for every sequence of a step ---------------
+// The query rows of all sequences are concatenated (varlen): sequence s owns rows
+// [q_row0, q_row0 + q_rows) of q and out, at positions q_pos0 ..., and reads its own paged cache
+// (ops/kv_pages.h), which already holds this step's keys. Semantics per sequence are exactly
+// `attention` / `mla_attention` over the dequantised cache with k_pos0 = kv.pos0 (the reference
+// backend computes it that way: it is the oracle).
+struct PagedSequence {
+  int64_t q_row0 = 0;
+  int64_t q_rows = 0;
+  int64_t q_pos0 = 0;
+  KvPages kv;  // GQA: first = K [.., n_kv_heads * head_dim], second = V; MLA: c_kv and k_pe
+};
+struct PagedAttentionArgs {
+  ConstMatrix q;                        // [T, n_heads * head_dim]
+  std::span<const PagedSequence> seqs;  // [B]
+  Matrix out;                           // [T, n_heads * v_head_dim]
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;  // 0 means head_dim
+  float scale = 0.0f;      // 0 means 1/sqrt(head_dim)
+  AttentionMask mask = AttentionMask::kCausal;
+  int64_t window = 0;
+  std::span<const float> sinks;  // [n_heads] or empty
+};
+struct PagedMlaArgs {
+  ConstMatrix q;                        // [T, n_heads * (d_nope + d_rope)]
+  std::span<const PagedSequence> seqs;  // [B]; first = c_kv [.., kv_lora_rank], second = k_pe [.., d_rope]
+  WeightView w_kv_b;                    // [n_heads * (d_nope + d_v), kv_lora_rank]
+  Matrix out;                           // [T, n_heads * d_v]
+  int64_t n_heads = 0;
+  int64_t d_nope = 0;
+  int64_t d_rope = 0;
+  int64_t d_v = 0;
+  int64_t kv_lora_rank = 0;
+  float scale = 0.0f;  // required, > 0
   MlaForm form = MlaForm::kAbsorbed;
 };
 

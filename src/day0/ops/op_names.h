@@ -12,6 +12,9 @@ inline constexpr std::string_view kLayerNorm = "layer_norm";
 inline constexpr std::string_view kRope = "rope";            // layout, partial, scaling attrs
 inline constexpr std::string_view kAttention = "attention";  // GQA causal / sliding / chunked / sinks
 inline constexpr std::string_view kMlaAttention = "mla_attention";
+// The same two over a paged KV cache, one call for all sequences of a step.
+inline constexpr std::string_view kPagedAttention = "paged_attention";
+inline constexpr std::string_view kPagedMlaAttention = "paged_mla_attention";
 inline constexpr std::string_view kSoftmax = "softmax";
 inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";

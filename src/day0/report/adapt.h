@@ -5,10 +5,12 @@
 // performance, stability.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "day0/core/status.h"
+#include "day0/model/kv_dtype.h"
 #include "day0/report/compare.h"
 #include "day0/report/report.h"
 
@@ -25,6 +27,7 @@ struct AdaptOptions {
   std::string reference_dump;              // --reference: a day0-reference/1 dump of the real model
   std::string cluster;                     // --cluster: preset or file; empty = this machine
   std::string backend = "cpu";
+  std::optional<KvDtype> kv_dtype;  // --kv-dtype; unset: the engine's default
   std::string out_dir = "out";
   std::string compare_path;                  // --compare OLD/report.json
   std::vector<std::string> optional_stages;  // failures of these do not fail the run

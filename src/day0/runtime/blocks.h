@@ -14,28 +14,58 @@
 
 namespace day0::blocks {
 
-// A float32 buffer and its matrix view.
+// The activations of one step: one block of memory sized by the largest step seen (a batch-shape
+// bucket's high-water mark), handed out front to back and reset at the next step. A step larger than
+// any before takes extra chunks once; the next step merges them into one block, after which a step
+// of that shape allocates nothing.
+class StepArena {
+ public:
+  void begin_step();
+  // n floats, zeroed, 64-byte aligned; valid until the next begin_step().
+  float* take(int64_t n);
+
+ private:
+  std::vector<float> main_;
+  size_t used_ = 0;
+  size_t high_ = 0;  // floats asked for in this step
+  std::vector<std::vector<float>> overflow_;
+};
+
+// A zeroed float32 buffer [rows, cols] from the step's arena, and its matrix view.
 struct Buffer {
-  std::vector<float> data;
   Matrix m;
   Buffer() = default;
-  Buffer(int64_t rows, int64_t cols) : data(static_cast<size_t>(rows * cols)), m(data.data(), rows, cols) {}
+  Buffer(StepArena& arena, int64_t rows, int64_t cols) : m(arena.take(rows * cols), rows, cols) {}
+  float* data() const { return m.data; }
 };
 
 // The layout of one step: sequence s owns rows [row0[s], row0[s] + rows[s]) at positions
-// pos0[s] ... (its cache length before the step).
+// pos0[s] ... (its cache length before the step). Kept by the engine between steps (cleared, not
+// freed), like `paged`, the paged views of the current layer that append_and_page() fills.
 struct StepLayout {
   std::vector<KvCache*> caches;
   std::vector<int64_t> row0, rows, pos0;
+  std::vector<int64_t> positions;    // [total_rows] absolute position of every row
+  std::vector<PagedSequence> paged;  // [sequences]
   int64_t total_rows = 0;
+  void clear() {
+    caches.clear();
+    row0.clear();
+    rows.clear();
+    pos0.clear();
+    positions.clear();
+    paged.clear();
+    total_rows = 0;
+  }
 };
 
 struct Context {
   Backend& be;
   const ModelSpec& spec;
   const EngineOptions& options;
-  const StepLayout& layout;
+  StepLayout& layout;
   const RopeFrequencies& rope;  // fixed frequencies (non-dynamic rope)
+  StepArena& arena;
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -54,6 +84,12 @@ void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
 
 // RoPE frequencies for sequence s (recomputed for dynamic NTK scaling when it grows past M).
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);
+// RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic
+// scaling (its frequencies depend on the sequence's length).
+void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim);
+// Appends each sequence's rows of `first` / `second` [T, width] to its cache for `layer` and sets
+// layout.paged to the caches' paged views of that layer (what the attention call reads).
+void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second);
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);

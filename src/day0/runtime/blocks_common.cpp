@@ -6,6 +6,30 @@
 
 namespace day0::blocks {
 
+void StepArena::begin_step() {
+  if (!overflow_.empty() || high_ > main_.size()) {
+    main_.assign(std::max(high_, main_.size()), 0.0f);
+    overflow_.clear();
+  }
+  used_ = 0;
+  high_ = 0;
+}
+
+float* StepArena::take(int64_t n) {
+  const size_t want = (static_cast<size_t>(std::max<int64_t>(n, 1)) + 15) / 16 * 16;  // 64-byte multiples
+  high_ += want;
+  float* p = nullptr;
+  if (used_ + want <= main_.size()) {
+    p = main_.data() + used_;
+    used_ += want;
+  } else {
+    overflow_.emplace_back(want);
+    p = overflow_.back().data();
+  }
+  std::fill(p, p + want, 0.0f);
+  return p;
+}
+
 void round_activations(const Context& c, Matrix m) {
   if (!c.bf16()) return;
   for (int64_t r = 0; r < m.rows; ++r) {
@@ -46,6 +70,36 @@ RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_di
       rope_frequencies(c.spec.rope_theta, rotary_dim, c.spec.rope, c.spec.max_position_embeddings, seq_len);
   D0_CHECK_MSG(f.is_ok(), f.status().to_string());
   return std::move(f).value();
+}
+
+void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim) {
+  const ModelSpec& s = c.spec;
+  if (s.rope.type != RopeType::kDynamic) {
+    c.be.rope({x, c.layout.positions, n_heads, head_dim, rotary_dim, s.rope_layout, c.rope.inv_freq,
+               c.rope.attention_factor});
+    return;
+  }
+  for (size_t sq = 0; sq < c.layout.caches.size(); ++sq) {
+    const int64_t r0 = c.layout.row0[sq], rn = c.layout.rows[sq];
+    if (rn == 0) continue;
+    const RopeFrequencies f = rope_for_sequence(c, static_cast<int64_t>(sq), rotary_dim);
+    const std::span<const int64_t> pos(c.layout.positions.data() + r0, static_cast<size_t>(rn));
+    c.be.rope({x.row_slice(r0, rn), pos, n_heads, head_dim, rotary_dim, s.rope_layout, f.inv_freq,
+               f.attention_factor});
+  }
+}
+
+void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second) {
+  StepLayout& l = c.layout;
+  l.paged.resize(l.caches.size());
+  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
+    const int64_t r0 = l.row0[sq], rn = l.rows[sq];
+    if (rn > 0) l.caches[sq]->append(layer, first.row_slice(r0, rn), second.row_slice(r0, rn));
+  }
+  // Views after every append: an append may grow the pool's block table.
+  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
+    l.paged[sq] = PagedSequence{l.row0[sq], l.rows[sq], l.pos0[sq], l.caches[sq]->pages(layer)};
+  }
 }
 
 }  // namespace day0::blocks

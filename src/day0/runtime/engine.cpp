@@ -6,9 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "day0/model/model_memory.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0 {
+
+KvDtype resolved_kv_dtype(const EngineOptions& options) {
+  if (options.kv_dtype) return *options.kv_dtype;
+  return options.precision == ActivationPrecision::kBF16 ? KvDtype::kBF16 : KvDtype::kF32;
+}
 
 const char* precision_name(ActivationPrecision p) {
   return p == ActivationPrecision::kBF16 ? "bf16" : "f32";
@@ -16,7 +22,25 @@ const char* precision_name(ActivationPrecision p) {
 
 Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
                EngineOptions options)
-    : spec_(spec), weights_(std::move(weights)), backend_(backend), options_(options) {}
+    : spec_(spec),
+      weights_(std::move(weights)),
+      backend_(backend),
+      options_(options),
+      layout_(std::make_unique<blocks::StepLayout>()),
+      arena_(std::make_unique<blocks::StepArena>()) {
+  const bool mla = spec_.attention == AttentionKind::kMla && spec_.mla;
+  const int64_t first = mla ? spec_.mla->kv_lora_rank : spec_.n_kv_heads * spec_.head_dim;
+  const int64_t second = mla ? spec_.mla->qk_rope_head_dim : spec_.n_kv_heads * spec_.head_dim;
+  pool_ = std::make_shared<KvBlockPool>(
+      first, second,
+      KvCacheOptions{.dtype = resolved_kv_dtype(options_), .block_tokens = options_.kv_block_tokens});
+  // One definition of the figure for the engine, `inspect` and the planner.
+  D0_CHECK_MSG(
+      pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(spec_, resolved_kv_dtype(options_)),
+      "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");
+}
+
+Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights,
                                                Backend& backend, EngineOptions options) {
@@ -25,6 +49,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   }
   if (spec.attention == AttentionKind::kMla && !spec.mla)
     return invalid_argument("engine: MLA spec without sizes");
+  if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096) {
+    return invalid_argument(
+        fmt::format("engine: KV block size must be in [1, 4096] tokens, found {}", options.kv_block_tokens));
+  }
   for (const LayerSpec& l : spec.layers) {
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
@@ -86,25 +114,32 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
 ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool last_only,
                                       ForwardCapture* capture) {
   using blocks::Buffer;
-  blocks::StepLayout layout;
-  std::vector<int32_t> ids;
+  blocks::StepLayout& layout = *layout_;
+  layout.clear();
+  std::vector<int32_t>& ids = ids_;
+  ids.clear();
   for (const SequenceStep& s : batch) {
     D0_CHECK_MSG(s.cache != nullptr, "forward: a sequence without a cache");
+    D0_CHECK_MSG(&s.cache->pool() == pool_.get(), "forward: a cache of another engine's pool");
     layout.caches.push_back(s.cache);
     layout.row0.push_back(layout.total_rows);
     layout.rows.push_back(static_cast<int64_t>(s.tokens.size()));
     layout.pos0.push_back(s.cache->length());
+    for (size_t i = 0; i < s.tokens.size(); ++i)
+      layout.positions.push_back(s.cache->length() + static_cast<int64_t>(i));
     layout.total_rows += static_cast<int64_t>(s.tokens.size());
     ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   }
   for (int32_t id : ids)
     D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
-  const blocks::Context c{backend_, spec_, options_, layout, rope_};
+  const blocks::Context c{backend_, spec_, options_, layout, rope_, *arena_};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
 
-  Buffer x(t, hidden), h(t, hidden), y(t, hidden);  // residual stream, normed input, block output
+  arena_->begin_step();
+  Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
+      y(*arena_, t, hidden);  // residual stream, normed input, block output
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   backend_.embedding({w.embedding, ids, x.m});
   blocks::round_activations(c, x.m);
@@ -133,7 +168,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
       backend_.synchronize();
       FloatMatrix& out = capture->hidden[static_cast<size_t>(l)];
       out = FloatMatrix(t, hidden);
-      std::memcpy(out.data.data(), x.data.data(), x.data.size() * sizeof(float));
+      std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * hidden) * sizeof(float));
     }
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));
@@ -142,17 +177,18 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   if (capture && capture->want_final_norm) {
     backend_.synchronize();
     capture->final_norm = FloatMatrix(t, hidden);
-    std::memcpy(capture->final_norm.data.data(), h.data.data(), h.data.size() * sizeof(float));
+    std::memcpy(capture->final_norm.data.data(), h.data(), static_cast<size_t>(t * hidden) * sizeof(float));
   }
   ConstMatrix rows = h.m;
   Buffer last;
   if (last_only) {
-    std::vector<int32_t> pick;
+    std::vector<int32_t>& pick = pick_;
+    pick.clear();
     for (size_t s = 0; s < batch.size(); ++s) {
       D0_CHECK_MSG(layout.rows[s] > 0, "forward: last_only needs at least one token per sequence");
       pick.push_back(static_cast<int32_t>(layout.row0[s] + layout.rows[s] - 1));
     }
-    last = Buffer(static_cast<int64_t>(pick.size()), hidden);
+    last = Buffer(*arena_, static_cast<int64_t>(pick.size()), hidden);
     backend_.gather_rows({h.m, pick, last.m});
     rows = last.m;
   }

@@ -6,6 +6,7 @@
 // over its own contiguous KV cache.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,6 +20,11 @@
 
 namespace day0 {
 
+namespace blocks {
+struct StepLayout;
+class StepArena;
+}  // namespace blocks
+
 // Activation precision. kBF16 rounds activations to bfloat16 where Hugging Face's bf16 model holds
 // them (projection outputs, norm outputs, residual stream, attention and FFN outputs); arithmetic
 // inside a kernel stays float32, so it approximates (not reproduces) a bf16 run.
@@ -31,7 +37,13 @@ enum class MlaMode { kAuto, kNaive, kAbsorbed };
 struct EngineOptions {
   ActivationPrecision precision = ActivationPrecision::kF32;
   MlaMode mla = MlaMode::kAuto;
+  // The KV cache's element type. Unset: BF16 with BF16 activations (the deployment default that
+  // `inspect` and the planner assume), F32 with F32 activations (an exact run keeps an exact cache).
+  std::optional<KvDtype> kv_dtype;
+  int64_t kv_block_tokens = KvCacheOptions{}.block_tokens;  // tokens per block of the paged pool
 };
+// The KV dtype an engine with these options uses.
+KvDtype resolved_kv_dtype(const EngineOptions& options);
 
 // One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
 struct SequenceStep {
@@ -57,7 +69,9 @@ class Engine {
   const ModelSpec& spec() const { return spec_; }
   const EngineOptions& options() const { return options_; }
   Backend& backend() { return backend_; }
-  KvCache new_cache() const { return KvCache(spec_); }
+  // A new, empty sequence on the engine's KV block pool.
+  KvCache new_cache() const { return KvCache(pool_, spec_); }
+  const KvBlockPool& kv_pool() const { return *pool_; }
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
   // last_only one row per sequence (its last token): a view into the engine's own buffer, valid until
@@ -71,16 +85,26 @@ class Engine {
  private:
   Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
          EngineOptions options);
+
+ public:
+  ~Engine();
+
+ private:
   ModelSpec spec_;
   std::shared_ptr<ModelWeights> weights_;
   Backend& backend_;
   EngineOptions options_;
   RopeFrequencies rope_;  // fixed frequencies (all rope types but dynamic)
+  std::shared_ptr<KvBlockPool> pool_;
+  std::unique_ptr<blocks::StepLayout> layout_;  // reused between steps
+  std::unique_ptr<blocks::StepArena> arena_;    // activations of a step
+  std::vector<int32_t> pick_;                   // last_only rows
 
   ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
   // Reused between steps (no allocation once the largest step shape was seen).
   FloatMatrix logits_;         // [rows, vocab]
   std::vector<float> finite_;  // [n_layers + 1, rows]: row means of each layer's output, then logits
+  std::vector<int32_t> ids_;   // [rows] token ids of the step
 };
 
 // A copy of a view (logits kept past the next forward call).

@@ -8,7 +8,7 @@ namespace day0::blocks {
 
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
   const int64_t t = h.rows, width = w.gate.w.rows;
-  Buffer gate(t, width), up(t, width), act(t, width);  // [T, intermediate]
+  Buffer gate(c.arena, t, width), up(c.arena, t, width), act(c.arena, t, width);  // [T, intermediate]
   linear(c, h, w.gate, gate.m);
   linear(c, h, w.up, up.m);
   c.be.swiglu({gate.m, up.m, act.m});
@@ -20,15 +20,16 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
   const int64_t t = h.rows, e = m.n_experts, k = m.experts_per_token;
-  Buffer logits(t, e);  // [T, E]
+  Buffer logits(c.arena, t, e);  // [T, E]
   matmul(c, h, w.router, logits.m);
   // DeepSeek / GLM compute router logits in float32; the others run the gate in the activation dtype.
   const bool fp32_router =
       s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 || s.family == Family::kGlm4Moe;
   if (!fp32_router) round_activations(c, logits.m);
 
-  std::vector<int32_t> ids(static_cast<size_t>(t * k));
-  Buffer weights(t, k);  // [T, k]
+  // [T, k] expert ids, from the step's arena (4-byte slots)
+  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));
+  Buffer weights(c.arena, t, k);  // [T, k]
   MoeRouterArgs r;
   r.logits = logits.m;
   r.correction_bias = w.correction_bias;
@@ -40,14 +41,14 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   r.norm_topk_prob = m.norm_topk_prob;
   r.renorm_eps = fp32_router ? 1e-20f : 0.0f;
   r.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
-  r.expert_ids = MatrixView<int32_t>(ids.data(), t, k);
+  r.expert_ids = MatrixView<int32_t>(ids, t, k);
   r.expert_weights = weights.m;
   c.be.moe_router(r);
   if (!fp32_router) round_activations(c, weights.m);
 
   MoeExpertsArgs x;
   x.x = h;
-  x.expert_ids = MatrixView<const int32_t>(ids.data(), t, k);
+  x.expert_ids = MatrixView<const int32_t>(ids, t, k);
   x.expert_weights = weights.m;
   x.experts = w.experts;
   x.layout = w.layout;
@@ -61,10 +62,10 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   round_activations(c, out);
 
   if (!w.shared.present()) return;
-  Buffer shared(t, s.hidden_size);  // [T, H]
+  Buffer shared(c.arena, t, s.hidden_size);  // [T, H]
   dense_mlp(c, w.shared, h, shared.m);
   if (w.shared_gate.present()) {
-    Buffer g(t, 1);  // [T, 1] sigmoid gate per token
+    Buffer g(c.arena, t, 1);  // [T, 1] sigmoid gate per token
     linear(c, h, w.shared_gate, g.m);
     c.be.sigmoid({g.m, g.m});
     round_activations(c, g.m);

@@ -3,50 +3,198 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "day0/core/error.h"
 
 namespace day0 {
 
-KvCache::KvCache(const ModelSpec& spec) : layers_(static_cast<size_t>(spec.n_layers)) {
-  if (spec.attention == AttentionKind::kMla && spec.mla) {
-    first_width_ = spec.mla->kv_lora_rank;
-    second_width_ = spec.mla->qk_rope_head_dim;
-  } else {
-    first_width_ = spec.n_kv_heads * spec.head_dim;
-    second_width_ = spec.n_kv_heads * spec.head_dim;
+// ---- pool -----------------------------------------------------------------------------------------
+
+KvBlockPool::KvBlockPool(int64_t first_width, int64_t second_width, KvCacheOptions options)
+    : options_(options),
+      first_width_(first_width),
+      second_width_(second_width),
+      row_bytes_(static_cast<uint64_t>(first_width + second_width) *
+                 static_cast<uint64_t>(kv_dtype_bytes(options.dtype))) {
+  D0_CHECK_MSG(options_.block_tokens > 0, "KV pool: block_tokens must be positive");
+  D0_CHECK(first_width_ >= 0 && second_width_ >= 0);
+}
+
+void KvBlockPool::add_slab(int64_t blocks) {
+  const uint64_t first_bytes = static_cast<uint64_t>(first_width_) *
+                               static_cast<uint64_t>(options_.block_tokens * kv_dtype_bytes(options_.dtype));
+  const uint64_t bytes = block_bytes() * static_cast<uint64_t>(blocks);
+  slabs_.push_back(std::make_unique<unsigned char[]>(std::max<uint64_t>(bytes, 1)));
+  unsigned char* base = slabs_.back().get();
+  const auto n_old = static_cast<int32_t>(first_ptrs_.size());
+  const size_t total = first_ptrs_.size() + static_cast<size_t>(blocks);
+  first_ptrs_.reserve(total);
+  second_ptrs_.reserve(total);
+  refs_.reserve(total);
+  filled_.reserve(total);
+  free_.reserve(total);
+  for (int64_t b = 0; b < blocks; ++b) {
+    unsigned char* block = base + static_cast<uint64_t>(b) * block_bytes();
+    first_ptrs_.push_back(block);
+    second_ptrs_.push_back(block + first_bytes);
+    refs_.push_back(0);
+    filled_.push_back(0);
+  }
+  // Lowest ids first out of the free list.
+  for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(n_old + static_cast<int32_t>(b));
+}
+
+void KvBlockPool::reserve(int64_t blocks) {
+  const auto have = static_cast<int64_t>(free_.size());
+  if (blocks > have) add_slab(std::max<int64_t>(blocks - have, 16));
+}
+
+int32_t KvBlockPool::allocate() {
+  // Double the pool when empty: few slabs, amortised growth.
+  if (free_.empty()) add_slab(std::max<int64_t>(16, static_cast<int64_t>(first_ptrs_.size())));
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refs_[static_cast<size_t>(b)] = 1;
+  filled_[static_cast<size_t>(b)] = 0;
+  return b;
+}
+
+void KvBlockPool::retain(int32_t block) {
+  D0_CHECK(refs_[static_cast<size_t>(block)] > 0);
+  ++refs_[static_cast<size_t>(block)];
+}
+
+void KvBlockPool::release(int32_t block) {
+  int32_t& r = refs_[static_cast<size_t>(block)];
+  D0_CHECK_MSG(r > 0, "KV pool: releasing a free block");
+  if (--r == 0) {
+    filled_[static_cast<size_t>(block)] = 0;
+    free_.push_back(block);
   }
 }
 
-namespace {
-void append_rows(std::vector<float>& dst, int64_t old_rows, ConstMatrix src, int64_t width) {
-  D0_CHECK_MSG(src.cols == width, "KV cache: appended rows have the wrong width");
-  const size_t need = static_cast<size_t>((old_rows + src.rows) * width);
-  if (dst.capacity() < need) dst.reserve(std::max(need, dst.capacity() * 2));
-  dst.resize(need);
-  for (int64_t r = 0; r < src.rows; ++r) {
-    std::memcpy(dst.data() + (old_rows + r) * width, src.row(r), static_cast<size_t>(width) * sizeof(float));
+int32_t KvBlockPool::make_writable(int32_t block, int64_t rows) {
+  if (refs_[static_cast<size_t>(block)] == 1) return block;
+  const int32_t copy = allocate();
+  const int64_t elem = kv_dtype_bytes(options_.dtype);
+  std::memcpy(first(copy), first(block), static_cast<size_t>(rows * first_width_ * elem));
+  std::memcpy(second(copy), second(block), static_cast<size_t>(rows * second_width_ * elem));
+  filled_[static_cast<size_t>(copy)] = static_cast<int32_t>(rows);
+  release(block);
+  return copy;
+}
+
+void KvBlockPool::note_filled(int32_t block, int64_t rows) {
+  int32_t& f = filled_[static_cast<size_t>(block)];
+  f = std::max(f, static_cast<int32_t>(rows));
+}
+
+KvPoolStats KvBlockPool::stats() const {
+  KvPoolStats s;
+  s.blocks_free = static_cast<int64_t>(free_.size());
+  for (size_t b = 0; b < refs_.size(); ++b) {
+    if (refs_[b] == 0) continue;
+    ++s.blocks_allocated;
+    s.slots_used += filled_[b];
+  }
+  s.slots_allocated = s.blocks_allocated * options_.block_tokens;
+  s.bytes_allocated = static_cast<uint64_t>(s.blocks_allocated) * block_bytes();
+  return s;
+}
+
+// ---- one sequence -----------------------------------------------------------------------------------
+
+KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec)
+    : pool_(std::move(pool)), layers_(static_cast<size_t>(spec.n_layers)) {
+  D0_CHECK(pool_ != nullptr);
+  for (size_t l = 0; l < layers_.size() && l < spec.layers.size(); ++l) {
+    layers_[l].mask = spec.layers[l].mask;
+    layers_[l].window = spec.layers[l].window;
   }
 }
-}  // namespace
+
+KvCache::~KvCache() {
+  release_all();
+}
+
+KvCache::KvCache(KvCache&& other) noexcept
+    : pool_(std::move(other.pool_)), layers_(std::move(other.layers_)), length_(other.length_) {
+  other.layers_.clear();
+  other.length_ = 0;
+}
+
+KvCache& KvCache::operator=(KvCache&& other) noexcept {
+  if (this != &other) {
+    release_all();
+    pool_ = std::move(other.pool_);
+    layers_ = std::move(other.layers_);
+    length_ = other.length_;
+    other.layers_.clear();
+    other.length_ = 0;
+  }
+  return *this;
+}
+
+void KvCache::release_all() {
+  if (!pool_) return;
+  for (Layer& l : layers_) {
+    for (int32_t b : l.blocks) pool_->release(b);
+    l.blocks.clear();
+  }
+}
+
+KvCache KvCache::fork() const {
+  KvCache copy(pool_, ModelSpec{});
+  copy.layers_ = layers_;
+  copy.length_ = length_;
+  for (const Layer& l : layers_)
+    for (int32_t b : l.blocks) pool_->retain(b);
+  return copy;
+}
+
+void KvCache::drop_before(Layer& l, int64_t keep_from) {
+  const int64_t bt = pool_->options().block_tokens;
+  size_t drop = 0;
+  while (drop < l.blocks.size() && l.first_block_pos + static_cast<int64_t>(drop + 1) * bt <= keep_from &&
+         l.first_block_pos + static_cast<int64_t>(drop + 1) * bt <= l.rows) {
+    ++drop;
+  }
+  if (drop == 0) return;
+  for (size_t i = 0; i < drop; ++i) pool_->release(l.blocks[i]);
+  l.blocks.erase(l.blocks.begin(), l.blocks.begin() + static_cast<std::ptrdiff_t>(drop));
+  l.first_block_pos += static_cast<int64_t>(drop) * bt;
+}
 
 void KvCache::append(int64_t layer, ConstMatrix first, ConstMatrix second) {
   D0_CHECK(layer >= 0 && layer < n_layers());
   D0_CHECK_MSG(first.rows == second.rows, "KV cache: k and v row counts differ");
+  D0_CHECK_MSG(first.cols == pool_->first_width() && second.cols == pool_->second_width(),
+               "KV cache: appended rows have the wrong width");
   Layer& l = layers_[static_cast<size_t>(layer)];
   D0_CHECK_MSG(l.rows >= length_, "KV cache: layer behind the committed length");
-  append_rows(l.first, l.rows, first, first_width_);
-  append_rows(l.second, l.rows, second, second_width_);
-  l.rows += first.rows;
-}
-
-ConstMatrix KvCache::first(int64_t layer) const {
-  const Layer& l = layers_[static_cast<size_t>(layer)];
-  return {l.first.data(), l.rows, first_width_};
-}
-
-ConstMatrix KvCache::second(int64_t layer) const {
-  const Layer& l = layers_[static_cast<size_t>(layer)];
-  return {l.second.data(), l.rows, second_width_};
+  // The earliest query of this step sits at l.rows (before the append); keys it cannot see go.
+  if (l.window > 0 && l.mask == AttentionMask::kSliding) drop_before(l, l.rows - l.window + 1);
+  if (l.window > 0 && l.mask == AttentionMask::kChunked) drop_before(l, (l.rows / l.window) * l.window);
+  const int64_t bt = pool_->options().block_tokens;
+  const KvDtype dtype = pool_->options().dtype;
+  const int64_t elem = kv_dtype_bytes(dtype);
+  for (int64_t r = 0; r < first.rows; ++r) {
+    const int64_t offset = (l.rows - l.first_block_pos) % bt;
+    const auto index = static_cast<size_t>((l.rows - l.first_block_pos) / bt);
+    if (index == l.blocks.size()) {
+      l.blocks.push_back(pool_->allocate());
+    } else if (offset == 0 || pool_->ref_count(l.blocks[index]) > 1) {
+      l.blocks[index] = pool_->make_writable(l.blocks[index], offset);
+    }
+    const int32_t b = l.blocks[index];
+    kv_row_from_f32(dtype, first.row(r), first.cols,
+                    static_cast<unsigned char*>(pool_->first(b)) + offset * first.cols * elem);
+    kv_row_from_f32(dtype, second.row(r), second.cols,
+                    static_cast<unsigned char*>(pool_->second(b)) + offset * second.cols * elem);
+    pool_->note_filled(b, offset + 1);
+    ++l.rows;
+  }
 }
 
 void KvCache::commit(int64_t new_tokens) {
@@ -54,10 +202,68 @@ void KvCache::commit(int64_t new_tokens) {
   for (const Layer& l : layers_) D0_CHECK_MSG(l.rows == length_, "KV cache: a layer missed the step");
 }
 
+Status KvCache::truncate(int64_t tokens) {
+  if (tokens < 0 || tokens > length_)
+    return out_of_range(fmt::format("KV cache: truncate to {} tokens, holding {}", tokens, length_));
+  const int64_t bt = pool_->options().block_tokens;
+  for (const Layer& l : layers_) {
+    int64_t needed = 0;  // the first position a query at `tokens` can see
+    if (l.window > 0 && l.mask == AttentionMask::kSliding)
+      needed = std::max<int64_t>(0, tokens - l.window + 1);
+    if (l.window > 0 && l.mask == AttentionMask::kChunked) needed = (tokens / l.window) * l.window;
+    if (needed < l.first_block_pos && tokens > 0) {
+      return failed_precondition(fmt::format(
+          "KV cache: cannot go back to {} tokens: a windowed layer already gave back positions before {}",
+          tokens, l.first_block_pos));
+    }
+  }
+  for (Layer& l : layers_) {
+    const auto keep = static_cast<size_t>(std::max<int64_t>(0, (tokens - l.first_block_pos + bt - 1) / bt));
+    for (size_t i = keep; i < l.blocks.size(); ++i) pool_->release(l.blocks[i]);
+    l.blocks.resize(std::min(keep, l.blocks.size()));
+    l.rows = tokens;
+    if (l.blocks.empty()) l.first_block_pos = (tokens / bt) * bt;
+  }
+  length_ = tokens;
+  return Status::ok();
+}
+
+void KvCache::reserve(int64_t tokens) {
+  const int64_t bt = pool_->options().block_tokens;
+  int64_t blocks = 0;
+  for (Layer& l : layers_) {
+    int64_t span = l.rows - l.first_block_pos + tokens;
+    if (l.window > 0 && l.mask != AttentionMask::kCausal) span = std::min(span, l.window + 2 * bt);
+    const int64_t need = (span + bt - 1) / bt + 1;
+    l.blocks.reserve(static_cast<size_t>(need));
+    blocks += std::max<int64_t>(0, need - static_cast<int64_t>(l.blocks.size()));
+  }
+  pool_->reserve(blocks);
+}
+
+KvPages KvCache::pages(int64_t layer) const {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  KvPages p;
+  p.dtype = pool_->options().dtype;
+  p.block_tokens = pool_->options().block_tokens;
+  p.first_width = pool_->first_width();
+  p.second_width = pool_->second_width();
+  p.first_blocks = pool_->first_table();
+  p.second_blocks = pool_->second_table();
+  p.table = l.blocks;
+  p.pos0 = l.first_block_pos;
+  p.length = l.rows - l.first_block_pos;
+  return p;
+}
+
 uint64_t KvCache::bytes() const {
-  uint64_t total = 0;
-  for (const Layer& l : layers_) total += (l.first.size() + l.second.size()) * sizeof(float);
-  return total;
+  return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes();
+}
+
+int64_t KvCache::blocks_held() const {
+  int64_t n = 0;
+  for (const Layer& l : layers_) n += static_cast<int64_t>(l.blocks.size());
+  return n;
 }
 
 }  // namespace day0

@@ -1,42 +1,148 @@
 #pragma once
-// A contiguous per-sequence KV cache (float32). GQA layers keep K [len, n_kv * head_dim] and
-// V [len, n_kv * v_dim] after RoPE; MLA layers keep only the latent c_kv [len, kv_lora_rank] (after
-// kv_a_layernorm) and the shared rope key k_pe [len, d_rope] (after RoPE), what the weight-absorbed
-// form needs. Rows grow by appending; views taken from it are valid until the next append.
+// A paged KV cache (PagedAttention). One KvBlockPool per engine holds fixed-size blocks of
+// `block_tokens` token rows for one layer each (both of that layer's tensors: GQA K and V after RoPE;
+// MLA the normed latent c_kv and the roped shared key k_pe, what the absorbed form needs), stored in
+// BF16 by default, F32 or FP8 E4M3 on request. A KvCache is one sequence: per layer a block table
+// into the pool.
+//  - Growth never moves cached rows (blocks live in slabs that are never reallocated) and allocates
+//    nothing once the pool has free blocks and the tables their capacity (reserve()).
+//  - Sliding-window and chunked layers give back the blocks that fell out of their window.
+//  - Blocks are reference counted: fork() makes a sequence that shares every block of another (a
+//    common prefix); the first write into a shared, partly filled block copies it (copy on write).
+//    That is the API prefix caching builds on.
+// Thread safety: none; the engine's caller thread owns the pool and every cache on it.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "day0/core/status.h"
+#include "day0/model/kv_dtype.h"
 #include "day0/model/model_spec.h"
+#include "day0/ops/kv_pages.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
 
+struct KvCacheOptions {
+  KvDtype dtype = KvDtype::kBF16;
+  // Tokens per block. 32 keeps a block's BF16 K or V rows of one 8 x 128 head layout at 64 KiB, a
+  // few L2-resident pages per attention work item, while wasting at most 31 slots per sequence and
+  // layer.
+  int64_t block_tokens = 32;
+};
+
+struct KvPoolStats {
+  int64_t blocks_allocated = 0;  // held by at least one sequence
+  int64_t blocks_free = 0;       // allocated once, now on the free list
+  int64_t slots_allocated = 0;   // blocks_allocated * block_tokens
+  int64_t slots_used = 0;        // token rows written into allocated blocks
+  uint64_t bytes_allocated = 0;  // blocks_allocated * block bytes
+  // Allocated-but-unused token slots / allocated slots (0 when nothing is allocated).
+  double fragmentation() const {
+    return slots_allocated > 0
+               ? static_cast<double>(slots_allocated - slots_used) / static_cast<double>(slots_allocated)
+               : 0.0;
+  }
+};
+
+class KvBlockPool {
+ public:
+  KvBlockPool(int64_t first_width, int64_t second_width, KvCacheOptions options);
+  KvBlockPool(const KvBlockPool&) = delete;
+  KvBlockPool& operator=(const KvBlockPool&) = delete;
+
+  const KvCacheOptions& options() const { return options_; }
+  int64_t first_width() const { return first_width_; }
+  int64_t second_width() const { return second_width_; }
+  // Bytes of one token row of one layer (both tensors): kv_bytes_per_token_per_layer() of the spec.
+  uint64_t bytes_per_token_row() const { return row_bytes_; }
+  uint64_t block_bytes() const { return row_bytes_ * static_cast<uint64_t>(options_.block_tokens); }
+
+  // A block with reference count 1 and nothing written.
+  int32_t allocate();
+  void retain(int32_t block);
+  void release(int32_t block);
+  int32_t ref_count(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  // `block` itself when only one holder has it, else a private copy of its first `rows` rows (the
+  // caller's reference moves from the shared block to the copy).
+  int32_t make_writable(int32_t block, int64_t rows);
+  void note_filled(int32_t block, int64_t rows);  // rows written so far (for the fragmentation metric)
+  // Grows the pool so that `blocks` more can be allocated without touching the heap.
+  void reserve(int64_t blocks);
+
+  void* first(int32_t block) { return const_cast<void*>(first_ptrs_[static_cast<size_t>(block)]); }
+  void* second(int32_t block) { return const_cast<void*>(second_ptrs_[static_cast<size_t>(block)]); }
+  const void* const* first_table() const { return first_ptrs_.data(); }
+  const void* const* second_table() const { return second_ptrs_.data(); }
+
+  KvPoolStats stats() const;
+
+ private:
+  void add_slab(int64_t blocks);
+
+  KvCacheOptions options_;
+  int64_t first_width_;
+  int64_t second_width_;
+  uint64_t row_bytes_;
+  std::vector<std::unique_ptr<unsigned char[]>> slabs_;
+  std::vector<const void*> first_ptrs_, second_ptrs_;  // by block id
+  std::vector<int32_t> refs_;                          // by block id
+  std::vector<int32_t> filled_;                        // by block id: rows written
+  std::vector<int32_t> free_;                          // ids with refs_ == 0
+};
+
 class KvCache {
  public:
-  explicit KvCache(const ModelSpec& spec);
+  // A sequence on `pool` for `spec` (the window of each layer decides what it keeps).
+  KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec);
+  ~KvCache();
+  KvCache(KvCache&& other) noexcept;
+  KvCache& operator=(KvCache&& other) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  // A new sequence sharing every block of this one (same length); each copies a shared block only
+  // when it writes into it.
+  KvCache fork() const;
 
   int64_t length() const { return length_; }  // tokens cached (after commit())
   int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
-  // Appends `rows` rows to layer `layer`'s two tensors (GQA: k, v; MLA: c_kv, k_pe). Rows become
-  // visible to `view_*` immediately; length() grows when commit() is called after the last layer.
+  int64_t first_width() const { return pool_->first_width(); }
+  int64_t second_width() const { return pool_->second_width(); }
+  const KvBlockPool& pool() const { return *pool_; }
+
+  // Appends `rows` rows to layer `layer`'s two tensors (GQA: k, v; MLA: c_kv, k_pe), converted to the
+  // pool's dtype. Rows become visible to pages() immediately; length() grows at commit() after the
+  // last layer. Sliding and chunked layers first give back the blocks no query of this step or later
+  // can see.
   void append(int64_t layer, ConstMatrix first, ConstMatrix second);
-  // The cached rows of a layer, including rows appended in the current step.
-  ConstMatrix first(int64_t layer) const;
-  ConstMatrix second(int64_t layer) const;
   void commit(int64_t new_tokens);
-  // Bytes held (float32), for reports.
+  // Keeps the first `tokens` tokens (undo, or a conversation that diverged from what was cached).
+  // FailedPrecondition when a windowed layer already gave back keys the shorter sequence would need.
+  Status truncate(int64_t tokens);
+  // Makes room for `tokens` more tokens: pool blocks and table capacity (no allocation while they last).
+  void reserve(int64_t tokens);
+
+  // The paged view of a layer (valid until the next append or truncate on any cache of the pool).
+  KvPages pages(int64_t layer) const;
+  // Bytes of the blocks this sequence holds (shared blocks counted in full), and blocks held.
   uint64_t bytes() const;
-  // Width of the two tensors of a layer.
-  int64_t first_width() const { return first_width_; }
-  int64_t second_width() const { return second_width_; }
+  int64_t blocks_held() const;
 
  private:
   struct Layer {
-    std::vector<float> first, second;
-    int64_t rows = 0;
+    std::vector<int32_t> blocks;
+    int64_t first_block_pos = 0;  // position of row 0 of blocks[0]
+    int64_t rows = 0;             // positions held end at rows - 1 (includes the current step)
+    AttentionMask mask = AttentionMask::kCausal;
+    int64_t window = 0;
   };
+  void release_all();
+  // Gives back leading blocks whose every position is below `keep_from`.
+  void drop_before(Layer& l, int64_t keep_from);
+
+  std::shared_ptr<KvBlockPool> pool_;
   std::vector<Layer> layers_;
-  int64_t first_width_ = 0, second_width_ = 0;
   int64_t length_ = 0;
 };
 

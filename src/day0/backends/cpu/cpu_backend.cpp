@@ -28,7 +28,7 @@ class CpuBackend final : public Backend {
   CpuBackend(std::string name, int n_threads, SimdLevel level, std::set<HiddenKernel> hidden)
       : name_(std::move(name)),
         pool_(n_threads),
-        ctx_{cpu::kernels_for(level), pool_},
+        ctx_{cpu::kernels_for(level), pool_, &workspace_},
         hidden_(std::move(hidden)) {}
 
   std::string_view name() const override { return name_; }
@@ -54,6 +54,14 @@ class CpuBackend final : public Backend {
     }
   }
   void moe_experts(const MoeExpertsArgs& a) override { cpu::moe_experts(ctx_, a); }
+  void paged_attention(const PagedAttentionArgs& a) override { cpu::paged_attention(ctx_, a); }
+  void paged_mla_attention(const PagedMlaArgs& a) override {
+    if (a.form == MlaForm::kAbsorbed) {
+      cpu::paged_mla_absorbed(ctx_, a);
+    } else {
+      decompose_paged_mla_attention(*this, a);
+    }
+  }
 
   void rms_norm(const RmsNormArgs& a) override {
     check_args(a);
@@ -90,20 +98,24 @@ class CpuBackend final : public Backend {
     check_args(a);
     const int64_t half = a.rotary_dim / 2;
     rows(a.x.rows, a.x.cols, [&](int64_t t) {
-      std::vector<float> cs(static_cast<size_t>(2 * half));
+      // cos / sin of this row's angles; on the stack for every head size in use (no allocation).
+      constexpr int64_t kStackHalf = 512;
+      float stack_cs[2 * kStackHalf];
+      std::vector<float> heap_cs(half > kStackHalf ? static_cast<size_t>(2 * half) : 0);
+      float* cs = half > kStackHalf ? heap_cs.data() : stack_cs;
       const auto pos = static_cast<float>(a.positions[static_cast<size_t>(t)]);
       for (int64_t i = 0; i < half; ++i) {
         const float theta = pos * a.inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = std::cos(theta) * a.attention_factor;
-        cs[static_cast<size_t>(half + i)] = std::sin(theta) * a.attention_factor;
+        cs[i] = std::cos(theta) * a.attention_factor;
+        cs[half + i] = std::sin(theta) * a.attention_factor;
       }
       for (int64_t h = 0; h < a.n_heads; ++h) {
         float* x = a.x.row(t) + h * a.head_dim;
         for (int64_t i = 0; i < half; ++i) {
           const int64_t i0 = a.layout == RopeLayout::kHalfSplit ? i : 2 * i;
           const int64_t i1 = a.layout == RopeLayout::kHalfSplit ? i + half : 2 * i + 1;
-          const float c = cs[static_cast<size_t>(i)];
-          const float s = cs[static_cast<size_t>(half + i)];
+          const float c = cs[i];
+          const float s = cs[half + i];
           const float x0 = x[i0];
           const float x1 = x[i1];
           x[i0] = x0 * c - x1 * s;
@@ -234,6 +246,7 @@ class CpuBackend final : public Backend {
 
   std::string name_;
   ThreadPool pool_;
+  cpu::Workspace workspace_;
   cpu::Context ctx_;
   std::set<HiddenKernel> hidden_;
 };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "day0/backends/cpu/cpu_ops.h"
+#include "day0/core/error.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::cpu {
@@ -24,10 +25,12 @@ void gemv(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t k = a.w.cols;
   // MXFP4 pairs nibbles with even/odd elements: reorder x once per call.
-  std::vector<float> prepared;
-  std::vector<const float*> xs(static_cast<size_t>(t_rows));
+  D0_CHECK(t_rows <= kGemvMaxRows);
+  std::vector<float> local;  // MXFP4 only, when the call has no workspace
+  std::vector<float>& prepared = c.ws ? c.ws->gemv_prepared : local;
+  const float* xs[kGemvMaxRows] = {};
   if (a.w.format == WeightFormat::kMxfp4) {
-    prepared.resize(static_cast<size_t>(t_rows * k));
+    if (static_cast<int64_t>(prepared.size()) < t_rows * k) prepared.resize(static_cast<size_t>(t_rows * k));
     for (int64_t t = 0; t < t_rows; ++t) {
       prepare_mxfp4_x(a.x.row(t), k, prepared.data() + t * k);
       xs[static_cast<size_t>(t)] = prepared.data() + t * k;

@@ -18,33 +18,49 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   if (!a.accumulate) {
     for (int64_t t = 0; t < a.out.rows; ++t) std::fill(a.out.row(t), a.out.row(t) + h, 0.0f);
   }
-  std::vector<std::vector<int32_t>> tokens(a.experts.size());
-  std::vector<std::vector<float>> weights(a.experts.size());
+  // Dispatch by counting sort into the workspace (reused between calls: no allocation once warm):
+  // the (token, weight) pairs of expert e are order[start[e] .. start[e + 1]).
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  const size_t n_experts = a.experts.size();
+  ws.moe_start.assign(n_experts + 1, 0);
+  for (int64_t t = 0; t < a.x.rows; ++t)
+    for (int64_t j = 0; j < k; ++j) ++ws.moe_start[static_cast<size_t>(a.expert_ids.row(t)[j]) + 1];
+  for (size_t e = 0; e < n_experts; ++e) ws.moe_start[e + 1] += ws.moe_start[e];
+  ws.moe_fill.assign(ws.moe_start.begin(), ws.moe_start.end() - 1);
+  ws.moe_tokens.resize(static_cast<size_t>(a.x.rows * k));
+  ws.moe_weights.resize(static_cast<size_t>(a.x.rows * k));
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
-      const auto e = static_cast<size_t>(a.expert_ids.row(t)[j]);
-      tokens[e].push_back(static_cast<int32_t>(t));
-      weights[e].push_back(a.expert_weights.row(t)[j]);
+      const int64_t slot = ws.moe_fill[static_cast<size_t>(a.expert_ids.row(t)[j])]++;
+      ws.moe_tokens[static_cast<size_t>(slot)] = static_cast<int32_t>(t);
+      ws.moe_weights[static_cast<size_t>(slot)] = a.expert_weights.row(t)[j];
     }
   }
-  std::vector<float> xe;
-  std::vector<float> gate_up;
-  std::vector<float> act;
-  std::vector<float> down;
-  for (size_t e = 0; e < a.experts.size(); ++e) {
-    const auto n = static_cast<int64_t>(tokens[e].size());
+  auto grow = [](std::vector<float>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  };
+  std::vector<float>& xe = ws.moe_x;
+  std::vector<float>& gate_up = ws.moe_gate_up;
+  std::vector<float>& act = ws.moe_act;
+  std::vector<float>& down = ws.moe_down;
+  for (size_t e = 0; e < n_experts; ++e) {
+    const int64_t first = ws.moe_start[e];
+    const int64_t n = ws.moe_start[e + 1] - first;
     if (n == 0) continue;
+    const int32_t* tokens_e = ws.moe_tokens.data() + first;
+    const float* weights_e = ws.moe_weights.data() + first;
     const ExpertWeights& ew = a.experts[e];
     const int64_t inter = ew.down.cols;
-    xe.resize(static_cast<size_t>(n * h));
+    grow(xe, n * h);
     for (int64_t i = 0; i < n; ++i) {
-      const float* src = a.x.row(tokens[e][static_cast<size_t>(i)]);
+      const float* src = a.x.row(tokens_e[i]);
       float* dst = xe.data() + i * h;
-      const float s = a.input_scaling ? weights[e][static_cast<size_t>(i)] : 1.0f;
+      const float s = a.input_scaling ? weights_e[i] : 1.0f;
       for (int64_t col = 0; col < h; ++col) dst[col] = src[col] * s;
     }
     const ConstMatrix xm{xe.data(), n, h};
-    gate_up.resize(static_cast<size_t>(n * 2 * inter));
+    grow(gate_up, n * 2 * inter);
     const Matrix gu{gate_up.data(), n, 2 * inter};
     if (a.layout == GateUpLayout::kSeparate) {
       matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu.col_slice(0, inter), .exact = a.exact});
@@ -52,7 +68,7 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     } else {
       matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu, .exact = a.exact});
     }
-    act.resize(static_cast<size_t>(n * inter));
+    grow(act, n * inter);
     for (int64_t i = 0; i < n; ++i) {
       const float* row = gate_up.data() + i * 2 * inter;
       float* out = act.data() + i * inter;
@@ -64,15 +80,15 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
                              : g / (1.0f + std::exp(-g)) * u;
       }
     }
-    down.resize(static_cast<size_t>(n * h));
+    grow(down, n * h);
     matmul(c, {.x = ConstMatrix{act.data(), n, inter},
                .w = ew.down,
                .bias = ew.down_bias,
                .y = Matrix{down.data(), n, h},
                .exact = a.exact});
     for (int64_t i = 0; i < n; ++i) {
-      const float w = a.input_scaling ? 1.0f : weights[e][static_cast<size_t>(i)];
-      c.k.axpy(w, down.data() + i * h, a.out.row(tokens[e][static_cast<size_t>(i)]), h);
+      const float w = a.input_scaling ? 1.0f : weights_e[i];
+      c.k.axpy(w, down.data() + i * h, a.out.row(tokens_e[i]), h);
     }
   }
 }

@@ -1,14 +1,36 @@
 #pragma once
 // Drivers of the cpu backend: blocking, threading and the choice between GEMV and GEMM; the inner
 // loops come from the SIMD table of the backend's level.
+#include <vector>
 #include "day0/backends/backend.h"
+
 #include "day0/backends/cpu/simd/simd_kernels.h"
 
 namespace day0::cpu {
 
+// Scratch the kernels keep between calls (grown, never shrunk), so a step allocates nothing once the
+// largest shape was seen.
+struct PagedItem {
+  int32_t seq;
+  int64_t t0;
+  int64_t g;  // kv head (GQA) or head (MLA)
+  int64_t split;
+};
+struct Workspace {
+  std::vector<PagedItem> items;
+  std::vector<float> partial;
+  std::vector<std::vector<float>> thread;  // per pool thread
+  std::vector<float> gemv_prepared;        // MXFP4 activations in nibble order
+  // moe_experts dispatch
+  std::vector<int64_t> moe_start, moe_fill;
+  std::vector<int32_t> moe_tokens;
+  std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
+};
+
 struct Context {
   const SimdKernels& k;
   ThreadPool& pool;
+  Workspace* ws = nullptr;  // null: kernels use a local one
 };
 
 // Decode-sized batches (T <= kGemvMaxRows) stream each weight row once per call through fused
@@ -23,5 +45,8 @@ void attention(const Context& c, const AttentionArgs& a);
 // Absorbed form only; the naive form is run by its decomposition on the cpu kernels.
 void mla_absorbed(const Context& c, const MlaArgs& a);
 void moe_experts(const Context& c, const MoeExpertsArgs& a);
+void paged_attention(const Context& c, const PagedAttentionArgs& a);
+// Absorbed form; the naive form runs as its decomposition (pages gathered, then mla_attention).
+void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a);
 
 }  // namespace day0::cpu

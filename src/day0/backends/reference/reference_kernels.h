@@ -16,6 +16,10 @@ void layer_norm(const LayerNormArgs& a);
 void rope(const RopeArgs& a);
 void attention(const AttentionArgs& a);
 void mla_attention(const MlaArgs& a);
+// The oracle of the paged kernels: every sequence's pages dequantised to contiguous float32, then
+// attention / mla_attention above.
+void paged_attention(const PagedAttentionArgs& a);
+void paged_mla_attention(const PagedMlaArgs& a);
 void softmax(const SoftmaxArgs& a);
 void silu(const UnaryArgs& a);
 void gelu(const UnaryArgs& a);

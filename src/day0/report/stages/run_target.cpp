@@ -32,7 +32,9 @@ Result<RunEngine*> open_run_engine(AdaptContext& ctx) {
   if (ctx.run_engine) return ctx.run_engine.get();
   D0_ASSIGN_OR_RETURN(RunTarget target, choose_run_target(ctx));
   D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(target.folder));
-  D0_ASSIGN_OR_RETURN(EngineHandle handle, open_engine(model, ctx.options.backend, EngineOptions{}));
+  EngineOptions options;
+  options.kv_dtype = ctx.options.kv_dtype;
+  D0_ASSIGN_OR_RETURN(EngineHandle handle, open_engine(model, ctx.options.backend, options));
   ctx.run_engine =
       std::make_shared<RunEngine>(RunEngine{std::move(target), std::move(model), std::move(handle)});
   return ctx.run_engine.get();

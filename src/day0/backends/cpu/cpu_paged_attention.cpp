@@ -1,0 +1,303 @@
+// Attention over the paged KV cache on the cpu backend, every sequence of a step in one call.
+// Work items are (sequence, tile of query rows, kv head, key split): the query heads of a GQA group
+// and the rows of a tile share each page of keys and values once it is dequantised into the thread's
+// scratch; an online softmax runs over the pages (no [T, S] score matrix). When the step has fewer
+// (sequence, tile, kv head) items than threads can use (decode of one long sequence), keys are split
+// too and the partial softmax states (max, denominator, unnormalised output) are merged afterwards
+// (flash-decoding), so one sequence keeps every core busy.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "day0/backends/cpu/cpu_ops.h"
+#include "day0/core/error.h"
+
+namespace day0::cpu {
+
+namespace {
+
+inline constexpr int64_t kTileRows = 8;        // query rows sharing one pass over the keys
+inline constexpr int64_t kMinSplitKeys = 512;  // a key split shorter than this is not worth a merge
+
+void visible(AttentionMask mask, int64_t window, int64_t i, int64_t& lo, int64_t& hi) {
+  hi = i;
+  lo = 0;
+  if (mask == AttentionMask::kSliding) lo = i - window + 1;
+  if (mask == AttentionMask::kChunked) lo = (i / window) * window;
+}
+
+void check(const PagedAttentionArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0,
+               "paged_attention: n_heads must be a positive multiple of n_kv_heads");
+  const int64_t dv = a.v_head_dim > 0 ? a.v_head_dim : a.head_dim;
+  D0_CHECK_MSG(a.q.cols == a.n_heads * a.head_dim && a.out.cols == a.n_heads * dv && a.out.rows == a.q.rows,
+               "paged_attention: q / out shapes do not match the heads");
+  D0_CHECK_MSG(a.mask == AttentionMask::kCausal || a.window > 0, "paged_attention: window must be positive");
+  D0_CHECK_MSG(a.sinks.empty() || static_cast<int64_t>(a.sinks.size()) == a.n_heads,
+               "paged_attention: one sink per head");
+  for (const PagedSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.q_row0 >= 0 && s.q_rows >= 0 && s.q_row0 + s.q_rows <= a.q.rows,
+                 "paged_attention: a sequence's rows are outside q");
+    D0_CHECK_MSG(s.kv.first_width == a.n_kv_heads * a.head_dim && s.kv.second_width == a.n_kv_heads * dv,
+                 "paged_attention: cache widths do not match the heads");
+    D0_CHECK_MSG(s.kv.length <= static_cast<int64_t>(s.kv.table.size()) * s.kv.block_tokens,
+                 "paged_attention: length past the block table");
+  }
+}
+
+}  // namespace
+
+void paged_attention(const Context& c, const PagedAttentionArgs& a) {
+  check(a);
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  const int64_t d = a.head_dim;
+  const int64_t dv = a.v_head_dim > 0 ? a.v_head_dim : a.head_dim;
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t state = dv + 2;  // per (row, head): acc[dv], max, sum
+
+  // (sequence, tile, kv head) items and the widest key range any of them reads.
+  int64_t base = 0;
+  int64_t widest = 0;
+  for (const PagedSequence& s : a.seqs) {
+    base += (s.q_rows + kTileRows - 1) / kTileRows * a.n_kv_heads;
+    widest = std::max(widest, s.kv.length);
+  }
+  if (base == 0) return;
+  const int64_t want = 4 * static_cast<int64_t>(c.pool.size());
+  const int64_t splits =
+      std::clamp<int64_t>((want + base - 1) / base, 1, std::max<int64_t>(1, widest / kMinSplitKeys));
+
+  ws.items.clear();
+  for (size_t si = 0; si < a.seqs.size(); ++si) {
+    const PagedSequence& s = a.seqs[si];
+    for (int64_t t0 = 0; t0 < s.q_rows; t0 += kTileRows) {
+      for (int64_t g = 0; g < a.n_kv_heads; ++g) {
+        for (int64_t sp = 0; sp < splits; ++sp) ws.items.push_back({static_cast<int32_t>(si), t0, g, sp});
+      }
+    }
+  }
+  const auto n_items = static_cast<int64_t>(ws.items.size());
+  const int64_t per_item = kTileRows * group * state;
+  if (static_cast<int64_t>(ws.partial.size()) < n_items * per_item)
+    ws.partial.resize(static_cast<size_t>(n_items * per_item));
+  if (ws.thread.size() < static_cast<size_t>(c.pool.size()))
+    ws.thread.resize(static_cast<size_t>(c.pool.size()));
+
+  c.pool.run([&](int tid) {
+    const int64_t i_begin = n_items * tid / c.pool.size();
+    const int64_t i_end = n_items * (tid + 1) / c.pool.size();
+    if (i_begin >= i_end) return;
+    std::vector<float>& buf = ws.thread[static_cast<size_t>(tid)];
+    int64_t max_bt = 1;
+    for (const PagedSequence& s : a.seqs) max_bt = std::max(max_bt, s.kv.block_tokens);
+    const auto need = static_cast<size_t>(max_bt * (d + dv) + max_bt);
+    if (buf.size() < need) buf.resize(need);
+    float* kbuf = buf.data();            // [bt, d] dequantised keys of head g
+    float* vbuf = kbuf + max_bt * d;     // [bt, dv] values
+    float* scores = vbuf + max_bt * dv;  // [bt]
+    for (int64_t it = i_begin; it < i_end; ++it) {
+      const PagedItem& item = ws.items[static_cast<size_t>(it)];
+      const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
+      const KvPages& kv = s.kv;
+      const int64_t rows = std::min(kTileRows, s.q_rows - item.t0);
+      float* st = ws.partial.data() + it * per_item;  // [rows][group][acc dv, m, sum]
+      // Key positions the tile can see, then this split's share of them.
+      int64_t lo_first = 0, hi_first = 0, lo_last = 0, hi_last = 0;
+      visible(a.mask, a.window, s.q_pos0 + item.t0, lo_first, hi_first);
+      visible(a.mask, a.window, s.q_pos0 + item.t0 + rows - 1, lo_last, hi_last);
+      const int64_t k_lo = std::max(kv.pos0, lo_first);
+      const int64_t k_hi = std::min(kv.pos0 + kv.length, hi_last + 1);  // exclusive
+      const int64_t span = std::max<int64_t>(0, k_hi - k_lo);
+      const int64_t j0 = k_lo + span * item.split / splits;
+      const int64_t j1 = k_lo + span * (item.split + 1) / splits;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < group; ++h) {
+          float* x = st + (r * group + h) * state;
+          std::fill(x, x + dv, 0.0f);
+          const bool sink = !a.sinks.empty() && item.split == 0;
+          x[dv] = sink ? a.sinks[static_cast<size_t>(item.g * group + h)] : -INFINITY;
+          x[dv + 1] = sink ? 1.0f : 0.0f;
+        }
+      }
+      const int64_t bt = kv.block_tokens;
+      for (int64_t p = j0; p < j1;) {
+        const int64_t rel = p - kv.pos0;
+        const int64_t in_block = std::min(bt - rel % bt, j1 - p);  // rows of this page in range
+        // Dequantise this page's rows of head g once for every row and head of the tile.
+        const float* kr;
+        const float* vr;
+        int64_t k_stride = d, v_stride = dv;
+        if (kv.dtype == KvDtype::kF32) {
+          kr = static_cast<const float*>(kv.first_row(rel)) + item.g * d;
+          vr = static_cast<const float*>(kv.second_row(rel)) + item.g * dv;
+          k_stride = kv.first_width;
+          v_stride = kv.second_width;
+        } else {
+          const int64_t elem = kv_dtype_bytes(kv.dtype);
+          for (int64_t j = 0; j < in_block; ++j) {
+            kv_row_to_f32(kv.dtype,
+                          static_cast<const unsigned char*>(kv.first_row(rel + j)) + item.g * d * elem, d,
+                          kbuf + j * d);
+            kv_row_to_f32(kv.dtype,
+                          static_cast<const unsigned char*>(kv.second_row(rel + j)) + item.g * dv * elem, dv,
+                          vbuf + j * dv);
+          }
+          kr = kbuf;
+          vr = vbuf;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t t = s.q_row0 + item.t0 + r;
+          int64_t lo = 0, hi = 0;
+          visible(a.mask, a.window, s.q_pos0 + item.t0 + r, lo, hi);
+          const int64_t a0 = std::max(p, lo), a1 = std::min(p + in_block, hi + 1);
+          if (a0 >= a1) continue;
+          for (int64_t h = 0; h < group; ++h) {
+            const float* q = a.q.row(t) + (item.g * group + h) * d;
+            float* x = st + (r * group + h) * state;
+            const int64_t n = a1 - a0;
+            for (int64_t j = 0; j < n; ++j) scores[j] = c.k.dot(q, kr + (a0 - p + j) * k_stride, d) * scale;
+            const float block_max = *std::max_element(scores, scores + n);
+            float& m = x[dv];
+            float& sum = x[dv + 1];
+            if (block_max > m) {
+              const float factor = std::isinf(m) ? 0.0f : std::exp(m - block_max);
+              sum *= factor;
+              c.k.scale(factor, x, dv);
+              m = block_max;
+            }
+            sum += c.k.exp_sum(scores, n, m);
+            for (int64_t j = 0; j < n; ++j) c.k.axpy(scores[j], vr + (a0 - p + j) * v_stride, x, dv);
+          }
+        }
+        p += in_block;
+      }
+    }
+  });
+
+  // Merge the key splits of each (sequence, tile, kv head) and normalise.
+  const int64_t groups = n_items / splits;
+  c.pool.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t gi = begin; gi < end; ++gi) {
+      const PagedItem& first = ws.items[static_cast<size_t>(gi * splits)];
+      const PagedSequence& s = a.seqs[static_cast<size_t>(first.seq)];
+      const int64_t rows = std::min(kTileRows, s.q_rows - first.t0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < group; ++h) {
+          float* out = a.out.row(s.q_row0 + first.t0 + r) + (first.g * group + h) * dv;
+          float m = -INFINITY;
+          for (int64_t sp = 0; sp < splits; ++sp)
+            m = std::max(m, ws.partial[static_cast<size_t>((gi * splits + sp) * per_item +
+                                                           (r * group + h) * state + dv)]);
+          std::fill(out, out + dv, 0.0f);
+          if (std::isinf(m) && m < 0) continue;  // no visible key and no sink
+          float sum = 0.0f;
+          for (int64_t sp = 0; sp < splits; ++sp) {
+            const float* x = ws.partial.data() + (gi * splits + sp) * per_item + (r * group + h) * state;
+            if (x[dv + 1] == 0.0f) continue;
+            const float w = std::exp(x[dv] - m);
+            sum += w * x[dv + 1];
+            c.k.axpy(w, x, out, dv);
+          }
+          if (sum > 0.0f) c.k.scale(1.0f / sum, out, dv);
+        }
+      }
+    }
+  });
+}
+
+void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.kv_lora_rank > 0 && a.scale > 0.0f, "paged_mla_attention: bad sizes");
+  D0_CHECK_MSG(a.q.cols == a.n_heads * (a.d_nope + a.d_rope) && a.out.cols == a.n_heads * a.d_v,
+               "paged_mla_attention: q / out shapes do not match the heads");
+  D0_CHECK_MSG(a.w_kv_b.rows == a.n_heads * (a.d_nope + a.d_v) && a.w_kv_b.cols == a.kv_lora_rank,
+               "paged_mla_attention: kv_b_proj shape");
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  const int64_t r = a.kv_lora_rank;
+  const int64_t per_head = a.d_nope + a.d_v;
+  const int64_t dqk = a.d_nope + a.d_rope;
+  const bool mx = a.w_kv_b.format == WeightFormat::kMxfp4;
+  ws.items.clear();
+  for (size_t si = 0; si < a.seqs.size(); ++si) {
+    const PagedSequence& s = a.seqs[si];
+    D0_CHECK_MSG(s.kv.first_width == r && s.kv.second_width == a.d_rope, "paged_mla_attention: cache widths");
+    D0_CHECK_MSG(s.kv.pos0 == 0, "paged_mla_attention: MLA layers keep every position");
+    for (int64_t t = 0; t < s.q_rows; ++t)
+      for (int64_t h = 0; h < a.n_heads; ++h) ws.items.push_back({static_cast<int32_t>(si), t, h, 0});
+  }
+  const auto n_items = static_cast<int64_t>(ws.items.size());
+  if (ws.thread.size() < static_cast<size_t>(c.pool.size()))
+    ws.thread.resize(static_cast<size_t>(c.pool.size()));
+  c.pool.run([&](int tid) {
+    const int64_t i_begin = n_items * tid / c.pool.size();
+    const int64_t i_end = n_items * (tid + 1) / c.pool.size();
+    if (i_begin >= i_end) return;
+    std::vector<float>& buf = ws.thread[static_cast<size_t>(tid)];
+    const auto need = static_cast<size_t>(5 * r + a.d_rope + 256);
+    if (buf.size() < need) buf.resize(need);
+    float* q_abs = buf.data();
+    float* latent = q_abs + r;
+    float* prepared = latent + r;
+    float* w_row = prepared + r;
+    float* key = w_row + r;              // [r + d_rope] one dequantised cache row
+    float* scores = key + r + a.d_rope;  // [256]
+    for (int64_t it = i_begin; it < i_end; ++it) {
+      const PagedItem& item = ws.items[static_cast<size_t>(it)];
+      const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
+      const int64_t t = s.q_row0 + item.t0;
+      const int64_t h = item.g;
+      const float* q_nope = a.q.row(t) + h * dqk;
+      const float* q_pe = q_nope + a.d_nope;
+      std::fill(q_abs, q_abs + r, 0.0f);
+      for (int64_t dd = 0; dd < a.d_nope; ++dd) {
+        c.k.dequant_row(a.w_kv_b, h * per_head + dd, 0, r, w_row);
+        c.k.axpy(q_nope[dd], w_row, q_abs, r);
+      }
+      const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + item.t0 + 1);
+      float m = -INFINITY, sum = 0.0f;
+      std::fill(latent, latent + r, 0.0f);
+      for (int64_t jb = 0; jb < n_keys; jb += 256) {
+        const int64_t nb = std::min<int64_t>(256, n_keys - jb);
+        for (int64_t j = 0; j < nb; ++j) {
+          const float* ck;
+          const float* kp;
+          if (s.kv.dtype == KvDtype::kF32) {
+            ck = static_cast<const float*>(s.kv.first_row(jb + j));
+            kp = static_cast<const float*>(s.kv.second_row(jb + j));
+          } else {
+            kv_row_to_f32(s.kv.dtype, s.kv.first_row(jb + j), r, key);
+            kv_row_to_f32(s.kv.dtype, s.kv.second_row(jb + j), a.d_rope, key + r);
+            ck = key;
+            kp = key + r;
+          }
+          scores[j] = (c.k.dot(q_abs, ck, r) + c.k.dot(q_pe, kp, a.d_rope)) * a.scale;
+        }
+        const float block_max = *std::max_element(scores, scores + nb);
+        if (block_max > m) {
+          const float factor = std::isinf(m) ? 0.0f : std::exp(m - block_max);
+          sum *= factor;
+          c.k.scale(factor, latent, r);
+          m = block_max;
+        }
+        sum += c.k.exp_sum(scores, nb, m);
+        for (int64_t j = 0; j < nb; ++j) {
+          const float* ck =
+              s.kv.dtype == KvDtype::kF32 ? static_cast<const float*>(s.kv.first_row(jb + j)) : key;
+          if (s.kv.dtype != KvDtype::kF32) kv_row_to_f32(s.kv.dtype, s.kv.first_row(jb + j), r, key);
+          c.k.axpy(scores[j], ck, latent, r);
+        }
+      }
+      if (n_keys > 0) c.k.scale(1.0f / sum, latent, r);
+      const float* x = latent;
+      if (mx) {
+        prepare_mxfp4_x(latent, r, prepared);
+        x = prepared;
+      }
+      c.k.dot_rows(a.w_kv_b, h * per_head + a.d_nope, h * per_head + per_head, x, a.out.row(t) + h * a.d_v);
+    }
+  });
+}
+
+}  // namespace day0::cpu
