@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
     m->model = std::move(loaded).value();
     day0::EngineOptions options;
     options.precision = day0::ActivationPrecision::kBF16;
-    if (const char* kv = std::getenv("DAY0_KV_DTYPE")) options.kv_dtype = day0::parse_kv_dtype(kv);
+    if (const char* kv = std::getenv("DAY0_KV_DTYPE"))
+      options.kv_dtype = day0::parse_kv_dtype(kv).value_or(day0::KvDtype::kBF16);
     auto engine = day0::open_engine(m->model, "cpu", options, bench_threads());
     if (!engine.is_ok()) {
       std::fprintf(stderr, "decode context bench: %s\n", engine.status().to_string().c_str());

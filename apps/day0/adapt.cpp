@@ -15,7 +15,7 @@ namespace {
 struct AdaptCliOptions {
   report::AdaptOptions adapt;
   double soak_max_growth_mib = 32.0;
-  std::string kv_dtype = "auto";
+  std::string kv_dtype = "bf16";
   bool json = false;
 };
 
@@ -33,7 +33,7 @@ const char* mark(report::Verdict v) {
 
 int run_adapt_command(AdaptCliOptions& options) {
   options.adapt.soak_max_growth_bytes = static_cast<uint64_t>(options.soak_max_growth_mib * 1024 * 1024);
-  if (options.kv_dtype != "auto") options.adapt.kv_dtype = parse_kv_dtype(options.kv_dtype);
+  options.adapt.kv_dtype = parse_kv_dtype(options.kv_dtype).value_or(KvDtype::kBF16);
   const bool tty = isatty(STDERR_FILENO) != 0;
   int index = 0;
   const size_t n_stages = report::adapt_stages().size();
@@ -91,8 +91,8 @@ const Registrar kAdapt(
       app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")
           ->capture_default_str();
       app.add_option("--kv-dtype", o->kv_dtype,
-                     "KV cache element type of the run target: auto, bf16, f32, fp8")
-          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))
+                     "KV cache element type of the run target (performance, stability): bf16, f32, fp8")
+          ->check(CLI::IsMember({"bf16", "f32", "fp8"}))
           ->capture_default_str();
       app.add_option("--out", o->adapt.out_dir, "Output folder for the report")->capture_default_str();
       app.add_option("--compare", o->adapt.compare_path,

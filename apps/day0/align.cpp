@@ -64,8 +64,8 @@ const Registrar kRegistrar(
       app.add_option("--backend", o->request.backend, "backend measured: cpu (default), reference, partial");
       app.add_option(
              "--kv-dtype", o->kv_dtype,
-             "KV cache element type: auto (default: f32 with --dtype f32, bf16 with bf16), bf16, f32, "
-             "fp8")
+             "KV cache element type: auto (default: f32 with --dtype f32 so the comparison is exact, bf16 "
+             "with --dtype bf16), bf16, f32, fp8")
           ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}));
       app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));

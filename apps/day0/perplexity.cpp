@@ -29,6 +29,7 @@ struct PerplexityArgs {
   std::string save_logits;
   std::string backend = "cpu";
   std::string dtype = "f32";
+  std::string kv_dtype = "bf16";
   int threads = 0;
   bool json = false;
 };
@@ -62,6 +63,7 @@ int perplexity_command(const PerplexityArgs& a) {
   }
   EngineOptions eo;
   eo.precision = a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  eo.kv_dtype = parse_kv_dtype(a.kv_dtype).value_or(KvDtype::kBF16);
   auto engine = open_engine(*model, a.backend, eo, a.threads);
   if (!engine.is_ok()) return report_error(name, engine.status());
 
@@ -106,6 +108,7 @@ int perplexity_command(const PerplexityArgs& a) {
   nlohmann::ordered_json j = {{"model", a.model},
                               {"file", a.file},
                               {"precision", precision_name(eo.precision)},
+                              {"kv_dtype", kv_dtype_name(eo.kv_dtype)},
                               {"context", r.context},
                               {"batch", po.batch},
                               {"tokens", tokens.size()},
@@ -135,7 +138,8 @@ int perplexity_command(const PerplexityArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("model      {} ({} activations)\n", a.model, precision_name(eo.precision));
+  fmt::print("model      {} ({} activations, {} KV cache)\n", a.model, precision_name(eo.precision),
+             kv_dtype_name(eo.kv_dtype));
   fmt::print("text       {}: {} tokens, {} windows of {}, {} tokens scored (second half of each window)\n",
              a.file, tokens.size(), r.n_windows, r.context, r.n_scored);
   std::string running;
@@ -181,6 +185,9 @@ const Registrar kRegistrar(
       app.add_option("--backend", a->backend, "backend: cpu (default), reference, partial");
       app.add_option("--dtype", a->dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_option("--kv-dtype", a->kv_dtype,
+                     "KV cache element type: bf16 (default), f32 (exact), fp8 (E4M3)")
+          ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
       app.add_option("--threads", a->threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
           ->check(CLI::Range(0, 4096));
       app.add_flag("--json", a->json, "JSON output");

@@ -34,7 +34,7 @@ struct RunOptions {
   int64_t max_new = 16;
   std::string backend = "cpu";
   std::string dtype = "f32";
-  std::string kv_dtype = "auto";  // auto: f32 with f32 activations, bf16 with bf16
+  std::string kv_dtype = "bf16";  // the engine default; printed with every result
   bool greedy = false;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -66,6 +66,9 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
   // after the longest prefix already cached (tokens fed so far are in `cached`).
   KvCache cache = engine.new_cache();
   std::vector<int32_t> cached;
+  fmt::print(stderr, "run: {} activations, {} KV cache (blocks of {} tokens)\n",
+             precision_name(engine.options().precision), kv_dtype_name(engine.options().kv_dtype),
+             engine.options().kv_block_tokens);
   std::string line;
   for (int turn = 0;; ++turn) {
     if (tty) fmt::print("user> ");
@@ -116,7 +119,7 @@ int run_command(const RunOptions& o) {
   if (!model.is_ok()) return report_error(name, model.status());
   EngineOptions eo;
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
-  if (o.kv_dtype != "auto") eo.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);
     if (!engine.is_ok()) return report_error(name, engine.status());
@@ -196,6 +199,7 @@ int run_command(const RunOptions& o) {
     d.metadata["producer"] = "day0 run (" + o.backend + ")";
     d.metadata["version"] = DAY0_VERSION;
     d.metadata["dtype"] = o.dtype;
+    d.metadata["kv_dtype"] = kv_dtype_name(eo.kv_dtype);
     auto dumped = run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0);
     if (!dumped.is_ok()) return report_error(name, dumped.status());
     d.prompts.push_back(std::move(dumped).value());
@@ -209,6 +213,7 @@ int run_command(const RunOptions& o) {
     j["model"] = o.model;
     j["backend"] = o.backend;
     j["dtype"] = o.dtype;
+    j["kv_dtype"] = kv_dtype_name(eo.kv_dtype);
     j["prompt_tokens"] = g.prompt_tokens;
     j["finish_reason"] = g.finish_reason;
     j["tokens"] = g.tokens();
@@ -232,7 +237,8 @@ int run_command(const RunOptions& o) {
   }
   fmt::print("model      {} ({}, {} layers)\n", o.model, family_name(model->spec.family),
              model->spec.n_layers);
-  fmt::print("backend    {} ({} activations), {}\n", o.backend, o.dtype,
+  fmt::print("backend    {} ({} activations, {} KV cache), {}\n", o.backend, o.dtype,
+             kv_dtype_name(eo.kv_dtype),
              sp.greedy ? std::string("greedy")
                        : fmt::format("temperature {} top-p {} top-k {} seed {}", sp.temperature, sp.top_p,
                                      sp.top_k, sp.seed));
@@ -287,11 +293,9 @@ const Registrar kRegistrar(
       app.add_option("--backend", o->backend, "backend: cpu (default), reference, partial");
       app.add_option("--dtype", o->dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
-      app.add_option(
-             "--kv-dtype", o->kv_dtype,
-             "KV cache element type: auto (default: f32 with --dtype f32, bf16 with bf16), bf16, f32, "
-             "fp8")
-          ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}));
+      app.add_option("--kv-dtype", o->kv_dtype,
+                     "KV cache element type: bf16 (default), f32 (exact), fp8 (E4M3)")
+          ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
       app.add_flag("--greedy", o->greedy, "greedy decoding (the default unless --temperature > 0)");
       app.add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
           ->check(finite_number(0.0, 100.0, "--temperature (0 = greedy)"));

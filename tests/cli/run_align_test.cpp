@@ -37,6 +37,7 @@ TEST(RunCli, JsonAndSeededSampling) {
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   EXPECT_EQ(ja["tokens"].size(), 5u);
   EXPECT_EQ(ja["tokens"], jb["tokens"]);
+  EXPECT_EQ(ja["kv_dtype"], "bf16");  // the default, stated
   EXPECT_GT(ja["timing"]["prefill_tokens_per_second"].get<double>(), 0.0);
 }
 
@@ -44,12 +45,21 @@ TEST(RunCli, DumpIsAReferenceAlignAccepts) {
   if (!have_model()) GTEST_SKIP() << "golden qwen3 missing";
   const std::string dir = make_temp_dir("day0_run_dump");
   const std::string dump = dir + "/engine.safetensors";
+  // align --dtype f32 compares at float32 precision: the dump is made with an exact (F32) KV cache.
   const auto r = run_cli({"run", kModel, "--prompt-ids", "9,8,7,6,5", "--max-new", "3", "--dump", dump,
-                          "--backend", "reference"});
+                          "--backend", "reference", "--kv-dtype", "f32"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("f32 KV cache"), std::string::npos) << r.out;
   const auto a = run_cli({"align", kModel, "--reference", dump, "--backend", "cpu"});
   EXPECT_EQ(a.exit_code, 0) << a.out << a.err;
   EXPECT_NE(a.out.find("day0 run (reference)"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("f32 KV cache"), std::string::npos) << a.out;  // align's own choice, stated
+  // A BF16-cache dump differs from the F32 engine by more than float32 noise: align says so.
+  const auto r16 = run_cli({"run", kModel, "--prompt-ids", "9,8,7,6,5", "--max-new", "3", "--dump", dump,
+                            "--backend", "reference"});
+  ASSERT_EQ(r16.exit_code, 0) << r16.err;
+  EXPECT_NE(r16.out.find("bf16 KV cache"), std::string::npos) << r16.out;
+  EXPECT_EQ(run_cli({"align", kModel, "--reference", dump, "--backend", "cpu"}).exit_code, 1);
   std::filesystem::remove_all(dir);
 }
 
@@ -59,6 +69,7 @@ TEST(AlignCli, PassesOnTheGoldenAndReportsJson) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_EQ(j["kv_dtype"], "f32");  // --dtype f32 compares with an exact cache
   EXPECT_EQ(j["logits"]["same_top1"].get<double>(), 1.0);
   EXPECT_FALSE(j["layers"].empty());
   EXPECT_TRUE(j["first_failing_layer"].is_null());

@@ -23,6 +23,7 @@ TEST(Inspect, CatalogModelHumanReport) {
   EXPECT_NE(r.out.find("671,026,419,200"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MLA"), std::string::npos);
   EXPECT_NE(r.out.find("70,272 B"), std::string::npos);  // KV cache per token, 61 layers x 576 x 2 B
+  EXPECT_NE(r.out.find("KV cache (BF16;"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mla_attention"), std::string::npos);
 }
 
@@ -33,7 +34,17 @@ TEST(Inspect, JsonHasEverything) {
   EXPECT_EQ(j["params"]["total"].get<int64_t>(), 1'026'408'232'448);
   EXPECT_EQ(j["spec"]["model_type"], "kimi_k2");
   EXPECT_EQ(j["kv_cache"]["bytes_per_token"].get<int64_t>(), 70'272);
+  EXPECT_EQ(j["kv_cache"]["dtype"], "bf16");
   EXPECT_EQ(j["weight_memory"].size(), 6u);
+  // --kv-dtype changes the figures the engine's pool would hold: fp8 halves bf16, f32 doubles it.
+  for (auto [dtype, bytes] : {std::pair{"fp8", 35'136}, std::pair{"f32", 140'544}}) {
+    CliResult k = run_cli({"inspect", "kimi-k2", "--json", "--kv-dtype", dtype});
+    ASSERT_EQ(k.exit_code, 0) << k.err;
+    const auto jk = nlohmann::json::parse(k.out);
+    EXPECT_EQ(jk["kv_cache"]["dtype"], dtype);
+    EXPECT_EQ(jk["kv_cache"]["bytes_per_token"].get<int64_t>(), bytes) << dtype;
+  }
+  EXPECT_EQ(run_cli({"inspect", "kimi-k2", "--kv-dtype", "int3"}).exit_code, 2);
   EXPECT_GT(j["ops"]["list"].size(), 10u);
 }
 

@@ -62,6 +62,14 @@ TEST(PagedKv, BytesHeldPerTokenAreWhatInspectPrintsForEachDtype) {
   }
 }
 
+TEST(PagedKv, TheEngineDefaultsToABf16Cache) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(run->engine->kv_pool().options().dtype, KvDtype::kBF16);
+  EXPECT_EQ(run->engine->kv_pool().bytes_per_token_row(),
+            kv_bytes_per_token_per_layer(run->model.spec, KvDtype::kBF16));
+}
+
 TEST(PagedKv, FragmentationCountsAllocatedButUnusedSlots) {
   auto run = open_golden("llama3");
   ASSERT_TRUE(run.is_ok());

@@ -23,7 +23,8 @@ Result<AlignReport> align_model(const AlignRequest& req) {
   }
   EngineOptions options;
   options.precision = req.precision;
-  options.kv_dtype = req.kv_dtype;
+  options.kv_dtype =
+      req.kv_dtype.value_or(req.precision == ActivationPrecision::kF32 ? KvDtype::kF32 : KvDtype::kBF16);
   options.mla = req.mla;
   D0_ASSIGN_OR_RETURN(EngineHandle engine, open_engine(model, req.backend, options, req.n_threads));
 
@@ -49,7 +50,8 @@ Result<AlignReport> align_model(const AlignRequest& req) {
     }
     D0_ASSIGN_OR_RETURN(EngineHandle oracle, open_engine(model, "reference", options, 1));
     D0_ASSIGN_OR_RETURN(baseline, run_reference_prompts(*oracle.engine, *ref, "day0 reference backend"));
-    reference_text = fmt::format("day0 reference backend ({} activations)", precision_name(req.precision));
+    reference_text = fmt::format("day0 reference backend ({} activations, {} KV cache)",
+                                 precision_name(req.precision), kv_dtype_name(options.kv_dtype));
   } else {
     baseline = *ref;
     reference_text = fmt::format("{} ({}, {})", ref->producer(), ref->version(), ref->dtype());
@@ -61,6 +63,7 @@ Result<AlignReport> align_model(const AlignRequest& req) {
   report.model = req.model;
   report.backend = req.backend;
   report.precision = precision_name(req.precision);
+  report.kv_dtype = kv_dtype_name(options.kv_dtype);
   report.reference = reference_text;
   return report;
 }

@@ -16,7 +16,8 @@ struct AlignRequest {
   std::string reference_path;  // day0-reference/1 dump ("" only with against_reference)
   std::string backend = "cpu";
   ActivationPrecision precision = ActivationPrecision::kF32;
-  std::optional<KvDtype> kv_dtype;  // unset: the engine's default for the precision
+  // Unset: F32 with F32 activations (an exact comparison keeps an exact cache), BF16 with BF16.
+  std::optional<KvDtype> kv_dtype;
   MlaMode mla = MlaMode::kAuto;
   int n_threads = 0;
   // Compare `backend` against our `reference` backend (same precision) instead of a dump. Prompts

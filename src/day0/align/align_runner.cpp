@@ -72,6 +72,7 @@ Result<ReferenceDump> run_reference_prompts(Engine& engine, const ReferenceDump&
   out.metadata["producer"] = producer;
   out.metadata["version"] = DAY0_VERSION;
   out.metadata["dtype"] = precision_name(engine.options().precision);
+  out.metadata["kv_dtype"] = kv_dtype_name(engine.options().kv_dtype);
   for (const ReferencePrompt& p : ref.prompts) {
     const bool hidden = !p.hidden.empty() || p.final_norm.has_value();
     D0_ASSIGN_OR_RETURN(ReferencePrompt mine,
@@ -149,6 +150,7 @@ nlohmann::json align_report_json(const AlignReport& r) {
   j["model"] = r.model;
   j["backend"] = r.backend;
   j["precision"] = r.precision;
+  j["kv_dtype"] = r.kv_dtype;
   j["reference"] = r.reference;
   j["prompts"] = r.prompts;
   j["pass"] = r.pass();
@@ -208,8 +210,10 @@ std::string align_report_text(const AlignReport& r) {
   const LogitSummary& s = r.logits;
   std::string out;
   out += fmt::format(
-      "model      {}\nbackend    {} ({} activations)\nreference  {}\nprompts    {} ({} positions)\n\n",
-      r.model, r.backend, r.precision, r.reference, r.prompts, s.positions);
+      "model      {}\nbackend    {} ({} activations, {} KV cache)\nreference  {}\nprompts    {} ({} "
+      "positions)\n\n",
+      r.model, r.backend, r.precision, r.kv_dtype.empty() ? "?" : r.kv_dtype, r.reference, r.prompts,
+      s.positions);
   out += "logits\n";
   auto line = [&](const char* name, const std::string& value) {
     out += fmt::format("  {:<22} {}\n", name, value);

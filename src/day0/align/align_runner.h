@@ -34,6 +34,7 @@ struct AlignReport {
   std::string model;
   std::string backend;
   std::string precision;
+  std::string kv_dtype;   // KV cache element type of the measured engine
   std::string reference;  // producer + version + dtype of the reference
   int64_t prompts = 0;
   LogitSummary logits;

@@ -245,6 +245,7 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
           {"weight_memory", memory},
           {"kv_cache",
            {{"layout", s.kv_cache.layout},
+            {"dtype", kv_dtype_name(s.kv_cache.dtype)},
             {"element_bits", s.kv_cache.element_bits},
             {"bytes_per_token", s.kv_cache.bytes_per_token},
             {"bytes_per_1k_token_sequence", s.kv_cache.bytes_per_1k_tokens},

@@ -5,7 +5,6 @@
 // performance, stability.
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +26,9 @@ struct AdaptOptions {
   std::string reference_dump;              // --reference: a day0-reference/1 dump of the real model
   std::string cluster;                     // --cluster: preset or file; empty = this machine
   std::string backend = "cpu";
-  std::optional<KvDtype> kv_dtype;  // --kv-dtype; unset: the engine's default
+  // --kv-dtype: the KV cache of the run target (performance, stability). Alignment keeps its own
+  // choice (F32 for the F32 comparison), and says so in its evidence.
+  KvDtype kv_dtype = KvDtype::kBF16;
   std::string out_dir = "out";
   std::string compare_path;                  // --compare OLD/report.json
   std::vector<std::string> optional_stages;  // failures of these do not fail the run

@@ -11,11 +11,6 @@
 
 namespace day0 {
 
-KvDtype resolved_kv_dtype(const EngineOptions& options) {
-  if (options.kv_dtype) return *options.kv_dtype;
-  return options.precision == ActivationPrecision::kBF16 ? KvDtype::kBF16 : KvDtype::kF32;
-}
-
 const char* precision_name(ActivationPrecision p) {
   return p == ActivationPrecision::kBF16 ? "bf16" : "f32";
 }
@@ -32,12 +27,10 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   const int64_t first = mla ? spec_.mla->kv_lora_rank : spec_.n_kv_heads * spec_.head_dim;
   const int64_t second = mla ? spec_.mla->qk_rope_head_dim : spec_.n_kv_heads * spec_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
-      first, second,
-      KvCacheOptions{.dtype = resolved_kv_dtype(options_), .block_tokens = options_.kv_block_tokens});
+      first, second, KvCacheOptions{.dtype = options_.kv_dtype, .block_tokens = options_.kv_block_tokens});
   // One definition of the figure for the engine, `inspect` and the planner.
-  D0_CHECK_MSG(
-      pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(spec_, resolved_kv_dtype(options_)),
-      "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");
+  D0_CHECK_MSG(pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(spec_, options_.kv_dtype),
+               "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");
 }
 
 Engine::~Engine() = default;

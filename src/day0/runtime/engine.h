@@ -37,13 +37,12 @@ enum class MlaMode { kAuto, kNaive, kAbsorbed };
 struct EngineOptions {
   ActivationPrecision precision = ActivationPrecision::kF32;
   MlaMode mla = MlaMode::kAuto;
-  // The KV cache's element type. Unset: BF16 with BF16 activations (the deployment default that
-  // `inspect` and the planner assume), F32 with F32 activations (an exact run keeps an exact cache).
-  std::optional<KvDtype> kv_dtype;
+  // The KV cache's element type: BF16 by default (what `inspect` and the planner assume, whatever the
+  // activation precision). Comparisons that must be float32-exact (goldens, `align --dtype f32`)
+  // select kF32 explicitly.
+  KvDtype kv_dtype = KvDtype::kBF16;
   int64_t kv_block_tokens = KvCacheOptions{}.block_tokens;  // tokens per block of the paged pool
 };
-// The KV dtype an engine with these options uses.
-KvDtype resolved_kv_dtype(const EngineOptions& options);
 
 // One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
 struct SequenceStep {

@@ -17,6 +17,7 @@ nlohmann::json align_evidence(const AlignReport& r) {
   for (const auto& g : r.greedy) greedy_agree += g.pass ? 1 : 0;
   return {{"backend", r.backend},
           {"precision", r.precision},
+          {"kv_dtype", r.kv_dtype},
           {"reference", r.reference},
           {"prompts", r.prompts},
           {"positions", r.logits.positions},

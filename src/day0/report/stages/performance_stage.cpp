@@ -58,6 +58,7 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
                   {"prompt_tokens", prompt.size()},
                   {"new_tokens", new_tokens},
                   {"threads", pool.size()},
+                  {"kv_dtype", kv_dtype_name(handle->engine->options().kv_dtype)},
                   {"prefill_tok_s", prefill},
                   {"decode_tok_s", decode},
                   {"ttft_s", best.prefill_seconds},
@@ -67,10 +68,10 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
                   {"roofline_fraction", roofline > 0 ? decode / roofline : 0.0}};
   if (!(decode > 0) || !(prefill > 0)) return stage_fail(out, "no tokens were generated");
   std::string summary = fmt::format(
-      "{}: prefill {:.1f} tok/s, decode {:.1f} tok/s, TTFT {}; decode is {:.2f} of the {:.0f} tok/s "
-      "bandwidth roofline ({:.1f} GB/s measured)",
-      target->label, prefill, decode, human_seconds(best.prefill_seconds),
-      roofline > 0 ? decode / roofline : 0.0, roofline, bandwidth_gbps);
+      "{} ({} KV cache): prefill {:.1f} tok/s, decode {:.1f} tok/s, TTFT {}; decode is {:.2f} of the "
+      "{:.0f} tok/s bandwidth roofline ({:.1f} GB/s measured)",
+      target->label, kv_dtype_name(handle->engine->options().kv_dtype), prefill, decode,
+      human_seconds(best.prefill_seconds), roofline > 0 ? decode / roofline : 0.0, roofline, bandwidth_gbps);
   if (target->label == "the miniature") summary += " — a miniature is overhead-bound, so its fraction is low";
   stage_pass(out, summary);
 }

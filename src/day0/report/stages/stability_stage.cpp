@@ -52,6 +52,7 @@ void run_stability_stage(AdaptContext& ctx, StageResult& out) {
   SoakResult result = run_soak(request, options);
   out.evidence = to_json(result);
   out.evidence["target"] = target->label;
+  out.evidence["kv_dtype"] = kv_dtype_name(handle->engine->options().kv_dtype);
   out.evidence["max_growth_bytes"] = options.max_growth_bytes;
   if (!result.passed) return stage_fail(out, result.reason);
   stage_pass(out,
