@@ -32,9 +32,11 @@ class FaultyBackend final : public Backend {
 
   bool throw_in_matmul = false;  // a worker of the pool throws bad_alloc inside the matmul's job
   int64_t poison_add = -1;       // the n-th add call (1-based) writes a NaN into its output
+  bool throw_in_swiglu = false;  // throws in the first FFN, after layer 0 appended to the KV cache
 
  private:
   void before(std::string_view op) {
+    if (op == "swiglu" && throw_in_swiglu) throw std::runtime_error("injected FFN failure");
     if (op == "matmul" && throw_in_matmul) {
       ThreadPool& pool = *inner_.thread_pool();
       pool.run([&](int t) {
@@ -72,6 +74,37 @@ TEST(EngineErrors, AKernelThatThrowsInsideThePoolIsAnErrorOfTheStep) {
   KvCache fresh = (*engine)->new_cache();
   const SequenceStep again{&fresh, ids};
   EXPECT_TRUE((*engine)->forward(std::span(&again, 1)).is_ok());
+}
+
+// A step that fails after some layers appended to the cache leaves the cache at its committed length:
+// the same cache then computes what a fresh one computes.
+TEST(EngineErrors, AFailedStepRollsTheCacheBack) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  FaultyBackend faulty(*run->backend);
+  auto engine = Engine::create(run->model.spec, run->model.weights, faulty);
+  ASSERT_TRUE(engine.is_ok());
+  Engine& e = **engine;
+  const std::vector<int32_t> head = {1, 2, 3}, tail = {4, 5};
+  KvCache cache = e.new_cache();
+  const SequenceStep first{&cache, head};
+  ASSERT_TRUE(e.forward(std::span(&first, 1)).is_ok());
+  faulty.throw_in_swiglu = true;
+  const SequenceStep second{&cache, tail};
+  const auto failed = e.forward(std::span(&second, 1));
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal) << failed.status().to_string();
+  EXPECT_EQ(cache.length(), 3);
+  faulty.throw_in_swiglu = false;
+  auto retried = e.forward(std::span(&second, 1), true);
+  ASSERT_TRUE(retried.is_ok()) << retried.status().to_string();
+  const FloatMatrix got = copy_matrix(*retried);
+  KvCache fresh = e.new_cache();
+  const std::vector<int32_t> all = {1, 2, 3, 4, 5};
+  const SequenceStep whole{&fresh, all};
+  auto want = e.forward(std::span(&whole, 1), true);
+  ASSERT_TRUE(want.is_ok());
+  for (int64_t c = 0; c < want->cols; ++c) EXPECT_NEAR(got.row(0)[c], want->row(0)[c], 1e-3) << c;
 }
 
 TEST(EngineErrors, NonFiniteLogitsNameTheFirstLayerThatProducedThem) {

@@ -21,7 +21,7 @@ namespace day0::blocks {
 class StepArena {
  public:
   void begin_step();
-  // n floats, zeroed, 64-byte aligned; valid until the next begin_step().
+  // n floats, zeroed, in whole 64-byte units (16 floats); valid until the next begin_step().
   float* take(int64_t n);
 
  private:

@@ -75,11 +75,20 @@ FloatMatrix copy_matrix(ConstMatrix m) {
 Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool last_only,
                                     ForwardCapture* capture) {
   ConstMatrix logits;
+  // A step that fails part-way has appended to some layers only: each cache goes back to its
+  // committed length, so the caller can retry or go on with the same caches.
+  auto roll_back = [&] {
+    for (const SequenceStep& s : batch) {
+      if (s.cache != nullptr) (void)s.cache->truncate(s.cache->length());
+    }
+  };
   try {
     logits = forward_unchecked(batch, last_only, capture);
   } catch (const std::bad_alloc&) {
+    roll_back();
     return resource_exhausted("forward: out of memory during the step");
   } catch (const std::exception& e) {
+    roll_back();
     return internal_error(fmt::format("forward: {}", e.what()));
   }
   // One row mean per row and layer tells whether any element was NaN or Inf (a mean of finite floats
