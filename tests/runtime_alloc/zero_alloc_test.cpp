@@ -75,11 +75,13 @@ int64_t allocations_during(const std::function<void()>& fn) {
   return g_allocations.load();
 }
 
-// Dense models, both KV dtypes that matter, 2 pool threads: once the
+// Dense and MoE models, both KV dtypes that matter, 2 pool threads: once the
 // cache has room reserved and one step of each shape ran, decode steps touch the heap 0 times.
 TEST(ZeroAllocation, DecodeStepsAfterWarmUpAllocateNothing) {
   EXPECT_GT(allocations_during([] { delete new int(1); }), 0);  // the counter counts
-  for (const char* name : {"llama3", "qwen3"}) {
+  // Dense, MoE (softmax top-k; DeepSeek's grouped noaux_tc router with MLA absorbed over pages) and
+  // gpt-oss (sinks, sliding window giving blocks back).
+  for (const char* name : {"llama3", "qwen3", "qwen3-moe", "deepseek-v3", "gpt-oss"}) {
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
       auto model = load_model(std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name);
       ASSERT_TRUE(model.is_ok()) << model.status().to_string();

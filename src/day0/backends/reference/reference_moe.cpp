@@ -12,31 +12,54 @@ namespace day0::ref {
 
 namespace {
 
-// Indices of the k largest values, descending; ties broken by the lower index.
-std::vector<int64_t> top_k_indices(const std::vector<double>& v, int64_t k) {
-  std::vector<int64_t> idx(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
-    return v[static_cast<size_t>(x)] > v[static_cast<size_t>(y)];
-  });
+// Scratch of the router, one per calling thread, grown and never shrunk: once the largest (experts,
+// top_k) shape was seen a call allocates nothing (a decode step stays allocation-free).
+struct RouterScratch {
+  std::vector<double> logits, scores, sel, group_score, w;
+  std::vector<int64_t> idx, kept_groups;
+  std::vector<char> taken;
+};
+
+// The k largest values of v, descending, ties broken by the lower index (the order a stable sort
+// gives), into idx[0..k). Afterwards taken[i] != 0 exactly for the chosen i.
+void top_k_indices(const std::vector<double>& v, int64_t k, std::vector<int64_t>& idx,
+                   std::vector<char>& taken) {
+  taken.assign(v.size(), 0);
   idx.resize(static_cast<size_t>(k));
-  return idx;
+  for (int64_t j = 0; j < k; ++j) {
+    size_t best = v.size();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (taken[i] == 0 && (best == v.size() || v[i] > v[best])) best = i;
+    }
+    D0_CHECK_MSG(best < v.size(), "moe_router: top_k larger than the candidates");
+    taken[best] = 1;
+    idx[static_cast<size_t>(j)] = static_cast<int64_t>(best);
+  }
 }
 
-// Sets to -inf every expert outside the topk_group best groups.
-void mask_groups(std::vector<double>& sel, int64_t n_group, int64_t topk_group, bool top2_sum) {
+// Sets to -inf every expert outside the topk_group best groups. A group scores its best member, or
+// the sum of its two best (top2_sum).
+void mask_groups(std::vector<double>& sel, int64_t n_group, int64_t topk_group, bool top2_sum,
+                 RouterScratch& s) {
   const auto e = static_cast<int64_t>(sel.size());
   const int64_t per_group = e / n_group;
-  std::vector<double> group_score(static_cast<size_t>(n_group));
+  s.group_score.resize(static_cast<size_t>(n_group));
   for (int64_t g = 0; g < n_group; ++g) {
-    std::vector<double> members(sel.begin() + g * per_group, sel.begin() + (g + 1) * per_group);
-    std::sort(members.begin(), members.end(), std::greater<>());
-    group_score[static_cast<size_t>(g)] =
-        top2_sum ? members[0] + (members.size() > 1 ? members[1] : 0.0) : members[0];
+    double first = -INFINITY, second = -INFINITY;
+    for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) {
+      const double x = sel[static_cast<size_t>(i)];
+      if (x > first) {
+        second = first;
+        first = x;
+      } else if (x > second) {
+        second = x;
+      }
+    }
+    s.group_score[static_cast<size_t>(g)] = top2_sum ? first + (per_group > 1 ? second : 0.0) : first;
   }
-  const auto kept = top_k_indices(group_score, topk_group);
+  top_k_indices(s.group_score, topk_group, s.kept_groups, s.taken);
   for (int64_t g = 0; g < n_group; ++g) {
-    if (std::find(kept.begin(), kept.end(), g) != kept.end()) continue;
+    if (s.taken[static_cast<size_t>(g)] != 0) continue;
     for (int64_t i = g * per_group; i < (g + 1) * per_group; ++i) sel[static_cast<size_t>(i)] = -INFINITY;
   }
 }
@@ -45,15 +68,18 @@ void mask_groups(std::vector<double>& sel, int64_t n_group, int64_t topk_group, 
 
 void moe_router(const MoeRouterArgs& a) {
   check_args(a);
+  thread_local RouterScratch s;
   const int64_t e = a.logits.cols;
+  const auto k = static_cast<size_t>(a.top_k);
   for (int64_t t = 0; t < a.logits.rows; ++t) {
-    std::vector<double> logits(static_cast<size_t>(e));
+    std::vector<double>& logits = s.logits;
+    logits.resize(static_cast<size_t>(e));
     for (int64_t i = 0; i < e; ++i) logits[static_cast<size_t>(i)] = a.logits.row(t)[i];
-    std::vector<int64_t> idx;
-    std::vector<double> w;
+    std::vector<double>& w = s.w;
+    w.resize(k);
     if (a.method == TopkMethod::kLogitsThenSoftmax || a.method == TopkMethod::kLogitsThenSigmoid) {
-      idx = top_k_indices(logits, a.top_k);
-      for (int64_t i : idx) w.push_back(logits[static_cast<size_t>(i)]);
+      top_k_indices(logits, a.top_k, s.idx, s.taken);
+      for (size_t j = 0; j < k; ++j) w[j] = logits[static_cast<size_t>(s.idx[j])];
       if (a.method == TopkMethod::kLogitsThenSoftmax) {
         const double m = w[0];
         double sum = 0.0;
@@ -63,32 +89,34 @@ void moe_router(const MoeRouterArgs& a) {
         for (double& x : w) x = sigmoid_of(x);
       }
     } else {
-      std::vector<double> scores(logits.size());
+      std::vector<double>& scores = s.scores;
+      scores.resize(logits.size());
       if (a.scoring == RouterScoring::kSoftmax) {
         const double m = *std::max_element(logits.begin(), logits.end());
         double sum = 0.0;
         for (size_t i = 0; i < logits.size(); ++i) sum += (scores[i] = std::exp(logits[i] - m));
-        for (double& s : scores) s /= sum;
+        for (double& x : scores) x /= sum;
       } else {
         for (size_t i = 0; i < logits.size(); ++i) scores[i] = sigmoid_of(logits[i]);
       }
-      std::vector<double> sel = scores;
+      std::vector<double>& sel = s.sel;
+      sel.assign(scores.begin(), scores.end());
       if (a.method == TopkMethod::kNoauxTc) {
         for (size_t i = 0; i < sel.size(); ++i) sel[i] += a.correction_bias[i];
       }
       if (a.method != TopkMethod::kGreedy) {
-        mask_groups(sel, a.n_group, a.topk_group, a.method == TopkMethod::kNoauxTc);
+        mask_groups(sel, a.n_group, a.topk_group, a.method == TopkMethod::kNoauxTc, s);
       }
-      idx = top_k_indices(sel, a.top_k);
-      for (int64_t i : idx) w.push_back(scores[static_cast<size_t>(i)]);
+      top_k_indices(sel, a.top_k, s.idx, s.taken);
+      for (size_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(s.idx[j])];
     }
     if (a.norm_topk_prob) {
       const double sum = std::accumulate(w.begin(), w.end(), 0.0);
       for (double& x : w) x /= (sum + a.renorm_eps);
     }
-    for (int64_t k = 0; k < a.top_k; ++k) {
-      a.expert_ids.row(t)[k] = static_cast<int32_t>(idx[static_cast<size_t>(k)]);
-      a.expert_weights.row(t)[k] = static_cast<float>(w[static_cast<size_t>(k)] * a.routed_scaling_factor);
+    for (size_t j = 0; j < k; ++j) {
+      a.expert_ids.row(t)[j] = static_cast<int32_t>(s.idx[j]);
+      a.expert_weights.row(t)[j] = static_cast<float>(w[j] * a.routed_scaling_factor);
     }
   }
 }
