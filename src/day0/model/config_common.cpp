@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "day0/model/packed_int_config.h"
+
 namespace day0 {
 
 namespace {
@@ -159,9 +161,10 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     spec.weights.block_cols = 32;
     return Status::ok();
   }
+  if (method == "compressed-tensors") return parse_compressed_tensors(*quant, spec);
   return unsupported(
       fmt::format("{}: quantization_config.quant_method: \"{}\" is not supported (supported: "
-                  "fp8 with weight_block_size, mxfp4)",
+                  "fp8 with weight_block_size, mxfp4, compressed-tensors pack-quantized)",
                   cfg.source(), method));
 }
 
@@ -336,6 +339,8 @@ void write_core(const ModelSpec& spec, nlohmann::json& out) {
         {"quant_method", "mxfp4"},
         {"modules_to_not_convert",
          {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+  } else if (spec.weights.packed.bits != 0) {
+    out["quantization_config"] = compressed_tensors_config(spec.weights.packed);
   }
 }
 

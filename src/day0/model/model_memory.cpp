@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include "day0/core/checked_math.h"
+#include "day0/model/packed_int_config.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
@@ -58,8 +59,10 @@ std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const Pa
   rows.push_back({"INT4", 4, (total + 1) / 2});
   const double bits =
       counts.total > 0 ? 8.0 * static_cast<double>(counts.stored_bytes) / static_cast<double>(total) : 0.0;
-  rows.push_back(
-      {fmt::format("checkpoint ({})", weight_format_name(spec.weights.format)), bits, counts.stored_bytes});
+  rows.push_back({fmt::format("checkpoint ({})", spec.weights.packed.bits != 0
+                                                     ? packed_int_label(spec.weights.packed)
+                                                     : std::string(weight_format_name(spec.weights.format))),
+                  bits, counts.stored_bytes});
   return rows;
 }
 

@@ -96,8 +96,21 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
+// compressed-tensors `pack-quantized` integer weights (quant/pack_quantized.h): the projections the
+// config's targets select, minus its ignore list, are stored packed in int32 with per-group scales.
+// bits == 0: none. The other weights keep `QuantSpec::format`.
+struct PackedIntSpec {
+  int bits = 0;                      // 4 or 8
+  int64_t group_size = 0;            // columns per scale; 0 = one group per row (strategy "channel")
+  bool symmetric = true;             // false: per-group zero points (weight_zero_point)
+  std::vector<std::string> targets;  // "Linear" or "re:<regex>" over module names
+  std::vector<std::string> ignore;   // module names or "re:<regex>"
+  bool operator==(const PackedIntSpec&) const = default;
+};
+
 struct QuantSpec {
   WeightFormat format = WeightFormat::kBF16;
+  PackedIntSpec packed;
   int64_t block_rows = 128;  // FP8 block scales
   int64_t block_cols = 128;
   bool ue8m0_scales = false;  // DeepSeek V3.1 scale_fmt

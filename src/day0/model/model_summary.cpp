@@ -7,6 +7,7 @@
 
 #include "day0/ops/tensor.h"
 
+#include "day0/model/packed_int_config.h"
 #include "day0/model/tensor_manifest.h"
 
 namespace day0 {
@@ -105,6 +106,12 @@ std::string describe_moe(const ModelSpec& s) {
 }
 
 std::string describe_weights(const ModelSpec& s) {
+  if (s.weights.packed.bits != 0) {
+    return fmt::format(
+        "{} projections (compressed-tensors pack-quantized: int32 words, {} scales{}), the rest {}",
+        packed_int_label(s.weights.packed), dtype_name(s.activation_dtype),
+        s.weights.packed.symmetric ? "" : ", int32-packed zero points", dtype_name(s.activation_dtype));
+  }
   switch (s.weights.format) {
     case WeightFormat::kFp8Block:
       return fmt::format("FP8 e4m3 projections with {}x{} F32 block scales (weight_scale_inv){}",
@@ -169,6 +176,13 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
         {"block_rows", s.weights.block_rows},
         {"block_cols", s.weights.block_cols},
         {"ue8m0_scales", s.weights.ue8m0_scales}}},
+      {"packed_int", s.weights.packed.bits == 0
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json{{"bits", s.weights.packed.bits},
+                                          {"group_size", s.weights.packed.group_size},
+                                          {"symmetric", s.weights.packed.symmetric},
+                                          {"scheme", packed_int_label(s.weights.packed)},
+                                          {"ignore", s.weights.packed.ignore}}},
       {"n_mtp_layers", s.n_mtp_layers},
       {"layers", layers}};
   if (s.rope.attention_factor) j["rope_scaling"]["attention_factor"] = *s.rope.attention_factor;

@@ -4,6 +4,7 @@
 
 #include "day0/core/checked_math.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/packed_int_config.h"
 #include "day0/model/tensor_manifest.h"
 
 namespace day0 {
@@ -69,6 +70,11 @@ std::string replace_all(std::string text, const std::string& from, const std::st
     text.replace(at, from.size(), to);
   }
   return text;
+}
+
+std::string strip_weight_suffix(const std::string& name) {
+  const std::string tail = ".weight";
+  return name.ends_with(tail) ? name.substr(0, name.size() - tail.size()) : name;
 }
 
 }  // namespace
@@ -141,7 +147,12 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
       }
       return;
     case WeightStorage::kProjection:
+    case WeightStorage::kPackedInt:
       break;
+  }
+  if (shape.size() == 2 && packs_module(spec_.weights.packed, strip_weight_suffix(name), true)) {
+    push_packed(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
+    return;
   }
   if (spec_.weights.format != WeightFormat::kFp8Block || shape.size() != 2) {
     push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
@@ -153,6 +164,32 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
   push(name + "_scale_inv", pattern + "_scale_inv", std::move(scale_shape), DType::kF32, WeightStorage::kF32,
        TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
   if (!failed_) out_.tensors.back().scaled_role = role;
+}
+
+// compressed-tensors pack-quantized (quant/pack_quantized.h): the weight becomes `weight_packed`
+// (holding the parameters) plus scale, optional zero point and shape tensors (holding none).
+void WeightTableBuilder::push_packed(std::string name, std::string pattern, std::vector<int64_t> shape,
+                                     TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
+  const PackedIntSpec& p = spec_.weights.packed;
+  const int64_t per_word = 32 / p.bits;
+  const int64_t rows = shape[0], cols = shape[1];
+  const int64_t groups = p.group_size > 0 ? ceil_div(cols, p.group_size) : 1;
+  const std::string stem = strip_weight_suffix(name), stem_pattern = strip_weight_suffix(pattern);
+  const DType act = spec_.activation_dtype;
+  push(stem + ".weight_packed", stem_pattern + ".weight_packed", {rows, ceil_div(cols, per_word)},
+       DType::kI32, WeightStorage::kPackedInt, role, shard, slot, expert);
+  if (failed_) return;
+  out_.tensors.back().params = rows * cols;  // padding bits of the last word hold no parameter
+  const auto add_aux = [&](const char* suffix, std::vector<int64_t> aux_shape, DType dtype) {
+    push(stem + suffix, stem_pattern + suffix, std::move(aux_shape), dtype, WeightStorage::kPackedInt,
+         TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
+    if (failed_) return;
+    out_.tensors.back().scaled_role = role;
+    if (dtype == act && act != DType::kF32) out_.tensors.back().also_accepted = {DType::kF32};
+  };
+  add_aux(".weight_scale", {rows, groups}, act);
+  if (!p.symmetric) add_aux(".weight_zero_point", {ceil_div(rows, per_word), groups}, DType::kI32);
+  add_aux(".weight_shape", {2}, DType::kI64);
 }
 
 void WeightTableBuilder::push(std::string name, std::string pattern, std::vector<int64_t> shape, DType dtype,

@@ -37,6 +37,8 @@ enum class WeightStorage {
   kF32,          // float32 in the release (e_score_correction_bias); the activation dtype is accepted
   kMxfp4Blocks,  // gpt-oss `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
   kMxfp4Scales,  // gpt-oss `*_scales` [.., cols/32] U8 (E8M0)
+  kPackedInt,    // compressed-tensors pack-quantized: a projection's `weight_packed` I32 and its
+                 // `weight_scale` / `weight_zero_point` / `weight_shape` (spec.weights.packed)
 };
 
 // How tensor / expert parallelism splits a tensor over ranks.
@@ -141,6 +143,8 @@ class WeightTableBuilder {
  private:
   void push(std::string name, std::string pattern, std::vector<int64_t> shape, DType dtype,
             WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
+  void push_packed(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
+                   ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_weight(std::string name, std::string pattern, std::vector<int64_t> shape, WeightStorage storage,
                    TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
 

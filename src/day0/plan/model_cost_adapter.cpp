@@ -79,6 +79,8 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       m.checkpoint_precision = WeightPrecision::kBF16;
       break;
   }
+  // Pack-quantized projections are dequantized at load today: the compute stays BF16, while the
+  // stored bytes (from the weight table) are the packed ones.
   m.layers.resize(static_cast<size_t>(spec.n_layers));
   const auto heads = static_cast<double>(spec.n_heads);
   for (int64_t i = 0; i < spec.n_layers; ++i) {

@@ -3,14 +3,16 @@
 #include <fmt/format.h>
 
 #include "day0/model/catalog.h"
+#include "day0/runtime/packed_int_source.h"
 
 namespace day0 {
 
 Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source) {
   LoadedModel m;
-  m.spec = spec;
+  // Pack-quantized projections are dequantized at load: the engine sees the unquantized model.
+  m.spec = unpacked_spec(spec);
   m.folder = source->origin();
-  D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(spec, std::move(source)));
+  D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(m.spec, unpacked_source(std::move(source), spec)));
   return m;
 }
 

@@ -1,0 +1,191 @@
+#include "day0/model/packed_int_config.h"
+
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace day0 {
+namespace {
+
+Status not_supported(const ConfigReader& r, std::string_view key, const std::string& what) {
+  return unsupported(
+      fmt::format("{}: {}: {} (Day0 loads compressed-tensors weight-only int4/int8 "
+                  "pack-quantized checkpoints)",
+                  r.source(), r.key_path(key), what));
+}
+
+// Weight arguments of one config group.
+Status parse_weights(const ConfigReader& w, PackedIntSpec& out) {
+  D0_ASSIGN_OR_RETURN(std::string type, w.optional_string("type", "int"));
+  if (type != "int") return not_supported(w, "type", fmt::format("\"{}\" weights", type));
+  D0_ASSIGN_OR_RETURN(int64_t bits, w.required_int("num_bits", 1, 64));
+  if (bits != 4 && bits != 8) return not_supported(w, "num_bits", fmt::format("{} bits", bits));
+  D0_ASSIGN_OR_RETURN(bool symmetric, w.optional_bool("symmetric", true));
+  D0_ASSIGN_OR_RETURN(std::string strategy, w.optional_string("strategy", "tensor"));
+  int64_t group = 0;
+  if (strategy == "group") {
+    D0_ASSIGN_OR_RETURN(group, w.required_int("group_size", 1, 1 << 20));
+  } else if (strategy == "channel") {
+    w.mark_used("group_size");
+  } else {
+    return not_supported(w, "strategy", fmt::format("strategy \"{}\" (supported: group, channel)", strategy));
+  }
+  D0_ASSIGN_OR_RETURN(bool dynamic, w.optional_bool("dynamic", false));
+  if (dynamic) return not_supported(w, "dynamic", "dynamic weight quantization");
+  // Activation ordering stores a g_idx permutation the loader does not apply.
+  if (w.present("actorder")) {
+    return not_supported(w, "actorder", fmt::format("act-order ({})", w.json().at("actorder").dump()));
+  }
+  if (w.present("block_structure")) return not_supported(w, "block_structure", "block strategy");
+  for (const char* k : {"observer", "observer_kwargs", "scale_dtype", "zp_dtype", "actorder"}) w.mark_used(k);
+  out.bits = static_cast<int>(bits);
+  out.group_size = group;
+  out.symmetric = symmetric;
+  return Status::ok();
+}
+
+// Compiled "re:" patterns, shared by every lookup (a manifest asks once per tensor).
+const std::regex& compiled(const std::string& pattern) {
+  static std::mutex mutex;
+  static std::map<std::string, std::regex> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(pattern);
+  if (it == cache.end()) it = cache.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first;
+  return it->second;
+}
+
+bool matches(const std::string& target, const std::string& module) {
+  if (target.starts_with("re:")) {
+    return std::regex_search(module, compiled(target.substr(3)), std::regex_constants::match_continuous);
+  }
+  return target == module;
+}
+
+}  // namespace
+
+Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::string format, quant.optional_string("format", ""));
+  if (format != "pack-quantized") {
+    return not_supported(quant, "format", fmt::format("format \"{}\"", format));
+  }
+  D0_ASSIGN_OR_RETURN(std::string status, quant.optional_string("quantization_status", "compressed"));
+  if (status != "compressed") {
+    return not_supported(quant, "quantization_status",
+                         fmt::format("status \"{}\" (expected compressed)", status));
+  }
+  if (quant.present("kv_cache_scheme"))
+    return not_supported(quant, "kv_cache_scheme", "a quantized KV cache");
+  if (quant.present("transform_config")) return not_supported(quant, "transform_config", "weight transforms");
+  if (quant.present("sparsity_config") && !quant.json().at("sparsity_config").empty()) {
+    return not_supported(quant, "sparsity_config", "sparse weights");
+  }
+  for (const char* k : {"version", "global_compression_ratio", "sparsity_config"}) quant.mark_used(k);
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> groups, quant.optional_object("config_groups"));
+  if (!groups || groups->json().empty()) return quant.mismatch("config_groups", "at least one config group");
+  PackedIntSpec packed;
+  bool first = true;
+  for (const auto& [name, value] : groups->json().items()) {
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> group, groups->optional_object(name));
+    if (!group) return groups->mismatch(name, "a config group object");
+    if (group->present("input_activations")) {
+      return not_supported(*group, "input_activations", "activation quantization");
+    }
+    if (group->present("output_activations")) {
+      return not_supported(*group, "output_activations", "output quantization");
+    }
+    D0_ASSIGN_OR_RETURN(std::string group_format, group->optional_string("format", format));
+    if (group_format != "pack-quantized") {
+      return not_supported(*group, "format", fmt::format("format \"{}\"", group_format));
+    }
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> weights, group->optional_object("weights"));
+    if (!weights) return group->mismatch("weights", "an object (weight quantization arguments)");
+    PackedIntSpec args;
+    D0_RETURN_IF_ERROR(parse_weights(*weights, args));
+    D0_ASSIGN_OR_RETURN(std::vector<std::string> targets, group->optional_string_list("targets"));
+    if (targets.empty()) return group->mismatch("targets", "a non-empty list of module targets");
+    if (!first && (args.bits != packed.bits || args.group_size != packed.group_size ||
+                   args.symmetric != packed.symmetric)) {
+      return not_supported(*group, "weights", "config groups with different schemes");
+    }
+    packed.bits = args.bits;
+    packed.group_size = args.group_size;
+    packed.symmetric = args.symmetric;
+    packed.targets.insert(packed.targets.end(), targets.begin(), targets.end());
+    first = false;
+  }
+  D0_ASSIGN_OR_RETURN(packed.ignore, quant.optional_string_list("ignore"));
+  for (const auto& pattern : packed.targets) {
+    if (pattern.starts_with("re:")) {
+      try {
+        compiled(pattern.substr(3));
+      } catch (const std::regex_error&) {
+        return quant.invalid("config_groups", fmt::format("target \"{}\" is not a valid regex", pattern));
+      }
+    }
+  }
+  for (const auto& pattern : packed.ignore) {
+    if (pattern.starts_with("re:")) {
+      try {
+        compiled(pattern.substr(3));
+      } catch (const std::regex_error&) {
+        return quant.invalid("ignore", fmt::format("\"{}\" is not a valid regex", pattern));
+      }
+    }
+  }
+  spec.weights.packed = std::move(packed);
+  return Status::ok();
+}
+
+nlohmann::json compressed_tensors_config(const PackedIntSpec& packed) {
+  nlohmann::json weights = {
+      {"num_bits", packed.bits},
+      {"type", "int"},
+      {"symmetric", packed.symmetric},
+      {"strategy", packed.group_size > 0 ? "group" : "channel"},
+      {"group_size", packed.group_size > 0 ? nlohmann::json(packed.group_size) : nullptr},
+      {"dynamic", false},
+      {"actorder", nullptr},
+      {"block_structure", nullptr},
+      {"observer", "minmax"},
+      {"observer_kwargs", nlohmann::json::object()}};
+  nlohmann::json group = {{"targets", packed.targets},
+                          {"weights", weights},
+                          {"input_activations", nullptr},
+                          {"output_activations", nullptr},
+                          {"format", "pack-quantized"}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups", {{"group_0", group}}},
+          {"ignore", packed.ignore},
+          {"kv_cache_scheme", nullptr},
+          {"global_compression_ratio", nullptr},
+          {"sparsity_config", nlohmann::json::object()}};
+}
+
+bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear) {
+  // Only Linear weights are packed, whatever a pattern would also match (an embedding, a norm).
+  if (packed.bits == 0 || !is_linear) return false;
+  bool targeted = false;
+  for (const auto& t : packed.targets) {
+    if (t == "Linear" || (t.starts_with("re:") && matches(t, module))) {
+      targeted = true;
+      break;
+    }
+  }
+  if (!targeted) return false;
+  for (const auto& i : packed.ignore) {
+    if (matches(i, module)) return false;
+  }
+  return true;
+}
+
+std::string packed_int_label(const PackedIntSpec& packed) {
+  return fmt::format("int{} {} {}", packed.bits,
+                     packed.group_size > 0 ? fmt::format("g{}", packed.group_size) : std::string("channel"),
+                     packed.symmetric ? "sym" : "asym");
+}
+
+}  // namespace day0

@@ -1,0 +1,38 @@
+#pragma once
+// The `quantization_config` of a compressed-tensors checkpoint (quant_method "compressed-tensors",
+// format "pack-quantized": int4 / int8 weight-only, per group or per channel), parsed into
+// spec.weights.packed and written back; and which modules it packs.
+//
+//   "quantization_config": {
+//     "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+//     "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": null,
+//        "output_activations": null, "weights": {"num_bits": 4, "type": "int", "symmetric": true,
+//        "strategy": "group", "group_size": 32, "dynamic": false, "actorder": null, ...}}},
+//     "ignore": ["lm_head", "re:.*mlp.gate$"], "kv_cache_scheme": null}
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/core/status.h"
+#include "day0/model/config_reader.h"
+#include "day0/model/model_spec.h"
+
+namespace day0 {
+
+// Parses `quant` (the quantization_config object, quant_method already "compressed-tensors") into
+// spec.weights.packed. Anything but weight-only integer pack-quantized (activation quantization,
+// float formats, act-order, several groups with different schemes) is kUnsupported naming the key.
+Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec);
+
+// The quantization_config object for `packed` (bits != 0).
+nlohmann::json compressed_tensors_config(const PackedIntSpec& packed);
+
+// True when `module` (a tensor name without ".weight", e.g. "model.layers.0.self_attn.q_proj") is
+// packed: a Linear projection (`is_linear`) selected by a target ("Linear" or a "re:" pattern matched
+// from the start of the name) and not ignored (exact name or "re:" pattern).
+bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear);
+
+// "int4 g32 sym" / "int8 channel asym".
+std::string packed_int_label(const PackedIntSpec& packed);
+
+}  // namespace day0

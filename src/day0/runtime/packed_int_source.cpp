@@ -1,0 +1,206 @@
+#include "day0/runtime/packed_int_source.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "day0/core/numeric.h"
+#include "day0/quant/pack_quantized.h"
+
+namespace day0 {
+namespace {
+
+constexpr const char* kPackedSuffixes[] = {".weight_packed", ".weight_scale", ".weight_zero_point",
+                                           ".weight_shape"};
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+Status bad(const TensorSource& s, const std::string& tensor, const std::string& what) {
+  return invalid_argument(fmt::format("{}: tensor {}: {}", s.origin(), tensor, what));
+}
+
+Result<RawTensor> expect(const TensorSource& s, const std::string& name, const std::vector<int64_t>& shape,
+                         DType dtype) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, s.get(name));
+  if (t.dtype != dtype) {
+    return bad(s, name, fmt::format("expected dtype {}, found {}", dtype_name(dtype), dtype_name(t.dtype)));
+  }
+  if (t.shape != shape) {
+    return bad(s, name, fmt::format("expected shape {}, found {}", shape_text(shape), shape_text(t.shape)));
+  }
+  return t;
+}
+
+std::vector<int32_t> words_of(const RawTensor& t) {
+  std::vector<int32_t> out(t.data.size() / 4);
+  if (!out.empty()) std::memcpy(out.data(), t.data.data(), out.size() * 4);
+  return out;
+}
+
+Result<std::vector<float>> floats_of(const TensorSource& s, const RawTensor& t) {
+  const size_t n = static_cast<size_t>(t.numel());
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    switch (t.dtype) {
+      case DType::kF32:
+        std::memcpy(&out[i], t.data.data() + i * 4, 4);
+        break;
+      case DType::kBF16:
+        std::memcpy(&h, t.data.data() + i * 2, 2);
+        out[i] = bf16_to_f32(h);
+        break;
+      case DType::kF16:
+        std::memcpy(&h, t.data.data() + i * 2, 2);
+        out[i] = f16_to_f32(h);
+        break;
+      default:
+        return bad(s, t.name,
+                   fmt::format("expected a float scale (F32, BF16, F16), found {}", dtype_name(t.dtype)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, const std::string& stem,
+                                                    const PackedIntSpec& packed, std::vector<int64_t>& shape,
+                                                    DType& dtype) {
+  const int bits = packed.bits;
+  if (bits != 4 && bits != 8) return internal_error("dequantize_packed_weight: not a pack-quantized spec");
+  const std::string shape_name = stem + ".weight_shape";
+  D0_ASSIGN_OR_RETURN(RawTensor shape_t, source.get(shape_name));
+  if (shape_t.shape != std::vector<int64_t>{2} ||
+      (shape_t.dtype != DType::kI64 && shape_t.dtype != DType::kI32)) {
+    return bad(source, shape_name,
+               fmt::format("expected I64 [2] (rows, cols), found {} {}", dtype_name(shape_t.dtype),
+                           shape_text(shape_t.shape)));
+  }
+  int64_t rows = 0, cols = 0;
+  if (shape_t.dtype == DType::kI64) {
+    std::memcpy(&rows, shape_t.data.data(), 8);
+    std::memcpy(&cols, shape_t.data.data() + 8, 8);
+  } else {
+    int32_t r32 = 0, c32 = 0;
+    std::memcpy(&r32, shape_t.data.data(), 4);
+    std::memcpy(&c32, shape_t.data.data() + 4, 4);
+    rows = r32;
+    cols = c32;
+  }
+  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  if (rows <= 0 || cols <= 0 || rows > kMaxDim || cols > kMaxDim) {
+    return bad(source, shape_name, fmt::format("holds [{}, {}]: not a valid matrix shape", rows, cols));
+  }
+  const int64_t per_word = 32 / bits;
+  D0_ASSIGN_OR_RETURN(RawTensor w,
+                      expect(source, stem + ".weight_packed", {rows, ceil_div(cols, per_word)}, DType::kI32));
+  D0_ASSIGN_OR_RETURN(RawTensor s, source.get(stem + ".weight_scale"));
+  int64_t groups = packed.group_size > 0 ? cols / packed.group_size : 1;
+  if (packed.group_size > 0 && cols % packed.group_size != 0) {
+    return bad(
+        source, stem + ".weight_packed",
+        fmt::format("{} columns are not a multiple of the config's group_size {}", cols, packed.group_size));
+  }
+  if (s.shape != std::vector<int64_t>{rows, groups}) {
+    return bad(source, s.name,
+               fmt::format("expected shape {} (rows, cols / group_size), found {}",
+                           shape_text({rows, groups}), shape_text(s.shape)));
+  }
+  D0_ASSIGN_OR_RETURN(std::vector<float> scale, floats_of(source, s));
+  std::vector<int8_t> zero_point;
+  const std::string zp_name = stem + ".weight_zero_point";
+  if (!packed.symmetric) {
+    D0_ASSIGN_OR_RETURN(RawTensor z,
+                        expect(source, zp_name, {ceil_div(rows, per_word), groups}, DType::kI32));
+    zero_point = unpack_columns(words_of(z), rows, groups, bits);
+  } else if (source.contains(zp_name)) {
+    return bad(source, zp_name, "present, but the config says symmetric (no zero points)");
+  }
+  const std::vector<int8_t> q = unpack_rows(words_of(w), rows, cols, bits);
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  dequantize_groups(q, rows, cols, scale, zero_point, cols / groups, out);
+  shape = {rows, cols};
+  dtype = s.dtype;
+  return out;
+}
+
+PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed)
+    : inner_(std::move(packed_source)), packed_(std::move(packed)) {
+  const std::string suffix = ".weight_packed";
+  for (const auto& name : inner_->names()) {
+    if (name.ends_with(suffix)) {
+      const std::string stem = name.substr(0, name.size() - suffix.size());
+      weights_[stem + ".weight"] = stem;
+    }
+  }
+}
+
+bool PackedIntSource::contains(const std::string& name) const {
+  if (weights_.count(name)) return true;
+  for (const char* suffix : kPackedSuffixes) {
+    if (name.ends_with(suffix)) return false;
+  }
+  return inner_->contains(name);
+}
+
+Result<RawTensor> PackedIntSource::get(const std::string& name) const {
+  auto it = weights_.find(name);
+  if (it == weights_.end()) {
+    if (!contains(name))
+      return not_found(fmt::format("{}: tensor {} is not in the checkpoint", origin(), name));
+    return inner_->get(name);
+  }
+  std::lock_guard lock(mutex_);
+  auto cached = cache_.find(name);
+  if (cached == cache_.end()) {
+    Dequantized d;
+    D0_ASSIGN_OR_RETURN(std::vector<float> values,
+                        dequantize_packed_weight(*inner_, it->second, packed_, d.shape, d.dtype));
+    if (d.dtype == DType::kF32) {
+      d.bytes.resize(values.size() * 4);
+      std::memcpy(d.bytes.data(), values.data(), d.bytes.size());
+    } else {
+      // Exact: the float32 product rounds to the scale's dtype as compressed-tensors' (q - zp) * scale does.
+      d.bytes.resize(values.size() * 2);
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t h = d.dtype == DType::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+        std::memcpy(d.bytes.data() + i * 2, &h, 2);
+      }
+    }
+    cached = cache_.emplace(name, std::move(d)).first;
+  }
+  const Dequantized& d = cached->second;
+  return RawTensor{name, d.dtype, d.shape, d.bytes};
+}
+
+std::vector<std::string> PackedIntSource::names() const {
+  std::vector<std::string> out;
+  for (const auto& name : inner_->names()) {
+    if (contains(name)) out.push_back(name);
+  }
+  for (const auto& [name, stem] : weights_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::shared_ptr<const TensorSource> unpacked_source(std::shared_ptr<const TensorSource> source,
+                                                    const ModelSpec& spec) {
+  if (spec.weights.packed.bits == 0) return source;
+  return std::make_shared<PackedIntSource>(std::move(source), spec.weights.packed);
+}
+
+ModelSpec unpacked_spec(const ModelSpec& spec) {
+  ModelSpec out = spec;
+  out.weights.packed = PackedIntSpec{};
+  return out;
+}
+
+}  // namespace day0
