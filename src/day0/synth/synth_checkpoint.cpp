@@ -233,6 +233,11 @@ Result<TensorManifest> synth_tensor_list(const ModelSpec& spec, bool mtp_layers)
 
 Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const SynthOptions& options,
                                                const std::string& out_dir) {
+  if (spec.weights.packed.bits != 0) {
+    return unsupported(
+        "synth writes unquantized (or FP8 / MXFP4) checkpoints; for a pack-quantized one, synth an "
+        "unquantized model and run `day0 quantize` on it");
+  }
   if (options.n_shards < 1 || options.n_shards > 10000)
     return invalid_argument("--shards must be in 1..10000");
   std::error_code ec;
