@@ -162,9 +162,11 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     return Status::ok();
   }
   if (method == "compressed-tensors") return parse_compressed_tensors(*quant, spec);
+  if (method == "gptq") return parse_gptq(*quant, spec);
+  if (method == "awq") return parse_awq(*quant, spec);
   return unsupported(
       fmt::format("{}: quantization_config.quant_method: \"{}\" is not supported (supported: "
-                  "fp8 with weight_block_size, mxfp4, compressed-tensors pack-quantized)",
+                  "fp8 with weight_block_size, mxfp4, compressed-tensors pack-quantized, gptq, awq)",
                   cfg.source(), method));
 }
 
@@ -340,7 +342,7 @@ void write_core(const ModelSpec& spec, nlohmann::json& out) {
         {"modules_to_not_convert",
          {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
   } else if (spec.weights.packed.bits != 0) {
-    out["quantization_config"] = compressed_tensors_config(spec.weights.packed);
+    out["quantization_config"] = packed_int_quantization_config(spec.weights.packed);
   }
 }
 

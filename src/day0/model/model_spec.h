@@ -96,15 +96,24 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
-// compressed-tensors `pack-quantized` integer weights (quant/pack_quantized.h): the projections the
-// config's targets select, minus its ignore list, are stored packed in int32 with per-group scales.
-// bits == 0: none. The other weights keep `QuantSpec::format`.
+// How integer weights are packed into int32 words (quant/pack_quantized.h, runtime/packed_int_source.h).
+enum class PackedIntLayout {
+  kCompressedTensors,  // pack-quantized: weight_packed [out, in / f], weight_scale, weight_zero_point
+  kGptq,               // qweight [in / f, out], qzeros [groups, out / f], scales [groups, out], g_idx [in]
+  kAwq,                // GEMM: qweight [in, out / f] (nibble order 0 2 4 6 1 3 5 7), qzeros, scales
+};
+
+// Integer weight-only quantization (compressed-tensors pack-quantized, GPTQ or AWQ): the projections
+// the config's targets select, minus its ignore list, are stored packed in int32 with per-group
+// scales. bits == 0: none. The other weights keep `QuantSpec::format`.
 struct PackedIntSpec {
   int bits = 0;                      // 4 or 8
   int64_t group_size = 0;            // columns per scale; 0 = one group per row (strategy "channel")
   bool symmetric = true;             // false: per-group zero points (weight_zero_point)
   std::vector<std::string> targets;  // "Linear" or "re:<regex>" over module names
   std::vector<std::string> ignore;   // module names or "re:<regex>"
+  PackedIntLayout layout = PackedIntLayout::kCompressedTensors;
+  bool zero_offset = false;  // GPTQ v1 (checkpoint_format "gptq"): qzeros hold z - 1
   bool operator==(const PackedIntSpec&) const = default;
 };
 

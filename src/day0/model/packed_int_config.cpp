@@ -183,9 +183,133 @@ bool packs_module(const PackedIntSpec& packed, const std::string& module, bool i
 }
 
 std::string packed_int_label(const PackedIntSpec& packed) {
-  return fmt::format("int{} {} {}", packed.bits,
+  const char* layout = packed.layout == PackedIntLayout::kGptq  ? " (GPTQ)"
+                       : packed.layout == PackedIntLayout::kAwq ? " (AWQ)"
+                                                                : "";
+  return fmt::format("int{} {} {}{}", packed.bits,
                      packed.group_size > 0 ? fmt::format("g{}", packed.group_size) : std::string("channel"),
-                     packed.symmetric ? "sym" : "asym");
+                     packed.symmetric ? "sym" : "asym", layout);
+}
+
+Status parse_gptq(const ConfigReader& quant, ModelSpec& spec) {
+  PackedIntSpec p;
+  p.layout = PackedIntLayout::kGptq;
+  D0_ASSIGN_OR_RETURN(int64_t bits, quant.required_int("bits", 1, 64));
+  if (bits != 4 && bits != 8) return not_supported(quant, "bits", fmt::format("{}-bit GPTQ", bits));
+  p.bits = static_cast<int>(bits);
+  D0_ASSIGN_OR_RETURN(int64_t group, quant.optional_int("group_size", 128, -1, 1 << 20));
+  if (group == 0) return quant.mismatch("group_size", "a positive group size or -1 (per channel)");
+  p.group_size = group < 0 ? 0 : group;
+  D0_ASSIGN_OR_RETURN(p.symmetric, quant.optional_bool("sym", true));
+  // Act-order checkpoints are read through g_idx, which the loader always applies.
+  D0_ASSIGN_OR_RETURN(bool desc_act, quant.optional_bool("desc_act", false));
+  (void)desc_act;
+  D0_ASSIGN_OR_RETURN(std::string format, quant.optional_string("checkpoint_format", "gptq"));
+  if (format != "gptq" && format != "gptq_v2") {
+    return not_supported(quant, "checkpoint_format", fmt::format("GPTQ checkpoint format \"{}\"", format));
+  }
+  p.zero_offset = format == "gptq";
+  if (quant.present("modules_in_block_to_quantize")) {
+    return not_supported(quant, "modules_in_block_to_quantize", "a partial GPTQ module list");
+  }
+  for (const char* k : {"damp_percent",
+                        "true_sequential",
+                        "model_name_or_path",
+                        "model_file_base_name",
+                        "static_groups",
+                        "lm_head",
+                        "quant_method",
+                        "tokenizer",
+                        "dataset",
+                        "use_cuda_fp16",
+                        "use_exllama",
+                        "max_input_length",
+                        "exllama_config",
+                        "cache_block_outputs",
+                        "batch_size",
+                        "pad_token_id",
+                        "module_name_preceding_first_block",
+                        "block_name_to_quantize",
+                        "backend",
+                        "meta",
+                        "pack_dtype",
+                        "format",
+                        "damp_auto_increment",
+                        "desc_act"}) {
+    quant.mark_used(k);
+  }
+  p.targets = {"Linear"};
+  p.ignore = {"lm_head"};
+  spec.weights.packed = std::move(p);
+  return Status::ok();
+}
+
+Status parse_awq(const ConfigReader& quant, ModelSpec& spec) {
+  PackedIntSpec p;
+  p.layout = PackedIntLayout::kAwq;
+  D0_ASSIGN_OR_RETURN(int64_t bits, quant.optional_int("bits", 4, 1, 64));
+  if (bits != 4) return not_supported(quant, "bits", fmt::format("{}-bit AWQ", bits));
+  p.bits = 4;
+  D0_ASSIGN_OR_RETURN(p.group_size, quant.optional_int("group_size", 128, 1, 1 << 20));
+  D0_ASSIGN_OR_RETURN(bool zero_point, quant.optional_bool("zero_point", true));
+  if (!zero_point) return not_supported(quant, "zero_point", "AWQ without zero points");
+  p.symmetric = false;
+  D0_ASSIGN_OR_RETURN(std::string version, quant.optional_string("version", "gemm"));
+  if (version != "gemm" && version != "GEMM") {
+    return not_supported(quant, "version", fmt::format("AWQ version \"{}\" (supported: gemm)", version));
+  }
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> skip, quant.optional_string_list("modules_to_not_convert"));
+  p.targets = {"Linear"};
+  p.ignore = {"lm_head"};
+  // transformers skips a module whose name contains an entry.
+  for (const auto& s : skip) {
+    std::string escaped;
+    for (char c : s) {
+      if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) escaped += '\\';
+      escaped += c;
+    }
+    p.ignore.push_back("re:.*" + escaped);
+  }
+  for (const char* k :
+       {"quant_method", "backend", "do_fuse", "fuse_max_seq_len", "modules_to_fuse", "exllama_config"}) {
+    quant.mark_used(k);
+  }
+  spec.weights.packed = std::move(p);
+  return Status::ok();
+}
+
+nlohmann::json packed_int_quantization_config(const PackedIntSpec& packed) {
+  switch (packed.layout) {
+    case PackedIntLayout::kGptq:
+      return {{"quant_method", "gptq"},
+              {"bits", packed.bits},
+              {"group_size", packed.group_size > 0 ? packed.group_size : -1},
+              {"sym", packed.symmetric},
+              {"desc_act", false},
+              {"checkpoint_format", packed.zero_offset ? "gptq" : "gptq_v2"}};
+    case PackedIntLayout::kAwq: {
+      nlohmann::json skip = nlohmann::json::array();
+      for (const auto& i : packed.ignore) {
+        if (i == "lm_head") continue;
+        std::string plain;
+        const std::string body = i.starts_with("re:.*") ? i.substr(5) : i;
+        for (size_t k = 0; k < body.size(); ++k) {
+          if (body[k] == '\\' && k + 1 < body.size()) ++k;
+          plain += body[k];
+        }
+        skip.push_back(plain);
+      }
+      return {{"quant_method", "awq"},
+              {"bits", packed.bits},
+              {"group_size", packed.group_size},
+              {"zero_point", true},
+              {"version", "gemm"},
+              {"modules_to_not_convert", skip.empty() ? nlohmann::json(nullptr) : skip}};
+    }
+    case PackedIntLayout::kCompressedTensors:
+      break;
+  }
+  return compressed_tensors_config(packed);
 }
 
 }  // namespace day0

@@ -24,15 +24,23 @@ namespace day0 {
 // float formats, act-order, several groups with different schemes) is kUnsupported naming the key.
 Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec);
 
-// The quantization_config object for `packed` (bits != 0).
+// GPTQ (quant_method "gptq": bits 4 or 8, group_size (-1 = per channel), sym, desc_act,
+// checkpoint_format "gptq" with its z - 1 zero points or "gptq_v2") and AWQ (quant_method "awq",
+// version "gemm", zero_point true, modules_to_not_convert) configs into spec.weights.packed.
+Status parse_gptq(const ConfigReader& quant, ModelSpec& spec);
+Status parse_awq(const ConfigReader& quant, ModelSpec& spec);
+
+// The compressed-tensors quantization_config object for `packed` (bits != 0).
 nlohmann::json compressed_tensors_config(const PackedIntSpec& packed);
+// The quantization_config of `packed` in its own layout (compressed-tensors, GPTQ or AWQ).
+nlohmann::json packed_int_quantization_config(const PackedIntSpec& packed);
 
 // True when `module` (a tensor name without ".weight", e.g. "model.layers.0.self_attn.q_proj") is
 // packed: a Linear projection (`is_linear`) selected by a target ("Linear" or a "re:" pattern matched
 // from the start of the name) and not ignored (exact name or "re:" pattern).
 bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear);
 
-// "int4 g32 sym" / "int8 channel asym".
+// "int4 g32 sym" / "int8 channel asym" / "int4 g128 asym (GPTQ)".
 std::string packed_int_label(const PackedIntSpec& packed);
 
 }  // namespace day0

@@ -72,6 +72,10 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
+bool is_float_dtype(DType d) {
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
+}
+
 std::string strip_weight_suffix(const std::string& name) {
   const std::string tail = ".weight";
   return name.ends_with(tail) ? name.substr(0, name.size() - tail.size()) : name;
@@ -166,8 +170,9 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
   if (!failed_) out_.tensors.back().scaled_role = role;
 }
 
-// compressed-tensors pack-quantized (quant/pack_quantized.h): the weight becomes `weight_packed`
-// (holding the parameters) plus scale, optional zero point and shape tensors (holding none).
+// Integer-packed projections: compressed-tensors turns the weight into `weight_packed` (holding the
+// parameters) plus scale, optional zero point and shape tensors (holding none); GPTQ into qweight,
+// qzeros, scales and g_idx; AWQ into qweight, qzeros and scales.
 void WeightTableBuilder::push_packed(std::string name, std::string pattern, std::vector<int64_t> shape,
                                      TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
   const PackedIntSpec& p = spec_.weights.packed;
@@ -176,17 +181,36 @@ void WeightTableBuilder::push_packed(std::string name, std::string pattern, std:
   const int64_t groups = p.group_size > 0 ? ceil_div(cols, p.group_size) : 1;
   const std::string stem = strip_weight_suffix(name), stem_pattern = strip_weight_suffix(pattern);
   const DType act = spec_.activation_dtype;
-  push(stem + ".weight_packed", stem_pattern + ".weight_packed", {rows, ceil_div(cols, per_word)},
-       DType::kI32, WeightStorage::kPackedInt, role, shard, slot, expert);
-  if (failed_) return;
-  out_.tensors.back().params = rows * cols;  // padding bits of the last word hold no parameter
+  const auto add_values = [&](const char* suffix, std::vector<int64_t> packed_shape) {
+    push(stem + suffix, stem_pattern + suffix, std::move(packed_shape), DType::kI32,
+         WeightStorage::kPackedInt, role, shard, slot, expert);
+    if (!failed_) out_.tensors.back().params = rows * cols;  // padding bits of a last word hold no parameter
+  };
   const auto add_aux = [&](const char* suffix, std::vector<int64_t> aux_shape, DType dtype) {
     push(stem + suffix, stem_pattern + suffix, std::move(aux_shape), dtype, WeightStorage::kPackedInt,
          TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
     if (failed_) return;
     out_.tensors.back().scaled_role = role;
-    if (dtype == act && act != DType::kF32) out_.tensors.back().also_accepted = {DType::kF32};
+    if (is_float_dtype(dtype)) {
+      // Scales come in the model dtype, F16 (GPTQ / AWQ releases) or F32.
+      for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) {
+        if (d != dtype) out_.tensors.back().also_accepted.push_back(d);
+      }
+    }
   };
+  if (p.layout == PackedIntLayout::kGptq || p.layout == PackedIntLayout::kAwq) {
+    // [in, out] orientation: the output features are the columns of these tensors.
+    if (p.layout == PackedIntLayout::kGptq) {
+      add_values(".qweight", {ceil_div(cols, per_word), rows});
+    } else {
+      add_values(".qweight", {cols, ceil_div(rows, per_word)});
+    }
+    add_aux(".qzeros", {groups, ceil_div(rows, per_word)}, DType::kI32);
+    add_aux(".scales", {groups, rows}, act);
+    if (p.layout == PackedIntLayout::kGptq) add_aux(".g_idx", {cols}, DType::kI32);
+    return;
+  }
+  add_values(".weight_packed", {rows, ceil_div(cols, per_word)});
   add_aux(".weight_scale", {rows, groups}, act);
   if (!p.symmetric) add_aux(".weight_zero_point", {ceil_div(rows, per_word), groups}, DType::kI32);
   add_aux(".weight_shape", {2}, DType::kI64);

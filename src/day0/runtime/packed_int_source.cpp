@@ -13,6 +13,18 @@ namespace {
 
 constexpr const char* kPackedSuffixes[] = {".weight_packed", ".weight_scale", ".weight_zero_point",
                                            ".weight_shape"};
+constexpr const char* kGptqSuffixes[] = {".qweight", ".qzeros", ".scales", ".g_idx"};
+// AWQ GEMM packs column 8c + order[k] into nibble k, order = 0 2 4 6 1 3 5 7: column 8c + j sits in
+// nibble kAwqNibble[j].
+constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+bool gptq_like(const PackedIntSpec& p) {
+  return p.layout == PackedIntLayout::kGptq || p.layout == PackedIntLayout::kAwq;
+}
+
+const char* values_suffix(const PackedIntSpec& p) {
+  return gptq_like(p) ? ".qweight" : ".weight_packed";
+}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
@@ -69,6 +81,91 @@ Result<std::vector<float>> floats_of(const TensorSource& s, const RawTensor& t) 
   return out;
 }
 
+// Unsigned code k of `word` (bits * k upwards).
+int code_at(int32_t word, int k, int bits) {
+  return static_cast<int>((static_cast<uint32_t>(word) >> (bits * k)) & ((1u << bits) - 1u));
+}
+
+// GPTQ / AWQ: W[o, i] = (q[i, o] - z[g(i), o]) * s[g(i), o], as float32 (exact: a 4/8-bit difference times
+// an F16 / BF16 scale fits a float32 significand).
+Result<std::vector<float>> dequantize_gptq_awq(const TensorSource& source, const std::string& stem,
+                                               const PackedIntSpec& packed, std::vector<int64_t>& shape) {
+  const bool awq = packed.layout == PackedIntLayout::kAwq;
+  const int bits = packed.bits;
+  const int64_t f = 32 / bits;
+  D0_ASSIGN_OR_RETURN(RawTensor w, source.get(stem + ".qweight"));
+  if (w.dtype != DType::kI32 || w.shape.size() != 2) {
+    return bad(source, w.name,
+               fmt::format("expected I32 2-D, found {} {}", dtype_name(w.dtype), shape_text(w.shape)));
+  }
+  D0_ASSIGN_OR_RETURN(RawTensor s, source.get(stem + ".scales"));
+  if (s.shape.size() != 2)
+    return bad(source, s.name, fmt::format("expected 2-D, found {}", shape_text(s.shape)));
+  const int64_t out = s.shape[1];
+  int64_t in = awq ? w.shape[0] : w.shape[0] * f;
+  std::vector<int32_t> g_idx;
+  if (!awq) {
+    D0_ASSIGN_OR_RETURN(RawTensor g, source.get(stem + ".g_idx"));
+    if (g.dtype != DType::kI32 || g.shape.size() != 1) {
+      return bad(
+          source, g.name,
+          fmt::format("expected I32 [in_features], found {} {}", dtype_name(g.dtype), shape_text(g.shape)));
+    }
+    in = g.shape[0];
+    g_idx = words_of(g);
+  }
+  const std::vector<int64_t> want_w =
+      awq ? std::vector<int64_t>{in, ceil_div(out, f)} : std::vector<int64_t>{ceil_div(in, f), out};
+  if (w.shape != want_w) {
+    return bad(source, w.name,
+               fmt::format("expected shape {} for {} outputs and {} inputs, found {}", shape_text(want_w),
+                           out, in, shape_text(w.shape)));
+  }
+  const int64_t group = packed.group_size > 0 ? packed.group_size : in;
+  const int64_t groups = ceil_div(in, group);
+  if (s.shape != std::vector<int64_t>{groups, out}) {
+    return bad(source, s.name,
+               fmt::format("expected shape {} (in_features / group_size {}, out_features), found {}",
+                           shape_text({groups, out}), group, shape_text(s.shape)));
+  }
+  D0_ASSIGN_OR_RETURN(RawTensor z, expect(source, stem + ".qzeros", {groups, ceil_div(out, f)}, DType::kI32));
+  D0_ASSIGN_OR_RETURN(std::vector<float> scale, floats_of(source, s));
+  if (awq) {
+    g_idx.resize(static_cast<size_t>(in));
+    for (int64_t i = 0; i < in; ++i) g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / group);
+  }
+  for (int64_t i = 0; i < in; ++i) {
+    if (g_idx[static_cast<size_t>(i)] < 0 || g_idx[static_cast<size_t>(i)] >= groups) {
+      return bad(
+          source, stem + ".g_idx",
+          fmt::format("input {} names group {}, outside [0, {})", i, g_idx[static_cast<size_t>(i)], groups));
+    }
+  }
+  const std::vector<int32_t> qw = words_of(w), qz = words_of(z);
+  // Position of output o inside its word.
+  const auto slot = [&](int64_t o) { return awq && bits == 4 ? kAwqNibble[o % 8] : static_cast<int>(o % f); };
+  std::vector<int> zero(static_cast<size_t>(groups * out));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t o = 0; o < out; ++o) {
+      int zp = code_at(qz[static_cast<size_t>(g * ceil_div(out, f) + o / f)], slot(o), bits);
+      if (packed.zero_offset) zp += 1;  // GPTQ v1 stores z - 1
+      zero[static_cast<size_t>(g * out + o)] = zp;
+    }
+  }
+  std::vector<float> result(static_cast<size_t>(out * in));
+  for (int64_t i = 0; i < in; ++i) {
+    const int64_t g = g_idx[static_cast<size_t>(i)];
+    for (int64_t o = 0; o < out; ++o) {
+      const int q = awq ? code_at(qw[static_cast<size_t>(i * ceil_div(out, f) + o / f)], slot(o), bits)
+                        : code_at(qw[static_cast<size_t>((i / f) * out + o)], static_cast<int>(i % f), bits);
+      const size_t gi = static_cast<size_t>(g * out + o);
+      result[static_cast<size_t>(o * in + i)] = static_cast<float>(q - zero[gi]) * scale[gi];
+    }
+  }
+  shape = {out, in};
+  return result;
+}
+
 }  // namespace
 
 Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, const std::string& stem,
@@ -76,6 +173,10 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
                                                     DType& dtype) {
   const int bits = packed.bits;
   if (bits != 4 && bits != 8) return internal_error("dequantize_packed_weight: not a pack-quantized spec");
+  if (gptq_like(packed)) {
+    dtype = DType::kF32;
+    return dequantize_gptq_awq(source, stem, packed, shape);
+  }
   const std::string shape_name = stem + ".weight_shape";
   D0_ASSIGN_OR_RETURN(RawTensor shape_t, source.get(shape_name));
   if (shape_t.shape != std::vector<int64_t>{2} ||
@@ -134,7 +235,7 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
 
 PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed)
     : inner_(std::move(packed_source)), packed_(std::move(packed)) {
-  const std::string suffix = ".weight_packed";
+  const std::string suffix = values_suffix(packed_);
   for (const auto& name : inner_->names()) {
     if (name.ends_with(suffix)) {
       const std::string stem = name.substr(0, name.size() - suffix.size());
@@ -145,8 +246,14 @@ PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_sour
 
 bool PackedIntSource::contains(const std::string& name) const {
   if (weights_.count(name)) return true;
-  for (const char* suffix : kPackedSuffixes) {
-    if (name.ends_with(suffix)) return false;
+  if (gptq_like(packed_)) {
+    for (const char* suffix : kGptqSuffixes) {
+      if (name.ends_with(suffix)) return false;
+    }
+  } else {
+    for (const char* suffix : kPackedSuffixes) {
+      if (name.ends_with(suffix)) return false;
+    }
   }
   return inner_->contains(name);
 }

@@ -1,10 +1,14 @@
 #pragma once
-// Loading a compressed-tensors pack-quantized checkpoint by dequantizing at load: a TensorSource over
-// the packed one that shows each `<m>.weight_packed` / `weight_scale` / [`weight_zero_point`] /
-// `weight_shape` group as the plain `<m>.weight` it encodes, in the scale's dtype (what
-// compressed-tensors' decompression gives), and hides the four packed tensors. Every other tensor
-// passes through untouched (zero copy). A weight is dequantized on its first get() and kept for the
-// source's lifetime, so the engine holds the model at its unquantized size.
+// Loading an integer-packed checkpoint by dequantizing at load: a TensorSource over the packed one
+// that shows each packed group as the plain `<m>.weight` [out, in] it encodes and hides the packed
+// tensors:
+//  - compressed-tensors: `weight_packed` / `weight_scale` / [`weight_zero_point`] / `weight_shape`, in
+//    the scale's dtype (what compressed-tensors' decompression gives);
+//  - GPTQ: `qweight` [in/f, out] / `qzeros` [groups, out/f] / `scales` [groups, out] / `g_idx` [in], and
+//    AWQ GEMM: `qweight` [in, out/f] / `qzeros` / `scales` (nibble order 0 2 4 6 1 3 5 7), both as
+//    exact float32 (W[o, i] = (q - z) * s; GPTQ v1 zero points are stored minus one).
+// Every other tensor passes through untouched (zero copy). A weight is dequantized on its first get() and
+// kept for the source's lifetime, so the engine holds the model at its unquantized size.
 #include <deque>
 #include <map>
 #include <memory>
