@@ -203,6 +203,9 @@ TEST(CompressedTensorsConfig, TargetsAndIgnoreSelectModules) {
   EXPECT_TRUE(packs_module(experts, "model.layers.1.mlp.experts.7.down_proj", true));
   EXPECT_FALSE(packs_module(experts, "model.layers.1.mlp.shared_experts.down_proj", true));
   EXPECT_FALSE(packs_module(experts, "model.layers.1.self_attn.o_proj", true));
+  // A catastrophically backtracking pattern ends at PCRE2's match limit (no match) instead of hanging.
+  const PackedIntSpec hostile{4, 32, true, {"Linear"}, {"re:(a*)*b"}};
+  EXPECT_TRUE(packs_module(hostile, std::string(4000, 'a'), true));
 }
 
 TEST(PackedWeightTable, ListsPackedTensorsWithTheirBytesAndParameters) {

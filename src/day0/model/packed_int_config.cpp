@@ -2,12 +2,15 @@
 
 #include <map>
 #include <mutex>
-#include <regex>
 
 #include <fmt/format.h>
 
+#include "day0/tokenizer/regex.h"
+
 namespace day0 {
 namespace {
+
+constexpr size_t kMaxPatternBytes = 4096;
 
 Status not_supported(const ConfigReader& r, std::string_view key, const std::string& what) {
   return unsupported(
@@ -46,24 +49,40 @@ Status parse_weights(const ConfigReader& w, PackedIntSpec& out) {
   return Status::ok();
 }
 
-// Compiled "re:" patterns, shared by every lookup (a manifest asks once per tensor).
-const std::regex& compiled(const std::string& pattern) {
+// Compiled "re:" patterns (PCRE2, whose match limits bound a pathological pattern), shared by every
+// lookup: a manifest asks once per tensor. Anchored at the start of the name, as Python's re.match.
+Result<const tokenizer::Regex*> compiled(const std::string& pattern) {
   static std::mutex mutex;
-  static std::map<std::string, std::regex> cache;
+  static std::map<std::string, tokenizer::Regex> cache;
   std::lock_guard lock(mutex);
   auto it = cache.find(pattern);
-  if (it == cache.end()) it = cache.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first;
-  return it->second;
-}
-
-bool matches(const std::string& target, const std::string& module) {
-  if (target.starts_with("re:")) {
-    return std::regex_search(module, compiled(target.substr(3)), std::regex_constants::match_continuous);
+  if (it == cache.end()) {
+    if (pattern.size() > kMaxPatternBytes) {
+      return invalid_argument(
+          fmt::format("pattern of {} bytes (at most {})", pattern.size(), kMaxPatternBytes));
+    }
+    D0_ASSIGN_OR_RETURN(tokenizer::Regex re, tokenizer::Regex::compile("^(?:" + pattern + ")"));
+    it = cache.emplace(pattern, std::move(re)).first;
   }
-  return target == module;
+  return &it->second;
 }
 
 }  // namespace
+
+bool matches_module_pattern(const std::string& target, const std::string& module) {
+  if (!target.starts_with("re:")) return target == module;
+  auto re = compiled(target.substr(3));
+  if (!re.is_ok()) return false;  // refused when the config was parsed
+  bool found = false;
+  (*re)->for_each_match(module, [&](size_t begin, size_t) { found = found || begin == 0; });
+  return found;
+}
+
+Status validate_module_pattern(const std::string& pattern) {
+  if (!pattern.starts_with("re:")) return Status::ok();
+  auto re = compiled(pattern.substr(3));
+  return re.is_ok() ? Status::ok() : re.status();
+}
 
 Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(std::string format, quant.optional_string("format", ""));
@@ -117,21 +136,17 @@ Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
   }
   D0_ASSIGN_OR_RETURN(packed.ignore, quant.optional_string_list("ignore"));
   for (const auto& pattern : packed.targets) {
-    if (pattern.starts_with("re:")) {
-      try {
-        compiled(pattern.substr(3));
-      } catch (const std::regex_error&) {
-        return quant.invalid("config_groups", fmt::format("target \"{}\" is not a valid regex", pattern));
-      }
+    if (!pattern.starts_with("re:")) continue;
+    if (auto re = compiled(pattern.substr(3)); !re.is_ok()) {
+      return quant.invalid("config_groups", fmt::format("target \"{}\" is not a valid regex: {}", pattern,
+                                                        re.status().message()));
     }
   }
   for (const auto& pattern : packed.ignore) {
-    if (pattern.starts_with("re:")) {
-      try {
-        compiled(pattern.substr(3));
-      } catch (const std::regex_error&) {
-        return quant.invalid("ignore", fmt::format("\"{}\" is not a valid regex", pattern));
-      }
+    if (!pattern.starts_with("re:")) continue;
+    if (auto re = compiled(pattern.substr(3)); !re.is_ok()) {
+      return quant.invalid("ignore",
+                           fmt::format("\"{}\" is not a valid regex: {}", pattern, re.status().message()));
     }
   }
   spec.weights.packed = std::move(packed);
@@ -170,14 +185,14 @@ bool packs_module(const PackedIntSpec& packed, const std::string& module, bool i
   if (packed.bits == 0 || !is_linear) return false;
   bool targeted = false;
   for (const auto& t : packed.targets) {
-    if (t == "Linear" || (t.starts_with("re:") && matches(t, module))) {
+    if (t == "Linear" || (t.starts_with("re:") && matches_module_pattern(t, module))) {
       targeted = true;
       break;
     }
   }
   if (!targeted) return false;
   for (const auto& i : packed.ignore) {
-    if (matches(i, module)) return false;
+    if (matches_module_pattern(i, module)) return false;
   }
   return true;
 }

@@ -40,6 +40,11 @@ nlohmann::json packed_int_quantization_config(const PackedIntSpec& packed);
 // from the start of the name) and not ignored (exact name or "re:" pattern).
 bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear);
 
+// A module name against an exact name or "re:<regex>" (PCRE2, matched from the start of the name).
+bool matches_module_pattern(const std::string& pattern, const std::string& module);
+// kInvalidArgument when a "re:" pattern does not compile (or is unreasonably long).
+Status validate_module_pattern(const std::string& pattern);
+
 // "int4 g32 sym" / "int8 channel asym" / "int4 g128 asym (GPTQ)".
 std::string packed_int_label(const PackedIntSpec& packed);
 

@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -47,8 +46,7 @@ std::string module_of(const std::string& tensor) {
 bool skip_matches(const std::vector<std::string>& patterns, const std::string& module) {
   for (const auto& p : patterns) {
     if (p.starts_with("re:")) {
-      if (std::regex_search(module, std::regex(p.substr(3)), std::regex_constants::match_continuous))
-        return true;
+      if (matches_module_pattern(p, module)) return true;
     } else if (fnmatch(p.c_str(), module.c_str(), 0) == 0 ||
                fnmatch(p.c_str(), (module + ".weight").c_str(), 0) == 0) {
       return true;
@@ -151,11 +149,9 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
     return invalid_argument(fmt::format("--group {}: expected 32, 64 or 128", options.group_size));
   }
   for (const auto& p : options.skip) {
-    if (!p.starts_with("re:")) continue;
-    try {
-      std::regex check(p.substr(3));
-    } catch (const std::regex_error&) {
-      return invalid_argument(fmt::format("--skip \"{}\": not a valid regular expression", p));
+    if (auto st = validate_module_pattern(p); !st) {
+      return invalid_argument(
+          fmt::format("--skip \"{}\": not a valid regular expression: {}", p, st.message()));
     }
   }
   D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
