@@ -136,8 +136,12 @@ TEST(BadConfig, UnknownArchitectureNamesNearestFamily) {
 
 TEST(BadConfig, UnsupportedQuantizationAndRope) {
   json quant = tiny_llama();
-  quant["quantization_config"] = {{"quant_method", "gptq"}};
-  expect_message(parse_error_of(quant), StatusCode::kUnsupported, {"gptq"});
+  quant["quantization_config"] = {{"quant_method", "bitsandbytes"}};
+  expect_message(parse_error_of(quant), StatusCode::kUnsupported, {"bitsandbytes"});
+  // GPTQ is read now; one without its bit width names the key.
+  json gptq = tiny_llama();
+  gptq["quantization_config"] = {{"quant_method", "gptq"}};
+  expect_message(parse_error_of(gptq), StatusCode::kInvalidArgument, {"quantization_config.bits"});
   json rope = tiny_llama();
   rope["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}};
   expect_message(parse_error_of(rope), StatusCode::kUnsupported, {"longrope"});
