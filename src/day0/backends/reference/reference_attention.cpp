@@ -6,6 +6,7 @@
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
 #include "day0/ops/kernel_checks.h"
+#include "day0/ops/paged_gather.h"
 
 namespace day0::ref {
 
@@ -161,47 +162,11 @@ void mla_attention(const MlaArgs& a) {
 }
 
 void paged_attention(const PagedAttentionArgs& a) {
-  std::vector<float> k, v;
-  for (const PagedSequence& s : a.seqs) {
-    if (s.q_rows == 0) continue;
-    gather_kv_pages(s.kv, k, v);
-    attention({.q = a.q.row_slice(s.q_row0, s.q_rows),
-               .k = ConstMatrix(k.data(), s.kv.length, s.kv.first_width),
-               .v = ConstMatrix(v.data(), s.kv.length, s.kv.second_width),
-               .out = a.out.row_slice(s.q_row0, s.q_rows),
-               .n_heads = a.n_heads,
-               .n_kv_heads = a.n_kv_heads,
-               .head_dim = a.head_dim,
-               .v_head_dim = a.v_head_dim,
-               .q_pos0 = s.q_pos0,
-               .k_pos0 = s.kv.pos0,
-               .scale = a.scale,
-               .mask = a.mask,
-               .window = a.window,
-               .sinks = a.sinks});
-  }
+  for_each_gathered_sequence(a, [](const AttentionArgs& one) { attention(one); });
 }
 
 void paged_mla_attention(const PagedMlaArgs& a) {
-  std::vector<float> c_kv, k_pe;
-  for (const PagedSequence& s : a.seqs) {
-    if (s.q_rows == 0) continue;
-    D0_CHECK_MSG(s.kv.pos0 == 0, "paged_mla_attention: MLA layers keep every position");
-    gather_kv_pages(s.kv, c_kv, k_pe);
-    mla_attention({.q = a.q.row_slice(s.q_row0, s.q_rows),
-                   .c_kv = ConstMatrix(c_kv.data(), s.kv.length, s.kv.first_width),
-                   .k_pe = ConstMatrix(k_pe.data(), s.kv.length, s.kv.second_width),
-                   .w_kv_b = a.w_kv_b,
-                   .out = a.out.row_slice(s.q_row0, s.q_rows),
-                   .n_heads = a.n_heads,
-                   .d_nope = a.d_nope,
-                   .d_rope = a.d_rope,
-                   .d_v = a.d_v,
-                   .kv_lora_rank = a.kv_lora_rank,
-                   .q_pos0 = s.q_pos0,
-                   .scale = a.scale,
-                   .form = a.form});
-  }
+  for_each_gathered_sequence(a, [](const MlaArgs& one) { mla_attention(one); });
 }
 
 }  // namespace day0::ref
