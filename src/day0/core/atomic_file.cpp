@@ -171,6 +171,19 @@ Status write_file_atomic(const std::string& path, std::string_view content) {
   return Status::ok();
 }
 
+Result<std::filesystem::path> check_output_folder(const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(out_dir, ec);
+  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
+    return invalid_argument(out_dir + ": already exists and is not an empty directory");
+  }
+  const fs::path parent = target.parent_path();
+  if (!fs::is_directory(parent, ec))
+    return not_found(parent.string() + ": no such directory (parent of --out)");
+  return target;
+}
+
 Result<TempDir> TempDir::create(const std::filesystem::path& parent, std::string_view stem) {
   install_temp_file_cleanup();
   std::string templ = (parent / (temp_prefix(stem) + "XXXXXX")).string();

@@ -24,6 +24,10 @@ void install_temp_file_cleanup();
 // An empty stem matches every stem. Returns how many were removed.
 int remove_stale_temps(const std::filesystem::path& dir, std::string_view stem = "");
 
+// The absolute path of an output folder a TempDir will be committed to, checked before any work:
+// it must be absent or an empty directory, and its parent must exist (errors name `out_dir`).
+Result<std::filesystem::path> check_output_folder(const std::string& out_dir);
+
 class TempDir {
  public:
   // Creates "<parent>/.<stem>.tmp-<pid>-XXXXXX" with mkdtemp.

@@ -165,14 +165,9 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
     return invalid_argument(
         fmt::format("{}: the checkpoint is already quantized; quantize an unquantized one", resolved.source));
   }
+  D0_ASSIGN_OR_RETURN(const std::filesystem::path target, check_output_folder(out_dir));
   std::error_code ec;
-  const fs::path target = fs::absolute(out_dir, ec);
-  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
-    return invalid_argument(out_dir + ": already exists and is not an empty directory");
-  }
-  const fs::path parent = target.parent_path();
-  if (!fs::is_directory(parent, ec))
-    return not_found(parent.string() + ": no such directory (parent of --out)");
+  const std::filesystem::path parent = target.parent_path();
 
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
   D0_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(resolved.folder.string()));

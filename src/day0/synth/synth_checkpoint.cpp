@@ -240,14 +240,8 @@ Result<SynthResult> write_synthetic_checkpoint(const ModelSpec& spec, const Synt
   }
   if (options.n_shards < 1 || options.n_shards > 10000)
     return invalid_argument("--shards must be in 1..10000");
-  std::error_code ec;
-  const fs::path target = fs::absolute(out_dir, ec);
-  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
-    return invalid_argument(out_dir + ": already exists and is not an empty directory");
-  }
-  const fs::path parent = target.parent_path();
-  if (!fs::is_directory(parent, ec))
-    return not_found(parent.string() + ": no such directory (parent of --out)");
+  D0_ASSIGN_OR_RETURN(const std::filesystem::path target, check_output_folder(out_dir));
+  const std::filesystem::path parent = target.parent_path();
 
   D0_ASSIGN_OR_RETURN(TensorManifest tensors, synth_tensor_list(spec, options.mtp_layers));
   D0_ASSIGN_OR_RETURN(auto pending, pending_tensors(tensors, spec, options));
