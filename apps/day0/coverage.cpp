@@ -9,7 +9,7 @@
 #include "command.h"
 #include "day0/graph/coverage.h"
 #include "day0/model/catalog.h"
-#include "day0/model/op_list.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0::cli {
 namespace {
@@ -37,12 +37,12 @@ int run_coverage(const CoverageOptions& o) {
     return report_error("coverage", invalid_argument("MODEL is required (or use --matrix)"));
   auto resolved = resolve_model(o.model, o.strict_config);
   if (!resolved) return report_error("coverage", resolved.status());
-  auto list = build_op_list(resolved->spec, o.context);
+  auto list = record_op_list(resolved->spec, o.context);
   if (!list) return report_error("coverage", list.status().with_context(o.model));
   BackendOptions options;
   options.strict_ops = o.strict_ops;
   options.n_threads = 1;
-  auto report = compute_coverage(o.model, resolved->spec, *list, o.backend, options);
+  auto report = compute_coverage(o.model, *list, o.backend, options);
   if (!report) return report_error("coverage", report.status());
   if (o.json) {
     auto out = coverage_json(*report);

@@ -11,6 +11,7 @@
 #include "day0/model/catalog.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/model_summary.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0::cli {
 namespace {
@@ -69,7 +70,7 @@ std::string attrs_text(const OpSpec& op) {
     // Shown in the header lines already (the JSON keeps every attribute).
     if (key == "scale" || key == "eps" || key == "n_experts" || key == "top_k" ||
         key == "routed_scaling_factor" || key == "renormalize" || key == "kv_lora_rank" ||
-        key == "rope_dim" || (key == "groups" && op.name != "attention")) {
+        key == "rope_dim" || (key == "groups" && op.name != "paged_attention")) {
       continue;
     }
     if (!out.empty()) out += " ";
@@ -166,17 +167,22 @@ void print_human(const ModelSummary& m) {
                m.kv_cache.bounded_layers);
   }
 
-  fmt::print("\nOperators (decode one token, {} tokens cached)\n", m.ops.context_tokens);
+  fmt::print(
+      "\nOperators (recorded: the kernels of one prefill and one decode step; figures per decoded token, {} "
+      "tokens cached)\n",
+      m.ops.context_tokens);
   std::vector<std::vector<std::string>> ops = {
-      {"op", "where", "shape", "calls", "FLOP/token", "bytes/token", "attributes"}};
+      {"op", "where", "shape", "steps", "calls", "FLOP/token", "bytes/token", "attributes"}};
   for (const auto& op : m.ops.ops) {
-    ops.push_back({op.name, op.label, op.shapes.empty() ? "" : shape_text(op.shapes.front()),
+    const char* steps = op.prefill && op.decode ? "both" : (op.prefill ? "prefill" : "decode");
+    ops.push_back({op.name, op.label.empty() ? "-" : op.label,
+                   op.shapes.empty() ? "" : shape_text(op.shapes.front()), steps,
                    std::to_string(op.calls_per_token), flops_text(op.flops_per_token),
                    human_bytes(op.bytes_per_token), attrs_text(op)});
   }
-  ops.push_back({"total", "", "", "", flops_text(m.ops.total_flops_per_token()),
+  ops.push_back({"total", "", "", "", "", flops_text(m.ops.total_flops_per_token()),
                  human_bytes(m.ops.total_bytes_per_token()), ""});
-  print_table(ops, {false, false, false, true, true, true, false});
+  print_table(ops, {false, false, false, false, true, true, true, false});
 }
 
 struct InspectOptions {
@@ -190,7 +196,9 @@ struct InspectOptions {
 int run_inspect(const InspectOptions& options) {
   auto resolved = resolve_model(options.model, options.strict_config);
   if (!resolved.is_ok()) return report_error("inspect", resolved.status());
-  auto summary = summarize_model(resolved->spec, resolved->source, options.context);
+  auto ops = record_op_list(resolved->spec, options.context);
+  if (!ops.is_ok()) return report_error("inspect", ops.status());
+  auto summary = summarize_model(resolved->spec, resolved->source, std::move(ops).value());
   if (!summary.is_ok()) return report_error("inspect", summary.status());
   const auto& unknown = resolved->config_audit.unknown_keys;
   // The figure the engine's paged pool holds for this dtype (the same function sizes its blocks).

@@ -8,8 +8,9 @@
 #include "day0/model/config_parser.h"
 #include "day0/model/config_writer.h"
 #include "day0/model/model_memory.h"
-#include "day0/model/op_list.h"
 #include "day0/ops/op_names.h"
+#include "day0/ops/op_schema.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0 {
 namespace {
@@ -56,8 +57,10 @@ TEST(KvCache, SlidingLayersAreBoundedByTheirWindow) {
   EXPECT_EQ(kv_cache_summary(dense).bytes_per_1k_tokens, 131'072u * 1000u);
 }
 
-// Every matmul weight is read once per token, so matmul FLOPs are twice the active parameters that
-// are not the embedding lookup, norms or other non-matmul vectors.
+// Every weight a matmul-like kernel multiplies by (matmul, the experts of moe_experts, MLA's absorbed
+// kv_b_proj) is read once per decoded token, so the recorded matmul FLOPs are twice the active
+// parameters that are not the embedding lookup, norms or other vectors: the recorded kernel arguments
+// against the parameter count of the weight table.
 TEST(OpList, MatmulFlopsAreTwiceTheActiveMatmulParameters) {
   struct Case {
     const char* name;
@@ -68,61 +71,74 @@ TEST(OpList, MatmulFlopsAreTwiceTheActiveMatmulParameters) {
     SCOPED_TRACE(c.name);
     const ModelSpec spec = catalog(c.name);
     auto counts = count_params(spec);
-    auto ops = build_op_list(spec, 0);
-    ASSERT_TRUE(counts.is_ok() && ops.is_ok());
+    auto ops = record_op_list(spec, 0);
+    ASSERT_TRUE(counts.is_ok() && ops.is_ok()) << ops.status().to_string();
     double matmul = 0;
-    for (const auto& op : ops->ops) {
-      if (op.name == op::kMatmul) matmul += op.flops_per_token;
-    }
+    for (const auto& op : ops->ops) matmul += op.matmul_flops_per_token;
     EXPECT_DOUBLE_EQ(
         matmul, 2.0 * static_cast<double>(counts->active_without_embedding - counts->norms - c.non_matmul));
   }
 }
 
-TEST(OpList, UsesOnlyCanonicalOpNamesAndBoundsSlidingAttention) {
-  const std::set<std::string_view> known = {
-      op::kEmbedding, op::kMatmul,       op::kRmsNorm,       op::kLayerNorm, op::kRope,
-      op::kAttention, op::kMlaAttention, op::kSoftmax,       op::kSilu,      op::kGelu,
-      op::kSigmoid,   op::kSwiglu,       op::kSwigluClamped, op::kMoeRouter, op::kMoeExperts,
-      op::kAdd,       op::kMul,          op::kArgmax,        op::kSample};
+// The recorded list of every catalog model names only registry ops; gpt-oss's paged attention is
+// costed over its window on sliding layers and over the whole context on full ones.
+TEST(OpList, UsesOnlyRegistryOpNamesAndBoundsSlidingAttention) {
   for (const auto& entry : model_catalog()) {
-    auto ops = build_op_list(catalog(entry.name.c_str()));
-    ASSERT_TRUE(ops.is_ok());
-    for (const auto& op : ops->ops) EXPECT_TRUE(known.count(op.name)) << entry.name << ": " << op.name;
+    auto ops = record_op_list(catalog(entry.name.c_str()));
+    ASSERT_TRUE(ops.is_ok()) << entry.name << ": " << ops.status().to_string();
+    for (const auto& op : ops->ops) {
+      EXPECT_NE(find_op_schema(op.name), nullptr) << entry.name << ": " << op.name;
+      EXPECT_TRUE(op.prefill || op.decode) << entry.name << ": " << op.name;
+    }
   }
-  auto ops = build_op_list(catalog("gpt-oss-20b"), 4096);
+  auto ops = record_op_list(catalog("gpt-oss-20b"), 4096);
   ASSERT_TRUE(ops.is_ok());
   int attention_entries = 0;
   for (const auto& op : ops->ops) {
-    if (op.name != op::kAttention) continue;
+    if (op.name != op::kPagedAttention) continue;
     ++attention_entries;
     EXPECT_EQ(op.attrs.at("sinks"), "true");
+    EXPECT_EQ(op.attrs.at("kv_dtype"), "bf16");
     EXPECT_EQ(op.calls_per_token, 12);
-    // 4 x 64 heads x 64 x keys: 128 keys on sliding layers, 4,097 on full ones.
+    // 12 layers x 2 x 64 heads x keys x (64 + 64): 128 keys on sliding layers, 4,097 on full ones;
+    // the BF16 cache row is 2 x 8 KV heads x 64 x 2 B.
     const double keys = op.attrs.at("mask") == "sliding" ? 128.0 : 4097.0;
-    EXPECT_DOUBLE_EQ(op.flops_per_token, 12 * 4.0 * 64 * 64 * keys);
+    EXPECT_DOUBLE_EQ(op.flops_per_token, 12 * 2.0 * 64 * keys * 128);
+    EXPECT_DOUBLE_EQ(op.bytes_per_token, 12 * keys * 2048);
   }
   EXPECT_EQ(attention_entries, 2);
 }
 
-TEST(OpList, Fp8AndMxfp4WeightsAreAttributes) {
-  auto ds = build_op_list(catalog("deepseek-v3"));
-  ASSERT_TRUE(ds.is_ok());
-  bool fp8_expert = false;
+// Weight formats come from the bound weights: DeepSeek-V3's experts are FP8 blocks behind a BF16
+// router, one moe_experts call per MoE layer reading top-8 experts; gpt-oss's experts are MXFP4. MLA
+// runs naive in the prefill step only and absorbed in the decode step.
+TEST(OpList, WeightFormatsAndMlaFormsAreRecorded) {
+  auto ds = record_op_list(catalog("deepseek-v3"));
+  ASSERT_TRUE(ds.is_ok()) << ds.status().to_string();
+  bool fp8_experts = false, router = false, naive = false, absorbed = false;
   for (const auto& op : ds->ops) {
-    if (op.label == "moe.experts.down_proj") {
-      fp8_expert = op.attrs.at("weight_dtype") == "F8_E4M3" && op.calls_per_token == 58 * 8;
+    if (op.name == op::kMoeExperts) {
+      fp8_experts = op.weights == WeightFormat::kFp8Block && op.calls_per_token == 58 &&
+                    op.attrs.at("top_k") == "8" && op.label == "mlp.experts" &&
+                    op.attrs.at("block") == "128x128";
     }
-    if (op.label == "moe.router") {
-      EXPECT_EQ(op.attrs.at("weight_dtype"), "BF16");
+    if (op.label == "mlp.gate") router = op.name == op::kMatmul && op.weights == WeightFormat::kBF16;
+    if (op.name == op::kPagedMlaAttention && op.attrs.at("form") == "naive") {
+      naive = op.prefill && !op.decode && op.calls_per_token == 0;
+    }
+    if (op.name == op::kPagedMlaAttention && op.attrs.at("form") == "absorbed") {
+      absorbed = op.decode && !op.prefill && op.calls_per_token == 61 && op.label == "self_attn.kv_b_proj";
     }
   }
-  EXPECT_TRUE(fp8_expert);
-  auto oss = build_op_list(catalog("gpt-oss-120b"));
+  EXPECT_TRUE(fp8_experts);
+  EXPECT_TRUE(router);
+  EXPECT_TRUE(naive);
+  EXPECT_TRUE(absorbed);
+  auto oss = record_op_list(catalog("gpt-oss-120b"));
   ASSERT_TRUE(oss.is_ok());
   bool mxfp4 = false;
   for (const auto& op : oss->ops)
-    mxfp4 = mxfp4 || (op.attrs.count("weight_dtype") && op.attrs.at("weight_dtype") == "mxfp4");
+    mxfp4 = mxfp4 || (op.name == op::kMoeExperts && op.weights == WeightFormat::kMxfp4);
   EXPECT_TRUE(mxfp4);
 }
 

@@ -6,6 +6,7 @@
 #include "day0/graph/coverage.h"
 #include "day0/model/catalog.h"
 #include "day0/ops/op_names.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0 {
 namespace {
@@ -13,11 +14,11 @@ namespace {
 Result<CoverageReport> coverage_of(const std::string& model, const std::string& backend,
                                    bool strict = false) {
   D0_ASSIGN_OR_RETURN(ModelSpec spec, catalog_model(model));
-  D0_ASSIGN_OR_RETURN(OpList list, build_op_list(spec));
+  D0_ASSIGN_OR_RETURN(OpList list, record_op_list(spec));
   BackendOptions opts;
   opts.n_threads = 1;
   opts.strict_ops = strict;
-  return compute_coverage(model, spec, list, backend, opts);
+  return compute_coverage(model, list, backend, opts);
 }
 
 int count(const CoverageReport& r, Placement p) {
@@ -44,15 +45,20 @@ TEST(Coverage, PartialBackendDecomposesAndFallsBack) {
   const double fallback_share =
       report->flops[static_cast<size_t>(Placement::kHostFallback)] / report->total_flops;
   EXPECT_GT(fallback_share, 0.3);  // the MXFP4 experts carry most of gpt-oss's FLOPs
-  bool saw_swiglu = false;
+  bool saw_norm = false, saw_experts = false;
   for (const auto& row : report->rows) {
-    if (row.op.name == op::kSwigluClamped) {
-      saw_swiglu = true;
+    if (row.op.name == op::kRmsNorm) {
+      saw_norm = true;
       EXPECT_EQ(row.resolution.placement, Placement::kDecomposed);
-      EXPECT_THAT(row.resolution.pieces, ::testing::UnorderedElementsAre("clamp", "scale", "sigmoid", "mul"));
+      EXPECT_THAT(row.resolution.pieces, ::testing::UnorderedElementsAre("mul", "row_mean", "rsqrt"));
+    }
+    if (row.op.name == op::kMoeExperts) {  // its MXFP4 matmul piece is hidden: no decomposition
+      saw_experts = true;
+      EXPECT_EQ(row.resolution.placement, Placement::kHostFallback);
     }
   }
-  EXPECT_TRUE(saw_swiglu);
+  EXPECT_TRUE(saw_norm);
+  EXPECT_TRUE(saw_experts);
   auto strict = coverage_of("gpt-oss-120b", "partial", true);
   ASSERT_TRUE(strict.is_ok());
   EXPECT_TRUE(strict->failed());
@@ -69,7 +75,7 @@ TEST(Coverage, PartialBackendDecomposesAndFallsBack) {
 
 TEST(Coverage, UnknownOpIsMissingWithItsOrigin) {
   ModelSpec spec = catalog_model("deepseek-v3").value();
-  OpList list = build_op_list(spec).value();
+  OpList list = record_op_list(spec).value();
   OpSpec odd;
   odd.name = "hyper_connection";
   odd.label = "layers.mhc";
@@ -79,14 +85,14 @@ TEST(Coverage, UnknownOpIsMissingWithItsOrigin) {
   list.ops.push_back(odd);
   BackendOptions opts;
   opts.n_threads = 1;
-  auto report = compute_coverage("deepseek-v3+mhc", spec, list, "cpu", opts);
+  auto report = compute_coverage("deepseek-v3+mhc", list, "cpu", opts);
   ASSERT_TRUE(report.is_ok());
   EXPECT_TRUE(report->failed());
   EXPECT_EQ(count(*report, Placement::kMissing), 1);
   const std::string text = coverage_text(*report);
   EXPECT_THAT(text, ::testing::HasSubstr("missing: hyper_connection"));
   EXPECT_THAT(text, ::testing::HasSubstr("layers.mhc streams=4"));
-  EXPECT_FALSE(compute_coverage("x", spec, list, "tpu", opts).is_ok());
+  EXPECT_FALSE(compute_coverage("x", list, "tpu", opts).is_ok());
 }
 
 TEST(Coverage, SupportMatrixComesFromTheRegistry) {

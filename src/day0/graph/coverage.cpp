@@ -17,6 +17,7 @@ namespace {
 std::string config_fields_for(std::string_view op, const OpSpec& spec) {
   static const std::map<std::string_view, std::string_view> kFields = {
       {op::kMlaAttention, "kv_lora_rank, q_lora_rank, qk_rope_head_dim"},
+      {op::kPagedMlaAttention, "kv_lora_rank, q_lora_rank, qk_rope_head_dim"},
       {op::kMoeRouter, "num_experts / n_routed_experts, scoring_func, topk_method"},
       {op::kMoeExperts, "num_experts_per_tok, moe_intermediate_size"},
       {op::kSwigluClamped, "swiglu_limit (gpt-oss)"},
@@ -24,6 +25,7 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
       {op::kGelu, "hidden_act"},
       {op::kRope, "rope_scaling, partial_rotary_factor, rope_theta"},
       {op::kAttention, "sliding_window, layer_types, attention_chunk_size"},
+      {op::kPagedAttention, "sliding_window, layer_types, attention_chunk_size"},
   };
   auto it = kFields.find(op);
   std::string out = it != kFields.end() ? std::string(it->second) : "unknown to the op registry";
@@ -74,29 +76,13 @@ bool CoverageReport::failed() const {
          (strict_ops && ops[static_cast<int>(Placement::kHostFallback)] > 0);
 }
 
-WeightFormat op_weight_format(const OpSpec& op, const ModelSpec& spec) {
-  auto it = op.attrs.find("weight_dtype");
-  if (it != op.attrs.end()) {
-    const std::string& d = it->second;
-    if (d == "mxfp4") return WeightFormat::kMxfp4;
-    if (d == "F8_E4M3") return WeightFormat::kFp8Block;
-    if (d == "BF16") return WeightFormat::kBF16;
-    if (d == "F16") return WeightFormat::kF16;
-    return WeightFormat::kF32;
-  }
-  const OpSchema* schema = find_op_schema(op.name);
-  if (schema == nullptr || !schema->reads_weights) return WeightFormat::kF32;
-  if (op.name == op::kEmbedding) {
-    return op.weight_dtype == DType::kF16
-               ? WeightFormat::kF16
-               : (op.weight_dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16);
-  }
-  return spec.weights.format;  // experts, MLA kv_b_proj: the checkpoint's projection format
+std::string op_steps(const OpSpec& op) {
+  if (op.prefill && op.decode) return "prefill+decode";
+  return op.prefill ? "prefill" : "decode";
 }
 
-Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec,
-                                        const OpList& list, std::string_view backend,
-                                        const BackendOptions& options) {
+Result<CoverageReport> compute_coverage(const std::string& model_name, const OpList& list,
+                                        std::string_view backend, const BackendOptions& options) {
   D0_ASSIGN_OR_RETURN(auto primary, make_backend(backend, options));
   const std::string host_name = backend == "reference" ? "reference" : "cpu";
   D0_ASSIGN_OR_RETURN(auto host, make_backend(host_name, options));
@@ -110,7 +96,7 @@ Result<CoverageReport> compute_coverage(const std::string& model_name, const Mod
   for (const OpSpec& op : list.ops) {
     CoverageRow row;
     row.op = op;
-    row.key = {row.op.name, op_weight_format(op, spec)};
+    row.key = {row.op.name, op.weights};
     row.resolution = resolve_op(*primary, host.get(), row.key);
     if (row.resolution.placement == Placement::kMissing) row.introduced_by = config_fields_for(op.name, op);
     const auto p = static_cast<size_t>(row.resolution.placement);
@@ -127,19 +113,20 @@ Result<CoverageReport> compute_coverage(const std::string& model_name, const Mod
 
 std::string coverage_text(const CoverageReport& r) {
   std::string out = fmt::format(
-      "coverage of {} on backend '{}' (host fallback: '{}'{}), per decoded token at "
-      "context {}\n\n",
+      "coverage of {} on backend '{}' (host fallback: '{}'{}): every kernel one prefill and one decode "
+      "step call (recorded), costs per decoded token at context {}\n\n",
       r.model, r.backend, r.host, r.strict_ops ? ", --strict-ops" : "", r.context_tokens);
   std::vector<std::vector<std::string>> rows = {
-      {"op", "where", "weights", "calls", "FLOPs", "bytes", "placement"}};
+      {"op", "where", "weights", "steps", "calls", "FLOPs", "bytes", "placement"}};
   for (const auto& row : r.rows) {
     const OpSchema* s = find_op_schema(row.op.name);
-    rows.push_back(
-        {row.op.name, row.op.label, s && s->reads_weights ? weight_format_name(row.key.weights) : "-",
-         std::to_string(row.op.calls_per_token), percent(share(row.op.flops_per_token, r.total_flops)),
-         percent(share(row.op.bytes_per_token, r.total_bytes)), placement_cell(row.resolution)});
+    rows.push_back({row.op.name, row.op.label.empty() ? "-" : row.op.label,
+                    s && s->reads_weights ? weight_format_name(row.key.weights) : "-", op_steps(row.op),
+                    std::to_string(row.op.calls_per_token),
+                    percent(share(row.op.flops_per_token, r.total_flops)),
+                    percent(share(row.op.bytes_per_token, r.total_bytes)), placement_cell(row.resolution)});
   }
-  out += aligned(rows, {false, false, false, true, true, true, false});
+  out += aligned(rows, {false, false, false, false, true, true, true, false});
   out += "\n";
   std::vector<std::vector<std::string>> summary = {{"class", "ops", "FLOPs share", "bytes share"}};
   for (Placement p :
@@ -171,6 +158,7 @@ nlohmann::json coverage_json(const CoverageReport& r) {
                         {"label", row.op.label},
                         {"weights", weight_format_name(row.key.weights)},
                         {"attrs", row.op.attrs},
+                        {"steps", op_steps(row.op)},
                         {"calls_per_token", row.op.calls_per_token},
                         {"flops_per_token", row.op.flops_per_token},
                         {"bytes_per_token", row.op.bytes_per_token},

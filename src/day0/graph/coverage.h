@@ -1,5 +1,6 @@
 #pragma once
-// Static coverage: for every op of a model's operator list (model/op_list.h), where it would run on a
+// Static coverage: for every op of a model's recorded operator list (model/op_list.h,
+// runtime/op_recording.h), where it would run on a
 // backend (native / decomposed into what / host fallback / missing) and what share of the per-token
 // FLOPs and bytes falls in each class; plus the op x backend x weight-format support matrix,
 // generated from the registry (never written by hand).
@@ -39,14 +40,11 @@ struct CoverageReport {
   bool failed() const;
 };
 
-// The weight format an op of the list is keyed by: its weight_dtype attribute, else the checkpoint's
-// projection format for ops that read expert / MLA weights, else F32 (activations only).
-WeightFormat op_weight_format(const OpSpec& op, const ModelSpec& spec);
+Result<CoverageReport> compute_coverage(const std::string& model_name, const OpList& list,
+                                        std::string_view backend, const BackendOptions& options);
 
-Result<CoverageReport> compute_coverage(const std::string& model_name, const ModelSpec& spec,
-                                        const OpList& list, std::string_view backend,
-                                        const BackendOptions& options);
-
+// "prefill+decode", "prefill" or "decode": the steps that call the op.
+std::string op_steps(const OpSpec& op);
 std::string coverage_text(const CoverageReport& report);
 nlohmann::json coverage_json(const CoverageReport& report);
 

@@ -12,7 +12,7 @@
 
 namespace day0 {
 
-Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, int64_t context_tokens) {
+Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, OpList ops) {
   ModelSummary s;
   s.spec = spec;
   s.source = std::move(source);
@@ -22,7 +22,7 @@ Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, 
   D0_ASSIGN_OR_RETURN(s.params, count_params(spec, manifest));
   s.weight_memory = weight_memory_table(spec, s.params);
   s.kv_cache = kv_cache_summary(spec);
-  D0_ASSIGN_OR_RETURN(s.ops, build_op_list(spec, context_tokens));
+  s.ops = std::move(ops);
   return s;
 }
 
@@ -227,11 +227,13 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
     ops.push_back({{"name", op.name},
                    {"label", op.label},
                    {"attrs", op.attrs},
-                   {"activation_dtype", dtype_name(op.activation_dtype)},
-                   {"weight_dtype", dtype_name(op.weight_dtype)},
+                   {"weights", weight_format_name(op.weights)},
                    {"shapes", op.shapes},
+                   {"prefill", op.prefill},
+                   {"decode", op.decode},
                    {"calls_per_token", op.calls_per_token},
                    {"flops_per_token", op.flops_per_token},
+                   {"matmul_flops_per_token", op.matmul_flops_per_token},
                    {"bytes_per_token", op.bytes_per_token}});
   }
   return {{"source", s.source},

@@ -25,8 +25,9 @@ struct ModelSummary {
   OpList ops;
 };
 
-Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source,
-                                     int64_t context_tokens = kDefaultOpContext);
+// `ops`: the model's recorded operator list (runtime/op_recording.h: record_op_list), which needs the
+// engine and so is recorded by the caller.
+Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, OpList ops);
 
 // "0-2", "3-60", "0-34 every 2", "1, 5, 9" (long lists cut with "...").
 std::string describe_layer_indices(const std::vector<int64_t>& indices);

@@ -1,6 +1,6 @@
 #pragma once
-// Canonical operator names shared by the model's operator list (model/op_list) and the op registry
-// (ops/registry): coverage joins the two on these strings.
+// Canonical operator names shared by the model's recorded operator list (runtime/op_recording.h) and
+// the op registry (ops/op_schema.h): coverage joins the two on these strings.
 #include <string_view>
 
 namespace day0::op {
@@ -28,8 +28,9 @@ inline constexpr std::string_view kMul = "mul";
 inline constexpr std::string_view kArgmax = "argmax";
 inline constexpr std::string_view kSample = "sample";
 
-// Primitives the fused ops above decompose into (ops/decompositions.h). The model's operator list
-// never names them; backends implement them so that a fused op they lack can still run natively.
+// Primitives the fused ops above decompose into (ops/decompositions.h). The blocks call few of them
+// (scale, row_mean, gather_rows); backends implement them so that a fused op they lack can still run
+// natively.
 inline constexpr std::string_view kClamp = "clamp";             // y = min(max(x, lo), hi)
 inline constexpr std::string_view kScale = "scale";             // y = x * scale + shift
 inline constexpr std::string_view kRsqrt = "rsqrt";             // y = 1 / sqrt(x + eps)

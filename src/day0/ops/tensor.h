@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <type_traits>
 
 #include "day0/model/model_spec.h"  // WeightFormat: F32, BF16, F16, FP8 block, MXFP4
@@ -66,6 +67,9 @@ struct WeightView {
   const void* scales = nullptr;  // FP8: const float*; MXFP4: const uint8_t*; else null
   int64_t block_rows = 128;      // FP8 block shape
   int64_t block_cols = 128;
+  // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
+  // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
+  std::string_view name;
 
   // Bytes of `data` (what a GEMV must stream) and of `scales`.
   uint64_t data_bytes() const;

@@ -60,6 +60,22 @@ Result<WeightFormat> plain_format(const RawTensor& t) {
 
 }  // namespace
 
+std::string_view WeightBinder::keep_name(const std::string& name) {
+  // The experts of one stacked tensor are bound one after another: one copy of its name.
+  if (!out_.name_store.empty() && out_.name_store.back() == name) return out_.name_store.back();
+  out_.name_store.push_back(name);
+  return out_.name_store.back();
+}
+
+Result<std::span<const float>> WeightBinder::floats(const RawTensor& t, int64_t offset, int64_t n) {
+  // Shape-only sources: a span over the (unreadable) bytes; nothing reads it without a kernel.
+  if (!out_.source->has_values())
+    return std::span<const float>(reinterpret_cast<const float*>(t.data.data()), static_cast<size_t>(n));
+  D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, offset, n));
+  out_.f32_store.push_back(std::move(values));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 Result<RawTensor> WeightBinder::expect(const std::string& name, std::vector<int64_t> shape) {
   D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
   if (t.shape != shape) {
@@ -87,17 +103,17 @@ Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64
     const int64_t br = spec_.weights.block_rows, bc = spec_.weights.block_cols;
     if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
     D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, (cols + bc - 1) / bc}));
-    D0_ASSIGN_OR_RETURN(std::vector<float> scales, to_f32(s, 0, s.numel()));
-    out_.f32_store.push_back(std::move(scales));
+    D0_ASSIGN_OR_RETURN(std::span<const float> scales, floats(s, 0, s.numel()));
     l.w.format = WeightFormat::kFp8Block;
     l.w.data = t.data.data();
-    l.w.scales = out_.f32_store.back().data();
+    l.w.scales = scales.data();
     l.w.block_rows = br;
     l.w.block_cols = bc;
   } else {
     D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));
     l.w.data = aligned_bytes(out_, t.data, static_cast<size_t>(dtype_bits(t.dtype) / 8));
   }
+  l.w.name = keep_name(name);
   if (with_bias) {
     D0_ASSIGN_OR_RETURN(auto bias, vector(sibling(name, ".bias"), rows));
     l.bias = bias.data();
@@ -112,9 +128,7 @@ Result<std::span<const float>> WeightBinder::vector(const std::string& name, int
     return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(),
                                         name, n, shape_text(t.shape)));
   }
-  D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, 0, n));
-  out_.f32_store.push_back(std::move(values));
-  return std::span<const float>(out_.f32_store.back());
+  return floats(t, 0, n);
 }
 
 Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
@@ -127,6 +141,7 @@ Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int
   w.rows = rows;
   w.cols = cols;
   w.data = aligned_bytes(out_, t.data.subspan(static_cast<size_t>(e) * per, per), item);
+  w.name = keep_name(name);
   return w;
 }
 
@@ -137,6 +152,13 @@ Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;
+  w.rows = rows;
+  w.cols = cols;
+  w.name = keep_name(name);
+  if (!out_.source->has_values()) {  // shape only: the view, never read, needs no transposed copy
+    w.data = src;
+    return w;
+  }
   std::vector<uint8_t> dst(static_cast<size_t>(rows * cols) * item);
   for (int64_t c = 0; c < cols; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -145,8 +167,6 @@ Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int
     }
   }
   out_.byte_store.push_back(std::move(dst));
-  w.rows = rows;
-  w.cols = cols;
   w.data = out_.byte_store.back().data();
   return w;
 }
@@ -168,15 +188,15 @@ Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int
   w.cols = cols;
   w.data = blocks.data.data() + e * rows * groups * 16;
   w.scales = scales.data.data() + e * rows * groups;
+  w.name = keep_name(prefix);
   return w;
 }
 
 Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts,
                                                   int64_t n) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
-  D0_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(t, e * n, n));
-  out_.f32_store.push_back(std::move(values));
-  return static_cast<const float*>(out_.f32_store.back().data());
+  D0_ASSIGN_OR_RETURN(std::span<const float> values, floats(t, e * n, n));
+  return values.data();
 }
 
 }  // namespace day0

@@ -63,6 +63,7 @@ struct ModelWeights {
   // that spans handed out stay valid as it grows.
   std::deque<std::vector<float>> f32_store;
   std::deque<std::vector<uint8_t>> byte_store;
+  std::deque<std::string> name_store;  // the tensor names WeightView::name points into
   // The source whose bytes the WeightViews point into; kept alive with the weights.
   std::shared_ptr<const TensorSource> source;
 };
@@ -95,6 +96,10 @@ class WeightBinder {
 
  private:
   Result<RawTensor> expect(const std::string& name, std::vector<int64_t> shape);
+  // Elements [offset, offset + n) of a float tensor as float32 (a converted copy; over a shape-only
+  // source a view of its unreadable bytes).
+  Result<std::span<const float>> floats(const RawTensor& t, int64_t offset, int64_t n);
+  std::string_view keep_name(const std::string& name);  // a copy that lives as long as the weights
   const ModelSpec& spec_;
   ModelWeights& out_;
 };

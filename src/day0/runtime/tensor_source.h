@@ -14,6 +14,8 @@
 
 namespace day0 {
 
+struct TensorManifest;  // model/tensor_manifest.h
+
 struct RawTensor {
   std::string name;
   DType dtype = DType::kF32;
@@ -31,7 +33,15 @@ class TensorSource {
   virtual std::vector<std::string> names() const = 0;
   // Where the tensors come from, for messages ("model dir", "memory").
   virtual std::string origin() const = 0;
+  // False for a source of names, dtypes and shapes only (make_shape_only_source): its bytes are
+  // unreadable and binding copies or converts nothing.
+  virtual bool has_values() const { return true; }
 };
+
+// Every tensor of `manifest` (MTP layers left out) with its dtype and shape, whose bytes all lie in one
+// inaccessible reserved mapping (PROT_NONE: reading one is a crash, not a silent zero). What the
+// recorded operator list binds a model to when there are no weights (a config or catalog entry).
+Result<std::shared_ptr<const TensorSource>> make_shape_only_source(const TensorManifest& manifest);
 
 // Opens a checkpoint folder (model.safetensors or sharded with an index).
 Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path);

@@ -7,19 +7,18 @@
 #include <vector>
 
 #include "day0/graph/coverage.h"
-#include "day0/model/op_list.h"
+#include "day0/model/model_summary.h"
 #include "day0/report/adapt_context.h"
 
 namespace day0::report {
 
 void run_coverage_stage(AdaptContext& ctx, StageResult& out) {
-  if (!ctx.model) return stage_skip(out, "the structure stage did not resolve the model");
-  auto ops = build_op_list(ctx.model->spec);
-  if (!ops.is_ok()) return stage_fail(out, ops.status().to_string());
+  if (!ctx.model || !ctx.summary) return stage_skip(out, "the structure stage did not resolve the model");
+  const OpList& ops = ctx.summary->ops;  // recorded by the structure stage
   BackendOptions options;
   options.strict_ops = ctx.options.strict_ops;
   options.quiet = true;
-  auto coverage = compute_coverage(ctx.options.model, ctx.model->spec, *ops, ctx.options.backend, options);
+  auto coverage = compute_coverage(ctx.options.model, ops, ctx.options.backend, options);
   if (!coverage.is_ok()) return stage_fail(out, coverage.status().to_string());
   const CoverageReport& c = *coverage;
   static constexpr const char* kKeys[4] = {"native", "decomposed", "host_fallback", "missing"};

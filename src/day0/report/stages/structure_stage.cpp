@@ -3,6 +3,7 @@
 
 #include "day0/core/human.h"
 #include "day0/report/adapt_context.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0::report {
 
@@ -10,7 +11,9 @@ void run_structure_stage(AdaptContext& ctx, StageResult& out) {
   auto resolved = resolve_model(ctx.options.model, ctx.options.strict_config);
   if (!resolved.is_ok()) return stage_fail(out, resolved.status().to_string());
   ctx.model = std::move(resolved).value();
-  auto summary = summarize_model(ctx.model->spec, ctx.model->source);
+  auto ops = record_op_list(ctx.model->spec);
+  if (!ops.is_ok()) return stage_fail(out, ops.status().to_string());
+  auto summary = summarize_model(ctx.model->spec, ctx.model->source, std::move(ops).value());
   if (!summary.is_ok()) return stage_fail(out, summary.status().to_string());
   ctx.summary = std::move(summary).value();
   ctx.real_weights = !ctx.model->from_catalog && !ctx.model->folder.empty();

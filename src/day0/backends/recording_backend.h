@@ -1,0 +1,91 @@
+#pragma once
+// A recording backend: a decorator over any Backend that notes every kernel call (op name, the weight
+// it reads, attributes and shapes from its arguments, weight format, step phase) with what the call
+// costs, then forwards it. Without an inner backend it records only: kernels compute nothing (outputs
+// keep what the caller put there; argmax and sample pick token 0), which is how the operator list of
+// a full-size model is recorded from its config alone (runtime/op_recording.h).
+//
+// Costs are those of model/op_list.h. Attention is costed as if each query of the step saw
+// `attention_context` cached tokens plus itself (bounded by its window), so that a step over a short
+// recorded sequence gives the figures of a long one; -1 costs the keys the call actually held.
+// Threading: as the inner backend (one caller thread).
+#include <cstdint>
+#include <vector>
+
+#include "day0/backends/backend.h"
+#include "day0/model/op_list.h"
+
+namespace day0 {
+
+enum class StepPhase { kPrefill, kDecode };
+
+struct RecordedCall {
+  StepPhase phase = StepPhase::kDecode;
+  OpSpec op;  // calls_per_token 1, costs of this one call
+};
+
+class RecordingBackend final : public Backend {
+ public:
+  // `inner` (may be null: record only) must outlive the recorder.
+  explicit RecordingBackend(Backend* inner, int64_t attention_context = -1);
+
+  void set_phase(StepPhase phase) { phase_ = phase; }
+  const std::vector<RecordedCall>& calls() const { return calls_; }
+  void clear() { calls_.clear(); }
+  // The calls merged: decode calls with the same name, weight, attributes and shapes become one
+  // entry (their count and costs summed); a prefill call marks the decode entry of the same name,
+  // weight and attributes, or becomes a prefill-only entry (no calls per decoded token).
+  OpList op_list() const;
+
+  std::string_view name() const override { return inner_ ? inner_->name() : "recording"; }
+  MemorySpace memory_space() const override { return inner_ ? inner_->memory_space() : MemorySpace::kHost; }
+  ThreadPool* thread_pool() override { return inner_ ? inner_->thread_pool() : nullptr; }
+  bool supports(const OpKey& key) const override;
+  void synchronize() override {
+    if (inner_) inner_->synchronize();
+  }
+
+  void embedding(const EmbeddingArgs& a) override;
+  void matmul(const MatmulArgs& a) override;
+  void rms_norm(const RmsNormArgs& a) override;
+  void layer_norm(const LayerNormArgs& a) override;
+  void rope(const RopeArgs& a) override;
+  void attention(const AttentionArgs& a) override;
+  void mla_attention(const MlaArgs& a) override;
+  void paged_attention(const PagedAttentionArgs& a) override;
+  void paged_mla_attention(const PagedMlaArgs& a) override;
+  void softmax(const SoftmaxArgs& a) override;
+  void silu(const UnaryArgs& a) override;
+  void gelu(const UnaryArgs& a) override;
+  void sigmoid(const UnaryArgs& a) override;
+  void swiglu(const SwigluArgs& a) override;
+  void swiglu_clamped(const SwigluArgs& a) override;
+  void moe_router(const MoeRouterArgs& a) override;
+  void moe_experts(const MoeExpertsArgs& a) override;
+  void add(const BinaryArgs& a) override;
+  void mul(const BinaryArgs& a) override;
+  void argmax(const ArgmaxArgs& a) override;
+  void sample(const SampleArgs& a) override;
+  void clamp(const PointwiseArgs& a) override;
+  void scale(const PointwiseArgs& a) override;
+  void rsqrt(const PointwiseArgs& a) override;
+  void row_mean(const PointwiseArgs& a) override;
+  void gather_rows(const GatherRowsArgs& a) override;
+  void scatter_add(const ScatterAddArgs& a) override;
+
+ private:
+  void note(OpSpec op);
+  // Keys each query row of a sequence is costed with (see above).
+  double keys_for(const KvPages& kv, AttentionMask mask, int64_t window) const;
+
+  Backend* inner_;
+  int64_t attention_context_;
+  StepPhase phase_ = StepPhase::kPrefill;
+  std::vector<RecordedCall> calls_;
+};
+
+// "self_attn.q_proj" for "model.layers.3.self_attn.q_proj.weight": the decoder prefix, the layer and
+// ".weight" go, an expert index becomes "*".
+std::string weight_label(std::string_view tensor_name);
+
+}  // namespace day0

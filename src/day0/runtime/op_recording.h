@@ -1,0 +1,31 @@
+#pragma once
+// The operator list of a model, recorded: the library's generator runs one prefill step (two prompt
+// tokens) and one decode step on a RecordingBackend (backends/recording_backend.h), so the list is
+// exactly the kernel calls the engine makes, in the engine's default options (F32 activations, BF16
+// KV cache, MLA naive for prefill and absorbed for decode).
+//
+// Without weights (a config or catalog entry, any size) the engine is bound to the weight table's
+// shapes only (make_shape_only_source) and the recorder computes nothing: a full-size dry run that
+// costs the binding of the tensor table and a few small activations, no weight memory. Shapes and
+// figures then come from the very arguments the kernels would get, with attention costed at
+// `context_tokens`. With weights and a backend, the same steps really run (the test that the dry run
+// records what a real step calls).
+#include <cstdint>
+#include <memory>
+
+#include "day0/backends/backend.h"
+#include "day0/core/status.h"
+#include "day0/model/model_spec.h"
+#include "day0/model/op_list.h"
+#include "day0/runtime/model_weights.h"
+
+namespace day0 {
+
+// Dry run from the spec alone (pack-quantized projections as the loader presents them: unpacked).
+Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens = kDefaultOpContext);
+
+// Real run: `weights` bound for `spec`, kernels computed on `backend`.
+Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
+                              int64_t context_tokens = kDefaultOpContext);
+
+}  // namespace day0
