@@ -178,7 +178,8 @@ const Registrar kRegistrar{
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
       sub.add_option("--weights", a->weights, "Weight precision: checkpoint, bf16, fp8, int8, int4")
           ->capture_default_str();
-      sub.add_option("--kv-dtype", a->kv, "KV cache precision: bf16, fp8")->capture_default_str();
+      sub.add_option("--kv-dtype", a->kv, "KV cache element type: f32, bf16, fp8 (as run --kv-dtype)")
+          ->capture_default_str();
       sub.add_option("--objective", a->objective, "min-latency, max-throughput-per-device, fewest-devices")
           ->capture_default_str();
       sub.add_option("--top", a->top, "How many plans to print")

@@ -102,8 +102,8 @@ TEST(Adapter, GptOssSlidingLayersBoundTheirCache) {
   const PreparedModel short_ctx = prepare_model(m, w, preset("1xH100").device);
   w.context *= 2;
   const PreparedModel long_ctx = prepare_model(m, w, preset("1xH100").device);
-  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_elements[0], short_ctx.kv_seq_elements[0]);  // sliding layer 0
-  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_elements[1], 2 * short_ctx.kv_seq_elements[1]);
+  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_bytes[0], short_ctx.kv_seq_bytes[0]);  // sliding layer 0
+  EXPECT_DOUBLE_EQ(long_ctx.kv_seq_bytes[1], 2 * short_ctx.kv_seq_bytes[1]);
 }
 
 TEST(Adapter, LoadModelCostResolvesCatalogNamesAndFolders) {

@@ -36,7 +36,7 @@ TEST(ModelShape, DeepSeekV3MlaKvBytesPerToken) {
   const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
   // (kv_lora_rank 512 + rope 64) x 61 layers x 2 bytes.
   EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kBF16), 70272);
-  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kFP8), 35136);
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kFp8E4M3), 35136);
 }
 
 TEST(ModelShape, LlamaAndKimiTotals) {

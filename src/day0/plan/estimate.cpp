@@ -24,7 +24,7 @@ LayerSums stage_sums(const std::vector<LayerSums>& prefix, int64_t first, int64_
     out.bytes[g] = b.bytes[g] - a.bytes[g];
     out.params[g] = b.params[g] - a.params[g];
   }
-  out.kv_seq_elements = b.kv_seq_elements - a.kv_seq_elements;
+  out.kv_seq_bytes = b.kv_seq_bytes - a.kv_seq_bytes;
   out.attn_decode_flops = b.attn_decode_flops - a.attn_decode_flops;
   out.attn_prefill_flops = b.attn_prefill_flops - a.attn_prefill_flops;
   out.n_layers = b.n_layers - a.n_layers;
@@ -121,7 +121,7 @@ std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
       next.bytes[g] += p.layer_bytes[i][g];
       next.params[g] += layer.params[g];
     }
-    next.kv_seq_elements += p.kv_seq_elements[i];
+    next.kv_seq_bytes += p.kv_seq_bytes[i];
     const double window =
         layer.kv_window > 0 ? std::min(prompt, static_cast<double>(layer.kv_window)) : prompt;
     next.attn_decode_flops += layer.attn_flops_per_pair_decode * window;
@@ -150,7 +150,6 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
   p.model = &model;
   const WeightPrecision precision = w.weights;
   const auto ctx = static_cast<double>(ceil_div(w.context, w.kv_block_tokens) * w.kv_block_tokens);
-  p.kv_element_bytes = kv_element_bytes(w.kv);
   p.layer_bytes.reserve(model.layers.size());
   for (const auto& layer : model.layers) {
     std::array<double, kWeightGroups> bytes{};
@@ -158,7 +157,7 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
       bytes[g] = group_bytes(layer, static_cast<WeightGroup>(g), precision);
     p.layer_bytes.push_back(bytes);
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
-    p.kv_seq_elements.push_back(cached * layer.kv_elements_per_token);
+    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv));
   }
   const bool checkpoint = precision == WeightPrecision::kCheckpoint;
   p.embedding_bytes = checkpoint ? model.embedding_checkpoint_bytes : model.embedding_params * 2;
@@ -246,14 +245,14 @@ MemoryEstimate estimate_memory(const PreparedModel& p, const ClusterSpec& cluste
   out.capacity = cluster.device.memory_bytes;
   const double reserve = w.reserve_fraction * out.capacity;
   const auto seqs_per_replica = static_cast<double>(ceil_div(w.concurrency, par.dp));
-  const double kv_factor = kv_shard(m, par.tp) * p.kv_element_bytes;
+  const double kv_factor = kv_shard(m, par.tp);
   double min_tokens = -1;
   int64_t min_seqs = -1;
   for (int64_t stage = 0; stage < par.pp; ++stage) {
     const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
     const LayerSums s = stage_sums(prefix, first, last);
     const StageWeights sw = stage_weights(p, s, w, par, stage);
-    const double kv_seq = s.kv_seq_elements * kv_factor;
+    const double kv_seq = s.kv_seq_bytes * kv_factor;
     const double act = activation_bytes(m, w, par, stage == par.pp - 1);
     const double kv = seqs_per_replica * kv_seq;
     const double total = sw.total() + kv + act + reserve;
@@ -289,7 +288,7 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
   const auto k = static_cast<double>(m.experts_per_token);
   const auto experts = static_cast<double>(std::max<int64_t>(1, m.n_experts));
   const double physical = static_cast<double>(m.n_experts + w.redundant_experts);
-  const double kv_factor = kv_shard(m, par.tp) * p.kv_element_bytes;
+  const double kv_factor = kv_shard(m, par.tp);
   const double bw = c.device.memory_bandwidth;
   const LinkSpec& tp_link = link_for_group(c, par.tp);
   const LinkSpec& etp_link = link_for_group(c, par.expert_tp());
@@ -351,15 +350,15 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
   for (int64_t stage = 0; stage < par.pp; ++stage) {
     const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
     const LayerSums s = stage_sums(p.prefix, first, last);
-    const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_seq_elements * kv_factor,
+    const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_seq_bytes * kv_factor,
                                   batch * s.attn_decode_flops);
     decode_sum += d.time();
     decode_comm += d.comm;
     decode_compute += d.compute;
     decode_memory += d.memory;
     // Prefill: one prompt on one replica, chunk by chunk; on average a chunk reads half the prompt's KV.
-    const StepCost f = stage_step(s, stage, chunk, chunk, 0.5 * s.kv_seq_elements * kv_factor,
-                                  s.attn_prefill_flops / n_chunks);
+    const StepCost f =
+        stage_step(s, stage, chunk, chunk, 0.5 * s.kv_seq_bytes * kv_factor, s.attn_prefill_flops / n_chunks);
     prefill_sum += f.time();
     prefill_max = std::max(prefill_max, f.time());
   }

@@ -67,7 +67,7 @@ struct TimeEstimate {
 struct LayerSums {
   std::array<double, kWeightGroups> bytes{};  // at the workload's weight precision
   std::array<double, kWeightGroups> params{};
-  double kv_seq_elements = 0;     // cached elements of one full-context sequence
+  double kv_seq_bytes = 0;        // cached bytes of one full-context sequence (workload's KV dtype)
   double attn_decode_flops = 0;   // one new token against the full context
   double attn_prefill_flops = 0;  // a whole context-long prompt, causal
   double n_layers = 0;
@@ -79,11 +79,10 @@ struct LayerSums {
 struct PreparedModel {
   const ModelCost* model = nullptr;
   std::vector<std::array<double, kWeightGroups>> layer_bytes;  // at the workload's weight precision
-  std::vector<double> kv_seq_elements;  // cached elements one full-context sequence leaves, per layer
+  std::vector<double> kv_seq_bytes;  // cached bytes one full-context sequence leaves, per layer
   double embedding_bytes = 0;
   double lm_head_bytes = 0;  // tied: the embedding's (a last stage of PP > 1 needs its own copy)
   double final_norm_bytes = 0;
-  double kv_element_bytes = 2;
   double linear_peak = 0;  // FLOP/s of the matmuls at the weight precision on the cluster's device
   double attention_peak = 0;
   std::vector<LayerSums> prefix;  // prefix[i] = sums over layers [0, i)

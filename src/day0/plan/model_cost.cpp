@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "day0/model/model_memory.h"
+
 namespace day0::plan {
 
 const char* weight_group_name(WeightGroup g) {
@@ -79,10 +81,17 @@ double ModelCost::active_params_per_token() const {
   return total;
 }
 
+void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3}) {
+    layer.kv_bytes_per_token[static_cast<size_t>(dtype)] =
+        static_cast<double>(kv_bytes_per_token_per_layer(spec, dtype));
+  }
+}
+
 double ModelCost::kv_bytes_per_token(KvPrecision kv) const {
   double total = 0;
-  for (const auto& layer : layers) total += layer.kv_elements_per_token;
-  return total * kv_element_bytes(kv);
+  for (const auto& layer : layers) total += layer.kv_bytes(kv);
+  return total;
 }
 
 ModelCost model_cost_from_shape(const ModelShape& s) {
@@ -106,8 +115,14 @@ ModelCost model_cost_from_shape(const ModelShape& s) {
   m.lm_head_params = s.tied_embeddings ? 0 : m.embedding_params;
   m.final_norm_params = h;
   const double heads = static_cast<double>(s.n_heads);
+  ModelSpec attention;  // the attention sizes the KV figure reads
+  attention.attention = s.mla ? AttentionKind::kMla : AttentionKind::kGqa;
+  attention.n_kv_heads = s.n_kv_heads;
+  attention.head_dim = s.head_dim;
+  if (s.mla) attention.mla = MlaSpec{.kv_lora_rank = s.kv_lora_rank, .qk_rope_head_dim = s.qk_rope_head_dim};
   for (int64_t i = 0; i < s.n_layers; ++i) {
     LayerCost l;
+    set_kv_bytes_per_token(l, attention);
     l.param(WeightGroup::kNorm) = 2 * h;
     if (s.mla) {
       const double qk = static_cast<double>(s.qk_nope_head_dim + s.qk_rope_head_dim);
@@ -125,7 +140,6 @@ ModelCost model_cost_from_shape(const ModelShape& s) {
       }
       l.param(WeightGroup::kAttentionReplicated) = replicated;
       l.param(WeightGroup::kAttentionSharded) = sharded;
-      l.kv_elements_per_token = latent + rope;
       // Absorbed decode: scores over latent + rope key, output over the latent.
       l.attn_flops_per_pair_decode = heads * (2 * (latent + rope) + 2 * latent);
       l.attn_flops_per_pair_prefill = heads * (2 * qk + 2 * v);
@@ -134,7 +148,6 @@ ModelCost model_cost_from_shape(const ModelShape& s) {
       const double kv_heads = static_cast<double>(s.n_kv_heads);
       l.param(WeightGroup::kAttentionSharded) = 2 * h * heads * hd;
       l.param(WeightGroup::kAttentionKv) = 2 * h * kv_heads * hd;
-      l.kv_elements_per_token = 2 * kv_heads * hd;
       l.attn_flops_per_pair_decode = heads * 4 * hd;
       l.attn_flops_per_pair_prefill = heads * 4 * hd;
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "day0/model/model_spec.h"
 #include "day0/plan/workload.h"
 
 namespace day0::plan {
@@ -31,13 +32,16 @@ bool weight_group_quantizable(WeightGroup g);
 struct LayerCost {
   std::array<double, kWeightGroups> params{};            // logical parameters
   std::array<double, kWeightGroups> checkpoint_bytes{};  // as stored in the release, scales included
-  double kv_elements_per_token = 0;        // cached elements per token, all kv heads (MLA: latent + rope key)
+  // Cached bytes per token, all kv heads (MLA: latent + rope key), by KvDtype: the engine's figure,
+  // kv_bytes_per_token_per_layer() (model/model_memory.h).
+  std::array<double, 3> kv_bytes_per_token{};
   int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
   bool moe = false;
   double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
   double param(WeightGroup g) const { return params[static_cast<int>(g)]; }
+  double kv_bytes(KvPrecision kv) const { return kv_bytes_per_token[static_cast<size_t>(kv)]; }
   double& stored(WeightGroup g) { return checkpoint_bytes[static_cast<int>(g)]; }
   double stored(WeightGroup g) const { return checkpoint_bytes[static_cast<int>(g)]; }
 };
@@ -72,6 +76,10 @@ struct ModelCost {
   // Cached bytes a token leaves in all layers (ignoring windows): DeepSeek-V3 BF16 = 70,272.
   double kv_bytes_per_token(KvPrecision kv) const;
 };
+
+// Fills layer.kv_bytes_per_token for every KV dtype from kv_bytes_per_token_per_layer(spec, dtype), the
+// one figure the engine's pool, `inspect` and the planner share.
+void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec);
 
 // Bytes a group's parameters take at `precision` (checkpoint: as stored). Quantized formats carry their
 // scales: FP8 one f32 per 128x128 block, INT8 one bf16 per output row (ignored), INT4 one bf16 per 128.

@@ -89,16 +89,15 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     l.moe = ls.moe;
     if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
+    set_kv_bytes_per_token(l, spec);
     if (m.mla) {
       const auto latent = static_cast<double>(spec.mla->kv_lora_rank);
       const auto rope = static_cast<double>(spec.mla->qk_rope_head_dim);
-      l.kv_elements_per_token = latent + rope;
       l.attn_flops_per_pair_decode = heads * (2 * (latent + rope) + 2 * latent);
       l.attn_flops_per_pair_prefill =
           heads * (2 * static_cast<double>(m.qk_head_dim) + 2 * static_cast<double>(m.v_head_dim));
     } else {
       const auto hd = static_cast<double>(spec.head_dim);
-      l.kv_elements_per_token = 2 * static_cast<double>(spec.n_kv_heads) * hd;
       l.attn_flops_per_pair_decode = heads * 4 * hd;
       l.attn_flops_per_pair_prefill = heads * 4 * hd;
     }

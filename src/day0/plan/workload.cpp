@@ -27,7 +27,7 @@ std::string_view weight_precision_name(WeightPrecision p) {
 }
 
 std::string_view kv_precision_name(KvPrecision p) {
-  return p == KvPrecision::kFP8 ? "fp8" : "bf16";
+  return kv_dtype_name(p);
 }
 
 std::string_view objective_name(Objective o) {
@@ -52,9 +52,10 @@ Result<WeightPrecision> parse_weight_precision(std::string_view name) {
 }
 
 Result<KvPrecision> parse_kv_precision(std::string_view name) {
-  if (name == "bf16" || name == "fp16") return KvPrecision::kBF16;
-  if (name == "fp8") return KvPrecision::kFP8;
-  return invalid_argument(fmt::format("--kv-dtype: unknown precision '{}' (expected bf16, fp16, fp8)", name));
+  if (name == "fp16") return KvPrecision::kBF16;  // same width
+  if (auto dtype = parse_kv_dtype(name)) return *dtype;
+  return invalid_argument(
+      fmt::format("--kv-dtype: unknown precision '{}' (expected f32, bf16, fp16, fp8)", name));
 }
 
 Result<Objective> parse_objective(std::string_view name) {

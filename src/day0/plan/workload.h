@@ -6,12 +6,14 @@
 #include <string_view>
 
 #include "day0/core/status.h"
+#include "day0/model/kv_dtype.h"
 
 namespace day0::plan {
 
 // Storage of the decoder's projection weights; embeddings, lm_head, norms and routers stay 16-bit.
 enum class WeightPrecision { kCheckpoint, kBF16, kFP8, kINT8, kINT4 };
-enum class KvPrecision { kBF16, kFP8 };
+// The KV cache's element type: the engine's KvDtype (f32, bf16, fp8 e4m3).
+using KvPrecision = KvDtype;
 enum class Objective { kMinLatency, kMaxThroughputPerDevice, kFewestDevices };
 
 struct Workload {
@@ -29,7 +31,7 @@ struct Workload {
 };
 
 std::string_view weight_precision_name(WeightPrecision p);  // "checkpoint", "bf16", "fp8", "int8", "int4"
-std::string_view kv_precision_name(KvPrecision p);          // "bf16", "fp8"
+std::string_view kv_precision_name(KvPrecision p);          // "f32", "bf16", "fp8"
 std::string_view objective_name(Objective o);  // "min-latency", "max-throughput-per-device", "fewest-devices"
 Result<WeightPrecision> parse_weight_precision(std::string_view name);
 Result<KvPrecision> parse_kv_precision(std::string_view name);
@@ -37,10 +39,5 @@ Result<Objective> parse_objective(std::string_view name);
 
 // Bounds every field (context and concurrency positive and at most 2^24, reserve in [0, 0.9), ...).
 Status validate_workload(const Workload& w);
-
-// Bytes a KV element takes.
-inline double kv_element_bytes(KvPrecision p) {
-  return p == KvPrecision::kFP8 ? 1.0 : 2.0;
-}
 
 }  // namespace day0::plan

@@ -1,0 +1,50 @@
+// Engine, inspect and plan agree on the KV cache: for every golden checkpoint and every KV dtype, the
+// planner's bytes per token and layer equal the row size of the engine's own block pool (built for
+// that dtype), and its total per token equals what `inspect` prints.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "day0/backends/backend.h"
+#include "day0/model/model_memory.h"
+#include "day0/model/tensor_manifest.h"
+#include "day0/plan/model_cost_adapter.h"
+#include "day0/runtime/model_loader.h"
+
+namespace day0 {
+namespace {
+
+TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) {
+  auto backend = make_backend("reference");
+  ASSERT_TRUE(backend.is_ok());
+  int goldens = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(std::string(DAY0_TEST_DATA_DIR) + "/golden")) {
+    if (!std::filesystem::exists(dir.path() / "config.json")) continue;
+    SCOPED_TRACE(dir.path().filename().string());
+    ++goldens;
+    auto model = load_model(dir.path().string());
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    auto manifest = build_tensor_manifest(model->spec);
+    ASSERT_TRUE(manifest.is_ok());
+    auto cost = plan::model_cost_from_spec(model->spec, *manifest, "golden");
+    ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+    ASSERT_EQ(cost->n_layers(), model->spec.n_layers);
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3}) {
+      SCOPED_TRACE(kv_dtype_name(dtype));
+      EngineOptions options;
+      options.kv_dtype = dtype;
+      auto engine = Engine::create(model->spec, model->weights, **backend, options);
+      ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+      const auto row = static_cast<double>((*engine)->kv_pool().bytes_per_token_row());
+      EXPECT_GT(row, 0);
+      for (const plan::LayerCost& layer : cost->layers) EXPECT_EQ(layer.kv_bytes(dtype), row);
+      EXPECT_EQ(cost->kv_bytes_per_token(dtype), row * static_cast<double>(model->spec.n_layers));
+      EXPECT_EQ(cost->kv_bytes_per_token(dtype),
+                static_cast<double>(kv_cache_summary(model->spec, dtype).bytes_per_token));
+    }
+  }
+  EXPECT_GE(goldens, 12);  // every golden checkpoint was found
+}
+
+}  // namespace
+}  // namespace day0
