@@ -71,6 +71,7 @@ class Engine {
   // A new, empty sequence on the engine's KV block pool.
   KvCache new_cache() const { return KvCache(pool_, spec_); }
   const KvBlockPool& kv_pool() const { return *pool_; }
+  KvBlockPool& kv_pool() { return *pool_; }  // the server reserves its capacity up front
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
   // last_only one row per sequence (its last token): a view into the engine's own buffer, valid until

@@ -41,6 +41,11 @@ Status validate_sampling(const SamplingParams& p) {
     return invalid_argument(fmt::format("sampling: top_p must be in (0, 1], found {}", p.top_p));
   }
   if (p.top_k < 0) return invalid_argument(fmt::format("sampling: top_k must be >= 0, found {}", p.top_k));
+  for (const auto& [name, value] : {std::pair{"presence_penalty", p.presence_penalty},
+                                    std::pair{"frequency_penalty", p.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f))
+      return invalid_argument(fmt::format("sampling: {} must be in [-2, 2], found {}", name, value));
+  }
   return Status::ok();
 }
 
@@ -65,6 +70,40 @@ int32_t pick_token(Backend& backend, std::span<const float> logits, const Sampli
   }
   backend.synchronize();
   return out;
+}
+
+const char* finish_reason_after(int32_t token, int64_t steps, int64_t max_new,
+                                std::span<const int32_t> stop_tokens, int64_t cached, int64_t context) {
+  if (std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end()) return "stop";
+  if (steps >= max_new || (context > 0 && cached >= context)) return "length";
+  return nullptr;
+}
+
+GenerationStep SequenceSampler::next(Backend& backend, std::span<const float> logits) {
+  std::span<const float> row = logits;
+  if ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) && !counts_.empty()) {
+    penalised_.assign(logits.begin(), logits.end());
+    for (const auto& [token, count] : counts_) {
+      penalised_[static_cast<size_t>(token)] -=
+          params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
+    }
+    row = penalised_;
+  }
+  GenerationStep s;
+  s.chosen.token = pick_token(backend, row, params_, steps_);
+  s.chosen.logprob = token_logprob(logits, s.chosen.token);
+  if (top_logprobs_ > 0) {
+    for (int64_t id : top_n_indices(logits, top_logprobs_))
+      s.top.push_back({static_cast<int32_t>(id), token_logprob(logits, static_cast<int32_t>(id))});
+  }
+  const auto at = std::lower_bound(counts_.begin(), counts_.end(), std::pair{s.chosen.token, int32_t{0}});
+  if (at != counts_.end() && at->first == s.chosen.token) {
+    ++at->second;
+  } else {
+    counts_.insert(at, {s.chosen.token, 1});
+  }
+  ++steps_;
+  return s;
 }
 
 Result<std::vector<GenerationResult>> generate_batch(Engine& engine,
@@ -94,29 +133,23 @@ Result<std::vector<GenerationResult>> generate_batch(Engine& engine,
     }
   }
   std::vector<GenerationResult> results(n);
+  std::vector<SequenceSampler> samplers;
+  samplers.reserve(n);
+  for (const GenerationRequest& r : requests) samplers.emplace_back(r.sampling, r.top_logprobs);
   std::vector<bool> active(n, false);
   std::vector<int32_t> last(n, -1);
   auto record = [&](size_t i, std::span<const float> row) {
     const GenerationRequest& r = requests[i];
     GenerationResult& g = results[i];
-    GenerationStep s;
-    s.chosen.token = pick_token(engine.backend(), row, r.sampling, static_cast<int64_t>(g.steps.size()));
-    s.chosen.logprob = token_logprob(row, s.chosen.token);
-    if (r.top_logprobs > 0) {
-      for (int64_t id : top_n_indices(row, r.top_logprobs))
-        s.top.push_back({static_cast<int32_t>(id), token_logprob(row, static_cast<int32_t>(id))});
-    }
-    g.steps.push_back(std::move(s));
+    g.steps.push_back(samplers[i].next(engine.backend(), row));
     const int32_t token = g.steps.back().chosen.token;
     last[i] = token;
     const bool go_on = r.on_token ? r.on_token(g.steps.back()) : true;
-    const bool stop = std::find(r.stop_tokens.begin(), r.stop_tokens.end(), token) != r.stop_tokens.end();
-    if (stop || !go_on) {
-      g.finish_reason = "stop";
-      active[i] = false;
-    } else if (static_cast<int64_t>(g.steps.size()) >= r.max_new ||
-               (context > 0 && caches[i]->length() >= context)) {
-      g.finish_reason = "length";  // the budget, or no position left to feed the token at
+    const char* finish = finish_reason_after(token, static_cast<int64_t>(g.steps.size()), r.max_new,
+                                             r.stop_tokens, caches[i]->length(), context);
+    if (!go_on) finish = "stop";
+    if (finish != nullptr) {
+      g.finish_reason = finish;
       active[i] = false;
     }
   };

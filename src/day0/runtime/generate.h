@@ -21,8 +21,14 @@ struct SamplingParams {
   float top_p = 1.0f;        // (0, 1]
   int64_t top_k = 0;         // 0: no cut
   uint64_t seed = 0;
+  // OpenAI's penalties over the tokens generated so far (not the prompt): each candidate's logit is
+  // lowered by presence_penalty once it occurred and by frequency_penalty times its count. Both in
+  // [-2, 2]; they change what is picked (greedy too), not the recorded log-probabilities.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
 };
-// InvalidArgument for a NaN, infinite or negative temperature, top_p outside (0, 1], top_k < 0.
+// InvalidArgument for a NaN, infinite or negative temperature, top_p outside (0, 1], top_k < 0, a
+// penalty outside [-2, 2].
 Status validate_sampling(const SamplingParams& params);
 
 struct TokenLogprob {
@@ -53,6 +59,32 @@ int32_t pick_token(Backend& backend, std::span<const float> logits, const Sampli
                    int64_t step);
 // log softmax of `logits` at `token`.
 double token_logprob(std::span<const float> logits, int32_t token);
+
+// One sequence's choice of tokens, step after step: penalties over what it generated so far, the pick
+// (greedy, or sampling with one seed stream per step), log-probabilities of the raw logits. Every
+// generation path drives its sequences through it (generate_batch below, the server's scheduler), so
+// a token depends only on the logits row, the parameters and the step number, never on the batch.
+class SequenceSampler {
+ public:
+  SequenceSampler(SamplingParams params, int64_t top_logprobs) : params_(params), top_logprobs_(top_logprobs) {}
+  // Picks the token of step steps() from `logits` [vocab] and records it.
+  GenerationStep next(Backend& backend, std::span<const float> logits);
+  int64_t steps() const { return steps_; }
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  int64_t top_logprobs_ = 0;
+  int64_t steps_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> counts_;  // (token, times generated), sorted by token
+  std::vector<float> penalised_;                     // [vocab] scratch when a penalty is set
+};
+
+// Why a sequence stops after picking `token`, its `steps`-th token, with `cached` tokens in its cache
+// (null: it goes on): "stop" at a stop token, "length" at its budget or when no position is left in
+// the model's context (`context` <= 0: no limit) to feed the token at.
+const char* finish_reason_after(int32_t token, int64_t steps, int64_t max_new,
+                                std::span<const int32_t> stop_tokens, int64_t cached, int64_t context);
 
 // Called after each generated token (streaming output); returning false stops that sequence there
 // (finish_reason "stop"). Timing still covers every token generated.

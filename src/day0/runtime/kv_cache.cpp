@@ -25,7 +25,9 @@ void KvBlockPool::add_slab(int64_t blocks) {
   const uint64_t first_bytes = static_cast<uint64_t>(first_width_) *
                                static_cast<uint64_t>(options_.block_tokens * kv_dtype_bytes(options_.dtype));
   const uint64_t bytes = block_bytes() * static_cast<uint64_t>(blocks);
-  slabs_.push_back(std::make_unique<unsigned char[]>(std::max<uint64_t>(bytes, 1)));
+  // Default-initialised: pages are touched when rows are written, so a pool reserved up front (the
+  // server's capacity) costs resident memory only as it fills.
+  slabs_.push_back(std::make_unique_for_overwrite<unsigned char[]>(std::max<uint64_t>(bytes, 1)));
   unsigned char* base = slabs_.back().get();
   const auto n_old = static_cast<int32_t>(first_ptrs_.size());
   const size_t total = first_ptrs_.size() + static_cast<size_t>(blocks);

@@ -1,0 +1,143 @@
+// day0 serve: the OpenAI-compatible server (src/day0/serve/). Parses the options, builds the served
+// model, binds, and serves until SIGINT or SIGTERM, then shuts down gracefully and exits 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "command.h"
+#include "day0/core/human.h"
+#include "day0/serve/served_model.h"
+
+namespace day0::cli {
+namespace {
+
+struct ServeArgs {
+  serve::ServeSetup setup;
+  std::string policy = "max-utilization";
+  bool no_prefix_caching = false;
+  double shutdown_timeout = 10.0;
+  // The planner's launch line (`day0 plan`): one process serves the whole model until the distributed
+  // issue lands, so every degree must be 1.
+  int tp = 1, pp = 1, dp_attention = 1, ep = 1, redundant_experts = 0;
+  std::string weights = "checkpoint";
+};
+
+int serve_command(ServeArgs& a) {
+  const char* name = "serve";
+  for (const auto& [flag, value] : {std::pair{"--tp", a.tp}, std::pair{"--pp", a.pp},
+                                    std::pair{"--dp-attention", a.dp_attention}, std::pair{"--ep", a.ep}}) {
+    if (value != 1) {
+      return report_error(name, unsupported(fmt::format("{} {}: one process serves the whole model (distributed "
+                                                        "serving under mpirun is not implemented yet)",
+                                                        flag, value)));
+    }
+  }
+  if (a.redundant_experts != 0)
+    return report_error(name, unsupported("--redundant-experts needs expert parallelism (not implemented yet)"));
+  if (a.weights != "checkpoint") {
+    return report_error(name, unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
+                                                      "first with `day0 quantize` and serve that folder",
+                                                      a.weights)));
+  }
+  a.setup.server.scheduler.policy = a.policy == "guaranteed-no-evict" ? serve::AdmissionPolicy::kGuaranteedNoEvict
+                                                                      : serve::AdmissionPolicy::kMaxUtilization;
+  a.setup.server.scheduler.prefix_caching = !a.no_prefix_caching;
+  a.setup.server.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+
+  // SIGINT / SIGTERM are taken by sigwait below, not by any thread the server starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto served = serve::open_served_model(a.setup);
+  if (!served.is_ok()) return report_error(name, served.status());
+  serve::ServedModel& m = **served;
+  auto port = m.server->start();
+  if (!port.is_ok()) return report_error(name, port.status());
+  const serve::ServerOptions& so = m.server->options();
+  const serve::SchedulerOptions& sc = so.scheduler;
+  fmt::print(stderr,
+             "serve: {} as '{}' ({} layers, {}, {} KV cache, {}), max {} sequences + {} waiting, {} tokens a step, "
+             "KV pool {} blocks ({}), {}, prefix caching {}{}\n",
+             m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.dtype,
+             kv_dtype_name(m.engine->options().kv_dtype),
+             m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
+             sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
+             serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
+             so.api_key.empty() ? "" : ", API key required");
+  fmt::print("listening on http://{}:{}\n", so.host, *port);
+  std::fflush(stdout);
+
+  std::thread http([&] { m.server->serve(); });
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  fmt::print(stderr, "serve: {} received: no new requests; running ones get {:.0f} s to finish\n",
+             signal_number == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout);
+  m.server->shutdown();
+  http.join();
+  fmt::print(stderr, "serve: stopped\n");
+  return kExitOk;
+}
+
+const Registrar kRegistrar(
+    "serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching, streaming, /metrics)", 60,
+    [](CLI::App& app) -> CommandRunner {
+      auto a = std::make_shared<ServeArgs>();
+      serve::ServeSetup& s = a->setup;
+      serve::SchedulerOptions& sc = s.server.scheduler;
+      app.add_option("model", s.model, "checkpoint folder (config.json + safetensors)")->required();
+      app.add_option("--tokenizer", s.tokenizer, "folder with the tokenizer files (default: the model folder)");
+      app.add_option("--host", s.server.host, "address to bind (default 127.0.0.1: this machine only)");
+      app.add_option("--port", s.server.port, "port (default 8000; 0: any free port, printed)")
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--api-key", s.server.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
+      app.add_option("--served-model-name", s.server.served_model_name,
+                     "the name requests must give as 'model' (default: the folder's name)");
+      app.add_option("--max-seqs", sc.max_seqs, "sequences in the running batch at once (default 256)")
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      app.add_option("--max-waiting", sc.max_waiting,
+                     "accepted requests waiting beyond --max-seqs; more get 429 (default 256)")
+          ->check(CLI::Range(int64_t{0}, int64_t{65536}));
+      app.add_option("--max-batch-tokens", sc.max_batch_tokens,
+                     "tokens one step feeds: decode tokens plus prefill chunks (default 2048)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      auto* blocks = app.add_option("--kv-blocks", s.kv_blocks, "KV pool capacity in blocks (one layer, 32 tokens)")
+                         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      auto* memory = app.add_option("--kv-memory", s.kv_memory,
+                                    "KV pool capacity in bytes (default 1 GiB, at least one full context)")
+                         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
+      blocks->excludes(memory);
+      app.add_option("--kv-dtype", s.kv_dtype, "KV cache element type: bf16 (default), f32, fp8")
+          ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
+      app.add_option("--dtype", s.dtype, "activation precision: f32 (default) or bf16")
+          ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_option("--backend", s.backend, "backend: cpu (default), reference, partial");
+      app.add_option("--threads", s.threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
+          ->check(CLI::Range(0, 4096));
+      app.add_option("--context", sc.context, "tokens a sequence may hold (default: max_position_embeddings)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      app.add_option("--policy", a->policy,
+                     "KV admission: max-utilization (default; preempts the newest when blocks run out) or "
+                     "guaranteed-no-evict (admits only what fits at its worst case)")
+          ->check(CLI::IsMember({"max-utilization", "guaranteed-no-evict"}));
+      app.add_flag("--no-prefix-caching", a->no_prefix_caching, "do not reuse the KV blocks of earlier prompts");
+      app.add_option("--shutdown-timeout", a->shutdown_timeout,
+                     "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
+          ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));
+      app.add_option("--tp", a->tp, "tensor-parallel degree (1; from `day0 plan`)");
+      app.add_option("--pp", a->pp, "pipeline-parallel degree (1)");
+      app.add_option("--dp-attention", a->dp_attention, "attention data-parallel degree (1)");
+      app.add_option("--ep", a->ep, "expert-parallel degree (1)");
+      app.add_option("--redundant-experts", a->redundant_experts, "redundant experts (0)");
+      app.add_option("--weights", a->weights, "weight precision of the plan (checkpoint)");
+      return [a] { return serve_command(*a); };
+    });
+
+}  // namespace
+}  // namespace day0::cli

@@ -1,0 +1,183 @@
+#include "day0/serve/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace day0::serve {
+namespace {
+
+// Prometheus floats: +Inf spelled as the format wants, integers without a fraction.
+std::string number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  return fmt::format("{}", v);
+}
+
+// A label value with \, " and newline escaped.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                            0.5,   1.0,    2.5,   5.0,  10.0,  20.0, 40.0, 80.0};
+const std::vector<double> kItlBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                        0.075,  0.1,   0.25,   0.5,   1.0,  2.5,   5.0};
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), value);
+  ++counts_[static_cast<size_t>(at - bounds_.begin())];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  header(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, number(bounds_[i]), cumulative);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, count_);
+  out += fmt::format("{}_sum {}\n{}_count {}\n", name, number(sum_), name, count_);
+}
+
+ServeMetrics::ServeMetrics() : ttft_(kLatencyBounds), itl_(kItlBounds), e2e_(kLatencyBounds) {
+  for (const char* reason : {"stop", "length", "abort"}) finished_[reason] = 0;
+}
+
+void ServeMetrics::observe_ttft(double s) {
+  std::lock_guard lock(mutex_);
+  ttft_.observe(s);
+}
+void ServeMetrics::observe_itl(double s) {
+  std::lock_guard lock(mutex_);
+  itl_.observe(s);
+}
+void ServeMetrics::observe_e2e(double s) {
+  std::lock_guard lock(mutex_);
+  e2e_.observe(s);
+}
+void ServeMetrics::add_prompt_tokens(int64_t n) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_ += n;
+}
+void ServeMetrics::add_generation_tokens(int64_t n) {
+  std::lock_guard lock(mutex_);
+  generation_tokens_ += n;
+}
+void ServeMetrics::count_finished(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  ++finished_[reason];
+}
+void ServeMetrics::count_preemption() {
+  std::lock_guard lock(mutex_);
+  ++preemptions_;
+}
+void ServeMetrics::add_prefix_cache(int64_t queried, int64_t hits) {
+  std::lock_guard lock(mutex_);
+  prefix_queries_ += queried;
+  prefix_hits_ += hits;
+}
+void ServeMetrics::count_http_error(int status) {
+  std::lock_guard lock(mutex_);
+  ++http_errors_[status];
+}
+void ServeMetrics::set_gauges(const SchedulerGauges& g) {
+  std::lock_guard lock(mutex_);
+  gauges_ = g;
+}
+void ServeMetrics::add_op_seconds(const std::map<std::string, double>& seconds) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [op, s] : seconds) op_seconds_[op] += s;
+}
+SchedulerGauges ServeMetrics::gauges() const {
+  std::lock_guard lock(mutex_);
+  return gauges_;
+}
+int64_t ServeMetrics::preemptions() const {
+  std::lock_guard lock(mutex_);
+  return preemptions_;
+}
+int64_t ServeMetrics::prefix_cache_hit_tokens() const {
+  std::lock_guard lock(mutex_);
+  return prefix_hits_;
+}
+
+std::string ServeMetrics::render(const std::string& model_name) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  const std::string m = fmt::format("model_name=\"{}\"", label(model_name));
+  auto gauge = [&](const std::string& name, const std::string& help, double v) {
+    header(out, name, "gauge", help);
+    out += fmt::format("{}{{{}}} {}\n", name, m, number(v));
+  };
+  auto counter = [&](const std::string& name, const std::string& help, double v) {
+    header(out, name, "counter", help);
+    out += fmt::format("{}{{{}}} {}\n", name, m, number(v));
+  };
+  gauge("day0:num_requests_running", "Requests whose sequence is in the running batch.",
+        static_cast<double>(gauges_.running));
+  gauge("day0:num_requests_waiting", "Requests waiting to be scheduled (new or preempted).",
+        static_cast<double>(gauges_.waiting));
+  counter("day0:num_preemptions_total", "Sequences preempted (blocks freed, recomputed later).",
+          static_cast<double>(preemptions_));
+  gauge("day0:kv_cache_blocks_total", "KV blocks of the pool (one block: block_tokens rows of one layer).",
+        static_cast<double>(gauges_.kv_blocks_total));
+  gauge("day0:kv_cache_blocks_used", "KV blocks held by sequences or the prefix cache.",
+        static_cast<double>(gauges_.kv_blocks_used));
+  gauge("day0:kv_cache_usage_perc", "KV blocks used / total (0 to 1).",
+        gauges_.kv_blocks_total > 0
+            ? static_cast<double>(gauges_.kv_blocks_used) / static_cast<double>(gauges_.kv_blocks_total)
+            : 0.0);
+  gauge("day0:kv_cache_fragmentation_ratio", "Allocated but unused KV token slots / allocated slots.",
+        gauges_.kv_fragmentation);
+  gauge("day0:prefix_cache_blocks", "KV blocks held by the prefix cache.",
+        static_cast<double>(gauges_.prefix_cache_blocks));
+  counter("day0:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(prefix_queries_));
+  counter("day0:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not pre-filled again).",
+          static_cast<double>(prefix_hits_));
+  gauge("day0:prefix_cache_hit_rate", "Prefix-cache hit tokens / queried tokens since start.",
+        prefix_queries_ > 0 ? static_cast<double>(prefix_hits_) / static_cast<double>(prefix_queries_) : 0.0);
+  counter("day0:prompt_tokens_total", "Prompt tokens of finished and running requests.",
+          static_cast<double>(prompt_tokens_));
+  counter("day0:generation_tokens_total", "Generated tokens.", static_cast<double>(generation_tokens_));
+  header(out, "day0:request_success_total", "counter", "Finished requests by finish reason.");
+  for (const auto& [reason, n] : finished_)
+    out += fmt::format("day0:request_success_total{{{},finished_reason=\"{}\"}} {}\n", m, label(reason), n);
+  header(out, "day0:http_errors_total", "counter", "Requests answered with an HTTP error, by status.");
+  for (const auto& [status, n] : http_errors_)
+    out += fmt::format("day0:http_errors_total{{{},status=\"{}\"}} {}\n", m, status, n);
+  header(out, "day0:operator_seconds_total", "counter",
+         "Seconds the engine spent in each operator kind (a share per op follows).");
+  for (const auto& [op, s] : op_seconds_)
+    out += fmt::format("day0:operator_seconds_total{{{},op=\"{}\"}} {}\n", m, label(op), number(s));
+  gauge("day0:communication_idle_ratio",
+        "Share of step time a rank waits on communication (0: one process, no communication).", 0.0);
+  ttft_.render(out, "day0:time_to_first_token_seconds", "Time from arrival to the first generated token.");
+  itl_.render(out, "day0:inter_token_latency_seconds", "Time between two generated tokens of a request.");
+  e2e_.render(out, "day0:e2e_request_latency_seconds", "Time from arrival to the last token.");
+  return out;
+}
+
+}  // namespace day0::serve

@@ -1,0 +1,75 @@
+#pragma once
+// The server's Prometheus metrics (text exposition format 0.0.4), named day0:* after vLLM's vllm:*:
+// latency histograms (time to first token, inter-token latency, end-to-end), token and request
+// counters, scheduler and KV pool gauges, prefix-cache hits, time per operator kind, KV fragmentation
+// and the communication idle ratio (0 in one process; the distributed issue fills it).
+// Thread safety: every member is safe to call from any thread (one mutex).
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace day0::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // `name`_bucket{le=...} (cumulative), `name`_sum, `name`_count.
+  void render(std::string& out, const std::string& name, const std::string& help) const;
+  uint64_t count() const { return count_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative; last = +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What the scheduler reports at each step (gauges).
+struct SchedulerGauges {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  double kv_fragmentation = 0;  // allocated-but-unused token slots / allocated slots
+  int64_t prefix_cache_blocks = 0;
+};
+
+class ServeMetrics {
+ public:
+  ServeMetrics();
+  void observe_ttft(double seconds);
+  void observe_itl(double seconds);
+  void observe_e2e(double seconds);
+  void add_prompt_tokens(int64_t n);
+  void add_generation_tokens(int64_t n);
+  // finish_reason: stop, length, abort (cancelled or failed).
+  void count_finished(const std::string& finish_reason);
+  void count_preemption();
+  void add_prefix_cache(int64_t queried_tokens, int64_t hit_tokens);
+  void count_http_error(int status);
+  void set_gauges(const SchedulerGauges& gauges);
+  // Seconds spent in each operator kind since start (the engine thread adds them per step).
+  void add_op_seconds(const std::map<std::string, double>& seconds_by_op);
+
+  std::string render(const std::string& model_name) const;
+
+  // For tests and the soak: current gauges and counters.
+  SchedulerGauges gauges() const;
+  int64_t preemptions() const;
+  int64_t prefix_cache_hit_tokens() const;
+
+ private:
+  mutable std::mutex mutex_;
+  Histogram ttft_, itl_, e2e_;
+  int64_t prompt_tokens_ = 0, generation_tokens_ = 0, preemptions_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  std::map<std::string, int64_t> finished_;
+  std::map<int, int64_t> http_errors_;
+  std::map<std::string, double> op_seconds_;
+  SchedulerGauges gauges_;
+};
+
+}  // namespace day0::serve

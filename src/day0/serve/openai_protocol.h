@@ -1,0 +1,63 @@
+#pragma once
+// The OpenAI protocol around the scheduler, without HTTP: a parsed request turned into the engine's
+// sequence request (chat template, tokenization, context checks, sampling), and scheduler events
+// turned into response bodies (chat.completion / text_completion objects, or their streamed chunks as
+// server-sent events).
+// Thread safety: pure functions; a ResponseBuilder belongs to one request.
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/serve/api_request.h"
+#include "day0/serve/scheduler.h"
+#include "day0/tokenizer/tokenizer.h"
+
+namespace day0::serve {
+
+struct ModelLimits {
+  int64_t vocab = 0;
+  int64_t context = 0;  // tokens a sequence may hold
+};
+
+// 400 for a prompt longer than the context, max_tokens past it, token ids outside the vocabulary, a
+// chat without a tokenizer or template, or a template that refuses the messages.
+std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& request,
+                                                            const tokenizer::Tokenizer* tokenizer,
+                                                            const ModelLimits& limits, uint64_t default_seed);
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const ApiRequest& request, const tokenizer::Tokenizer* tokenizer, std::string model,
+                  std::string id, int64_t created);
+
+  // Streaming: the opening chunk (chat: the assistant role), one or more chunks per event, the end.
+  std::string sse_open() const;
+  std::string sse_event(const StreamEvent& event);
+  std::string sse_close() const;
+
+  // Non-streaming: events accumulated, then the whole object.
+  void add(const StreamEvent& event);
+  std::string body() const;
+
+ private:
+  nlohmann::json chunk(nlohmann::json choice) const;
+  nlohmann::json logprobs_of(const std::vector<GenerationStep>& steps, int64_t text_offset) const;
+  std::string token_text(int32_t id) const;
+
+  const ApiRequest& request_;
+  const tokenizer::Tokenizer* tokenizer_;
+  std::string model_, id_;
+  int64_t created_ = 0;
+  // Accumulated (non-streaming) or for usage (streaming).
+  std::string text_;
+  std::vector<GenerationStep> steps_;
+  std::string finish_reason_;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  int64_t streamed_bytes_ = 0;  // completions text_offset while streaming
+};
+
+std::string sse_data(const std::string& json);  // "data: JSON\n\n"
+
+}  // namespace day0::serve

@@ -1,0 +1,88 @@
+#include "day0/serve/prefix_cache.h"
+
+#include <algorithm>
+
+namespace day0::serve {
+
+std::vector<uint64_t> block_prefix_hashes(std::span<const int32_t> tokens, int64_t block_tokens) {
+  std::vector<uint64_t> out;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a offset basis, then one 64-bit mix per token
+  const auto n_blocks = static_cast<int64_t>(tokens.size()) / block_tokens;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int64_t i = 0; i < block_tokens; ++i) {
+      uint64_t x = static_cast<uint32_t>(tokens[static_cast<size_t>(b * block_tokens + i)]);
+      x ^= h;
+      x *= 0x9E3779B97F4A7C15ull;
+      h = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ull;
+    }
+    out.push_back(h ^ static_cast<uint64_t>(b + 1));
+  }
+  return out;
+}
+
+PrefixCache::PrefixCache(int64_t block_tokens, size_t max_entries)
+    : block_tokens_(block_tokens), max_entries_(std::max<size_t>(max_entries, 1)) {}
+
+std::optional<KvCache> PrefixCache::lookup(std::span<const int32_t> tokens, int64_t* hit_tokens) {
+  *hit_tokens = 0;
+  if (tokens.size() < 2) return std::nullopt;
+  // At least one token must stay to be fed.
+  const std::vector<uint64_t> hashes = block_prefix_hashes(tokens.first(tokens.size() - 1), block_tokens_);
+  for (auto b = static_cast<int64_t>(hashes.size()); b > 0; --b) {
+    auto it = by_hash_.find(hashes[static_cast<size_t>(b - 1)]);
+    if (it == by_hash_.end() || it->second.blocks != b) continue;
+    const Entry& e = *it->second.entry;
+    const auto n = static_cast<size_t>(b * block_tokens_);
+    if (!std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n), e.tokens.begin()))
+      continue;  // a hash collision: not the same prefix
+    KvCache cache = e.cache.fork();
+    if (!cache.truncate(static_cast<int64_t>(n)).is_ok()) continue;
+    lru_.splice(lru_.begin(), lru_, it->second.entry);
+    *hit_tokens = static_cast<int64_t>(n);
+    return cache;
+  }
+  return std::nullopt;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, const KvCache& cache) {
+  const auto n_blocks = static_cast<int64_t>(tokens.size()) / block_tokens_;
+  if (n_blocks == 0 || cache.length() != static_cast<int64_t>(tokens.size())) return;
+  const auto n = static_cast<size_t>(n_blocks * block_tokens_);
+  const std::vector<uint64_t> hashes = block_prefix_hashes(tokens.first(n), block_tokens_);
+  auto known = by_hash_.find(hashes.back());
+  if (known != by_hash_.end() && known->second.blocks == n_blocks &&
+      std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n), known->second.entry->tokens.begin())) {
+    lru_.splice(lru_.begin(), lru_, known->second.entry);  // already cached whole
+    return;
+  }
+  KvCache copy = cache.fork();
+  if (!copy.truncate(static_cast<int64_t>(n)).is_ok()) return;  // a windowed layer gave back keys
+  lru_.push_front(Entry{std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n)),
+                        std::move(copy)});
+  for (int64_t b = 0; b < n_blocks; ++b) by_hash_[hashes[static_cast<size_t>(b)]] = Hit{lru_.begin(), b + 1};
+  while (lru_.size() > max_entries_) evict_one();
+}
+
+void PrefixCache::forget(EntryList::iterator entry) {
+  std::erase_if(by_hash_, [&](const auto& kv) { return kv.second.entry == entry; });
+  lru_.erase(entry);
+}
+
+bool PrefixCache::evict_one() {
+  if (lru_.empty()) return false;
+  forget(std::prev(lru_.end()));
+  return true;
+}
+
+void PrefixCache::clear() {
+  by_hash_.clear();
+  lru_.clear();
+}
+
+int64_t PrefixCache::blocks_held() const {
+  int64_t n = 0;
+  for (const Entry& e : lru_) n += e.cache.blocks_held();
+  return n;
+}
+
+}  // namespace day0::serve

@@ -1,0 +1,58 @@
+#pragma once
+// Prefix caching over the paged KV pool: the KV blocks of finished prompts (and whole conversations)
+// are kept, keyed by a hash chain over their token prefix one full block at a time, and a new
+// sequence whose prompt starts with a cached prefix begins from a fork of it (blocks shared through
+// the pool's reference counts, copied only on write) instead of pre-filling it again. Only whole
+// blocks are shared, and at least one prompt token is always left to feed (its logits pick the first
+// token). Entries are dropped least recently used first when the pool needs blocks, or past
+// max_entries.
+// Thread safety: none; the scheduler's engine thread owns it (as it owns the pool).
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "day0/runtime/kv_cache.h"
+
+namespace day0::serve {
+
+class PrefixCache {
+ public:
+  PrefixCache(int64_t block_tokens, size_t max_entries = 512);
+
+  // A cache holding the longest cached whole-block prefix of `tokens` shorter than `tokens`, and how
+  // many tokens it holds; nullopt on a miss (or when a windowed layer cannot be cut back to it).
+  std::optional<KvCache> lookup(std::span<const int32_t> tokens, int64_t* hit_tokens);
+  // Remembers the whole blocks of `cache`, which holds exactly `tokens` (cache.length() == size).
+  void insert(std::span<const int32_t> tokens, const KvCache& cache);
+  // Drops the least recently used entry; false when there is none.
+  bool evict_one();
+  void clear();
+  size_t entries() const { return lru_.size(); }
+  // Blocks referenced by entries (a block shared by two entries counts twice).
+  int64_t blocks_held() const;
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;  // a whole number of blocks
+    KvCache cache;                // holds exactly `tokens`
+  };
+  using EntryList = std::list<Entry>;  // most recently used first
+  struct Hit {
+    EntryList::iterator entry;
+    int64_t blocks = 0;  // this key is the hash of the entry's first `blocks` blocks
+  };
+  void forget(EntryList::iterator entry);
+
+  int64_t block_tokens_;
+  size_t max_entries_;
+  EntryList lru_;
+  std::unordered_map<uint64_t, Hit> by_hash_;
+};
+
+// The hash of each whole block prefix of `tokens`: [i] covers blocks 0..i.
+std::vector<uint64_t> block_prefix_hashes(std::span<const int32_t> tokens, int64_t block_tokens);
+
+}  // namespace day0::serve

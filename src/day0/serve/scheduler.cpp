@@ -1,0 +1,438 @@
+#include "day0/serve/scheduler.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "day0/runtime/text_prompt.h"
+#include "day0/serve/prefix_cache.h"
+#include "day0/serve/stop_matcher.h"
+
+namespace day0::serve {
+
+using Clock = std::chrono::steady_clock;
+
+const char* policy_name(AdmissionPolicy p) {
+  return p == AdmissionPolicy::kGuaranteedNoEvict ? "guaranteed-no-evict" : "max-utilization";
+}
+
+void RequestStream::push(StreamEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    events_.push_back(std::move(event));
+  }
+  ready_.notify_all();
+}
+
+void RequestStream::wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  ready_.wait_for(lock, timeout, [&] { return !events_.empty(); });
+  while (!events_.empty()) {
+    out.push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+}
+
+struct Scheduler::Sequence {
+  uint64_t id = 0;
+  SequenceRequest request;
+  std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
+  std::vector<int32_t> tokens;  // prompt, then every generated token
+  size_t prompt_len = 0;
+  std::optional<KvCache> cache;  // null while waiting
+  SequenceSampler sampler;
+  std::unique_ptr<StreamingDecoder> decoder;
+  StopMatcher stop;
+  int64_t generated = 0;
+  int64_t worst_blocks = 0;  // blocks at prompt + max_new tokens (guaranteed-no-evict)
+  bool counted = false;  // prompt tokens and prefix-cache lookups counted in the metrics
+  bool planned = false;  // in the current step
+  bool done = false;     // finished: its last event was sent
+  Clock::time_point arrival = Clock::now(), last_token{};
+
+  explicit Sequence(SequenceRequest r)
+      : request(std::move(r)),
+        sampler(request.sampling, request.top_logprobs),
+        stop(request.stop_strings) {}
+  int64_t fed() const { return cache ? cache->length() : 0; }
+  int64_t pending() const { return static_cast<int64_t>(tokens.size()) - fed(); }
+};
+
+struct Scheduler::PrefixState {
+  explicit PrefixState(int64_t block_tokens) : cache(block_tokens) {}
+  PrefixCache cache;
+};
+
+Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, SchedulerOptions options,
+                     ServeMetrics& metrics, std::function<void()> after_step)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      after_step_(std::move(after_step)),
+      context_(options.context > 0 ? options.context : engine.spec().max_position_embeddings),
+      prefix_(std::make_unique<PrefixState>(engine.options().kv_block_tokens)) {
+  D0_CHECK_MSG(options_.kv_blocks > 0, "scheduler: the KV pool needs a capacity");
+  D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
+  // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
+  engine_.kv_pool().reserve(options_.kv_blocks);
+  publish_gauges();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  shutdown(std::chrono::milliseconds(0));
+}
+
+int64_t Scheduler::blocks_for(int64_t tokens) const {
+  const int64_t bt = engine_.options().kv_block_tokens;
+  return engine_.spec().n_layers * ((tokens + bt - 1) / bt);
+}
+
+std::variant<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(SequenceRequest request) {
+  const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  if (blocks_for(prompt_tokens + 1) > options_.kv_blocks) {
+    return bad_request(fmt::format("the prompt of {} tokens needs {} KV blocks, more than the pool's {}",
+                                   prompt_tokens, blocks_for(prompt_tokens + 1), options_.kv_blocks),
+                       "", "kv_cache_too_small");
+  }
+  auto s = std::make_unique<Sequence>(std::move(request));
+  s->tokens = s->request.prompt;
+  s->prompt_len = s->tokens.size();
+  s->worst_blocks = blocks_for(std::min(prompt_tokens + s->request.max_new, context_) + 1);
+  if (options_.policy == AdmissionPolicy::kGuaranteedNoEvict && s->worst_blocks > options_.kv_blocks) {
+    return bad_request(fmt::format("prompt and max_tokens need {} KV blocks at worst, more than the pool's {} "
+                                   "(guaranteed-no-evict); ask for fewer tokens",
+                                   s->worst_blocks, options_.kv_blocks),
+                       "max_tokens", "kv_cache_too_small");
+  }
+  if (tokenizer_ != nullptr) s->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
+  std::shared_ptr<RequestStream> stream = s->stream;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      ApiError e{503, "the server is shutting down", "server_error", "", "shutting_down"};
+      return e;
+    }
+    if (accepted_ >= options_.max_seqs + options_.max_waiting) {
+      ApiError e{429,
+                 fmt::format("too many concurrent requests ({} running or waiting, the limit)", accepted_),
+                 "rate_limit_exceeded", "", "too_many_requests"};
+      return e;
+    }
+    ++accepted_;
+    s->id = next_id_++;
+    incoming_.push_back(std::move(s));
+  }
+  wake_.notify_one();
+  return stream;
+}
+
+void Scheduler::shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      stopping_ = true;
+      deadline_ = Clock::now() + grace;
+    } else {
+      deadline_ = std::min(deadline_, Clock::now() + grace);
+    }
+  }
+  wake_.notify_one();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+int64_t Scheduler::free_blocks() const {
+  return options_.kv_blocks - engine_.kv_pool().stats().blocks_allocated;
+}
+
+// Blocks the pool must hand out for `s` to take `new_tokens` more: new blocks past its last one, and a
+// private copy of a shared, partly filled last block (copy on write). Windowed layers giving blocks
+// back are not counted: an over-estimate, which is safe.
+int64_t Scheduler::blocks_needed(const Sequence& s, int64_t new_tokens) const {
+  if (!s.cache) return blocks_for(new_tokens);
+  const int64_t bt = engine_.options().kv_block_tokens;
+  int64_t need = 0;
+  for (int64_t l = 0; l < s.cache->n_layers(); ++l) {
+    const KvPages p = s.cache->pages(l);
+    const int64_t rows = p.length + new_tokens;
+    need += std::max<int64_t>(0, (rows + bt - 1) / bt - static_cast<int64_t>(p.table.size()));
+    if (p.length % bt != 0 && !p.table.empty() && engine_.kv_pool().ref_count(p.table.back()) > 1) ++need;
+  }
+  return need;
+}
+
+// Frees blocks until `blocks` more than `planned_` are free: prefix-cache entries first, then
+// (max-utilization) the newest running sequence that is newer than `for_seq` and not planned for this
+// step. False when that is not enough.
+bool Scheduler::make_room(int64_t blocks, const Sequence* for_seq) {
+  while (free_blocks() - planned_ < blocks) {
+    if (prefix_->cache.evict_one()) continue;
+    if (options_.policy == AdmissionPolicy::kGuaranteedNoEvict) return false;
+    Sequence* victim = nullptr;
+    for (auto& r : running_) {
+      if (r->cache && !r->planned && r->id > for_seq->id && (victim == nullptr || r->id > victim->id))
+        victim = r.get();
+    }
+    if (victim == nullptr) return false;
+    preempt(*victim);
+  }
+  return true;
+}
+
+void Scheduler::preempt(Sequence& s) {
+  s.cache.reset();
+  metrics_.count_preemption();
+}
+
+void Scheduler::finish(Sequence& s, const std::string& reason, std::optional<ApiError> error) {
+  StreamEvent e;
+  if (!error && reason != "abort") {
+    // What the stop matcher and decoder still hold becomes final.
+    std::string rest = s.decoder ? s.decoder->finish() : std::string();
+    e.text = s.stop.push(rest);
+    e.text += s.stop.finish();
+  }
+  e.finished = true;
+  e.finish_reason = reason;
+  e.prompt_tokens = static_cast<int64_t>(s.prompt_len);
+  e.completion_tokens = s.generated;
+  e.error = std::move(error);
+  s.done = true;
+  if (s.cache && !e.error && reason != "abort" && options_.prefix_caching) {
+    prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(s.cache->length())), *s.cache);
+  }
+  s.cache.reset();
+  metrics_.count_finished(e.error ? "abort" : reason);
+  metrics_.observe_e2e(std::chrono::duration<double>(Clock::now() - s.arrival).count());
+  s.stream->push(std::move(e));
+  std::lock_guard lock(mutex_);
+  --accepted_;
+}
+
+void Scheduler::emit_token(Sequence& s, GenerationStep step) {
+  const int32_t token = step.chosen.token;
+  const auto now = Clock::now();
+  if (s.generated == 0) {
+    metrics_.observe_ttft(std::chrono::duration<double>(now - s.arrival).count());
+  } else {
+    metrics_.observe_itl(std::chrono::duration<double>(now - s.last_token).count());
+  }
+  s.last_token = now;
+  ++s.generated;
+  metrics_.add_generation_tokens(1);
+  s.tokens.push_back(token);
+  const std::span<const int32_t> stops = s.request.stop_tokens;
+  const bool stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
+  StreamEvent e;
+  if (s.decoder && !stop_token) e.text = s.stop.push(s.decoder->push(token));
+  e.steps.push_back(std::move(step));
+  const char* reason = finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
+  if (s.stop.stopped()) reason = "stop";
+  if (reason != nullptr) {
+    s.stream->push(std::move(e));
+    finish(s, reason);
+    return;
+  }
+  s.stream->push(std::move(e));
+}
+
+void Scheduler::admit() {
+  int64_t admitted_need = 0;  // blocks the prefills admitted in this call will take
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_seqs) {
+    Sequence& s = *waiting_.front();
+    if (options_.policy == AdmissionPolicy::kGuaranteedNoEvict) {
+      int64_t committed = 0;
+      for (const auto& r : running_) committed += r->worst_blocks;
+      if (committed + s.worst_blocks > options_.kv_blocks) break;
+      // Worst cases fit in the pool; what the prefix cache holds must leave them room.
+      while (options_.kv_blocks - committed - s.worst_blocks < prefix_->cache.blocks_held() &&
+             prefix_->cache.evict_one()) {
+      }
+    }
+    int64_t hit = 0;
+    if (options_.prefix_caching) {
+      if (auto cached = prefix_->cache.lookup(s.tokens, &hit)) s.cache.emplace(std::move(*cached));
+    }
+    if (!s.cache) s.cache.emplace(engine_.new_cache());
+    if (options_.policy == AdmissionPolicy::kMaxUtilization) {
+      // The whole pending prefill must fit now (nobody is preempted for a newcomer).
+      const int64_t need = blocks_needed(s, s.pending());
+      while (free_blocks() - admitted_need < need && prefix_->cache.evict_one()) {
+      }
+      if (free_blocks() - admitted_need < need) {
+        s.cache.reset();
+        break;
+      }
+      admitted_need += need;
+    }
+    if (!s.counted) {  // once, even when preempted and recomputed
+      metrics_.add_prompt_tokens(static_cast<int64_t>(s.prompt_len));
+      if (options_.prefix_caching) metrics_.add_prefix_cache(static_cast<int64_t>(s.prompt_len), hit);
+      s.counted = true;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+// One step; false when there was nothing to run.
+bool Scheduler::run_step() {
+  struct Planned {
+    Sequence* seq;
+    int64_t take;
+  };
+  std::vector<Planned> plan;
+  planned_ = 0;
+  int64_t budget = options_.max_batch_tokens;
+  // Oldest first: the newest are the ones preempted.
+  std::sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
+  for (auto& r : running_) r->planned = false;
+  // Decodes first (one token each), then prefill chunks in the room left.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& r : running_) {
+      Sequence& s = *r;
+      if (!s.cache || s.planned) continue;  // preempted in this step, or planned
+      const bool decode = s.pending() == 1 && s.generated > 0;
+      if ((pass == 0) != decode || budget == 0) continue;
+      const int64_t take = std::min(s.pending(), budget);
+      const int64_t need = blocks_needed(s, take);
+      if (!make_room(need, &s)) {
+        if (pass == 1) continue;  // the prefill waits for blocks
+        const bool alone = std::none_of(running_.begin(), running_.end(),
+                                        [&](const auto& o) { return o.get() != &s && o->cache; });
+        if (alone) {
+          finish(s, "length");  // the whole pool cannot hold it: the pool is its context
+        } else {
+          preempt(s);
+        }
+        continue;
+      }
+      s.planned = true;
+      planned_ += need;
+      plan.push_back({&s, take});
+      budget -= take;
+    }
+  }
+  // Finished ones leave; preempted ones go back to waiting, oldest first.
+  for (auto it = running_.begin(); it != running_.end();) {
+    Sequence& s = **it;
+    if (s.cache) {
+      ++it;
+      continue;
+    }
+    if (!s.done) {
+      auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w->id > s.id; });
+      waiting_.insert(at, std::move(*it));
+    }
+    it = running_.erase(it);
+  }
+  if (plan.empty()) return false;
+
+  std::vector<SequenceStep> batch;
+  batch.reserve(plan.size());
+  for (const Planned& p : plan) {
+    batch.push_back({&*p.seq->cache, std::span<const int32_t>(p.seq->tokens)
+                                         .subspan(static_cast<size_t>(p.seq->fed()), static_cast<size_t>(p.take))});
+  }
+  // Picks the next token of a sequence whose known tokens are now all cached.
+  auto pick = [&](Sequence& s, std::span<const float> row) {
+    if (s.pending() != 0) return;  // a prefill chunk that is not the last
+    try {
+      emit_token(s, s.sampler.next(engine_.backend(), row));
+    } catch (const std::exception& e) {
+      if (!s.done) {
+        finish(s, "abort",
+               ApiError{500, fmt::format("internal error: {}", e.what()), "server_error", "", "internal_error"});
+      }
+    }
+  };
+  auto logits = engine_.forward(batch, true);
+  if (logits.is_ok()) {
+    for (size_t b = 0; b < plan.size(); ++b) pick(*plan[b].seq, logits->row_span(static_cast<int64_t>(b)));
+  } else {
+    // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
+    for (size_t b = 0; b < plan.size(); ++b) {
+      auto alone = engine_.forward(std::span(&batch[b], 1), true);
+      if (alone.is_ok()) {
+        pick(*plan[b].seq, alone->row_span(0));
+      } else {
+        finish(*plan[b].seq, "abort",
+               ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error", "",
+                        "internal_error"});
+      }
+    }
+  }
+  std::erase_if(running_, [](const auto& s) { return s->done; });
+  if (after_step_) after_step_();
+  return true;
+}
+
+void Scheduler::publish_gauges() {
+  const KvPoolStats st = engine_.kv_pool().stats();
+  SchedulerGauges g;
+  g.running = static_cast<int64_t>(running_.size());
+  g.waiting = static_cast<int64_t>(waiting_.size());
+  {
+    std::lock_guard lock(mutex_);
+    g.waiting += static_cast<int64_t>(incoming_.size());
+  }
+  g.kv_blocks_total = options_.kv_blocks;
+  g.kv_blocks_used = st.blocks_allocated;
+  g.kv_fragmentation = st.fragmentation();
+  g.prefix_cache_blocks = prefix_->cache.blocks_held();
+  metrics_.set_gauges(g);
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    bool stopping = false;
+    bool past_deadline = false;
+    {
+      std::unique_lock lock(mutex_);
+      if (incoming_.empty() && waiting_.empty() && running_.empty() && !stopping_) {
+        wake_.wait_for(lock, std::chrono::milliseconds(200));
+      }
+      for (auto& s : incoming_) waiting_.push_back(std::move(s));
+      incoming_.clear();
+      stopping = stopping_;
+      past_deadline = stopping && Clock::now() >= deadline_;
+    }
+    // Cancelled by their clients, or by the shutdown deadline.
+    auto drop = [&](auto& list) {
+      for (auto& s : list) {
+        if (past_deadline) {
+          finish(*s, "abort", ApiError{503, "the server is shutting down", "server_error", "", "shutting_down"});
+        } else if (s->stream->cancelled()) {
+          finish(*s, "abort");
+        } else {
+          continue;
+        }
+        s.reset();
+      }
+      std::erase_if(list, [](const auto& s) { return s == nullptr; });
+    };
+    drop(waiting_);
+    drop(running_);
+    if (stopping && waiting_.empty() && running_.empty()) {
+      std::lock_guard lock(mutex_);
+      if (incoming_.empty()) break;
+      continue;
+    }
+    admit();
+    const bool ran = run_step();
+    std::erase_if(waiting_, [](const auto& s) { return s->done; });
+    publish_gauges();
+    if (!ran && !waiting_.empty() && running_.empty()) {
+      // Nothing fits even alone: fail the oldest rather than wait forever.
+      finish(*waiting_.front(), "abort",
+             ApiError{500, "internal error: the request does not fit in the KV pool", "server_error", "",
+                      "kv_cache_too_small"});
+      waiting_.pop_front();
+    }
+  }
+  prefix_->cache.clear();
+  publish_gauges();
+}
+
+}  // namespace day0::serve

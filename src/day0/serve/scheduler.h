@@ -1,0 +1,151 @@
+#pragma once
+// The serving scheduler: one engine thread doing iteration-level (continuous) batching over the
+// engine's paged KV pool. Each step feeds one token of every decoding sequence plus chunks of pending
+// prefills, all under a token budget (chunked prefill: a long prompt does not stall the others'
+// inter-token latency), then picks the next token of every sequence whose known tokens are all in its
+// cache through the library's SequenceSampler (the same sampling as `run`).
+//  - Admission reserves KV blocks under a named policy (TensorRT-LLM's): guaranteed-no-evict admits a
+//    sequence only when the worst case of every admitted sequence (prompt + max tokens) fits in the
+//    pool, so nothing is ever preempted; max-utilization admits while the prompt fits now and, when a
+//    step runs out of blocks, preempts the newest sequence (frees its blocks; it is recomputed from
+//    its prompt and what it already generated when blocks come back).
+//  - Prefix caching (PrefixCache): prompts start from cached whole blocks when they can.
+//  - A request cancelled by its client (disconnect) is dropped and its blocks freed at the next step.
+//  - A step that fails is retried one sequence at a time, so a failure fails only the requests whose
+//    sequence fails alone (500); the others go on.
+// Thread safety: submit(), cancel (RequestStream), shutdown() and the metrics may be called from any
+// thread; the engine, its pool and the tokenizer are used only by the engine thread (the tokenizer
+// only through const decode).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "day0/runtime/engine.h"
+#include "day0/runtime/generate.h"
+#include "day0/serve/api_request.h"
+#include "day0/serve/metrics.h"
+#include "day0/tokenizer/tokenizer.h"
+
+namespace day0::serve {
+
+enum class AdmissionPolicy { kMaxUtilization, kGuaranteedNoEvict };
+const char* policy_name(AdmissionPolicy policy);  // "max-utilization", "guaranteed-no-evict"
+
+struct SchedulerOptions {
+  int64_t max_seqs = 256;           // sequences in the running batch at once
+  int64_t max_waiting = 256;        // accepted requests waiting beyond those; more are refused (429)
+  int64_t max_batch_tokens = 2048;  // tokens one step feeds (decode tokens + prefill chunks)
+  int64_t kv_blocks = 0;            // pool capacity in blocks (> 0)
+  AdmissionPolicy policy = AdmissionPolicy::kMaxUtilization;
+  bool prefix_caching = true;
+  int64_t context = 0;  // tokens a sequence may hold (<= the model's max_position_embeddings)
+};
+
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_new = 16;
+  SamplingParams sampling;
+  int64_t top_logprobs = 0;
+  std::vector<int32_t> stop_tokens;  // recorded and counted, never decoded into the text
+  std::vector<std::string> stop_strings;
+};
+
+// What the engine thread hands a request's HTTP thread, in order.
+struct StreamEvent {
+  std::string text;                   // text that became final with these tokens
+  std::vector<GenerationStep> steps;  // the tokens generated (for logprobs)
+  bool finished = false;
+  std::string finish_reason;  // stop / length / abort
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::optional<ApiError> error;  // the request failed (500) or the server stopped it (503)
+};
+
+class RequestStream {
+ public:
+  // Moves the pending events into `out`, waiting up to `timeout` while there are none.
+  void wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout);
+  // The client is gone: the engine thread drops the sequence at its next step.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  friend class Scheduler;
+  void push(StreamEvent event);
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  std::atomic<bool> cancelled_ = false;
+};
+
+class Scheduler {
+ public:
+  // `engine` and `tokenizer` (may be null: no text, only tokens) must outlive the scheduler. Reserves
+  // the pool's blocks and starts the engine thread.
+  // `after_step` runs on the engine thread after every step (the server flushes operator times).
+  Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, SchedulerOptions options,
+            ServeMetrics& metrics, std::function<void()> after_step = nullptr);
+  ~Scheduler();  // shutdown(0) and join
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. ApiError 429 when max_seqs + max_waiting are taken, 503 once shutting down,
+  // 400 when the prompt alone needs more KV blocks than the pool has.
+  std::variant<std::shared_ptr<RequestStream>, ApiError> submit(SequenceRequest request);
+  // Stops admitting; running and waiting requests go on for up to `grace`, then the rest are cancelled
+  // (503); returns when the engine thread is done.
+  void shutdown(std::chrono::milliseconds grace);
+  bool shutting_down() const { return stopping_; }
+
+  const SchedulerOptions& options() const { return options_; }
+  // KV blocks needed by a sequence of `tokens` tokens (every layer).
+  int64_t blocks_for(int64_t tokens) const;
+
+ private:
+  struct Sequence;
+  void loop();
+  void admit();
+  bool run_step();
+  void finish(Sequence& s, const std::string& reason, std::optional<ApiError> error = std::nullopt);
+  void preempt(Sequence& s);
+  int64_t free_blocks() const;
+  int64_t blocks_needed(const Sequence& s, int64_t new_tokens) const;
+  bool make_room(int64_t blocks, const Sequence* for_seq);
+  void emit_token(Sequence& s, GenerationStep step);
+  void publish_gauges();
+
+  Engine& engine_;
+  const tokenizer::Tokenizer* tokenizer_;
+  SchedulerOptions options_;
+  ServeMetrics& metrics_;
+  std::function<void()> after_step_;
+  int64_t context_;
+  int64_t planned_ = 0;  // blocks the sequences planned for this step will take
+
+  std::mutex mutex_;  // guards incoming_, accepted_, stopping_ transitions
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  int64_t accepted_ = 0;  // submitted and not finished
+  std::atomic<bool> stopping_ = false;
+  std::chrono::steady_clock::time_point deadline_{};
+  uint64_t next_id_ = 0;
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // oldest first (preempted ones keep their place)
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  struct PrefixState;
+  std::unique_ptr<PrefixState> prefix_;
+  std::thread thread_;
+};
+
+}  // namespace day0::serve

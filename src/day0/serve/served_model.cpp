@@ -1,0 +1,69 @@
+#include "day0/serve/served_model.h"
+
+#include <fmt/format.h>
+
+#include "day0/model/kv_dtype.h"
+
+namespace day0::serve {
+
+ServedModel::~ServedModel() {
+  server.reset();
+  engine.reset();
+}
+
+Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) {
+  auto out = std::make_unique<ServedModel>();
+  D0_ASSIGN_OR_RETURN(out->model, load_model(setup.model));
+  const ModelSpec& spec = out->model.spec;
+  if (!setup.tokenizer.empty()) {
+    D0_ASSIGN_OR_RETURN(out->tokenizer, tokenizer::load_tokenizer(setup.tokenizer));
+  } else if (auto tok = tokenizer::load_tokenizer(out->model.folder); tok.is_ok()) {
+    out->tokenizer = *tok;
+  }
+  const auto kv_dtype = parse_kv_dtype(setup.kv_dtype);
+  if (!kv_dtype) return invalid_argument(fmt::format("serve: unknown KV dtype {:?}", setup.kv_dtype));
+  EngineOptions eo;
+  eo.precision = setup.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  eo.kv_dtype = *kv_dtype;
+  BackendOptions bo;
+  bo.n_threads = setup.threads;
+  D0_ASSIGN_OR_RETURN(out->backend, open_backend(setup.backend, bo));
+  out->timing = std::make_unique<TimingBackend>(*out->backend);
+  D0_ASSIGN_OR_RETURN(out->engine, Engine::create(spec, out->model.weights, *out->timing, eo));
+
+  ServerOptions so = setup.server;
+  SchedulerOptions& sched = so.scheduler;
+  const int64_t model_context = spec.max_position_embeddings;
+  if (sched.context <= 0 || sched.context > model_context) {
+    if (sched.context > model_context) {
+      return invalid_argument(fmt::format("serve: --context {} is more than the model's {} (max_position_embeddings)",
+                                          sched.context, model_context));
+    }
+    sched.context = model_context;
+  }
+  const uint64_t block_bytes = out->engine->kv_pool().block_bytes();
+  const int64_t bt = eo.kv_block_tokens;
+  const int64_t one_context = spec.n_layers * ((sched.context + bt - 1) / bt + 1);
+  if (setup.kv_blocks > 0) {
+    sched.kv_blocks = setup.kv_blocks;
+  } else {
+    const uint64_t bytes = setup.kv_memory > 0 ? setup.kv_memory : kDefaultKvMemory;
+    sched.kv_blocks = static_cast<int64_t>(bytes / std::max<uint64_t>(block_bytes, 1));
+    if (setup.kv_memory == 0) sched.kv_blocks = std::max(sched.kv_blocks, one_context);
+  }
+  if (sched.kv_blocks < spec.n_layers) {
+    return invalid_argument(fmt::format("serve: a KV pool of {} blocks cannot hold one token of {} layers",
+                                        sched.kv_blocks, spec.n_layers));
+  }
+  out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
+  if (so.served_model_name.empty()) {
+    std::string name = out->model.folder;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    const size_t slash = name.find_last_of('/');
+    so.served_model_name = slash == std::string::npos ? name : name.substr(slash + 1);
+  }
+  out->server = std::make_unique<OpenAiServer>(*out->engine, out->tokenizer.get(), so, out->timing.get());
+  return out;
+}
+
+}  // namespace day0::serve

@@ -1,0 +1,44 @@
+#pragma once
+// Everything `day0 serve` stands up, in the order it needs it: the checkpoint, its tokenizer, a
+// backend wrapped for operator timing, the engine (with the KV pool sized from blocks or bytes), and
+// the OpenAI server over them. The CLI, the tests and the adapt stability stage share it.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "day0/core/status.h"
+#include "day0/runtime/model_loader.h"
+#include "day0/serve/openai_server.h"
+#include "day0/serve/timing_backend.h"
+
+namespace day0::serve {
+
+struct ServeSetup {
+  std::string model;      // checkpoint folder
+  std::string tokenizer;  // folder with the tokenizer files; "" = the model folder (optional there)
+  std::string backend = "cpu";
+  std::string dtype = "f32";  // activation precision
+  std::string kv_dtype = "bf16";
+  int threads = 0;
+  int64_t kv_blocks = 0;   // pool capacity in blocks, or
+  uint64_t kv_memory = 0;  // in bytes; neither: kDefaultKvMemory, raised to hold one full context
+  ServerOptions server;
+};
+
+inline constexpr uint64_t kDefaultKvMemory = uint64_t{1} << 30;
+
+struct ServedModel {
+  LoadedModel model;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null: token-id prompts only
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<TimingBackend> timing;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<OpenAiServer> server;
+  uint64_t kv_bytes = 0;  // the pool's capacity
+  ~ServedModel();         // the server first (it holds sequences on the engine's pool)
+};
+
+// Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status.
+Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup);
+
+}  // namespace day0::serve
