@@ -31,20 +31,24 @@ int serve_command(ServeArgs& a) {
   for (const auto& [flag, value] : {std::pair{"--tp", a.tp}, std::pair{"--pp", a.pp},
                                     std::pair{"--dp-attention", a.dp_attention}, std::pair{"--ep", a.ep}}) {
     if (value != 1) {
-      return report_error(name, unsupported(fmt::format("{} {}: one process serves the whole model (distributed "
-                                                        "serving under mpirun is not implemented yet)",
-                                                        flag, value)));
+      return report_error(name,
+                          unsupported(fmt::format("{} {}: one process serves the whole model (distributed "
+                                                  "serving under mpirun is not implemented yet)",
+                                                  flag, value)));
     }
   }
   if (a.redundant_experts != 0)
-    return report_error(name, unsupported("--redundant-experts needs expert parallelism (not implemented yet)"));
+    return report_error(name,
+                        unsupported("--redundant-experts needs expert parallelism (not implemented yet)"));
   if (a.weights != "checkpoint") {
-    return report_error(name, unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
-                                                      "first with `day0 quantize` and serve that folder",
-                                                      a.weights)));
+    return report_error(name,
+                        unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
+                                                "first with `day0 quantize` and serve that folder",
+                                                a.weights)));
   }
-  a.setup.server.scheduler.policy = a.policy == "guaranteed-no-evict" ? serve::AdmissionPolicy::kGuaranteedNoEvict
-                                                                      : serve::AdmissionPolicy::kMaxUtilization;
+  a.setup.server.scheduler.policy = a.policy == "guaranteed-no-evict"
+                                        ? serve::AdmissionPolicy::kGuaranteedNoEvict
+                                        : serve::AdmissionPolicy::kMaxUtilization;
   a.setup.server.scheduler.prefix_caching = !a.no_prefix_caching;
   a.setup.server.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
 
@@ -62,15 +66,16 @@ int serve_command(ServeArgs& a) {
   if (!port.is_ok()) return report_error(name, port.status());
   const serve::ServerOptions& so = m.server->options();
   const serve::SchedulerOptions& sc = so.scheduler;
-  fmt::print(stderr,
-             "serve: {} as '{}' ({} layers, {}, {} KV cache, {}), max {} sequences + {} waiting, {} tokens a step, "
-             "KV pool {} blocks ({}), {}, prefix caching {}{}\n",
-             m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.dtype,
-             kv_dtype_name(m.engine->options().kv_dtype),
-             m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
-             sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
-             serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
-             so.api_key.empty() ? "" : ", API key required");
+  fmt::print(
+      stderr,
+      "serve: {} as '{}' ({} layers, {}, {} KV cache, {}), max {} sequences + {} waiting, {} tokens a step, "
+      "KV pool {} blocks ({}), {}, prefix caching {}{}\n",
+      m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.dtype,
+      kv_dtype_name(m.engine->options().kv_dtype),
+      m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
+      sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
+      serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
+      so.api_key.empty() ? "" : ", API key required");
   fmt::print("listening on http://{}:{}\n", so.host, *port);
   std::fflush(stdout);
 
@@ -86,17 +91,19 @@ int serve_command(ServeArgs& a) {
 }
 
 const Registrar kRegistrar(
-    "serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching, streaming, /metrics)", 60,
-    [](CLI::App& app) -> CommandRunner {
+    "serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching, streaming, /metrics)",
+    60, [](CLI::App& app) -> CommandRunner {
       auto a = std::make_shared<ServeArgs>();
       serve::ServeSetup& s = a->setup;
       serve::SchedulerOptions& sc = s.server.scheduler;
       app.add_option("model", s.model, "checkpoint folder (config.json + safetensors)")->required();
-      app.add_option("--tokenizer", s.tokenizer, "folder with the tokenizer files (default: the model folder)");
+      app.add_option("--tokenizer", s.tokenizer,
+                     "folder with the tokenizer files (default: the model folder)");
       app.add_option("--host", s.server.host, "address to bind (default 127.0.0.1: this machine only)");
       app.add_option("--port", s.server.port, "port (default 8000; 0: any free port, printed)")
           ->check(CLI::Range(0, 65535));
-      app.add_option("--api-key", s.server.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
+      app.add_option("--api-key", s.server.api_key,
+                     "require 'Authorization: Bearer KEY' on every /v1 request");
       app.add_option("--served-model-name", s.server.served_model_name,
                      "the name requests must give as 'model' (default: the folder's name)");
       app.add_option("--max-seqs", sc.max_seqs, "sequences in the running batch at once (default 256)")
@@ -107,8 +114,9 @@ const Registrar kRegistrar(
       app.add_option("--max-batch-tokens", sc.max_batch_tokens,
                      "tokens one step feeds: decode tokens plus prefill chunks (default 2048)")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-      auto* blocks = app.add_option("--kv-blocks", s.kv_blocks, "KV pool capacity in blocks (one layer, 32 tokens)")
-                         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      auto* blocks =
+          app.add_option("--kv-blocks", s.kv_blocks, "KV pool capacity in blocks (one layer, 32 tokens)")
+              ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
       auto* memory = app.add_option("--kv-memory", s.kv_memory,
                                     "KV pool capacity in bytes (default 1 GiB, at least one full context)")
                          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
@@ -126,7 +134,8 @@ const Registrar kRegistrar(
                      "KV admission: max-utilization (default; preempts the newest when blocks run out) or "
                      "guaranteed-no-evict (admits only what fits at its worst case)")
           ->check(CLI::IsMember({"max-utilization", "guaranteed-no-evict"}));
-      app.add_flag("--no-prefix-caching", a->no_prefix_caching, "do not reuse the KV blocks of earlier prompts");
+      app.add_flag("--no-prefix-caching", a->no_prefix_caching,
+                   "do not reuse the KV blocks of earlier prompts");
       app.add_option("--shutdown-timeout", a->shutdown_timeout,
                      "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
           ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));

@@ -66,7 +66,8 @@ double token_logprob(std::span<const float> logits, int32_t token);
 // a token depends only on the logits row, the parameters and the step number, never on the batch.
 class SequenceSampler {
  public:
-  SequenceSampler(SamplingParams params, int64_t top_logprobs) : params_(params), top_logprobs_(top_logprobs) {}
+  SequenceSampler(SamplingParams params, int64_t top_logprobs)
+      : params_(params), top_logprobs_(top_logprobs) {}
   // Picks the token of step steps() from `logits` [vocab] and records it.
   GenerationStep next(Backend& backend, std::span<const float> logits);
   int64_t steps() const { return steps_; }

@@ -30,9 +30,9 @@ const char* type_name(const Json& v) {
 }
 
 ApiError wrong_type(const std::string& key, const char* expected, const Json& found) {
-  return bad_request(fmt::format("'{}' must be {}, found {} ({})", key, expected, type_name(found),
-                                 json_excerpt(found, 40)),
-                     key, "invalid_type");
+  return bad_request(
+      fmt::format("'{}' must be {}, found {} ({})", key, expected, type_name(found), json_excerpt(found, 40)),
+      key, "invalid_type");
 }
 
 // The parsers below return an error or fill `out`; an absent key or null leaves `out` as it is.
@@ -59,7 +59,8 @@ Maybe read_float(const Json& body, const std::string& key, double lo, double hi,
   return std::nullopt;
 }
 
-Maybe read_int(const Json& body, const std::string& key, int64_t lo, int64_t hi, std::optional<int64_t>& out) {
+Maybe read_int(const Json& body, const std::string& key, int64_t lo, int64_t hi,
+               std::optional<int64_t>& out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
@@ -69,7 +70,8 @@ Maybe read_int(const Json& body, const std::string& key, int64_t lo, int64_t hi,
   }
   const auto v = it->get<int64_t>();
   if (v < lo || v > hi) {
-    return bad_request(fmt::format("'{}' must be in [{}, {}], found {}", key, lo, hi, v), key, "invalid_value");
+    return bad_request(fmt::format("'{}' must be in [{}, {}], found {}", key, lo, hi, v), key,
+                       "invalid_value");
   }
   out = v;
   return std::nullopt;
@@ -104,7 +106,8 @@ Maybe flatten_content(Json& message, size_t index) {
 
 Maybe read_messages(Json& body, ApiRequest& out) {
   auto it = body.find("messages");
-  if (it == body.end()) return bad_request("'messages' is required", "messages", "missing_required_parameter");
+  if (it == body.end())
+    return bad_request("'messages' is required", "messages", "missing_required_parameter");
   if (!it->is_array()) return wrong_type("messages", "an array of messages", *it);
   if (it->empty()) return bad_request("'messages' must hold at least one message", "messages", "empty_array");
   for (size_t i = 0; i < it->size(); ++i) {
@@ -112,7 +115,8 @@ Maybe read_messages(Json& body, ApiRequest& out) {
     const std::string key = fmt::format("messages[{}]", i);
     if (!m.is_object()) return wrong_type(key, "an object", m);
     auto role = m.find("role");
-    if (role == m.end()) return bad_request(key + ".role is required", key + ".role", "missing_required_parameter");
+    if (role == m.end())
+      return bad_request(key + ".role is required", key + ".role", "missing_required_parameter");
     if (!role->is_string()) return wrong_type(key + ".role", "a string", *role);
     if (auto e = flatten_content(m, i)) return e;
   }
@@ -141,8 +145,8 @@ Maybe read_prompt(const Json& body, ApiRequest& out) {
     if (!id.is_number_integer()) return wrong_type(fmt::format("prompt[{}]", i), "a token id (integer)", id);
     const bool negative = !id.is_number_unsigned() && id.get<int64_t>() < 0;
     if (negative || id.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-      return bad_request(fmt::format("prompt[{}]: token id {} is out of range", i, json_excerpt(id, 40)), "prompt",
-                         "invalid_value");
+      return bad_request(fmt::format("prompt[{}]: token id {} is out of range", i, json_excerpt(id, 40)),
+                         "prompt", "invalid_value");
     }
     const auto v = id.get<int64_t>();
     out.prompt_ids.push_back(static_cast<int32_t>(v));
@@ -159,15 +163,16 @@ Maybe read_stop(const Json& body, ApiRequest& out) {
     std::string text = s.get<std::string>();
     if (text.empty()) return bad_request(key + " must not be empty", "stop", "invalid_value");
     if (text.size() > kMaxStopStringBytes)
-      return bad_request(fmt::format("{} is longer than {} bytes", key, kMaxStopStringBytes), "stop", "invalid_value");
+      return bad_request(fmt::format("{} is longer than {} bytes", key, kMaxStopStringBytes), "stop",
+                         "invalid_value");
     out.stop.push_back(std::move(text));
     return std::nullopt;
   };
   if (it->is_string()) return add(*it, "stop");
   if (!it->is_array()) return wrong_type("stop", "a string or an array of strings", *it);
   if (it->size() > kMaxStopStrings)
-    return bad_request(fmt::format("'stop' holds at most {} strings, found {}", kMaxStopStrings, it->size()), "stop",
-                       "invalid_value");
+    return bad_request(fmt::format("'stop' holds at most {} strings, found {}", kMaxStopStrings, it->size()),
+                       "stop", "invalid_value");
   for (size_t i = 0; i < it->size(); ++i) {
     if (auto e = add((*it)[i], fmt::format("stop[{}]", i))) return e;
   }
@@ -187,19 +192,21 @@ Maybe read_request(Json& body, Endpoint endpoint, ApiRequest& out) {
   }
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
   std::optional<int64_t> max_tokens, max_completion_tokens, n, top_k, seed, top_logprobs, best_of;
-  if (auto e = read_int(body, "max_tokens", 0, kMaxTokens, max_tokens)) return e;
-  if (auto e = read_int(body, "max_completion_tokens", 0, kMaxTokens, max_completion_tokens)) return e;
+  if (auto e = read_int(body, "max_tokens", 1, kMaxTokens, max_tokens)) return e;
+  if (auto e = read_int(body, "max_completion_tokens", 1, kMaxTokens, max_completion_tokens)) return e;
   out.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
   if (auto e = read_int(body, "n", 1, 128, n)) return e;
   if (n && *n != 1) return bad_request("only n = 1 is supported", "n", "unsupported_value");
   if (auto e = read_int(body, "best_of", 1, 128, best_of)) return e;
-  if (best_of && *best_of != 1) return bad_request("only best_of = 1 is supported", "best_of", "unsupported_value");
+  if (best_of && *best_of != 1)
+    return bad_request("only best_of = 1 is supported", "best_of", "unsupported_value");
   if (auto e = read_float(body, "temperature", 0.0, 2.0, out.temperature)) return e;
   if (auto e = read_float(body, "top_p", 0.0, 1.0, out.top_p)) return e;
   if (out.top_p <= 0.0f) return bad_request("'top_p' must be in (0, 1]", "top_p", "invalid_value");
   if (auto e = read_int(body, "top_k", -1, int64_t{1} << 24, top_k)) return e;
   out.top_k = top_k && *top_k > 0 ? *top_k : 0;
-  if (auto e = read_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed))
+  if (auto e = read_int(body, "seed", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max(), seed))
     return e;
   if (seed) out.seed = static_cast<uint64_t>(*seed);
   if (auto e = read_float(body, "presence_penalty", -2.0, 2.0, out.presence_penalty)) return e;
@@ -261,8 +268,8 @@ ApiError bad_request(std::string message, std::string param, std::string code) {
 
 std::variant<ApiRequest, ApiError> parse_api_request(std::string_view body, Endpoint endpoint) {
   if (body.size() > kMaxRequestBytes) {
-    ApiError e = bad_request(fmt::format("the request body has {} bytes, more than the limit of {}", body.size(),
-                                         kMaxRequestBytes),
+    ApiError e = bad_request(fmt::format("the request body has {} bytes, more than the limit of {}",
+                                         body.size(), kMaxRequestBytes),
                              "", "request_too_large");
     e.status = 413;
     return e;

@@ -33,7 +33,7 @@ void header(std::string& out, const std::string& name, const char* type, const s
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                             0.5,   1.0,    2.5,   5.0,  10.0,  20.0, 40.0, 80.0};
 const std::vector<double> kItlBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.075,  0.1,   0.25,   0.5,   1.0,  2.5,   5.0};
@@ -141,9 +141,9 @@ std::string ServeMetrics::render(const std::string& model_name) const {
         static_cast<double>(gauges_.waiting));
   counter("day0:num_preemptions_total", "Sequences preempted (blocks freed, recomputed later).",
           static_cast<double>(preemptions_));
-  gauge("day0:kv_cache_blocks_total", "KV blocks of the pool (one block: block_tokens rows of one layer).",
+  gauge("day0:kv_cache_capacity_blocks", "KV blocks of the pool (one block: block_tokens rows of one layer).",
         static_cast<double>(gauges_.kv_blocks_total));
-  gauge("day0:kv_cache_blocks_used", "KV blocks held by sequences or the prefix cache.",
+  gauge("day0:kv_cache_used_blocks", "KV blocks held by sequences or the prefix cache.",
         static_cast<double>(gauges_.kv_blocks_used));
   gauge("day0:kv_cache_usage_perc", "KV blocks used / total (0 to 1).",
         gauges_.kv_blocks_total > 0

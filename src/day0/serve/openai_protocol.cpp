@@ -26,12 +26,15 @@ std::string sse_data(const std::string& json) {
   return "data: " + json + "\n\n";
 }
 
-std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r, const tokenizer::Tokenizer* tok,
-                                                            const ModelLimits& limits, uint64_t default_seed) {
+std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
+                                                            const tokenizer::Tokenizer* tok,
+                                                            const ModelLimits& limits,
+                                                            uint64_t default_seed) {
   SequenceRequest out;
   if (r.endpoint == Endpoint::kChat) {
     if (tok == nullptr)
-      return bad_request("this model was served without a tokenizer: chat needs one", "messages", "no_tokenizer");
+      return bad_request("this model was served without a tokenizer: chat needs one", "messages",
+                         "no_tokenizer");
     auto ids = encode_chat_prompt(*tok, nlohmann::ordered_json(r.messages), limits.vocab);
     if (!ids.is_ok()) return bad_request(ids.status().message(), "messages", "invalid_messages");
     out.prompt = std::move(ids).value();
@@ -72,9 +75,13 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
   return out;
 }
 
-ResponseBuilder::ResponseBuilder(const ApiRequest& request, const tokenizer::Tokenizer* tokenizer, std::string model,
-                                 std::string id, int64_t created)
-    : request_(request), tokenizer_(tokenizer), model_(std::move(model)), id_(std::move(id)), created_(created) {}
+ResponseBuilder::ResponseBuilder(const ApiRequest& request, const tokenizer::Tokenizer* tokenizer,
+                                 std::string model, std::string id, int64_t created)
+    : request_(request),
+      tokenizer_(tokenizer),
+      model_(std::move(model)),
+      id_(std::move(id)),
+      created_(created) {}
 
 std::string ResponseBuilder::token_text(int32_t id) const {
   if (tokenizer_ == nullptr) return fmt::format("token_id:{}", id);
@@ -97,7 +104,8 @@ Json ResponseBuilder::logprobs_of(const std::vector<GenerationStep>& steps, int6
         const std::string a = token_text(alt.token);
         top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes(a)}});
       }
-      content.push_back({{"token", t}, {"logprob", s.chosen.logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", t}, {"logprob", s.chosen.logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -113,7 +121,9 @@ Json ResponseBuilder::logprobs_of(const std::vector<GenerationStep>& steps, int6
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(t.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top_logprobs},
           {"text_offset", offsets}};
 }
 
@@ -148,7 +158,8 @@ std::string ResponseBuilder::sse_event(const StreamEvent& e) {
       choice["text"] = e.text;
     }
     if (request_.logprobs) choice["logprobs"] = logprobs_of(e.steps, streamed_bytes_);
-    for (const GenerationStep& s : e.steps) streamed_bytes_ += static_cast<int64_t>(token_text(s.chosen.token).size());
+    for (const GenerationStep& s : e.steps)
+      streamed_bytes_ += static_cast<int64_t>(token_text(s.chosen.token).size());
     out += sse_data(dump(chunk(std::move(choice))));
   }
   if (e.finished) {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -41,14 +42,16 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 }  // namespace
 
 struct OpenAiServer::Impl {
-  Impl(Engine& e, const tokenizer::Tokenizer* t, const ServerOptions& o, ServeMetrics& m, TimingBackend* timing)
+  Impl(Engine& e, const tokenizer::Tokenizer* t, const ServerOptions& o, ServeMetrics& m,
+       TimingBackend* timing)
       : engine(e),
         tokenizer(t),
         options(o),
         metrics(m),
-        scheduler(e, t, o.scheduler, m, [&m, timing] {
-          if (timing != nullptr) m.add_op_seconds(timing->take());
-        }),
+        scheduler(e, t, o.scheduler, m,
+                  [&m, timing] {
+                    if (timing != nullptr) m.add_op_seconds(timing->take());
+                  }),
         limits{e.spec().vocab_size,
                o.scheduler.context > 0 ? o.scheduler.context : e.spec().max_position_embeddings} {}
 
@@ -62,6 +65,14 @@ struct OpenAiServer::Impl {
   std::atomic<uint64_t> next_id{0};
   std::atomic<bool> stopped{false};
   std::mutex shutdown_mutex;
+  // Completion requests whose response is not fully written yet (shutdown waits for them: stopping
+  // httplib cuts streams that are still being written).
+  std::atomic<int64_t> in_flight{0};
+  struct InFlight {
+    explicit InFlight(std::atomic<int64_t>& n) : count(n) { ++count; }
+    ~InFlight() { --count; }
+    std::atomic<int64_t>& count;
+  };
 
   void send_error(httplib::Response& res, const ApiError& e) {
     metrics.count_http_error(e.status);
@@ -84,13 +95,15 @@ struct OpenAiServer::Impl {
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    auto guard = std::make_shared<InFlight>(in_flight);
     if (!authorized(req, res)) return;
     auto parsed = parse_api_request(req.body, endpoint);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto request = std::make_shared<ApiRequest>(std::move(std::get<ApiRequest>(parsed)));
     if (request->model != options.served_model_name) {
-      ApiError e{404, fmt::format("the model '{}' does not exist; this server serves '{}'", request->model,
-                                  options.served_model_name),
+      ApiError e{404,
+                 fmt::format("the model '{}' does not exist; this server serves '{}'", request->model,
+                             options.served_model_name),
                  "invalid_request_error", "model", "model_not_found"};
       return send_error(res, e);
     }
@@ -122,7 +135,8 @@ struct OpenAiServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [stream, builder, request, opened = false, closed = false](size_t, httplib::DataSink& sink) mutable {
+        [stream, builder, request, guard, opened = false, closed = false](size_t,
+                                                                          httplib::DataSink& sink) mutable {
           if (closed) return false;
           if (!opened) {
             opened = true;
@@ -160,8 +174,9 @@ struct OpenAiServer::Impl {
   void routes() {
     http.Post("/v1/chat/completions",
               [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, Endpoint::kChat); });
-    http.Post("/v1/completions",
-              [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, Endpoint::kCompletion); });
+    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      completion(q, r, Endpoint::kCompletion);
+    });
     http.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
       if (!authorized(q, r)) return;
       nlohmann::json m = {{"id", options.served_model_name},
@@ -209,7 +224,8 @@ struct OpenAiServer::Impl {
         what = ex.what();
       } catch (...) {
       }
-      send_error(r, ApiError{500, fmt::format("internal error: {}", what), "server_error", "", "internal_error"});
+      send_error(
+          r, ApiError{500, fmt::format("internal error: {}", what), "server_error", "", "internal_error"});
     });
   }
 };
@@ -240,7 +256,7 @@ Result<int> OpenAiServer::start() {
     if (port <= 0) return io_error(fmt::format("serve: cannot bind {} (any port)", options_.host));
   } else if (!impl_->http.bind_to_port(options_.host, port)) {
     return io_error(fmt::format("serve: cannot bind {}:{} (in use, or not an address of this machine)",
-                                   options_.host, port));
+                                options_.host, port));
   }
   impl_->http.widen_backlog(kListenBacklog);
   return port;
@@ -255,7 +271,10 @@ void OpenAiServer::shutdown() {
   std::lock_guard lock(impl_->shutdown_mutex);
   if (impl_->stopped) return;
   impl_->scheduler.shutdown(options_.shutdown_grace);
-  // Every stream has its last event now; the HTTP threads write it and return.
+  // Every stream has its last event now; give the HTTP threads a bounded time to write it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (impl_->in_flight > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   impl_->http.stop();
   impl_->stopped = true;
 }

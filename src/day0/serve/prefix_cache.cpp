@@ -51,7 +51,8 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const KvCache& cache) 
   const std::vector<uint64_t> hashes = block_prefix_hashes(tokens.first(n), block_tokens_);
   auto known = by_hash_.find(hashes.back());
   if (known != by_hash_.end() && known->second.blocks == n_blocks &&
-      std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n), known->second.entry->tokens.begin())) {
+      std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n),
+                 known->second.entry->tokens.begin())) {
     lru_.splice(lru_.begin(), lru_, known->second.entry);  // already cached whole
     return;
   }

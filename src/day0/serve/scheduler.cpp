@@ -45,15 +45,13 @@ struct Scheduler::Sequence {
   StopMatcher stop;
   int64_t generated = 0;
   int64_t worst_blocks = 0;  // blocks at prompt + max_new tokens (guaranteed-no-evict)
-  bool counted = false;  // prompt tokens and prefix-cache lookups counted in the metrics
-  bool planned = false;  // in the current step
-  bool done = false;     // finished: its last event was sent
+  bool counted = false;      // prompt tokens and prefix-cache lookups counted in the metrics
+  bool planned = false;      // in the current step
+  bool done = false;         // finished: its last event was sent
   Clock::time_point arrival = Clock::now(), last_token{};
 
   explicit Sequence(SequenceRequest r)
-      : request(std::move(r)),
-        sampler(request.sampling, request.top_logprobs),
-        stop(request.stop_strings) {}
+      : request(std::move(r)), sampler(request.sampling, request.top_logprobs), stop(request.stop_strings) {}
   int64_t fed() const { return cache ? cache->length() : 0; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - fed(); }
 };
@@ -101,10 +99,11 @@ std::variant<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Sequenc
   s->prompt_len = s->tokens.size();
   s->worst_blocks = blocks_for(std::min(prompt_tokens + s->request.max_new, context_) + 1);
   if (options_.policy == AdmissionPolicy::kGuaranteedNoEvict && s->worst_blocks > options_.kv_blocks) {
-    return bad_request(fmt::format("prompt and max_tokens need {} KV blocks at worst, more than the pool's {} "
-                                   "(guaranteed-no-evict); ask for fewer tokens",
-                                   s->worst_blocks, options_.kv_blocks),
-                       "max_tokens", "kv_cache_too_small");
+    return bad_request(
+        fmt::format("prompt and max_tokens need {} KV blocks at worst, more than the pool's {} "
+                    "(guaranteed-no-evict); ask for fewer tokens",
+                    s->worst_blocks, options_.kv_blocks),
+        "max_tokens", "kv_cache_too_small");
   }
   if (tokenizer_ != nullptr) s->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
   std::shared_ptr<RequestStream> stream = s->stream;
@@ -227,7 +226,8 @@ void Scheduler::emit_token(Sequence& s, GenerationStep step) {
   StreamEvent e;
   if (s.decoder && !stop_token) e.text = s.stop.push(s.decoder->push(token));
   e.steps.push_back(std::move(step));
-  const char* reason = finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
+  const char* reason =
+      finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
   if (s.stop.stopped()) reason = "stop";
   if (reason != nullptr) {
     s.stream->push(std::move(e));
@@ -332,8 +332,9 @@ bool Scheduler::run_step() {
   std::vector<SequenceStep> batch;
   batch.reserve(plan.size());
   for (const Planned& p : plan) {
-    batch.push_back({&*p.seq->cache, std::span<const int32_t>(p.seq->tokens)
-                                         .subspan(static_cast<size_t>(p.seq->fed()), static_cast<size_t>(p.take))});
+    batch.push_back(
+        {&*p.seq->cache, std::span<const int32_t>(p.seq->tokens)
+                             .subspan(static_cast<size_t>(p.seq->fed()), static_cast<size_t>(p.take))});
   }
   // Picks the next token of a sequence whose known tokens are now all cached.
   auto pick = [&](Sequence& s, std::span<const float> row) {
@@ -342,8 +343,9 @@ bool Scheduler::run_step() {
       emit_token(s, s.sampler.next(engine_.backend(), row));
     } catch (const std::exception& e) {
       if (!s.done) {
-        finish(s, "abort",
-               ApiError{500, fmt::format("internal error: {}", e.what()), "server_error", "", "internal_error"});
+        finish(
+            s, "abort",
+            ApiError{500, fmt::format("internal error: {}", e.what()), "server_error", "", "internal_error"});
       }
     }
   };
@@ -358,8 +360,8 @@ bool Scheduler::run_step() {
         pick(*plan[b].seq, alone->row_span(0));
       } else {
         finish(*plan[b].seq, "abort",
-               ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error", "",
-                        "internal_error"});
+               ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error",
+                        "", "internal_error"});
       }
     }
   }
@@ -402,7 +404,8 @@ void Scheduler::loop() {
     auto drop = [&](auto& list) {
       for (auto& s : list) {
         if (past_deadline) {
-          finish(*s, "abort", ApiError{503, "the server is shutting down", "server_error", "", "shutting_down"});
+          finish(*s, "abort",
+                 ApiError{503, "the server is shutting down", "server_error", "", "shutting_down"});
         } else if (s->stream->cancelled()) {
           finish(*s, "abort");
         } else {

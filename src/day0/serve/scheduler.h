@@ -141,7 +141,7 @@ class Scheduler {
   uint64_t next_id_ = 0;
 
   // Engine thread only.
-  std::deque<std::unique_ptr<Sequence>> waiting_;  // oldest first (preempted ones keep their place)
+  std::deque<std::unique_ptr<Sequence>> waiting_;   // oldest first (preempted ones keep their place)
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   struct PrefixState;
   std::unique_ptr<PrefixState> prefix_;

@@ -36,8 +36,9 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   const int64_t model_context = spec.max_position_embeddings;
   if (sched.context <= 0 || sched.context > model_context) {
     if (sched.context > model_context) {
-      return invalid_argument(fmt::format("serve: --context {} is more than the model's {} (max_position_embeddings)",
-                                          sched.context, model_context));
+      return invalid_argument(
+          fmt::format("serve: --context {} is more than the model's {} (max_position_embeddings)",
+                      sched.context, model_context));
     }
     sched.context = model_context;
   }

@@ -1,0 +1,268 @@
+// The server's scheduler end to end over HTTP on the llama3 golden miniature (token-id prompts, no
+// tokenizer: each generated token comes back as "token_id:N" in the logprobs): many concurrent
+// streams give what each request gives alone; a pool too small for everyone preempts and still gives
+// the same tokens (max-utilization), or never preempts (guaranteed-no-evict); a client that hangs up
+// mid-stream frees its blocks; a repeated prompt is served from the prefix cache with the same
+// tokens; a step that throws fails only its own request.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+#include "serve_harness.h"
+
+namespace day0::testing {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kConcurrentStreams = 64;  // the sanitizer build is ~10x slower
+#else
+constexpr int kConcurrentStreams = 256;
+#endif
+
+std::vector<int32_t> prompt_for(int i, int length) {
+  std::vector<int32_t> p;
+  for (int j = 0; j < length; ++j) p.push_back((i * 37 + j * 11 + 5) % 250);
+  return p;
+}
+
+std::string completion_body(const std::vector<int32_t>& prompt, int max_tokens, bool stream,
+                            const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json j = {{"model", "mini"},  {"prompt", prompt}, {"max_tokens", max_tokens},
+                      {"temperature", 0}, {"logprobs", 0},    {"stream", stream}};
+  if (stream) j["stream_options"] = {{"include_usage", true}};
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  return j.dump();
+}
+
+int32_t token_id(const nlohmann::json& t) {
+  const std::string s = t.get<std::string>();
+  EXPECT_EQ(s.rfind("token_id:", 0), 0u) << s;
+  return std::stoi(s.substr(9));
+}
+
+std::vector<int32_t> tokens_of(const HttpReply& r) {
+  std::vector<int32_t> out;
+  const auto j = r.json();
+  if (!j.contains("choices")) return out;
+  for (const auto& t : j["choices"][0]["logprobs"]["tokens"]) out.push_back(token_id(t));
+  return out;
+}
+
+std::vector<int32_t> tokens_of(const SseReply& r) {
+  std::vector<int32_t> out;
+  for (const auto& e : r.events) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    const auto& lp = e["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;
+    for (const auto& t : lp["tokens"]) out.push_back(token_id(t));
+  }
+  return out;
+}
+
+double metric(ServeHarness& h, const std::string& name, const std::string& extra_labels = "") {
+  const std::string labels = "model_name=\"mini\"" + (extra_labels.empty() ? "" : "," + extra_labels);
+  return metric_value(http_get(h.port(), "/metrics").body, name, labels);
+}
+
+// Polls /metrics until `done` holds (or 10 s pass).
+bool eventually(ServeHarness& h, const std::function<bool(const std::string&)>& done) {
+  for (int i = 0; i < 200; ++i) {
+    if (done(http_get(h.port(), "/metrics").body)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::vector<std::vector<int32_t>> served_alone(ServeHarness& h,
+                                               const std::vector<std::vector<int32_t>>& prompts,
+                                               int max_tokens) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : prompts) {
+    const HttpReply r = http_post(h.port(), "/v1/completions", completion_body(p, max_tokens, false));
+    EXPECT_EQ(r.status, 200) << r.body;
+    out.push_back(tokens_of(r));
+    EXPECT_EQ(out.back().size(), static_cast<size_t>(max_tokens));
+  }
+  return out;
+}
+
+TEST(ServeScheduler, ManyConcurrentStreamsGiveWhatEachRequestGivesAlone) {
+  ServeHarness h({});
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kConcurrentStreams; ++i) prompts.push_back(prompt_for(i, 3 + i % 29));
+  const int max_tokens = 8;
+  const auto alone = served_alone(h, prompts, max_tokens);
+
+  std::vector<SseReply> replies(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      replies[i] = http_stream(h.port(), "/v1/completions", completion_body(prompts[i], max_tokens, true));
+    });
+  }
+  for (auto& t : clients) t.join();
+  int errors = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SseReply& r = replies[i];
+    if (r.status != 200 || !r.done) ++errors;
+    EXPECT_EQ(r.status, 200) << "stream " << i;
+    EXPECT_TRUE(r.done) << "stream " << i << " did not end with [DONE]: " << r.raw.substr(0, 300);
+    EXPECT_EQ(tokens_of(r), alone[i]) << "stream " << i;
+    ASSERT_FALSE(r.events.empty());
+    EXPECT_EQ(r.events.back()["usage"]["completion_tokens"], max_tokens) << "stream " << i;
+    EXPECT_EQ(r.events.back()["usage"]["prompt_tokens"], prompts[i].size()) << "stream " << i;
+  }
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(metric(h, "day0:request_success_total", "finished_reason=\"length\""), 2.0 * kConcurrentStreams);
+  EXPECT_EQ(metric(h, "day0:generation_tokens_total"), 2.0 * kConcurrentStreams * max_tokens);
+}
+
+// A pool that holds three of the eight sequences at their full length.
+void run_small_pool(serve::AdmissionPolicy policy, bool expect_preemption) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(prompt_for(i + 100, 20 + i));
+  const int max_tokens = 36;  // up to 63 tokens: 2 blocks of 32 a layer, 4 blocks a sequence
+  std::vector<std::vector<int32_t>> alone;
+  {
+    HarnessOptions big;
+    big.server.scheduler.prefix_caching = false;
+    ServeHarness reference(big);
+    alone = served_alone(reference, prompts, max_tokens);
+  }
+  HarnessOptions small;
+  small.server.scheduler.kv_blocks = 12;
+  small.server.scheduler.max_seqs = 8;
+  small.server.scheduler.policy = policy;
+  small.server.scheduler.prefix_caching = false;
+  ServeHarness h(small);
+  std::vector<HttpReply> replies(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      replies[i] = http_post(h.port(), "/v1/completions", completion_body(prompts[i], max_tokens, false));
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(replies[i].status, 200) << replies[i].body;
+    EXPECT_EQ(tokens_of(replies[i]), alone[i]) << "request " << i;
+  }
+  const double preemptions = metric(h, "day0:num_preemptions_total");
+  if (expect_preemption) {
+    EXPECT_GT(preemptions, 0.0);
+  } else {
+    EXPECT_EQ(preemptions, 0.0);
+  }
+  EXPECT_EQ(metric(h, "day0:kv_cache_used_blocks"), 0.0);  // everything returned to the pool
+}
+
+TEST(ServeScheduler, MaxUtilizationPreemptsWhenThePoolIsTooSmallAndStillGivesTheSameTokens) {
+  run_small_pool(serve::AdmissionPolicy::kMaxUtilization, true);
+}
+
+TEST(ServeScheduler, GuaranteedNoEvictNeverPreemptsAndGivesTheSameTokens) {
+  run_small_pool(serve::AdmissionPolicy::kGuaranteedNoEvict, false);
+}
+
+TEST(ServeScheduler, AClientThatHangsUpMidStreamFreesItsBlocks) {
+  HarnessOptions o;
+  o.server.scheduler.prefix_caching = false;
+  // 3 ms a step: 200 tokens take over half a second, far longer than reading two events.
+  o.before_embedding = [](std::span<const int32_t>) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  };
+  ServeHarness h(o);
+  const SseReply r =
+      http_stream(h.port(), "/v1/completions", completion_body(prompt_for(1, 40), 200, true), 2);
+  EXPECT_EQ(r.events.size(), 2u);
+  EXPECT_FALSE(r.done);
+  EXPECT_TRUE(eventually(h, [](const std::string& m) {
+    return metric_value(m, "day0:request_success_total", "model_name=\"mini\",finished_reason=\"abort\"") ==
+               1.0 &&
+           metric_value(m, "day0:kv_cache_used_blocks", "model_name=\"mini\"") == 0.0 &&
+           metric_value(m, "day0:num_requests_running", "model_name=\"mini\"") == 0.0;
+  })) << http_get(h.port(), "/metrics").body;
+  EXPECT_LT(metric(h, "day0:generation_tokens_total"), 200.0);
+  // The server goes on.
+  EXPECT_EQ(http_post(h.port(), "/v1/completions", completion_body(prompt_for(2, 5), 3, false)).status, 200);
+}
+
+TEST(ServeScheduler, ARepeatedPromptIsServedFromThePrefixCacheWithTheSameTokens) {
+  const std::vector<int32_t> prompt = prompt_for(7, 80);  // two whole blocks of 32, and 16 more
+  std::vector<int32_t> other = prompt;
+  for (size_t j = 70; j < other.size(); ++j) other[j] = (other[j] + 1) % 250;  // same first 70 tokens
+  std::vector<std::vector<int32_t>> fresh;
+  {
+    HarnessOptions no_cache;
+    no_cache.server.scheduler.prefix_caching = false;
+    ServeHarness reference(no_cache);
+    fresh = served_alone(reference, {prompt, other}, 6);
+  }
+  ServeHarness h({});
+  const auto first = tokens_of(http_post(h.port(), "/v1/completions", completion_body(prompt, 6, false)));
+  EXPECT_EQ(metric(h, "day0:prefix_cache_hits_total"), 0.0);
+  EXPECT_GT(metric(h, "day0:prefix_cache_blocks"), 0.0);
+  const auto again = tokens_of(http_post(h.port(), "/v1/completions", completion_body(prompt, 6, false)));
+  EXPECT_EQ(metric(h, "day0:prefix_cache_hits_total"), 64.0);
+  const auto branch = tokens_of(http_post(h.port(), "/v1/completions", completion_body(other, 6, false)));
+  EXPECT_EQ(metric(h, "day0:prefix_cache_hits_total"), 128.0);
+  EXPECT_EQ(first, fresh[0]);
+  EXPECT_EQ(again, fresh[0]);
+  EXPECT_EQ(branch, fresh[1]);
+  EXPECT_NEAR(metric(h, "day0:prefix_cache_hit_rate"), 128.0 / 240.0, 1e-9);
+}
+
+TEST(ServeScheduler, AStepThatThrowsFailsOnlyItsOwnRequest) {
+  // Token 249 followed by 248 in one step is the poison: the batched step throws, the retry alone
+  // throws only for the request that carries it.
+  HarnessOptions o;
+  o.before_embedding = [](std::span<const int32_t> ids) {
+    for (size_t i = 0; i + 1 < ids.size(); ++i)
+      if (ids[i] == 249 && ids[i + 1] == 248) throw std::runtime_error("poisoned step");
+  };
+  ServeHarness h(o);
+  std::vector<std::vector<int32_t>> prompts = {prompt_for(1, 9), {1, 2, 249, 248, 3}, prompt_for(2, 12)};
+  std::vector<HttpReply> replies(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      replies[i] = http_post(h.port(), "/v1/completions", completion_body(prompts[i], 6, false));
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(replies[0].status, 200) << replies[0].body;
+  EXPECT_EQ(replies[2].status, 200) << replies[2].body;
+  EXPECT_EQ(replies[1].status, 500) << replies[1].body;
+  EXPECT_EQ(replies[1].json()["error"]["type"], "server_error");
+  EXPECT_NE(replies[1].json()["error"]["message"].get<std::string>().find("poisoned step"),
+            std::string::npos);
+  EXPECT_EQ(http_post(h.port(), "/v1/completions", completion_body(prompt_for(3, 4), 2, false)).status, 200);
+}
+
+TEST(ServeScheduler, ShutdownLetsRunningRequestsFinishAndRefusesNewOnes) {
+  HarnessOptions o;
+  o.before_embedding = [](std::span<const int32_t>) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  ServeHarness h(o);
+  SseReply running;
+  std::thread client([&] {
+    running = http_stream(h.port(), "/v1/completions", completion_body(prompt_for(4, 10), 100, true));
+  });
+  ASSERT_TRUE(eventually(h, [](const std::string& m) {
+    return metric_value(m, "day0:num_requests_running", "model_name=\"mini\"") == 1.0;
+  }));
+  h.stop();
+  client.join();
+  EXPECT_TRUE(running.done);
+  ASSERT_GE(running.events.size(), 2u);
+  EXPECT_EQ(running.events[running.events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(tokens_of(running).size(), 100u);
+  EXPECT_EQ(http_post(h.port(), "/v1/completions", completion_body(prompt_for(5, 4), 2, false)).status, 0);
+}
+
+}  // namespace
+}  // namespace day0::testing

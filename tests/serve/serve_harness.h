@@ -1,0 +1,109 @@
+#pragma once
+// An in-process `day0 serve` on an ephemeral port for the server tests: a model folder (a golden
+// miniature, or a synthesized one with a real tokenizer), an engine over the cpu backend behind an
+// optional hook (to slow steps down or make one request's step throw), and HTTP helpers built on the
+// same cpp-httplib the server uses.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "day0/backends/backend.h"
+#include "day0/backends/kernel_list.h"
+#include "day0/runtime/model_loader.h"
+#include "day0/serve/openai_server.h"
+#include "day0/serve/timing_backend.h"
+
+namespace day0::testing {
+
+// Forwards every kernel; `before_embedding` sees the token ids of each step first (it may sleep or
+// throw).
+class HookBackend final : public Backend {
+ public:
+  explicit HookBackend(Backend& inner) : inner_(inner) {}
+  std::function<void(std::span<const int32_t> ids)> before_embedding;
+
+  std::string_view name() const override { return inner_.name(); }
+  ThreadPool* thread_pool() override { return inner_.thread_pool(); }
+  bool supports(const OpKey& key) const override { return inner_.supports(key); }
+  void synchronize() override { inner_.synchronize(); }
+#define D0_HOOK_FORWARD(method, Args, op_name) \
+  void method(const Args& a) override {        \
+    hook(a);                                   \
+    inner_.method(a);                          \
+  }
+  D0_FOR_EACH_KERNEL(D0_HOOK_FORWARD)
+#undef D0_HOOK_FORWARD
+
+ private:
+  template <class Args>
+  void hook(const Args&) {}
+  void hook(const EmbeddingArgs& a) {
+    if (before_embedding) before_embedding(a.ids);
+  }
+  Backend& inner_;
+};
+
+struct HarnessOptions {
+  std::string model_dir;      // default: tests/golden/llama3
+  std::string tokenizer_dir;  // "": none
+  serve::ServerOptions server;
+  KvDtype kv_dtype = KvDtype::kBF16;
+  std::function<void(std::span<const int32_t>)> before_embedding;
+};
+
+class ServeHarness {
+ public:
+  explicit ServeHarness(HarnessOptions options);
+  ~ServeHarness();
+  int port() const { return port_; }
+  serve::OpenAiServer& server() { return *server_; }
+  Engine& engine() { return *engine_; }
+  const LoadedModel& model() const { return model_; }
+  // Stops the server (graceful) and waits for serve() to return.
+  void stop();
+
+ private:
+  LoadedModel model_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<HookBackend> hook_;
+  std::unique_ptr<serve::TimingBackend> timing_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<serve::OpenAiServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+struct HttpReply {
+  int status = 0;  // 0: no response (connection failed)
+  std::string body;
+  nlohmann::json json() const;  // null when the body is not JSON
+};
+
+HttpReply http_post(int port, const std::string& path, const std::string& body,
+                    const std::vector<std::pair<std::string, std::string>>& headers = {});
+HttpReply http_get(int port, const std::string& path);
+
+// A streamed response: the JSON of each `data:` event before [DONE], and whether [DONE] came.
+struct SseReply {
+  int status = 0;
+  std::vector<nlohmann::json> events;
+  bool done = false;
+  std::string raw;
+};
+// `stop_after_events` > 0: the client hangs up after that many events (a disconnect mid-stream).
+SseReply http_stream(int port, const std::string& path, const std::string& body,
+                     size_t stop_after_events = 0);
+
+// Reads one sample of a Prometheus text exposition ("name{labels} value"); NaN when absent. `labels`
+// must match the label text exactly (e.g. model_name="m",finished_reason="stop").
+double metric_value(const std::string& text, const std::string& name, const std::string& labels);
+
+std::string golden_model_dir(const std::string& name);
+
+}  // namespace day0::testing
