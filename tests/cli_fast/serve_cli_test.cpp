@@ -24,12 +24,13 @@ TEST(CliServe, HelpNamesTheOptions) {
 
 TEST(CliServe, SigtermStopsGracefullyWithExitZero) {
   for (int sig : {SIGTERM, SIGINT}) {
-    CliResult r = run_cli_bounded({"serve", kGolden, "--port", "0", "--kv-blocks", "256", "--threads", "1"}, 60, 1.5,
-                                  sig);
+    CliResult r = run_cli_bounded({"serve", kGolden, "--port", "0", "--kv-blocks", "256", "--threads", "1"},
+                                  60, 1.5, sig);
     EXPECT_FALSE(r.timed_out);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("listening on http://127.0.0.1:"), std::string::npos) << r.out;
-    EXPECT_NE(r.err.find(sig == SIGTERM ? "SIGTERM received" : "SIGINT received"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(sig == SIGTERM ? "SIGTERM received" : "SIGINT received"), std::string::npos)
+        << r.err;
     EXPECT_NE(r.err.find("serve: stopped"), std::string::npos) << r.err;
   }
 }
