@@ -32,7 +32,7 @@ std::string structure_line(const ModelSpec& s) {
                                             s.mla->qk_rope_head_dim, s.mla->v_head_dim)
                               : fmt::format("GQA {}/{} heads x {}", s.n_heads, s.n_kv_heads, s.head_dim);
   if (s.attention_sinks) attention += ", sinks";
-  if (s.qk_norm) attention += ", qk-norm";
+  if (s.qk_norm) attention += s.qk_norm_full_width ? ", qk-norm over all heads" : ", qk-norm";
   if (s.sliding_window > 0 && count_masked_layers(s, AttentionMask::kSliding) > 0) {
     attention += fmt::format(", sliding {} on {} layers", s.sliding_window,
                              count_masked_layers(s, AttentionMask::kSliding));

@@ -106,6 +106,18 @@ TEST_P(BothSpellings, Qwen3MoeExpertCountAlias) {
   EXPECT_EQ(spec->moe->n_experts, 8);
 }
 
+// MiniMax-M2 releases give rotary_dim, which transformers turns into partial_rotary_factor (v5 saves
+// both); without it the class default rotates every dimension.
+TEST_P(BothSpellings, MinimaxRotaryDim) {
+  auto spec = parse_fixture("minimax-m2-rotary-4." + GetParam() + ".json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_DOUBLE_EQ(spec->partial_rotary_factor, 0.25);
+  auto full = parse_fixture("minimax-m2-no-rotary-dim." + GetParam() + ".json");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  EXPECT_DOUBLE_EQ(full->partial_rotary_factor, 1.0);
+  EXPECT_TRUE(full->qk_norm_full_width);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transformers, BothSpellings, ::testing::Values("v4", "v5"));
 
 TEST(ConfigAudit, UnknownKeyIsReportedAndStrictRefusesIt) {
@@ -138,6 +150,13 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       {"llama3.v5.json", "attention_dropout", 0.1},
       {"llama3.v5.json", "hidden_act", "gelu"},
       {"deepseek-v3.v5.json", "moe_layer_freq", 2},
+      // MiniMax-M2 switches transformers hard-codes to the released values.
+      {"minimax-m2.v5.json", "use_qk_norm", false},
+      {"minimax-m2.v5.json", "qk_norm_type", "per_head"},
+      {"minimax-m2.v5.json", "scoring_func", "softmax"},
+      {"minimax-m2.v5.json", "use_routing_bias", false},
+      {"minimax-m2.v5.json", "shared_intermediate_size", 1536},
+      {"minimax-m2.v4.json", "attn_type_list", nlohmann::json::array({1, 0})},
   };
   for (const Case& c : cases) {
     nlohmann::json config = read_json(configs_dir() / c.fixture);
@@ -153,6 +172,16 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
   auto spec = parse_model_config(config, "static.json");
   ASSERT_FALSE(spec.is_ok());
   EXPECT_NE(spec.status().message().find("activation_scheme"), std::string::npos);
+}
+
+// MiniMax-M2: a rotary_dim that disagrees with the partial_rotary_factor saved beside it is an error
+// (transformers would take the factor, the release's own code the dimension).
+TEST(ConfigAudit, MinimaxRotaryDimDisagreeingWithTheFactorIsAnError) {
+  nlohmann::json config = read_json(configs_dir() / "minimax-m2.v5.json");
+  config["rotary_dim"] = 4;  // rope_parameters.partial_rotary_factor stays 0.5 of head_dim 16
+  auto spec = parse_model_config(config, "rotary.json");
+  ASSERT_FALSE(spec.is_ok());
+  EXPECT_NE(spec.status().message().find("rotary_dim"), std::string::npos) << spec.status().to_string();
 }
 
 // Two aliases of one setting that disagree are an error, not a silent pick.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "day0/model/catalog.h"
 #include "day0/model/config_parser.h"
 #include "day0/model/param_count.h"
 #include "model_test_support.h"
@@ -134,6 +135,33 @@ TEST(PublishedCounts, TranscribedConfigs) {
     EXPECT_LE(std::fabs(static_cast<double>(counts->total) - c.total), c.total_tol) << counts->total;
     EXPECT_LE(std::fabs(static_cast<double>(counts->active) - c.active), c.active_tol) << counts->active;
   }
+}
+
+// MiniMax-M2 (and M2.5, the same architecture): the model card gives 230B total and 10B active, two
+// significant digits; ../shared/configs holds only a trimmed variant of the release config, so the
+// counts are those of the catalog entry, whose values the variant confirms key by key.
+TEST(PublishedCounts, MinimaxM2CatalogEntry) {
+  for (const char* name : {"minimax-m2", "minimax-m2.5"}) {
+    SCOPED_TRACE(name);
+    auto spec = catalog_model(name);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    auto counts = count_params(*spec);
+    ASSERT_TRUE(counts.is_ok());
+    EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 230e9), 5e9) << counts->total;
+    EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embeddings) - 10e9), 0.5e9)
+        << counts->active_without_embeddings;
+    // Our count of the config: 62 layers of 44.04M attention + 7,168 q/k norm + 6,144 norms + 786,432
+    // router + 256 x 14.16M experts, two 614.6M embeddings, one final norm (the correction bias is a
+    // buffer, not a parameter).
+    EXPECT_EQ(counts->total, 228'689'764'864);
+  }
+  const auto dir = testing::shared_configs_dir();
+  if (dir.empty()) GTEST_SKIP() << "shared configs not found";
+  auto variant = load_model_config(dir / "minimax-m2.5" / "config.VARIANT-trimmed-aiconfigurator.json");
+  ASSERT_TRUE(variant.is_ok()) << variant.status().to_string();
+  auto entry = catalog_model("minimax-m2.5");
+  ASSERT_TRUE(entry.is_ok());
+  EXPECT_TRUE(*variant == *entry);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@ fidelity tests (tests/model/configs/<name>.<tag>.json). Needs only `transformers
 
 Each fixture is a golden miniature's keys (golden_configs.py) passed to the family's config class and
 saved with save_pretrained, plus cases that pin down one reading each (partial rotary inside
-rope_parameters, swiglu_alpha, sliding_window 0, the num_local_experts attribute name).
+rope_parameters, swiglu_alpha, sliding_window 0, the num_local_experts attribute name, MiniMax-M2's
+rotary_dim). A family transformers 4.x lacks is written as its remote-code config class would save it.
 """
 import argparse
 import json
@@ -26,7 +27,16 @@ CASES = {
     "gpt-oss-alpha-1.5": ("gpt-oss", {"swiglu_alpha": 1.5, "swiglu_limit": 5.0}),
     "qwen2-moe-no-sliding": ("qwen2-moe", {"use_sliding_window": False}),
     "qwen3-moe-experts": ("qwen3-moe", {"num_experts": 8}),
+    "minimax-m2-rotary-4": ("minimax-m2", {"rotary_dim": 4}),
+    "minimax-m2-no-rotary-dim": ("minimax-m2", {"rotary_dim": None}),
 }
+
+
+def remote_code_config(model_type, kwargs):
+    """A family transformers 4.x does not ship (MiniMax-M2 came with remote code): its release config
+    class is a PretrainedConfig subclass that keeps its keyword arguments, so save that."""
+    cls = type("RemoteCodeConfig", (transformers.PretrainedConfig,), {"model_type": model_type})
+    return cls(**kwargs)
 
 
 def save(name, kwargs, out_dir, tag):
@@ -34,7 +44,12 @@ def save(name, kwargs, out_dir, tag):
     model_type = kwargs.pop("model_type")
     # Kimi K2 is DeepSeek-V3's class under its own model_type (remote code); write it as V3 does.
     cls_type = "deepseek_v3" if model_type == "kimi_k2" else model_type
-    config = AutoConfig.for_model(cls_type, **kwargs)
+    try:
+        config = AutoConfig.for_model(cls_type, **kwargs)
+    except ValueError:
+        if tag != "v4":
+            raise
+        config = remote_code_config(cls_type, kwargs)
     with tempfile.TemporaryDirectory() as tmp:
         config.save_pretrained(tmp)
         with open(os.path.join(tmp, "config.json")) as f:

@@ -31,7 +31,8 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
-FP8_SKIP = ("embed_tokens", "lm_head", "norm", "mlp.gate.weight", "e_score_correction_bias")
+FP8_SKIP = ("embed_tokens", "lm_head", "norm", "mlp.gate.weight", "block_sparse_moe.gate.weight",
+            "e_score_correction_bias")
 
 
 def quantize_fp8_blocks(w, block=128):
@@ -82,6 +83,12 @@ def hf_init(folder, config):
     cls = getattr(transformers, config["architectures"][0])
     fields = {k: v for k, v in config.items() if k not in ("model_type", "quantization_config")}
     model = cls(cls.config_class(**fields)).to(torch.bfloat16)
+    with torch.no_grad():
+        # Correction biases start at zero, where they select nothing; random ones make the golden see
+        # selection by sigmoid + bias against weighting by the unbiased sigmoid.
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.normal_(0.0, 0.1)
     model.save_pretrained(folder)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     path = os.path.join(folder, "model.safetensors")

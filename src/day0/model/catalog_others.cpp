@@ -1,4 +1,4 @@
-// Llama 3.1 (8B / 70B / 405B), Mixtral (8x7B / 8x22B), GLM-4.5 and gpt-oss (120B / 20B) releases.
+// Llama 3.1 (8B / 70B / 405B), Mixtral (8x7B / 8x22B), GLM-4.5, gpt-oss (120B / 20B) and MiniMax-M2 releases.
 #include "day0/model/catalog.h"
 
 namespace day0 {
@@ -137,6 +137,39 @@ json gpt_oss_20b() {
   return gpt_oss(24, 32);
 }
 
+// MiniMax-M2 as released (M2.1 and M2.5 keep every architecture value): FP8 blocks, the router and
+// correction bias unquantized.
+json minimax_m2() {
+  return {{"architectures", json::array({"MiniMaxM2ForCausalLM"})},
+          {"model_type", "minimax_m2"},
+          {"vocab_size", 200064},
+          {"hidden_size", 3072},
+          {"intermediate_size", 1536},
+          {"num_hidden_layers", 62},
+          {"num_attention_heads", 48},
+          {"num_key_value_heads", 8},
+          {"head_dim", 128},
+          {"rotary_dim", 64},
+          {"num_local_experts", 256},
+          {"num_experts_per_tok", 8},
+          {"max_position_embeddings", 196608},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 5e6},
+          {"use_qk_norm", true},
+          {"qk_norm_type", "per_layer"},
+          {"scoring_func", "sigmoid"},
+          {"use_routing_bias", true},
+          {"shared_intermediate_size", 0},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"quantization_config",
+           {{"quant_method", "fp8"},
+            {"fmt", "float8_e4m3fn"},
+            {"activation_scheme", "dynamic"},
+            {"weight_block_size", {128, 128}},
+            {"modules_to_not_convert", {"gate", "e_score_correction_bias", "lm_head"}}}}};
+}
+
 }  // namespace
 
 void add_other_entries(std::vector<CatalogEntry>& out) {
@@ -146,6 +179,10 @@ void add_other_entries(std::vector<CatalogEntry>& out) {
                  "gpt-oss-120b/config.json", gpt_oss_120b});
   out.push_back({"gpt-oss-20b", "gpt-oss-20b: 32 MXFP4 experts, top-4, sliding/full + sinks",
                  "gpt-oss-20b/config.json", gpt_oss_20b});
+  // No release config.json in ../shared/configs (minimax-m2.5 holds a trimmed variant only).
+  out.push_back({"minimax-m2", "MiniMax-M2: 230B MoE (256 experts, top-8, sigmoid), full-width q/k norm, FP8",
+                 "", minimax_m2});
+  out.push_back({"minimax-m2.5", "MiniMax-M2.5: the MiniMax-M2 architecture, FP8 blocks", "", minimax_m2});
   out.push_back(
       {"mixtral-8x7b", "Mixtral-8x7B: 8 experts, top-2, BF16", "mixtral-8x7b/config.json", mixtral_8x7b});
   out.push_back(

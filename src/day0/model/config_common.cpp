@@ -149,6 +149,8 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
                       "(Day0 keeps activations unquantized, as \"dynamic\" checkpoints allow)",
                       cfg.source(), scheme));
     }
+    // Which modules stay unquantized is the weight table's (verify checks each tensor's dtype).
+    quant->mark_used("modules_to_not_convert");
     D0_ASSIGN_OR_RETURN(std::string scale_fmt, quant->optional_string("scale_fmt", ""));
     spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
     return Status::ok();

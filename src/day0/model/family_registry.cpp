@@ -69,6 +69,12 @@ const std::vector<FamilyInfo>& family_registry() {
        f::parse_llama4_text,
        f::write_llama4_text,
        f::weights_llama4_text},
+      {Family::kMinimaxM2,
+       {"minimax_m2"},
+       {"MiniMaxM2ForCausalLM"},
+       f::parse_minimax_m2,
+       f::write_minimax_m2,
+       f::weights_minimax_m2},
   };
   return kRegistry;
 }

@@ -24,6 +24,7 @@ enum class Family {
   kGlm4Moe,
   kGptOss,
   kLlama4Text,
+  kMinimaxM2,
 };
 
 enum class AttentionKind { kGqa, kMla };
@@ -156,6 +157,7 @@ struct ModelSpec {
   bool o_bias = false;
   bool mlp_bias = false;
   bool qk_norm = false;                        // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
+  bool qk_norm_full_width = false;             // with qk_norm: one RMS over all heads (MiniMax-M2)
   bool qk_norm_weightless_after_rope = false;  // Llama 4 L2 norm
   bool attention_sinks = false;                // gpt-oss
   bool tie_word_embeddings = false;

@@ -56,7 +56,7 @@ std::string describe_attention(const ModelSpec& s) {
   std::string out = fmt::format("GQA, {} heads / {} KV heads x {}, scale {:.6f}", s.n_heads, s.n_kv_heads,
                                 s.head_dim, s.attention_scale);
   if (s.qkv_bias) out += s.o_bias ? ", q/k/v/o bias" : ", q/k/v bias";
-  if (s.qk_norm) out += ", q/k RMSNorm";
+  if (s.qk_norm) out += s.qk_norm_full_width ? ", q/k RMSNorm over all heads" : ", q/k RMSNorm";
   if (s.qk_norm_weightless_after_rope) out += ", q/k L2 norm after RoPE";
   if (s.attention_sinks) out += ", sinks";
   return out;
@@ -165,6 +165,7 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
       {"o_bias", s.o_bias},
       {"mlp_bias", s.mlp_bias},
       {"qk_norm", s.qk_norm},
+      {"qk_norm_full_width", s.qk_norm_full_width},
       {"qk_norm_weightless_after_rope", s.qk_norm_weightless_after_rope},
       {"attention_sinks", s.attention_sinks},
       {"tie_word_embeddings", s.tie_word_embeddings},

@@ -48,7 +48,11 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   b.add("self_attn.o_proj.weight", {H, q_out}, kProj, role, kRow, WeightSlot::kO);
   // The bias is added once, after the all-reduce of the row-parallel projection.
   if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
-  if (s.qk_norm) {
+  if (s.qk_norm && s.qk_norm_full_width) {
+    // One norm over all heads (MiniMax-M2): split with the heads, so TP all-reduces the sum of squares.
+    b.add("self_attn.q_norm.weight", {q_out}, kKeptF32, TensorRole::kNorm, kColumn, WeightSlot::kQNorm);
+    b.add("self_attn.k_norm.weight", {kv_out}, kKeptF32, TensorRole::kNorm, kColumnKv, WeightSlot::kKNorm);
+  } else if (s.qk_norm) {
     b.add("self_attn.q_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
           WeightSlot::kQNorm);
     b.add("self_attn.k_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,

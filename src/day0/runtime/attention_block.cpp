@@ -1,7 +1,7 @@
-// GQA attention block: projections, per-head q/k RMSNorm (Qwen3, GLM-4.5), (partial) RoPE or NoPE,
-// Llama 4's weightless post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked
-// paged attention call (causal / sliding / chunked, sinks) for every sequence of the step, output
-// projection.
+// GQA attention block: projections, q/k RMSNorm per head (Qwen3, GLM-4.5) or over all heads at once
+// (MiniMax-M2), (partial) RoPE or NoPE, Llama 4's weightless post-RoPE q/k norm and NoPE temperature
+// tuning, cache append, then one masked paged attention call (causal / sliding / chunked, sinks) for
+// every sequence of the step, output projection.
 #include <cmath>
 
 #include "day0/runtime/blocks.h"
@@ -17,7 +17,10 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   linear(c, h, w.k, k.m);
   linear(c, h, w.v, v.m);
   const float eps = static_cast<float>(s.rms_norm_eps);
-  if (!w.q_norm.empty()) {  // per-head RMSNorm before RoPE: rows [T * heads, head_dim]
+  if (!w.q_norm.empty() && s.qk_norm_full_width) {  // one RMS over all heads: rows [T, heads * head_dim]
+    rms_norm(c, q.m, w.q_norm, eps, q.m);
+    rms_norm(c, k.m, w.k_norm, eps, k.m);
+  } else if (!w.q_norm.empty()) {  // per-head RMSNorm before RoPE: rows [T * heads, head_dim]
     rms_norm(c, ConstMatrix(q.data(), t * nh, d), w.q_norm, eps, Matrix(q.data(), t * nh, d));
     rms_norm(c, ConstMatrix(k.data(), t * nkv, d), w.k_norm, eps, Matrix(k.data(), t * nkv, d));
   }

@@ -26,6 +26,8 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const bool fp32_router =
       s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 || s.family == Family::kGlm4Moe;
   if (!fp32_router) round_activations(c, logits.m);
+  // MiniMax-M2 keeps its float32 routing weights: the expert output is scaled in float32, then rounded.
+  const bool fp32_weights = fp32_router || s.family == Family::kMinimaxM2;
 
   // [T, k] expert ids, from the step's arena (4-byte slots)
   auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));
@@ -44,7 +46,7 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   r.expert_ids = MatrixView<int32_t>(ids, t, k);
   r.expert_weights = weights.m;
   c.be.moe_router(r);
-  if (!fp32_router) round_activations(c, weights.m);
+  if (!fp32_weights) round_activations(c, weights.m);
 
   MoeExpertsArgs x;
   x.x = h;

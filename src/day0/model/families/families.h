@@ -28,6 +28,7 @@ D0_DECLARE_FAMILY(deepseek_v3);
 D0_DECLARE_FAMILY(glm4_moe);
 D0_DECLARE_FAMILY(gpt_oss);
 D0_DECLARE_FAMILY(llama4_text);
+D0_DECLARE_FAMILY(minimax_m2);
 
 #undef D0_DECLARE_FAMILY
 
