@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "day0/serve/bench_client.h"
 #include "serve_harness.h"
 
 namespace day0::testing {
@@ -262,6 +263,46 @@ TEST(ServeScheduler, ShutdownLetsRunningRequestsFinishAndRefusesNewOnes) {
   EXPECT_EQ(running.events[running.events.size() - 2]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(tokens_of(running).size(), 100u);
   EXPECT_EQ(http_post(h.port(), "/v1/completions", completion_body(prompt_for(5, 4), 2, false)).status, 0);
+}
+
+}  // namespace
+}  // namespace day0::testing
+
+namespace day0::testing {
+namespace {
+
+TEST(ServeBench, CountsEveryTokenAndReportsOrderedPercentiles) {
+  ServeHarness h({});
+  serve::BenchOptions o;
+  o.url = "http://127.0.0.1:" + std::to_string(h.port());
+  o.concurrency = 4;
+  o.requests = 12;
+  o.prompt_len = {8, 24};
+  o.output_len = {5, 9};
+  auto r = serve::run_serve_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->requests, 12);
+  EXPECT_EQ(r->failed, 0) << r->first_error;
+  // What the server counted is what the client counted.
+  EXPECT_EQ(static_cast<double>(r->output_tokens), metric(h, "day0:generation_tokens_total"));
+  EXPECT_EQ(static_cast<double>(r->prompt_tokens), metric(h, "day0:prompt_tokens_total"));
+  EXPECT_GE(r->output_tokens, 12 * 5);
+  EXPECT_LE(r->output_tokens, 12 * 9);
+  EXPECT_GT(r->output_throughput, 0.0);
+  EXPECT_LE(r->ttft.p50, r->ttft.p90);
+  EXPECT_LE(r->ttft.p90, r->ttft.p99);
+  EXPECT_LE(r->ttft.p99, r->e2e.p99);
+  EXPECT_GT(r->itl.p50, 0.0);
+  // A wrong model name fails every request and says why.
+  o.model = "other";
+  o.requests = 2;
+  auto wrong = serve::run_serve_bench(o);
+  ASSERT_TRUE(wrong.is_ok());
+  EXPECT_EQ(wrong->failed, 2);
+  EXPECT_NE(wrong->first_error.find("404"), std::string::npos) << wrong->first_error;
+  EXPECT_FALSE(serve::parse_length_dist("9:3").is_ok());
+  EXPECT_FALSE(serve::parse_length_dist("12x").is_ok());
+  EXPECT_EQ(serve::parse_length_dist("4:7")->hi, 7);
 }
 
 }  // namespace

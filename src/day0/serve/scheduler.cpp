@@ -204,9 +204,13 @@ void Scheduler::finish(Sequence& s, const std::string& reason, std::optional<Api
   s.cache.reset();
   metrics_.count_finished(e.error ? "abort" : reason);
   metrics_.observe_e2e(std::chrono::duration<double>(Clock::now() - s.arrival).count());
+  {
+    // Before the last event: a client that sends its next request as soon as it has this answer
+    // must find the slot free.
+    std::lock_guard lock(mutex_);
+    --accepted_;
+  }
   s.stream->push(std::move(e));
-  std::lock_guard lock(mutex_);
-  --accepted_;
 }
 
 void Scheduler::emit_token(Sequence& s, GenerationStep step) {
