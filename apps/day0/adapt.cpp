@@ -86,6 +86,17 @@ const Registrar kAdapt(
       app.add_option("--reference", o->adapt.reference_dump,
                      "Reference dump (day0-reference/1) of the real model for the alignment stage")
           ->check(CLI::ExistingFile);
+      app.add_option("--spot-reference", o->adapt.spot_reference,
+                     "Generation spot checks: greedy continuations of the reference (day0-spot-reference/1, "
+                     "from tools/reference/dump_reference.py spot)")
+          ->check(CLI::ExistingFile);
+      app.add_option("--spot-base", o->adapt.spot_base,
+                     "Generation spot checks of a quantized MODEL: its unquantized base (folder or .gguf)");
+      app.add_option("--spot-min-agreement", o->adapt.spot_min_agreement,
+                     "Generation spot checks: the least mean share of greedy tokens before the first "
+                     "divergence from the reference or base")
+          ->capture_default_str()
+          ->check(finite_number(0.0, 1.0, "--spot-min-agreement (a share)"));
       app.add_option("--cluster", o->adapt.cluster, "Cluster preset (e.g. 8xH200) or file for the plan stage")
           ->default_str("this machine");
       app.add_option("--backend", o->adapt.backend, "Backend: cpu, reference, partial")
@@ -100,7 +111,7 @@ const Registrar kAdapt(
           ->check(CLI::ExistingFile);
       app.add_option("--optional", o->adapt.optional_stages,
                      "Stages whose failure does not fail the run (ids: structure coverage weights miniature "
-                     "alignment plan performance stability)")
+                     "alignment generation plan performance stability)")
           ->delimiter(',');
       app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
       app.add_flag("--strict-config", o->adapt.strict_config,

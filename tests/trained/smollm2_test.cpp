@@ -17,10 +17,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <set>
 #include <sstream>
 
 #include "day0/align/perplexity.h"
 #include "day0/io/gguf_convert.h"
+#include "day0/quant/quantize_checkpoint.h"
+#include "day0/report/adapt_context.h"
+#include "day0/report/spot_check.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/text_prompt.h"
@@ -144,6 +149,90 @@ TEST_F(SmolLM2, PerplexityMatchesLlamaCpp) {
   EXPECT_EQ(r->n_scored, 4 * 63);
   EXPECT_NEAR(r->ppl, kLlamaCppPpl, 0.02 * kLlamaCppPpl);
   EXPECT_NEAR(r->ppl_stderr, 5.89875, 0.1 * 5.89875);
+}
+
+// The adapt stage "generation" against transformers' greedy continuations (tests/data/
+// smollm2-spot-reference.json, written by `tools/reference/dump_reference.py spot` on the F32 folder that
+// `day0 convert` makes of the GGUF: transformers 5.24.0, torch 2.15.0, f32). We run BF16 activations, so
+// a near tie may flip late in a long answer; the prompts themselves must tokenise identically.
+report::StageResult run_generation(const report::AdaptOptions& options) {
+  report::AdaptContext ctx{options};
+  report::StageResult structure;
+  report::run_structure_stage(ctx, structure);
+  EXPECT_EQ(structure.verdict, report::Verdict::kPass) << structure.reason;
+  report::StageResult generation;
+  report::run_generation_stage(ctx, generation);
+  return generation;
+}
+
+std::string spot_reference_path() {
+  return std::string(DAY0_TEST_DATA_DIR) + "/data/smollm2-spot-reference.json";
+}
+
+TEST_F(SmolLM2, SpotChecksAgreeWithTransformersGreedy) {
+  report::AdaptOptions options;
+  options.model = folder();
+  options.spot_reference = spot_reference_path();
+  const report::StageResult stage = run_generation(options);
+  ASSERT_EQ(stage.verdict, report::Verdict::kPass) << stage.reason << "\n" << stage.evidence.dump(1);
+  std::cout << "spot checks: " << stage.summary << "\n";
+  const auto& rows = stage.evidence["prompts"];
+  ASSERT_EQ(rows.size(), report::spot_prompts().size());
+  std::set<std::string> kinds;
+  for (const auto& row : rows) {
+    kinds.insert(row["kind"].get<std::string>());
+    EXPECT_TRUE(row["reference"]["prompt_ids_match"].get<bool>()) << row["id"];
+    EXPECT_FALSE(row["degenerate"].get<bool>()) << row["id"];
+    // The first generated token is a clear choice in every prompt: no near tie at position 0.
+    EXPECT_NE(row["reference"]["first_divergence"].get<int64_t>(), 0) << row["id"];
+  }
+  EXPECT_EQ(kinds.size(), 3u);
+  EXPECT_GE(stage.evidence["reference"]["mean_prefix_agreement"].get<double>(), 0.75) << stage.summary;
+  EXPECT_NE(rows[0]["output"].get<std::string>().find("France"), std::string::npos) << rows[0]["output"];
+}
+
+TEST_F(SmolLM2, SpotChecksOfAnInt8VariantAgreeWithItsBase) {
+  QuantizeOptions qo;
+  qo.bits = 8;
+  qo.group_size = 64;
+  auto quantized = quantize_checkpoint(folder(), *root_ + "/int8", qo);
+  ASSERT_TRUE(quantized.is_ok()) << quantized.status().to_string();
+  report::AdaptOptions options;
+  options.model = quantized->dir;
+  options.spot_base = folder();
+  const report::StageResult stage = run_generation(options);
+  std::cout << "spot checks, int8 g64: " << stage.summary << "\n";
+  ASSERT_EQ(stage.verdict, report::Verdict::kPass) << stage.reason;
+  ASSERT_TRUE(stage.evidence.contains("base"));
+  EXPECT_GE(stage.evidence["base"]["mean_prefix_agreement"].get<double>(), 0.5);
+  for (const auto& row : stage.evidence["prompts"]) {
+    ASSERT_TRUE(row.contains("base")) << row["id"];
+    EXPECT_FALSE(row["base"]["text"].get<std::string>().empty()) << row["id"];
+  }
+}
+
+TEST_F(SmolLM2, SpotChecksFailOnAReferenceOfAnotherModel) {
+  // The same prompts with continuations that no model would give (each shifted by one id): the stage
+  // fails on agreement, and a prompt tokenised differently is named.
+  auto ref = report::read_spot_reference(spot_reference_path());
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  auto doc = nlohmann::ordered_json::parse(std::ifstream(spot_reference_path()));
+  for (auto& p : doc["prompts"]) {
+    for (auto& id : p["greedy_ids"]) id = id.get<int64_t>() + 1;
+  }
+  doc["prompts"][1]["prompt_ids"].push_back(42);
+  const std::string path = *root_ + "/bad-spot-reference.json";
+  std::ofstream(path) << doc.dump();
+  report::AdaptOptions options;
+  options.model = folder();
+  options.spot_reference = path;
+  const report::StageResult stage = run_generation(options);
+  ASSERT_EQ(stage.verdict, report::Verdict::kFail);
+  EXPECT_NE(stage.reason.find("multilingual-es: the chat template and tokenizer give other prompt ids"),
+            std::string::npos)
+      << stage.reason;
+  EXPECT_NE(stage.reason.find("more problems"), std::string::npos) << stage.reason;
+  EXPECT_LT(stage.evidence["reference"]["mean_prefix_agreement"].get<double>(), 0.05);
 }
 
 }  // namespace

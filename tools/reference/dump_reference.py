@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Reference dumps from Hugging Face transformers for `day0 align`.
 
-Two modes:
+Three modes:
   dump        load a model folder (float32 by default, eager attention, CPU, offline) and write the
               logits and per-layer hidden states of some prompts in the day0-reference/1 format;
   check-load  load a model folder exactly as a user would (from_pretrained, nothing patched) and fail
-              unless every tensor was consumed, none was missing and a forward pass gives finite logits.
+              unless every tensor was consumed, none was missing and a forward pass gives finite logits;
+  spot        the greedy continuations of the generation spot-check prompts (src/day0/report/
+              spot_prompts.json: each rendered with the folder's chat template through transformers'
+              tokenizer) in the day0-spot-reference/1 JSON format that `day0 adapt --spot-reference` reads.
 
 The dump format (a contract shared with the C++ side, src/day0/align/reference_dump.h): one
 safetensors file whose __metadata__ holds format=day0-reference/1, producer, version and dtype, and for
@@ -171,6 +174,59 @@ def cmd_dump(args):
     print(f"wrote {args.out}: {len(prompts)} prompts, dtype {args.dtype}, {versions()}")
 
 
+SPOT_PROMPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "day0", "report",
+                            "spot_prompts.json")
+
+
+@torch.no_grad()
+def greedy_until_stop(model, ids, steps, stop_ids):
+    """Greedy tokens after the prompt (stop token included when one is chosen), full forward passes."""
+    tokens = list(ids)
+    for _ in range(steps):
+        logits = model(input_ids=torch.tensor([tokens], dtype=torch.long), use_cache=False).logits[0, -1]
+        tokens.append(int(torch.argmax(logits.to(torch.float32))))
+        if tokens[-1] in stop_ids:
+            break
+    return tokens[len(ids):]
+
+
+def cmd_spot(args):
+    from transformers import AutoTokenizer, GenerationConfig
+
+    with open(args.prompts) as f:
+        prompt_set = json.load(f)
+    if prompt_set.get("format") != "day0-spot-prompts/1":
+        raise SystemExit(f"error: {args.prompts}: format {prompt_set.get('format')!r}, expected day0-spot-prompts/1")
+    model, info = load_model(args.model, args.dtype)
+    problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "mismatched_keys")}
+    if problems:
+        raise SystemExit(f"error: transformers did not load every weight: {problems}")
+    tok = AutoTokenizer.from_pretrained(args.model, local_files_only=True)
+    stop_ids = set()
+    for source in (tok.eos_token_id, getattr(GenerationConfig.from_pretrained(args.model), "eos_token_id", None)
+                   if os.path.exists(os.path.join(args.model, "generation_config.json")) else None):
+        if isinstance(source, int):
+            stop_ids.add(source)
+        elif isinstance(source, (list, tuple)):
+            stop_ids.update(int(x) for x in source)
+    entries = []
+    for p in prompt_set["prompts"]:
+        text = tok.apply_chat_template(p["messages"], tokenize=False, add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        greedy = greedy_until_stop(model, ids, p["max_new_tokens"], stop_ids)
+        entries.append(dict(p, prompt_ids=ids, greedy_ids=greedy,
+                            greedy_text=tok.decode(greedy, skip_special_tokens=True)))
+        print(f"{p['id']}: {len(ids)} prompt ids, {len(greedy)} greedy ids", file=sys.stderr)
+    doc = {"format": "day0-spot-reference/1", "producer": "transformers", "version": versions(),
+           "dtype": args.dtype, "model_type": str(model.config.model_type), "stop_ids": sorted(stop_ids),
+           "prompts": entries}
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {args.out}: {len(entries)} prompts, dtype {args.dtype}, {versions()}")
+    return 0
+
+
 def cmd_check_load(args):
     model, info = load_model(args.model, "f32")
     config = model.config
@@ -216,12 +272,19 @@ def main():
     dump.add_argument("--no-hidden", action="store_true", help="logits only, no per-layer hidden states")
     check = sub.add_parser("check-load", help="check transformers loads a folder unmodified")
     check.add_argument("model")
+    spot = sub.add_parser("spot", help="write a day0-spot-reference/1 file (greedy spot-check continuations)")
+    spot.add_argument("model", help="model folder (config.json + safetensors + tokenizer with a chat template)")
+    spot.add_argument("--out", required=True, help="output .json file")
+    spot.add_argument("--prompts", default=SPOT_PROMPTS, help="day0-spot-prompts/1 file (default: the adapt set)")
+    spot.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="compute dtype (default f32)")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(int(os.environ.get("DAY0_REF_THREADS", "2")))
     if args.mode == "dump":
         cmd_dump(args)
         return 0
+    if args.mode == "spot":
+        return cmd_spot(args)
     return cmd_check_load(args)
 
 

@@ -17,6 +17,7 @@
 
 #include "day0/core/atomic_file.h"
 #include "day0/core/error.h"
+#include "day0/core/json_reader.h"
 #include "day0/core/numeric.h"
 #include "day0/io/checkpoint.h"
 #include "day0/io/dequant.h"
@@ -117,11 +118,10 @@ Status copy_one_file(const fs::path& from, const fs::path& to) {
   return Status::ok();
 }
 
+// config.json through the bounded reader (size, depth, finite numbers), as every outside JSON.
 Result<nlohmann::json> read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return not_found(path.string() + ": cannot open");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument(path.string() + ": not a JSON object");
+  D0_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path, kConfigJsonLimits));
+  if (!j.is_object()) return invalid_argument(path.string() + ": not a JSON object");
   return j;
 }
 

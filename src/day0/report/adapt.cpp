@@ -35,6 +35,7 @@ const std::vector<StageEntry>& stage_table() {
       {{"weights", "Weights"}, run_weights_stage},
       {{"miniature", "Miniature smoke test"}, run_miniature_stage},
       {{"alignment", "Precision alignment"}, run_alignment_stage},
+      {{"generation", "Generation spot checks"}, run_generation_stage},
       {{"plan", "Parallel plan"}, run_plan_stage},
       {{"performance", "Performance"}, run_performance_stage},
       {{"stability", "Stability soak"}, run_stability_stage},
@@ -70,9 +71,9 @@ Result<Report> run_adapt(const AdaptOptions& options,
   for (const auto& id : options.optional_stages) {
     const auto& stages = adapt_stages();
     if (std::none_of(stages.begin(), stages.end(), [&](const StageDescriptor& d) { return d.id == id; })) {
-      return invalid_argument("--optional: unknown stage \"" + id +
-                              "\" (stages: structure, coverage, weights, miniature, alignment, plan, "
-                              "performance, stability)");
+      std::string names;
+      for (const auto& d : stages) names += (names.empty() ? "" : ", ") + d.id;
+      return invalid_argument("--optional: unknown stage \"" + id + "\" (stages: " + names + ")");
     }
   }
   std::optional<Report> old_report;

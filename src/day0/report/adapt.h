@@ -1,8 +1,8 @@
 #pragma once
 // `day0 adapt`: the Day-0 checklist as one pipeline. Stages run in order; each ends pass / fail /
 // skipped-with-reason with its evidence and its time. Later stages skip (saying why) when what they
-// need failed earlier. Stage ids: structure, coverage, weights, miniature, alignment, plan,
-// performance, stability.
+// need failed earlier. Stage ids: structure, coverage, weights, miniature, alignment, generation,
+// plan, performance, stability.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,6 +42,12 @@ struct AdaptOptions {
   int soak_requests = 200;
   double soak_seconds = 20.0;
   uint64_t soak_max_growth_bytes = 32ull << 20;
+  // Generation spot checks: a day0-spot-reference/1 file (transformers' greedy continuations), the
+  // unquantized base of a quantized MODEL, and the mean agreement (tokens before the first divergence,
+  // over the reference's length) below which the stage fails.
+  std::string spot_reference;
+  std::string spot_base;
+  double spot_min_agreement = 0.5;
   CompareMargins margins;
 };
 

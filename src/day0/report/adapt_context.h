@@ -32,6 +32,7 @@ void run_coverage_stage(AdaptContext& ctx, StageResult& out);
 void run_weights_stage(AdaptContext& ctx, StageResult& out);
 void run_miniature_stage(AdaptContext& ctx, StageResult& out);
 void run_alignment_stage(AdaptContext& ctx, StageResult& out);
+void run_generation_stage(AdaptContext& ctx, StageResult& out);
 void run_plan_stage(AdaptContext& ctx, StageResult& out);
 void run_performance_stage(AdaptContext& ctx, StageResult& out);
 void run_stability_stage(AdaptContext& ctx, StageResult& out);

@@ -118,8 +118,8 @@ const nlohmann::json& report_json_schema() {
         "required": ["id", "title", "verdict", "required", "summary", "reason", "seconds", "evidence"],
         "additionalProperties": false,
         "properties": {
-          "id": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "plan", "performance",
-                          "stability"]},
+          "id": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "generation", "plan",
+                          "performance", "stability"]},
           "title": {"type": "string"},
           "verdict": {"enum": ["pass", "fail", "skipped"]},
           "required": {"type": "boolean"},

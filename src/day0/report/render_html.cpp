@@ -66,6 +66,58 @@ std::string throughput_chart(const Report& report) {
          svg_bar_chart("Tokens per second on this machine", bars, "tok/s");
 }
 
+// `text` with the part after `agreed` (when it starts with it) marked as divergent.
+std::string marked_text(const std::string& text, const std::string& agreed) {
+  if (agreed.empty() || text.rfind(agreed, 0) != 0) return html_escape(text);
+  return html_escape(agreed) + "<mark>" + html_escape(text.substr(agreed.size())) + "</mark>";
+}
+
+// The generation spot checks side by side: prompt, Day0's output, the reference's and the base's,
+// what follows the first divergence marked.
+std::string spot_table(const Report& report) {
+  const StageResult* stage = report.find_stage("generation");
+  if (stage == nullptr || !stage->evidence.contains("prompts")) return "";
+  const auto& rows = stage->evidence["prompts"];
+  const bool with_reference = stage->evidence.contains("reference");
+  const bool with_base = stage->evidence.contains("base");
+  std::string html =
+      "<h2>Generation spot checks</h2>\n<p>Greedy outputs; the text after the first divergent token is "
+      "<mark>marked</mark>.</p>\n<table id=\"spot-checks\"><tr><th>prompt</th><th>Day0</th>";
+  if (with_reference) html += "<th>reference</th>";
+  if (with_base) html += "<th>base model</th>";
+  html += "</tr>\n";
+  for (const auto& row : rows) {
+    auto field = [&](const nlohmann::json& obj, const char* key) {
+      return obj.contains(key) && obj[key].is_string() ? obj[key].get<std::string>() : std::string();
+    };
+    const std::string agreed = row.contains("reference") ? field(row["reference"], "agreed_text")
+                               : row.contains("base")    ? field(row["base"], "agreed_text")
+                                                         : std::string();
+    html += fmt::format("<tr data-prompt=\"{}\"><td><b>{}</b> ({})<br>{}</td><td><pre>{}</pre></td>",
+                        html_escape(field(row, "id")), html_escape(field(row, "id")),
+                        html_escape(field(row, "kind")), html_escape(field(row, "prompt")),
+                        marked_text(field(row, "output"), agreed));
+    for (const char* side : {"reference", "base"}) {
+      if ((side == std::string("reference") && !with_reference) ||
+          (side == std::string("base") && !with_base))
+        continue;
+      if (!row.contains(side)) {
+        html += "<td></td>";
+        continue;
+      }
+      const auto& c = row[side];
+      html += fmt::format("<td><pre>{}</pre>first divergence: {}, agreement {:.0f}%</td>",
+                          marked_text(field(c, "text"), field(c, "agreed_text")),
+                          c.value("first_divergence", int64_t{-1}) < 0
+                              ? std::string("none")
+                              : fmt::format("token {}", c.value("first_divergence", int64_t{-1})),
+                          100.0 * c.value("prefix_agreement", 0.0));
+    }
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
 }  // namespace
 
 std::string render_html(const Report& report) {
@@ -75,7 +127,8 @@ std::string render_html(const Report& report) {
       "</title>\n<style>\nbody{font-family:sans-serif;margin:2em;max-width:1100px}\n"
       "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;"
       "vertical-align:top}\n.pass{background:#d9f2d9}.fail{background:#f8d0d0}.skipped{background:#eee}\n"
-      "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\n</style></head><body>\n";
+      "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\n"
+      "#spot-checks pre{white-space:pre-wrap;max-width:340px}\n</style></head><body>\n";
   html += fmt::format("<h1>Day-0 adaptation report: {}</h1>\n", html_escape(report.model));
   html += fmt::format(
       "<p id=\"overall\" class=\"{}\" data-verdict=\"{}\"><b>Verdict: {}</b> — family <code>{}</code>, "
@@ -111,6 +164,7 @@ std::string render_html(const Report& report) {
   html += layer_chart(report);
   html += memory_chart(report);
   html += throughput_chart(report);
+  html += spot_table(report);
   html += "<h2>Evidence</h2>\n";
   for (const auto& s : report.stages) {
     html += fmt::format("<details><summary>{} ({})</summary><pre>{}</pre></details>\n", html_escape(s.title),
