@@ -73,7 +73,15 @@ TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
     const nlohmann::json report = read_json(fs::path(out) / "report.json");
     EXPECT_TRUE(day0::report::validate_json(report, day0::report::report_json_schema()).empty());
     EXPECT_EQ(report["verdict"], "pass");
-    for (const auto& s : report["stages"]) EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+    // A synthesised checkpoint has random weights and no tokenizer: the generation spot checks say so.
+    for (const auto& s : report["stages"]) {
+      if (s["id"] == "generation") {
+        EXPECT_EQ(s["verdict"], "skipped") << s.dump(2);
+        EXPECT_NE(s["reason"].get<std::string>().find("no tokenizer"), std::string::npos) << s.dump(2);
+      } else {
+        EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+      }
+    }
     EXPECT_GT(stage(report, "weights")["evidence"]["hashes_ok"].get<int>(), 0);
     EXPECT_GT(stage(report, "performance")["evidence"]["decode_tok_s"].get<double>(), 0.0);
     for (const char* f : {"report.json", "report.md", "report.html"})
