@@ -40,7 +40,9 @@ int perplexity_command(const PerplexityArgs& a) {
   if (!in) return report_error(name, not_found(fmt::format("{}: cannot open", a.file)));
   std::ostringstream text;
   text << in.rdbuf();
-  auto model = load_model(a.model);
+  const ActivationPrecision precision =
+      a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  auto model = load_model(a.model, load_options_for(precision));
   if (!model.is_ok()) return report_error(name, model.status());
   auto tok = tokenizer::load_tokenizer(a.model);
   if (!tok.is_ok()) return report_error(name, tok.status());
@@ -62,7 +64,7 @@ int perplexity_command(const PerplexityArgs& a) {
     if (!st.is_ok()) return report_error(name, st.with_context(a.kl_base));
   }
   EngineOptions eo;
-  eo.precision = a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  eo.precision = precision;
   eo.kv_dtype = parse_kv_dtype(a.kv_dtype).value_or(KvDtype::kBF16);
   auto engine = open_engine(*model, a.backend, eo, a.threads);
   if (!engine.is_ok()) return report_error(name, engine.status());

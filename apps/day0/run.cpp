@@ -115,10 +115,10 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
 
 int run_command(const RunOptions& o) {
   const char* name = "run";
-  auto model = load_model(o.model);
-  if (!model.is_ok()) return report_error(name, model.status());
   EngineOptions eo;
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  auto model = load_model(o.model, load_options_for(eo.precision));
+  if (!model.is_ok()) return report_error(name, model.status());
   eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);

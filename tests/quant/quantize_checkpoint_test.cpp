@@ -83,8 +83,10 @@ TEST(QuantizeCheckpoint, ReloadEqualsInMemoryQuantizationBitForBit) {
     EXPECT_EQ(resolved->spec.weights.packed, r->spec.weights.packed);
     auto packed = open_checkpoint_source(out);
     ASSERT_TRUE(packed.is_ok());
-    PackedIntSource reloaded(std::shared_ptr<const TensorSource>(std::move(*packed)),
-                             resolved->spec.weights.packed);
+    const std::shared_ptr<const TensorSource> packed_source(std::move(*packed));
+    PackedIntSource reloaded(packed_source, resolved->spec.weights.packed);
+    // What a float32 run loads (LoadOptions::exact_f32_dequantized): the exact products.
+    PackedIntSource reloaded_f32(packed_source, resolved->spec.weights.packed, /*exact_f32=*/true);
     auto manifest = build_tensor_manifest(resolved->spec);
     ASSERT_TRUE(manifest.is_ok());
     std::set<std::string> packed_stems;
@@ -115,6 +117,11 @@ TEST(QuantizeCheckpoint, ReloadEqualsInMemoryQuantizationBitForBit) {
       ASSERT_TRUE(expect.is_ok());
       const std::vector<uint16_t> expect_bf16 = f32_to_bf16_vector(*expect);
       EXPECT_EQ(std::memcmp(back->data.data(), expect_bf16.data(), back->data.size()), 0) << name;
+      auto exact = reloaded_f32.get(name);
+      ASSERT_TRUE(exact.is_ok()) << exact.status().to_string();
+      EXPECT_EQ(exact->dtype, DType::kF32) << name;
+      ASSERT_EQ(exact->data.size(), expect->size() * sizeof(float)) << name;
+      EXPECT_EQ(std::memcmp(exact->data.data(), expect->data(), exact->data.size()), 0) << name;
       // And it did change: the test would pass vacuously on a copy.
       EXPECT_NE(std::memcmp(back->data.data(), src->data.data(), src->data.size()), 0) << name;
       ++checked;

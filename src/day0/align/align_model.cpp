@@ -15,7 +15,7 @@ Result<AlignReport> align_model(const AlignRequest& req) {
   } else if (!req.against_reference) {
     return invalid_argument("align needs --reference DUMP (or --against reference)");
   }
-  D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(req.model));
+  D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(req.model, load_options_for(req.precision)));
   if (ref && ref->prompts.front().logits.cols != model.spec.vocab_size) {
     return invalid_argument(fmt::format("{}: logits have {} columns but the model's vocabulary is {}",
                                         req.reference_path, ref->prompts.front().logits.cols,

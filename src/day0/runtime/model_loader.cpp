@@ -7,24 +7,31 @@
 
 namespace day0 {
 
-Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source) {
+LoadOptions load_options_for(ActivationPrecision precision) {
+  return LoadOptions{.exact_f32_dequantized = precision == ActivationPrecision::kF32};
+}
+
+Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source,
+                                    const LoadOptions& options) {
   LoadedModel m;
   // Pack-quantized projections are dequantized at load: the engine sees the unquantized model.
   m.spec = unpacked_spec(spec);
   m.folder = source->origin();
-  D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(m.spec, unpacked_source(std::move(source), spec)));
+  D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(m.spec, unpacked_source(std::move(source), spec,
+                                                                            options.exact_f32_dequantized)));
   return m;
 }
 
-Result<LoadedModel> load_model(const std::string& model) {
+Result<LoadedModel> load_model(const std::string& model, const LoadOptions& options) {
   D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
   if (resolved.from_catalog || resolved.folder.empty()) {
     return invalid_argument(
         fmt::format("{} is a catalog entry without weights; pass a checkpoint folder", model));
   }
   D0_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_checkpoint_source(resolved.folder.string()));
-  D0_ASSIGN_OR_RETURN(LoadedModel m,
-                      load_model_from(resolved.spec, std::shared_ptr<const TensorSource>(std::move(source))));
+  D0_ASSIGN_OR_RETURN(
+      LoadedModel m,
+      load_model_from(resolved.spec, std::shared_ptr<const TensorSource>(std::move(source)), options));
   m.folder = resolved.folder.string();
   return m;
 }

@@ -16,11 +16,20 @@ struct LoadedModel {
   std::string folder;
 };
 
+struct LoadOptions {
+  // Pack-quantized projections (dequantized at load) as exact float32 products rather than rounded to
+  // the scale's dtype: what a float32 run must compute with to agree with transformers in float32.
+  bool exact_f32_dequantized = false;
+};
+// The load options a run in `precision` needs.
+LoadOptions load_options_for(ActivationPrecision precision);
+
 // Resolves `model` (a folder with config.json and safetensors) and binds its weights. Catalog names
 // have no weights: InvalidArgument saying so.
-Result<LoadedModel> load_model(const std::string& model);
+Result<LoadedModel> load_model(const std::string& model, const LoadOptions& options = {});
 // Binds the weights of an already parsed spec from `source`.
-Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source);
+Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source,
+                                    const LoadOptions& options = {});
 
 // An engine over a loaded model on the named backend (resolver-wrapped: missing kernels fall back).
 struct EngineHandle {

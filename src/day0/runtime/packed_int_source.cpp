@@ -233,8 +233,9 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
   return out;
 }
 
-PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed)
-    : inner_(std::move(packed_source)), packed_(std::move(packed)) {
+PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed,
+                                 bool exact_f32)
+    : inner_(std::move(packed_source)), packed_(std::move(packed)), exact_f32_(exact_f32) {
   const std::string suffix = values_suffix(packed_);
   for (const auto& name : inner_->names()) {
     if (name.ends_with(suffix)) {
@@ -271,11 +272,13 @@ Result<RawTensor> PackedIntSource::get(const std::string& name) const {
     Dequantized d;
     D0_ASSIGN_OR_RETURN(std::vector<float> values,
                         dequantize_packed_weight(*inner_, it->second, packed_, d.shape, d.dtype));
+    if (exact_f32_) d.dtype = DType::kF32;
     if (d.dtype == DType::kF32) {
       d.bytes.resize(values.size() * 4);
       std::memcpy(d.bytes.data(), values.data(), d.bytes.size());
     } else {
-      // Exact: the float32 product rounds to the scale's dtype as compressed-tensors' (q - zp) * scale does.
+      // The float32 product rounded to the scale's dtype, as compressed-tensors' (q - zp) * scale gives it
+      // when the model is loaded in that dtype (in float32 transformers keeps the exact product).
       d.bytes.resize(values.size() * 2);
       for (size_t i = 0; i < values.size(); ++i) {
         const uint16_t h = d.dtype == DType::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
@@ -299,9 +302,9 @@ std::vector<std::string> PackedIntSource::names() const {
 }
 
 std::shared_ptr<const TensorSource> unpacked_source(std::shared_ptr<const TensorSource> source,
-                                                    const ModelSpec& spec) {
+                                                    const ModelSpec& spec, bool exact_f32) {
   if (spec.weights.packed.bits == 0) return source;
-  return std::make_shared<PackedIntSource>(std::move(source), spec.weights.packed);
+  return std::make_shared<PackedIntSource>(std::move(source), spec.weights.packed, exact_f32);
 }
 
 ModelSpec unpacked_spec(const ModelSpec& spec) {

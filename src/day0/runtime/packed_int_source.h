@@ -31,7 +31,10 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
 
 class PackedIntSource : public TensorSource {
  public:
-  PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed);
+  // exact_f32: the dequantized projections as float32 (q - zp) * scale, exactly; otherwise rounded to
+  // the scale's dtype (half the memory; what a BF16 run computes with anyway).
+  PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed,
+                  bool exact_f32 = false);
 
   bool contains(const std::string& name) const override;
   Result<RawTensor> get(const std::string& name) const override;
@@ -41,6 +44,7 @@ class PackedIntSource : public TensorSource {
  private:
   std::shared_ptr<const TensorSource> inner_;
   PackedIntSpec packed_;
+  bool exact_f32_ = false;
   std::map<std::string, std::string> weights_;  // "<m>.weight" -> stem "<m>", for every packed group
   mutable std::mutex mutex_;
   struct Dequantized {
@@ -54,7 +58,7 @@ class PackedIntSource : public TensorSource {
 // `source` wrapped in a PackedIntSource when `spec` is pack-quantized, and the spec the binder and
 // engine then see (the projections in the activation dtype); otherwise both unchanged.
 std::shared_ptr<const TensorSource> unpacked_source(std::shared_ptr<const TensorSource> source,
-                                                    const ModelSpec& spec);
+                                                    const ModelSpec& spec, bool exact_f32 = false);
 ModelSpec unpacked_spec(const ModelSpec& spec);
 
 }  // namespace day0

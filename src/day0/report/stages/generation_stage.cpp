@@ -45,7 +45,8 @@ double mean_prefix(const std::vector<GreedyComparison>& comparisons) {
 // The base model's outputs on the same prompts (same backend and KV dtype as the run target).
 Result<std::vector<SpotOutput>> run_base(const AdaptContext& ctx, const tokenizer::Tokenizer& tok,
                                          std::span<const SpotPrompt> prompts, const EngineOptions& options) {
-  D0_ASSIGN_OR_RETURN(LoadedModel base, load_model(ctx.options.spot_base));
+  D0_ASSIGN_OR_RETURN(LoadedModel base,
+                      load_model(ctx.options.spot_base, load_options_for(options.precision)));
   D0_ASSIGN_OR_RETURN(EngineHandle handle, open_engine(base, ctx.options.backend, options));
   auto outputs = run_spot_prompts(*handle.engine, tok, prompts);
   if (!outputs.is_ok()) return outputs.status().with_context("--spot-base " + ctx.options.spot_base);

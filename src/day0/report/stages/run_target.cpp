@@ -31,8 +31,8 @@ Result<RunTarget> choose_run_target(const AdaptContext& ctx) {
 Result<RunEngine*> open_run_engine(AdaptContext& ctx) {
   if (ctx.run_engine) return ctx.run_engine.get();
   D0_ASSIGN_OR_RETURN(RunTarget target, choose_run_target(ctx));
-  D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(target.folder));
   EngineOptions options;
+  D0_ASSIGN_OR_RETURN(LoadedModel model, load_model(target.folder, load_options_for(options.precision)));
   options.kv_dtype = ctx.options.kv_dtype;
   D0_ASSIGN_OR_RETURN(EngineHandle handle, open_engine(model, ctx.options.backend, options));
   ctx.run_engine =
