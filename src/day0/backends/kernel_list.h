@@ -31,6 +31,10 @@
   X(gather_rows, GatherRowsArgs, kGatherRows)              \
   X(scatter_add, ScatterAddArgs, kScatterAdd)
 
+// Declares every kernel as an override, inside a class deriving from Backend.
+#define D0_KERNEL_OVERRIDE(method, Args, op) void method(const Args& a) override;
+#define D0_DECLARE_KERNEL_OVERRIDES D0_FOR_EACH_KERNEL(D0_KERNEL_OVERRIDE)
+
 namespace day0 {
 // The weight format a call of each kernel is keyed by (F32 for ops that read no weights).
 }  // namespace day0

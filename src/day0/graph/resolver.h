@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "day0/backends/backend.h"
+#include "day0/backends/kernel_list.h"
 
 namespace day0 {
 
@@ -46,33 +47,7 @@ class ResolvingBackend final : public Backend {
   Status check_strict(const std::vector<OpKey>& keys) const;
   Backend& primary() { return *primary_; }
 
-  void embedding(const EmbeddingArgs& a) override;
-  void matmul(const MatmulArgs& a) override;
-  void rms_norm(const RmsNormArgs& a) override;
-  void layer_norm(const LayerNormArgs& a) override;
-  void rope(const RopeArgs& a) override;
-  void attention(const AttentionArgs& a) override;
-  void mla_attention(const MlaArgs& a) override;
-  void paged_attention(const PagedAttentionArgs& a) override;
-  void paged_mla_attention(const PagedMlaArgs& a) override;
-  void softmax(const SoftmaxArgs& a) override;
-  void silu(const UnaryArgs& a) override;
-  void gelu(const UnaryArgs& a) override;
-  void sigmoid(const UnaryArgs& a) override;
-  void swiglu(const SwigluArgs& a) override;
-  void swiglu_clamped(const SwigluArgs& a) override;
-  void moe_router(const MoeRouterArgs& a) override;
-  void moe_experts(const MoeExpertsArgs& a) override;
-  void add(const BinaryArgs& a) override;
-  void mul(const BinaryArgs& a) override;
-  void argmax(const ArgmaxArgs& a) override;
-  void sample(const SampleArgs& a) override;
-  void clamp(const PointwiseArgs& a) override;
-  void scale(const PointwiseArgs& a) override;
-  void rsqrt(const PointwiseArgs& a) override;
-  void row_mean(const PointwiseArgs& a) override;
-  void gather_rows(const GatherRowsArgs& a) override;
-  void scatter_add(const ScatterAddArgs& a) override;
+  D0_DECLARE_KERNEL_OVERRIDES
 
  private:
   // Where a call goes; warns once per op on host fallback, throws on missing / strict.
