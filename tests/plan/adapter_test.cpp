@@ -106,6 +106,19 @@ TEST(Adapter, GptOssSlidingLayersBoundTheirCache) {
   EXPECT_DOUBLE_EQ(long_ctx.kv_seq_bytes[1], 2 * short_ctx.kv_seq_bytes[1]);
 }
 
+// MiniMax-M2's full-width q/k norm marks every layer for the TP all-reduce; a per-head norm (Llama)
+// marks none.
+TEST(Adapter, MinimaxM2NormOverAllHeadsIsMarkedForTensorParallelism) {
+  auto m = load_model_cost("minimax-m2");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  ASSERT_EQ(m->layers.size(), 62u);
+  for (const auto& l : m->layers) EXPECT_TRUE(l.heads_norm_all_reduce);
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_token(KvPrecision::kBF16), 253952);  // 2 x 62 x 8 x 128 x 2 B
+  auto llama = load_model_cost("llama-3.1-8b");
+  ASSERT_TRUE(llama.is_ok());
+  for (const auto& l : llama->layers) EXPECT_FALSE(l.heads_norm_all_reduce);
+}
+
 TEST(Adapter, LoadModelCostResolvesCatalogNamesAndFolders) {
   auto named = load_model_cost("llama-3.1-8b");
   ASSERT_TRUE(named.is_ok()) << named.status().to_string();

@@ -327,6 +327,26 @@ TEST(TimeModel, DecodeIsBoundedByReadingTheWeights) {
   EXPECT_GE(tp1->time.ttft, 2 * m.total_params() * 8192 / c.device.peak_flops_bf16);
 }
 
+// MiniMax-M2's q/k norm spans all heads: under TP every layer adds a small all-reduce of the sums of
+// squares, which costs nothing on one device.
+TEST(TimeModel, NormOverAllHeadsAddsAnAllReduceUnderTensorParallelism) {
+  ModelCost with = model_cost_from_shape(testing::llama31_8b_shape());
+  ModelCost without = with;
+  for (auto& layer : with.layers) layer.heads_norm_all_reduce = true;
+  const ClusterSpec c = preset("8xH100");
+  Workload w;
+  w.concurrency = 1;
+  const PlanResult a = plan(with, c, w), b = plan(without, c, w);
+  const PlanCandidate* a1 = find_plan(a.feasible, {1, 1, 1, 1});
+  const PlanCandidate* b1 = find_plan(b.feasible, {1, 1, 1, 1});
+  const PlanCandidate* a2 = find_plan(a.feasible, {2, 1, 1, 1});
+  const PlanCandidate* b2 = find_plan(b.feasible, {2, 1, 1, 1});
+  ASSERT_TRUE(a1 && b1 && a2 && b2);
+  EXPECT_DOUBLE_EQ(a1->time.tpot, b1->time.tpot);
+  EXPECT_GT(a2->time.tpot, b2->time.tpot);
+  EXPECT_GT(a2->time.comm_share, b2->time.comm_share);
+}
+
 TEST(Planner, BadInputIsAnErrorNotACrash) {
   const ModelCost m = model_cost_from_shape(testing::llama31_8b_shape());
   Workload w;

@@ -29,6 +29,7 @@ LayerSums stage_sums(const std::vector<LayerSums>& prefix, int64_t first, int64_
   out.attn_prefill_flops = b.attn_prefill_flops - a.attn_prefill_flops;
   out.n_layers = b.n_layers - a.n_layers;
   out.n_moe_layers = b.n_moe_layers - a.n_moe_layers;
+  out.n_heads_norm_layers = b.n_heads_norm_layers - a.n_heads_norm_layers;
   return out;
 }
 
@@ -129,6 +130,7 @@ std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
     next.attn_prefill_flops += layer.attn_flops_per_pair_prefill * (prompt * window - window * window / 2);
     next.n_layers += 1;
     next.n_moe_layers += layer.moe ? 1 : 0;
+    next.n_heads_norm_layers += layer.heads_norm_all_reduce ? 1 : 0;
     prefix[i + 1] = next;
   }
   return prefix;
@@ -336,6 +338,8 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
     out.compute = flops / p.linear_peak + attn_flops / tp / p.attention_peak;
     out.memory = bytes / bw;
     out.comm += s.n_layers * 2 * all_reduce_time(tokens * hidden * kActivationBytes, par.tp, tp_link);
+    // Sums of squares of a norm over all heads: q and k fused into one all-reduce of two floats a token.
+    out.comm += s.n_heads_norm_layers * all_reduce_time(tokens * 2 * 4, par.tp, tp_link);
     return out;
   };
 

@@ -72,6 +72,7 @@ struct LayerSums {
   double attn_prefill_flops = 0;  // a whole context-long prompt, causal
   double n_layers = 0;
   double n_moe_layers = 0;
+  double n_heads_norm_layers = 0;  // layers whose q/k norm spans all heads (an all-reduce under TP)
 };
 
 // Per-layer costs at one workload's precisions and context, with prefix sums, so that each layout is

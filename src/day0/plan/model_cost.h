@@ -39,6 +39,9 @@ struct LayerCost {
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
   bool moe = false;
+  // q/k RMSNorm over all heads (MiniMax-M2): heads split over TP ranks, so each norm all-reduces its
+  // per-token sum of squares (one float32 for q and one for k).
+  bool heads_norm_all_reduce = false;
   double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
   double param(WeightGroup g) const { return params[static_cast<int>(g)]; }
   double kv_bytes(KvPrecision kv) const { return kv_bytes_per_token[static_cast<size_t>(kv)]; }

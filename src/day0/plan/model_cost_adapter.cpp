@@ -87,6 +87,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     const LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
     LayerCost& l = m.layers[static_cast<size_t>(i)];
     l.moe = ls.moe;
+    l.heads_norm_all_reduce = spec.qk_norm && spec.qk_norm_full_width;
     if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
     set_kv_bytes_per_token(l, spec);
