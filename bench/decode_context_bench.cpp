@@ -29,7 +29,7 @@ struct BenchModel {
 };
 
 // Appends `context` random rows to every layer of the cache.
-void fill_cache(day0::KvCache& cache, int64_t context) {
+void fill_cache(day0::Backend& backend, day0::KvCache& cache, int64_t context) {
   constexpr int64_t kChunk = 256;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -40,7 +40,7 @@ void fill_cache(day0::KvCache& cache, int64_t context) {
   for (int64_t done = 0; done < context; done += kChunk) {
     const int64_t n = std::min(kChunk, context - done);
     for (int64_t l = 0; l < cache.n_layers(); ++l) {
-      cache.append(l, day0::ConstMatrix(first.data(), n, cache.first_width()),
+      cache.append(backend, l, day0::ConstMatrix(first.data(), n, cache.first_width()),
                    day0::ConstMatrix(second.data(), n, cache.second_width()));
     }
     cache.commit(n);
@@ -53,7 +53,7 @@ void BM_DecodeAt(benchmark::State& state, BenchModel* m) {
   double seconds = 0;
   for (auto _ : state) {
     day0::KvCache cache = m->engine.engine->new_cache();
-    fill_cache(cache, context);
+    fill_cache(m->engine.engine->backend(), cache, context);
     int32_t token = 1;
     // Two untimed steps first: page faults of the mapped weights, pool start.
     std::chrono::steady_clock::time_point t0;
@@ -72,7 +72,7 @@ void BM_DecodeAt(benchmark::State& state, BenchModel* m) {
   }
   state.counters["tok/s"] = static_cast<double>(n_new * state.iterations()) / seconds;
   day0::KvCache probe = m->engine.engine->new_cache();
-  fill_cache(probe, 1024);
+  fill_cache(m->engine.engine->backend(), probe, 1024);
   state.counters["kv_B/token"] = static_cast<double>(probe.bytes()) / 1024.0;
 }
 

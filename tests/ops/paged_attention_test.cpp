@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/numeric.h"
 #include "day0/io/quantize.h"
 #include "day0/runtime/kv_cache.h"
@@ -25,15 +26,12 @@ PagedSeq write_pages(KvBlockPool& pool, ConstMatrix first, ConstMatrix second, i
   s.pos0 = pos0;
   s.rows = first.rows;
   const int64_t bt = pool.options().block_tokens;
-  const int64_t elem = kv_dtype_bytes(pool.options().dtype);
+  std::vector<int64_t> slots;
   for (int64_t j = 0; j < first.rows; ++j) {
     if (j % bt == 0) s.table.push_back(pool.allocate());
-    const int32_t b = s.table.back();
-    kv_row_from_f32(pool.options().dtype, first.row(j), first.cols,
-                    static_cast<unsigned char*>(pool.first(b)) + (j % bt) * first.cols * elem);
-    kv_row_from_f32(pool.options().dtype, second.row(j), second.cols,
-                    static_cast<unsigned char*>(pool.second(b)) + (j % bt) * second.cols * elem);
+    slots.push_back(static_cast<int64_t>(s.table.back()) * bt + j % bt);
   }
+  ref::kv_write({first, second, slots, pool.table()});  // the oracle's conversion
   return s;
 }
 

@@ -65,6 +65,8 @@ class Backend {
   virtual void mul(const BinaryArgs& a) = 0;
   virtual void argmax(const ArgmaxArgs& a) = 0;
   virtual void sample(const SampleArgs& a) = 0;
+  virtual void kv_write(const KvWriteArgs& a) = 0;
+  virtual void kv_copy_blocks(const KvCopyBlocksArgs& a) = 0;
   // Primitives.
   virtual void clamp(const PointwiseArgs& a) = 0;
   virtual void scale(const PointwiseArgs& a) = 0;

@@ -24,6 +24,8 @@
   X(mul, BinaryArgs, kMul)                                 \
   X(argmax, ArgmaxArgs, kArgmax)                           \
   X(sample, SampleArgs, kSample)                           \
+  X(kv_write, KvWriteArgs, kKvWrite)                       \
+  X(kv_copy_blocks, KvCopyBlocksArgs, kKvCopyBlocks)       \
   X(clamp, PointwiseArgs, kClamp)                          \
   X(scale, PointwiseArgs, kScale)                          \
   X(rsqrt, PointwiseArgs, kRsqrt)                          \

@@ -439,6 +439,30 @@ void RecordingBackend::sample(const SampleArgs& a) {
   }
 }
 
+void RecordingBackend::kv_write(const KvWriteArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kKvWrite);
+  op.attrs = {{"kv_dtype", kv_dtype_name(a.pool.dtype)}};
+  op.shapes = {{a.first.rows, a.pool.first_width}, {a.second.rows, a.pool.second_width}};
+  op.flops_per_token = d(a.first.rows) * d(a.pool.first_width + a.pool.second_width);  // conversions
+  op.bytes_per_token =
+      d(a.first.rows) * d((a.pool.first_width + a.pool.second_width) * kv_dtype_bytes(a.pool.dtype));
+  note(std::move(op));
+  if (inner_) inner_->kv_write(a);
+}
+
+void RecordingBackend::kv_copy_blocks(const KvCopyBlocksArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kKvCopyBlocks);
+  op.attrs = {{"kv_dtype", kv_dtype_name(a.pool.dtype)}};
+  op.shapes = {{static_cast<int64_t>(a.src.size()), a.pool.block_tokens}};
+  for (int32_t rows : a.rows)
+    op.bytes_per_token +=
+        2.0 * d(rows) * d((a.pool.first_width + a.pool.second_width) * kv_dtype_bytes(a.pool.dtype));
+  note(std::move(op));
+  if (inner_) inner_->kv_copy_blocks(a);
+}
+
 void RecordingBackend::clamp(const PointwiseArgs& a) {
   note(elementwise(op::kClamp, a.x.rows, a.x.cols, 1.0));
   if (inner_) inner_->clamp(a);

@@ -160,6 +160,28 @@ struct PagedMlaArgs {
   MlaForm form = MlaForm::kAbsorbed;
 };
 
+// ---- kv_write: store a step's K/V (or MLA latent / rope key) rows in their KV cache slots --------
+// Row r of `first` / `second` goes to row slots[r] % block_tokens of block slots[r] / block_tokens of
+// the pool, converted to the pool's dtype (BF16: round to nearest even; FP8 E4M3: round to nearest
+// even, saturating at +-448, NaN stays NaN; F32: copied). Slots are distinct and below
+// n_blocks * block_tokens. Views and pool live in the backend's memory space.
+struct KvWriteArgs {
+  ConstMatrix first;               // [R, pool.first_width]
+  ConstMatrix second;              // [R, pool.second_width]
+  std::span<const int64_t> slots;  // [R]
+  KvBlockTable pool;
+};
+
+// ---- kv_copy_blocks: copy on write; the first rows[i] rows of block src[i] into block dst[i] ------
+// Both tensors of the block, bytes as stored. Copies apply in order (a later copy may read a block an
+// earlier one wrote); src[i] != dst[i].
+struct KvCopyBlocksArgs {
+  std::span<const int32_t> src;   // [n] block ids
+  std::span<const int32_t> dst;   // [n] block ids
+  std::span<const int32_t> rows;  // [n] each in [0, pool.block_tokens]
+  KvBlockTable pool;
+};
+
 // ---- softmax over each row, in place --------------------------------------------------------------
 struct SoftmaxArgs {
   Matrix x;  // [R, C]

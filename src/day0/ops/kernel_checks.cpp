@@ -195,4 +195,37 @@ void check_args(const ScatterAddArgs& a) {
   for (int32_t i : a.idx) D0_CHECK_MSG(i >= 0 && i < a.y.rows, "scatter_add: index out of range");
 }
 
+namespace {
+
+void check_pool(const KvBlockTable& p, const char* op) {
+  D0_CHECK_MSG(p.space == MemorySpace::kHost, fmt::format("{}: the KV pool is not in host memory", op));
+  D0_CHECK_MSG(p.block_tokens > 0 && p.n_blocks >= 0 && p.first_width >= 0 && p.second_width >= 0,
+               fmt::format("{}: malformed KV block table", op));
+  D0_CHECK_MSG(p.n_blocks == 0 || (p.first_blocks != nullptr && p.second_blocks != nullptr),
+               fmt::format("{}: KV block table without blocks", op));
+}
+
+}  // namespace
+
+void check_args(const KvWriteArgs& a) {
+  check_pool(a.pool, "kv_write");
+  D0_CHECK_MSG(a.first.on_host() && a.second.on_host(), "kv_write: rows not in host memory");
+  const auto rows = static_cast<int64_t>(a.slots.size());
+  D0_EXPECT_SHAPE("kv_write", "first", a.first, rows, a.pool.first_width);
+  D0_EXPECT_SHAPE("kv_write", "second", a.second, rows, a.pool.second_width);
+  for (int64_t s : a.slots)
+    D0_CHECK_MSG(s >= 0 && s < a.pool.n_blocks * a.pool.block_tokens, "kv_write: slot outside the pool");
+}
+
+void check_args(const KvCopyBlocksArgs& a) {
+  check_pool(a.pool, "kv_copy_blocks");
+  D0_CHECK_MSG(a.src.size() == a.dst.size() && a.src.size() == a.rows.size(), "kv_copy_blocks: list sizes");
+  for (size_t i = 0; i < a.src.size(); ++i) {
+    D0_CHECK_MSG(a.src[i] >= 0 && a.src[i] < a.pool.n_blocks && a.dst[i] >= 0 && a.dst[i] < a.pool.n_blocks,
+                 "kv_copy_blocks: block outside the pool");
+    D0_CHECK_MSG(a.src[i] != a.dst[i], "kv_copy_blocks: a block copied onto itself");
+    D0_CHECK_MSG(a.rows[i] >= 0 && a.rows[i] <= a.pool.block_tokens, "kv_copy_blocks: row count");
+  }
+}
+
 }  // namespace day0

@@ -20,6 +20,9 @@ void check_args(const ArgmaxArgs& a);
 void check_args(const SampleArgs& a);
 void check_args(const GatherRowsArgs& a);
 void check_args(const ScatterAddArgs& a);
+// Also that the pool and the views are host memory (what the host backends read and write).
+void check_args(const KvWriteArgs& a);
+void check_args(const KvCopyBlocksArgs& a);
 // Same shape for x and y (unary ops, clamp, scale, rsqrt); row_mean wants y [R, 1].
 void check_same_shape(ConstMatrix x, ConstMatrix y, const char* op);
 

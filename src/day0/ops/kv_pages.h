@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "day0/model/kv_dtype.h"
+#include "day0/ops/tensor.h"
 
 namespace day0 {
 
@@ -35,6 +36,20 @@ struct KvPages {
     const auto* base = static_cast<const unsigned char*>(blocks[block]);
     return base + (j % block_tokens) * width * kv_dtype_bytes(dtype);
   }
+};
+
+// The whole block pool as the KV kernels write it (kv_write, kv_copy_blocks): block id -> its
+// `first` rows [block_tokens, first_width] and `second` rows [block_tokens, second_width] in dtype.
+// A token slot is block * block_tokens + row within the block.
+struct KvBlockTable {
+  KvDtype dtype = KvDtype::kF32;
+  int64_t block_tokens = 0;
+  int64_t first_width = 0;
+  int64_t second_width = 0;
+  void* const* first_blocks = nullptr;   // [n_blocks]
+  void* const* second_blocks = nullptr;  // [n_blocks]
+  int64_t n_blocks = 0;
+  MemorySpace space = MemorySpace::kHost;
 };
 
 // out[i] = float(row[i]), i < n, for a row stored in `dtype`.

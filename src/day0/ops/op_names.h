@@ -26,6 +26,10 @@ inline constexpr std::string_view kMoeExperts = "moe_experts";        // dispatc
 inline constexpr std::string_view kAdd = "add";
 inline constexpr std::string_view kMul = "mul";
 inline constexpr std::string_view kArgmax = "argmax";
+// The KV cache's writes: a step's rows into their page slots (converted to the cache dtype), and the
+// block copies of copy on write.
+inline constexpr std::string_view kKvWrite = "kv_write";
+inline constexpr std::string_view kKvCopyBlocks = "kv_copy_blocks";
 inline constexpr std::string_view kSample = "sample";
 
 // Primitives the fused ops above decompose into (ops/decompositions.h). The blocks call few of them

@@ -129,6 +129,21 @@ Out gather_shape(Shapes in, const OpAttributes&) {
   return std::vector<Shape>{{in[1][0], in[0][1]}};
 }
 
+Out kv_write_shape(Shapes in, const OpAttributes&) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "kv_write"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "kv_write"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 2, 1, "kv_write"));
+  if (in[0][0] != in[1][0] || in[0][0] != in[2][0]) return invalid_argument("kv_write: row counts differ");
+  return std::vector<Shape>{};  // writes the pool in place
+}
+
+Out kv_copy_shape(Shapes in, const OpAttributes&) {
+  for (size_t i = 0; i < 3; ++i) D0_RETURN_IF_ERROR(expect_rank(in, i, 1, "kv_copy_blocks"));
+  if (in[0][0] != in[1][0] || in[0][0] != in[2][0])
+    return invalid_argument("kv_copy_blocks: list sizes differ");
+  return std::vector<Shape>{};
+}
+
 Out scatter_shape(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "scatter_add"));
   D0_RETURN_IF_ERROR(expect_rank(in, 2, 2, "scatter_add"));
@@ -316,6 +331,24 @@ std::vector<OpSchema> build_table() {
        {}},
       {kRsqrt, "1 / sqrt(x + eps)", {"x [R, C]"}, {"y [R, C]"}, {"eps"}, false, true, same_as_first, {}},
       {kRowMean, "mean of each row", {"x [R, C]"}, {"y [R, 1]"}, {}, false, true, row_mean_shape, {}},
+      {kKvWrite,
+       "store rows in KV cache page slots, converted to the cache dtype",
+       {"first [R, W1]", "second [R, W2]", "slots [R] i64"},
+       {},
+       {},
+       false,
+       false,
+       kv_write_shape,
+       {}},
+      {kKvCopyBlocks,
+       "copy on write: the first rows of KV blocks into fresh blocks, in order",
+       {"src [n] i32", "dst [n] i32", "rows [n] i32"},
+       {},
+       {},
+       false,
+       false,
+       kv_copy_shape,
+       {}},
       {kGatherRows,
        "y[i] = x[idx[i]]",
        {"x [N, C]", "idx [n] i32"},

@@ -17,7 +17,8 @@
 namespace day0 {
 
 // Where a buffer lives. Both backends of today are kHost; a CUDA backend would add kDevice buffers
-// and its kernels would accept only views into its own memory space.
+// and its kernels would accept only views into its own memory space. Every view carries it: code that
+// touches elements itself (the blocks' host loops) checks for kHost, kernels check their own space.
 enum class MemorySpace { kHost, kDevice };
 
 // A float32 row-major matrix view [rows, cols] with row stride `stride` (elements).
@@ -27,6 +28,7 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t stride = 0;  // elements between the starts of consecutive rows; >= cols
+  MemorySpace space = MemorySpace::kHost;
 
   MatrixView() = default;
   MatrixView(T* d, int64_t r, int64_t c) : data(d), rows(r), cols(c), stride(c) {}
@@ -35,15 +37,24 @@ struct MatrixView {
   template <typename U>
   MatrixView(const MatrixView<U>& other)  // NOLINT(google-explicit-constructor)
       requires std::is_convertible_v<U*, T*>
-      : data(other.data), rows(other.rows), cols(other.cols), stride(other.stride) {}
+      : data(other.data), rows(other.rows), cols(other.cols), stride(other.stride), space(other.space) {}
 
   T* row(int64_t r) const { return data + r * stride; }
   std::span<T> row_span(int64_t r) const { return {row(r), static_cast<size_t>(cols)}; }
   bool contiguous() const { return stride == cols; }
   // Columns [col0, col0 + n) of every row: still a view with the same stride.
-  MatrixView col_slice(int64_t col0, int64_t n) const { return {data + col0, rows, n, stride}; }
+  MatrixView col_slice(int64_t col0, int64_t n) const { return in_space({data + col0, rows, n, stride}); }
   // Rows [row0, row0 + n).
-  MatrixView row_slice(int64_t row0, int64_t n) const { return {data + row0 * stride, n, cols, stride}; }
+  MatrixView row_slice(int64_t row0, int64_t n) const {
+    return in_space({data + row0 * stride, n, cols, stride});
+  }
+  bool on_host() const { return space == MemorySpace::kHost; }
+
+ private:
+  MatrixView in_space(MatrixView v) const {
+    v.space = space;
+    return v;
+  }
 };
 
 using Matrix = MatrixView<float>;
@@ -70,6 +81,7 @@ struct WeightView {
   // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
   // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
   std::string_view name;
+  MemorySpace space = MemorySpace::kHost;
 
   // Bytes of `data` (what a GEMV must stream) and of `scales`.
   uint64_t data_bytes() const;

@@ -47,6 +47,8 @@ struct StepLayout {
   std::vector<int64_t> row0, rows, pos0;
   std::vector<int64_t> positions;    // [total_rows] absolute position of every row
   std::vector<PagedSequence> paged;  // [sequences]
+  std::vector<int64_t> kv_slots;     // [total_rows] the current layer's cache slots
+  KvBlockCopies kv_copies;           // the current layer's copy-on-write copies
   int64_t total_rows = 0;
   void clear() {
     caches.clear();
@@ -55,6 +57,8 @@ struct StepLayout {
     pos0.clear();
     positions.clear();
     paged.clear();
+    kv_slots.clear();
+    kv_copies.clear();
     total_rows = 0;
   }
 };

@@ -32,6 +32,7 @@ float* StepArena::take(int64_t n) {
 
 void round_activations(const Context& c, Matrix m) {
   if (!c.bf16()) return;
+  D0_CHECK_MSG(m.on_host(), "round_activations: a device tensor on the host path");
   for (int64_t r = 0; r < m.rows; ++r) {
     float* row = m.row(r);
     for (int64_t j = 0; j < m.cols; ++j) row[j] = bf16_to_f32(f32_to_bf16(row[j]));
@@ -92,9 +93,19 @@ void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, in
 void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second) {
   StepLayout& l = c.layout;
   l.paged.resize(l.caches.size());
+  l.kv_slots.clear();
+  l.kv_copies.clear();
+  // Books first (sequences in batch order: their slots line up with the step's rows), then the copies
+  // of shared blocks, then every row of the step in one write.
   for (size_t sq = 0; sq < l.caches.size(); ++sq) {
-    const int64_t r0 = l.row0[sq], rn = l.rows[sq];
-    if (rn > 0) l.caches[sq]->append(layer, first.row_slice(r0, rn), second.row_slice(r0, rn));
+    if (l.rows[sq] > 0) l.caches[sq]->append_slots(layer, l.rows[sq], l.kv_slots, l.kv_copies);
+  }
+  if (!l.caches.empty() && first.rows > 0) {
+    const KvBlockTable table = l.caches[0]->pool().table();  // after the step's allocations
+    D0_CHECK_MSG(table.space == c.be.memory_space(), "KV pool and backend are in different memory spaces");
+    if (!l.kv_copies.empty())
+      c.be.kv_copy_blocks({l.kv_copies.src, l.kv_copies.dst, l.kv_copies.rows, table});
+    c.be.kv_write({first, second, l.kv_slots, table});
   }
   // Views after every append: an append may grow the pool's block table.
   for (size_t sq = 0; sq < l.caches.size(); ++sq) {

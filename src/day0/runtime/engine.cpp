@@ -42,6 +42,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   }
   if (spec.attention == AttentionKind::kMla && !spec.mla)
     return invalid_argument("engine: MLA spec without sizes");
+  // Activations (the step arena), weights and the KV pool are host memory today; the blocks hand the
+  // backend views tagged kHost, and a device backend gets its own arena and pool first.
+  if (backend.memory_space() != MemorySpace::kHost) {
+    return unsupported(
+        fmt::format("engine: backend '{}' runs in device memory; the engine holds its "
+                    "activations and KV cache in host memory",
+                    backend.name()));
+  }
   if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096) {
     return invalid_argument(
         fmt::format("engine: KV block size must be in [1, 4096] tokens, found {}", options.kv_block_tokens));

@@ -76,12 +76,12 @@ void KvBlockPool::release(int32_t block) {
   }
 }
 
-int32_t KvBlockPool::make_writable(int32_t block, int64_t rows) {
+int32_t KvBlockPool::make_writable(int32_t block, int64_t rows, KvBlockCopies& copies) {
   if (refs_[static_cast<size_t>(block)] == 1) return block;
   const int32_t copy = allocate();
-  const int64_t elem = kv_dtype_bytes(options_.dtype);
-  std::memcpy(first(copy), first(block), static_cast<size_t>(rows * first_width_ * elem));
-  std::memcpy(second(copy), second(block), static_cast<size_t>(rows * second_width_ * elem));
+  copies.src.push_back(block);
+  copies.dst.push_back(copy);
+  copies.rows.push_back(static_cast<int32_t>(rows));
   filled_[static_cast<size_t>(copy)] = static_cast<int32_t>(rows);
   release(block);
   return copy;
@@ -90,6 +90,19 @@ int32_t KvBlockPool::make_writable(int32_t block, int64_t rows) {
 void KvBlockPool::note_filled(int32_t block, int64_t rows) {
   int32_t& f = filled_[static_cast<size_t>(block)];
   f = std::max(f, static_cast<int32_t>(rows));
+}
+
+KvBlockTable KvBlockPool::table() const {
+  KvBlockTable t;
+  t.dtype = options_.dtype;
+  t.block_tokens = options_.block_tokens;
+  t.first_width = first_width_;
+  t.second_width = second_width_;
+  t.first_blocks = first_ptrs_.data();
+  t.second_blocks = second_ptrs_.data();
+  t.n_blocks = static_cast<int64_t>(first_ptrs_.size());
+  t.space = MemorySpace::kHost;  // slabs from the heap
+  return t;
 }
 
 KvPoolStats KvBlockPool::stats() const {
@@ -168,32 +181,34 @@ void KvCache::drop_before(Layer& l, int64_t keep_from) {
   l.first_block_pos += static_cast<int64_t>(drop) * bt;
 }
 
-void KvCache::append(int64_t layer, ConstMatrix first, ConstMatrix second) {
-  D0_CHECK(layer >= 0 && layer < n_layers());
+void KvCache::append(Backend& backend, int64_t layer, ConstMatrix first, ConstMatrix second) {
   D0_CHECK_MSG(first.rows == second.rows, "KV cache: k and v row counts differ");
-  D0_CHECK_MSG(first.cols == pool_->first_width() && second.cols == pool_->second_width(),
-               "KV cache: appended rows have the wrong width");
+  std::vector<int64_t> slots;
+  KvBlockCopies copies;
+  append_slots(layer, first.rows, slots, copies);
+  const KvBlockTable table = pool_->table();
+  if (!copies.empty()) backend.kv_copy_blocks({copies.src, copies.dst, copies.rows, table});
+  backend.kv_write({first, second, slots, table});
+}
+
+void KvCache::append_slots(int64_t layer, int64_t rows, std::vector<int64_t>& slots, KvBlockCopies& copies) {
+  D0_CHECK(layer >= 0 && layer < n_layers());
   Layer& l = layers_[static_cast<size_t>(layer)];
   D0_CHECK_MSG(l.rows >= length_, "KV cache: layer behind the committed length");
   // The earliest query of this step sits at l.rows (before the append); keys it cannot see go.
   if (l.window > 0 && l.mask == AttentionMask::kSliding) drop_before(l, l.rows - l.window + 1);
   if (l.window > 0 && l.mask == AttentionMask::kChunked) drop_before(l, (l.rows / l.window) * l.window);
   const int64_t bt = pool_->options().block_tokens;
-  const KvDtype dtype = pool_->options().dtype;
-  const int64_t elem = kv_dtype_bytes(dtype);
-  for (int64_t r = 0; r < first.rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const int64_t offset = (l.rows - l.first_block_pos) % bt;
     const auto index = static_cast<size_t>((l.rows - l.first_block_pos) / bt);
     if (index == l.blocks.size()) {
       l.blocks.push_back(pool_->allocate());
     } else if (offset == 0 || pool_->ref_count(l.blocks[index]) > 1) {
-      l.blocks[index] = pool_->make_writable(l.blocks[index], offset);
+      l.blocks[index] = pool_->make_writable(l.blocks[index], offset, copies);
     }
     const int32_t b = l.blocks[index];
-    kv_row_from_f32(dtype, first.row(r), first.cols,
-                    static_cast<unsigned char*>(pool_->first(b)) + offset * first.cols * elem);
-    kv_row_from_f32(dtype, second.row(r), second.cols,
-                    static_cast<unsigned char*>(pool_->second(b)) + offset * second.cols * elem);
+    slots.push_back(static_cast<int64_t>(b) * bt + offset);
     pool_->note_filled(b, offset + 1);
     ++l.rows;
   }

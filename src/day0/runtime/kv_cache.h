@@ -10,11 +10,15 @@
 //  - Blocks are reference counted: fork() makes a sequence that shares every block of another (a
 //    common prefix); the first write into a shared, partly filled block copies it (copy on write).
 //    That is the API prefix caching builds on.
+//  - This class keeps the books only: the row bytes are written by the backend's kv_write kernel and
+//    copy-on-write copies made by its kv_copy_blocks kernel (append_slots says where and what), so a
+//    device backend holds the pool in its own memory without a change here.
 // Thread safety: none; the engine's caller thread owns the pool and every cache on it.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "day0/backends/backend.h"
 #include "day0/core/status.h"
 #include "day0/model/kv_dtype.h"
 #include "day0/model/model_spec.h"
@@ -29,6 +33,17 @@ struct KvCacheOptions {
   // few L2-resident pages per attention work item, while wasting at most 31 slots per sequence and
   // layer.
   int64_t block_tokens = 32;
+};
+
+// The copy-on-write copies a step's appends need, as the kv_copy_blocks kernel takes them.
+struct KvBlockCopies {
+  std::vector<int32_t> src, dst, rows;
+  void clear() {
+    src.clear();
+    dst.clear();
+    rows.clear();
+  }
+  bool empty() const { return src.empty(); }
 };
 
 struct KvPoolStats {
@@ -63,17 +78,17 @@ class KvBlockPool {
   void retain(int32_t block);
   void release(int32_t block);
   int32_t ref_count(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
-  // `block` itself when only one holder has it, else a private copy of its first `rows` rows (the
-  // caller's reference moves from the shared block to the copy).
-  int32_t make_writable(int32_t block, int64_t rows);
+  // `block` itself when only one holder has it, else a fresh block that will hold a copy of its first
+  // `rows` rows: the copy is added to `copies` (for kv_copy_blocks), the caller's reference moves.
+  int32_t make_writable(int32_t block, int64_t rows, KvBlockCopies& copies);
   void note_filled(int32_t block, int64_t rows);  // rows written so far (for the fragmentation metric)
   // Grows the pool so that `blocks` more can be allocated without touching the heap.
   void reserve(int64_t blocks);
 
-  void* first(int32_t block) { return const_cast<void*>(first_ptrs_[static_cast<size_t>(block)]); }
-  void* second(int32_t block) { return const_cast<void*>(second_ptrs_[static_cast<size_t>(block)]); }
   const void* const* first_table() const { return first_ptrs_.data(); }
   const void* const* second_table() const { return second_ptrs_.data(); }
+  // Every block, for the KV kernels (valid until the pool grows: take it after the step's allocations).
+  KvBlockTable table() const;
 
   KvPoolStats stats() const;
 
@@ -85,10 +100,10 @@ class KvBlockPool {
   int64_t second_width_;
   uint64_t row_bytes_;
   std::vector<std::unique_ptr<unsigned char[]>> slabs_;
-  std::vector<const void*> first_ptrs_, second_ptrs_;  // by block id
-  std::vector<int32_t> refs_;                          // by block id
-  std::vector<int32_t> filled_;                        // by block id: rows written
-  std::vector<int32_t> free_;                          // ids with refs_ == 0
+  std::vector<void*> first_ptrs_, second_ptrs_;  // by block id
+  std::vector<int32_t> refs_;                    // by block id
+  std::vector<int32_t> filled_;                  // by block id: rows written
+  std::vector<int32_t> free_;                    // ids with refs_ == 0
 };
 
 class KvCache {
@@ -111,11 +126,15 @@ class KvCache {
   int64_t second_width() const { return pool_->second_width(); }
   const KvBlockPool& pool() const { return *pool_; }
 
-  // Appends `rows` rows to layer `layer`'s two tensors (GQA: k, v; MLA: c_kv, k_pe), converted to the
-  // pool's dtype. Rows become visible to pages() immediately; length() grows at commit() after the
-  // last layer. Sliding and chunked layers first give back the blocks no query of this step or later
-  // can see.
-  void append(int64_t layer, ConstMatrix first, ConstMatrix second);
+  // Makes room for `rows` new rows of layer `layer`'s two tensors (GQA: k, v; MLA: c_kv, k_pe): blocks
+  // allocated, shared blocks scheduled for copy into `copies`, and one slot per row appended to
+  // `slots` (block * block_tokens + row in block). The caller then runs kv_copy_blocks(copies) and
+  // kv_write(rows, slots), in that order, before anything reads the layer. Rows count for pages()
+  // immediately; length() grows at commit() after the last layer. Sliding and chunked layers first
+  // give back the blocks no query of this step or later can see.
+  void append_slots(int64_t layer, int64_t rows, std::vector<int64_t>& slots, KvBlockCopies& copies);
+  // append_slots and both kernels on `backend`, for one sequence (the engine batches a whole step).
+  void append(Backend& backend, int64_t layer, ConstMatrix first, ConstMatrix second);
   void commit(int64_t new_tokens);
   // Keeps the first `tokens` tokens (undo, or a conversation that diverged from what was cached).
   // FailedPrecondition when a windowed layer already gave back keys the shorter sequence would need.

@@ -14,6 +14,7 @@ namespace {
 // into (to_dense) or back from (!to_dense) a dense [rows, groups * width] matrix.
 void gather_heads(Matrix wide, int64_t groups, int64_t group_width, int64_t col0, int64_t width, Matrix dense,
                   bool to_dense) {
+  D0_CHECK_MSG(wide.on_host() && dense.on_host(), "MLA head gather: a device tensor on the host path");
   for (int64_t r = 0; r < wide.rows; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       float* a = wide.row(r) + g * group_width + col0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -172,6 +173,37 @@ class CpuBackend final : public Backend {
   // backend's routing and sampling bit-identical.
   void moe_router(const MoeRouterArgs& a) override { ref::moe_router(a); }
   void sample(const SampleArgs& a) override { ref::sample(a); }
+  // Rows in parallel, each converted by one tight loop (BF16 vectorises) or copied (F32).
+  void kv_write(const KvWriteArgs& a) override {
+    check_args(a);
+    const KvBlockTable& p = a.pool;
+    const int64_t elem = kv_dtype_bytes(p.dtype);
+    auto slot_row = [&](void* const* blocks, int64_t width, int64_t slot) {
+      return static_cast<unsigned char*>(blocks[slot / p.block_tokens]) +
+             (slot % p.block_tokens) * width * elem;
+    };
+    pool_.parallel_for(static_cast<int64_t>(a.slots.size()), row_grain(p.first_width + p.second_width),
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t r = begin; r < end; ++r) {
+                           const int64_t slot = a.slots[static_cast<size_t>(r)];
+                           kv_row_from_f32(p.dtype, a.first.row(r), p.first_width,
+                                           slot_row(p.first_blocks, p.first_width, slot));
+                           kv_row_from_f32(p.dtype, a.second.row(r), p.second_width,
+                                           slot_row(p.second_blocks, p.second_width, slot));
+                         }
+                       });
+  }
+  // In order (a later copy may read an earlier one's destination): one memcpy per tensor and block.
+  void kv_copy_blocks(const KvCopyBlocksArgs& a) override {
+    check_args(a);
+    const int64_t elem = kv_dtype_bytes(a.pool.dtype);
+    for (size_t i = 0; i < a.src.size(); ++i) {
+      std::memcpy(a.pool.first_blocks[a.dst[i]], a.pool.first_blocks[a.src[i]],
+                  static_cast<size_t>(a.rows[i] * a.pool.first_width * elem));
+      std::memcpy(a.pool.second_blocks[a.dst[i]], a.pool.second_blocks[a.src[i]],
+                  static_cast<size_t>(a.rows[i] * a.pool.second_width * elem));
+    }
+  }
   void argmax(const ArgmaxArgs& a) override {
     check_args(a);
     for (int64_t r = 0; r < a.x.rows; ++r) {

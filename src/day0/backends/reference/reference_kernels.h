@@ -32,6 +32,8 @@ void add(const BinaryArgs& a);
 void mul(const BinaryArgs& a);
 void argmax(const ArgmaxArgs& a);
 void sample(const SampleArgs& a);
+void kv_write(const KvWriteArgs& a);
+void kv_copy_blocks(const KvCopyBlocksArgs& a);
 void clamp(const PointwiseArgs& a);
 void scale(const PointwiseArgs& a);
 void rsqrt(const PointwiseArgs& a);
