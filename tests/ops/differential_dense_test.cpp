@@ -125,6 +125,21 @@ TEST(Differential, NormsAndElementwise) {
     });
     diff.check("row_mean", shape, rows, 1, kTolFloat,
                [&](Backend& be, GuardedMatrix& out) { be.row_mean({.x = x.cview(), .y = out.view()}); });
+    diff.check("round_bf16", shape, rows, cols, kTolExact,
+               [&](Backend& be, GuardedMatrix& out) { be.round_bf16({.x = x.cview(), .y = out.view()}); });
+    // The rope part of every head into a dense matrix (MLA's gather): groups of `part` columns at the
+    // end of each `group` columns.
+    const int64_t groups = cols >= 4 ? 3 : 1, group = cols / groups, part = std::max<int64_t>(1, group / 3);
+    diff.check("copy_columns", shape, rows, groups * part, kTolExact, [&](Backend& be, GuardedMatrix& out) {
+      be.copy_columns({.x = x.cview(),
+                       .y = out.view(),
+                       .groups = groups,
+                       .width = part,
+                       .x_col0 = group - part,
+                       .x_stride = group,
+                       .y_col0 = 0,
+                       .y_stride = part});
+    });
   }
   diff.finish();
 }

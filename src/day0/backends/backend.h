@@ -67,6 +67,8 @@ class Backend {
   virtual void sample(const SampleArgs& a) = 0;
   virtual void kv_write(const KvWriteArgs& a) = 0;
   virtual void kv_copy_blocks(const KvCopyBlocksArgs& a) = 0;
+  virtual void round_bf16(const PointwiseArgs& a) = 0;
+  virtual void copy_columns(const CopyColumnsArgs& a) = 0;
   // Primitives.
   virtual void clamp(const PointwiseArgs& a) = 0;
   virtual void scale(const PointwiseArgs& a) = 0;

@@ -26,6 +26,8 @@
   X(sample, SampleArgs, kSample)                           \
   X(kv_write, KvWriteArgs, kKvWrite)                       \
   X(kv_copy_blocks, KvCopyBlocksArgs, kKvCopyBlocks)       \
+  X(round_bf16, PointwiseArgs, kRoundBf16)                 \
+  X(copy_columns, CopyColumnsArgs, kCopyColumns)           \
   X(clamp, PointwiseArgs, kClamp)                          \
   X(scale, PointwiseArgs, kScale)                          \
   X(rsqrt, PointwiseArgs, kRsqrt)                          \
@@ -36,7 +38,3 @@
 // Declares every kernel as an override, inside a class deriving from Backend.
 #define D0_KERNEL_OVERRIDE(method, Args, op) void method(const Args& a) override;
 #define D0_DECLARE_KERNEL_OVERRIDES D0_FOR_EACH_KERNEL(D0_KERNEL_OVERRIDE)
-
-namespace day0 {
-// The weight format a call of each kernel is keyed by (F32 for ops that read no weights).
-}  // namespace day0

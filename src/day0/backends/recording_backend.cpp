@@ -483,6 +483,16 @@ void RecordingBackend::row_mean(const PointwiseArgs& a) {
   if (inner_) inner_->row_mean(a);
 }
 
+void RecordingBackend::round_bf16(const PointwiseArgs& a) {
+  note(elementwise(op::kRoundBf16, a.x.rows, a.x.cols, 1.0));
+  if (inner_) inner_->round_bf16(a);
+}
+
+void RecordingBackend::copy_columns(const CopyColumnsArgs& a) {
+  note(elementwise(op::kCopyColumns, a.x.rows, a.groups * a.width, 0.0));
+  if (inner_) inner_->copy_columns(a);
+}
+
 void RecordingBackend::gather_rows(const GatherRowsArgs& a) {
   note(elementwise(op::kGatherRows, static_cast<int64_t>(a.idx.size()), a.x.cols, 0.0));
   if (inner_) inner_->gather_rows(a);

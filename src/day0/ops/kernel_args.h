@@ -302,6 +302,20 @@ struct PointwiseArgs {
   float shift = 0.0f;    // scale
   float eps = 0.0f;      // rsqrt
 };
+// copy_columns: for every row r, group g < groups and j < width,
+//   y[r, y_col0 + g * y_stride + j] = x[r, x_col0 + g * x_stride + j].
+// Gathers one part of every head into a dense matrix (x_stride = head width, y_stride = width) or
+// scatters it back. x and y must not overlap.
+struct CopyColumnsArgs {
+  ConstMatrix x;  // [R, Cx]
+  Matrix y;       // [R, Cy]
+  int64_t groups = 1;
+  int64_t width = 0;  // columns per group
+  int64_t x_col0 = 0;
+  int64_t x_stride = 0;  // columns between the starts of consecutive groups in x
+  int64_t y_col0 = 0;
+  int64_t y_stride = 0;
+};
 // gather_rows: y[i, :] = x[idx[i], :].
 struct GatherRowsArgs {
   ConstMatrix x;                 // [N, C]

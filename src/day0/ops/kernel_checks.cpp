@@ -189,6 +189,23 @@ void check_args(const GatherRowsArgs& a) {
   for (int32_t i : a.idx) D0_CHECK_MSG(i >= 0 && i < a.x.rows, "gather_rows: index out of range");
 }
 
+void check_args(const CopyColumnsArgs& a) {
+  D0_CHECK_MSG(a.x.rows == a.y.rows, "copy_columns: x and y row counts differ");
+  D0_CHECK_MSG(
+      a.groups >= 0 && a.width >= 0 && a.x_col0 >= 0 && a.y_col0 >= 0 && a.x_stride >= 0 && a.y_stride >= 0,
+      "copy_columns: negative extent");
+  if (a.groups == 0 || a.width == 0 || a.x.rows == 0) return;
+  D0_CHECK_MSG(a.groups == 1 || (a.x_stride >= a.width && a.y_stride >= a.width),
+               "copy_columns: groups overlap (stride below width)");
+  D0_CHECK_MSG(a.x_col0 + (a.groups - 1) * a.x_stride + a.width <= a.x.cols,
+               "copy_columns: x columns out of range");
+  D0_CHECK_MSG(a.y_col0 + (a.groups - 1) * a.y_stride + a.width <= a.y.cols,
+               "copy_columns: y columns out of range");
+  const float* x_end = a.x.row(a.x.rows - 1) + a.x.cols;
+  const float* y_end = a.y.row(a.y.rows - 1) + a.y.cols;
+  D0_CHECK_MSG(x_end <= a.y.row(0) || y_end <= a.x.row(0), "copy_columns: x and y overlap");
+}
+
 void check_args(const ScatterAddArgs& a) {
   D0_EXPECT_SHAPE("scatter_add", "x", a.x, static_cast<int64_t>(a.idx.size()), a.y.cols);
   D0_CHECK_MSG(a.weight.empty() || a.weight.size() == a.idx.size(), "scatter_add: weight size");

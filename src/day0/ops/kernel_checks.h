@@ -19,6 +19,7 @@ void check_args(const MoeExpertsArgs& a);
 void check_args(const ArgmaxArgs& a);
 void check_args(const SampleArgs& a);
 void check_args(const GatherRowsArgs& a);
+void check_args(const CopyColumnsArgs& a);
 void check_args(const ScatterAddArgs& a);
 // Also that the pool and the views are host memory (what the host backends read and write).
 void check_args(const KvWriteArgs& a);

@@ -31,6 +31,10 @@ inline constexpr std::string_view kArgmax = "argmax";
 inline constexpr std::string_view kKvWrite = "kv_write";
 inline constexpr std::string_view kKvCopyBlocks = "kv_copy_blocks";
 inline constexpr std::string_view kSample = "sample";
+// Data movement and rounding the blocks need between fused ops, so that they never touch elements on
+// the host: the activation dtype's rounding points, and column ranges of grouped rows (MLA heads).
+inline constexpr std::string_view kRoundBf16 = "round_bf16";      // y = float(bf16(x)), ties to even
+inline constexpr std::string_view kCopyColumns = "copy_columns";  // strided column groups, row by row
 
 // Primitives the fused ops above decompose into (ops/decompositions.h). The blocks call few of them
 // (scale, row_mean, gather_rows); backends implement them so that a fused op they lack can still run

@@ -151,6 +151,23 @@ Out scatter_shape(Shapes in, const OpAttributes&) {
   return std::vector<Shape>{in[2]};
 }
 
+// copy_columns writes into a y of `y_cols` columns that the caller chose.
+Out copy_columns_shape(Shapes in, const OpAttributes& attrs) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "copy_columns"));
+  auto attr = [&](std::string_view name) {
+    const auto it = attrs.find(name);
+    return it == attrs.end() ? int64_t{0} : static_cast<int64_t>(it->second);
+  };
+  const int64_t groups = attr("groups"), width = attr("width"), y_cols = attr("y_cols");
+  if (groups > 0 && width > 0) {
+    if (attr("x_col0") + (groups - 1) * attr("x_stride") + width > in[0][1])
+      return invalid_argument("copy_columns: the column groups run past x");
+    if (attr("y_col0") + (groups - 1) * attr("y_stride") + width > y_cols)
+      return invalid_argument("copy_columns: the column groups run past y");
+  }
+  return std::vector<Shape>{{in[0][0], y_cols}};
+}
+
 std::vector<OpSchema> build_table() {
   using namespace op;
   return {
@@ -348,6 +365,24 @@ std::vector<OpSchema> build_table() {
        false,
        false,
        kv_copy_shape,
+       {}},
+      {kRoundBf16,
+       "round to the nearest bfloat16 (ties to even), kept as float32",
+       {"x [R, C]"},
+       {"y [R, C]"},
+       {},
+       false,
+       false,
+       same_as_first,
+       {}},
+      {kCopyColumns,
+       "column groups of each row into another matrix (head gather / scatter)",
+       {"x [R, Cx]"},
+       {"y [R, y_cols]"},
+       {"groups", "width", "x_col0", "x_stride", "y_col0", "y_stride", "y_cols"},
+       false,
+       false,
+       copy_columns_shape,
        {}},
       {kGatherRows,
        "y[i] = x[idx[i]]",

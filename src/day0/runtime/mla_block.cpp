@@ -12,19 +12,26 @@ namespace {
 
 // Copies columns [col0, col0 + width) of each of `groups` consecutive groups of `group_width` columns
 // into (to_dense) or back from (!to_dense) a dense [rows, groups * width] matrix.
-void gather_heads(Matrix wide, int64_t groups, int64_t group_width, int64_t col0, int64_t width, Matrix dense,
-                  bool to_dense) {
-  D0_CHECK_MSG(wide.on_host() && dense.on_host(), "MLA head gather: a device tensor on the host path");
-  for (int64_t r = 0; r < wide.rows; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      float* a = wide.row(r) + g * group_width + col0;
-      float* b = dense.row(r) + g * width;
-      if (to_dense) {
-        std::memcpy(b, a, static_cast<size_t>(width) * sizeof(float));
-      } else {
-        std::memcpy(a, b, static_cast<size_t>(width) * sizeof(float));
-      }
-    }
+void gather_heads(const Context& c, Matrix wide, int64_t groups, int64_t group_width, int64_t col0,
+                  int64_t width, Matrix dense, bool to_dense) {
+  if (to_dense) {
+    c.be.copy_columns({.x = wide,
+                       .y = dense,
+                       .groups = groups,
+                       .width = width,
+                       .x_col0 = col0,
+                       .x_stride = group_width,
+                       .y_col0 = 0,
+                       .y_stride = width});
+  } else {
+    c.be.copy_columns({.x = dense,
+                       .y = wide,
+                       .groups = groups,
+                       .width = width,
+                       .x_col0 = 0,
+                       .x_stride = width,
+                       .y_col0 = col0,
+                       .y_stride = group_width});
   }
 }
 
@@ -50,17 +57,17 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   Buffer kv(c.arena, t, r + dr);  // [T, kv_lora_rank + d_rope]
   linear(c, h, w.kv_a, kv.m);
   Buffer ckv(c.arena, t, r), kpe(c.arena, t, dr);
-  gather_heads(kv.m, 1, r + dr, 0, r, ckv.m, true);
-  gather_heads(kv.m, 1, r + dr, r, dr, kpe.m, true);
+  gather_heads(c, kv.m, 1, r + dr, 0, r, ckv.m, true);
+  gather_heads(c, kv.m, 1, r + dr, r, dr, kpe.m, true);
   rms_norm(c, ckv.m, w.kv_a_norm, kLatentEps, ckv.m);
 
   double scale = s.attention_scale;
   if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(dqk));
   Buffer qpe(c.arena, t, nh * dr);  // the rope parts of every head, dense for the rope kernel
-  gather_heads(q.m, nh, dqk, dn, dr, qpe.m, true);
+  gather_heads(c, q.m, nh, dqk, dn, dr, qpe.m, true);
   rope_rows(c, qpe.m, nh, dr, dr);
   round_activations(c, qpe.m);
-  gather_heads(q.m, nh, dqk, dn, dr, qpe.m, false);
+  gather_heads(c, q.m, nh, dqk, dn, dr, qpe.m, false);
   rope_rows(c, kpe.m, 1, dr, dr);
   round_activations(c, kpe.m);
   append_and_page(c, layer, ckv.m, kpe.m);

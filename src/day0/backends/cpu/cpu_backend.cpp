@@ -10,6 +10,7 @@
 #include "day0/backends/cpu/cpu_ops.h"
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
+#include "day0/core/numeric.h"
 #include "day0/graph/decompositions.h"
 #include "day0/ops/kernel_checks.h"
 #include "day0/ops/op_names.h"
@@ -222,6 +223,19 @@ class CpuBackend final : public Backend {
     unary(a.x, a.y, "rsqrt", [&](float z) { return 1.0f / std::sqrt(z + a.eps); });
   }
   void row_mean(const PointwiseArgs& a) override { ref::row_mean(a); }
+  // The same scalar conversion as the oracle, rows in parallel (the loop vectorises).
+  void round_bf16(const PointwiseArgs& a) override {
+    unary(a.x, a.y, "round_bf16", [](float z) { return bf16_to_f32(f32_to_bf16(z)); });
+  }
+  void copy_columns(const CopyColumnsArgs& a) override {
+    check_args(a);
+    const auto bytes = static_cast<size_t>(a.width) * sizeof(float);
+    rows(a.x.rows, a.groups * a.width, [&](int64_t r) {
+      const float* x = a.x.row(r) + a.x_col0;
+      float* y = a.y.row(r) + a.y_col0;
+      for (int64_t g = 0; g < a.groups; ++g) std::memcpy(y + g * a.y_stride, x + g * a.x_stride, bytes);
+    });
+  }
   void gather_rows(const GatherRowsArgs& a) override { ref::gather_rows(a); }
   void scatter_add(const ScatterAddArgs& a) override {
     check_args(a);

@@ -3,6 +3,7 @@
 
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
+#include "day0/core/numeric.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::ref {
@@ -172,6 +173,24 @@ void gather_rows(const GatherRowsArgs& a) {
     const float* src = a.x.row(a.idx[i]);
     float* dst = a.y.row(static_cast<int64_t>(i));
     for (int64_t c = 0; c < a.x.cols; ++c) dst[c] = src[c];
+  }
+}
+
+// One element at a time through the scalar conversion every format reader uses (NaN stays NaN).
+void round_bf16(const PointwiseArgs& a) {
+  check_same_shape(a.x, a.y, "round_bf16");
+  for (int64_t r = 0; r < a.x.rows; ++r) {
+    for (int64_t c = 0; c < a.x.cols; ++c) a.y.row(r)[c] = bf16_to_f32(f32_to_bf16(a.x.row(r)[c]));
+  }
+}
+
+void copy_columns(const CopyColumnsArgs& a) {
+  check_args(a);
+  for (int64_t r = 0; r < a.x.rows; ++r) {
+    for (int64_t g = 0; g < a.groups; ++g) {
+      for (int64_t j = 0; j < a.width; ++j)
+        a.y.row(r)[a.y_col0 + g * a.y_stride + j] = a.x.row(r)[a.x_col0 + g * a.x_stride + j];
+    }
   }
 }
 

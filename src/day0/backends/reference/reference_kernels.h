@@ -39,6 +39,8 @@ void scale(const PointwiseArgs& a);
 void rsqrt(const PointwiseArgs& a);
 void row_mean(const PointwiseArgs& a);
 void gather_rows(const GatherRowsArgs& a);
+void round_bf16(const PointwiseArgs& a);
+void copy_columns(const CopyColumnsArgs& a);
 void scatter_add(const ScatterAddArgs& a);
 
 // Scalar activation definitions shared by every backend's tail loops.
