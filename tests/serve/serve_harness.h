@@ -4,8 +4,11 @@
 // optional hook (to slow steps down or make one request's step throw), and HTTP helpers built on the
 // same cpp-httplib the server uses.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +49,30 @@ class HookBackend final : public Backend {
     if (before_embedding) before_embedding(a.ids);
   }
   Backend& inner_;
+};
+
+// Holds the engine's steps at a gate the test opens, so a test waits on conditions instead of racing
+// sleeps against the machine's load: the first `free_steps` steps pass, the next ones wait until
+// open() (or 60 s, so a broken test fails instead of hanging); once open, each step sleeps `pace` (a
+// client hanging up is seen within two writes: a long request then cannot finish first).
+// Thread safety: the hook runs on the engine thread, open() and steps() on any.
+class StepGate {
+ public:
+  explicit StepGate(int free_steps, std::chrono::milliseconds pace = std::chrono::milliseconds(0))
+      : free_steps_(free_steps), pace_(pace) {}
+  void open();
+  int steps() const { return steps_; }
+  // As HarnessOptions::before_embedding (the gate must outlive the harness).
+  std::function<void(std::span<const int32_t>)> hook();
+
+ private:
+  void step();
+  const int free_steps_;
+  const std::chrono::milliseconds pace_;
+  std::atomic<int> steps_ = 0;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
 };
 
 struct HarnessOptions {

@@ -14,6 +14,26 @@ std::string golden_model_dir(const std::string& name) {
   return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
 }
 
+void StepGate::open() {
+  {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+  }
+  opened_.notify_all();
+}
+
+void StepGate::step() {
+  if (++steps_ <= free_steps_) return;
+  std::unique_lock lock(mutex_);
+  opened_.wait_for(lock, std::chrono::seconds(60), [&] { return open_; });
+  lock.unlock();
+  if (pace_.count() > 0) std::this_thread::sleep_for(pace_);
+}
+
+std::function<void(std::span<const int32_t>)> StepGate::hook() {
+  return [this](std::span<const int32_t>) { step(); };
+}
+
 ServeHarness::ServeHarness(HarnessOptions o) {
   if (o.model_dir.empty()) o.model_dir = golden_model_dir("llama3");
   auto model = load_model(o.model_dir);

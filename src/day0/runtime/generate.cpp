@@ -91,7 +91,7 @@ GenerationStep SequenceSampler::next(Backend& backend, std::span<const float> lo
   }
   GenerationStep s;
   s.chosen.token = pick_token(backend, row, params_, steps_);
-  s.chosen.logprob = token_logprob(logits, s.chosen.token);
+  if (logprobs_) s.chosen.logprob = token_logprob(logits, s.chosen.token);
   if (top_logprobs_ > 0) {
     for (int64_t id : top_n_indices(logits, top_logprobs_))
       s.top.push_back({static_cast<int32_t>(id), token_logprob(logits, static_cast<int32_t>(id))});

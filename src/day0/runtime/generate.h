@@ -66,8 +66,11 @@ double token_logprob(std::span<const float> logits, int32_t token);
 // a token depends only on the logits row, the parameters and the step number, never on the batch.
 class SequenceSampler {
  public:
-  SequenceSampler(SamplingParams params, int64_t top_logprobs)
-      : params_(params), top_logprobs_(top_logprobs) {}
+  // `logprobs` false: nobody reads the chosen token's log-probability (a server request without
+  // `logprobs`), so the full-vocabulary log-softmax is skipped and chosen.logprob stays 0; the pick is
+  // the same either way. top_logprobs > 0 implies it.
+  SequenceSampler(SamplingParams params, int64_t top_logprobs, bool logprobs = true)
+      : params_(params), top_logprobs_(top_logprobs), logprobs_(logprobs || top_logprobs > 0) {}
   // Picks the token of step steps() from `logits` [vocab] and records it.
   GenerationStep next(Backend& backend, std::span<const float> logits);
   int64_t steps() const { return steps_; }
@@ -76,6 +79,7 @@ class SequenceSampler {
  private:
   SamplingParams params_;
   int64_t top_logprobs_ = 0;
+  bool logprobs_ = true;
   int64_t steps_ = 0;
   std::vector<std::pair<int32_t, int32_t>> counts_;  // (token, times generated), sorted by token
   std::vector<float> penalised_;                     // [vocab] scratch when a penalty is set

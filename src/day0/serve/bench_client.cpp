@@ -42,9 +42,24 @@ struct Sample {
   bool ok = false;
   std::string error;
   int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t usage_tokens = -1;  // completion_tokens of the usage chunk; -1: none came
   double ttft = 0, e2e = 0;
   std::vector<double> itl;
 };
+
+// Tokens a streamed chunk carries: as many as its log-probabilities list (OpenAI's completions
+// `tokens`, or a `content` array as chat and llama-server write them), else one: both day0 and
+// llama-server send a chunk for every generated token.
+int64_t tokens_in(const nlohmann::json& choice) {
+  const auto lp = choice.find("logprobs");
+  if (lp != choice.end() && lp->is_object()) {
+    for (const char* key : {"tokens", "content"}) {
+      const auto list = lp->find(key);
+      if (list != lp->end() && list->is_array()) return static_cast<int64_t>(list->size());
+    }
+  }
+  return 1;
+}
 
 httplib::Headers auth_headers(const BenchOptions& o) {
   httplib::Headers h;
@@ -52,7 +67,8 @@ httplib::Headers auth_headers(const BenchOptions& o) {
   return h;
 }
 
-// One streamed completion; tokens are counted from the per-chunk logprobs.
+// One streamed completion: a token per chunk (or as many as its logprobs list), checked against the
+// usage the last chunk reports.
 Sample one_request(const BenchOptions& o, const std::string& model, const std::vector<int32_t>& prompt,
                    int64_t max_tokens) {
   Sample s;
@@ -60,9 +76,15 @@ Sample one_request(const BenchOptions& o, const std::string& model, const std::v
   httplib::Client cli(o.url);
   cli.set_read_timeout(600, 0);
   cli.set_connection_timeout(30, 0);
-  nlohmann::json body = {{"model", model},   {"prompt", prompt},   {"max_tokens", max_tokens},
-                         {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 0},
-                         {"stream", true}};
+  // No log-probabilities asked (they cost a server time that plain generation does not spend); the
+  // usage of the last chunk gives the token count.
+  nlohmann::json body = {{"model", model},
+                         {"prompt", prompt},
+                         {"max_tokens", max_tokens},
+                         {"temperature", 0},
+                         {"ignore_eos", true},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
@@ -90,10 +112,13 @@ Sample one_request(const BenchOptions& o, const std::string& model, const std::v
         s.error = j["error"].value("message", "error event");
         continue;
       }
-      if (!j.contains("choices") || j["choices"].empty()) continue;
-      const auto& lp = j["choices"][0]["logprobs"];
-      const auto n_tokens = lp.is_object() ? static_cast<int64_t>(lp["tokens"].size()) : 0;
-      if (n_tokens == 0) continue;
+      if (const auto usage = j.find("usage"); usage != j.end() && usage->is_object())
+        s.usage_tokens = usage->value("completion_tokens", int64_t{-1});
+      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
+      const auto& choice = j["choices"][0];
+      // The chunk that carries finish_reason closes the stream; it adds no token.
+      if (!choice.is_object() || !choice.value("finish_reason", nlohmann::json()).is_null()) continue;
+      const int64_t n_tokens = tokens_in(choice);
       const auto now = Clock::now();
       if (s.output_tokens == 0) {
         s.ttft = seconds_between(t0, now);
@@ -117,6 +142,9 @@ Sample one_request(const BenchOptions& o, const std::string& model, const std::v
     s.error = fmt::format("HTTP {}: {}", res.status, res.body.substr(0, 200));
   } else if (!done && s.error.empty()) {
     s.error = "the stream ended without [DONE]";
+  } else if (s.error.empty() && s.usage_tokens >= 0 && s.usage_tokens != s.output_tokens) {
+    s.error = fmt::format("the server reported {} completion tokens and streamed {} chunks of tokens",
+                          s.usage_tokens, s.output_tokens);
   }
   s.ok = s.error.empty();
   return s;

@@ -69,6 +69,7 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
   out.sampling.seed = r.seed.value_or(default_seed);
   out.sampling.presence_penalty = r.presence_penalty;
   out.sampling.frequency_penalty = r.frequency_penalty;
+  out.logprobs = r.logprobs;
   out.top_logprobs = r.top_logprobs;
   if (tok != nullptr && !r.ignore_eos) out.stop_tokens = tok->special_tokens().stop_ids;
   out.stop_strings = r.stop;
@@ -150,7 +151,11 @@ std::string ResponseBuilder::sse_event(const StreamEvent& e) {
   if (e.error) return sse_data(e.error->to_json());
   std::string out;
   const bool chat = request_.endpoint == Endpoint::kChat;
-  if (!e.text.empty() || (request_.logprobs && !e.steps.empty())) {
+  // A chunk for every event that carries generated tokens, even when their text is not final yet
+  // (vLLM does the same): a client sees each token arrive. Text that becomes final only when the
+  // sequence ends (what the decoder or the stop matcher held) comes with finish_reason.
+  const bool closing_text = e.finished && e.steps.empty();
+  if (!e.steps.empty() || (!e.text.empty() && !closing_text)) {
     Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
     if (chat) {
       choice["delta"] = {{"content", e.text}};
@@ -166,10 +171,11 @@ std::string ResponseBuilder::sse_event(const StreamEvent& e) {
     prompt_tokens_ = e.prompt_tokens;
     completion_tokens_ = e.completion_tokens;
     Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", e.finish_reason}};
+    const std::string rest = closing_text ? e.text : std::string();
     if (chat) {
-      choice["delta"] = Json::object();
+      choice["delta"] = rest.empty() ? Json::object() : Json{{"content", rest}};
     } else {
-      choice["text"] = "";
+      choice["text"] = rest;
     }
     out += sse_data(dump(chunk(std::move(choice))));
     if (request_.include_usage) {

@@ -51,7 +51,9 @@ struct Scheduler::Sequence {
   Clock::time_point arrival = Clock::now(), last_token{};
 
   explicit Sequence(SequenceRequest r)
-      : request(std::move(r)), sampler(request.sampling, request.top_logprobs), stop(request.stop_strings) {}
+      : request(std::move(r)),
+        sampler(request.sampling, request.top_logprobs, request.logprobs),
+        stop(request.stop_strings) {}
   int64_t fed() const { return cache ? cache->length() : 0; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - fed(); }
 };

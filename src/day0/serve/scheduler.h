@@ -55,6 +55,7 @@ struct SequenceRequest {
   std::vector<int32_t> prompt;
   int64_t max_new = 16;
   SamplingParams sampling;
+  bool logprobs = true;  // false: the client did not ask for log-probabilities (not computed)
   int64_t top_logprobs = 0;
   std::vector<int32_t> stop_tokens;  // recorded and counted, never decoded into the text
   std::vector<std::string> stop_strings;
