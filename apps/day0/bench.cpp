@@ -73,6 +73,9 @@ const Registrar kRegistrar(
       s->add_option("--max-token-id", o.max_token_id, "prompt token ids are drawn below this (default 200)")
           ->check(CLI::Range(11, 1 << 30));
       s->add_option("--seed", o.seed, "seed of prompts, lengths and arrivals (default 0)");
+      s->add_option("--logprobs", o.logprobs,
+                    "ask for log-probabilities: the chosen token's and N alternatives (default: none)")
+          ->check(CLI::Range(0, 20));
       s->add_flag("--json", a->json, "JSON output");
       return [a] { return bench_serve(*a); };
     });

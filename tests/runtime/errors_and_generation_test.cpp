@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <random>
 
 #include "day0/backends/kernel_list.h"
 #include "day0/runtime/generate.h"
@@ -151,6 +152,36 @@ TEST(Generation, ATinyTemperaturePicksTheArgmax) {
     ASSERT_TRUE(cold.is_ok()) << cold.status().to_string();
     EXPECT_EQ(cold->tokens(), greedy->tokens()) << "seed " << seed;
   }
+}
+
+TEST(Generation, ASamplerWithoutLogprobsPicksTheSameTokensAndSkipsTheLogSoftmax) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  Backend& backend = *run->backend;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<std::vector<float>> rows(12, std::vector<float>(500));  // [steps][vocab]
+  for (auto& row : rows) {
+    for (float& v : row) v = normal(rng);
+  }
+  for (const SamplingParams& params :
+       {SamplingParams{}, SamplingParams{.greedy = false, .temperature = 0.8f, .top_p = 0.9f, .seed = 5},
+        SamplingParams{.greedy = false, .temperature = 1.0f, .seed = 9, .frequency_penalty = 1.5f}}) {
+    SequenceSampler with(params, 0, true), without(params, 0, false);
+    for (const auto& row : rows) {
+      const GenerationStep a = with.next(backend, row);
+      const GenerationStep b = without.next(backend, row);
+      EXPECT_EQ(a.chosen.token, b.chosen.token);
+      EXPECT_NEAR(a.chosen.logprob, token_logprob(row, a.chosen.token), 1e-12);
+      EXPECT_LT(a.chosen.logprob, 0.0);
+      EXPECT_EQ(b.chosen.logprob, 0.0);  // not computed
+    }
+  }
+  // Alternatives asked: the chosen token's log-probability comes with them.
+  SequenceSampler top(SamplingParams{}, 2, false);
+  const GenerationStep t = top.next(backend, rows[0]);
+  EXPECT_NEAR(t.chosen.logprob, token_logprob(rows[0], t.chosen.token), 1e-12);
+  ASSERT_EQ(t.top.size(), 2u);
 }
 
 TEST(Generation, StopsAtTheContextLimitAndRefusesPromptsLongerThanIt) {

@@ -219,6 +219,39 @@ TEST(ServeScheduler, ARepeatedPromptIsServedFromThePrefixCacheWithTheSameTokens)
   EXPECT_NEAR(metric(h, "day0:prefix_cache_hit_rate"), 128.0 / 240.0, 1e-9);
 }
 
+TEST(ServeScheduler, APromptArrivingWhileAnotherDecodesSharesItsWrittenBlocks) {
+  const std::vector<int32_t> prompt = prompt_for(9, 70);  // two whole blocks of 32, and 6 more
+  std::vector<std::vector<int32_t>> fresh;
+  {
+    HarnessOptions no_cache;
+    no_cache.server.scheduler.prefix_caching = false;
+    ServeHarness reference(no_cache);
+    fresh = served_alone(reference, {prompt}, 2);
+  }
+  // 20 ms a step: the first request's 60 tokens take over a second; the second asks for two.
+  StepGate pace(0, std::chrono::milliseconds(20));
+  pace.open();
+  HarnessOptions o;
+  o.before_embedding = pace.hook();
+  ServeHarness h(o);
+  HttpReply first;
+  std::thread long_one(
+      [&] { first = http_post(h.port(), "/v1/completions", completion_body(prompt, 60, false)); });
+  EXPECT_TRUE(eventually(h, [](const std::string& m) {
+    return metric_value(m, "day0:generation_tokens_total", "model_name=\"mini\"") >= 1.0;  // prefilled
+  }));
+  const auto second = tokens_of(http_post(h.port(), "/v1/completions", completion_body(prompt, 2, false)));
+  // Served from the first one's blocks while it was still running.
+  EXPECT_EQ(metric(h, "day0:request_success_total", "finished_reason=\"length\""), 1.0);
+  EXPECT_EQ(metric(h, "day0:prefix_cache_hits_total"), 64.0);
+  EXPECT_EQ(second, fresh[0]);
+  long_one.join();
+  EXPECT_EQ(first.status, 200);
+  const auto first_tokens = tokens_of(first);
+  ASSERT_EQ(first_tokens.size(), 60u);
+  EXPECT_EQ(std::vector<int32_t>(first_tokens.begin(), first_tokens.begin() + 2), fresh[0]);
+}
+
 TEST(ServeScheduler, AStepThatThrowsFailsOnlyItsOwnRequest) {
   // Token 249 followed by 248 in one step is the poison: the batched step throws, the retry alone
   // throws only for the request that carries it.
@@ -307,6 +340,15 @@ TEST(ServeBench, CountsEveryTokenAndReportsOrderedPercentiles) {
   EXPECT_LE(r->ttft.p90, r->ttft.p99);
   EXPECT_LE(r->ttft.p99, r->e2e.p99);
   EXPECT_GT(r->itl.p50, 0.0);
+  // With log-probabilities asked the tokens are counted from their lists: the same count again.
+  const double generated = metric(h, "day0:generation_tokens_total");
+  o.logprobs = 2;
+  o.seed = 1;
+  auto with_logprobs = serve::run_serve_bench(o);
+  ASSERT_TRUE(with_logprobs.is_ok()) << with_logprobs.status().to_string();
+  EXPECT_EQ(with_logprobs->failed, 0) << with_logprobs->first_error;
+  EXPECT_EQ(static_cast<double>(with_logprobs->output_tokens),
+            metric(h, "day0:generation_tokens_total") - generated);
   // A wrong model name fails every request and says why.
   o.model = "other";
   o.requests = 2;

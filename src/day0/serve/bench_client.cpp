@@ -76,8 +76,8 @@ Sample one_request(const BenchOptions& o, const std::string& model, const std::v
   httplib::Client cli(o.url);
   cli.set_read_timeout(600, 0);
   cli.set_connection_timeout(30, 0);
-  // No log-probabilities asked (they cost a server time that plain generation does not spend); the
-  // usage of the last chunk gives the token count.
+  // No log-probabilities unless asked (they cost a server time that plain generation does not
+  // spend); the usage of the last chunk checks the token count.
   nlohmann::json body = {{"model", model},
                          {"prompt", prompt},
                          {"max_tokens", max_tokens},
@@ -85,6 +85,7 @@ Sample one_request(const BenchOptions& o, const std::string& model, const std::v
                          {"ignore_eos", true},
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
+  if (o.logprobs >= 0) body["logprobs"] = o.logprobs;
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";

@@ -31,6 +31,7 @@ struct BenchOptions {
   LengthDist output_len{64, 64};
   double rate = 0;             // requests per second; 0: as fast as slots free
   int32_t max_token_id = 200;  // prompt ids are drawn from [10, max_token_id)
+  int logprobs = -1;           // >= 0: ask for the chosen token's log-probability and this many others
   uint64_t seed = 0;
 };
 

@@ -345,6 +345,11 @@ bool Scheduler::run_step() {
   // Picks the next token of a sequence whose known tokens are now all cached.
   auto pick = [&](Sequence& s, std::span<const float> row) {
     if (s.pending() != 0) return;  // a prefill chunk that is not the last
+    if (s.generated == 0 && options_.prefix_caching) {
+      // The prompt's whole blocks are written: a prompt arriving while this one still decodes can
+      // share them (not only once it finishes).
+      prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(s.cache->length())), *s.cache);
+    }
     try {
       emit_token(s, s.sampler.next(engine_.backend(), row));
     } catch (const std::exception& e) {
