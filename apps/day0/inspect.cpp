@@ -123,7 +123,8 @@ void print_human(const ModelSummary& m) {
   print_table(
       {{"", "exact", "human"},
        {"total", count_row(p.total), human_count(static_cast<double>(p.total))},
-       {"active per token", count_row(p.active), human_count(static_cast<double>(p.active))},
+       {p.active_min != p.active ? "active per token (most)" : "active per token", count_row(p.active),
+        human_count(static_cast<double>(p.active))},
        {"  without input embedding", count_row(p.active_without_embedding),
         human_count(static_cast<double>(p.active_without_embedding))},
        {"  without embedding + lm_head", count_row(p.active_without_embeddings),
@@ -135,6 +136,18 @@ void print_human(const ModelSummary& m) {
        {"attention", count_row(p.attention), human_count(static_cast<double>(p.attention))},
        {"dense MLP", count_row(p.dense_mlp), human_count(static_cast<double>(p.dense_mlp))}},
       {false, true, true});
+  if (p.active_min != p.active) {
+    fmt::print(
+        "  Zero-computation experts: a token uses {} ({}) to {} ({}) parameters, {} without the input "
+        "embedding; the planner plans for {:.0f}% of the top-{} picks on real experts.\n",
+        with_commas(p.active_min), human_count(static_cast<double>(p.active_min)), with_commas(p.active),
+        human_count(static_cast<double>(p.active)),
+        fmt::format(
+            "{} to {}",
+            human_count(static_cast<double>(p.active_min - (s.tie_word_embeddings ? 0 : p.embedding))),
+            human_count(static_cast<double>(p.active_without_embedding))),
+        100.0 * s.moe->mean_real_expert_share, s.moe->experts_per_token);
+  }
   fmt::print(
       "  Counting: total = every stored weight of the main model, the input embedding and the untied "
       "lm_head\n"

@@ -2,6 +2,7 @@
 // tools/reference/make_config_fixtures.py with transformers 4.57 and 5.24): both spellings read to
 // the spec of the golden miniature they were made from, every key is accounted for, and the four
 // misreadings of issue 15 stay fixed.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -157,6 +158,12 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       {"minimax-m2.v5.json", "use_routing_bias", false},
       {"minimax-m2.v5.json", "shared_intermediate_size", 1536},
       {"minimax-m2.v4.json", "attn_type_list", nlohmann::json::array({1, 0})},
+      // LongCat-Flash switches transformers hard-codes (router_bias: allocated, never added).
+      {"longcat-flash.v5.json", "mla_scale_q_lora", false},
+      {"longcat-flash.v5.json", "mla_scale_kv_lora", false},
+      {"longcat-flash.v4.json", "zero_expert_type", "constant"},
+      {"longcat-flash.v5.json", "router_bias", true},
+      {"longcat-flash.v5.json", "q_lora_rank", nullptr},
   };
   for (const Case& c : cases) {
     nlohmann::json config = read_json(configs_dir() / c.fixture);
@@ -182,6 +189,53 @@ TEST(ConfigAudit, MinimaxRotaryDimDisagreeingWithTheFactorIsAnError) {
   auto spec = parse_model_config(config, "rotary.json");
   ASSERT_FALSE(spec.is_ok());
   EXPECT_NE(spec.status().message().find("rotary_dim"), std::string::npos) << spec.status().to_string();
+}
+
+// LongCat-Flash: both spellings give the same spec: num_layers Hugging Face layers of two MLA
+// sublayers (engine layers), the MLP and expert widths under their attribute_map names, the zero
+// experts, LoRA rescaling and the RoPE width from head_dim.
+TEST(ConfigFidelity, LongcatFlashBothSpellings) {
+  auto v4 = parse_fixture("longcat-flash.v4.json");
+  auto v5 = parse_fixture("longcat-flash.v5.json");
+  ASSERT_TRUE(v4.is_ok()) << v4.status().to_string();
+  ASSERT_TRUE(v5.is_ok()) << v5.status().to_string();
+  EXPECT_TRUE(*v4 == *v5);
+  const ModelSpec& s = *v5;
+  EXPECT_EQ(s.n_layers, 4);  // num_layers 2, two sublayers each
+  EXPECT_TRUE(s.shortcut_moe);
+  for (int64_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(s.layers[static_cast<size_t>(l)].moe, l % 2 == 0);
+    EXPECT_EQ(s.layers[static_cast<size_t>(l)].dense_intermediate, 96);
+  }
+  ASSERT_TRUE(s.moe && s.mla);
+  EXPECT_EQ(s.moe->n_experts, 8);
+  EXPECT_EQ(s.moe->n_zero_experts, 4);
+  EXPECT_EQ(s.moe->experts_per_token, 3);
+  EXPECT_EQ(s.moe->expert_intermediate, 32);
+  EXPECT_FALSE(s.moe->norm_topk_prob);
+  EXPECT_EQ(s.moe->scoring, RouterScoring::kSoftmax);
+  EXPECT_DOUBLE_EQ(s.moe->routed_scaling_factor, 6.0);
+  EXPECT_DOUBLE_EQ(s.mla->q_scale, std::sqrt(64.0 / 48.0));
+  EXPECT_DOUBLE_EQ(s.mla->latent_scale, std::sqrt(64.0 / 32.0));
+  EXPECT_EQ(s.rope_layout, RopeLayout::kInterleaved);
+  EXPECT_DOUBLE_EQ(s.rope_theta, 1e7);
+  EXPECT_DOUBLE_EQ(s.rms_norm_eps, 1e-5);
+}
+
+// LongCat-Flash: transformers 4 writes num_hidden_layers beside num_layers (its default 56 when only
+// num_layers is given), and transformers 5 lets num_hidden_layers win (num_layers = 28): a value that
+// is not 2 * num_layers is an error naming it. A head_dim other than qk_rope_head_dim (the rotary
+// embedding's width) is an error, as is num_key_value_heads != num_attention_heads.
+TEST(ConfigAudit, LongcatFlashInconsistentLayerCountsAndWidthsAreErrors) {
+  const std::pair<const char*, nlohmann::json> cases[] = {
+      {"num_hidden_layers", 56}, {"head_dim", 16}, {"num_key_value_heads", 2}};
+  for (const auto& [key, value] : cases) {
+    nlohmann::json config = read_json(configs_dir() / "longcat-flash.v4.json");
+    config[key] = value;
+    auto spec = parse_model_config(config, "longcat.json");
+    ASSERT_FALSE(spec.is_ok()) << key;
+    EXPECT_NE(spec.status().message().find(key), std::string::npos) << spec.status().to_string();
+  }
 }
 
 // Two aliases of one setting that disagree are an error, not a silent pick.

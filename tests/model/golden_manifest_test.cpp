@@ -44,10 +44,21 @@ TEST_P(GoldenManifest, WeightTableEqualsTheCheckpointTransformersWrote) {
   auto ckpt = Checkpoint::open(dir.string());
   ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
 
-  std::map<std::string, const TensorSpec*> expected;
+  std::map<std::string, const TensorSpec*> expected, unused;
   for (const auto& t : manifest->tensors) expected[t.name] = &t;
+  // Written by save_pretrained, never read (LongCat-Flash's zero-expert gate/up rows): allowed, with
+  // the table's shape and dtype, never required.
+  for (const auto& t : manifest->unused) unused[t.name] = &t;
   for (const std::string& name : ckpt->tensor_names()) {
-    const auto it = expected.find(name);
+    auto it = expected.find(name);
+    if (it == expected.end() && unused.count(name)) {
+      auto view = ckpt->tensor(name);
+      ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+      const std::vector<int64_t> shape(view->shape.begin(), view->shape.end());
+      EXPECT_EQ(shape, unused[name]->shape) << name << ": shape (unused tensor)";
+      EXPECT_TRUE(unused[name]->accepts(view->dtype)) << name << ": dtype (unused tensor)";
+      continue;
+    }
     if (it == expected.end()) {
       ADD_FAILURE() << name << ": in the transformers checkpoint, not in the weight table";
       continue;

@@ -164,5 +164,33 @@ TEST(PublishedCounts, MinimaxM2CatalogEntry) {
   EXPECT_TRUE(*variant == *entry);
 }
 
+// LongCat-Flash: the model card gives 560B total and 18.6B ... 31.3B activated a token (without the
+// input embedding), depending on how many of the 12 picks are zero-computation experts. No release
+// config in ../shared/configs: the catalog entry's counts. transformers allocates 741.05B (its
+// gate_up_proj also covers the 256 zero experts: 256 x 2 x 2048 x 6144 x 28 = 180.39B never used,
+// not counted here, listed as unused tensors).
+TEST(PublishedCounts, LongcatFlashCatalogEntryAndItsActiveRange) {
+  auto spec = catalog_model("longcat-flash");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  auto counts = count_params(*spec, *manifest);
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 560e9), 1e9) << counts->total;
+  // 28 layers of 2 x 90.57M MLA + 24,576 norms + 2 x 226.49M dense MLPs + 4.72M router + 768
+  // correction bias + 512 x 37.75M experts, two 805.3M embeddings, the final norm.
+  EXPECT_EQ(counts->total, 560'664'980'480);
+  const int64_t without_embedding_min = counts->active_min - counts->embedding;
+  EXPECT_LE(std::fabs(static_cast<double>(without_embedding_min) - 18.6e9), 0.1e9) << without_embedding_min;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embedding) - 31.3e9), 0.1e9)
+      << counts->active_without_embedding;
+  // The range is exactly the 12 experts' share: 12 x 3 x 6144 x 2048 x 28.
+  EXPECT_EQ(counts->active - counts->active_min, int64_t{12} * 3 * 6144 * 2048 * 28);
+  int64_t phantom = 0;
+  for (const auto& t : manifest->unused) phantom += t.params;
+  EXPECT_EQ(phantom, int64_t{256} * 2 * 2048 * 6144 * 28);  // 180.39B
+  for (const auto& t : manifest->tensors) EXPECT_LT(t.expert, 512) << t.name;
+}
+
 }  // namespace
 }  // namespace day0

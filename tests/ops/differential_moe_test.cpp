@@ -28,6 +28,8 @@ const RouterCase kRouterCases[] = {
      false, 1.0f},
     {"llama4 logits then sigmoid", 3, 16, 1, RouterScoring::kSigmoid, TopkMethod::kLogitsThenSigmoid, 1, 1,
      false, 1.0f},
+    {"longcat softmax + bias over real and zero experts", 5, 12, 3, RouterScoring::kSoftmax,
+     TopkMethod::kNoauxTc, 1, 1, false, 6.0f},
 };
 
 TEST(Differential, MoeRouterEveryMethod) {
@@ -72,6 +74,7 @@ struct ExpertsCase {
   int64_t t, experts, top_k, hidden, inter;
   GateUpLayout layout;
   bool clamped, input_scaling, biases, accumulate;
+  int64_t zero_experts = 0;  // LongCat-Flash identity experts after the real ones
 };
 
 const ExpertsCase kExpertsCases[] = {
@@ -83,6 +86,10 @@ const ExpertsCase kExpertsCases[] = {
      false},
     {"llama4 concatenated input scaling", 4, 8, 1, 64, 64, GateUpLayout::kConcatenated, false, true, false,
      false},
+    {"longcat 8 real + 4 zero experts top-3", 9, 8, 3, 64, 32, GateUpLayout::kSeparate, false, false, false,
+     false, 4},
+    {"longcat zero experts accumulate", 3, 4, 3, 64, 32, GateUpLayout::kSeparate, false, false, false, true,
+     2},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {
@@ -116,7 +123,7 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
       std::vector<int32_t> ids;
       for (int64_t t = 0; t < c.t; ++t) {
         for (int64_t j = 0; j < c.top_k; ++j)
-          ids.push_back(static_cast<int32_t>((t * 7 + j * 3) % c.experts));
+          ids.push_back(static_cast<int32_t>((t * 7 + j * 3) % (c.experts + c.zero_experts)));
       }
       const auto weights = random_vector(c.t * c.top_k, 5, 0.5f);
       GuardedMatrix x(c.t, c.hidden);
@@ -132,12 +139,45 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
                                    .layout = c.layout,
                                    .clamped = c.clamped,
                                    .input_scaling = c.input_scaling,
+                                   .n_zero_experts = c.zero_experts,
                                    .out = out.view(),
                                    .accumulate = c.accumulate});
                  });
     }
   }
   diff.finish();
+}
+
+// A zero-computation expert returns its input: a token whose picks are all zero experts gets
+// (sum of its weights) x its input, on every backend, and no real expert is touched.
+TEST(Semantics, MoeZeroExpertsReturnTheirInputTimesTheirWeight) {
+  std::vector<TestWeight> store;
+  store.push_back(random_weight(WeightFormat::kF32, 8, 16, 1, 0.2f));
+  store.push_back(random_weight(WeightFormat::kF32, 8, 16, 2, 0.2f));
+  store.push_back(random_weight(WeightFormat::kF32, 16, 8, 3, 0.2f));
+  std::vector<ExpertWeights> experts(1);
+  experts[0].gate = store[0].view();
+  experts[0].up = store[1].view();
+  experts[0].down = store[2].view();
+  GuardedMatrix x(1, 16);
+  x.fill_random(4, 1.0f);
+  const std::vector<int32_t> ids = {2, 1};  // both zero experts (1 real expert, ids 1 and 2 zero)
+  const std::vector<float> weights = {0.75f, 1.5f};
+  auto backends = backends_under_test();
+  backends.push_back({"reference", reference_backend()});
+  for (auto& nb : backends) {
+    GuardedMatrix out(1, 16);
+    nb.backend->moe_experts({.x = x.cview(),
+                             .expert_ids = {ids.data(), 1, 2},
+                             .expert_weights = {weights.data(), 1, 2},
+                             .experts = experts,
+                             .n_zero_experts = 2,
+                             .out = out.view()});
+    for (int64_t c = 0; c < 16; ++c) {
+      EXPECT_FLOAT_EQ(out.view().row(0)[c], 2.25f * x.cview().row(0)[c]) << nb.label << " column " << c;
+    }
+    EXPECT_TRUE(out.guards_intact()) << nb.label;
+  }
 }
 
 TEST(Differential, ArgmaxAndSamplingAreIdenticalEverywhere) {

@@ -119,6 +119,21 @@ TEST(Adapter, MinimaxM2NormOverAllHeadsIsMarkedForTensorParallelism) {
   for (const auto& l : llama->layers) EXPECT_FALSE(l.heads_norm_all_reduce);
 }
 
+// LongCat-Flash: 56 MLA sublayers (two per Hugging Face layer), each caching the latent and k_pe;
+// the MoE on every other one; the planner counts the published average of 8 real experts of the 12
+// picks (the rest go to zero-computation experts), so its active parameters sit inside the range.
+TEST(Adapter, LongcatFlashPlansForThePublishedAverageOfRealExperts) {
+  auto m = load_model_cost("longcat-flash");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  ASSERT_EQ(m->layers.size(), 56u);
+  for (size_t i = 0; i < m->layers.size(); ++i) EXPECT_EQ(m->layers[i].moe, i % 2 == 0) << i;
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_token(KvPrecision::kBF16), 64512);  // 56 x (512 + 64) x 2 B
+  EXPECT_NEAR(m->experts_per_token, 8.0, 1e-9);
+  const double active = m->active_params_per_token();
+  EXPECT_GT(active, 19.5e9 + 7.5 * 37748736.0 * 28);
+  EXPECT_LT(active, 19.5e9 + 8.5 * 37748736.0 * 28);  // about 27.9B with the embeddings
+}
+
 TEST(Adapter, LoadModelCostResolvesCatalogNamesAndFolders) {
   auto named = load_model_cost("llama-3.1-8b");
   ASSERT_TRUE(named.is_ok()) << named.status().to_string();

@@ -147,6 +147,18 @@ CONFIGS = {
         router_aux_loss_coef=0.001, output_router_logits=False,
         quantization_config=dict(FP8, fmt="float8_e4m3fn",
                                  modules_to_not_convert=["gate", "e_score_correction_bias", "lm_head"])),
+    # LongCat-Flash: 2 layers of two MLA sublayers (q LoRA, interleaved rope, LoRA rescaling) with a dense
+    # MLP each, and a shortcut MoE per layer: softmax router over 8 real + 4 zero experts, top-3, correction
+    # bias (made non-zero by make_golden) for selection only, weights x 6 not renormalised. The release's
+    # switches transformers hard-codes are set as released; num_hidden_layers = 2 * num_layers (transformers
+    # 4 saves it, 5 derives it).
+    "longcat-flash": cfg(
+        architectures=["LongcatFlashForCausalLM"], model_type="longcat_flash", num_layers=2, num_hidden_layers=4,
+        num_key_value_heads=4, ffn_hidden_size=96, expert_ffn_hidden_size=32, n_routed_experts=8,
+        zero_expert_num=4, moe_topk=3, routed_scaling_factor=6.0, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, head_dim=8, v_head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=10000000.0, attention_bias=False, tie_word_embeddings=False, mla_scale_q_lora=True,
+        mla_scale_kv_lora=True, zero_expert_type="identity", router_bias=False),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than

@@ -370,6 +370,7 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
     op.attrs["alpha"] = format_g(a.alpha);
   }
   if (a.input_scaling) op.attrs["input_scaling"] = "true";
+  if (a.n_zero_experts > 0) op.attrs["zero_experts"] = std::to_string(a.n_zero_experts);
   if (!a.exact) op.attrs["exact"] = "false";
   if (!a.experts.empty()) {
     const ExpertWeights& e = a.experts[0];

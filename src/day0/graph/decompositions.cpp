@@ -143,14 +143,21 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
     for (int64_t t = 0; t < a.out.rows; ++t) std::fill(a.out.row(t), a.out.row(t) + h, 0.0f);
   }
   // Dispatch: the tokens (and their weights) routed to each expert.
-  std::vector<std::vector<int32_t>> tokens(a.experts.size());
-  std::vector<std::vector<float>> weights(a.experts.size());
+  // Zero-computation experts (ids past the real ones) share one list: their weighted input rows.
+  std::vector<std::vector<int32_t>> tokens(a.experts.size() + 1);
+  std::vector<std::vector<float>> weights(a.experts.size() + 1);
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
-      const auto e = static_cast<size_t>(a.expert_ids.row(t)[j]);
+      const auto e = std::min(static_cast<size_t>(a.expert_ids.row(t)[j]), a.experts.size());
       tokens[e].push_back(static_cast<int32_t>(t));
       weights[e].push_back(a.expert_weights.row(t)[j]);
     }
+  }
+  if (!tokens.back().empty()) {
+    const auto n = static_cast<int64_t>(tokens.back().size());
+    Buffer xe(n, h);
+    be.gather_rows({a.x, tokens.back(), xe.m});
+    be.scatter_add({xe.m, tokens.back(), weights.back(), a.out});
   }
   for (size_t e = 0; e < a.experts.size(); ++e) {
     const auto n = static_cast<int64_t>(tokens[e].size());

@@ -247,8 +247,23 @@ class Verifier {
              shape_ok ? "wrong dtype" : "wrong shape"});
       }
     }
+    std::map<std::string, const TensorSpec*> unused;
+    for (const auto& spec : manifest.unused) unused[spec.name] = &spec;
     for (const auto& [name, loc] : where_) {
       if (expected_names.count(name)) continue;
+      if (const auto u = unused.find(name); u != unused.end()) {
+        // Written by transformers' save_pretrained, never read (LongCat-Flash's zero-expert gate/up
+        // rows): accepted with the shape and dtype transformers gives it.
+        const TensorSpec& spec = *u->second;
+        const bool shape_ok = std::equal(loc.entry->shape.begin(), loc.entry->shape.end(), spec.shape.begin(),
+                                         spec.shape.end());
+        if (!shape_ok || !spec.accepts(loc.entry->dtype)) {
+          add({"structure", shape_ok ? "dtype_mismatch" : "shape_mismatch", true, layout_.shards[loc.shard],
+               name, describe(spec.dtype, spec.shape), describe(loc.entry->dtype, loc.entry->shape),
+               "a tensor transformers writes but the model never reads, with another shape or dtype"});
+        }
+        continue;
+      }
       const int64_t layer = layer_of(name);
       std::string why = "not part of the model's tensor manifest";
       if (layer >= n_layers && n_layers > 0) {

@@ -130,6 +130,40 @@ json gpt_oss(int64_t layers, int64_t experts) {
           {"quantization_config", {{"quant_method", "mxfp4"}}}};
 }
 
+// LongCat-Flash (meituan-longcat/LongCat-Flash-Chat) with the LongcatFlashConfig defaults, which are
+// the release's: 28 layers of two MLA sublayers, 512 real + 256 zero experts, top-12, BF16.
+json longcat_flash() {
+  return {{"architectures", json::array({"LongcatFlashForCausalLM"})},
+          {"model_type", "longcat_flash"},
+          {"vocab_size", 131072},
+          {"hidden_size", 6144},
+          {"num_layers", 28},
+          {"num_attention_heads", 64},
+          {"num_key_value_heads", 64},
+          {"ffn_hidden_size", 12288},
+          {"expert_ffn_hidden_size", 2048},
+          {"q_lora_rank", 1536},
+          {"kv_lora_rank", 512},
+          {"qk_nope_head_dim", 128},
+          {"qk_rope_head_dim", 64},
+          {"head_dim", 64},
+          {"v_head_dim", 128},
+          {"n_routed_experts", 512},
+          {"zero_expert_num", 256},
+          {"zero_expert_type", "identity"},
+          {"moe_topk", 12},
+          {"routed_scaling_factor", 6.0},
+          {"mla_scale_q_lora", true},
+          {"mla_scale_kv_lora", true},
+          {"router_bias", false},
+          {"attention_bias", false},
+          {"max_position_embeddings", 131072},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 1e7},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"}};
+}
+
 json gpt_oss_120b() {
   return gpt_oss(36, 128);
 }
@@ -183,6 +217,10 @@ void add_other_entries(std::vector<CatalogEntry>& out) {
   out.push_back({"minimax-m2", "MiniMax-M2: 230B MoE (256 experts, top-8, sigmoid), full-width q/k norm, FP8",
                  "", minimax_m2});
   out.push_back({"minimax-m2.5", "MiniMax-M2.5: the MiniMax-M2 architecture, FP8 blocks", "", minimax_m2});
+  // No release config.json in ../shared/configs.
+  out.push_back({"longcat-flash",
+                 "LongCat-Flash: 560B MoE (512 + 256 zero experts, top-12), MLA sublayer pairs, shortcut MoE",
+                 "", longcat_flash});
   out.push_back(
       {"mixtral-8x7b", "Mixtral-8x7B: 8 experts, top-2, BF16", "mixtral-8x7b/config.json", mixtral_8x7b});
   out.push_back(

@@ -75,6 +75,12 @@ const std::vector<FamilyInfo>& family_registry() {
        f::parse_minimax_m2,
        f::write_minimax_m2,
        f::weights_minimax_m2},
+      {Family::kLongcatFlash,
+       {"longcat_flash"},
+       {"LongcatFlashForCausalLM"},
+       f::parse_longcat_flash,
+       f::write_longcat_flash,
+       f::weights_longcat_flash},
   };
   return kRegistry;
 }

@@ -25,6 +25,7 @@ enum class Family {
   kGptOss,
   kLlama4Text,
   kMinimaxM2,
+  kLongcatFlash,
 };
 
 enum class AttentionKind { kGqa, kMla };
@@ -64,6 +65,10 @@ struct MlaSpec {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+  // LongCat-Flash LoRA rescaling: q (after q_b_proj) times q_scale, the normed latent c_kv times
+  // latent_scale (sqrt(hidden / q_lora_rank), sqrt(hidden / kv_lora_rank)); 1 elsewhere.
+  double q_scale = 1.0;
+  double latent_scale = 1.0;
   bool operator==(const MlaSpec&) const = default;
 };
 
@@ -85,6 +90,12 @@ struct MoeSpec {
   bool expert_bias = false;      // gpt-oss expert biases
   double swiglu_limit = 0.0;     // gpt-oss clamp (7.0); 0 = plain SwiGLU
   double swiglu_alpha = 1.702;   // gpt-oss
+  // LongCat-Flash zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
+  // past n_experts returns its input (times its weight), so a token uses 0 ... top-k real experts.
+  int64_t n_zero_experts = 0;
+  // Share of the top-k picks that go to real experts on average, for planning (1 without zero
+  // experts; LongCat-Flash: 2/3, its published average of ~27B activated).
+  double mean_real_expert_share = 1.0;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -174,6 +185,10 @@ struct ModelSpec {
   DType activation_dtype = DType::kBF16;  // torch_dtype
   QuantSpec weights;                      // how the release stores its projections
   int64_t n_mtp_layers = 0;               // stored after the last layer, skipped by plain decoding
+  // LongCat-Flash: layers come in pairs (2N, 2N + 1) = Hugging Face layer N with two attention
+  // sublayers. The MoE of the even layer reads its post-attention norm beside its dense MLP, and its
+  // output is added to the residual after the odd layer's MLP (the shortcut).
+  bool shortcut_moe = false;
   // Llama4ForConditionalGeneration: text weights live under "language_model." and the config nests
   // them in text_config; the vision tower is not part of this spec.
   bool multimodal_wrapper = false;

@@ -92,6 +92,10 @@ std::string describe_moe(const ModelSpec& s) {
   const MoeSpec& m = *s.moe;
   std::string out = fmt::format("{} routed experts x {} wide, top-{}", m.n_experts, m.expert_intermediate,
                                 m.experts_per_token);
+  if (m.n_zero_experts > 0) {
+    out += fmt::format(" over {} + {} zero-computation experts (identity)", m.n_experts, m.n_zero_experts);
+  }
+  if (s.shortcut_moe) out += ", one shortcut MoE per layer pair beside dense MLPs";
   if (m.shared_intermediate > 0) {
     out += fmt::format(", shared expert {} wide{}", m.shared_intermediate,
                        m.shared_expert_gate ? " (sigmoid-gated)" : "");
@@ -242,6 +246,7 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
           {"params",
            {{"total", p.total},
             {"active", p.active},
+            {"active_min", p.active_min},
             {"active_without_embedding", p.active_without_embedding},
             {"active_without_embeddings", p.active_without_embeddings},
             {"embedding", p.embedding},

@@ -1,5 +1,7 @@
 #include "day0/model/param_count.h"
 
+#include <algorithm>
+
 #include "day0/core/checked_math.h"
 
 namespace day0 {
@@ -58,6 +60,11 @@ Result<ParamCounts> count_params(const ModelSpec& spec, const TensorManifest& ma
     c.routed_experts_active = *active;
   }
   c.active = c.total - c.routed_experts + c.routed_experts_active;
+  c.active_min = c.active;
+  if (spec.moe && spec.moe->n_experts > 0 && spec.moe->n_zero_experts > 0) {
+    const int64_t fewest = std::max<int64_t>(0, spec.moe->experts_per_token - spec.moe->n_zero_experts);
+    c.active_min = c.total - c.routed_experts + c.routed_experts / spec.moe->n_experts * fewest;
+  }
   // A tied embedding is still read in full as the head, so only an untied input table drops out.
   c.active_without_embedding = spec.tie_word_embeddings ? c.active : c.active - c.embedding;
   c.active_without_embeddings = c.active - c.embedding - c.lm_head;

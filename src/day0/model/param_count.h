@@ -20,6 +20,9 @@ namespace day0 {
 struct ParamCounts {
   int64_t total = 0;
   int64_t active = 0;
+  // Zero-computation experts (LongCat-Flash) let a token use fewer real experts: the fewest
+  // (max(0, top-k - zero experts)) gives active_min; `active` is the most. Equal without them.
+  int64_t active_min = 0;
   int64_t active_without_embedding = 0;
   int64_t active_without_embeddings = 0;
   int64_t embedding = 0;              // input embedding matrix

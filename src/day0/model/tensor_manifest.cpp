@@ -17,7 +17,7 @@ constexpr int64_t kMaxTensors = 20'000'000;
 
 int64_t estimated_tensor_count(const ModelSpec& s) {
   // Counted as if every expert had its own tensors (an upper bound for stacked-expert releases).
-  const int64_t experts = s.moe ? s.moe->n_experts : 0;
+  const int64_t experts = s.moe ? s.moe->n_experts + s.moe->n_zero_experts : 0;
   // Both factors are bounded by the parser (layers <= 2^16, experts <= 2^20): no overflow here.
   return (s.n_layers + s.n_mtp_layers) * (2 * 3 * experts + 64) + 8;
 }

@@ -37,6 +37,9 @@ struct TensorSpec {
 
 struct TensorManifest {
   std::vector<TensorSpec> tensors;
+  // Tensors a transformers save writes but the model never reads (WeightTableBuilder::add_unused):
+  // accepted by verify when present, never required, counted, bound or synthesised.
+  std::vector<TensorSpec> unused;
 };
 
 // Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,

@@ -61,32 +61,31 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   if (s.attention_sinks) b.add("self_attn.sinks", {s.n_heads}, kKeptF32, role, kColumn, WeightSlot::kSinks);
 }
 
-void mla_attention(const ModelSpec& s, WeightTableBuilder& b) {
+void mla_attention(const ModelSpec& s, WeightTableBuilder& b, const std::string& p) {
   const MlaSpec& m = *s.mla;
   const int64_t H = s.hidden_size, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
   const int64_t kv_a = m.kv_lora_rank + m.qk_rope_head_dim;
   const auto role = TensorRole::kAttention;
   if (m.q_lora_rank > 0) {
-    b.add("self_attn.q_a_proj.weight", {m.q_lora_rank, H}, kProj, role, kReplicated, WeightSlot::kQA);
+    b.add(p + "q_a_proj.weight", {m.q_lora_rank, H}, kProj, role, kReplicated, WeightSlot::kQA);
     if (s.qkv_bias) {
-      b.add("self_attn.q_a_proj.bias", {m.q_lora_rank}, kPlain, role, kReplicated, WeightSlot::kQABias);
+      b.add(p + "q_a_proj.bias", {m.q_lora_rank}, kPlain, role, kReplicated, WeightSlot::kQABias);
     }
-    b.add("self_attn.q_a_layernorm.weight", {m.q_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
+    b.add(p + "q_a_layernorm.weight", {m.q_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
           WeightSlot::kQANorm);
-    b.add("self_attn.q_b_proj.weight", {s.n_heads * qk, m.q_lora_rank}, kProj, role, kColumn,
-          WeightSlot::kQB);
+    b.add(p + "q_b_proj.weight", {s.n_heads * qk, m.q_lora_rank}, kProj, role, kColumn, WeightSlot::kQB);
   } else {
-    b.add("self_attn.q_proj.weight", {s.n_heads * qk, H}, kProj, role, kColumn, WeightSlot::kQ);
+    b.add(p + "q_proj.weight", {s.n_heads * qk, H}, kProj, role, kColumn, WeightSlot::kQ);
   }
-  b.add("self_attn.kv_a_proj_with_mqa.weight", {kv_a, H}, kProj, role, kReplicated, WeightSlot::kKvA);
+  b.add(p + "kv_a_proj_with_mqa.weight", {kv_a, H}, kProj, role, kReplicated, WeightSlot::kKvA);
   if (s.qkv_bias)
-    b.add("self_attn.kv_a_proj_with_mqa.bias", {kv_a}, kPlain, role, kReplicated, WeightSlot::kKvABias);
-  b.add("self_attn.kv_a_layernorm.weight", {m.kv_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
+    b.add(p + "kv_a_proj_with_mqa.bias", {kv_a}, kPlain, role, kReplicated, WeightSlot::kKvABias);
+  b.add(p + "kv_a_layernorm.weight", {m.kv_lora_rank}, kKeptF32, TensorRole::kNorm, kReplicated,
         WeightSlot::kKvANorm);
-  b.add("self_attn.kv_b_proj.weight", {s.n_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank},
-        kProj, role, kColumn, WeightSlot::kKvB);
-  b.add("self_attn.o_proj.weight", {H, s.n_heads * m.v_head_dim}, kProj, role, kRow, WeightSlot::kO);
-  if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
+  b.add(p + "kv_b_proj.weight", {s.n_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}, kProj,
+        role, kColumn, WeightSlot::kKvB);
+  b.add(p + "o_proj.weight", {H, s.n_heads * m.v_head_dim}, kProj, role, kRow, WeightSlot::kO);
+  if (s.o_bias) b.add(p + "o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
 }
 
 void dense_mlp(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t width, bool bias,

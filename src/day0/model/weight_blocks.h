@@ -29,8 +29,8 @@ void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
 // self_attn.{q,k,v,o}_proj (+ biases per spec.qkv_bias / o_bias), q_norm / k_norm, sinks.
 void gqa_attention(const ModelSpec& s, WeightTableBuilder& b);
 // self_attn.{q_a_proj, q_a_layernorm, q_b_proj | q_proj}, kv_a_proj_with_mqa, kv_a_layernorm,
-// kv_b_proj, o_proj.
-void mla_attention(const ModelSpec& s, WeightTableBuilder& b);
+// kv_b_proj, o_proj, under `prefix` (LongCat-Flash's sublayers: "self_attn.0.").
+void mla_attention(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix = "self_attn.");
 
 struct SwigluNames {
   const char* gate = "gate_proj";

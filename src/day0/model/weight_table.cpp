@@ -86,9 +86,9 @@ std::string strip_weight_suffix(const std::string& name) {
 WeightTableBuilder::WeightTableBuilder(const ModelSpec& spec, TensorManifest& out)
     : spec_(spec), out_(out), prefix_(decoder_prefix(spec)), scope_(prefix_), scope_pattern_(prefix_) {}
 
-void WeightTableBuilder::begin_layer(int64_t layer) {
+void WeightTableBuilder::begin_layer(int64_t layer, int64_t hf_layer) {
   layer_ = layer;
-  scope_ = fmt::format("{}layers.{}.", prefix_, layer);
+  scope_ = fmt::format("{}layers.{}.", prefix_, hf_layer >= 0 ? hf_layer : layer);
   scope_pattern_ = prefix_ + "layers.{L}.";
 }
 
@@ -121,6 +121,15 @@ void WeightTableBuilder::add(const std::string& name, std::vector<int64_t> shape
     push_weight(scope_ + replace_all(name, "{E}", std::to_string(e)), pattern, shape, storage, role, shard,
                 slot, e);
   }
+}
+
+void WeightTableBuilder::add_unused(const std::string& name, std::vector<int64_t> shape,
+                                    WeightStorage storage, TensorRole role, int64_t expert) {
+  const size_t before = out_.tensors.size();
+  add(name, std::move(shape), storage, role, ShardSpec{}, WeightSlot::kNone, expert);
+  // Moved out of the tensor list: nothing that walks the model's tensors sees it.
+  for (size_t i = before; i < out_.tensors.size(); ++i) out_.unused.push_back(std::move(out_.tensors[i]));
+  out_.tensors.resize(before);
 }
 
 void WeightTableBuilder::push_weight(std::string name, std::string pattern, std::vector<int64_t> shape,

@@ -124,8 +124,10 @@ class WeightTableBuilder {
   explicit WeightTableBuilder(const ModelSpec& spec, TensorManifest& out);
 
   const ModelSpec& spec() const { return spec_; }
-  // Enters decoder layer `layer` (MTP layers are those at or past num_hidden_layers).
-  void begin_layer(int64_t layer);
+  // Enters decoder layer `layer` (MTP layers are those at or past num_hidden_layers). `hf_layer`, when
+  // given, is the index in the tensor names ("model.layers.{hf_layer}."), for families whose
+  // engine layers are sublayers of one Hugging Face layer (LongCat-Flash: layer 2N + i is N).
+  void begin_layer(int64_t layer, int64_t hf_layer = -1);
   void end_layer();
   // Absolute name for tensors outside the decoder prefix (Llama 4's language_model.lm_head).
   void add_absolute(std::string name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
@@ -134,6 +136,12 @@ class WeightTableBuilder {
   // expert `expert` only when that is given.
   void add(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
            ShardSpec shard, WeightSlot slot, int64_t expert = -1);
+
+  // A tensor transformers' save_pretrained writes that the model never reads (LongCat-Flash's
+  // gate/up rows of its zero experts): `verify` accepts it when present (shape and dtype checked),
+  // nothing requires, counts, binds or synthesises it. `expert` names the expert index in `{E}`.
+  void add_unused(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
+                  int64_t expert = -1);
 
   // Prefix of the current scope, e.g. "model.layers.3.".
   const std::string& scope() const { return scope_; }

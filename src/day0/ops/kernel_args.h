@@ -243,6 +243,7 @@ struct MoeRouterArgs {
 
 // ---- moe_experts: dispatch tokens to their experts, expert SwiGLU MLPs, weighted combine ----------
 // out[t] (+)= sum_k w[t,k] * Expert_{ids[t,k]}(x[t])   (input_scaling: Expert(w * x[t]) unweighted)
+// Ids in [E, E + n_zero_experts) are zero-computation experts (LongCat-Flash): Expert(x) = x.
 // Expert_e(x) = down_e( act(gate_e x + b, up_e x + b) ) + down_bias. An expert with zero tokens costs
 // nothing. Gate/up are either two weights or one fused weight `gate_up` [2I, H] whose rows are
 // interleaved (gpt-oss: gate = even rows) or concatenated (gate = first I rows).
@@ -257,7 +258,7 @@ struct ExpertWeights {
 };
 struct MoeExpertsArgs {
   ConstMatrix x;                           // [T, H]
-  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, experts.size())
+  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, experts.size() + n_zero_experts)
   ConstMatrix expert_weights;              // [T, k]
   std::span<const ExpertWeights> experts;  // [E]
   GateUpLayout layout = GateUpLayout::kSeparate;
@@ -265,6 +266,7 @@ struct MoeExpertsArgs {
   float limit = 7.0f;
   float alpha = 1.702f;
   bool input_scaling = false;  // Llama 4: scale the input, not the output
+  int64_t n_zero_experts = 0;  // identity experts numbered after the real ones
   Matrix out;                  // [T, H]
   bool accumulate = false;     // out += instead of out =
   bool exact = true;           // as MatmulArgs::exact, for every expert matmul

@@ -150,7 +150,9 @@ void check_args(const MoeExpertsArgs& a) {
   D0_EXPECT_SHAPE("moe_experts", "expert_ids", a.expert_ids, a.x.rows, k);
   D0_EXPECT_SHAPE("moe_experts", "expert_weights", a.expert_weights, a.x.rows, k);
   D0_EXPECT_SHAPE("moe_experts", "out", a.out, a.x.rows, h);
-  const auto n_experts = static_cast<int64_t>(a.experts.size());
+  D0_CHECK_MSG(a.n_zero_experts >= 0 && !(a.n_zero_experts > 0 && a.input_scaling),
+               "moe_experts: zero experts need output weighting");
+  const auto n_experts = static_cast<int64_t>(a.experts.size()) + a.n_zero_experts;
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = a.expert_ids.row(t)[j];

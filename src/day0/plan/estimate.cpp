@@ -222,7 +222,7 @@ double activation_bytes(const ModelCost& m, const Workload& w, const Parallelism
   if (m.n_experts > 0) {
     // Tokens of every replica's chunk routed to this rank: receive/send buffers and the expert MLP.
     const double arriving =
-        chunk * static_cast<double>(par.dp * m.experts_per_token) / static_cast<double>(par.ep);
+        chunk * static_cast<double>(par.dp) * m.experts_per_token / static_cast<double>(par.ep);
     const double width =
         2.0 * static_cast<double>(m.expert_intermediate) / static_cast<double>(par.expert_tp());
     bytes += arriving * kActivationBytes * (2.0 * static_cast<double>(m.hidden) + width);

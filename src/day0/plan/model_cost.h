@@ -59,7 +59,9 @@ struct ModelCost {
   int64_t qk_head_dim = 0;
   int64_t v_head_dim = 0;
   int64_t n_experts = 0;  // routed experts (0: dense)
-  int64_t experts_per_token = 0;
+  // Real routed experts a token uses, on average: top-k, fewer with zero-computation experts
+  // (LongCat-Flash: its published average).
+  double experts_per_token = 0;
   int64_t expert_intermediate = 0;
   int64_t dense_intermediate = 0;   // widest dense MLP (0: none)
   int64_t shared_intermediate = 0;  // shared expert width (0: none)

@@ -64,7 +64,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
   }
   if (spec.moe) {
     m.n_experts = spec.moe->n_experts;
-    m.experts_per_token = spec.moe->experts_per_token;
+    m.experts_per_token = static_cast<double>(spec.moe->experts_per_token) * spec.moe->mean_real_expert_share;
     m.expert_intermediate = spec.moe->expert_intermediate;
     m.shared_intermediate = spec.moe->shared_intermediate;
   }

@@ -54,7 +54,7 @@ std::string model_line(const ModelCost& m) {
                               human_count(m.total_params()), human_count(m.active_params_per_token()),
                               m.n_layers(), m.hidden, m.n_heads);
   s += m.mla ? ", MLA" : fmt::format(" / {} kv heads", m.n_kv_heads);
-  if (m.n_experts > 0) s += fmt::format(", {} experts top-{}", m.n_experts, m.experts_per_token);
+  if (m.n_experts > 0) s += fmt::format(", {} experts top-{:g}", m.n_experts, m.experts_per_token);
   return s;
 }
 

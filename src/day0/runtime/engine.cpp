@@ -54,6 +54,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     return invalid_argument(
         fmt::format("engine: KV block size must be in [1, 4096] tokens, found {}", options.kv_block_tokens));
   }
+  if (spec.shortcut_moe) {
+    // Layer pairs: the even layer holds the shortcut MoE (and a dense MLP), the odd one does not.
+    bool pairs = spec.n_layers % 2 == 0;
+    for (int64_t l = 0; l < spec.n_layers; ++l) {
+      const LayerSpec& ls = spec.layers[static_cast<size_t>(l)];
+      pairs = pairs && ls.moe == (l % 2 == 0) && ls.dense_intermediate > 0;
+    }
+    if (!pairs) return invalid_argument("engine: shortcut MoE needs layer pairs with the MoE on the first");
+  }
   for (const LayerSpec& l : spec.layers) {
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
@@ -150,11 +159,14 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   arena_->begin_step();
   Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
       y(*arena_, t, hidden);  // residual stream, normed input, block output
+  Buffer shortcut;            // [T, H] the MoE output of a layer pair (shortcut_moe)
+  // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
+  const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   backend_.embedding({w.embedding, ids, x.m});
   blocks::round_activations(c, x.m);
   if (capture && capture->want_hidden)
-    capture->hidden.assign(static_cast<size_t>(spec_.n_layers), FloatMatrix());
+    capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
   for (int64_t l = 0; l < spec_.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
@@ -166,17 +178,27 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     backend_.add({x.m, y.m, x.m});
     blocks::round_activations(c, x.m);
     blocks::rms_norm(c, x.m, lw.post_norm, eps, h.m);
-    if (spec_.layers[static_cast<size_t>(l)].moe) {
+    const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
+    if (spec_.shortcut_moe && moe) {
+      // LongCat-Flash: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
+      shortcut = Buffer(*arena_, t, hidden);
+      blocks::moe(c, lw.moe, h.m, shortcut.m);
+      blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+    } else if (moe) {
       blocks::moe(c, lw.moe, h.m, y.m);
     } else {
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     }
     backend_.add({x.m, y.m, x.m});
     blocks::round_activations(c, x.m);
+    if (spec_.shortcut_moe && !moe) {
+      backend_.add({x.m, shortcut.m, x.m});
+      blocks::round_activations(c, x.m);
+    }
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
-    if (capture && capture->want_hidden) {
+    if (capture && capture->want_hidden && (l + 1) % per_hf_layer == 0) {
       backend_.synchronize();
-      FloatMatrix& out = capture->hidden[static_cast<size_t>(l)];
+      FloatMatrix& out = capture->hidden[static_cast<size_t>(l / per_hf_layer)];
       out = FloatMatrix(t, hidden);
       std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * hidden) * sizeof(float));
     }

@@ -19,12 +19,14 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
 void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
-  const int64_t t = h.rows, e = m.n_experts, k = m.experts_per_token;
-  Buffer logits(c.arena, t, e);  // [T, E]
+  // LongCat-Flash scores its zero-computation experts beside the real ones.
+  const int64_t t = h.rows, e = m.n_experts + m.n_zero_experts, k = m.experts_per_token;
+  Buffer logits(c.arena, t, e);  // [T, E (+ zero experts)]
   matmul(c, h, w.router, logits.m);
-  // DeepSeek / GLM compute router logits in float32; the others run the gate in the activation dtype.
-  const bool fp32_router =
-      s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 || s.family == Family::kGlm4Moe;
+  // DeepSeek / GLM / LongCat-Flash compute router logits in float32; the others run the gate in the
+  // activation dtype.
+  const bool fp32_router = s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 ||
+                           s.family == Family::kGlm4Moe || s.family == Family::kLongcatFlash;
   if (!fp32_router) round_activations(c, logits.m);
   // MiniMax-M2 keeps its float32 routing weights: the expert output is scaled in float32, then rounded.
   const bool fp32_weights = fp32_router || s.family == Family::kMinimaxM2;
@@ -58,6 +60,7 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   x.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
   x.alpha = static_cast<float>(m.swiglu_alpha);
   x.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
+  x.n_zero_experts = m.n_zero_experts;
   x.out = out;
   x.exact = c.exact();
   c.be.moe_experts(x);

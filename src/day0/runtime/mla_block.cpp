@@ -1,6 +1,6 @@
-// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2). The cache holds only the normed latent c_kv
-// and the roped shared key k_pe; the kernel expands them per head (naive form) or absorbs W_UK / W_UV
-// into the query and output (absorbed form). Both read the same paged cache, one call per layer for
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash). The cache holds only the normed
+// latent c_kv and the roped shared key k_pe; the kernel expands them per head (naive form) or absorbs W_UK /
+// W_UV into the query and output (absorbed form). Both read the same paged cache, one call per layer for
 // every sequence of the step.
 #include <cmath>
 #include <cstring>
@@ -54,12 +54,20 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   } else {
     linear(c, h, w.q, q.m);
   }
+  if (m.q_scale != 1.0) {  // LongCat-Flash LoRA rescaling, nope and rope parts alike
+    c.be.scale({.x = q.m, .y = q.m, .scale = static_cast<float>(m.q_scale)});
+    round_activations(c, q.m);
+  }
   Buffer kv(c.arena, t, r + dr);  // [T, kv_lora_rank + d_rope]
   linear(c, h, w.kv_a, kv.m);
   Buffer ckv(c.arena, t, r), kpe(c.arena, t, dr);
   gather_heads(c, kv.m, 1, r + dr, 0, r, ckv.m, true);
   gather_heads(c, kv.m, 1, r + dr, r, dr, kpe.m, true);
   rms_norm(c, ckv.m, w.kv_a_norm, kLatentEps, ckv.m);
+  if (m.latent_scale != 1.0) {  // LongCat-Flash: the normed latent (cached so), not k_pe
+    c.be.scale({.x = ckv.m, .y = ckv.m, .scale = static_cast<float>(m.latent_scale)});
+    round_activations(c, ckv.m);
+  }
 
   double scale = s.attention_scale;
   if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(dqk));

@@ -1,6 +1,7 @@
 #include "day0/synth/miniature.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -59,6 +60,9 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
   if (has_dense_prefix && n_layers < 2) {
     return invalid_argument("--layers must be at least 2 to keep one dense layer before the MoE layers");
   }
+  if (full.shortcut_moe && n_layers % 2 != 0) {
+    return invalid_argument("--layers must be even: LongCat-Flash layers come in pairs of MLA sublayers");
+  }
   m.layers = shrink_layers(full.layers, n_layers);
   m.n_layers = n_layers;
   if (full.sliding_window > 0) m.sliding_window = std::min(full.sliding_window, window);
@@ -80,6 +84,10 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     mla.qk_nope_head_dim = 16;
     mla.qk_rope_head_dim = 8;
     mla.v_head_dim = 16;
+    if (full.mla->latent_scale != 1.0) {  // LongCat-Flash LoRA rescaling, from the new sizes
+      mla.q_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.q_lora_rank));
+      mla.latent_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.kv_lora_rank));
+    }
     m.mla = mla;
     m.head_dim = mla.qk_rope_head_dim;
     m.n_kv_heads = m.n_heads;
@@ -94,7 +102,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     LayerSpec& layer = m.layers[n];
     if (layer.mask == AttentionMask::kSliding) layer.window = m.sliding_window;
     if (layer.mask == AttentionMask::kChunked) layer.window = m.attention_chunk_size;
-    if (layer.moe || layer.dense_intermediate == 0) {
+    // A shortcut-MoE layer (LongCat-Flash) keeps its dense MLP beside the MoE.
+    if ((layer.moe && !full.shortcut_moe) || layer.dense_intermediate == 0) {
       layer.dense_intermediate = 0;
     } else {
       layer.dense_intermediate =
@@ -120,6 +129,10 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       mm.experts_per_token = std::min(mm.experts_per_token, reachable);
     }
     mm.expert_intermediate = expert_width;
+    // Zero-computation experts keep the release's proportion (LongCat-Flash: half as many as real).
+    if (fm.n_zero_experts > 0) {
+      mm.n_zero_experts = std::max<int64_t>(1, mm.n_experts * fm.n_zero_experts / fm.n_experts);
+    }
     if (fm.shared_intermediate > 0) {
       const bool multiple =
           fm.expert_intermediate > 0 && fm.shared_intermediate % fm.expert_intermediate == 0;

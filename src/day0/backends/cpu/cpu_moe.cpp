@@ -23,10 +23,18 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
   const size_t n_experts = a.experts.size();
-  ws.moe_start.assign(n_experts + 1, 0);
-  for (int64_t t = 0; t < a.x.rows; ++t)
-    for (int64_t j = 0; j < k; ++j) ++ws.moe_start[static_cast<size_t>(a.expert_ids.row(t)[j]) + 1];
-  for (size_t e = 0; e < n_experts; ++e) ws.moe_start[e + 1] += ws.moe_start[e];
+  // Zero-computation experts (ids past the real ones) add their weighted input here and are not
+  // dispatched.
+  const size_t n_ids = n_experts + static_cast<size_t>(a.n_zero_experts);
+  ws.moe_start.assign(n_ids + 1, 0);
+  for (int64_t t = 0; t < a.x.rows; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const auto id = static_cast<size_t>(a.expert_ids.row(t)[j]);
+      if (id >= n_experts) c.k.axpy(a.expert_weights.row(t)[j], a.x.row(t), a.out.row(t), h);
+      ++ws.moe_start[id + 1];
+    }
+  }
+  for (size_t e = 0; e < n_ids; ++e) ws.moe_start[e + 1] += ws.moe_start[e];
   ws.moe_fill.assign(ws.moe_start.begin(), ws.moe_start.end() - 1);
   ws.moe_tokens.resize(static_cast<size_t>(a.x.rows * k));
   ws.moe_weights.resize(static_cast<size_t>(a.x.rows * k));

@@ -127,8 +127,13 @@ void moe_experts(const MoeExpertsArgs& a) {
   for (int64_t t = 0; t < a.x.rows; ++t) {
     std::vector<double> acc(static_cast<size_t>(h), 0.0);
     for (int64_t j = 0; j < a.expert_ids.cols; ++j) {
-      const auto& ew = a.experts[static_cast<size_t>(a.expert_ids.row(t)[j])];
       const double w = a.expert_weights.row(t)[j];
+      const auto id = static_cast<size_t>(a.expert_ids.row(t)[j]);
+      if (id >= a.experts.size()) {  // a zero-computation expert returns its input
+        for (int64_t c = 0; c < h; ++c) acc[static_cast<size_t>(c)] += w * a.x.row(t)[c];
+        continue;
+      }
+      const auto& ew = a.experts[id];
       const int64_t inter = ew.down.cols;
       std::vector<double> x(static_cast<size_t>(h));
       for (int64_t c = 0; c < h; ++c)

@@ -29,6 +29,7 @@ D0_DECLARE_FAMILY(glm4_moe);
 D0_DECLARE_FAMILY(gpt_oss);
 D0_DECLARE_FAMILY(llama4_text);
 D0_DECLARE_FAMILY(minimax_m2);
+D0_DECLARE_FAMILY(longcat_flash);
 
 #undef D0_DECLARE_FAMILY
 
