@@ -150,7 +150,7 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
 
 // A zero-computation expert returns its input: a token whose picks are all zero experts gets
 // (sum of its weights) x its input, on every backend, and no real expert is touched.
-TEST(Semantics, MoeZeroExpertsReturnTheirInputTimesTheirWeight) {
+TEST(MoeZeroExperts, ReturnTheirInputTimesTheirWeight) {
   std::vector<TestWeight> store;
   store.push_back(random_weight(WeightFormat::kF32, 8, 16, 1, 0.2f));
   store.push_back(random_weight(WeightFormat::kF32, 8, 16, 2, 0.2f));
