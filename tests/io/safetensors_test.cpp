@@ -210,5 +210,28 @@ TEST(Checkpoint, IndexProblemsAreReported) {
   EXPECT_EQ(Checkpoint::open(dir.file("nothing")).status().code(), StatusCode::kNotFound);
 }
 
+// A float total_size beyond uint64 (converting it was undefined behaviour) is a parse error naming the
+// key; a float one in range (some writers emit 1.2e10) is still read.
+TEST(Checkpoint, FloatTotalSizeOutOfRangeIsReported) {
+  TempDir dir;
+  CheckpointWriter w(16);
+  ASSERT_TRUE(w.add(tensor_f32("a", {4}, std::vector<float>(4, 1))).is_ok());
+  ASSERT_TRUE(w.add(tensor_f32("b", {4}, std::vector<float>(4, 2))).is_ok());
+  ASSERT_TRUE(w.write(dir.path()).is_ok());
+  const std::string weight_map =
+      R"("weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"})";
+  const std::string huge = R"({"metadata":{"total_size":3e30},)" + weight_map + "}";
+  testing::write_file(dir.file("model.safetensors.index.json"), {huge.begin(), huge.end()});
+  auto bad = Checkpoint::open(dir.path());
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kParseError);
+  EXPECT_NE(bad.status().message().find("total_size"), std::string::npos) << bad.status().to_string();
+  const std::string fine = R"({"metadata":{"total_size":3.2e1},)" + weight_map + "}";
+  testing::write_file(dir.file("model.safetensors.index.json"), {fine.begin(), fine.end()});
+  auto ok = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->layout().index->total_size, 32u);
+}
+
 }  // namespace
 }  // namespace day0

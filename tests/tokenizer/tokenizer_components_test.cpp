@@ -120,6 +120,18 @@ TEST(AddedTokens, StripFlagsAndSingleWord) {
   EXPECT_EQ(tok->encode("a<x>b", {.split_special_tokens = true}), (std::vector<int32_t>{1, 0, 0, 0, 2}));
 }
 
+// Found by make fuzz-long: an id too large for int64 is parsed as a float; converting it was undefined.
+TEST(AddedTokens, AnIdThatIsNotAnIntegerIsAParseError) {
+  for (const json& id : {json(2.9e75), json(20.5), json("20")}) {
+    auto tok =
+        load(tiny({{"added_tokens", json::array({{{"id", id}, {"content", "<x>"}, {"special", true}}})}}));
+    ASSERT_FALSE(tok.is_ok()) << id.dump();
+    EXPECT_EQ(tok.status().code(), StatusCode::kParseError) << tok.status().to_string();
+    EXPECT_NE(tok.status().message().find("id is not an integer"), std::string::npos)
+        << tok.status().to_string();
+  }
+}
+
 TEST(PreTokenizers, SplitBehaviours) {
   auto with_split = [](const std::string& behavior, bool invert = false) {
     json pre = {

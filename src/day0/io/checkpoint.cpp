@@ -51,7 +51,7 @@ Result<ShardIndex> read_shard_index(const std::string& index_path) {
       if (key == "total_size") {
         if (value.is_number_unsigned()) {
           index.total_size = value.get<uint64_t>();
-        } else if (value.is_number_float() && value.get<double>() >= 0) {
+        } else if (value.is_number_float() && value.get<double>() >= 0 && value.get<double>() < 0x1p63) {
           index.total_size = static_cast<uint64_t>(value.get<double>());  // some writers emit 1.2e10
         } else {
           return parse_error(index_path + ": metadata.total_size: expected a non-negative integer");

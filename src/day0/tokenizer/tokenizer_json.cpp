@@ -119,6 +119,9 @@ Result<TokenizerParts> parse_tokenizer_json(std::string_view text, const std::st
     for (const json& t : j.value("added_tokens", json::array())) {
       AddedToken tok;
       tok.content = t.at("content").get<std::string>();
+      // An id too large for int64 parses as a float, whose conversion would be undefined.
+      if (!t.at("id").is_number_integer())
+        return parse_error(fmt::format("{}: added token {:?}: id is not an integer", where, tok.content));
       const int64_t id = t.at("id").get<int64_t>();
       if (id < 0 || id >= 16'000'000)
         return out_of_range(fmt::format("{}: added token id {} is out of range", where, id));
