@@ -55,6 +55,18 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
       for (size_t i = 0; i < n / 2; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));
       w.scales.assign(static_cast<size_t>(rows * (cols / 32)), 120);
       break;
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4: {  // symmetric, group 128 (what `day0 quantize` writes by default)
+      w.view.group = 128;
+      const auto bytes = static_cast<size_t>(rows * w.view.int_row_bytes());
+      w.data.resize(bytes);
+      for (size_t i = 0; i < bytes; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));
+      const auto groups = static_cast<size_t>(rows * w.view.int_groups());
+      w.scales.resize(groups * 4);
+      const float scale = 1e-3f;
+      for (size_t i = 0; i < groups; ++i) std::memcpy(w.scales.data() + 4 * i, &scale, 4);
+      break;
+    }
   }
   w.view.data = w.data.data();
   w.view.scales = w.scales.empty() ? nullptr : w.scales.data();

@@ -13,6 +13,7 @@
 #include "command.h"
 #include "day0/align/align_runner.h"
 #include "day0/align/reference_dump.h"
+#include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/core/json_reader.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
@@ -111,6 +112,14 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
     messages.push_back({{"role", "assistant"}, {"content", tok.decode(decoder.ids(), true)}});
   }
   return kExitOk;
+}
+
+// The integer projections' path, with the dot-product instruction of the cpu backend's SIMD level.
+std::string int_weight_line(const LoadedModel& model, const std::string& backend) {
+  if (model.weights->int_projections.n == 0 || backend == "reference") return model.int_weight_path;
+  const auto level = default_simd_level();
+  if (!level.is_ok()) return model.int_weight_path;
+  return fmt::format("{}, {}", model.int_weight_path, cpu::kernels_for(*level).int_dot_name);
 }
 
 int run_command(const RunOptions& o) {
@@ -214,6 +223,7 @@ int run_command(const RunOptions& o) {
     j["backend"] = o.backend;
     j["dtype"] = o.dtype;
     j["kv_dtype"] = kv_dtype_name(eo.kv_dtype);
+    if (!model->int_weight_path.empty()) j["int_weights"] = int_weight_line(*model, o.backend);
     j["prompt_tokens"] = g.prompt_tokens;
     j["finish_reason"] = g.finish_reason;
     j["tokens"] = g.tokens();
@@ -242,6 +252,7 @@ int run_command(const RunOptions& o) {
              sp.greedy ? std::string("greedy")
                        : fmt::format("temperature {} top-p {} top-k {} seed {}", sp.temperature, sp.top_p,
                                      sp.top_k, sp.seed));
+  if (!model->int_weight_path.empty()) fmt::print("int weights {}\n", int_weight_line(*model, o.backend));
   fmt::print("prompt     {} tokens: {}\n", g.prompt_tokens, fmt::join(prompt, ","));
   fmt::print("generated  {} tokens: {}\n", g.steps.size(), fmt::join(g.tokens(), ","));
   if (decoder && !stream) fmt::print("text       {}\n", nlohmann::json(completion).dump());

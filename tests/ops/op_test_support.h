@@ -19,11 +19,19 @@ struct TestWeight {
   std::vector<uint8_t> scales;
   int64_t block_rows = 128;
   int64_t block_cols = 128;
+  std::vector<float> zeros;  // INT8 / INT4 zero points [rows, groups], or empty
+  int64_t group = 0;         // INT8 / INT4 columns per scale
   WeightView view() const;
 };
 
+// INT8 and INT4 use group 32 where cols is a multiple of 32 (else one group per row); INT8 is
+// symmetric, INT4 asymmetric (random zero points), so the generic cases cover both kinds.
 TestWeight random_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed,
                          float amplitude = 1.0f);
+// INT8 / INT4 with every knob: random codes over the whole range (INT8 includes -128), per-group
+// scales around amplitude / code range, random zero points when asymmetric.
+TestWeight random_int_weight(WeightFormat format, int64_t rows, int64_t cols, int64_t group, bool asymmetric,
+                             uint64_t seed, float amplitude = 1.0f);
 bool format_fits(WeightFormat format, int64_t cols);  // MXFP4 needs cols % 32 == 0
 
 std::vector<float> random_vector(int64_t n, uint64_t seed, float amplitude = 1.0f);

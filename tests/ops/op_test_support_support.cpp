@@ -22,7 +22,51 @@ WeightView TestWeight::view() const {
   v.scales = scales.empty() ? nullptr : scales.data();
   v.block_rows = block_rows;
   v.block_cols = block_cols;
+  v.zeros = zeros.empty() ? nullptr : zeros.data();
+  v.group = group;
   return v;
+}
+
+TestWeight random_int_weight(WeightFormat format, int64_t rows, int64_t cols, int64_t group, bool asymmetric,
+                             uint64_t seed, float amplitude) {
+  TestWeight w;
+  w.format = format;
+  w.rows = rows;
+  w.cols = cols;
+  w.group = group;
+  const WeightView shape = w.view();
+  const int64_t row_bytes = shape.int_row_bytes();
+  const int64_t groups = shape.int_groups();
+  std::mt19937_64 rng(seed);
+  w.data.assign(static_cast<size_t>(rows * row_bytes), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < cols; ++k) {  // padding columns keep code 0
+      const auto code = static_cast<uint8_t>(rng());
+      uint8_t* row = w.data.data() + r * row_bytes;
+      if (format == WeightFormat::kInt8) {
+        row[k] = code;
+      } else {
+        uint8_t& byte = row[(k / kIntBlock) * 16 + k % 16];
+        byte = k % kIntBlock < 16 ? static_cast<uint8_t>((byte & 0xf0) | (code & 0x0f))
+                                  : static_cast<uint8_t>((byte & 0x0f) | (code << 4));
+      }
+    }
+  }
+  const float range = format == WeightFormat::kInt8 ? 128.0f : 8.0f;
+  std::uniform_real_distribution<float> s(0.5f * amplitude / range, 2.0f * amplitude / range);
+  w.scales.resize(static_cast<size_t>(rows * groups) * 4);
+  for (int64_t i = 0; i < rows * groups; ++i) {
+    const float v = s(rng);
+    std::memcpy(w.scales.data() + 4 * i, &v, 4);
+  }
+  if (asymmetric) {
+    w.zeros.resize(static_cast<size_t>(rows * groups));
+    for (float& z : w.zeros) {
+      z = format == WeightFormat::kInt8 ? static_cast<float>(static_cast<int>(rng() % 64) - 32)
+                                        : static_cast<float>(rng() % 16);
+    }
+  }
+  return w;
 }
 
 bool format_fits(WeightFormat format, int64_t cols) {
@@ -83,6 +127,11 @@ TestWeight random_weight(WeightFormat format, int64_t rows, int64_t cols, uint64
       for (auto& s : w.scales) s = static_cast<uint8_t>(122 + rng() % 6);
       break;
     }
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4:
+      return random_int_weight(format, rows, cols,
+                               cols % kIntBlock == 0 && cols > kIntBlock ? kIntBlock : cols,
+                               format == WeightFormat::kInt4, seed, amplitude);
   }
   return w;
 }

@@ -64,6 +64,10 @@ void set_weights(OpSpec& op, const WeightView& w) {
   op.attrs["weights"] = weight_format_name(w.format);
   if (w.format == WeightFormat::kFp8Block)
     op.attrs["block"] = fmt::format("{}x{}", w.block_rows, w.block_cols);
+  if (w.is_int()) {
+    op.attrs["group"] = fmt::format("{}", w.group >= w.cols ? w.cols : w.group);
+    if (w.zeros != nullptr) op.attrs["zero_points"] = "true";
+  }
 }
 
 OpSpec elementwise(std::string_view name, int64_t rows, int64_t cols, double flops_per_element) {
@@ -165,6 +169,7 @@ void RecordingBackend::matmul(const MatmulArgs& a) {
   set_weights(op, a.w);
   if (a.bias != nullptr) op.attrs["bias"] = "true";
   if (!a.exact) op.attrs["exact"] = "false";
+  if (!a.exact && a.w.is_int()) op.attrs["activations"] = "int8/32";  // ops/int8_activations.h
   op.shapes = {{a.w.rows, a.w.cols}};
   op.matmul_flops_per_token = 2.0 * d(a.x.rows) * d(a.w.rows) * d(a.w.cols);
   op.flops_per_token = op.matmul_flops_per_token;

@@ -42,7 +42,9 @@ enum class TopkMethod {
   kLogitsThenSigmoid,   // Llama 4: top-k on logits, sigmoid of the selected, input scaling
 };
 // How the release stores the big projection weights.
-enum class WeightFormat { kBF16, kF16, kF32, kFp8Block, kMxfp4 };
+// kInt8 / kInt4 are integer weights kept quantized in memory (per-group scales, optional zero points),
+// bound from pack-quantized / GPTQ / AWQ checkpoints (ops/tensor.h has the layout).
+enum class WeightFormat { kBF16, kF16, kF32, kFp8Block, kMxfp4, kInt8, kInt4 };
 
 struct RopeScaling {
   RopeType type = RopeType::kDefault;

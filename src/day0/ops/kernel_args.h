@@ -35,7 +35,8 @@ struct MatmulArgs {
   bool accumulate = false;      // y += x W^T (+ bias) instead of y =
   // true: float32 products of exactly dequantised weights (any blocking / accumulation order).
   // false: the backend may round the activations to BF16 first (the cpu backend's vdpbf16ps GEMM for
-  // BF16 weights), what a bf16 reference run computes anyway.
+  // BF16 weights), what a bf16 reference run computes anyway; INT8 / INT4 weights then take int8
+  // activations quantized per 32-column block (ops/int8_activations.h), on every backend.
   bool exact = true;
 };
 

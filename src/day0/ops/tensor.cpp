@@ -17,6 +17,10 @@ const char* weight_format_name(WeightFormat format) {
       return "FP8-block";
     case WeightFormat::kMxfp4:
       return "MXFP4";
+    case WeightFormat::kInt8:
+      return "INT8";
+    case WeightFormat::kInt4:
+      return "INT4";
   }
   return "?";
 }
@@ -33,8 +37,16 @@ uint64_t WeightView::data_bytes() const {
       return n;
     case WeightFormat::kMxfp4:
       return n / 2;
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4:
+      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(int_row_bytes());
   }
   return 0;
+}
+
+int64_t WeightView::int_row_bytes() const {
+  const int64_t padded = (cols + kIntBlock - 1) / kIntBlock * kIntBlock;
+  return format == WeightFormat::kInt4 ? padded / 2 : padded;
 }
 
 uint64_t WeightView::scale_bytes() const {
@@ -47,6 +59,9 @@ uint64_t WeightView::scale_bytes() const {
     }
     case WeightFormat::kMxfp4:
       return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / 32);
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4:
+      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(int_groups()) * (zeros != nullptr ? 8 : 4);
     default:
       return 0;
   }
@@ -60,6 +75,10 @@ bool WeightView::valid() const {
       return block_rows > 0 && block_cols > 0 && (rows == 0 || cols == 0 || scales != nullptr);
     case WeightFormat::kMxfp4:
       return cols % 32 == 0 && (rows == 0 || cols == 0 || scales != nullptr);
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4:
+      return group > 0 && (group % kIntBlock == 0 || group >= cols) &&
+             (rows == 0 || cols == 0 || scales != nullptr);
     default:
       return true;
   }
@@ -86,6 +105,23 @@ float WeightView::at(int64_t i, int64_t j) const {
       const uint8_t nibble = (j % 2 == 0) ? (byte & 0x0f) : (byte >> 4);
       const uint8_t s = static_cast<const uint8_t*>(scales)[i * (cols / 32) + j / 32];
       return fp4_e2m1_to_f32(nibble) * e8m0_to_f32(s);
+    }
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4: {
+      const auto* row = static_cast<const uint8_t*>(data) + i * int_row_bytes();
+      const int64_t g = group >= cols ? 0 : j / group;
+      const size_t gi = static_cast<size_t>(i * int_groups() + g);
+      float code = 0.0f;
+      float zero = 0.0f;
+      if (format == WeightFormat::kInt8) {
+        code = static_cast<float>(static_cast<int8_t>(row[j]));
+      } else {
+        const uint8_t byte = row[(j / kIntBlock) * 16 + j % 16];
+        code = static_cast<float>(j % kIntBlock < 16 ? (byte & 0x0f) : (byte >> 4));
+        zero = 8.0f;
+      }
+      if (zeros != nullptr) zero = zeros[gi];
+      return (code - zero) * static_cast<const float*>(scales)[gi];
     }
   }
   return 0.0f;

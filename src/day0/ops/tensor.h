@@ -70,31 +70,48 @@ using ConstMatrix = MatrixView<const float>;
 //              in the low nibble of byte j of block g and 32g+2j+1 in the high nibble; `scales` is
 //              uint8 E8M0 [rows, cols/32]; W[i, 32g+t] = fp4(nibble) * 2^(scales[i,g] - 127).
 //              cols must be a multiple of 32.
+//   kInt8 / kInt4: integer codes per group of `group` columns, W[i, j] = (c[i, j] - z[i, g]) * s[i, g]
+//              with g = j / group. Rows are padded to a multiple of kIntBlock (32) columns with zero
+//              codes (row_bytes() apart), so SIMD loops read whole 32-column blocks:
+//                kInt8: int8 codes c in [-128, 127], one byte each; z = zeros[i, g] or 0.
+//                kInt4: unsigned nibbles c in [0, 15]; in each 32-column block b, byte t holds column
+//                       32b + t in its low nibble and 32b + 16 + t in its high one; z = zeros[i, g] or 8.
+//              `scales` and `zeros` (null: the default above) are float32 [rows, ceil(cols / group)];
+//              zeros hold small integers (the zero point in the code's domain). group is a multiple
+//              of 32 or >= cols (one group per row).
+inline constexpr int64_t kIntBlock = 32;
 struct WeightView {
   WeightFormat format = WeightFormat::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
-  const void* scales = nullptr;  // FP8: const float*; MXFP4: const uint8_t*; else null
+  const void* scales = nullptr;  // FP8 / INT8 / INT4: const float*; MXFP4: const uint8_t*; else null
   int64_t block_rows = 128;      // FP8 block shape
   int64_t block_cols = 128;
+  const float* zeros = nullptr;  // INT8 / INT4: zero points [rows, groups], or null
+  int64_t group = 0;             // INT8 / INT4: columns per scale
   // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
   // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
   std::string_view name;
   MemorySpace space = MemorySpace::kHost;
 
-  // Bytes of `data` (what a GEMV must stream) and of `scales`.
+  // Bytes of `data` (what a GEMV must stream) and of `scales` (+ `zeros`).
   uint64_t data_bytes() const;
   uint64_t scale_bytes() const;
   // Element (i, j) dequantised to float32: the scalar definition every kernel must match.
   float at(int64_t i, int64_t j) const;
   // True when the pointers are set and the shape is consistent with the format.
   bool valid() const;
+  // INT8 / INT4: groups per row, bytes between rows (padded), codes of row i.
+  int64_t int_groups() const { return group >= cols || group <= 0 ? 1 : (cols + group - 1) / group; }
+  int64_t int_row_bytes() const;
+  bool is_int() const { return format == WeightFormat::kInt8 || format == WeightFormat::kInt4; }
 };
 
-const char* weight_format_name(WeightFormat format);  // "F32", "BF16", "F16", "FP8-block", "MXFP4"
-inline constexpr WeightFormat kAllWeightFormats[] = {WeightFormat::kF32, WeightFormat::kBF16,
-                                                     WeightFormat::kF16, WeightFormat::kFp8Block,
-                                                     WeightFormat::kMxfp4};
+// "F32", "BF16", "F16", "FP8-block", "MXFP4", "INT8", "INT4"
+const char* weight_format_name(WeightFormat format);
+inline constexpr WeightFormat kAllWeightFormats[] = {
+    WeightFormat::kF32,   WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kFp8Block,
+    WeightFormat::kMxfp4, WeightFormat::kInt8, WeightFormat::kInt4};
 
 }  // namespace day0

@@ -8,7 +8,8 @@
 namespace day0 {
 
 LoadOptions load_options_for(ActivationPrecision precision) {
-  return LoadOptions{.exact_f32_dequantized = precision == ActivationPrecision::kF32};
+  return LoadOptions{.exact_f32_dequantized = precision == ActivationPrecision::kF32,
+                     .int_kernels = precision == ActivationPrecision::kBF16};
 }
 
 Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source,
@@ -18,7 +19,13 @@ Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const
   m.spec = unpacked_spec(spec);
   m.folder = source->origin();
   D0_ASSIGN_OR_RETURN(m.weights, bind_model_weights(m.spec, unpacked_source(std::move(source), spec,
-                                                                            options.exact_f32_dequantized)));
+                                                                            options.exact_f32_dequantized,
+                                                                            options.int_kernels)));
+  if (spec.weights.packed.bits != 0) {
+    const std::string dequantized = options.exact_f32_dequantized ? "dequantized at load to exact F32"
+                                                                  : "dequantized at load to the scale dtype";
+    m.int_weight_path = m.weights->int_projections.n > 0 ? m.weights->int_projections.label() : dequantized;
+  }
   return m;
 }
 

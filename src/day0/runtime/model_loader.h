@@ -14,14 +14,22 @@ struct LoadedModel {
   ModelSpec spec;
   std::shared_ptr<ModelWeights> weights;
   std::string folder;
+  // How integer-quantized projections are computed, for `run` to print ("" for a checkpoint without
+  // them): "int4 g128 x int8 activations (210 projections)", "dequantized at load to exact F32", ...
+  std::string int_weight_path;
 };
 
 struct LoadOptions {
   // Pack-quantized projections (dequantized at load) as exact float32 products rather than rounded to
   // the scale's dtype: what a float32 run must compute with to agree with transformers in float32.
   bool exact_f32_dequantized = false;
+  // Pack-quantized / GPTQ / AWQ projections kept as INT8 / INT4 in memory for the integer kernels
+  // (int8 activations per 32-column block, MatmulArgs::exact = false) instead of dequantized at load.
+  // What a BF16 run of a quantized checkpoint uses; a float32 run keeps the exact dequantized weights
+  // (bit for bit what it computed before the integer kernels existed).
+  bool int_kernels = false;
 };
-// The load options a run in `precision` needs.
+// The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);
 
 // Resolves `model` (a folder with config.json and safetensors) and binds its weights. Catalog names

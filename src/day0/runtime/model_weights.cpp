@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "day0/core/numeric.h"
+#include "day0/runtime/int_weight.h"
 
 namespace day0 {
 namespace {
@@ -60,6 +61,20 @@ Result<WeightFormat> plain_format(const RawTensor& t) {
 
 }  // namespace
 
+void IntProjections::count(const WeightView& w) {
+  ++n;
+  bytes += w.data_bytes() + w.scale_bytes();
+  format = w.format;
+  group = w.group;
+  asymmetric = asymmetric || w.zeros != nullptr;
+}
+
+std::string IntProjections::label() const {
+  if (n == 0) return "";
+  return fmt::format("{} g{}{} x int8 activations ({} projections)",
+                     format == WeightFormat::kInt8 ? "int8" : "int4", group, asymmetric ? " asym" : "", n);
+}
+
 std::string_view WeightBinder::keep_name(const std::string& name) {
   // The experts of one stacked tensor are bound one after another: one copy of its name.
   if (!out_.name_store.empty() && out_.name_store.back() == name) return out_.name_store.back();
@@ -94,6 +109,22 @@ static const void* aligned_bytes(ModelWeights& out, std::span<const uint8_t> byt
 }
 
 Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias) {
+  D0_ASSIGN_OR_RETURN(const IntWeight* kept, out_.source->int_weight(name));
+  if (kept != nullptr) {  // an INT8 / INT4 projection kept quantized (packed_int_source.h)
+    if (kept->rows != rows || kept->cols != cols) {
+      return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}, {}], found [{}, {}]",
+                                          out_.source->origin(), name, rows, cols, kept->rows, kept->cols));
+    }
+    Linear l;
+    l.w = kept->view();
+    l.w.name = keep_name(name);
+    out_.int_projections.count(l.w);
+    if (with_bias) {
+      D0_ASSIGN_OR_RETURN(auto bias, vector(sibling(name, ".bias"), rows));
+      l.bias = bias.data();
+    }
+    return l;
+  }
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
   Linear l;
   l.w.rows = rows;

@@ -53,6 +53,17 @@ struct LayerWeights {
   MoeWeights moe;       // MoE layers
 };
 
+// What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.
+struct IntProjections {
+  int64_t n = 0;
+  uint64_t bytes = 0;  // codes + scales + zero points
+  WeightFormat format = WeightFormat::kInt8;
+  int64_t group = 0;  // of the last one counted (one quantization config per checkpoint)
+  bool asymmetric = false;
+  void count(const WeightView& w);
+  std::string label() const;  // "int4 g128 x int8 activations (210 projections)", "" when none
+};
+
 struct ModelWeights {
   WeightView embedding;  // [V, H]
   Linear lm_head;        // [V, H] (the embedding when tied)
@@ -66,6 +77,7 @@ struct ModelWeights {
   std::deque<std::string> name_store;  // the tensor names WeightView::name points into
   // The source whose bytes the WeightViews point into; kept alive with the weights.
   std::shared_ptr<const TensorSource> source;
+  IntProjections int_projections;
 };
 
 // Binds Hugging Face names to views, checking shapes against the spec; every error names the tensor.
@@ -74,7 +86,8 @@ class WeightBinder {
   WeightBinder(const ModelSpec& spec, ModelWeights& out) : spec_(spec), out_(out) {}
 
   bool has(const std::string& name) const { return out_.source->contains(name); }
-  // A projection [rows, cols]: BF16/F16/F32, or F8_E4M3 with its `<name>_scale_inv` sibling.
+  // A projection [rows, cols]: BF16/F16/F32, F8_E4M3 with its `<name>_scale_inv` sibling, or INT8 /
+  // INT4 when the source keeps it quantized (TensorSource::int_weight).
   Result<Linear> linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias = false);
   // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
   Result<std::span<const float>> vector(const std::string& name, int64_t n);

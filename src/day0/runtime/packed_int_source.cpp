@@ -86,10 +86,10 @@ int code_at(int32_t word, int k, int bits) {
   return static_cast<int>((static_cast<uint32_t>(word) >> (bits * k)) & ((1u << bits) - 1u));
 }
 
-// GPTQ / AWQ: W[o, i] = (q[i, o] - z[g(i), o]) * s[g(i), o], as float32 (exact: a 4/8-bit difference times
-// an F16 / BF16 scale fits a float32 significand).
-Result<std::vector<float>> dequantize_gptq_awq(const TensorSource& source, const std::string& stem,
-                                               const PackedIntSpec& packed, std::vector<int64_t>& shape) {
+// GPTQ / AWQ: codes q[i, o] (unsigned), zero points z[g(i), o] and scales s[g(i), o], transposed to
+// [out, in] / [out, groups]; W[o, i] = (q - z) * s (GPTQ v1 zero points are stored minus one).
+Result<IntCodes> gptq_awq_codes(const TensorSource& source, const std::string& stem,
+                                const PackedIntSpec& packed) {
   const bool awq = packed.layout == PackedIntLayout::kAwq;
   const int bits = packed.bits;
   const int64_t f = 32 / bits;
@@ -144,39 +144,39 @@ Result<std::vector<float>> dequantize_gptq_awq(const TensorSource& source, const
   const std::vector<int32_t> qw = words_of(w), qz = words_of(z);
   // Position of output o inside its word.
   const auto slot = [&](int64_t o) { return awq && bits == 4 ? kAwqNibble[o % 8] : static_cast<int>(o % f); };
-  std::vector<int> zero(static_cast<size_t>(groups * out));
+  IntCodes c;
+  c.bits = bits;
+  c.rows = out;
+  c.cols = in;
+  c.groups = groups;
+  c.is_signed = false;
+  c.group_of = std::move(g_idx);
+  c.zero.resize(static_cast<size_t>(groups * out));
+  c.scale.resize(static_cast<size_t>(groups * out));
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t o = 0; o < out; ++o) {
       int zp = code_at(qz[static_cast<size_t>(g * ceil_div(out, f) + o / f)], slot(o), bits);
       if (packed.zero_offset) zp += 1;  // GPTQ v1 stores z - 1
-      zero[static_cast<size_t>(g * out + o)] = zp;
+      c.zero[static_cast<size_t>(o * groups + g)] = static_cast<float>(zp);
+      c.scale[static_cast<size_t>(o * groups + g)] = scale[static_cast<size_t>(g * out + o)];
     }
   }
-  std::vector<float> result(static_cast<size_t>(out * in));
+  c.q.resize(static_cast<size_t>(out * in));
   for (int64_t i = 0; i < in; ++i) {
-    const int64_t g = g_idx[static_cast<size_t>(i)];
     for (int64_t o = 0; o < out; ++o) {
       const int q = awq ? code_at(qw[static_cast<size_t>(i * ceil_div(out, f) + o / f)], slot(o), bits)
                         : code_at(qw[static_cast<size_t>((i / f) * out + o)], static_cast<int>(i % f), bits);
-      const size_t gi = static_cast<size_t>(g * out + o);
-      result[static_cast<size_t>(o * in + i)] = static_cast<float>(q - zero[gi]) * scale[gi];
+      c.q[static_cast<size_t>(o * in + i)] = static_cast<int16_t>(q);
     }
   }
-  shape = {out, in};
-  return result;
+  return c;
 }
 
-}  // namespace
-
-Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, const std::string& stem,
-                                                    const PackedIntSpec& packed, std::vector<int64_t>& shape,
-                                                    DType& dtype) {
+// compressed-tensors pack-quantized: signed codes, scales in the model dtype (`dtype`), zero points
+// when asymmetric.
+Result<IntCodes> compressed_tensors_codes(const TensorSource& source, const std::string& stem,
+                                          const PackedIntSpec& packed, DType& dtype) {
   const int bits = packed.bits;
-  if (bits != 4 && bits != 8) return internal_error("dequantize_packed_weight: not a pack-quantized spec");
-  if (gptq_like(packed)) {
-    dtype = DType::kF32;
-    return dequantize_gptq_awq(source, stem, packed, shape);
-  }
   const std::string shape_name = stem + ".weight_shape";
   D0_ASSIGN_OR_RETURN(RawTensor shape_t, source.get(shape_name));
   if (shape_t.shape != std::vector<int64_t>{2} ||
@@ -215,27 +215,69 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
                fmt::format("expected shape {} (rows, cols / group_size), found {}",
                            shape_text({rows, groups}), shape_text(s.shape)));
   }
-  D0_ASSIGN_OR_RETURN(std::vector<float> scale, floats_of(source, s));
-  std::vector<int8_t> zero_point;
+  IntCodes c;
+  c.bits = bits;
+  c.rows = rows;
+  c.cols = cols;
+  c.groups = groups;
+  c.is_signed = true;
+  D0_ASSIGN_OR_RETURN(c.scale, floats_of(source, s));
+  c.zero.assign(c.scale.size(), 0.0f);
   const std::string zp_name = stem + ".weight_zero_point";
   if (!packed.symmetric) {
     D0_ASSIGN_OR_RETURN(RawTensor z,
                         expect(source, zp_name, {ceil_div(rows, per_word), groups}, DType::kI32));
-    zero_point = unpack_columns(words_of(z), rows, groups, bits);
+    const std::vector<int8_t> zero_point = unpack_columns(words_of(z), rows, groups, bits);
+    for (size_t i = 0; i < zero_point.size(); ++i) c.zero[i] = zero_point[i];
   } else if (source.contains(zp_name)) {
     return bad(source, zp_name, "present, but the config says symmetric (no zero points)");
   }
   const std::vector<int8_t> q = unpack_rows(words_of(w), rows, cols, bits);
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  dequantize_groups(q, rows, cols, scale, zero_point, cols / groups, out);
-  shape = {rows, cols};
+  c.q.assign(q.begin(), q.end());
+  c.group_of.resize(static_cast<size_t>(cols));
+  for (int64_t k = 0; k < cols; ++k)
+    c.group_of[static_cast<size_t>(k)] = static_cast<int32_t>(k / (cols / groups));
   dtype = s.dtype;
+  return c;
+}
+
+}  // namespace
+
+Result<IntCodes> packed_int_codes(const TensorSource& source, const std::string& stem,
+                                  const PackedIntSpec& packed, DType& scale_dtype) {
+  if (packed.bits != 4 && packed.bits != 8)
+    return internal_error("packed_int_codes: not a pack-quantized spec");
+  if (gptq_like(packed)) {
+    scale_dtype = DType::kF32;
+    return gptq_awq_codes(source, stem, packed);
+  }
+  return compressed_tensors_codes(source, stem, packed, scale_dtype);
+}
+
+Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, const std::string& stem,
+                                                    const PackedIntSpec& packed, std::vector<int64_t>& shape,
+                                                    DType& dtype) {
+  D0_ASSIGN_OR_RETURN(IntCodes c, packed_int_codes(source, stem, packed, dtype));
+  // W = (q - z) * s as float32: exact (|q - z| < 2^9, the scale has at most 24 significant bits).
+  std::vector<float> out(static_cast<size_t>(c.rows * c.cols));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    for (int64_t k = 0; k < c.cols; ++k) {
+      const size_t g = static_cast<size_t>(r * c.groups + c.group_of[static_cast<size_t>(k)]);
+      const int zp = static_cast<int>(c.zero[g]);
+      out[static_cast<size_t>(r * c.cols + k)] =
+          static_cast<float>(c.q[static_cast<size_t>(r * c.cols + k)] - zp) * c.scale[g];
+    }
+  }
+  shape = {c.rows, c.cols};
   return out;
 }
 
 PackedIntSource::PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed,
-                                 bool exact_f32)
-    : inner_(std::move(packed_source)), packed_(std::move(packed)), exact_f32_(exact_f32) {
+                                 bool exact_f32, bool keep_int)
+    : inner_(std::move(packed_source)),
+      packed_(std::move(packed)),
+      exact_f32_(exact_f32),
+      keep_int_(keep_int) {
   const std::string suffix = values_suffix(packed_);
   for (const auto& name : inner_->names()) {
     if (name.ends_with(suffix)) {
@@ -291,6 +333,22 @@ Result<RawTensor> PackedIntSource::get(const std::string& name) const {
   return RawTensor{name, d.dtype, d.shape, d.bytes};
 }
 
+Result<const IntWeight*> PackedIntSource::int_weight(const std::string& name) const {
+  auto it = weights_.find(name);
+  if (!keep_int_ || it == weights_.end()) return static_cast<const IntWeight*>(nullptr);
+  std::lock_guard lock(mutex_);
+  auto cached = int_cache_.find(name);
+  if (cached == int_cache_.end()) {
+    DType scale_dtype = DType::kF32;
+    D0_ASSIGN_OR_RETURN(IntCodes codes, packed_int_codes(*inner_, it->second, packed_, scale_dtype));
+    Result<IntWeight> repacked = repack_int_weight(codes);
+    std::unique_ptr<IntWeight> kept;
+    if (repacked.is_ok()) kept = std::make_unique<IntWeight>(std::move(repacked).value());
+    cached = int_cache_.emplace(name, std::move(kept)).first;
+  }
+  return static_cast<const IntWeight*>(cached->second.get());
+}
+
 std::vector<std::string> PackedIntSource::names() const {
   std::vector<std::string> out;
   for (const auto& name : inner_->names()) {
@@ -302,9 +360,9 @@ std::vector<std::string> PackedIntSource::names() const {
 }
 
 std::shared_ptr<const TensorSource> unpacked_source(std::shared_ptr<const TensorSource> source,
-                                                    const ModelSpec& spec, bool exact_f32) {
+                                                    const ModelSpec& spec, bool exact_f32, bool keep_int) {
   if (spec.weights.packed.bits == 0) return source;
-  return std::make_shared<PackedIntSource>(std::move(source), spec.weights.packed, exact_f32);
+  return std::make_shared<PackedIntSource>(std::move(source), spec.weights.packed, exact_f32, keep_int);
 }
 
 ModelSpec unpacked_spec(const ModelSpec& spec) {

@@ -9,6 +9,9 @@
 //    exact float32 (W[o, i] = (q - z) * s; GPTQ v1 zero points are stored minus one).
 // Every other tensor passes through untouched (zero copy). A weight is dequantized on its first get() and
 // kept for the source's lifetime, so the engine holds the model at its unquantized size.
+// With keep_int, int_weight() instead hands out each projection repacked as INT8 / INT4
+// (runtime/int_weight.h) for the integer kernels, straight from its codes; a projection whose layout
+// cannot be kept (GPTQ act-order, a group size that is not a multiple of 32) stays dequantized.
 #include <deque>
 #include <map>
 #include <memory>
@@ -18,6 +21,7 @@
 
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
+#include "day0/runtime/int_weight.h"
 #include "day0/runtime/tensor_source.h"
 
 namespace day0 {
@@ -29,22 +33,30 @@ Result<std::vector<float>> dequantize_packed_weight(const TensorSource& source, 
                                                     const PackedIntSpec& packed, std::vector<int64_t>& shape,
                                                     DType& dtype);
 
+// The integer codes of module `stem` (both layouts), every size checked as above; `scale_dtype`
+// receives the dtype of the scale (F32 for GPTQ / AWQ).
+Result<IntCodes> packed_int_codes(const TensorSource& source, const std::string& stem,
+                                  const PackedIntSpec& packed, DType& scale_dtype);
+
 class PackedIntSource : public TensorSource {
  public:
   // exact_f32: the dequantized projections as float32 (q - zp) * scale, exactly; otherwise rounded to
-  // the scale's dtype (half the memory; what a BF16 run computes with anyway).
+  // the scale's dtype (half the memory; what a BF16 run computes with anyway). keep_int: see above.
   PackedIntSource(std::shared_ptr<const TensorSource> packed_source, PackedIntSpec packed,
-                  bool exact_f32 = false);
+                  bool exact_f32 = false, bool keep_int = false);
 
   bool contains(const std::string& name) const override;
   Result<RawTensor> get(const std::string& name) const override;
   std::vector<std::string> names() const override;
   std::string origin() const override { return inner_->origin(); }
+  Result<const IntWeight*> int_weight(const std::string& name) const override;
 
  private:
   std::shared_ptr<const TensorSource> inner_;
   PackedIntSpec packed_;
   bool exact_f32_ = false;
+  bool keep_int_ = false;
+  mutable std::map<std::string, std::unique_ptr<IntWeight>> int_cache_;  // null: layout not kept
   std::map<std::string, std::string> weights_;  // "<m>.weight" -> stem "<m>", for every packed group
   mutable std::mutex mutex_;
   struct Dequantized {
@@ -58,7 +70,8 @@ class PackedIntSource : public TensorSource {
 // `source` wrapped in a PackedIntSource when `spec` is pack-quantized, and the spec the binder and
 // engine then see (the projections in the activation dtype); otherwise both unchanged.
 std::shared_ptr<const TensorSource> unpacked_source(std::shared_ptr<const TensorSource> source,
-                                                    const ModelSpec& spec, bool exact_f32 = false);
+                                                    const ModelSpec& spec, bool exact_f32 = false,
+                                                    bool keep_int = false);
 ModelSpec unpacked_spec(const ModelSpec& spec);
 
 }  // namespace day0

@@ -15,6 +15,7 @@
 namespace day0 {
 
 struct TensorManifest;  // model/tensor_manifest.h
+struct IntWeight;       // runtime/int_weight.h
 
 struct RawTensor {
   std::string name;
@@ -36,6 +37,13 @@ class TensorSource {
   // False for a source of names, dtypes and shapes only (make_shape_only_source): its bytes are
   // unreadable and binding copies or converts nothing.
   virtual bool has_values() const { return true; }
+  // The INT8 / INT4 projection `name` ("<m>.weight") kept quantized, when this source keeps integer
+  // weights (PackedIntSource with keep_int) and its layout allows; null otherwise (then get() gives the
+  // dequantized weight). Owned by the source.
+  virtual Result<const IntWeight*> int_weight(const std::string& name) const {
+    (void)name;
+    return static_cast<const IntWeight*>(nullptr);
+  }
 };
 
 // Every tensor of `manifest` (MTP layers left out) with its dtype and shape, whose bytes all lie in one

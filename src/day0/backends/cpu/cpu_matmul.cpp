@@ -146,6 +146,58 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   }
 }
 
+// INT8 / INT4 weights against int8 activations (see cpu_ops.h).
+void int_matmul(const Context& c, const MatmulArgs& a) {
+  const int64_t t_rows = a.x.rows;
+  Int8Rows local_x;
+  std::vector<float> local_terms;
+  Int8Rows& xq = c.ws ? c.ws->int8_x : local_x;
+  std::vector<float>& terms = c.ws ? c.ws->int8_terms : local_terms;
+  quantize_activations(a.x, xq);  // [T, blocks * 32] int8 + [T, blocks] scales
+  const int64_t groups = a.w.int_groups();
+  // Zero points: y[n] -= sum_g scale_w[n, g] * z[n, g] * terms[t, g] (INT4 always has one: 8 when
+  // symmetric; INT8 only when asymmetric).
+  const bool zero_points = a.w.zeros != nullptr || a.w.format == WeightFormat::kInt4;
+  if (zero_points) {
+    if (static_cast<int64_t>(terms.size()) < t_rows * groups)
+      terms.resize(static_cast<size_t>(t_rows * groups));
+    for (int64_t t = 0; t < t_rows; ++t)
+      activation_group_terms(xq, t, a.w.group, groups, terms.data() + t * groups);
+  }
+  const auto* scales = static_cast<const float*>(a.w.scales);
+  constexpr int64_t kRowsPerStep = 8;
+  constexpr int64_t kIntTokenTile = 16;
+  // Rows of equal bytes: a split by rows is a split by weight bytes.
+  c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
+    float dots[kRowsPerStep];
+    for (int64_t t0 = 0; t0 < t_rows; t0 += kIntTokenTile) {
+      const int64_t t1 = std::min(t_rows, t0 + kIntTokenTile);
+      for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
+        const int64_t n1 = std::min(end, n0 + kRowsPerStep);
+        for (int64_t t = t0; t < t1; ++t) {
+          c.k.dot_rows_int(a.w, n0, n1, xq.codes(t), xq.scales(t), dots);
+          if (zero_points) {
+            const float* tg = terms.data() + t * groups;
+            for (int64_t n = n0; n < n1; ++n) {
+              const float* s = scales + n * groups;
+              float corr = 0.0f;
+              if (a.w.zeros == nullptr) {
+                for (int64_t g = 0; g < groups; ++g) corr += s[g] * tg[g];
+                corr *= 8.0f;
+              } else {
+                const float* z = a.w.zeros + n * groups;
+                for (int64_t g = 0; g < groups; ++g) corr += s[g] * z[g] * tg[g];
+              }
+              dots[n - n0] -= corr;
+            }
+          }
+          finish_row(a, t, n0, n1, dots);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const Context& c, const MatmulArgs& a) {
@@ -158,7 +210,9 @@ void matmul(const Context& c, const MatmulArgs& a) {
     }
     return;
   }
-  if (a.x.rows <= kGemvMaxRows) {
+  if (!a.exact && a.w.is_int()) {
+    int_matmul(c, a);
+  } else if (a.x.rows <= kGemvMaxRows) {
     gemv(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
     gemm_bf16(c, a);

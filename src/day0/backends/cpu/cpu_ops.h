@@ -2,7 +2,9 @@
 // Drivers of the cpu backend: blocking, threading and the choice between GEMV and GEMM; the inner
 // loops come from the SIMD table of the backend's level.
 #include <vector>
+
 #include "day0/backends/backend.h"
+#include "day0/ops/int8_activations.h"
 
 #include "day0/backends/cpu/simd/simd_kernels.h"
 
@@ -21,6 +23,8 @@ struct Workspace {
   std::vector<float> partial;
   std::vector<std::vector<float>> thread;  // per pool thread
   std::vector<float> gemv_prepared;        // MXFP4 activations in nibble order
+  Int8Rows int8_x;                         // INT8 / INT4 weights: the activations quantized
+  std::vector<float> int8_terms;           // [T, groups] zero-point terms of those
   // moe_experts dispatch
   std::vector<int64_t> moe_start, moe_fill;
   std::vector<int32_t> moe_tokens;
@@ -38,6 +42,10 @@ struct Context {
 // BF16 weights on AVX-512 BF16 CPUs and a call that is not `exact`, the GEMM rounds activations to
 // BF16 and uses vdpbf16ps (the precision a BF16 checkpoint is run at by its reference
 // implementation); everything else accumulates float32 products of exactly dequantised weights.
+// INT8 / INT4 weights in a call that is not `exact` take int8 activations (quantized once per call,
+// ops/int8_activations.h) and integer dot products for every T: weight rows split over the pool,
+// and for T > kGemvMaxRows tokens in tiles of kIntTokenTile so that a chunk of weight rows stays in
+// L1 while the tile's activations stream from L2.
 inline constexpr int64_t kGemvMaxRows = 4;
 void matmul(const Context& c, const MatmulArgs& a);
 void embedding(const Context& c, const EmbeddingArgs& a);

@@ -43,6 +43,16 @@ bool cpu_has_avx512_bf16() {
   return detected_simd_level() == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512bf16");
 }
 
+bool cpu_has_avx_vnni() {
+  __builtin_cpu_init();
+  return detected_simd_level() >= SimdLevel::kAvx2 && __builtin_cpu_supports("avxvnni") != 0;
+}
+
+bool cpu_has_avx512_vnni() {
+  __builtin_cpu_init();
+  return detected_simd_level() == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512vnni") != 0;
+}
+
 std::vector<SimdLevel> available_simd_levels() {
   std::vector<SimdLevel> out;
   const SimdLevel top = detected_simd_level();

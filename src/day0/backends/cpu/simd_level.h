@@ -21,6 +21,10 @@ std::optional<SimdLevel> parse_simd_level(std::string_view name);
 // What this CPU can run (__builtin_cpu_supports).
 SimdLevel detected_simd_level();
 bool cpu_has_avx512_bf16();
+// The integer dot-product instructions the INT8 / INT4 kernels use where present: AVX-VNNI (vpdpbusd
+// on 256-bit VEX, Alder Lake / Sapphire Rapids) at the avx2 level, AVX-512 VNNI at the avx512 level.
+bool cpu_has_avx_vnni();
+bool cpu_has_avx512_vnni();
 // Every level <= detected_simd_level(), lowest first (what tests iterate over).
 std::vector<SimdLevel> available_simd_levels();
 

@@ -4,6 +4,7 @@
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
 #include "day0/core/numeric.h"
+#include "day0/ops/int8_activations.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::ref {
@@ -16,8 +17,46 @@ void embedding(const EmbeddingArgs& a) {
   }
 }
 
+namespace {
+
+// INT8 / INT4 weights, not exact: the activations quantized to int8 per 32-column block
+// (ops/int8_activations.h), then y[n] = sum over blocks b of scale_x[b] * scale_w[n, g(b)] *
+// sum_{k in b} (c[n, k] - z[n, g(b)]) * q_x[k], accumulated in double.
+void matmul_int8_activations(const MatmulArgs& a) {
+  Int8Rows xq;
+  quantize_activations(a.x, xq);
+  const int64_t groups = a.w.int_groups();
+  const auto* scales = static_cast<const float*>(a.w.scales);
+  for (int64_t t = 0; t < a.x.rows; ++t) {
+    const int8_t* q = xq.codes(t);
+    const float* sx = xq.scales(t);
+    float* y = a.y.row(t);
+    for (int64_t n = 0; n < a.w.rows; ++n) {
+      double acc = a.bias ? a.bias[n] : 0.0;
+      for (int64_t b = 0; b < xq.blocks; ++b) {
+        const int64_t g = a.w.group >= a.w.cols ? 0 : b * kIntBlock / a.w.group;
+        const double s = scales[n * groups + g];
+        // The code minus the zero point, from the scalar definition: at() / scale (exact for codes).
+        double block = 0.0;
+        for (int64_t k = b * kIntBlock; k < std::min(a.w.cols, (b + 1) * kIntBlock); ++k) {
+          const double w = s == 0.0 ? 0.0 : static_cast<double>(a.w.at(n, k)) / s;
+          block += std::nearbyint(w) * q[k];
+        }
+        acc += static_cast<double>(sx[b]) * s * block;
+      }
+      y[n] = static_cast<float>(a.accumulate ? y[n] + acc : acc);
+    }
+  }
+}
+
+}  // namespace
+
 void matmul(const MatmulArgs& a) {
   check_args(a);
+  if (!a.exact && a.w.is_int()) {
+    matmul_int8_activations(a);
+    return;
+  }
   for (int64_t t = 0; t < a.x.rows; ++t) {
     const float* x = a.x.row(t);
     float* y = a.y.row(t);

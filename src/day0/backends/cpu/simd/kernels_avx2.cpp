@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
 
@@ -95,6 +96,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
 }
 
 float row_dot(const WeightView& w, int64_t n, const float* x) {
+  if (w.is_int()) return scalar_row_dot(w, n, x);  // exact float path of integer weights: not hot
   if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
   const void* row = row_ptr(w, n);
   if (w.format != WeightFormat::kFp8Block) return plain_dot(w, row, x, 0, w.cols);
@@ -112,8 +114,8 @@ void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, 
 
 void dequant_row_avx2(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
   const void* row = row_ptr(w, n);
-  const bool vector_ok =
-      w.format != WeightFormat::kMxfp4 && (w.format != WeightFormat::kFp8Block || w.block_cols % 8 == 0);
+  const bool vector_ok = w.format != WeightFormat::kMxfp4 && !w.is_int() &&
+                         (w.format != WeightFormat::kFp8Block || w.block_cols % 8 == 0);
   int64_t j = 0;
   if (vector_ok) {
     for (; j + 8 <= len; j += 8) {
@@ -241,11 +243,27 @@ void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+SimdKernels make_avx2_kernels() {
+  SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2,  gemm_tile_avx2,
+                dot_avx2,         axpy_avx2,     scale_avx2,        nullptr,
+                to_bf16_avx2,     exp_sum_avx2,  dot_rows_int_avx2, "avx2-maddubs"};
+  // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
+  if (cpu_has_avx_vnni()) {
+    k.dot_rows_int = dot_rows_int_avx_vnni;
+    k.int_dot_name = "avx-vnni";
+  }
+  return k;
+}
+
 }  // namespace
 
+void dot_rows_int_avx2(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                       float* y) {
+  int_dot_rows<MaddubsDot>(w, n0, n1, xq, xs, y);
+}
+
 const SimdKernels& avx2_kernels() {
-  static const SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2, gemm_tile_avx2, dot_avx2,
-                             axpy_avx2,        scale_avx2,    nullptr,          to_bf16_avx2,   exp_sum_avx2};
+  static const SimdKernels k = make_avx2_kernels();
   return k;
 }
 

@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
 
@@ -167,6 +168,7 @@ float fp8_dot(const WeightView& w, int64_t n, const float* x) {
 }
 
 float row_dot(const WeightView& w, int64_t n, const float* x) {
+  if (w.is_int()) return scalar_row_dot(w, n, x);  // exact float path of integer weights: not hot
   if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
   if (w.format == WeightFormat::kFp8Block) return fp8_dot(w, n, x);
   return plain_dot(w, row_ptr(w, n), x, 0, w.cols);
@@ -178,6 +180,10 @@ void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x
 
 void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
   const void* row = row_ptr(w, n);
+  if (w.is_int()) {
+    scalar_dequant_row(w, n, k0, len, out);
+    return;
+  }
   if (w.format == WeightFormat::kMxfp4) {
     if (k0 % 32 != 0 || len % 32 != 0) {
       scalar_dequant_row(w, n, k0, len, out);
@@ -395,7 +401,90 @@ void to_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+// ---- INT8 / INT4 x int8 activations with AVX-512 VNNI: two 32-column blocks per 512-bit step -------
+struct Vnni256Dot {
+  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+
+// Rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
+template <bool kInt4, int R>
+void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t row_bytes = w.int_row_bytes();
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  // int32 lanes of block b + 1 after the dot: INT8 lanes 8..15; INT4 (x reordered, see below) 4..7
+  // and 12..15.
+  const __mmask16 second = kInt4 ? __mmask16(0xf0f0) : __mmask16(0xff00);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    __m512i x = _mm512_loadu_si512(xq + b * kIntBlock);
+    // INT4 bytes unpack to [b cols 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]: x in the same order.
+    if constexpr (kInt4) x = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512 sx = _mm512_mask_blend_ps(second, _mm512_set1_ps(xs[b]), _mm512_set1_ps(xs[b + 1]));
+    const int64_t g0 = b / per_group, g1 = (b + 1) / per_group;
+    for (int r = 0; r < R; ++r) {
+      __m512i p;
+      if constexpr (kInt4) {
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 16));
+        const __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(0x0f));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
+        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                x);
+      } else {
+        const __m512i c = _mm512_loadu_si512(rows + r * row_bytes + b * 32);
+        // x negated where c < 0 (x is never -128), against |c| (|-128| = 128 as u8).
+        const __m512i sxc = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(c), _mm512_setzero_si512(), x);
+        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(c), sxc);
+      }
+      const float* s = scales + r * groups;
+      const __m512 sw = g0 == g1 ? _mm512_set1_ps(s[g0])
+                                 : _mm512_mask_blend_ps(second, _mm512_set1_ps(s[g0]), _mm512_set1_ps(s[g1]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
+    }
+  }
+  float tail[R] = {};
+  if (b < blocks) {  // an odd last block: the 256-bit step on its own
+    for (int r = 0; r < R; ++r) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
+      __m256i p;
+      if constexpr (kInt4) {
+        p = Vnni256Dot::dot(int4_block(rows + r * row_bytes + b * 16), x);
+      } else {
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
+        p = Vnni256Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
+      }
+      tail[r] = int_hsum(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+
 }  // namespace
+
+void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                              float* y) {
+  int64_t n = n0;
+  if (w.format == WeightFormat::kInt4) {
+    for (; n + 4 <= n1; n += 4) int_rows_512<true, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows_512<true, 1>(w, n, xq, xs, y + (n - n0));
+  } else {
+    for (; n + 4 <= n1; n += 4) int_rows_512<false, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows_512<false, 1>(w, n, xq, xs, y + (n - n0));
+  }
+}
+
+// AVX-512 without VNNI (Skylake-X): the AVX2 instruction pair.
+void dot_rows_int_avx512_maddubs(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq,
+                                 const float* xs, float* y) {
+  int_dot_rows<MaddubsDot>(w, n0, n1, xq, xs, y);
+}
 
 const SimdKernels& avx512_kernels() {
   // vdpbf16ps / vcvtneps2bf16 need AVX-512 BF16 on top of the base AVX-512 of this level.
@@ -409,7 +498,9 @@ const SimdKernels& avx512_kernels() {
                              scale_avx512,
                              has_bf16 ? gemm_tile_bf16_avx512 : nullptr,
                              has_bf16 ? to_bf16_avx512 : to_bf16_portable,
-                             exp_sum_avx512};
+                             exp_sum_avx512,
+                             cpu_has_avx512_vnni() ? dot_rows_int_avx512_vnni : dot_rows_int_avx512_maddubs,
+                             cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
   return k;
 }
 

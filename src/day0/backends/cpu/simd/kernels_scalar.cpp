@@ -73,13 +73,46 @@ void to_bf16_scalar(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+void dot_rows_int_portable(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                           float* y) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t per_group = w.int_groups() <= 1 ? blocks : w.group / kIntBlock;
+  for (int64_t n = n0; n < n1; ++n) {
+    const auto* row = static_cast<const uint8_t*>(row_ptr(w, n));
+    float total = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b) {
+      int32_t dot = 0;
+      for (int64_t k = b * kIntBlock; k < (b + 1) * kIntBlock; ++k) {
+        dot += static_cast<int32_t>(int_code(w, row, k)) * xq[k];
+      }
+      total += static_cast<float>(dot) * (xs[b] * int_scale(w, n, b / per_group));
+    }
+    y[n - n0] = total;
+  }
+}
+
 }  // namespace
 
 const SimdKernels& scalar_kernels() {
-  static const SimdKernels k{SimdLevel::kScalar, dot_rows_scalar, dequant_row_scalar, gemm_tile_scalar,
-                             dot_scalar,         axpy_scalar,     scale_scalar,       nullptr,
-                             to_bf16_scalar,     exp_sum_scalar};
+  static const SimdKernels k{SimdLevel::kScalar, dot_rows_scalar, dequant_row_scalar,    gemm_tile_scalar,
+                             dot_scalar,         axpy_scalar,     scale_scalar,          nullptr,
+                             to_bf16_scalar,     exp_sum_scalar,  dot_rows_int_portable, "scalar"};
   return k;
+}
+
+void dot_rows_int_scalar(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                         float* y) {
+  dot_rows_int_portable(w, n0, n1, xq, xs, y);
+}
+
+std::vector<IntDotVariant> int_dot_variants() {
+  std::vector<IntDotVariant> out = {{"scalar", dot_rows_int_scalar}};
+  const SimdLevel level = detected_simd_level();
+  if (level >= SimdLevel::kAvx2) out.push_back({"avx2-maddubs", dot_rows_int_avx2});
+  if (cpu_has_avx_vnni()) out.push_back({"avx-vnni", dot_rows_int_avx_vnni});
+  if (level >= SimdLevel::kAvx512) out.push_back({"avx512-maddubs", dot_rows_int_avx512_maddubs});
+  if (cpu_has_avx512_vnni()) out.push_back({"avx512-vnni", dot_rows_int_avx512_vnni});
+  return out;
 }
 
 const SimdKernels& kernels_for(SimdLevel level) {

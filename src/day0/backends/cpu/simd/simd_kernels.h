@@ -4,6 +4,7 @@
 // (cpu_matmul.cpp, cpu_attention.cpp, ...) only call through the table, so every level runs the
 // same blocking and threading and differs only here.
 #include <cstdint>
+#include <vector>
 
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/ops/tensor.h"
@@ -39,6 +40,15 @@ struct SimdKernels {
   void (*to_bf16)(const float* x, int64_t n, uint16_t* out);
   // s[i] = exp(s[i] - shift) (shift >= every s[i], e.g. the row max); returns the sum.
   float (*exp_sum)(float* s, int64_t n, float shift);
+  // INT8 / INT4 weights against int8 activations (ops/int8_activations.h: codes xq padded to whole
+  // 32-column blocks, one scale xs per block): y[i] = sum over blocks b of scale_w[n, g(b)] * xs[b] *
+  // sum_{k in b} c[n, k] * xq[k], n = n0 + i. The zero points are not subtracted here (the driver
+  // subtracts scale_w * z * the activation group terms).
+  void (*dot_rows_int)(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                       float* y);
+  // Which instruction the integer dot products use: "scalar", "avx2-maddubs", "avx-vnni",
+  // "avx512-vnni" (printed by benchmarks and `run`).
+  const char* int_dot_name = "scalar";
 };
 
 const SimdKernels& scalar_kernels();
@@ -50,5 +60,25 @@ const SimdKernels& kernels_for(SimdLevel level);
 // nibbles with the odd ones: within each 32-element block, out holds x[0], x[2], ..., x[30], x[1],
 // x[3], ..., x[31]. n must be a multiple of 32.
 void prepare_mxfp4_x(const float* x, int64_t n, float* out);
+
+// Every build of SimdKernels::dot_rows_int, so that tests can run each one this CPU supports (a level's
+// table holds the best of its level: VNNI where present).
+using DotRowsInt = void (*)(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                            float* y);
+void dot_rows_int_scalar(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                         float* y);
+void dot_rows_int_avx2(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                       float* y);
+void dot_rows_int_avx_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                           float* y);  // kernels_int_vnni_avx2.cpp; needs cpu_has_avx_vnni()
+void dot_rows_int_avx512_maddubs(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq,
+                                 const float* xs, float* y);
+void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                              float* y);  // needs cpu_has_avx512_vnni()
+struct IntDotVariant {
+  const char* name;  // "scalar", "avx2-maddubs", "avx-vnni", "avx512-maddubs", "avx512-vnni"
+  DotRowsInt fn;
+};
+std::vector<IntDotVariant> int_dot_variants();  // those this CPU can run
 
 }  // namespace day0::cpu

@@ -52,14 +52,48 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
       return base + n * w.cols;
     case WeightFormat::kMxfp4:
       return base + n * (w.cols / 2);
+    case WeightFormat::kInt8:
+    case WeightFormat::kInt4:
+      return base + n * w.int_row_bytes();
   }
   return base;
+}
+
+// INT8 / INT4 code of column k of a row (see WeightView), and the (scale, zero) of group g of row n.
+[[maybe_unused]] inline float int_code(const WeightView& w, const uint8_t* row, int64_t k) {
+  if (w.format == WeightFormat::kInt8) return static_cast<float>(static_cast<int8_t>(row[k]));
+  const uint8_t byte = row[(k / kIntBlock) * 16 + k % 16];
+  return static_cast<float>(k % kIntBlock < 16 ? (byte & 0x0f) : (byte >> 4));
+}
+[[maybe_unused]] inline int64_t int_group_of(const WeightView& w, int64_t k) {
+  return w.group >= w.cols ? 0 : k / w.group;
+}
+[[maybe_unused]] inline float int_scale(const WeightView& w, int64_t n, int64_t g) {
+  return static_cast<const float*>(w.scales)[n * w.int_groups() + g];
+}
+[[maybe_unused]] inline float int_zero(const WeightView& w, int64_t n, int64_t g) {
+  if (w.zeros != nullptr) return w.zeros[n * w.int_groups() + g];
+  return w.format == WeightFormat::kInt4 ? 8.0f : 0.0f;
 }
 
 // sum over columns [k0, k1) of row n times x (x in mxfp4 order for MXFP4; k0, k1 block aligned there).
 [[maybe_unused]] inline float scalar_row_dot_range(const WeightView& w, int64_t n, const float* x, int64_t k0,
                                                    int64_t k1) {
   const void* row = row_ptr(w, n);
+  if (w.is_int()) {  // float32 activations against exactly dequantised codes, one group at a time
+    const auto* codes = static_cast<const uint8_t*>(row);
+    float total = 0.0f;
+    for (int64_t kb = k0; kb < k1;) {
+      const int64_t g = int_group_of(w, kb);
+      const int64_t end = w.group >= w.cols ? k1 : std::min(k1, (g + 1) * w.group);
+      const float zero = int_zero(w, n, g);
+      float s = 0.0f;
+      for (int64_t k = kb; k < end; ++k) s += (int_code(w, codes, k) - zero) * x[k];
+      total += s * int_scale(w, n, g);
+      kb = end;
+    }
+    return total;
+  }
   if (w.format == WeightFormat::kMxfp4) {
     const auto* bytes = static_cast<const uint8_t*>(row);
     const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
@@ -98,6 +132,14 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
 [[maybe_unused]] inline void scalar_dequant_row(const WeightView& w, int64_t n, int64_t k0, int64_t len,
                                                 float* out) {
   const void* row = row_ptr(w, n);
+  if (w.is_int()) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t g = int_group_of(w, k0 + j);
+      out[j] =
+          (int_code(w, static_cast<const uint8_t*>(row), k0 + j) - int_zero(w, n, g)) * int_scale(w, n, g);
+    }
+    return;
+  }
   if (w.format == WeightFormat::kMxfp4) {
     const auto* bytes = static_cast<const uint8_t*>(row);
     const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);

@@ -1,0 +1,80 @@
+#pragma once
+// The INT8 / INT4 x int8-activation row dots on 256-bit vectors, one 32-column block per step, shared
+// by the AVX2, AVX-VNNI and AVX-512 files (each compiles its own copy with its own flags: internal
+// linkage, as weight_rows.h). `Dot` is the u8 x s8 -> 8 x int32 primitive: vpmaddubsw + vpmaddwd on
+// AVX2, vpdpbusd with VNNI. INT8 codes are signed, so the usual sign trick feeds it |c| (u8; |-128| =
+// 128 fits) and x * sign(c) (s8; x is never -128, see ops/int8_activations.h); INT4 codes are already
+// unsigned nibbles. No int16 saturation: |c| * |x| * 2 <= 128 * 127 * 2 < 2^15.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "day0/ops/tensor.h"
+
+namespace day0::cpu {
+namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see weight_rows.h
+
+inline float int_hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+// The 32 nibbles of one INT4 block as bytes in column order (low nibbles are columns 0..15).
+inline __m256i int4_block(const uint8_t* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+template <class Dot, bool kInt4, int R>
+inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t row_bytes = w.int_row_bytes();
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
+    const float sx = xs[b];
+    const int64_t g = b / per_group;
+    for (int r = 0; r < R; ++r) {
+      __m256i p;
+      if constexpr (kInt4) {
+        p = Dot::dot(int4_block(rows + r * row_bytes + b * 16), x);
+      } else {
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
+        p = Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sx * scales[r * groups + g]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = int_hsum(acc[r]);
+}
+
+template <class Dot>
+inline void int_dot_rows(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
+                         float* y) {
+  // Four rows per pass share each activation block load.
+  int64_t n = n0;
+  if (w.format == WeightFormat::kInt4) {
+    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows<Dot, true, 1>(w, n, xq, xs, y + (n - n0));
+  } else {
+    for (; n + 4 <= n1; n += 4) int_rows<Dot, false, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows<Dot, false, 1>(w, n, xq, xs, y + (n - n0));
+  }
+}
+
+// vpmaddubsw (u8 x s8 pairs -> int16) then vpmaddwd against ones (pairs -> int32).
+struct MaddubsDot {
+  static __m256i dot(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+
+}  // namespace
+}  // namespace day0::cpu

@@ -1,0 +1,200 @@
+// INT8 / INT4 weights against int8 activations (the non-exact matmul of integer weights): the activation
+// quantizer on hand-worked blocks, every build of the integer row dot this CPU has against the scalar
+// one, every SIMD level of the cpu backend against the reference backend on the edge cases, and the
+// result against the float matmul within the bound the activation quantization allows.
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/ops/int8_activations.h"
+#include "differential_harness.h"
+
+namespace day0::test {
+namespace {
+
+TEST(Int8Activations, HandWorkedBlocks) {
+  // Block 0: amax 1.27 -> scale 0.01; 0.005 is exactly half a step (rounds to even: 0); -1.27 is -127,
+  // never -128. Block 1 (columns 32..39, the padded tail): all zero -> scale 0, codes 0.
+  std::vector<float> x(40, 0.0f);
+  x[0] = 1.27f;
+  x[1] = -1.27f;
+  x[2] = 0.5f;
+  x[3] = -0.016f;
+  std::vector<int8_t> q(64, 99);
+  std::vector<float> scale(2, -1.0f);
+  std::vector<int32_t> sum(2, -1);
+  quantize_activation_row(x.data(), 40, q.data(), scale.data(), sum.data());
+  EXPECT_FLOAT_EQ(scale[0], 1.27f / 127.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], -127);
+  EXPECT_EQ(q[2], 50);
+  EXPECT_EQ(q[3], -2);  // -1.6 rounds to -2
+  EXPECT_EQ(sum[0], 127 - 127 + 50 - 2);
+  EXPECT_EQ(scale[1], 0.0f);
+  EXPECT_EQ(sum[1], 0);
+  for (int k = 40; k < 64; ++k) EXPECT_EQ(q[static_cast<size_t>(k)], 0) << "padding " << k;
+  // A NaN in a block makes its scale NaN (the output must not hide it).
+  x[5] = NAN;
+  quantize_activation_row(x.data(), 40, q.data(), scale.data(), sum.data());
+  EXPECT_TRUE(std::isnan(scale[0]));
+  EXPECT_EQ(scale[1], 0.0f);
+}
+
+// Weights with edge cases planted: a row of -128 codes (INT8 saturation of |c|), a group whose scale
+// is 0, INT4 codes 0 and 15.
+TestWeight edge_weight(WeightFormat format, int64_t rows, int64_t cols, int64_t group, bool asym,
+                       uint64_t seed) {
+  TestWeight w = random_int_weight(format, rows, cols, group, asym, seed);
+  const WeightView v = w.view();
+  const int64_t row_bytes = v.int_row_bytes();
+  for (int64_t k = 0; k < cols; ++k) {
+    if (format == WeightFormat::kInt8) {
+      w.data[static_cast<size_t>(k)] = 0x80;  // row 0: -128 everywhere
+    } else {
+      uint8_t& b = w.data[static_cast<size_t>((k / kIntBlock) * 16 + k % 16)];
+      b = k % kIntBlock < 16 ? static_cast<uint8_t>((b & 0xf0) | (k % 2 ? 15 : 0))
+                             : static_cast<uint8_t>((b & 0x0f) | ((k % 2 ? 15 : 0) << 4));
+    }
+  }
+  if (rows > 1) {  // row 1, group 0: scale 0
+    const float zero = 0.0f;
+    std::memcpy(w.scales.data() + static_cast<size_t>(v.int_groups()) * 4, &zero, 4);
+  }
+  (void)row_bytes;
+  return w;
+}
+
+struct IntCase {
+  int64_t t, k, n, group;
+};
+// K not a multiple of 32 (one group per row then), odd block counts (the 512-bit step takes two
+// blocks), odd N (the 4-row step's tail), group boundaries at 32 / 64 / 128, T = 1..4 (decode) and
+// T > 4 (prefill, with a partial token tile).
+constexpr IntCase kIntCases[] = {{1, 37, 5, 37},   {1, 32, 7, 32},    {2, 96, 33, 32},    {3, 100, 9, 100},
+                                 {4, 256, 64, 64}, {5, 160, 31, 32},  {17, 384, 13, 128}, {1, 544, 40, 32},
+                                 {7, 1, 3, 1},     {20, 64, 129, 64}, {1, 4096, 12, 128}};
+
+// Activations with an all-zero block and a block holding one large value among small ones.
+GuardedMatrix edge_activations(int64_t t, int64_t k, uint64_t seed) {
+  GuardedMatrix x(t, k);
+  x.fill_random(seed);
+  Matrix v = x.view();
+  for (int64_t r = 0; r < t; ++r) {
+    if (k > 32) {
+      for (int64_t c = 32; c < std::min<int64_t>(64, k); ++c) v.row(r)[c] = 0.0f;
+    }
+    v.row(r)[0] = r % 2 ? -40.0f : 40.0f;
+  }
+  return x;
+}
+
+TEST(IntMatmul, EverySimdLevelMatchesTheReferenceOnEdgeCases) {
+  Differential diff;
+  uint64_t seed = 100;
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    for (const IntCase& c : kIntCases) {
+      for (bool asym : {false, true}) {
+        const TestWeight w = edge_weight(format, c.n, c.k, c.group, asym, ++seed);
+        const GuardedMatrix x = edge_activations(c.t, c.k, ++seed);
+        const auto bias = random_vector(c.n, ++seed);
+        for (int variant = 0; variant < 2; ++variant) {  // plain, + bias and accumulate
+          const std::string name =
+              fmt::format("{} T={} K={} N={} g{}{}{}", weight_format_name(format), c.t, c.k, c.n, c.group,
+                          asym ? " asym" : "", variant ? " +bias acc" : "");
+          // Same int8 codes on both sides (one quantizer): only float32 vs double accumulation differs.
+          diff.check("matmul", name, c.t, c.n, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+            if (variant == 1) out.fill_random(7);
+            be.matmul({.x = x.cview(),
+                       .w = w.view(),
+                       .bias = variant ? bias.data() : nullptr,
+                       .y = out.view(),
+                       .accumulate = variant == 1,
+                       .exact = false});
+          });
+        }
+      }
+    }
+  }
+  diff.finish();
+}
+
+TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
+  const auto variants = cpu::int_dot_variants();
+  ASSERT_FALSE(variants.empty());
+  std::printf("integer dot builds on this CPU:");
+  for (const auto& v : variants) std::printf(" %s", v.name);
+  std::printf("\n");
+  uint64_t seed = 500;
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    for (const IntCase& c : kIntCases) {
+      const TestWeight w = edge_weight(format, c.n, c.k, c.group, false, ++seed);
+      const GuardedMatrix x = edge_activations(1, c.k, ++seed);
+      Int8Rows xq;
+      quantize_activations(x.cview(), xq);
+      std::vector<float> want(static_cast<size_t>(c.n));
+      cpu::dot_rows_int_scalar(w.view(), 0, c.n, xq.codes(0), xq.scales(0), want.data());
+      for (const auto& v : variants) {
+        // Rows [1, n): an offset start exercises the row pointer arithmetic.
+        std::vector<float> got(static_cast<size_t>(c.n) + 1, -7.0f);
+        v.fn(w.view(), 1, c.n, xq.codes(0), xq.scales(0), got.data());
+        EXPECT_EQ(got[static_cast<size_t>(c.n - 1)], -7.0f) << v.name << ": wrote past n1 - n0 outputs";
+        for (int64_t n = 1; n < c.n; ++n) {
+          const float ref = want[static_cast<size_t>(n)];
+          EXPECT_NEAR(got[static_cast<size_t>(n - 1)], ref, 1e-5f * (1.0f + std::fabs(ref)))
+              << v.name << " " << weight_format_name(format) << " K=" << c.k << " row " << n;
+        }
+      }
+    }
+  }
+}
+
+// |y_int8 - y_float| <= sum_b (amax_b / 254) * sum_{k in b} |W[n, k]| (ops/int8_activations.h), plus
+// float32 rounding; and the error is not zero (the activations really were quantized).
+TEST(IntMatmul, ActivationQuantizationErrorWithinItsBound) {
+  auto ref = reference_backend();
+  uint64_t seed = 900;
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    for (const IntCase& c : kIntCases) {
+      const TestWeight w = random_int_weight(format, c.n, c.k, c.group, true, ++seed);
+      const GuardedMatrix x = edge_activations(c.t, c.k, ++seed);
+      GuardedMatrix exact(c.t, c.n);
+      ref->matmul({.x = x.cview(), .w = w.view(), .y = exact.view(), .exact = true});
+      const auto e = exact.values();
+      double max_err = 0.0;
+      for (auto& nb : backends_under_test()) {
+        GuardedMatrix got(c.t, c.n);
+        nb.backend->matmul({.x = x.cview(), .w = w.view(), .y = got.view(), .exact = false});
+        const auto g = got.values();
+        for (int64_t t = 0; t < c.t; ++t) {
+          const float* xr = x.cview().row(t);
+          for (int64_t n = 0; n < c.n; ++n) {
+            double bound = 0.0, mag = 0.0;
+            for (int64_t b0 = 0; b0 < c.k; b0 += kIntBlock) {
+              double amax = 0.0, wsum = 0.0;
+              for (int64_t k = b0; k < std::min(c.k, b0 + kIntBlock); ++k) {
+                amax = std::max(amax, static_cast<double>(std::fabs(xr[k])));
+                wsum += std::fabs(w.view().at(n, k));
+                mag += std::fabs(w.view().at(n, k) * xr[k]);
+              }
+              bound += amax / 254.0 * wsum;
+            }
+            const size_t i = static_cast<size_t>(t * c.n + n);
+            const double err = std::fabs(static_cast<double>(g[i]) - e[i]);
+            max_err = std::max(max_err, err);
+            EXPECT_LE(err, bound * 1.0001 + 1e-5 * mag)
+                << nb.label << " " << weight_format_name(format) << " T=" << c.t << " K=" << c.k << " [" << t
+                << ", " << n << "]";
+          }
+        }
+      }
+      if (c.k > 1) {
+        EXPECT_GT(max_err, 0.0) << "K=" << c.k << ": no quantization error at all";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace day0::test
