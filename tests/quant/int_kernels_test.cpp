@@ -125,8 +125,8 @@ TEST(IntKernels, BoundViewsEqualTheExactDequantization) {
 // activations. The integer kernels add one error to the dequantized run: each activation block is
 // rounded to steps of amax / 127, an error of the same size as int8 weights per group of 32 (step
 // amax / 127 there too), which on this sensitive random-weight miniature gave KL ~6e-4 in the quantize
-// test; measured here 1.3e-4 (int8) and 1.5e-4 (int4): bound 2e-3. A misread layout (nibble order,
-// zero point, scale) gives KL of order 1.
+// test; measured here 7.7e-4 for int8 and int4 alike (the same activation error): bound 2e-3. A
+// misread layout (nibble order, zero point, scale) gives KL of order 1.
 TEST(IntKernels, LogitsAgreeWithTheDequantizedRunAndGreedyIsIdentical) {
   std::vector<int32_t> ids(48);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % 256);
@@ -158,7 +158,9 @@ TEST(IntKernels, LogitsAgreeWithTheDequantizedRunAndGreedyIsIdentical) {
     ASSERT_EQ(a.size(), b.size());
     size_t first = 0;
     while (first < a.size() && a[first].chosen.token == b[first].chosen.token) ++first;
-    if (bits == 8) EXPECT_EQ(first, a.size()) << "int8 greedy left the dequantized path at step " << first;
+    if (bits == 8) {
+      EXPECT_EQ(first, a.size()) << "int8 greedy left the dequantized path at step " << first;
+    }
     if (first < a.size()) {
       ASSERT_EQ(b[first].top.size(), 2u);
       const double gap = b[first].top[0].logprob - b[first].top[1].logprob;
