@@ -12,8 +12,16 @@ ServedModel::~ServedModel() {
 }
 
 Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) {
+  ActivationPrecision precision = ActivationPrecision::kF32;
+  if (setup.dtype == "bf16") {
+    precision = ActivationPrecision::kBF16;
+  } else if (setup.dtype != "f32") {
+    return invalid_argument(fmt::format("serve: unknown activation dtype {:?} (f32 or bf16)", setup.dtype));
+  }
   auto out = std::make_unique<ServedModel>();
-  D0_ASSIGN_OR_RETURN(out->model, load_model(setup.model));
+  // The same weight binding as `run` in this precision (a BF16 run of a quantized checkpoint keeps
+  // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly).
+  D0_ASSIGN_OR_RETURN(out->model, load_model(setup.model, load_options_for(precision)));
   const ModelSpec& spec = out->model.spec;
   if (!setup.tokenizer.empty()) {
     D0_ASSIGN_OR_RETURN(out->tokenizer, tokenizer::load_tokenizer(setup.tokenizer));
@@ -23,7 +31,7 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   const auto kv_dtype = parse_kv_dtype(setup.kv_dtype);
   if (!kv_dtype) return invalid_argument(fmt::format("serve: unknown KV dtype {:?}", setup.kv_dtype));
   EngineOptions eo;
-  eo.precision = setup.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  eo.precision = precision;
   eo.kv_dtype = *kv_dtype;
   BackendOptions bo;
   bo.n_threads = setup.threads;
