@@ -181,8 +181,11 @@ void print_human(const ModelSummary& m) {
   }
 
   fmt::print(
-      "\nOperators (recorded: the kernels of one prefill and one decode step; figures per decoded token, {} "
+      "\nOperators (recorded: the kernels of one prefill and one decode step{}; figures per decoded token, "
+      "{} "
       "tokens cached)\n",
+      m.ops.bf16_activations ? " with BF16 activations, the integer kernels' path of a quantized checkpoint"
+                             : "",
       m.ops.context_tokens);
   std::vector<std::vector<std::string>> ops = {
       {"op", "where", "shape", "steps", "calls", "FLOP/token", "bytes/token", "attributes"}};

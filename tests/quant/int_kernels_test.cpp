@@ -8,14 +8,19 @@
 
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "day0/align/logit_metrics.h"
+#include "day0/backends/backend.h"
 #include "day0/core/error.h"
+#include "day0/model/catalog.h"
+#include "day0/ops/op_names.h"
 #include "day0/quant/quantize_checkpoint.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0 {
 namespace {
@@ -187,6 +192,49 @@ TEST(IntKernels, Float32RunIsTheExactDequantizedOne) {
   const FloatMatrix b = logits_of(*ref, ids, {});
   ASSERT_EQ(a.data.size(), b.data.size());
   EXPECT_EQ(std::memcmp(a.data.data(), b.data.data(), a.data.size() * 4), 0);
+}
+
+// inspect / coverage / adapt record a quantized checkpoint without its tensors: the dry run must list
+// what a BF16 run of the loaded checkpoint calls, INT4 / INT8 matmuls with their group, and cost the
+// integer bytes, not the dequantized ones.
+TEST(IntKernels, DryOperatorListIsWhatTheBf16RunCalls) {
+  auto bf16_dry = record_op_list(resolve_model(golden("llama3")).value().spec, 512);
+  ASSERT_TRUE(bf16_dry.is_ok()) << bf16_dry.status().to_string();
+  EXPECT_FALSE(bf16_dry->bf16_activations);
+  for (const auto& [bits, group, symmetric] :
+       {std::tuple{4, int64_t{32}, true}, std::tuple{8, int64_t{64}, false}}) {
+    SCOPED_TRACE(fmt::format("int{} g{} {}", bits, group, symmetric ? "sym" : "asym"));
+    Scratch s;
+    const std::string dir = quantized_llama(s, bits, group, symmetric);
+    auto resolved = resolve_model(dir);
+    ASSERT_TRUE(resolved.is_ok()) << resolved.status().to_string();
+    auto dry = record_op_list(resolved->spec, 512);
+    ASSERT_TRUE(dry.is_ok()) << dry.status().to_string();
+    EXPECT_TRUE(dry->bf16_activations);
+
+    auto model = load_model(dir, load_options_for(ActivationPrecision::kBF16));
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    BackendOptions bo;
+    bo.n_threads = 1;
+    auto cpu = open_backend("cpu", bo);
+    ASSERT_TRUE(cpu.is_ok());
+    auto real = record_op_list(model->spec, model->weights, **cpu, 512, bf16_options());
+    ASSERT_TRUE(real.is_ok()) << real.status().to_string();
+    ASSERT_EQ(dry->ops.size(), real->ops.size());
+    EXPECT_TRUE(dry->ops == real->ops);
+
+    const WeightFormat want = bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
+    int64_t int_matmuls = 0;
+    for (const OpSpec& op : dry->ops) {
+      if (op.name != op::kMatmul || op.label == "lm_head" || op.label == "embed_tokens") continue;
+      EXPECT_EQ(op.weights, want) << op.label;
+      EXPECT_EQ(op.attrs.at("group"), fmt::format("{}", group)) << op.label;
+      EXPECT_EQ(op.attrs.count("zero_points"), symmetric ? 0u : 1u) << op.label;
+      ++int_matmuls;
+    }
+    EXPECT_EQ(int_matmuls, 7);  // q, k, v, o, gate, up, down (layers merged)
+    EXPECT_LT(dry->total_bytes_per_token(), bf16_dry->total_bytes_per_token());
+  }
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ Result<CoverageReport> compute_coverage(const std::string& model_name, const OpL
   report.host = host_name;
   report.strict_ops = options.strict_ops;
   report.context_tokens = list.context_tokens;
+  report.bf16_activations = list.bf16_activations;
   report.rows.reserve(list.ops.size());
   for (const OpSpec& op : list.ops) {
     CoverageRow row;
@@ -114,8 +115,10 @@ Result<CoverageReport> compute_coverage(const std::string& model_name, const OpL
 std::string coverage_text(const CoverageReport& r) {
   std::string out = fmt::format(
       "coverage of {} on backend '{}' (host fallback: '{}'{}): every kernel one prefill and one decode "
-      "step call (recorded), costs per decoded token at context {}\n\n",
-      r.model, r.backend, r.host, r.strict_ops ? ", --strict-ops" : "", r.context_tokens);
+      "step call (recorded{}), costs per decoded token at context {}\n\n",
+      r.model, r.backend, r.host, r.strict_ops ? ", --strict-ops" : "",
+      r.bf16_activations ? " with BF16 activations: the integer kernels of a quantized checkpoint" : "",
+      r.context_tokens);
   std::vector<std::vector<std::string>> rows = {
       {"op", "where", "weights", "steps", "calls", "FLOPs", "bytes", "placement"}};
   for (const auto& row : r.rows) {
@@ -180,6 +183,7 @@ nlohmann::json coverage_json(const CoverageReport& r) {
           {"host_backend", r.host},
           {"strict_ops", r.strict_ops},
           {"context_tokens", r.context_tokens},
+          {"bf16_activations", r.bf16_activations},
           {"total_flops_per_token", r.total_flops},
           {"total_bytes_per_token", r.total_bytes},
           {"classes", classes},

@@ -29,6 +29,7 @@ struct CoverageReport {
   std::string host;
   bool strict_ops = false;
   int64_t context_tokens = 0;
+  bool bf16_activations = false;  // the list was recorded with BF16 activations (OpList)
   std::vector<CoverageRow> rows;
   // Indexed by Placement.
   std::array<double, 4> flops{};

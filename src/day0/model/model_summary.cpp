@@ -274,6 +274,7 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
             {"bounded_layers", s.kv_cache.bounded_layers}}},
           {"ops",
            {{"context_tokens", s.ops.context_tokens},
+            {"bf16_activations", s.ops.bf16_activations},
             {"flops_per_token", s.ops.total_flops_per_token()},
             {"bytes_per_token", s.ops.total_bytes_per_token()},
             {"list", ops}}}};

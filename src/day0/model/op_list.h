@@ -34,6 +34,9 @@ struct OpSpec {
 
 struct OpList {
   int64_t context_tokens = 0;
+  // Recorded with BF16 activations (a pack-quantized checkpoint's dry run: the integer kernels' path);
+  // false: the engine's default, F32.
+  bool bf16_activations = false;
   std::vector<OpSpec> ops;  // decode ops in call order, then prefill-only ops; layers merged
   double total_flops_per_token() const;
   double total_bytes_per_token() const;

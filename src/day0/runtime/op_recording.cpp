@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "day0/backends/recording_backend.h"
+#include "day0/model/packed_int_config.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/packed_int_source.h"
@@ -11,11 +12,12 @@ namespace day0 {
 namespace {
 
 Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend* compute,
-                      int64_t context_tokens) {
+                      int64_t context_tokens, EngineOptions options = {}) {
   if (context_tokens < 0) return invalid_argument("operator list: context_tokens must be >= 0");
   if (spec.vocab_size < 2) return invalid_argument("operator list: the vocabulary needs two tokens");
   RecordingBackend recorder(compute, context_tokens);
-  D0_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(spec, std::move(weights), recorder));
+  D0_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                      Engine::create(spec, std::move(weights), recorder, options));
   // Two prompt tokens: a multi-token prefill step (MLA takes its naive form there), then one decode
   // step; greedy, as `run` defaults to.
   const std::vector<int32_t> prompt = {0, 1};
@@ -25,7 +27,45 @@ Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weigh
     return true;
   });
   if (!generated.is_ok()) return generated.status().with_context("recording the operator list");
-  return recorder.op_list();
+  OpList list = recorder.op_list();
+  list.bf16_activations = options.precision == ActivationPrecision::kBF16;
+  return list;
+}
+
+// The packed projections of a shape-only binding turned into what the loader keeps for the integer
+// kernels (PackedIntSource with keep_int): INT8 / INT4 views of the same shape whose group layout
+// the repacker accepts (whole rows, or groups of a multiple of 32 columns). Their pointers stay in the
+// shape-only region: the recorder reads formats and sizes, never bytes. A GPTQ act-order g_idx, which
+// the loader would refuse to keep, cannot be seen without the tensors: such projections are listed
+// as kept.
+void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed) {
+  auto present = [&](WeightView& w) {
+    constexpr std::string_view kSuffix = ".weight";
+    if (w.data == nullptr || !w.name.ends_with(kSuffix)) return;
+    const std::string module(w.name.substr(0, w.name.size() - kSuffix.size()));
+    if (!packs_module(packed, module, true)) return;
+    const int64_t group = packed.group_size > 0 && packed.group_size < w.cols ? packed.group_size : w.cols;
+    if (group != w.cols && (w.cols % group != 0 || group % kIntBlock != 0)) return;
+    w.format = packed.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
+    w.group = group;
+    w.scales = w.data;
+    w.zeros = packed.symmetric ? nullptr : static_cast<const float*>(w.data);
+    weights.int_projections.count(w);
+  };
+  // A tied LM head is the embedding table, which the loader never keeps as integers.
+  if (weights.lm_head.w.data != weights.embedding.data) present(weights.lm_head.w);
+  for (LayerWeights& l : weights.layers) {
+    for (Linear* x :
+         {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.q_a, &l.attn.q_b, &l.attn.kv_a, &l.attn.kv_b,
+          &l.mlp.gate, &l.mlp.up, &l.mlp.down, &l.moe.shared.gate, &l.moe.shared.up, &l.moe.shared.down}) {
+      present(x->w);
+    }
+    for (ExpertWeights& e : l.moe.experts) {
+      present(e.gate);
+      present(e.up);
+      present(e.down);
+    }
+  }
 }
 
 }  // namespace
@@ -36,12 +76,17 @@ Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens) {
   D0_ASSIGN_OR_RETURN(std::shared_ptr<const TensorSource> shapes, make_shape_only_source(manifest));
   D0_ASSIGN_OR_RETURN(std::shared_ptr<ModelWeights> weights,
                       bind_model_weights(engine_spec, std::move(shapes)));
-  return record(engine_spec, std::move(weights), nullptr, context_tokens);
+  EngineOptions options;
+  if (spec.weights.packed.bits != 0) {
+    present_int_projections(*weights, spec.weights.packed);
+    options.precision = ActivationPrecision::kBF16;
+  }
+  return record(engine_spec, std::move(weights), nullptr, context_tokens, options);
 }
 
 Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
-                              int64_t context_tokens) {
-  return record(spec, std::move(weights), &backend, context_tokens);
+                              int64_t context_tokens, EngineOptions options) {
+  return record(spec, std::move(weights), &backend, context_tokens, options);
 }
 
 }  // namespace day0

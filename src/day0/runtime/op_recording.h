@@ -17,15 +17,18 @@
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/op_list.h"
+#include "day0/runtime/engine.h"
 #include "day0/runtime/model_weights.h"
 
 namespace day0 {
 
-// Dry run from the spec alone (pack-quantized projections as the loader presents them: unpacked).
+// Dry run from the spec alone. A pack-quantized / GPTQ / AWQ checkpoint is recorded as a BF16 run
+// binds it (load_options_for(kBF16)): its projections as INT8 / INT4 for the integer kernels, or
+// dequantized to the scale dtype where the layout cannot be kept; OpList::bf16_activations says so.
 Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens = kDefaultOpContext);
 
-// Real run: `weights` bound for `spec`, kernels computed on `backend`.
+// Real run: `weights` bound for `spec`, kernels computed on `backend` by an engine with `options`.
 Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
-                              int64_t context_tokens = kDefaultOpContext);
+                              int64_t context_tokens = kDefaultOpContext, EngineOptions options = {});
 
 }  // namespace day0
