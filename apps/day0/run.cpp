@@ -2,7 +2,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "day0/align/reference_dump.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/core/json_reader.h"
+#include "day0/runtime/distributed_model.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/prompt_ids.h"
@@ -45,7 +48,31 @@ struct RunOptions {
   std::string dump;
   bool json = false;
   int threads = 0;
+  // Distributed (under mpirun): world = tp x pp x ep ranks.
+  int tp = 1;
+  int pp = 1;
+  int ep = 1;
+  double comm_timeout = 30.0;
 };
+
+// Test hook for the fault tests (tests/cli_multi): DAY0_TEST_FAULT=kill:R:S (or stop:R:S) makes rank R
+// send itself SIGKILL (SIGSTOP: a hung rank) when it has generated S tokens.
+struct InjectedFault {
+  int signal = 0;
+  int rank = -1;
+  int64_t step = -1;
+};
+InjectedFault injected_fault() {
+  InjectedFault f;
+  const char* env = std::getenv("DAY0_TEST_FAULT");
+  if (env == nullptr) return f;
+  char kind[8] = {};
+  long long step = -1;
+  if (std::sscanf(env, "%7[a-z]:%d:%lld", kind, &f.rank, &step) != 3) return {};
+  f.step = step;
+  f.signal = std::string(kind) == "kill" ? SIGKILL : std::string(kind) == "stop" ? SIGSTOP : 0;
+  return f;
+}
 
 // Chat turn by turn: each line read from stdin is a user message; the whole conversation goes through
 // the chat template every turn and the reply is streamed. Ends at EOF or an empty line.
@@ -122,16 +149,37 @@ std::string int_weight_line(const LoadedModel& model, const std::string& backend
   return fmt::format("{}, {}", model.int_weight_path, cpu::kernels_for(*level).int_dot_name);
 }
 
+// Per-rank figures of a distributed run, gathered on every rank: [weight bytes (split, replicated),
+// communication wait seconds, calls, bytes sent].
+struct RankFigures {
+  double split_bytes = 0, replicated_bytes = 0, wait_seconds = 0, calls = 0, bytes_sent = 0;
+};
+
 int run_command(const RunOptions& o) {
   const char* name = "run";
   EngineOptions eo;
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
-  auto model = load_model(o.model, load_options_for(eo.precision));
-  if (!model.is_ok()) return report_error(name, model.status());
+  if (o.interactive && (o.tp > 1 || o.pp > 1 || o.ep > 1))
+    return report_error(name, unsupported("--interactive with --tp/--pp/--ep above 1: not yet"));
+  auto distributed =
+      load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options_for(eo.precision),
+                             dist::CommOptions{.timeout_seconds = o.comm_timeout});
+  if (!distributed.is_ok()) return report_error(name, distributed.status());
+  DistributedModel& dm = *distributed;
+  LoadedModel* model = &dm.model;
+  const bool lead = dm.rank() == 0;  // prints the results; every rank computes them
+  // After loading, a failure on one rank (a dead peer) must end every rank: none may wait forever.
+  auto fail = [&](const Status& st) {
+    if (!dm.distributed()) return report_error(name, st);
+    const int code = report_error(fmt::format("run (rank {})", dm.rank()), st);
+    dist::abort_world(code);
+  };
+  eo.tensor_parallel = dm.groups.tp.get();
+  dm.groups.tp->reset_stats();
   eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);
-    if (!engine.is_ok()) return report_error(name, engine.status());
+    if (!engine.is_ok()) return fail(engine.status());
     return run_interactive(o, *model, *engine->engine);
   }
   const bool text_mode = !o.prompt.empty() || !o.chat.empty();
@@ -139,30 +187,30 @@ int run_command(const RunOptions& o) {
   std::vector<std::vector<int64_t>> prompt_list;
   if (text_mode) {
     auto loaded = tokenizer::load_tokenizer(o.tokenizer.empty() ? o.model : o.tokenizer);
-    if (!loaded.is_ok()) return report_error(name, loaded.status());
+    if (!loaded.is_ok()) return fail(loaded.status());
     tok = *loaded;
     Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
     if (!o.prompt.empty()) {
       ids = encode_text_prompt(*tok, o.prompt, model->spec.vocab_size);
     } else {
       auto text = read_bounded_file(o.chat, kChatJsonLimits.max_bytes);
-      if (!text.is_ok()) return report_error(name, text.status());
+      if (!text.is_ok()) return fail(text.status());
       auto chat = parse_ordered_json_text(*text, o.chat, kChatJsonLimits);
-      if (!chat.is_ok()) return report_error(name, chat.status());
+      if (!chat.is_ok()) return fail(chat.status());
       ids = encode_chat_prompt(*tok, *chat, model->spec.vocab_size);
-      if (!ids.is_ok()) return report_error(name, ids.status().with_context(o.chat));
+      if (!ids.is_ok()) return fail(ids.status().with_context(o.chat));
     }
-    if (!ids.is_ok()) return report_error(name, ids.status());
+    if (!ids.is_ok()) return fail(ids.status());
     prompt_list.emplace_back(ids->begin(), ids->end());
   } else {
     auto parsed = parse_prompt_ids(o.prompt_ids, model->spec.vocab_size);
-    if (!parsed.is_ok()) return report_error(name, parsed.status());
+    if (!parsed.is_ok()) return fail(parsed.status());
     prompt_list = std::move(parsed).value();
   }
   const auto* prompts = &prompt_list;
-  if (prompts->size() != 1) return report_error(name, invalid_argument("run takes one prompt (no ';')"));
+  if (prompts->size() != 1) return fail(invalid_argument("run takes one prompt (no ';')"));
   auto engine = open_engine(*model, o.backend, eo, o.threads);
-  if (!engine.is_ok()) return report_error(name, engine.status());
+  if (!engine.is_ok()) return fail(engine.status());
 
   SamplingParams sp;
   sp.greedy = o.greedy || o.temperature <= 0.0f;
@@ -172,7 +220,7 @@ int run_command(const RunOptions& o) {
   sp.seed = o.seed;
   const std::vector<int32_t> prompt(prompts->front().begin(), prompts->front().end());
   // Text mode: stop at the model's stop tokens, and on a terminal print the text as it comes.
-  const bool stream = text_mode && !o.json && isatty(STDOUT_FILENO) != 0;
+  const bool stream = lead && text_mode && !o.json && isatty(STDOUT_FILENO) != 0;
   std::unique_ptr<StreamingDecoder> decoder;
   if (tok) decoder = std::make_unique<StreamingDecoder>(*tok);
   TokenCallback on_token;
@@ -192,9 +240,16 @@ int run_command(const RunOptions& o) {
     };
   }
   if (stream) fmt::print("{}", o.prompt.empty() ? "" : o.prompt);
+  const InjectedFault fault = injected_fault();
+  int64_t generated_so_far = 0;
+  auto step_hook = [&](const GenerationStep& step) {
+    if (fault.signal != 0 && fault.rank == dm.rank() && ++generated_so_far == fault.step)
+      std::raise(fault.signal);
+    return on_token ? on_token(step) : true;
+  };
   auto generated =
-      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), on_token);
-  if (!generated.is_ok()) return report_error(name, generated.status());
+      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
+  if (!generated.is_ok()) return fail(generated.status());
   const GenerationResult& g = *generated;
   std::string completion;
   if (decoder) {
@@ -210,11 +265,28 @@ int run_command(const RunOptions& o) {
     d.metadata["dtype"] = o.dtype;
     d.metadata["kv_dtype"] = kv_dtype_name(eo.kv_dtype);
     auto dumped = run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0);
-    if (!dumped.is_ok()) return report_error(name, dumped.status());
+    if (!dumped.is_ok()) return fail(dumped.status());
     d.prompts.push_back(std::move(dumped).value());
-    const Status st = write_reference_dump(d, o.dump);
-    if (!st.is_ok()) return report_error(name, st);
+    if (lead) {
+      const Status st = write_reference_dump(d, o.dump);
+      if (!st.is_ok()) return fail(st);
+    }
   }
+
+  // Every rank's weight bytes and communication time, gathered (a collective: every rank is here).
+  const dist::Communicator& tp = *dm.groups.tp;
+  const BoundWeightBytes bound = model->weights->bound;
+  const RankFigures mine{static_cast<double>(bound.split), static_cast<double>(bound.replicated),
+                         tp.stats().wait_seconds, static_cast<double>(tp.stats().calls),
+                         static_cast<double>(tp.stats().bytes_sent)};
+  std::vector<RankFigures> ranks(static_cast<size_t>(dm.groups.world->size()));
+  if (const Status st = dm.groups.world->all_gather_of<RankFigures>(std::span(&mine, 1), ranks); !st.is_ok())
+    return fail(st);
+  if (!lead) return kExitOk;
+  const double busy_seconds = g.prefill_seconds + g.decode_seconds;
+  auto idle_ratio = [&](const RankFigures& r) {
+    return busy_seconds > 0 ? r.wait_seconds / busy_seconds : 0.0;
+  };
 
   const double ttft_ms = 1000 * g.prefill_seconds;
   if (o.json) {
@@ -242,6 +314,18 @@ int run_command(const RunOptions& o) {
                    {"decode_tokens_per_second", g.decode_tokens_per_second()},
                    {"decode_seconds", g.decode_seconds}};
     if (!o.dump.empty()) j["dump"] = o.dump;
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      per_rank.push_back({{"rank", r},
+                          {"weight_bytes", ranks[r].split_bytes + ranks[r].replicated_bytes},
+                          {"weight_bytes_split", ranks[r].split_bytes},
+                          {"weight_bytes_replicated", ranks[r].replicated_bytes},
+                          {"comm_wait_seconds", ranks[r].wait_seconds},
+                          {"comm_calls", ranks[r].calls},
+                          {"comm_bytes_sent", ranks[r].bytes_sent},
+                          {"comm_idle_ratio", idle_ratio(ranks[r])}});
+    }
+    j["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"ep", o.ep}, {"world", ranks.size()}, {"ranks", per_rank}};
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -271,6 +355,15 @@ int run_command(const RunOptions& o) {
              ttft_ms, g.prefill_tokens_per_second(), g.decode_tokens_per_second(),
              g.steps.empty() ? 0 : g.steps.size() - 1, g.decode_seconds);
   if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
+  if (ranks.size() > 1) {
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      fmt::print(
+          "rank {}     weights {:.2f} MB ({:.2f} split, {:.2f} replicated), communication {:.3f} s in {} "
+          "calls, idle ratio {:.1f}%\n",
+          r, (ranks[r].split_bytes + ranks[r].replicated_bytes) / 1e6, ranks[r].split_bytes / 1e6,
+          ranks[r].replicated_bytes / 1e6, ranks[r].wait_seconds, ranks[r].calls, 100 * idle_ratio(ranks[r]));
+    }
+  }
   return kExitOk;
 }
 
@@ -324,6 +417,14 @@ const Registrar kRegistrar(
       app.add_option("--threads", o->threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
           ->check(CLI::Range(0, 4096));
       app.add_flag("--json", o->json, "JSON output");
+      app.add_option("--tp", o->tp, "tensor-parallel ranks (under mpirun -np TP x PP x EP; default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--pp", o->pp, "pipeline-parallel stages (not yet: only 1)")->check(CLI::Range(1, 4096));
+      app.add_option("--ep", o->ep, "expert-parallel ranks (not yet: only 1)")->check(CLI::Range(1, 4096));
+      app.add_option(
+             "--comm-timeout", o->comm_timeout,
+             "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")
+          ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
       return [o] { return run_command(*o); };
     });
 

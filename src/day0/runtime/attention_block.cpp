@@ -60,7 +60,8 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.sinks = w.sinks;
   c.be.paged_attention(a);
   round_activations(c, attn.m);
-  linear(c, attn.m, w.o, out);
+  matmul(c, attn.m, w.o, out);  // [T, hidden]: this rank's heads' share under tensor parallelism
+  finish_row_parallel(c, out);
 }
 
 }  // namespace day0::blocks

@@ -65,11 +65,12 @@ struct StepLayout {
 
 struct Context {
   Backend& be;
-  const ModelSpec& spec;
+  const ModelSpec& spec;  // this rank's part under tensor parallelism (Engine::local_spec())
   const EngineOptions& options;
   StepLayout& layout;
   const RopeFrequencies& rope;  // fixed frequencies (non-dynamic rope)
   StepArena& arena;
+  dist::Communicator* tp = nullptr;  // the tensor-parallel group, or null in a single process
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -85,6 +86,9 @@ void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, fl
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
 // y = x W^T (+ bias), rounded.
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
+// The output of a row-parallel projection (o_proj, down_proj) computed by matmul(): under tensor
+// parallelism a partial sum, summed over the group (all-reduce), then rounded like linear().
+void finish_row_parallel(const Context& c, Matrix y);
 
 // RoPE frequencies for sequence s (recomputed for dynamic NTK scaling when it grows past M).
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "day0/core/numeric.h"
+#include "day0/dist/communicator.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0::blocks {
@@ -56,6 +57,15 @@ void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
 
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
   matmul(c, x, w, y);
+  round_activations(c, y);
+}
+
+void finish_row_parallel(const Context& c, Matrix y) {
+  if (c.tp != nullptr && c.tp->size() > 1) {
+    D0_CHECK_MSG(y.contiguous(), "row-parallel output must be contiguous to be summed over ranks");
+    c.be.synchronize();
+    dist::check_comm(c.tp->all_reduce_sum(std::span<float>(y.data, static_cast<size_t>(y.rows * y.cols))));
+  }
   round_activations(c, y);
 }
 

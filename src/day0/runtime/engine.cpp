@@ -1,11 +1,14 @@
 #include "day0/runtime/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "day0/dist/communicator.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/blocks.h"
 
@@ -18,18 +21,20 @@ const char* precision_name(ActivationPrecision p) {
 Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
                EngineOptions options)
     : spec_(spec),
+      local_(tensor_parallel_spec(spec, weights->shard)),
       weights_(std::move(weights)),
       backend_(backend),
       options_(options),
       layout_(std::make_unique<blocks::StepLayout>()),
       arena_(std::make_unique<blocks::StepArena>()) {
-  const bool mla = spec_.attention == AttentionKind::kMla && spec_.mla;
-  const int64_t first = mla ? spec_.mla->kv_lora_rank : spec_.n_kv_heads * spec_.head_dim;
-  const int64_t second = mla ? spec_.mla->qk_rope_head_dim : spec_.n_kv_heads * spec_.head_dim;
+  // Each rank caches only its own KV heads.
+  const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
+  const int64_t first = mla ? local_.mla->kv_lora_rank : local_.n_kv_heads * local_.head_dim;
+  const int64_t second = mla ? local_.mla->qk_rope_head_dim : local_.n_kv_heads * local_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
       first, second, KvCacheOptions{.dtype = options_.kv_dtype, .block_tokens = options_.kv_block_tokens});
   // One definition of the figure for the engine, `inspect` and the planner.
-  D0_CHECK_MSG(pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(spec_, options_.kv_dtype),
+  D0_CHECK_MSG(pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(local_, options_.kv_dtype),
                "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");
 }
 
@@ -49,6 +54,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
         fmt::format("engine: backend '{}' runs in device memory; the engine holds its "
                     "activations and KV cache in host memory",
                     backend.name()));
+  }
+  const TensorShard shard = weights->shard;
+  if (!shard.whole()) {
+    D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));
+    const dist::Communicator* tp = options.tensor_parallel;
+    if (tp == nullptr || tp->size() != shard.size || tp->rank() != shard.rank) {
+      return invalid_argument(fmt::format(
+          "engine: the weights are tensor-parallel rank {} of {}, the engine's group is {}", shard.rank,
+          shard.size, tp == nullptr ? std::string("missing") : tp->describe_rank(tp->rank())));
+    }
   }
   if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096) {
     return invalid_argument(
@@ -101,6 +116,9 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
   };
   try {
     logits = forward_unchecked(batch, last_only, capture);
+  } catch (const dist::CommError& e) {  // a peer rank died or hangs
+    roll_back();
+    return e.status().with_context("forward");
   } catch (const std::bad_alloc&) {
     roll_back();
     return resource_exhausted("forward: out of memory during the step");
@@ -151,7 +169,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   for (int32_t id : ids)
     D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
-  const blocks::Context c{backend_, spec_, options_, layout, rope_, *arena_};
+  const blocks::Context c{backend_, local_, options_, layout, rope_, *arena_, options_.tensor_parallel};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -163,7 +181,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
   const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
-  backend_.embedding({w.embedding, ids, x.m});
+  embed(ids, x.m);
   blocks::round_activations(c, x.m);
   if (capture && capture->want_hidden)
     capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
@@ -227,12 +245,61 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   if (logits_.rows != rows.rows || logits_.cols != spec_.vocab_size)
     logits_ = FloatMatrix(rows.rows, spec_.vocab_size);
   const Matrix logits(logits_.data.data(), rows.rows, spec_.vocab_size);  // [rows, vocab]
-  blocks::linear(c, rows, w.lm_head, logits);
+  lm_head(rows, logits);
   // Logit means of the rows (the last `rows.rows` entries of the finiteness record).
   backend_.row_mean({.x = logits, .y = Matrix(finite_.data() + spec_.n_layers * t, rows.rows, 1)});
   for (int64_t r = rows.rows; r < t; ++r) finite_[static_cast<size_t>(spec_.n_layers * t + r)] = 0.0f;
   backend_.synchronize();
   return logits;
+}
+
+}  // namespace day0
+
+namespace day0 {
+
+void Engine::embed(std::span<const int32_t> ids, Matrix x) {
+  const ModelWeights& w = *weights_;
+  if (w.shard.whole()) {
+    backend_.embedding({w.embedding, ids, x});
+    return;
+  }
+  // Rows of tokens outside this rank's vocabulary range stay zero; the sum over ranks fills them.
+  const ShardRange v = w.vocab;
+  std::vector<int32_t> local(ids.size());  // [T] ids into this rank's rows, clamped
+  for (size_t i = 0; i < ids.size(); ++i)
+    local[i] = static_cast<int32_t>(std::clamp<int64_t>(ids[i] - v.begin, 0, v.size() - 1));
+  backend_.embedding({w.embedding, local, x});
+  backend_.synchronize();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < v.begin || ids[i] >= v.end) std::fill_n(x.row(static_cast<int64_t>(i)), x.cols, 0.0f);
+  }
+  dist::check_comm(options_.tensor_parallel->all_reduce_sum(
+      std::span<float>(x.data, static_cast<size_t>(x.rows * x.stride))));
+}
+
+void Engine::lm_head(ConstMatrix rows, Matrix logits) {
+  const blocks::Context c{backend_, local_, options_, *layout_, rope_, *arena_, options_.tensor_parallel};
+  const ModelWeights& w = *weights_;
+  if (w.shard.whole()) {
+    blocks::linear(c, rows, w.lm_head, logits);
+    return;
+  }
+  // Each rank's logits over its vocabulary rows [rows, its share], padded to the largest share
+  // (n * per floats), gathered in rank order.
+  const int64_t n = rows.rows, per = vocab_shard_rows(spec_.vocab_size, w.shard);
+  const int64_t ranks = w.shard.size;
+  blocks::Buffer mine(*arena_, n, per);         // [rows * per] holding [rows, share] then zeros
+  blocks::Buffer all(*arena_, ranks * n, per);  // [ranks, rows * per]
+  blocks::linear(c, rows, w.lm_head, Matrix(mine.data(), n, w.vocab.size()));
+  backend_.synchronize();
+  dist::check_comm(options_.tensor_parallel->all_gather_of<float>(
+      std::span<const float>(mine.data(), static_cast<size_t>(n * per)),
+      std::span<float>(all.data(), static_cast<size_t>(ranks * n * per))));
+  for (int64_t r = 0; r < ranks; ++r) {
+    const ShardRange v = vocab_shard(spec_.vocab_size, {static_cast<int>(r), w.shard.size});
+    const float* part = all.data() + r * n * per;  // [rows, v.size()]
+    for (int64_t i = 0; i < n; ++i) std::copy_n(part + i * v.size(), v.size(), logits.row(i) + v.begin);
+  }
 }
 
 }  // namespace day0

@@ -24,6 +24,9 @@ namespace blocks {
 struct StepLayout;
 class StepArena;
 }  // namespace blocks
+namespace dist {
+class Communicator;
+}  // namespace dist
 
 // Activation precision. kBF16 rounds activations to bfloat16 where Hugging Face's bf16 model holds
 // them (projection outputs, norm outputs, residual stream, attention and FFN outputs); arithmetic
@@ -42,6 +45,9 @@ struct EngineOptions {
   // select kF32 explicitly.
   KvDtype kv_dtype = KvDtype::kBF16;
   int64_t kv_block_tokens = KvCacheOptions{}.block_tokens;  // tokens per block of the paged pool
+  // The tensor-parallel group when the weights are one rank's shard (ModelWeights::shard): its rank and
+  // size must match the shard. Not owned; outlives the engine. Every rank runs the same steps.
+  dist::Communicator* tensor_parallel = nullptr;
 };
 
 // One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
@@ -65,11 +71,14 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights,
                                                 Backend& backend, EngineOptions options = {});
 
+  // The model's spec; local_spec() is what this rank computes (its heads and FFN columns under
+  // tensor parallelism, the same spec otherwise).
   const ModelSpec& spec() const { return spec_; }
+  const ModelSpec& local_spec() const { return local_; }
   const EngineOptions& options() const { return options_; }
   Backend& backend() { return backend_; }
   // A new, empty sequence on the engine's KV block pool.
-  KvCache new_cache() const { return KvCache(pool_, spec_); }
+  KvCache new_cache() const { return KvCache(pool_, local_); }
   const KvBlockPool& kv_pool() const { return *pool_; }
   KvBlockPool& kv_pool() { return *pool_; }  // the server reserves its capacity up front
 
@@ -91,6 +100,7 @@ class Engine {
 
  private:
   ModelSpec spec_;
+  ModelSpec local_;  // this rank's heads and FFN columns (spec_ unless tensor-parallel)
   std::shared_ptr<ModelWeights> weights_;
   Backend& backend_;
   EngineOptions options_;
@@ -101,6 +111,10 @@ class Engine {
   std::vector<int32_t> pick_;                   // last_only rows
 
   ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
+  // Vocabulary-parallel embedding and LM head (tensor parallelism): each rank's rows, then summed or
+  // gathered over the group.
+  void embed(std::span<const int32_t> ids, Matrix x);
+  void lm_head(ConstMatrix rows, Matrix logits);
   // Reused between steps (no allocation once the largest step shape was seen).
   FloatMatrix logits_;         // [rows, vocab]
   std::vector<float> finite_;  // [n_layers + 1, rows]: row means of each layer's output, then logits

@@ -13,7 +13,8 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
   linear(c, h, w.up, up.m);
   c.be.swiglu({gate.m, up.m, act.m});
   round_activations(c, act.m);
-  linear(c, act.m, w.down, out);
+  matmul(c, act.m, w.down, out);  // [T, hidden]: this rank's FFN columns' share under tensor parallelism
+  finish_row_parallel(c, out);
 }
 
 void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {

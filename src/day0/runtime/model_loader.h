@@ -28,6 +28,8 @@ struct LoadOptions {
   // What a BF16 run of a quantized checkpoint uses; a float32 run keeps the exact dequantized weights
   // (bit for bit what it computed before the integer kernels existed).
   bool int_kernels = false;
+  // Tensor parallelism: bind only this rank's part of every tensor (model_weights.h).
+  TensorShard shard;
 };
 // The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);

@@ -135,6 +135,7 @@ Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64
     if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
     D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, (cols + bc - 1) / bc}));
     D0_ASSIGN_OR_RETURN(std::span<const float> scales, floats(s, 0, s.numel()));
+    bytes_bound_ += s.data.size();
     l.w.format = WeightFormat::kFp8Block;
     l.w.data = t.data.data();
     l.w.scales = scales.data();
@@ -145,6 +146,7 @@ Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64
     l.w.data = aligned_bytes(out_, t.data, static_cast<size_t>(dtype_bits(t.dtype) / 8));
   }
   l.w.name = keep_name(name);
+  bytes_bound_ += t.data.size();
   if (with_bias) {
     D0_ASSIGN_OR_RETURN(auto bias, vector(sibling(name, ".bias"), rows));
     l.bias = bias.data();
@@ -159,7 +161,59 @@ Result<std::span<const float>> WeightBinder::vector(const std::string& name, int
     return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(),
                                         name, n, shape_text(t.shape)));
   }
+  bytes_bound_ += t.data.size();
   return floats(t, 0, n);
+}
+
+Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
+                                         ShardRange c) {
+  if (r.begin == 0 && r.end == rows && c.begin == 0 && c.end == cols) return linear(name, rows, cols);
+  if (r.begin < 0 || r.end > rows || r.size() <= 0 || c.begin < 0 || c.end > cols || c.size() <= 0) {
+    return internal_error(fmt::format("tensor {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it",
+                                      name, rows, cols, r.begin, r.end, c.begin, c.end));
+  }
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
+  Linear l;
+  D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));  // FP8 / MXFP4 blocks would need aligned splits
+  const auto item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
+  l.w.rows = r.size();
+  l.w.cols = c.size();
+  l.w.name = keep_name(name);
+  const size_t row_bytes = static_cast<size_t>(c.size()) * item;
+  bytes_bound_ += static_cast<uint64_t>(r.size()) * row_bytes;
+  const uint8_t* first = t.data.data() + (static_cast<size_t>(r.begin * cols + c.begin)) * item;
+  if (c.size() == cols) {  // whole rows: a view
+    l.w.data =
+        aligned_bytes(out_, std::span<const uint8_t>(first, static_cast<size_t>(r.size()) * row_bytes), item);
+    return l;
+  }
+  if (!out_.source->has_values()) {  // shape only: never read
+    l.w.data = first;
+    return l;
+  }
+  // A column range: row by row, only its bytes are read.
+  std::vector<uint8_t> part(static_cast<size_t>(r.size()) * row_bytes);
+  for (int64_t i = 0; i < r.size(); ++i)
+    std::memcpy(part.data() + static_cast<size_t>(i) * row_bytes,
+                first + static_cast<size_t>(i * cols) * item, row_bytes);
+  out_.byte_store.push_back(std::move(part));
+  l.w.data = out_.byte_store.back().data();
+  return l;
+}
+
+Result<std::span<const float>> WeightBinder::vector_part(const std::string& name, int64_t n,
+                                                         ShardRange part) {
+  if (part.begin == 0 && part.end == n) return vector(name, n);
+  if (part.begin < 0 || part.end > n || part.size() <= 0)
+    return internal_error(
+        fmt::format("tensor {} [{}]: part [{}, {}) outside it", name, n, part.begin, part.end));
+  D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
+  if (t.numel() != n || (t.shape.size() != 1 && !(t.shape.size() == 2 && t.shape[0] == 1))) {
+    return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(),
+                                        name, n, shape_text(t.shape)));
+  }
+  bytes_bound_ += static_cast<uint64_t>(part.size()) * static_cast<uint64_t>(dtype_bits(t.dtype) / 8);
+  return floats(t, part.begin, part.size());
 }
 
 Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
@@ -173,6 +227,7 @@ Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int
   w.cols = cols;
   w.data = aligned_bytes(out_, t.data.subspan(static_cast<size_t>(e) * per, per), item);
   w.name = keep_name(name);
+  bytes_bound_ += per;
   return w;
 }
 
@@ -183,6 +238,7 @@ Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;
+  bytes_bound_ += static_cast<uint64_t>(rows * cols) * item;
   w.rows = rows;
   w.cols = cols;
   w.name = keep_name(name);
@@ -220,6 +276,7 @@ Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int
   w.data = blocks.data.data() + e * rows * groups * 16;
   w.scales = scales.data.data() + e * rows * groups;
   w.name = keep_name(prefix);
+  bytes_bound_ += static_cast<uint64_t>(rows * groups * 17);  // 16 block bytes and 1 scale a group
   return w;
 }
 
@@ -227,6 +284,7 @@ Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64
                                                   int64_t n) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
   D0_ASSIGN_OR_RETURN(std::span<const float> values, floats(t, e * n, n));
+  bytes_bound_ += static_cast<uint64_t>(n * dtype_bits(t.dtype) / 8);
   return values.data();
 }
 

@@ -16,6 +16,43 @@
 
 namespace day0 {
 
+// The part of the model one tensor-parallel rank holds: rank `rank` of `size`. Each tensor is split
+// by its weight-table shard rule (model/weight_table.h): column tensors by output rows (whole heads,
+// FFN columns), row tensors by input columns, vocabulary tensors by rows; replicated ones whole.
+struct TensorShard {
+  int rank = 0;
+  int size = 1;
+  bool whole() const { return size == 1; }
+};
+
+// Rows [begin, end) of a dimension of `n` elements that rank `shard.rank` holds under an even split
+// (`n` a multiple of the size); the vocabulary split rounds the share up (the last rank may hold fewer
+// rows, or none).
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+ShardRange even_shard(int64_t n, TensorShard shard);
+ShardRange vocab_shard(int64_t vocab, TensorShard shard);
+int64_t vocab_shard_rows(int64_t vocab, TensorShard shard);  // ceil(vocab / size): every rank's padded share
+// The rows of a K/V projection [n_kv_heads * head_dim, ...] rank `shard.rank` holds: its KV heads, or
+// the one its query heads read when there are fewer KV heads than ranks.
+ShardRange kv_head_shard(int64_t rows, int64_t n_kv_heads, TensorShard shard);
+
+// Whether `spec` can run tensor-parallel over `tp` ranks: InvalidArgument / Unsupported saying what
+// does not divide or is not split yet.
+Status check_tensor_parallel(const ModelSpec& spec, int tp);
+// The spec one rank's blocks compute with: its heads, KV heads and FFN columns.
+ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
+
+// Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).
+struct BoundWeightBytes {
+  uint64_t split = 0;       // tensors split over the ranks (column, row, vocabulary, expert)
+  uint64_t replicated = 0;  // tensors every rank holds whole (norms, routers, biases)
+  uint64_t total() const { return split + replicated; }
+};
+
 struct Linear {
   WeightView w;                 // [out, in]
   const float* bias = nullptr;  // [out] or null
@@ -69,6 +106,9 @@ struct ModelWeights {
   Linear lm_head;        // [V, H] (the embedding when tied)
   std::span<const float> final_norm;
   std::vector<LayerWeights> layers;
+  TensorShard shard;       // what this process holds (whole unless tensor-parallel)
+  ShardRange vocab;        // rows of the embedding and the LM head held: [0, V) unless split
+  BoundWeightBytes bound;  // bytes bound, for reports and the tests of sharded loading
 
   // Storage for converted data (norms and biases in float32, transposed expert weights); a deque so
   // that spans handed out stay valid as it grows.
@@ -89,6 +129,13 @@ class WeightBinder {
   // A projection [rows, cols]: BF16/F16/F32, F8_E4M3 with its `<name>_scale_inv` sibling, or INT8 /
   // INT4 when the source keeps it quantized (TensorSource::int_weight).
   Result<Linear> linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias = false);
+  // Rows `r` and columns `c` of a projection stored [rows, cols] (BF16/F16/F32): a view of whole rows,
+  // a copy of a column range (only those bytes of the checkpoint are read).
+  Result<Linear> linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r, ShardRange c);
+  // Elements `part` of a vector of n elements, as float32.
+  Result<std::span<const float>> vector_part(const std::string& name, int64_t n, ShardRange part);
+  // Bytes of the checkpoint bound so far (views and copies).
+  uint64_t bytes_bound() const { return bytes_bound_; }
   // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
@@ -115,11 +162,14 @@ class WeightBinder {
   std::string_view keep_name(const std::string& name);  // a copy that lives as long as the weights
   const ModelSpec& spec_;
   ModelWeights& out_;
+  uint64_t bytes_bound_ = 0;
 };
 
 // Binds every tensor of `spec` from `source`, driven by the family's weight table (the tensor
-// manifest): each tensor's slot says where it goes; MTP layers are skipped.
+// manifest): each tensor's slot says where it goes; MTP layers are skipped. With a tensor-parallel
+// `shard` only that rank's part of every tensor is bound (check_tensor_parallel() must pass).
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
-                                                         std::shared_ptr<const TensorSource> source);
+                                                         std::shared_ptr<const TensorSource> source,
+                                                         TensorShard shard = {});
 
 }  // namespace day0

@@ -23,7 +23,17 @@ class TableBinder {
  public:
   TableBinder(WeightBinder& b, ModelWeights& out) : b_(b), out_(out) {}
 
+  // Binds this rank's part of `t` and counts its bytes as split or replicated.
   Status bind(const TensorSpec& t) {
+    const uint64_t before = b_.bytes_bound();
+    D0_RETURN_IF_ERROR(bind_slot(t));
+    const uint64_t bytes = b_.bytes_bound() - before;
+    (t.shard.rule == ShardRule::kReplicated ? out_.bound.replicated : out_.bound.split) += bytes;
+    return Status::ok();
+  }
+
+ private:
+  Status bind_slot(const TensorSpec& t) {
     if (t.layer >= static_cast<int64_t>(out_.layers.size())) {
       return internal_error(fmt::format("tensor {}: layer {} outside the model", t.name, t.layer));
     }
@@ -127,21 +137,55 @@ class TableBinder {
     }
   }
 
- private:
+  // This rank's part of the dimension `t.shard` splits (`n` elements), the whole of it otherwise.
+  ShardRange part(const TensorSpec& t, int64_t n) const {
+    const TensorShard shard = out_.shard;
+    switch (t.shard.rule) {
+      case ShardRule::kColumn:
+      case ShardRule::kRow:
+        return even_shard(n, shard);
+      case ShardRule::kColumnKv:
+        return kv_head_shard(n, b_.spec().n_kv_heads, shard);
+      case ShardRule::kVocab:
+        return out_.vocab;
+      case ShardRule::kReplicated:
+      case ShardRule::kExpert:  // experts are not split over TP ranks (check_tensor_parallel)
+        break;
+    }
+    return ShardRange{0, n};
+  }
+
   // The weight of `into` (its bias, bound separately, is kept).
   Status linear(const TensorSpec& t, Linear& into) {
     if (t.shape.size() != 2)
       return internal_error("weight table: a linear weight that is not 2-D: " + t.name);
-    D0_ASSIGN_OR_RETURN(Linear l, b_.linear(t.name, t.shape[0], t.shape[1]));
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    Linear l;
+    if (out_.shard.whole()) {
+      D0_ASSIGN_OR_RETURN(l, b_.linear(t.name, rows, cols));
+    } else if (t.shard.rule == ShardRule::kRow) {  // [out, in]: input columns split
+      D0_ASSIGN_OR_RETURN(l, b_.linear_part(t.name, rows, cols, {0, rows}, part(t, cols)));
+    } else {  // column, KV-head and vocabulary splits take output rows
+      D0_ASSIGN_OR_RETURN(l, b_.linear_part(t.name, rows, cols, part(t, rows), {0, cols}));
+    }
     into.w = l.w;
     return Status::ok();
   }
   Status vector(const TensorSpec& t, std::span<const float>& into) {
-    D0_ASSIGN_OR_RETURN(into, b_.vector(t.name, numel(t)));
+    if (out_.shard.whole()) {
+      D0_ASSIGN_OR_RETURN(into, b_.vector(t.name, numel(t)));
+    } else {
+      D0_ASSIGN_OR_RETURN(into, b_.vector_part(t.name, numel(t), part(t, numel(t))));
+    }
     return Status::ok();
   }
   Status bias(const TensorSpec& t, Linear& into) {
-    D0_ASSIGN_OR_RETURN(std::span<const float> values, b_.vector(t.name, numel(t)));
+    // The bias of a row-parallel projection (o_proj, down_proj) is added once, by rank 0, before the
+    // partial outputs are summed.
+    const bool after_row_split = t.slot == WeightSlot::kOBias || t.slot == WeightSlot::kMlpDownBias;
+    if (after_row_split && out_.shard.rank != 0) return Status::ok();
+    std::span<const float> values;
+    D0_RETURN_IF_ERROR(vector(t, values));
     into.bias = values.data();
     return Status::ok();
   }
@@ -211,7 +255,8 @@ class TableBinder {
 }  // namespace
 
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_spec,
-                                                         std::shared_ptr<const TensorSource> source) {
+                                                         std::shared_ptr<const TensorSource> source,
+                                                         TensorShard shard) {
   if (static_cast<int64_t>(model_spec.layers.size()) != model_spec.n_layers) {
     return invalid_argument(fmt::format("model spec lists {} layers, expected {}", model_spec.layers.size(),
                                         model_spec.n_layers));
@@ -223,7 +268,12 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
     spec.multimodal_wrapper = true;
   }
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  if (shard.size < 1 || shard.rank < 0 || shard.rank >= shard.size)
+    return invalid_argument(fmt::format("tensor-parallel rank {} of {}", shard.rank, shard.size));
+  if (!shard.whole()) D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));
   auto out = std::make_shared<ModelWeights>();
+  out->shard = shard;
+  out->vocab = vocab_shard(spec.vocab_size, shard);
   out->source = std::move(source);
   out->layers.resize(static_cast<size_t>(spec.n_layers));
   for (int64_t n = 0; n < spec.n_layers; ++n) {
@@ -242,9 +292,11 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
     // Tied: the head is the embedding, unless the checkpoint stores a copy anyway.
     const std::string head = spec.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
     if (b.has(head)) {
-      auto l = b.linear(head, spec.vocab_size, spec.hidden_size);
+      const uint64_t before = b.bytes_bound();
+      auto l = b.linear_part(head, spec.vocab_size, spec.hidden_size, out->vocab, {0, spec.hidden_size});
       if (!l.is_ok()) return l.status().with_context(context);
       out->lm_head = *l;
+      out->bound.split += b.bytes_bound() - before;
     } else {
       out->lm_head.w = out->embedding;
     }

@@ -1,0 +1,53 @@
+#include "day0/runtime/distributed_model.h"
+
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace day0 {
+namespace {
+
+// Every rank learns which ranks failed: an all-gather of one flag each.
+Status agree(dist::Communicator& world, const Status& mine, const char* what) {
+  const int32_t failed = mine.is_ok() ? 0 : 1;
+  std::vector<int32_t> all(static_cast<size_t>(world.size()));
+  D0_RETURN_IF_ERROR(world.all_gather_of<int32_t>(std::span<const int32_t>(&failed, 1), all));
+  if (!mine.is_ok()) return mine;
+  for (int r = 0; r < world.size(); ++r) {
+    if (all[static_cast<size_t>(r)] != 0)
+      return failed_precondition(
+          fmt::format("{} failed on {} (its own message says why)", what, world.describe_rank(r)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<DistributedModel> load_distributed_model(const std::string& model, const dist::ParallelLayout& layout,
+                                                LoadOptions load, const dist::CommOptions& comm) {
+  D0_RETURN_IF_ERROR(dist::validate_layout(layout));
+  if (layout.pp > 1 || layout.ep > 1) {
+    return unsupported(
+        fmt::format("{}: pipeline (--pp) and expert (--ep) parallelism are not implemented yet; "
+                    "tensor parallelism (--tp) is",
+                    layout.to_string()));
+  }
+  std::shared_ptr<dist::Communicator> world;
+  if (layout.world() > 1 || dist::launched_by_mpirun()) {
+    D0_ASSIGN_OR_RETURN(world, dist::open_mpi_world(comm));
+  } else {
+    world = dist::make_single_process_communicator();
+  }
+  // Before loading anything: the launcher's rank count against the layout.
+  D0_RETURN_IF_ERROR(dist::check_world_size(layout, world->size()));
+  DistributedModel out;
+  D0_ASSIGN_OR_RETURN(out.groups, dist::make_process_groups(world, layout));
+  load.shard = TensorShard{out.groups.coords.tp, layout.tp};
+  Result<LoadedModel> loaded = load_model(model, load);
+  D0_RETURN_IF_ERROR(agree(*world, loaded.status(), "loading the model"));
+  out.model = std::move(loaded).value();
+  return out;
+}
+
+}  // namespace day0

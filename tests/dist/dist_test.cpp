@@ -1,0 +1,165 @@
+// Single-process pieces of distributed inference: the single-process communicator, layouts and rank
+// coordinates, world-size checks, tensor-parallel shard ranges and specs.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "day0/dist/communicator.h"
+#include "day0/dist/process_groups.h"
+#include "day0/model/model_spec.h"
+#include "day0/runtime/model_loader.h"
+#include "day0/runtime/model_weights.h"
+
+namespace day0::dist {
+namespace {
+
+TEST(SingleProcessCommunicator, CollectivesAreCopiesAndMessagesQueue) {
+  auto c = make_single_process_communicator();
+  EXPECT_EQ(c->rank(), 0);
+  EXPECT_EQ(c->size(), 1);
+  std::vector<float> x = {1.5f, -2.0f};
+  ASSERT_TRUE(c->all_reduce_sum(x).is_ok());
+  EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
+  std::vector<int32_t> send = {7, 8, 9}, recv(3);
+  ASSERT_TRUE(c->all_gather_of<int32_t>(send, recv).is_ok());
+  EXPECT_EQ(recv, send);
+  std::vector<int32_t> wrong(4);
+  EXPECT_FALSE(c->all_gather_of<int32_t>(send, wrong).is_ok());
+  const int64_t counts[] = {12};
+  std::vector<std::byte> out(12);
+  ASSERT_TRUE(c->all_to_all_v(std::as_bytes(std::span(send)), counts, out, counts).is_ok());
+  EXPECT_EQ(std::memcmp(out.data(), send.data(), 12), 0);
+  const int64_t too_many[] = {16};
+  EXPECT_FALSE(c->all_to_all_v(std::as_bytes(std::span(send)), too_many, out, too_many).is_ok());
+  // A message to itself is queued; a receive with nothing queued would block forever: an error.
+  ASSERT_TRUE(c->send(std::as_bytes(std::span(send)), 0, 5).is_ok());
+  std::vector<int32_t> got(3);
+  ASSERT_TRUE(c->recv(std::as_writable_bytes(std::span(got)), 0, 5).is_ok());
+  EXPECT_EQ(got, send);
+  const Status empty = c->recv(std::as_writable_bytes(std::span(got)), 0, 5);
+  EXPECT_EQ(empty.code(), StatusCode::kIoError);
+  EXPECT_FALSE(c->send(std::as_bytes(std::span(send)), 1, 5).is_ok());
+  EXPECT_TRUE(c->barrier().is_ok());
+  EXPECT_EQ(c->stats().calls, 10);
+}
+
+TEST(ProcessGroups, CoordinatesPutTensorParallelRanksNextToEachOther) {
+  const ParallelLayout layout{.tp = 2, .pp = 3, .ep = 2};
+  EXPECT_EQ(layout.world(), 12);
+  for (int r = 0; r < layout.world(); ++r) {
+    const RankCoordinates c = coordinates_of(layout, r);
+    EXPECT_EQ(rank_of(layout, c), r);
+    EXPECT_LT(c.tp, 2);
+    EXPECT_LT(c.ep, 2);
+    EXPECT_LT(c.pp, 3);
+  }
+  EXPECT_EQ(coordinates_of(layout, 1), (RankCoordinates{.tp = 1, .pp = 0, .ep = 0}));
+  EXPECT_EQ(coordinates_of(layout, 2), (RankCoordinates{.tp = 0, .pp = 0, .ep = 1}));
+  EXPECT_EQ(coordinates_of(layout, 4), (RankCoordinates{.tp = 0, .pp = 1, .ep = 0}));
+}
+
+TEST(ProcessGroups, WorldSizeMismatchNamesBothNumbers) {
+  const Status st = check_world_size({.tp = 3}, 2);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("started 2 ranks"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("needs 3"), std::string::npos) << st.message();
+  EXPECT_TRUE(check_world_size({.tp = 2, .pp = 2}, 4).is_ok());
+  EXPECT_FALSE(check_world_size({.tp = 0}, 1).is_ok());
+  EXPECT_FALSE(validate_layout({.tp = 4096, .pp = 2}).is_ok());
+}
+
+TEST(ProcessGroups, SingleProcessGroupsOfALayoutOfOne) {
+  auto groups = make_process_groups(make_single_process_communicator(), {});
+  ASSERT_TRUE(groups.is_ok()) << groups.status().to_string();
+  EXPECT_EQ(groups->tp->size(), 1);
+  EXPECT_EQ(groups->pp->size(), 1);
+  EXPECT_EQ(groups->ep->size(), 1);
+  EXPECT_FALSE(make_process_groups(make_single_process_communicator(), {.tp = 2}).is_ok());
+}
+
+TEST(ProcessGroups, WithoutMpiTheWorldIsRefusedWithTheReason) {
+  if (mpi_available()) GTEST_SKIP() << "this build has MPI (tests/multi runs it)";
+  auto world = open_mpi_world();
+  ASSERT_FALSE(world.is_ok());
+  EXPECT_NE(world.status().message().find("without MPI"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace day0::dist
+
+namespace day0 {
+namespace {
+
+TEST(TensorShard, RangesSplitEvenlyAndTheVocabularyRoundsUp) {
+  EXPECT_EQ(even_shard(128, {1, 2}).begin, 64);
+  EXPECT_EQ(even_shard(128, {1, 2}).end, 128);
+  const ShardRange last = vocab_shard(10, {2, 3});  // shares of 4: [0,4) [4,8) [8,10)
+  EXPECT_EQ(last.begin, 8);
+  EXPECT_EQ(last.end, 10);
+  EXPECT_EQ(vocab_shard_rows(10, {0, 3}), 4);
+  // 2 KV heads of 16 over 4 ranks: ranks 0-1 read head 0, ranks 2-3 head 1.
+  EXPECT_EQ(kv_head_shard(32, 2, {1, 4}).begin, 0);
+  EXPECT_EQ(kv_head_shard(32, 2, {2, 4}).begin, 16);
+  EXPECT_EQ(kv_head_shard(32, 2, {3, 4}).end, 32);
+  EXPECT_EQ(kv_head_shard(32, 2, {1, 2}).begin, 16);
+}
+
+ModelSpec dense_spec() {
+  ModelSpec s;
+  s.family = Family::kLlama;
+  s.n_layers = 2;
+  s.hidden_size = 64;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 16;
+  s.intermediate_size = 128;
+  s.vocab_size = 256;
+  s.layers.resize(2);
+  for (LayerSpec& l : s.layers) l.dense_intermediate = 128;
+  return s;
+}
+
+TEST(TensorShard, LocalSpecHoldsTheRanksHeadsAndColumns) {
+  const ModelSpec s = dense_spec();
+  ASSERT_TRUE(check_tensor_parallel(s, 2).is_ok());
+  const ModelSpec local = tensor_parallel_spec(s, {1, 2});
+  EXPECT_EQ(local.n_heads, 2);
+  EXPECT_EQ(local.n_kv_heads, 1);
+  EXPECT_EQ(local.layers[1].dense_intermediate, 64);
+  EXPECT_EQ(local.vocab_size, 256);                  // the LM head's logits are gathered back whole
+  ASSERT_TRUE(check_tensor_parallel(s, 4).is_ok());  // 2 KV heads copied over 4 ranks
+  EXPECT_EQ(tensor_parallel_spec(s, {3, 4}).n_kv_heads, 1);
+}
+
+TEST(TensorShard, SplitsThatDoNotDivideAreRefusedWithTheNumbers) {
+  ModelSpec s = dense_spec();
+  const Status three = check_tensor_parallel(s, 3);
+  EXPECT_EQ(three.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(three.message().find("4 attention heads"), std::string::npos) << three.message();
+  s.layers[0].moe = true;
+  EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
+  s = dense_spec();
+  s.attention = AttentionKind::kMla;
+  EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
+  s = dense_spec();
+  s.weights.format = WeightFormat::kFp8Block;
+  EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
+}
+
+TEST(TensorShard, WholeLoadCountsEveryWeightByteOnce) {
+  auto m = load_model(std::string(DAY0_TEST_DATA_DIR) + "/golden/llama3");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  // llama3 golden: BF16, V 256, H 64, 2 layers of q 64x64, k/v 32x64, o 64x64, MLP 3 x 128x64, norms;
+  // untied head. Norms are bound (and counted) in their stored dtype.
+  const uint64_t per_layer = 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 128 * 64);
+  const uint64_t split = 2 * (2 * 256 * 64) + 2 * per_layer;
+  EXPECT_EQ(m->weights->bound.split, split);
+  EXPECT_GT(m->weights->bound.replicated, 0u);
+  EXPECT_EQ(m->weights->vocab.end, 256);
+}
+
+}  // namespace
+}  // namespace day0
