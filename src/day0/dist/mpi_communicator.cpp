@@ -3,6 +3,9 @@
 // polling MPI_Test against a deadline. While it polls, a rank sends a small heartbeat to each peer of
 // the group on a duplicate communicator and drains theirs, so that when a call times out it can name
 // the peers that stopped answering (dead or hung) rather than hang.
+// The C API only: OpenMPI's deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
 
