@@ -28,8 +28,8 @@ struct Opened {
   std::unique_ptr<Engine> engine;
 };
 
-Opened open(const std::string& name, TensorShard shard, dist::Communicator* tp,
-            ActivationPrecision precision) {
+Opened open_model(const std::string& name, TensorShard shard, dist::Communicator* tp,
+                  ActivationPrecision precision) {
   Opened o;
   LoadOptions lo = load_options_for(precision);
   lo.shard = shard;
@@ -55,8 +55,8 @@ class TensorParallel : public ::testing::TestWithParam<std::string> {};
 TEST_P(TensorParallel, LogitsAndGreedyTokensMatchOneProcess) {
   D0_REQUIRE_TWO_RANKS();
   dist::Communicator& w = *test_world();
-  Opened whole = open(GetParam(), {}, nullptr, ActivationPrecision::kF32);
-  Opened part = open(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
+  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kF32);
+  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
   ASSERT_TRUE(whole.engine && part.engine);
   const std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
 
@@ -91,8 +91,8 @@ TEST_P(TensorParallel, LogitsAndGreedyTokensMatchOneProcess) {
 TEST_P(TensorParallel, EachRankBindsItsShareOfTheWeightsAndCachesItsKvHeads) {
   D0_REQUIRE_TWO_RANKS();
   dist::Communicator& w = *test_world();
-  Opened whole = open(GetParam(), {}, nullptr, ActivationPrecision::kF32);
-  Opened part = open(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
+  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kF32);
+  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
   ASSERT_TRUE(whole.engine && part.engine);
   const BoundWeightBytes all = whole.model.weights->bound, mine = part.model.weights->bound;
   // Heads, FFN columns and the vocabulary (256) all halve exactly on these miniatures.
@@ -112,8 +112,8 @@ TEST_P(TensorParallel, EachRankBindsItsShareOfTheWeightsAndCachesItsKvHeads) {
 TEST_P(TensorParallel, Bf16GreedyTokensMatchOneProcess) {
   D0_REQUIRE_TWO_RANKS();
   dist::Communicator& w = *test_world();
-  Opened whole = open(GetParam(), {}, nullptr, ActivationPrecision::kBF16);
-  Opened part = open(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kBF16);
+  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kBF16);
+  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
   const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
   SamplingParams greedy;
