@@ -136,9 +136,11 @@ TEST(TensorShard, LocalSpecHoldsTheRanksHeadsAndColumns) {
 
 TEST(TensorShard, SplitsThatDoNotDivideAreRefusedWithTheNumbers) {
   ModelSpec s = dense_spec();
+  for (LayerSpec& l : s.layers) l.dense_intermediate = 192;  // divides by 3: the heads do not
   const Status three = check_tensor_parallel(s, 3);
   EXPECT_EQ(three.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(three.message().find("4 attention heads"), std::string::npos) << three.message();
+  EXPECT_NE(check_tensor_parallel(dense_spec(), 3).message().find("FFN width 128"), std::string::npos);
   s.layers[0].moe = true;
   EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
   s = dense_spec();
