@@ -20,11 +20,11 @@ Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const
   m.folder = source->origin();
   // A tensor-parallel rank binds parts of the dequantized tensors: the integer layout is not split yet.
   const bool int_kernels = options.int_kernels && options.shard.whole();
-  D0_ASSIGN_OR_RETURN(m.weights,
-                      bind_model_weights(m.spec,
-                                         unpacked_source(std::move(source), spec, options.exact_f32_dequantized,
-                                                         int_kernels),
-                                         options.shard));
+  D0_ASSIGN_OR_RETURN(
+      m.weights,
+      bind_model_weights(m.spec,
+                         unpacked_source(std::move(source), spec, options.exact_f32_dequantized, int_kernels),
+                         options.shard));
   if (spec.weights.packed.bits != 0) {
     const std::string dequantized = options.exact_f32_dequantized ? "dequantized at load to exact F32"
                                                                   : "dequantized at load to the scale dtype";
