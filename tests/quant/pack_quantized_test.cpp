@@ -2,6 +2,7 @@
 // quantizer against hand-worked rows and its error bound, the config JSON and the weight table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -73,16 +74,29 @@ TEST(PackQuantized, OutOfRangeValueIsABrokenInvariant) {
 }
 
 TEST(GroupQuantizer, SymmetricInt4HandWorked) {
-  // amax 3.5 -> scale 3.5 / 7 = 0.5; 2.25 / 0.5 = 4.5 rounds to even (4). Second group all zero.
-  const std::vector<float> w = {3.5f, -1.0f, 2.25f, 0.5f, 0, 0, 0, 0};
+  // Group 1: amax 3.5 -> scale 3.5 / 7 = 0.5 represents every value exactly (squared error 0; any
+  // finer candidate 3.5 / d, d in (7, 8], clips 3.5 or misses 2): kept.
+  // Group 2: amax 4 at a negative value -> 4 / 8 = 0.5 reaches -8 and is exact again, where 4 / 7
+  // would give -7, 2, 4 (3.5 -> 4, even), 5: squared error 0.122.
+  // Group 3: all zero -> scale 1, codes 0.
+  const std::vector<float> w = {3.5f, -1.0f, 2.0f, 0.5f, -4.0f, 1.0f, 2.0f, 3.0f, 0, 0, 0, 0};
   const PackArgs args{4, 4, true, DType::kF32};
-  const GroupQuantized q = quantize_groups(w, 1, 8, args);
-  EXPECT_EQ(q.q, std::vector<int8_t>({7, -2, 4, 1, 0, 0, 0, 0}));
-  EXPECT_EQ(q.scale, std::vector<float>({0.5f, 1.0f}));
+  const GroupQuantized q = quantize_groups(w, 1, 12, args);
+  EXPECT_EQ(q.q, std::vector<int8_t>({7, -2, 4, 1, -8, 2, 4, 6, 0, 0, 0, 0}));
+  EXPECT_EQ(q.scale, std::vector<float>({0.5f, 0.5f, 1.0f}));
   EXPECT_TRUE(q.zero_point.empty());
-  std::vector<float> out(8);
-  dequantize_groups(q.q, 1, 8, q.scale, q.zero_point, 4, out);
-  EXPECT_EQ(out, std::vector<float>({3.5f, -1.0f, 2.0f, 0.5f, 0, 0, 0, 0}));
+  std::vector<float> out(12);
+  dequantize_groups(q.q, 1, 12, q.scale, q.zero_point, 4, out);
+  EXPECT_EQ(out, w);
+}
+
+TEST(GroupQuantizer, SymmetricScaleTradesClippingForAFinerStep) {
+  // amax 3.5: 3.5 / 7 = 0.5 gives 7, -2, 4 (2.25 / 0.5 = 4.5, even), 1 with squared error 0.0625;
+  // 3.5 / 7.25 = 0.48276 gives 7, -2, 5, 1 with 0.0429, the least of the nine candidates.
+  const std::vector<float> w = {3.5f, -1.0f, 2.25f, 0.5f};
+  const GroupQuantized q = quantize_groups(w, 1, 4, PackArgs{4, 4, true, DType::kF32});
+  EXPECT_EQ(q.q, std::vector<int8_t>({7, -2, 5, 1}));
+  EXPECT_EQ(q.scale[0], 3.5f / 7.25f);
 }
 
 TEST(GroupQuantizer, AsymmetricInt4HandWorked) {
@@ -98,11 +112,15 @@ TEST(GroupQuantizer, AsymmetricInt4HandWorked) {
 }
 
 TEST(GroupQuantizer, SymmetricInt8HandWorkedAndScaleRoundedBeforeUse) {
-  // amax 254 -> scale 2: 127 / 2 = 63.5 -> 64 (even), 1 / 2 = 0.5 -> 0.
+  // amax 254 at a negative value -> scale 254 / 128 = 1.984375 (a BF16): 127 -> 64, -254 -> -128
+  // exactly, 1 -> 0.504 -> 1; squared error 0.969, against 2.0 for scale 254 / 127 = 2 (127 -> 63.5
+  // -> 64, 1 -> 0.5 -> 0).
   const std::vector<float> w = {127, -254, 0, 1};
   const GroupQuantized q = quantize_groups(w, 1, 4, PackArgs{8, 4, true, DType::kBF16});
-  EXPECT_EQ(q.q, std::vector<int8_t>({64, -127, 0, 0}));
-  // amax 1 -> scale 1/127 is not a BF16: the stored scale is its BF16 rounding, and q uses that one.
+  EXPECT_EQ(q.q, std::vector<int8_t>({64, -128, 0, 1}));
+  EXPECT_EQ(q.scale[0], 1.984375f);
+  // amax 1 -> scale 1/127 is not a BF16: the stored scale is its BF16 rounding (0.0078735), and q
+  // uses that one (the finer candidates round to BF16 values that clip 1 and -1 more).
   const std::vector<float> w2 = {1, 0.5f, -1, 0};
   const GroupQuantized q2 = quantize_groups(w2, 1, 4, PackArgs{8, 4, true, DType::kBF16});
   EXPECT_EQ(q2.scale[0], round_to_dtype(1.0f / 127.0f, DType::kBF16));
@@ -110,7 +128,7 @@ TEST(GroupQuantizer, SymmetricInt8HandWorkedAndScaleRoundedBeforeUse) {
   EXPECT_EQ(q2.q[0], static_cast<int8_t>(std::nearbyint(1.0f / q2.scale[0])));
 }
 
-TEST(GroupQuantizer, ErrorIsAtMostHalfAStepPerGroup) {
+TEST(GroupQuantizer, ErrorIsBoundedPerElementAndNeverWorseThanAmaxOverQmaxPerGroup) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   const int64_t rows = 16, cols = 256;
@@ -125,13 +143,38 @@ TEST(GroupQuantizer, ErrorIsAtMostHalfAStepPerGroup) {
         std::vector<float> out(w.size());
         dequantize_groups(q.q, rows, cols, q.scale, q.zero_point, group, out);
         double worst = 0;
-        for (size_t i = 0; i < w.size(); ++i) {
-          const float scale = q.scale[(i / cols) * (cols / group) + (i % cols) / group];
-          worst = std::max(worst, static_cast<double>(std::fabs(out[i] - w[i]) / scale));
+        int64_t finer = 0;
+        for (int64_t g = 0; g < rows * (cols / group); ++g) {
+          const float scale = q.scale[static_cast<size_t>(g)];
+          const int64_t r = g / (cols / group), c0 = (g % (cols / group)) * group;
+          double error = 0, plain_error = 0;
+          float amax = 0;
+          for (int64_t j = 0; j < group; ++j)
+            amax = std::max(amax, std::fabs(w[static_cast<size_t>(r * cols + c0 + j)]));
+          // The plain symmetric scale amax / qmax as stored, for comparison.
+          const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
+          const float plain = round_to_dtype(amax / qmax, DType::kBF16);
+          for (int64_t j = 0; j < group; ++j) {
+            const size_t i = static_cast<size_t>(r * cols + c0 + j);
+            worst = std::max(worst, static_cast<double>(std::fabs(out[i] - w[i]) / scale));
+            error += (out[i] - w[i]) * static_cast<double>(out[i] - w[i]);
+            const float p = std::clamp(std::nearbyint(w[i] / plain), -qmax - 1, qmax) * plain;
+            plain_error += (p - w[i]) * static_cast<double>(p - w[i]);
+          }
+          if (symmetric) {
+            EXPECT_LE(error, plain_error * (1 + 1e-9)) << bits << " g" << group << " group " << g;
+            finer += scale < plain;
+          }
         }
-        // Half a step, plus what rounding the scale to BF16 moves the extreme values (2^-8 relative
-        // of up to 2^bits steps).
-        EXPECT_LE(worst, 0.5 + std::ldexp(1.0, bits - 8) + 1e-6) << bits << symmetric << group;
+        // Asymmetric: half a step, plus what rounding the scale to BF16 moves the extreme values
+        // (2^-8 relative of up to 2^bits steps). Symmetric: the extreme may be clipped by one step.
+        const double bound = (symmetric ? 1.0 : 0.5) + std::ldexp(1.0, bits - 8) + 1e-6;
+        EXPECT_LE(worst, bound) << bits << symmetric << group;
+        // On normal weights a finer step wins at least wherever the extreme is negative (it then
+        // reaches qmin exactly): about half the groups.
+        if (symmetric) {
+          EXPECT_GT(finer, rows * (cols / group) / 4) << bits << " g" << group;
+        }
       }
     }
   }

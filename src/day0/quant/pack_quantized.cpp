@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "day0/core/error.h"
 #include "day0/core/numeric.h"
@@ -107,6 +108,37 @@ float round_to_dtype(float value, DType dtype) {
   }
 }
 
+namespace {
+
+// The scale of a symmetric group. amax / qmax leaves the code qmin (-8 of int4's [-8, 7]) unused; a
+// finer step amax / d, d in [qmax, qmax + 1], may clip the extreme by up to one step and still lower
+// the group's error everywhere else (a group whose extreme is negative reaches -8 exactly with d =
+// qmax + 1, as llama.cpp's Q4_0 does). Nine candidates, each judged with the scale as stored (rounded
+// to its dtype); the least squared error wins, ties going to the larger scale. 0 when none is usable.
+float symmetric_scale(const float* x, int64_t n, float amax, int qmin, int qmax, DType dtype) {
+  float best = 0.0f;
+  double best_error = std::numeric_limits<double>::infinity();
+  for (int k = 0; k <= 8; ++k) {
+    const float scale =
+        round_to_dtype(amax / (static_cast<float>(qmax) + static_cast<float>(k) / 8.0f), dtype);
+    if (!(scale > 0.0f) || !std::isfinite(scale)) continue;
+    double error = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float q =
+          std::clamp(std::nearbyint(x[j] / scale), static_cast<float>(qmin), static_cast<float>(qmax));
+      const double d = static_cast<double>(x[j]) - static_cast<double>(q) * static_cast<double>(scale);
+      error += d * d;
+    }
+    if (error < best_error) {
+      best_error = error;
+      best = scale;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 GroupQuantized quantize_groups(std::span<const float> weight, int64_t rows, int64_t cols,
                                const PackArgs& args) {
   D0_CHECK(args.group_size > 0 && cols % args.group_size == 0);
@@ -126,9 +158,9 @@ GroupQuantized quantize_groups(std::span<const float> weight, int64_t rows, int6
         lo = std::min(lo, x[j]);
         hi = std::max(hi, x[j]);
       }
-      float scale = args.symmetric ? std::max(-lo, hi) / static_cast<float>(qmax)
-                                   : (hi - lo) / static_cast<float>(qmax - qmin);
-      scale = round_to_dtype(scale, args.scale_dtype);
+      float scale = args.symmetric
+                        ? symmetric_scale(x, args.group_size, std::max(-lo, hi), qmin, qmax, args.scale_dtype)
+                        : round_to_dtype((hi - lo) / static_cast<float>(qmax - qmin), args.scale_dtype);
       // An all-zero group (or one whose scale underflows the storage dtype) quantizes to zeros.
       if (!(scale > 0.0f) || !std::isfinite(scale)) scale = 1.0f;
       int zp = 0;
