@@ -136,17 +136,18 @@ int main(int argc, char** argv) {
     if (path.empty()) continue;
     auto m = std::make_unique<BenchModel>();
     m->path = path;
-    auto loaded = day0::load_model(path);
+    // BF16 activations by default (the fast BF16-weight GEMM, and the integer kernels for an INT8 / INT4
+    // checkpoint); DAY0_E2E_DTYPE=f32 for exact float32.
+    day0::EngineOptions options;
+    const char* dtype = std::getenv("DAY0_E2E_DTYPE");
+    options.precision = dtype && std::string(dtype) == "f32" ? day0::ActivationPrecision::kF32
+                                                             : day0::ActivationPrecision::kBF16;
+    auto loaded = day0::load_model(path, day0::load_options_for(options.precision));
     if (!loaded.is_ok()) {
       std::fprintf(stderr, "e2e bench: %s\n", loaded.status().to_string().c_str());
       return 2;
     }
     m->model = std::move(loaded).value();
-    // BF16 activations by default (the fast BF16-weight GEMM); DAY0_E2E_DTYPE=f32 for exact float32.
-    day0::EngineOptions options;
-    const char* dtype = std::getenv("DAY0_E2E_DTYPE");
-    options.precision = dtype && std::string(dtype) == "f32" ? day0::ActivationPrecision::kF32
-                                                             : day0::ActivationPrecision::kBF16;
     auto engine = day0::open_engine(m->model, "cpu", options, bench_threads());
     if (!engine.is_ok()) {
       std::fprintf(stderr, "e2e bench: %s\n", engine.status().to_string().c_str());

