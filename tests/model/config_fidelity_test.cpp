@@ -164,6 +164,11 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       {"longcat-flash.v4.json", "zero_expert_type", "constant"},
       {"longcat-flash.v5.json", "router_bias", true},
       {"longcat-flash.v5.json", "q_lora_rank", nullptr},
+      // DeepSeek-V3.2: transformers hard-codes sigmoid noaux_tc routing, interleaved MLA rope and q LoRA.
+      {"deepseek-v32.v5.json", "scoring_func", "softmax"},
+      {"deepseek-v32.v4.json", "topk_method", "greedy"},
+      {"deepseek-v32.v4.json", "rope_interleave", false},
+      {"deepseek-v32.v5.json", "q_lora_rank", nullptr},
   };
   for (const Case& c : cases) {
     nlohmann::json config = read_json(configs_dir() / c.fixture);
@@ -234,6 +239,64 @@ TEST(ConfigAudit, LongcatFlashInconsistentLayerCountsAndWidthsAreErrors) {
     config[key] = value;
     auto spec = parse_model_config(config, "longcat.json");
     ASSERT_FALSE(spec.is_ok()) << key;
+    EXPECT_NE(spec.status().message().find(key), std::string::npos) << spec.status().to_string();
+  }
+}
+
+// DeepSeek-V3.2: both spellings give the same spec: V3's MLA and noaux_tc MoE (dense layer 0 from
+// first_k_dense_replace in v4, mlp_layer_types in v5), the indexer sizes, and the RoPE width from
+// qk_rope_head_dim whatever head_dim says (transformers 5 overwrites head_dim with it).
+TEST(ConfigFidelity, DeepseekV32BothSpellings) {
+  auto v4 = parse_fixture("deepseek-v32.v4.json");
+  auto v5 = parse_fixture("deepseek-v32.v5.json");
+  ASSERT_TRUE(v4.is_ok()) << v4.status().to_string();
+  ASSERT_TRUE(v5.is_ok()) << v5.status().to_string();
+  EXPECT_TRUE(*v4 == *v5);
+  const ModelSpec& s = *v5;
+  ASSERT_TRUE(s.indexer && s.mla && s.moe);
+  EXPECT_EQ(s.indexer->n_heads, 8);
+  EXPECT_EQ(s.indexer->head_dim, 16);
+  EXPECT_EQ(s.indexer->topk, 4);
+  EXPECT_EQ(s.head_dim, 8);
+  EXPECT_EQ(s.rope_layout, RopeLayout::kInterleaved);
+  EXPECT_EQ(s.rope.type, RopeType::kYarn);
+  EXPECT_EQ(s.moe->topk_method, TopkMethod::kNoauxTc);
+  EXPECT_EQ(s.moe->n_experts, 8);
+  for (int64_t l = 0; l < 3; ++l) EXPECT_EQ(s.layers[static_cast<size_t>(l)].moe, l > 0) << l;
+  // head_dim is the rope width transformers derives, not read: another value changes nothing.
+  nlohmann::json config = read_json(configs_dir() / "deepseek-v32.v4.json");
+  config["head_dim"] = 128;
+  auto wide = parse_model_config(config, "head_dim.json");
+  ASSERT_TRUE(wide.is_ok()) << wide.status().to_string();
+  EXPECT_TRUE(*wide == s);
+  // num_experts is rerouted to n_routed_experts by the config class (it wins over it).
+  for (const char* fixture : {"deepseek-v32-num-experts.v4.json", "deepseek-v32-num-experts.v5.json"}) {
+    auto rerouted = parse_fixture(fixture);
+    ASSERT_TRUE(rerouted.is_ok()) << rerouted.status().to_string();
+    EXPECT_EQ(rerouted->moe->n_experts, 4) << fixture;
+  }
+}
+
+// DeepSeek-V3.2: mlp_layer_types decides over first_k_dense_replace; layer_types must say
+// "indexed_attention" for every layer, and both lists must have num_hidden_layers entries.
+TEST(ConfigAudit, DeepseekV32LayerTypeLists) {
+  nlohmann::json config = read_json(configs_dir() / "deepseek-v32.v5.json");
+  config["mlp_layer_types"] = {"dense", "dense", "sparse"};
+  auto two_dense = parse_model_config(config, "mlp.json");
+  ASSERT_TRUE(two_dense.is_ok()) << two_dense.status().to_string();
+  EXPECT_FALSE(two_dense->layers[1].moe);
+  EXPECT_EQ(two_dense->layers[1].dense_intermediate, 128);
+  EXPECT_TRUE(two_dense->layers[2].moe);
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"layer_types", {"indexed_attention", "full_attention", "indexed_attention"}},
+      {"layer_types", {"indexed_attention"}},
+      {"mlp_layer_types", {"dense", "moe", "sparse"}},
+      {"mlp_layer_types", {"dense", "sparse"}}};
+  for (const auto& [key, value] : bad) {
+    nlohmann::json c = read_json(configs_dir() / "deepseek-v32.v5.json");
+    c[key] = value;
+    auto spec = parse_model_config(c, "types.json");
+    ASSERT_FALSE(spec.is_ok()) << key << " " << value.dump();
     EXPECT_NE(spec.status().message().find(key), std::string::npos) << spec.status().to_string();
   }
 }

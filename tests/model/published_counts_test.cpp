@@ -7,6 +7,7 @@
 
 #include "day0/model/catalog.h"
 #include "day0/model/config_parser.h"
+#include "day0/model/model_memory.h"
 #include "day0/model/param_count.h"
 #include "model_test_support.h"
 
@@ -190,6 +191,34 @@ TEST(PublishedCounts, LongcatFlashCatalogEntryAndItsActiveRange) {
   for (const auto& t : manifest->unused) phantom += t.params;
   EXPECT_EQ(phantom, int64_t{256} * 2 * 2048 * 6144 * 28);  // 180.39B
   for (const auto& t : manifest->tensors) EXPECT_LT(t.expert, 512) << t.name;
+}
+
+// DeepSeek-V3.2: DeepSeek-V3's parameters plus 61 lightning indexers (wq_b 64 x 128 x 1536, wk 128 x
+// 7168, the key LayerNorm's weight and bias 2 x 128, weights_proj 64 x 7168): 671.88B, transformers'
+// count of the class defaults; the model card's 685B includes the MTP layer, which is not counted in
+// the main model. 38.40B active per token with the embedding and the head. No release config in
+// ../shared/configs: the catalog entry's counts. The cache holds the latent, k_pe and the indexer key:
+// 61 x (512 + 64 + 128) x 2 B = 85,888 B per token in BF16.
+TEST(PublishedCounts, DeepseekV32CatalogEntryAndItsCache) {
+  auto v3 = catalog_model("deepseek-v3");
+  auto spec = catalog_model("deepseek-v3.2");
+  ASSERT_TRUE(v3.is_ok() && spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  auto counts = count_params(*spec, *manifest);
+  auto v3_counts = count_params(*v3);
+  ASSERT_TRUE(counts.is_ok() && v3_counts.is_ok());
+  const int64_t indexer = int64_t{64} * 128 * 1536 + 128 * 7168 + 2 * 128 + 64 * 7168;
+  EXPECT_EQ(indexer, 13'959'424);
+  EXPECT_EQ(counts->total - v3_counts->total, 61 * indexer);
+  EXPECT_EQ(counts->active - v3_counts->active, 61 * indexer);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 671.88e9), 0.005e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 38.40e9), 0.005e9) << counts->active;
+  int64_t mtp = 0;
+  for (const auto& t : manifest->tensors) mtp += t.mtp ? t.params : 0;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total + mtp) - 685e9), 1e9) << counts->total + mtp;
+  EXPECT_EQ(kv_bytes_per_token_per_layer(*spec, KvDtype::kBF16), uint64_t{(512 + 64 + 128) * 2});
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{85'888});
 }
 
 }  // namespace

@@ -246,6 +246,188 @@ TEST(PagedAttention, MlaOverPagesMatchesTheOracleInBothForms) {
   diff.finish();
 }
 
+// DeepSeek Sparse Attention: MLA over cache rows wider than k_pe (the indexer key follows it) with a
+// per-query key selection (-1 padded, in any order), both forms, every KV dtype: every backend
+// against the oracle, which drops the unselected keys from the softmax.
+TEST(PagedAttention, SparseMlaOverWiderRowsMatchesTheOracleInBothForms) {
+  Differential diff;
+  const int64_t n_heads = 4, d_nope = 16, d_rope = 8, d_v = 12, rank = 32, index_dim = 16, k = 3;
+  const TestWeight w = random_weight(WeightFormat::kBF16, n_heads * (d_nope + d_v), rank, 13, 0.3f);
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    KvBlockPool pool(rank, d_rope + index_dim, KvCacheOptions{.dtype = dtype, .block_tokens = 8});
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 20}, {5, 5}, {3, 40}};  // (T, S)
+    std::vector<GuardedMatrix> ckv, second;
+    std::vector<PagedSeq> stored;
+    for (auto [t, s] : shapes) {
+      ckv.emplace_back(s, rank);
+      second.emplace_back(s, d_rope + index_dim);
+      ckv.back().fill_random(static_cast<uint64_t>(s) + 5);
+      second.back().fill_random(static_cast<uint64_t>(s) + 6);
+      stored.push_back(write_pages(pool, ckv.back().cview(), second.back().cview(), 0));
+    }
+    std::vector<PagedSequence> seqs;
+    std::vector<int32_t> selected;  // [rows, k]: a spread of keys each row can see, -1 padded
+    int64_t rows = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto [t, s] = shapes[i];
+      seqs.push_back({rows, t, s - t, pages_of(pool, stored[i])});
+      for (int64_t r = 0; r < t; ++r) {
+        const int64_t visible = s - t + r + 1;
+        for (int64_t j = 0; j < k; ++j) {
+          selected.push_back(j < visible ? static_cast<int32_t>((visible - 1 - 3 * j + visible) % visible)
+                                         : -1);
+        }
+      }
+      rows += t;
+    }
+    GuardedMatrix q(rows, n_heads * (d_nope + d_rope));
+    q.fill_random(23, 0.5f);
+    for (MlaForm form : {MlaForm::kNaive, MlaForm::kAbsorbed}) {
+      const std::string name =
+          fmt::format("sparse {} {}", kv_dtype_name(dtype), form == MlaForm::kNaive ? "naive" : "absorbed");
+      diff.check("paged_mla_attention", name, rows, n_heads * d_v, kTolFloat,
+                 [&](Backend& be, GuardedMatrix& out) {
+                   be.paged_mla_attention({.q = q.cview(),
+                                           .seqs = seqs,
+                                           .w_kv_b = w.view(),
+                                           .out = out.view(),
+                                           .n_heads = n_heads,
+                                           .d_nope = d_nope,
+                                           .d_rope = d_rope,
+                                           .d_v = d_v,
+                                           .kv_lora_rank = rank,
+                                           .scale = 0.2f,
+                                           .form = form,
+                                           .selected = MatrixView<const int32_t>(selected.data(), rows, k)});
+                 });
+    }
+  }
+  diff.finish();
+}
+
+// The selection changes the result: the oracle with one key selected per query equals plain
+// attention over that key alone (its value row), and differs from dense MLA.
+TEST(PagedAttention, SparseMlaWithOneSelectedKeyReturnsThatKeysValue) {
+  const int64_t n_heads = 1, d_nope = 2, d_rope = 2, d_v = 2, rank = 2;
+  // kv_b = identity blocks: k_nope = c_kv, v = c_kv.
+  const std::vector<float> kv_b = {1, 0, 0, 1, 1, 0, 0, 1};  // [n_heads * (d_nope + d_v), rank]
+  const WeightView wv{.format = WeightFormat::kF32, .rows = 4, .cols = 2, .data = kv_b.data()};
+  KvBlockPool pool(rank, d_rope, KvCacheOptions{.dtype = KvDtype::kF32, .block_tokens = 4});
+  const std::vector<float> c_kv = {1, 2, 3, 4, 5, 6};  // keys 0, 1, 2
+  const std::vector<float> k_pe = {0, 0, 0, 0, 0, 0};
+  const PagedSeq stored =
+      write_pages(pool, ConstMatrix(c_kv.data(), 3, 2), ConstMatrix(k_pe.data(), 3, 2), 0);
+  const std::vector<PagedSequence> seqs = {{0, 1, 2, pages_of(pool, stored)}};
+  const std::vector<float> q = {0.1f, 0.1f, 0, 0};
+  std::vector<float> sparse(2), dense(2);
+  const std::vector<int32_t> one = {1};
+  PagedMlaArgs a{.q = ConstMatrix(q.data(), 1, 4),
+                 .seqs = seqs,
+                 .w_kv_b = wv,
+                 .out = Matrix(sparse.data(), 1, 2),
+                 .n_heads = n_heads,
+                 .d_nope = d_nope,
+                 .d_rope = d_rope,
+                 .d_v = d_v,
+                 .kv_lora_rank = rank,
+                 .scale = 1.0f,
+                 .form = MlaForm::kAbsorbed,
+                 .selected = MatrixView<const int32_t>(one.data(), 1, 1)};
+  ref::paged_mla_attention(a);
+  EXPECT_FLOAT_EQ(sparse[0], 3.0f);
+  EXPECT_FLOAT_EQ(sparse[1], 4.0f);
+  a.selected = {};
+  a.out = Matrix(dense.data(), 1, 2);
+  ref::paged_mla_attention(a);
+  EXPECT_GT(dense[0], 3.0f);  // keys 0..2 weighted towards the larger dot products
+}
+
+// The lightning indexer by hand: one head, keys (1, 0), (0, 1), (1, 1) at positions 0..2, query
+// (2, 1) -> dots 2, 1, 3; weight +1 picks the largest, weight -1 the smallest (relu before the
+// weight), causality limits what a query sees, and the tail is -1.
+TEST(IndexerTopk, HandWorkedSelection) {
+  KvBlockPool pool(1, 2 + 2, KvCacheOptions{.dtype = KvDtype::kF32, .block_tokens = 2});
+  // second tensor rows: 2 columns before the key (k_pe), then the key.
+  const std::vector<float> first = {0, 0, 0};
+  const std::vector<float> second = {9, 9, 1, 0, 9, 9, 0, 1, 9, 9, 1, 1};
+  const PagedSeq stored =
+      write_pages(pool, ConstMatrix(first.data(), 3, 1), ConstMatrix(second.data(), 3, 4), 0);
+  const std::vector<float> q = {2, 1, 2, 1, 2, 1};  // queries at positions 0, 1, 2
+  for (float weight : {1.0f, -1.0f}) {
+    const std::vector<float> w = {weight, weight, weight};
+    const std::vector<PagedSequence> seqs = {{0, 3, 0, pages_of(pool, stored)}};
+    std::vector<int32_t> out(6, 7);
+    const IndexerTopkArgs a{.q = ConstMatrix(q.data(), 3, 2),
+                            .weights = ConstMatrix(w.data(), 3, 1),
+                            .seqs = seqs,
+                            .selected = MatrixView<int32_t>(out.data(), 3, 2),
+                            .n_heads = 1,
+                            .head_dim = 2,
+                            .key_col0 = 2,
+                            .scale = 1.0f};
+    std::vector<std::vector<int32_t>> results;
+    ref::indexer_topk(a);
+    results.push_back(out);
+    for (auto& nb : backends_under_test()) {
+      std::fill(out.begin(), out.end(), 7);
+      nb.backend->indexer_topk(a);
+      results.push_back(out);
+    }
+    const std::vector<int32_t> want =
+        weight > 0 ? std::vector<int32_t>{0, -1, 0, 1, 2, 0} : std::vector<int32_t>{0, -1, 1, 0, 1, 0};
+    for (const auto& r : results) EXPECT_EQ(r, want) << weight;
+  }
+}
+
+// indexer_topk over random caches (several sequences, block sizes that do not divide the lengths,
+// F32 and BF16 rows, top-k below and above the visible lengths): every backend selects exactly the
+// oracle's keys in its order.
+TEST(IndexerTopk, EveryBackendSelectsTheOraclesKeys) {
+  Differential diff;
+  const int64_t n_heads = 4, d = 16, col0 = 8;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    for (int64_t topk : {1, 4, 64}) {
+      KvBlockPool pool(4, col0 + d, KvCacheOptions{.dtype = dtype, .block_tokens = 5});
+      const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 23}, {6, 6}, {4, 13}};  // (T, S)
+      std::vector<GuardedMatrix> first, second;
+      std::vector<PagedSeq> stored;
+      for (auto [t, s] : shapes) {
+        first.emplace_back(s, 4);
+        second.emplace_back(s, col0 + d);
+        second.back().fill_random(static_cast<uint64_t>(s) + 31);
+        stored.push_back(write_pages(pool, first.back().cview(), second.back().cview(), 0));
+      }
+      std::vector<PagedSequence> seqs;
+      int64_t rows = 0;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        seqs.push_back(
+            {rows, shapes[i].first, shapes[i].second - shapes[i].first, pages_of(pool, stored[i])});
+        rows += shapes[i].first;
+      }
+      GuardedMatrix q(rows, n_heads * d), w(rows, n_heads);
+      q.fill_random(41);
+      w.fill_random(42);  // weights of both signs: the relu and the sign both matter
+      diff.check("indexer_topk", fmt::format("{} topk {}", kv_dtype_name(dtype), topk), rows, topk, kTolExact,
+                 [&](Backend& be, GuardedMatrix& out) {
+                   std::vector<int32_t> ids(static_cast<size_t>(rows * topk));
+                   be.indexer_topk({.q = q.cview(),
+                                    .weights = w.cview(),
+                                    .seqs = seqs,
+                                    .selected = MatrixView<int32_t>(ids.data(), rows, topk),
+                                    .n_heads = n_heads,
+                                    .head_dim = d,
+                                    .key_col0 = col0,
+                                    .scale = 0.25f});
+                   const Matrix o = out.view();
+                   for (int64_t r = 0; r < rows; ++r)
+                     for (int64_t j = 0; j < topk; ++j)
+                       o.row(r)[j] = static_cast<float>(ids[static_cast<size_t>(r * topk + j)]);
+                 });
+    }
+  }
+  diff.finish();
+}
+
 TEST(KvDtype, Fp8E4M3RoundsToNearestAndSaturates) {
   EXPECT_EQ(f32_to_f8e4m3(0.0f), 0u);
   EXPECT_EQ(f8e4m3_to_f32(f32_to_f8e4m3(1.0f)), 1.0f);

@@ -159,6 +159,24 @@ CONFIGS = {
         qk_nope_head_dim=16, qk_rope_head_dim=8, head_dim=8, v_head_dim=16, rms_norm_eps=1e-5,
         rope_theta=10000000.0, attention_bias=False, tie_word_embeddings=False, mla_scale_q_lora=True,
         mla_scale_kv_lora=True, zero_expert_type="identity", router_bias=False),
+    # DeepSeek-V3.2: the V3 miniature (MLA with q LoRA, interleaved rope, YaRN; noaux_tc MoE after one dense
+    # layer) plus the DSA lightning indexer in every layer: 8 indexer heads of 16 (half-split rope on the first
+    # 8 dims), index_topk 4, below every prompt length, so that the sparse selection changes the logits. With 4
+    # heads, keys whose every head's dot product is negative (score exactly 0 after the relu) tied at the top-k
+    # boundary in layer 1 of the 11-token prompt, where torch.topk's pick among equal scores is unspecified;
+    # with 8 no prompt token has a tie there. Stored BF16: transformers' FP8 loader has no rule for the
+    # release's BF16 weights_proj.
+    "deepseek-v32": cfg(
+        architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", num_hidden_layers=3,
+        num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1, topk_method="noaux_tc",
+        scoring_func="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1,
+        moe_layer_freq=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        index_n_heads=8, index_head_dim=16, index_topk=4, rms_norm_eps=1e-6, rope_theta=10000.0,
+        num_nextn_predict_layers=0, tie_word_embeddings=False, attention_bias=False, rope_interleave=True,
+        max_position_embeddings=163840,
+        rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than

@@ -29,6 +29,8 @@ CASES = {
     "qwen3-moe-experts": ("qwen3-moe", {"num_experts": 8}),
     "minimax-m2-rotary-4": ("minimax-m2", {"rotary_dim": 4}),
     "minimax-m2-no-rotary-dim": ("minimax-m2", {"rotary_dim": None}),
+    # DeepSeek-V3.2's config class reroutes a num_experts keyword to n_routed_experts.
+    "deepseek-v32-num-experts": ("deepseek-v32", {"num_experts": 4}),
 }
 
 

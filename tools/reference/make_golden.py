@@ -89,6 +89,13 @@ def hf_init(folder, config):
         for name, buf in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 buf.normal_(0.0, 0.1)
+        # LayerNorms start as weight 1, bias 0 (DeepSeek-V3.2's indexer key norm): random ones make the
+        # golden see both applied.
+        for name, p in model.named_parameters():
+            if name.endswith("indexer.k_norm.weight"):
+                p.normal_(1.0, 0.2)
+            elif name.endswith("indexer.k_norm.bias"):
+                p.normal_(0.0, 0.5)
     model.save_pretrained(folder)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     path = os.path.join(folder, "model.safetensors")

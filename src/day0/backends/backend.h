@@ -53,6 +53,7 @@ class Backend {
   virtual void mla_attention(const MlaArgs& a) = 0;
   virtual void paged_attention(const PagedAttentionArgs& a) = 0;
   virtual void paged_mla_attention(const PagedMlaArgs& a) = 0;
+  virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
   virtual void softmax(const SoftmaxArgs& a) = 0;
   virtual void silu(const UnaryArgs& a) = 0;
   virtual void gelu(const UnaryArgs& a) = 0;

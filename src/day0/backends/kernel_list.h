@@ -12,6 +12,7 @@
   X(mla_attention, MlaArgs, kMlaAttention)                 \
   X(paged_attention, PagedAttentionArgs, kPagedAttention)  \
   X(paged_mla_attention, PagedMlaArgs, kPagedMlaAttention) \
+  X(indexer_topk, IndexerTopkArgs, kIndexerTopk)           \
   X(softmax, SoftmaxArgs, kSoftmax)                        \
   X(silu, UnaryArgs, kSilu)                                \
   X(gelu, UnaryArgs, kGelu)                                \

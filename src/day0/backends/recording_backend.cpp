@@ -302,14 +302,35 @@ void RecordingBackend::paged_mla_attention(const PagedMlaArgs& a) {
   set_weights(op, a.w_kv_b);
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.d_nope + a.d_rope}, {a.kv_lora_rank}, {a.d_rope}};
+  // DeepSeek Sparse Attention: each query attends to at most `sparse_topk` keys.
+  if (a.selected.rows > 0) op.attrs["sparse_topk"] = std::to_string(a.selected.cols);
   op.bytes_per_token = weight_bytes(a.w_kv_b);
   for (const PagedSequence& s : a.seqs) {
-    const double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
+    double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
+    if (a.selected.rows > 0) keys = std::min(keys, d(a.selected.cols));
     mla_cost(op, a.form, s.q_rows, keys, a.n_heads, a.d_nope, a.d_rope, a.d_v, a.kv_lora_rank);
-    op.bytes_per_token += keys * d((s.kv.first_width + s.kv.second_width) * kv_dtype_bytes(s.kv.dtype));
+    op.bytes_per_token += keys * d((s.kv.first_width + a.d_rope) * kv_dtype_bytes(s.kv.dtype));
   }
   note(std::move(op));
   if (inner_) inner_->paged_mla_attention(a);
+}
+
+void RecordingBackend::indexer_topk(const IndexerTopkArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kIndexerTopk);
+  op.attrs = {{"n_heads", std::to_string(a.n_heads)},
+              {"head_dim", std::to_string(a.head_dim)},
+              {"topk", std::to_string(a.selected.cols)}};
+  if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
+  op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.head_dim}, {a.selected.cols}};
+  for (const PagedSequence& s : a.seqs) {
+    const double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
+    // Per query and key: n_heads dot products of head_dim, relu, weighted sum; then the selection.
+    op.flops_per_token += d(s.q_rows) * keys * d(a.n_heads) * d(2 * a.head_dim + 3);
+    op.bytes_per_token += keys * d(a.head_dim * kv_dtype_bytes(s.kv.dtype));
+  }
+  note(std::move(op));
+  if (inner_) inner_->indexer_topk(a);
 }
 
 void RecordingBackend::softmax(const SoftmaxArgs& a) {

@@ -6,6 +6,7 @@
 
 #include "day0/core/error.h"
 #include "day0/ops/kernel_checks.h"
+#include "day0/ops/key_selection.h"
 #include "day0/ops/op_schema.h"
 #include "day0/ops/paged_gather.h"
 
@@ -114,6 +115,32 @@ void decompose_mla_attention(Backend& be, const MlaArgs& a) {
     be.scale({.x = kv.m.col_slice(h * per_head, a.d_nope), .y = k.m.col_slice(h * dqk, a.d_nope)});
     be.scale({.x = a.k_pe, .y = k.m.col_slice(h * dqk + a.d_nope, a.d_rope)});
     be.scale({.x = kv.m.col_slice(h * per_head + a.d_nope, a.d_v), .y = v.m.col_slice(h * a.d_v, a.d_v)});
+  }
+  if (a.selected.rows > 0) {
+    // DeepSeek Sparse Attention: each query over its own selected keys (gathered), all visible to it.
+    std::vector<char> keep;
+    std::vector<int32_t> rows;
+    for (int64_t t = 0; t < a.q.rows; ++t) {
+      selected_keys(a.selected, t, std::min<int64_t>(s, a.q_pos0 + t + 1), keep);
+      rows.clear();
+      for (size_t j = 0; j < keep.size(); ++j)
+        if (keep[j]) rows.push_back(static_cast<int32_t>(j));
+      const auto n = static_cast<int64_t>(rows.size());
+      Buffer ks(n, a.n_heads * dqk), vs(n, a.n_heads * a.d_v);
+      be.gather_rows({k.m, rows, ks.m});
+      be.gather_rows({v.m, rows, vs.m});
+      be.attention({.q = a.q.row_slice(t, 1),
+                    .k = ks.m,
+                    .v = vs.m,
+                    .out = a.out.row_slice(t, 1),
+                    .n_heads = a.n_heads,
+                    .n_kv_heads = a.n_heads,
+                    .head_dim = dqk,
+                    .v_head_dim = a.d_v,
+                    .q_pos0 = std::max<int64_t>(n - 1, 0),
+                    .scale = a.scale});
+    }
+    return;
   }
   be.attention({.q = a.q,
                 .k = k.m,

@@ -1,4 +1,4 @@
-// DeepSeek-V2 / V2-Lite / V3 / R1 and Kimi K2: MLA + DeepSeekMoE releases.
+// DeepSeek-V2 / V2-Lite / V3 / R1 / V3.2 and Kimi K2: MLA + DeepSeekMoE releases.
 #include "day0/model/catalog.h"
 
 namespace day0 {
@@ -131,11 +131,28 @@ json deepseek_v2_lite() {
 
 }  // namespace
 
+// DeepSeek-V3.2(-Exp): V3's sizes plus the DSA lightning indexer (64 heads of 128, top-2048); FP8
+// blocks with power-of-two (ue8m0) scales.
+json deepseek_v32() {
+  json config = deepseek_v3();
+  config["architectures"] = json::array({"DeepseekV32ForCausalLM"});
+  config["model_type"] = "deepseek_v32";
+  config["index_n_heads"] = 64;
+  config["index_head_dim"] = 128;
+  config["index_topk"] = 2048;
+  config["quantization_config"]["scale_fmt"] = "ue8m0";
+  return config;
+}
+
 void add_deepseek_entries(std::vector<CatalogEntry>& out) {
   out.push_back({"deepseek-v3", "DeepSeek-V3: 671B MLA + MoE (256 experts, top-8), FP8 block weights",
                  "deepseek-v3/config.json", deepseek_v3});
   out.push_back({"deepseek-r1", "DeepSeek-R1: the DeepSeek-V3 architecture, reasoning-tuned",
                  "deepseek-r1/config.json", deepseek_v3});
+  // No release config.json in ../shared/configs.
+  out.push_back({"deepseek-v3.2",
+                 "DeepSeek-V3.2: DeepSeek-V3 + DeepSeek Sparse Attention (lightning indexer, top-2048), FP8",
+                 "", deepseek_v32});
   out.push_back({"kimi-k2", "Kimi K2: 1T DeepSeek-V3 architecture, 384 experts, FP8 block weights",
                  "kimi-k2/config.json", kimi_k2});
   out.push_back({"deepseek-v2", "DeepSeek-V2: 236B MLA + MoE (160 experts, top-6), BF16",

@@ -81,6 +81,12 @@ const std::vector<FamilyInfo>& family_registry() {
        f::parse_longcat_flash,
        f::write_longcat_flash,
        f::weights_longcat_flash},
+      {Family::kDeepseekV32,
+       {"deepseek_v32"},
+       {"DeepseekV32ForCausalLM"},
+       f::parse_deepseek_v32,
+       f::write_deepseek_v32,
+       f::weights_deepseek_v32},
   };
   return kRegistry;
 }

@@ -13,6 +13,8 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
   uint64_t elements = 0;
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
+    // DeepSeek-V3.2: the lightning indexer's key, cached in the same rows (beside k_pe).
+    if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
   } else {
     elements = 2u * static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim);
   }
@@ -37,6 +39,7 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     s.layout = fmt::format("MLA: latent {} + rope key {} per layer", spec.mla->kv_lora_rank,
                            spec.mla->qk_rope_head_dim);
+    if (spec.indexer) s.layout += fmt::format(" + indexer key {}", spec.indexer->head_dim);
   } else {
     s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", spec.n_kv_heads, spec.head_dim);
   }

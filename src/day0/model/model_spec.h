@@ -26,6 +26,7 @@ enum class Family {
   kLlama4Text,
   kMinimaxM2,
   kLongcatFlash,
+  kDeepseekV32,
 };
 
 enum class AttentionKind { kGqa, kMla };
@@ -72,6 +73,16 @@ struct MlaSpec {
   double q_scale = 1.0;
   double latent_scale = 1.0;
   bool operator==(const MlaSpec&) const = default;
+};
+
+// DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2): every layer scores its cached tokens
+// with n_heads small heads over an own key (index_head_dim, cached beside the MLA latent) and lets
+// MLA attend to the top `topk` of them only.
+struct IndexerSpec {
+  int64_t n_heads = 0;   // index_n_heads
+  int64_t head_dim = 0;  // index_head_dim (RoPE half-split on its first qk_rope_head_dim dims)
+  int64_t topk = 0;      // index_topk
+  bool operator==(const IndexerSpec&) const = default;
 };
 
 struct MoeSpec {
@@ -181,6 +192,7 @@ struct ModelSpec {
   int64_t floor_scale = 8192;
 
   std::optional<MlaSpec> mla;
+  std::optional<IndexerSpec> indexer;  // DeepSeek-V3.2 (with mla)
   std::optional<MoeSpec> moe;
   std::vector<LayerSpec> layers;  // n_layers entries
 

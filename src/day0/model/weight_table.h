@@ -107,6 +107,12 @@ enum class WeightSlot {
   kSharedUp,
   kSharedDown,
   kSharedExpertGate,  // Qwen2-MoE sigmoid gate [1, H]
+  // DeepSeek-V3.2 lightning indexer.
+  kIndexerQ,          // wq_b [n_I * d_I, q_lora_rank]
+  kIndexerK,          // wk [d_I, H]
+  kIndexerKNorm,      // k_norm.weight [d_I] (LayerNorm)
+  kIndexerKNormBias,  // k_norm.bias [d_I]
+  kIndexerWeights,    // weights_proj [n_I, H]
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

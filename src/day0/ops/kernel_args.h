@@ -105,6 +105,9 @@ struct AttentionArgs {
 //              ordinary causal attention with k_h = [k_nope_h ; k_pe].
 //   kAbsorbed: q_abs_h = W_UK[h]^T q_nope_h, scores q_abs_h . c_kv + q_pe_h . k_pe, o_h = W_UV[h] sum P c_kv.
 // Both forms give the same result; decode uses kAbsorbed.
+// DeepSeek Sparse Attention: with `selected` (an indexer_topk output), query t attends only to the
+// keys listed in row t (key indices j of c_kv / k_pe, -1 entries unused) that the causal mask also
+// admits; the others get no weight. Empty: every causal key (dense MLA).
 enum class MlaForm { kNaive, kAbsorbed };
 struct MlaArgs {
   ConstMatrix q;      // [T, n_heads * (d_nope + d_rope)]
@@ -120,6 +123,7 @@ struct MlaArgs {
   int64_t q_pos0 = 0;  // causal: key j (position j) visible to query t iff j <= q_pos0 + t
   float scale = 0.0f;  // softmax scale incl. yarn mscale^2 (required, > 0)
   MlaForm form = MlaForm::kAbsorbed;
+  MatrixView<const int32_t> selected;  // [T, k] sparse key selection, or empty (rows == 0)
 };
 
 // ---- paged_attention / paged_mla_attention: one call for every sequence of a step ---------------
@@ -159,6 +163,26 @@ struct PagedMlaArgs {
   int64_t kv_lora_rank = 0;
   float scale = 0.0f;  // required, > 0
   MlaForm form = MlaForm::kAbsorbed;
+  // [T, k] sparse key selection (rows of each sequence's cache, indexer_topk), or empty: as MlaArgs.
+  MatrixView<const int32_t> selected;
+};
+
+// ---- indexer_topk: DeepSeek Sparse Attention's lightning indexer, every sequence of a step -------
+// For query row t of sequence s (position p = q_pos0 + t) and each key row j of its cache that the
+// causal mask admits (j <= p; MLA caches keep every position, kv.pos0 = 0):
+//   I[t, j] = sum_h weights[t, h] * relu(scale * q[t, h, :] . key[j])        (float32)
+// where key[j] is columns [key_col0, key_col0 + head_dim) of the cache's second tensor (MLA: after
+// k_pe). selected[t, 0 .. n) = the n = min(topk, p + 1) keys of highest score, highest first (ties:
+// lower j first); entries n .. topk - 1 are -1. T = 0 does nothing.
+struct IndexerTopkArgs {
+  ConstMatrix q;                        // [T, n_heads * head_dim] indexer queries after RoPE
+  ConstMatrix weights;                  // [T, n_heads] per-head weights (the caller's scale included)
+  std::span<const PagedSequence> seqs;  // [B]
+  MatrixView<int32_t> selected;         // [T, topk]
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t key_col0 = 0;
+  float scale = 0.0f;  // required, > 0 (d^-1/2)
 };
 
 // ---- kv_write: store a step's K/V (or MLA latent / rope key) rows in their KV cache slots --------

@@ -104,6 +104,22 @@ void check_args(const MlaArgs& a) {
   D0_EXPECT_SHAPE("mla_attention", "k_pe", a.k_pe, a.c_kv.rows, a.d_rope);
   D0_EXPECT_SHAPE("mla_attention", "out", a.out, a.q.rows, a.n_heads * a.d_v);
   D0_CHECK_MSG(a.q_pos0 >= 0, "mla_attention: negative position");
+  D0_CHECK_MSG(a.selected.rows == 0 || (a.selected.rows == a.q.rows && a.selected.cols > 0),
+               "mla_attention: selected must have one row per query");
+}
+
+void check_args(const IndexerTopkArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.head_dim > 0 && a.key_col0 >= 0 && a.scale > 0.0f,
+               "indexer_topk: dimensions and scale must be positive");
+  D0_EXPECT_SHAPE("indexer_topk", "q", a.q, a.q.rows, a.n_heads * a.head_dim);
+  D0_EXPECT_SHAPE("indexer_topk", "weights", a.weights, a.q.rows, a.n_heads);
+  D0_CHECK_MSG(a.selected.rows == a.q.rows && a.selected.cols > 0, "indexer_topk: selected shape");
+  for (const PagedSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.kv.second_width >= a.key_col0 + a.head_dim,
+                 "indexer_topk: cache rows narrower than the key");
+    D0_CHECK_MSG(s.q_row0 >= 0 && s.q_rows >= 0 && s.q_row0 + s.q_rows <= a.q.rows,
+                 "indexer_topk: query rows");
+  }
 }
 
 void check_args(const SwigluArgs& a) {

@@ -12,6 +12,7 @@ void check_args(const LayerNormArgs& a);
 void check_args(const RopeArgs& a);
 void check_args(const AttentionArgs& a);
 void check_args(const MlaArgs& a);
+void check_args(const IndexerTopkArgs& a);
 void check_args(const SwigluArgs& a);
 void check_args(const BinaryArgs& a);
 void check_args(const MoeRouterArgs& a);

@@ -15,6 +15,8 @@ inline constexpr std::string_view kMlaAttention = "mla_attention";
 // The same two over a paged KV cache, one call for all sequences of a step.
 inline constexpr std::string_view kPagedAttention = "paged_attention";
 inline constexpr std::string_view kPagedMlaAttention = "paged_mla_attention";
+// DeepSeek Sparse Attention's lightning indexer: scores a paged cache's indexer keys, top-k per query.
+inline constexpr std::string_view kIndexerTopk = "indexer_topk";
 inline constexpr std::string_view kSoftmax = "softmax";
 inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";

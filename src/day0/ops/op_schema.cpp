@@ -106,6 +106,15 @@ Out router_shape(Shapes in, const OpAttributes& a) {
   return std::vector<Shape>{{in[0][0], k}, {in[0][0], k}};
 }
 
+Out indexer_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "indexer_topk"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "indexer_topk"));
+  const auto k = static_cast<int64_t>(attr(a, "topk"));
+  if (k <= 0) return invalid_argument(fmt::format("indexer_topk: topk {}", k));
+  if (in[1][0] != in[0][0]) return invalid_argument("indexer_topk: weights rows differ from q rows");
+  return std::vector<Shape>{{in[0][0], k}};
+}
+
 Out experts_shape(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "moe_experts"));
   D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "moe_experts"));
@@ -233,7 +242,7 @@ std::vector<OpSchema> build_table() {
        true,
        false,
        mla_shape,
-       {kMatmul, kScale, kAttention}},
+       {kMatmul, kScale, kAttention, kGatherRows}},
       {kPagedAttention,
        "attention over a paged KV cache, every sequence of a step in one call (varlen)",
        {"q [T, H*d]", "k pages [S, Hkv*d]", "v pages [S, Hkv*dv]", "sinks [H]?"},
@@ -252,6 +261,15 @@ std::vector<OpSchema> build_table() {
        false,
        mla_shape,
        {kMlaAttention}},
+      {kIndexerTopk,
+       "DSA lightning indexer: sum_h w_h relu(q_h . k) over a paged cache, causal top-k per query",
+       {"q [T, H*D]", "weights [T, H]", "index key pages [S, D]"},
+       {"selected [T, topk] i32"},
+       {"n_heads", "head_dim", "topk"},
+       false,
+       false,
+       indexer_shape,
+       {}},
       {kSoftmax, "row softmax, in place", {"x [R, C]"}, {"x [R, C]"}, {}, false, false, same_as_first, {}},
       {kSilu, "x * sigmoid(x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
       {kGelu, "gelu (erf or tanh)", {"x [R, C]"}, {"y [R, C]"}, {"approx"}, false, false, same_as_first, {}},

@@ -179,7 +179,7 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   for (const TensorSpec& t : manifest.tensors) {
     const bool projection = t.storage == WeightStorage::kProjection && t.shape.size() == 2;
     const bool linear_kept = t.role == TensorRole::kRouter || t.role == TensorRole::kLmHead ||
-                             t.slot == WeightSlot::kSharedExpertGate;
+                             t.slot == WeightSlot::kSharedExpertGate || t.slot == WeightSlot::kIndexerWeights;
     if (!projection) {
       if (linear_kept && t.shape.size() == 2 && t.name.ends_with(".weight")) ignore.insert(module_of(t.name));
       continue;

@@ -3,6 +3,7 @@
 // temperature tuning), MLA (naive and weight-absorbed), dense SwiGLU, MoE. Each takes the activations
 // of all rows of a step and the per-sequence layout, and calls backend kernels only.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -94,7 +95,9 @@ void finish_row_parallel(const Context& c, Matrix y);
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);
 // RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic
 // scaling (its frequencies depend on the sequence's length).
-void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim);
+// `layout` overrides the model's (DeepSeek-V3.2's indexer rotates half-split beside interleaved MLA).
+void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+               std::optional<RopeLayout> layout = std::nullopt);
 // Appends each sequence's rows of `first` / `second` [T, width] to its cache for `layer` and sets
 // layout.paged to the caches' paged views of that layer (what the attention call reads).
 void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second);

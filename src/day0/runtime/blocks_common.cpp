@@ -79,10 +79,12 @@ RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_di
   return std::move(f).value();
 }
 
-void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim) {
+void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
+               std::optional<RopeLayout> layout) {
   const ModelSpec& s = c.spec;
+  const RopeLayout order = layout.value_or(s.rope_layout);
   if (s.rope.type != RopeType::kDynamic) {
-    c.be.rope({x, c.layout.positions, n_heads, head_dim, rotary_dim, s.rope_layout, c.rope.inv_freq,
+    c.be.rope({x, c.layout.positions, n_heads, head_dim, rotary_dim, order, c.rope.inv_freq,
                c.rope.attention_factor});
     return;
   }
@@ -91,8 +93,8 @@ void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, in
     if (rn == 0) continue;
     const RopeFrequencies f = rope_for_sequence(c, static_cast<int64_t>(sq), rotary_dim);
     const std::span<const int64_t> pos(c.layout.positions.data() + r0, static_cast<size_t>(rn));
-    c.be.rope({x.row_slice(r0, rn), pos, n_heads, head_dim, rotary_dim, s.rope_layout, f.inv_freq,
-               f.attention_factor});
+    c.be.rope(
+        {x.row_slice(r0, rn), pos, n_heads, head_dim, rotary_dim, order, f.inv_freq, f.attention_factor});
   }
 }
 

@@ -30,7 +30,9 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   // Each rank caches only its own KV heads.
   const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
   const int64_t first = mla ? local_.mla->kv_lora_rank : local_.n_kv_heads * local_.head_dim;
-  const int64_t second = mla ? local_.mla->qk_rope_head_dim : local_.n_kv_heads * local_.head_dim;
+  // MLA's second tensor: k_pe, then (DeepSeek-V3.2) the indexer key, so that one block table pages both.
+  const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
+                             : local_.n_kv_heads * local_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
       first, second, KvCacheOptions{.dtype = options_.kv_dtype, .block_tokens = options_.kv_block_tokens});
   // One definition of the figure for the engine, `inspect` and the planner.

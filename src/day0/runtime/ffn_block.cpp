@@ -27,7 +27,8 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   // DeepSeek / GLM / LongCat-Flash compute router logits in float32; the others run the gate in the
   // activation dtype.
   const bool fp32_router = s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 ||
-                           s.family == Family::kGlm4Moe || s.family == Family::kLongcatFlash;
+                           s.family == Family::kDeepseekV32 || s.family == Family::kGlm4Moe ||
+                           s.family == Family::kLongcatFlash;
   if (!fp32_router) round_activations(c, logits.m);
   // MiniMax-M2 keeps its float32 routing weights: the expert output is scaled in float32, then rounded.
   const bool fp32_weights = fp32_router || s.family == Family::kMinimaxM2;

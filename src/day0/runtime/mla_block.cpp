@@ -1,7 +1,9 @@
 // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash). The cache holds only the normed
 // latent c_kv and the roped shared key k_pe; the kernel expands them per head (naive form) or absorbs W_UK /
 // W_UV into the query and output (absorbed form). Both read the same paged cache, one call per layer for
-// every sequence of the step.
+// every sequence of the step. DeepSeek-V3.2 adds its lightning indexer: its key is cached in the same
+// rows after k_pe, and MLA attends to the top index_topk keys it selects.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +37,55 @@ void gather_heads(const Context& c, Matrix wide, int64_t groups, int64_t group_w
   }
 }
 
+// DeepSeek-V3.2's lightning indexer for the step's rows: queries [T, n_I * d_I] and per-head weights
+// [T, n_I] (times n_I^-1/2, float32) to score with, and the key [T, d_I] to cache.
+struct Indexer {
+  Buffer q, weights, key;
+};
+
+Indexer index_queries_and_key(const Context& c, const AttentionWeights& w, ConstMatrix h, ConstMatrix cq) {
+  const ModelSpec& s = c.spec;
+  const IndexerSpec& ix = *s.indexer;
+  const int64_t t = h.rows, dr = s.mla->qk_rope_head_dim;
+  constexpr float kKeyNormEps = 1e-6f;  // HF builds k_norm as LayerNorm(d_I, eps=1e-6)
+  Indexer out{Buffer(c.arena, t, ix.n_heads * ix.head_dim), Buffer(c.arena, t, ix.n_heads),
+              Buffer(c.arena, t, ix.head_dim)};
+  linear(c, cq, w.index_q, out.q.m);
+  // RoPE half-split on the first d_rope dims of every head (MLA rotates its last, interleaved).
+  rope_rows(c, out.q.m, ix.n_heads, ix.head_dim, dr, RopeLayout::kHalfSplit);
+  round_activations(c, out.q.m);
+  linear(c, h, w.index_k, out.key.m);
+  c.be.layer_norm({out.key.m, w.index_k_norm, w.index_k_norm_bias, kKeyNormEps, out.key.m});
+  round_activations(c, out.key.m);
+  rope_rows(c, out.key.m, 1, ix.head_dim, dr, RopeLayout::kHalfSplit);
+  round_activations(c, out.key.m);
+  linear(c, h, w.index_weights, out.weights.m);  // in the activation dtype, then scaled in float32
+  c.be.scale({.x = out.weights.m,
+              .y = out.weights.m,
+              .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ix.n_heads)))});
+  return out;
+}
+
+// The top-index_topk keys of every row over the layer's paged cache (the indexer keys after k_pe), as
+// paged_mla_attention's selection. Its width is index_topk, or the longest visible length when shorter.
+MatrixView<const int32_t> select_keys(const Context& c, const Indexer& ix, int64_t key_col0) {
+  const IndexerSpec& spec = *c.spec.indexer;
+  const int64_t t = ix.q.m.rows;
+  int64_t longest = 1;
+  for (const PagedSequence& p : c.layout.paged) longest = std::max(longest, p.q_pos0 + p.q_rows);
+  const int64_t k = std::min(spec.topk, longest);
+  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));  // [T, k] (4-byte slots)
+  c.be.indexer_topk({.q = ix.q.m,
+                     .weights = ix.weights.m,
+                     .seqs = c.layout.paged,
+                     .selected = MatrixView<int32_t>(ids, t, k),
+                     .n_heads = spec.n_heads,
+                     .head_dim = spec.head_dim,
+                     .key_col0 = key_col0,
+                     .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim)))});
+  return MatrixView<const int32_t>(ids, t, k);
+}
+
 }  // namespace
 
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out) {
@@ -46,8 +97,9 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   constexpr float kLatentEps = 1e-6f;  // HF builds q_a/kv_a layernorms without rms_norm_eps
 
   Buffer q(c.arena, t, nh * dqk);  // [T, heads * (d_nope + d_rope)]
+  Buffer cq;                       // [T, q_lora_rank] the normed q latent (the indexer reads it too)
   if (w.q_a.present()) {
-    Buffer cq(c.arena, t, m.q_lora_rank);  // [T, q_lora_rank]
+    cq = Buffer(c.arena, t, m.q_lora_rank);
     linear(c, h, w.q_a, cq.m);
     rms_norm(c, cq.m, w.q_a_norm, kLatentEps, cq.m);
     linear(c, cq.m, w.q_b, q.m);
@@ -78,7 +130,18 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   gather_heads(c, q.m, nh, dqk, dn, dr, qpe.m, false);
   rope_rows(c, kpe.m, 1, dr, dr);
   round_activations(c, kpe.m);
-  append_and_page(c, layer, ckv.m, kpe.m);
+  Indexer indexer;
+  if (s.indexer) {
+    D0_CHECK_MSG(cq.data() != nullptr, "mla_attention: the indexer needs the q-LoRA latent");
+    indexer = index_queries_and_key(c, w, h, cq.m);
+    // One cache row: k_pe, then the indexer key (paged by the same block table).
+    Buffer second(c.arena, t, dr + s.indexer->head_dim);  // [T, d_rope + index_head_dim]
+    gather_heads(c, second.m, 1, dr + s.indexer->head_dim, 0, dr, kpe.m, false);
+    gather_heads(c, second.m, 1, dr + s.indexer->head_dim, dr, s.indexer->head_dim, indexer.key.m, false);
+    append_and_page(c, layer, ckv.m, second.m);
+  } else {
+    append_and_page(c, layer, ckv.m, kpe.m);
+  }
 
   Buffer attn(c.arena, t, nh * dv);
   PagedMlaArgs a;
@@ -92,6 +155,7 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.d_v = dv;
   a.kv_lora_rank = r;
   a.scale = static_cast<float>(scale);
+  if (s.indexer) a.selected = select_keys(c, indexer, dr);
   bool multi_token = false;
   for (const PagedSequence& p : c.layout.paged) multi_token = multi_token || p.q_rows > 1;
   switch (c.options.mla) {

@@ -67,6 +67,9 @@ struct AttentionWeights {
   // MLA.
   Linear q_a, q_b, kv_a, kv_b;                 // q_a/q_b absent without q_lora_rank (then q is used)
   std::span<const float> q_a_norm, kv_a_norm;  // [q_lora_rank], [kv_lora_rank]
+  // DeepSeek-V3.2 lightning indexer: wq_b [n_I * d_I, q_lora_rank], wk [d_I, H], weights_proj [n_I, H].
+  Linear index_q, index_k, index_weights;
+  std::span<const float> index_k_norm, index_k_norm_bias;  // [d_I] LayerNorm weight and bias
 };
 
 struct DenseMlpWeights {

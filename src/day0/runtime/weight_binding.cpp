@@ -102,6 +102,16 @@ class TableBinder {
         return vector(t, a.kv_a_norm);
       case WeightSlot::kKvB:
         return linear(t, a.kv_b);
+      case WeightSlot::kIndexerQ:
+        return linear(t, a.index_q);
+      case WeightSlot::kIndexerK:
+        return linear(t, a.index_k);
+      case WeightSlot::kIndexerWeights:
+        return linear(t, a.index_weights);
+      case WeightSlot::kIndexerKNorm:
+        return vector(t, a.index_k_norm);
+      case WeightSlot::kIndexerKNormBias:
+        return vector(t, a.index_k_norm_bias);
       case WeightSlot::kMlpGate:
         return linear(t, mlp.gate);
       case WeightSlot::kMlpUp:

@@ -90,6 +90,9 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     }
     m.mla = mla;
     m.head_dim = mla.qk_rope_head_dim;
+    // DeepSeek-V3.2's indexer: 4 heads of 16 (rope on the first 8), and a top-k short enough for the
+    // miniature's prompts to exercise the sparse selection.
+    if (full.indexer) m.indexer = IndexerSpec{.n_heads = 4, .head_dim = 16, .topk = 4};
     m.n_kv_heads = m.n_heads;
   } else {
     m.head_dim = or_default(o.head_dim, 16);

@@ -6,6 +6,7 @@
 
 #include "day0/backends/cpu/cpu_ops.h"
 #include "day0/ops/kernel_checks.h"
+#include "day0/ops/key_selection.h"
 
 namespace day0::cpu {
 
@@ -112,6 +113,8 @@ void mla_absorbed(const Context& c, const MlaArgs& a) {
     std::vector<float> prepared(static_cast<size_t>(r));
     std::vector<float> w_row(static_cast<size_t>(r));
     std::vector<float> scores(static_cast<size_t>(kKeyBlock));
+    std::vector<char> keep;
+    std::vector<int64_t> keys;  // the keys the row attends to: every causal one, or its sparse selection
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / a.n_heads;
       const int64_t h = item % a.n_heads;
@@ -123,15 +126,21 @@ void mla_absorbed(const Context& c, const MlaArgs& a) {
         c.k.dequant_row(a.w_kv_b, h * per_head + d, 0, r, w_row.data());
         c.k.axpy(q_nope[d], w_row.data(), q_abs.data(), r);
       }
-      const int64_t n_keys = std::min<int64_t>(a.c_kv.rows, a.q_pos0 + t + 1);
+      const int64_t causal_keys = std::min<int64_t>(a.c_kv.rows, a.q_pos0 + t + 1);
+      selected_keys(a.selected, t, causal_keys, keep);
+      keys.clear();
+      for (int64_t j = 0; j < causal_keys; ++j)
+        if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+      const auto n_keys = static_cast<int64_t>(keys.size());
       float m = -INFINITY;
       float sum = 0.0f;
       std::fill(latent.begin(), latent.end(), 0.0f);
       for (int64_t jb = 0; jb < n_keys; jb += kKeyBlock) {
         const int64_t nb = std::min(kKeyBlock, n_keys - jb);
         for (int64_t j = 0; j < nb; ++j) {
+          const int64_t key = keys[static_cast<size_t>(jb + j)];
           scores[static_cast<size_t>(j)] =
-              (c.k.dot(q_abs.data(), a.c_kv.row(jb + j), r) + c.k.dot(q_pe, a.k_pe.row(jb + j), a.d_rope)) *
+              (c.k.dot(q_abs.data(), a.c_kv.row(key), r) + c.k.dot(q_pe, a.k_pe.row(key), a.d_rope)) *
               a.scale;
         }
         const float block_max = *std::max_element(scores.begin(), scores.begin() + nb);
@@ -143,7 +152,8 @@ void mla_absorbed(const Context& c, const MlaArgs& a) {
         }
         sum += c.k.exp_sum(scores.data(), nb, m);
         for (int64_t j = 0; j < nb; ++j)
-          c.k.axpy(scores[static_cast<size_t>(j)], a.c_kv.row(jb + j), latent.data(), r);
+          c.k.axpy(scores[static_cast<size_t>(j)], a.c_kv.row(keys[static_cast<size_t>(jb + j)]),
+                   latent.data(), r);
       }
       if (n_keys > 0) c.k.scale(1.0f / sum, latent.data(), r);
       // o_h = W_UV[h] latent: rows h*per_head + d_nope + d.

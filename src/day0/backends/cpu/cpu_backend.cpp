@@ -64,6 +64,7 @@ class CpuBackend final : public Backend {
       decompose_paged_mla_attention(*this, a);
     }
   }
+  void indexer_topk(const IndexerTopkArgs& a) override { cpu::indexer_topk(ctx_, a); }
 
   void rms_norm(const RmsNormArgs& a) override {
     check_args(a);

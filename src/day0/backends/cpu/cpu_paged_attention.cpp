@@ -7,10 +7,13 @@
 // (flash-decoding), so one sequence keeps every core busy.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "day0/backends/cpu/cpu_ops.h"
 #include "day0/core/error.h"
+#include "day0/ops/kernel_checks.h"
+#include "day0/ops/key_selection.h"
 
 namespace day0::cpu {
 
@@ -222,7 +225,8 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
   ws.items.clear();
   for (size_t si = 0; si < a.seqs.size(); ++si) {
     const PagedSequence& s = a.seqs[si];
-    D0_CHECK_MSG(s.kv.first_width == r && s.kv.second_width == a.d_rope, "paged_mla_attention: cache widths");
+    // k_pe leads the second tensor; DeepSeek-V3.2's indexer key follows it in the same rows.
+    D0_CHECK_MSG(s.kv.first_width == r && s.kv.second_width >= a.d_rope, "paged_mla_attention: cache widths");
     D0_CHECK_MSG(s.kv.pos0 == 0, "paged_mla_attention: MLA layers keep every position");
     for (int64_t t = 0; t < s.q_rows; ++t)
       for (int64_t h = 0; h < a.n_heads; ++h) ws.items.push_back({static_cast<int32_t>(si), t, h, 0});
@@ -243,6 +247,8 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
     float* w_row = prepared + r;
     float* key = w_row + r;              // [r + d_rope] one dequantised cache row
     float* scores = key + r + a.d_rope;  // [256]
+    std::vector<char> keep;
+    std::vector<int64_t> keys;  // the keys the row attends to: every causal one, or its sparse selection
     for (int64_t it = i_begin; it < i_end; ++it) {
       const PagedItem& item = ws.items[static_cast<size_t>(it)];
       const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
@@ -255,20 +261,26 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
         c.k.dequant_row(a.w_kv_b, h * per_head + dd, 0, r, w_row);
         c.k.axpy(q_nope[dd], w_row, q_abs, r);
       }
-      const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + item.t0 + 1);
+      const int64_t causal_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + item.t0 + 1);
+      selected_keys(a.selected, t, causal_keys, keep);
+      keys.clear();
+      for (int64_t j = 0; j < causal_keys; ++j)
+        if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+      const auto n_keys = static_cast<int64_t>(keys.size());
       float m = -INFINITY, sum = 0.0f;
       std::fill(latent, latent + r, 0.0f);
       for (int64_t jb = 0; jb < n_keys; jb += 256) {
         const int64_t nb = std::min<int64_t>(256, n_keys - jb);
         for (int64_t j = 0; j < nb; ++j) {
+          const int64_t row = keys[static_cast<size_t>(jb + j)];
           const float* ck;
           const float* kp;
           if (s.kv.dtype == KvDtype::kF32) {
-            ck = static_cast<const float*>(s.kv.first_row(jb + j));
-            kp = static_cast<const float*>(s.kv.second_row(jb + j));
+            ck = static_cast<const float*>(s.kv.first_row(row));
+            kp = static_cast<const float*>(s.kv.second_row(row));
           } else {
-            kv_row_to_f32(s.kv.dtype, s.kv.first_row(jb + j), r, key);
-            kv_row_to_f32(s.kv.dtype, s.kv.second_row(jb + j), a.d_rope, key + r);
+            kv_row_to_f32(s.kv.dtype, s.kv.first_row(row), r, key);
+            kv_row_to_f32(s.kv.dtype, s.kv.second_row(row), a.d_rope, key + r);
             ck = key;
             kp = key + r;
           }
@@ -283,9 +295,10 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
         }
         sum += c.k.exp_sum(scores, nb, m);
         for (int64_t j = 0; j < nb; ++j) {
+          const int64_t row = keys[static_cast<size_t>(jb + j)];
           const float* ck =
-              s.kv.dtype == KvDtype::kF32 ? static_cast<const float*>(s.kv.first_row(jb + j)) : key;
-          if (s.kv.dtype != KvDtype::kF32) kv_row_to_f32(s.kv.dtype, s.kv.first_row(jb + j), r, key);
+              s.kv.dtype == KvDtype::kF32 ? static_cast<const float*>(s.kv.first_row(row)) : key;
+          if (s.kv.dtype != KvDtype::kF32) kv_row_to_f32(s.kv.dtype, s.kv.first_row(row), r, key);
           c.k.axpy(scores[j], ck, latent, r);
         }
       }
@@ -298,6 +311,50 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
       c.k.dot_rows(a.w_kv_b, h * per_head + a.d_nope, h * per_head + per_head, x, a.out.row(t) + h * a.d_v);
     }
   });
+}
+
+void indexer_topk(const Context& c, const IndexerTopkArgs& a) {
+  check_args(a);
+  const int64_t k = a.selected.cols, d = a.head_dim;
+  for (const PagedSequence& s : a.seqs) {
+    if (s.q_rows == 0) continue;
+    D0_CHECK_MSG(s.kv.pos0 == 0, "indexer_topk: indexed layers keep every position");
+    c.pool.parallel_for(s.q_rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> key(static_cast<size_t>(s.kv.second_width));  // one dequantised cache row
+      std::vector<float> scores;                                       // [keys] of the row
+      std::vector<int32_t> order;
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t t = s.q_row0 + i;
+        const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + i + 1);
+        scores.assign(static_cast<size_t>(n_keys), 0.0f);
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float* kr;
+          if (s.kv.dtype == KvDtype::kF32) {
+            kr = static_cast<const float*>(s.kv.second_row(j)) + a.key_col0;
+          } else {
+            kv_row_to_f32(s.kv.dtype, s.kv.second_row(j), s.kv.second_width, key.data());
+            kr = key.data() + a.key_col0;
+          }
+          float score = 0.0f;
+          for (int64_t h = 0; h < a.n_heads; ++h) {
+            const float dot = c.k.dot(a.q.row(t) + h * d, kr, d) * a.scale;
+            score += a.weights.row(t)[h] * std::max(0.0f, dot);
+          }
+          scores[static_cast<size_t>(j)] = score;
+        }
+        // The n highest scores, highest first; ties to the lower key (the reference's order).
+        const int64_t n = std::min(k, n_keys);
+        order.resize(static_cast<size_t>(n_keys));
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t x, int32_t y) {
+          const float sx = scores[static_cast<size_t>(x)], sy = scores[static_cast<size_t>(y)];
+          return sx > sy || (sx == sy && x < y);
+        });
+        int32_t* out = a.selected.row(t);
+        for (int64_t j = 0; j < k; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
+      }
+    });
+  }
 }
 
 }  // namespace day0::cpu

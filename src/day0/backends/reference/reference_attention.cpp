@@ -1,11 +1,14 @@
 // Reference kernels for position-dependent ops: RoPE, causal attention (GQA, window, chunk, sinks) and
 // MLA in both forms.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
 #include "day0/ops/kernel_checks.h"
+#include "day0/ops/key_selection.h"
 #include "day0/ops/paged_gather.h"
 
 namespace day0::ref {
@@ -102,8 +105,10 @@ void mla_attention(const MlaArgs& a) {
   auto w_uv = [&](int64_t h, int64_t d, int64_t c) {
     return a.w_kv_b.at(h * rows_per_head + a.d_nope + d, c);
   };
+  std::vector<char> keep;  // the sparse selection of the row (every key when dense)
   for (int64_t t = 0; t < a.q.rows; ++t) {
     const int64_t n_keys = std::min<int64_t>(a.c_kv.rows, a.q_pos0 + t + 1);
+    selected_keys(a.selected, t, n_keys, keep);
     for (int64_t h = 0; h < a.n_heads; ++h) {
       const float* q_nope = a.q.row(t) + h * dqk;
       const float* q_pe = q_nope + a.d_nope;
@@ -118,7 +123,7 @@ void mla_attention(const MlaArgs& a) {
           double s = 0.0;
           for (int64_t c = 0; c < r; ++c) s += q_abs[static_cast<size_t>(c)] * a.c_kv.row(j)[c];
           for (int64_t c = 0; c < a.d_rope; ++c) s += static_cast<double>(q_pe[c]) * a.k_pe.row(j)[c];
-          scores[static_cast<size_t>(j)] = s * a.scale;
+          scores[static_cast<size_t>(j)] = keep[static_cast<size_t>(j)] ? s * a.scale : -INFINITY;
         }
         const auto p = softmax_with_sink(scores, nullptr);
         std::vector<double> latent(static_cast<size_t>(r), 0.0);
@@ -142,7 +147,7 @@ void mla_attention(const MlaArgs& a) {
             s += static_cast<double>(q_nope[d]) * k_nope;
           }
           for (int64_t c = 0; c < a.d_rope; ++c) s += static_cast<double>(q_pe[c]) * a.k_pe.row(j)[c];
-          scores[static_cast<size_t>(j)] = s * a.scale;
+          scores[static_cast<size_t>(j)] = keep[static_cast<size_t>(j)] ? s * a.scale : -INFINITY;
           auto& v = values[static_cast<size_t>(j)];
           v.assign(static_cast<size_t>(a.d_v), 0.0);
           for (int64_t d = 0; d < a.d_v; ++d) {
@@ -167,6 +172,37 @@ void paged_attention(const PagedAttentionArgs& a) {
 
 void paged_mla_attention(const PagedMlaArgs& a) {
   for_each_gathered_sequence(a, [](const MlaArgs& one) { mla_attention(one); });
+}
+
+void indexer_topk(const IndexerTopkArgs& a) {
+  check_args(a);
+  const int64_t k = a.selected.cols;
+  std::vector<float> first, second;  // one sequence's cache, dequantised
+  for (const PagedSequence& s : a.seqs) {
+    if (s.q_rows == 0) continue;
+    D0_CHECK_MSG(s.kv.pos0 == 0, "indexer_topk: indexed layers keep every position");
+    gather_kv_pages(s.kv, first, second);
+    for (int64_t t = s.q_row0; t < s.q_row0 + s.q_rows; ++t) {
+      const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + (t - s.q_row0) + 1);
+      std::vector<std::pair<double, int64_t>> scored;  // (-score, key): sorted, highest score first
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float* key = second.data() + j * s.kv.second_width + a.key_col0;
+        double score = 0.0;
+        for (int64_t h = 0; h < a.n_heads; ++h) {
+          const float* q = a.q.row(t) + h * a.head_dim;
+          double dot = 0.0;
+          for (int64_t c = 0; c < a.head_dim; ++c) dot += static_cast<double>(q[c]) * key[c];
+          score += static_cast<double>(a.weights.row(t)[h]) * std::max(0.0, dot * a.scale);
+        }
+        scored.emplace_back(-score, j);
+      }
+      std::sort(scored.begin(), scored.end());
+      int32_t* out = a.selected.row(t);
+      for (int64_t i = 0; i < k; ++i) {
+        out[i] = i < n_keys ? static_cast<int32_t>(scored[static_cast<size_t>(i)].second) : -1;
+      }
+    }
+  }
 }
 
 }  // namespace day0::ref

@@ -20,6 +20,7 @@ void mla_attention(const MlaArgs& a);
 // attention / mla_attention above.
 void paged_attention(const PagedAttentionArgs& a);
 void paged_mla_attention(const PagedMlaArgs& a);
+void indexer_topk(const IndexerTopkArgs& a);
 void softmax(const SoftmaxArgs& a);
 void silu(const UnaryArgs& a);
 void gelu(const UnaryArgs& a);

@@ -30,6 +30,7 @@ D0_DECLARE_FAMILY(gpt_oss);
 D0_DECLARE_FAMILY(llama4_text);
 D0_DECLARE_FAMILY(minimax_m2);
 D0_DECLARE_FAMILY(longcat_flash);
+D0_DECLARE_FAMILY(deepseek_v32);
 
 #undef D0_DECLARE_FAMILY
 

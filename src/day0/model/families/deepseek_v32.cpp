@@ -1,0 +1,153 @@
+// DeepseekV32ForCausalLM (DeepSeek-V3.2): DeepSeek-V3's MLA and noaux_tc MoE plus DeepSeek Sparse
+// Attention: in every layer a lightning indexer (wq_b over the q-LoRA latent, one LayerNorm'd key
+// head wk shared by its index_n_heads heads, per-head weights weights_proj) scores the cached tokens
+// and MLA attends to the top index_topk of them only. transformers hard-codes the q-LoRA path,
+// interleaved MLA rope, sigmoid scoring and noaux_tc selection; the release's switches for them are
+// accepted at those values only. transformers 5 saves head_dim overwritten with qk_rope_head_dim,
+// qk_head_dim, mlp_layer_types ("dense" / "sparse" per layer, which decides) and layer_types (all
+// "indexed_attention").
+#include <fmt/format.h>
+
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+#include "day0/model/weight_blocks.h"
+
+namespace day0::families {
+
+namespace {
+
+// A switch transformers' DeepseekV32 model never reads: only the value it hard-codes is accepted.
+Status require_released(const ConfigReader& cfg, const char* key, const nlohmann::json& released) {
+  cfg.mark_used(key);
+  if (!cfg.present(key) || cfg.json().at(key) == released) return Status::ok();
+  return unsupported(fmt::format("{}: {}: {} is not supported (transformers' DeepSeek-V3.2 implements {})",
+                                 cfg.source(), cfg.key_path(key), describe_json(cfg.json().at(key)),
+                                 released.dump()));
+}
+
+// mlp_layer_types (transformers 5): "dense" or "sparse" per layer; it decides over
+// first_k_dense_replace, as in DeepseekV32DecoderLayer.
+Status apply_mlp_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("mlp_layer_types"));
+  if (types.empty()) return Status::ok();
+  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("mlp_layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                      spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "dense" && types[i] != "sparse") {
+      return cfg.mismatch(fmt::format("mlp_layer_types[{}]", i), "\"dense\" or \"sparse\"");
+    }
+    LayerSpec& layer = spec.layers[i];
+    layer.moe = types[i] == "sparse";
+    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
+  // DeepseekV32Config reroutes a num_experts keyword to n_routed_experts (it wins when both are given).
+  nlohmann::json merged = cfg.json();
+  if (cfg.present("num_experts")) {
+    D0_ASSIGN_OR_RETURN(int64_t n, cfg.required_int("num_experts", 1, kMaxExperts));
+    merged["n_routed_experts"] = n;
+  }
+  const ConfigReader core = cfg.derived(merged, "");
+  FamilyDefaults defaults;  // DeepseekV32Config
+  defaults.rms_norm_eps = 1e-6;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 163840;
+  D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
+  // head_dim is overwritten with qk_rope_head_dim by the config class whatever it says.
+  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  if (spec.mla->q_lora_rank <= 0) {
+    return unsupported(fmt::format(
+        "{}: q_lora_rank: null is not supported (DeepSeek-V3.2 always compresses the queries; the "
+        "indexer reads the q-LoRA latent)",
+        cfg.source()));
+  }
+  spec.rope_layout = RopeLayout::kInterleaved;
+  D0_RETURN_IF_ERROR(require_released(cfg, "rope_interleave", true));
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.n_group = 8;
+  moe.topk_group = 4;
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 2.5;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 3;
+  D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
+  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid"));
+  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc"));
+  D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, spec));
+
+  IndexerSpec ix;
+  D0_ASSIGN_OR_RETURN(ix.n_heads, cfg.optional_int("index_n_heads", 64, 1, 4096));
+  D0_ASSIGN_OR_RETURN(ix.head_dim, cfg.optional_int("index_head_dim", 128, 1, 4096));
+  D0_ASSIGN_OR_RETURN(ix.topk, cfg.optional_int("index_topk", 2048, 1));
+  if (ix.head_dim < spec.mla->qk_rope_head_dim) {
+    return cfg.invalid("index_head_dim",
+                       fmt::format("{} is narrower than qk_rope_head_dim ({}), the indexer's rotary part",
+                                   ix.head_dim, spec.mla->qk_rope_head_dim));
+  }
+  spec.indexer = ix;
+  // Every layer is DSA; transformers 5 writes that as layer_types (it picks the indexed cache).
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("layer_types"));
+  if (!types.empty() && static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                  spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "indexed_attention") {
+      return cfg.mismatch(fmt::format("layer_types[{}]", i), "\"indexed_attention\"");
+    }
+  }
+  return Status::ok();
+}
+
+void write_deepseek_v32(const ModelSpec& spec, nlohmann::json& out) {
+  write_mla(spec, out);
+  write_deepseek_moe(spec, out);
+  out["rope_interleave"] = true;
+  out["qk_head_dim"] = spec.mla->qk_nope_head_dim + spec.mla->qk_rope_head_dim;
+  nlohmann::json mlp = nlohmann::json::array(), attn = nlohmann::json::array();
+  for (const LayerSpec& l : spec.layers) {
+    mlp.push_back(l.moe ? "sparse" : "dense");
+    attn.push_back("indexed_attention");
+  }
+  out["mlp_layer_types"] = mlp;
+  out["layer_types"] = attn;
+  out["index_n_heads"] = spec.indexer->n_heads;
+  out["index_head_dim"] = spec.indexer->head_dim;
+  out["index_topk"] = spec.indexer->topk;
+}
+
+// Weights: DeepSeek-V3's, plus per layer (MTP layers included) self_attn.indexer.*: wq_b
+// [n_I * d_I, q_lora] and wk [d_I, H] (FP8 blocks in an FP8 release), the key LayerNorm's weight and
+// bias [d_I], and weights_proj [n_I, H], which the release keeps in BF16. The layer callback adds them
+// beside the FFN (the table is by name, not by order).
+void weights_deepseek_v32(const ModelSpec& s, WeightTableBuilder& b) {
+  const IndexerSpec& ix = *s.indexer;
+  const int64_t H = s.hidden_size;
+  const auto role = TensorRole::kAttention;
+  const weights::LayerFfn layer = [&](WeightTableBuilder& lb, const LayerSpec& l) {
+    lb.add("self_attn.indexer.wq_b.weight", {ix.n_heads * ix.head_dim, s.mla->q_lora_rank},
+           WeightStorage::kProjection, role, weights::kReplicated, WeightSlot::kIndexerQ);
+    lb.add("self_attn.indexer.wk.weight", {ix.head_dim, H}, WeightStorage::kProjection, role,
+           weights::kReplicated, WeightSlot::kIndexerK);
+    lb.add("self_attn.indexer.k_norm.weight", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
+           weights::kReplicated, WeightSlot::kIndexerKNorm);
+    lb.add("self_attn.indexer.k_norm.bias", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
+           weights::kReplicated, WeightSlot::kIndexerKNormBias);
+    lb.add("self_attn.indexer.weights_proj.weight", {ix.n_heads, H}, WeightStorage::kPlain, role,
+           weights::kReplicated, WeightSlot::kIndexerWeights);
+    deepseek_ffn_weights(s, lb, l);
+  };
+  weights::decoder(s, b, layer);
+  weights::deepseek_mtp_layers(s, b, layer);
+}
+
+}  // namespace day0::families

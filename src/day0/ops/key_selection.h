@@ -1,0 +1,23 @@
+#pragma once
+// DeepSeek Sparse Attention's key selection as the attention kernels apply it: row t of an
+// indexer_topk output lists the key indices query t may attend to (-1 entries unused); an empty
+// selection (rows == 0) admits every key.
+#include <cstdint>
+#include <vector>
+
+#include "day0/ops/tensor.h"
+
+namespace day0 {
+
+// keep[j] (j < n_keys): whether query row t of `selected` admits key j.
+inline void selected_keys(MatrixView<const int32_t> selected, int64_t t, int64_t n_keys,
+                          std::vector<char>& keep) {
+  keep.assign(static_cast<size_t>(n_keys), selected.rows == 0 ? 1 : 0);
+  if (selected.rows == 0) return;
+  const int32_t* row = selected.row(t);
+  for (int64_t i = 0; i < selected.cols; ++i) {
+    if (row[i] >= 0 && row[i] < n_keys) keep[static_cast<size_t>(row[i])] = 1;
+  }
+}
+
+}  // namespace day0
