@@ -188,3 +188,8 @@ PROMPT_LENGTHS["llama4-text"] = [6, 13, 24]
 # near-tie in layer 0 (2nd / 3rd selection scores 0.8471 / 0.8457) that transformers' own BF16 run
 # flips (cosine 0.63 to its F32 run at that token), so no BF16 engine could meet the BF16 thresholds.
 PROMPT_LENGTHS["minimax-m2"] = [6, 13, 24]
+# DeepSeek-V3.2 (top-4 of the indexer scores, 8 heads): with [5, 11, 17] a token of the third prompt has its
+# 4th and 5th indexer scores in layer 0 within 2e-4 (relative) of each other, under the BF16 rounding
+# differences between any two implementations (the BF16 engine and transformers' BF16 run pick differently);
+# with [5, 7, 12] the closest boundary gap is 0.6%.
+PROMPT_LENGTHS["deepseek-v32"] = [5, 7, 12]
