@@ -127,18 +127,23 @@ void mla_absorbed(const Context& c, const MlaArgs& a) {
         c.k.axpy(q_nope[d], w_row.data(), q_abs.data(), r);
       }
       const int64_t causal_keys = std::min<int64_t>(a.c_kv.rows, a.q_pos0 + t + 1);
-      selected_keys(a.selected, t, causal_keys, keep);
+      // Dense: every causal key, nothing allocated (decode must not touch the heap).
+      const bool sparse = a.selected.rows > 0;
       keys.clear();
-      for (int64_t j = 0; j < causal_keys; ++j)
-        if (keep[static_cast<size_t>(j)]) keys.push_back(j);
-      const auto n_keys = static_cast<int64_t>(keys.size());
+      if (sparse) {
+        selected_keys(a.selected, t, causal_keys, keep);
+        for (int64_t j = 0; j < causal_keys; ++j)
+          if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+      }
+      const int64_t n_keys = sparse ? static_cast<int64_t>(keys.size()) : causal_keys;
+      auto key_at = [&](int64_t i) { return sparse ? keys[static_cast<size_t>(i)] : i; };
       float m = -INFINITY;
       float sum = 0.0f;
       std::fill(latent.begin(), latent.end(), 0.0f);
       for (int64_t jb = 0; jb < n_keys; jb += kKeyBlock) {
         const int64_t nb = std::min(kKeyBlock, n_keys - jb);
         for (int64_t j = 0; j < nb; ++j) {
-          const int64_t key = keys[static_cast<size_t>(jb + j)];
+          const int64_t key = key_at(jb + j);
           scores[static_cast<size_t>(j)] =
               (c.k.dot(q_abs.data(), a.c_kv.row(key), r) + c.k.dot(q_pe, a.k_pe.row(key), a.d_rope)) *
               a.scale;
@@ -152,8 +157,7 @@ void mla_absorbed(const Context& c, const MlaArgs& a) {
         }
         sum += c.k.exp_sum(scores.data(), nb, m);
         for (int64_t j = 0; j < nb; ++j)
-          c.k.axpy(scores[static_cast<size_t>(j)], a.c_kv.row(keys[static_cast<size_t>(jb + j)]),
-                   latent.data(), r);
+          c.k.axpy(scores[static_cast<size_t>(j)], a.c_kv.row(key_at(jb + j)), latent.data(), r);
       }
       if (n_keys > 0) c.k.scale(1.0f / sum, latent.data(), r);
       // o_h = W_UV[h] latent: rows h*per_head + d_nope + d.

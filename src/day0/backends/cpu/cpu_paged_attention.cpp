@@ -262,17 +262,22 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
         c.k.axpy(q_nope[dd], w_row, q_abs, r);
       }
       const int64_t causal_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + item.t0 + 1);
-      selected_keys(a.selected, t, causal_keys, keep);
+      // Dense: every causal key, nothing allocated (decode must not touch the heap).
+      const bool sparse = a.selected.rows > 0;
       keys.clear();
-      for (int64_t j = 0; j < causal_keys; ++j)
-        if (keep[static_cast<size_t>(j)]) keys.push_back(j);
-      const auto n_keys = static_cast<int64_t>(keys.size());
+      if (sparse) {
+        selected_keys(a.selected, t, causal_keys, keep);
+        for (int64_t j = 0; j < causal_keys; ++j)
+          if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+      }
+      const int64_t n_keys = sparse ? static_cast<int64_t>(keys.size()) : causal_keys;
+      auto key_at = [&](int64_t i) { return sparse ? keys[static_cast<size_t>(i)] : i; };
       float m = -INFINITY, sum = 0.0f;
       std::fill(latent, latent + r, 0.0f);
       for (int64_t jb = 0; jb < n_keys; jb += 256) {
         const int64_t nb = std::min<int64_t>(256, n_keys - jb);
         for (int64_t j = 0; j < nb; ++j) {
-          const int64_t row = keys[static_cast<size_t>(jb + j)];
+          const int64_t row = key_at(jb + j);
           const float* ck;
           const float* kp;
           if (s.kv.dtype == KvDtype::kF32) {
@@ -295,7 +300,7 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
         }
         sum += c.k.exp_sum(scores, nb, m);
         for (int64_t j = 0; j < nb; ++j) {
-          const int64_t row = keys[static_cast<size_t>(jb + j)];
+          const int64_t row = key_at(jb + j);
           const float* ck =
               s.kv.dtype == KvDtype::kF32 ? static_cast<const float*>(s.kv.first_row(row)) : key;
           if (s.kv.dtype != KvDtype::kF32) kv_row_to_f32(s.kv.dtype, s.kv.first_row(row), r, key);
