@@ -133,7 +133,9 @@ def number(pattern, s, group=1):
 def llama(q):
     s = (out / f"llama.{q}.txt").read_text(errors="replace")
     row = {"engine": "llama.cpp", "weights": q,
-           "ppl": number(r"Final estimate: PPL = ([0-9.]+)", s), "ppl_err": number(r"Final estimate: PPL = [0-9.]+ \+/- ([0-9.]+)", s),
+           # Without a base: "Final estimate: PPL = x +/- e"; against a base: "Mean PPL(Q) : x ± e".
+           "ppl": number(r"Final estimate: PPL = ([0-9.]+)", s) or number(r"^Mean PPL\(Q\)\s*:\s*([0-9.]+)", s),
+           "ppl_err": number(r"Final estimate: PPL = [0-9.]+ \+/- ([0-9.]+)", s) or number(r"^Mean PPL\(Q\)\s*:\s*[0-9.]+ ±\s*([0-9.]+)", s),
            "kld_mean": number(r"^Mean\s+KLD:\s+([-0-9.e]+)", s), "kld_median": number(r"^Median\s+KLD:\s+([-0-9.e]+)", s),
            "kld_p99": number(r"^99\.0%\s+KLD:\s+([-0-9.e]+)", s), "kld_max": number(r"^Maximum KLD:\s+([-0-9.e]+)", s),
            "top1": number(r"^Same top p:\s+([0-9.]+)", s), "dp_rms": number(r"^RMS Δp\s*:\s+([0-9.]+)", s)}
