@@ -41,6 +41,10 @@ TEST(Jinja, PythonValueSemantics) {
   EXPECT_EQ(ok("{{ {'k': \"it's\"} }}"), "{'k': \"it's\"}");
   EXPECT_EQ(ok("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 / 2 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 1e20 }} {{ 0.0001 }}"),
             "3 -4 3.5 2 1024 1e+20 0.0001");
+  // Python's modulo at the int64 edges (Python prints 20 -8 -21 -2 2); floor(a / b) * b overflowed here.
+  EXPECT_EQ(ok("{{ (-9223372036854775807 - 1) % 28 }} {{ (-9223372036854775807 - 1) % -28 }} "
+               "{{ 9223372036854775807 % -28 }} {{ 7 % -3 }} {{ -7 % 3 }}"),
+            "20 -8 -21 -2 2");
   EXPECT_EQ(ok("{{ 'abc'[::-1] }}{{ [1,2,3][1:] }}{{ [1,2,3][-1] }}"), "cba[2, 3]3");
   EXPECT_EQ(ok("{{ '  a b  '.strip() }}|{{ 'x\\n'.rstrip('\\n') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b "
                "'.split() }}"),

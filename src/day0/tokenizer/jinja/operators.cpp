@@ -251,9 +251,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   } else if (op == "%") {
     if (ints) {
       if (b.as_int() == 0) throw TemplateError("integer division or modulo by zero");
-      // Python's a % b; b == -1 always leaves 0 (and INT64_MIN // -1 must not be formed).
+      // Python's a % b (the sign of b) from C++'s truncating remainder: never forms floor(a / b) * b,
+      // which overflows for a near INT64_MIN (found by make fuzz-long), nor INT64_MIN % -1.
       if (b.as_int() == -1) return Value(int64_t{0});
-      return Value(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
+      const int64_t r = a.as_int() % b.as_int();  // |r| < |b|
+      return Value(r != 0 && ((r < 0) != (b.as_int() < 0)) ? r + b.as_int() : r);
     }
     if (nums) {
       if (b.as_float() == 0) throw TemplateError("float modulo");
