@@ -20,4 +20,14 @@ inline void selected_keys(MatrixView<const int32_t> selected, int64_t t, int64_t
   }
 }
 
+// The keys query row t attends to among its first n_keys, ascending, into `keys` (`keep` is scratch);
+// the kernels call it only for a non-empty selection, so a dense decode step allocates nothing.
+inline void selected_key_list(MatrixView<const int32_t> selected, int64_t t, int64_t n_keys,
+                              std::vector<char>& keep, std::vector<int64_t>& keys) {
+  selected_keys(selected, t, n_keys, keep);
+  keys.clear();
+  for (int64_t j = 0; j < n_keys; ++j)
+    if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+}
+
 }  // namespace day0

@@ -264,12 +264,7 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
       const int64_t causal_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + item.t0 + 1);
       // Dense: every causal key, nothing allocated (decode must not touch the heap).
       const bool sparse = a.selected.rows > 0;
-      keys.clear();
-      if (sparse) {
-        selected_keys(a.selected, t, causal_keys, keep);
-        for (int64_t j = 0; j < causal_keys; ++j)
-          if (keep[static_cast<size_t>(j)]) keys.push_back(j);
-      }
+      if (sparse) selected_key_list(a.selected, t, causal_keys, keep, keys);
       const int64_t n_keys = sparse ? static_cast<int64_t>(keys.size()) : causal_keys;
       auto key_at = [&](int64_t i) { return sparse ? keys[static_cast<size_t>(i)] : i; };
       float m = -INFINITY, sum = 0.0f;

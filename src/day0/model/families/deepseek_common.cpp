@@ -77,6 +77,19 @@ void write_mla(const ModelSpec& spec, nlohmann::json& out) {
   out["attention_bias"] = spec.qkv_bias;
 }
 
+DeepseekMoeDefaults deepseek_v3_moe_defaults() {
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.n_group = 8;
+  moe.topk_group = 4;
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 2.5;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 3;
+  return moe;
+}
+
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec) {
   MoeSpec moe;
   D0_ASSIGN_OR_RETURN(moe.n_experts,

@@ -16,16 +16,7 @@ Status parse_deepseek_v3(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(parse_mla(cfg, spec));
   D0_ASSIGN_OR_RETURN(bool interleave, cfg.optional_bool("rope_interleave", true));
   spec.rope_layout = interleave ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
-  DeepseekMoeDefaults moe;
-  moe.scoring = "sigmoid";
-  moe.topk_method = "noaux_tc";
-  moe.n_group = 8;
-  moe.topk_group = 4;
-  moe.norm_topk_prob = true;
-  moe.routed_scaling_factor = 2.5;
-  moe.n_shared_experts = 1;
-  moe.first_k_dense_replace = 3;
-  return parse_deepseek_moe(cfg, moe, spec);
+  return parse_deepseek_moe(cfg, deepseek_v3_moe_defaults(), spec);
 }
 
 void write_deepseek_v3(const ModelSpec& spec, nlohmann::json& out) {

@@ -70,16 +70,7 @@ Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
   }
   spec.rope_layout = RopeLayout::kInterleaved;
   D0_RETURN_IF_ERROR(require_released(cfg, "rope_interleave", true));
-  DeepseekMoeDefaults moe;
-  moe.scoring = "sigmoid";
-  moe.topk_method = "noaux_tc";
-  moe.n_group = 8;
-  moe.topk_group = 4;
-  moe.norm_topk_prob = true;
-  moe.routed_scaling_factor = 2.5;
-  moe.n_shared_experts = 1;
-  moe.first_k_dense_replace = 3;
-  D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
+  D0_RETURN_IF_ERROR(parse_deepseek_moe(core, deepseek_v3_moe_defaults(), spec));
   D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid"));
   D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc"));
   D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, spec));

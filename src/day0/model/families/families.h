@@ -46,6 +46,9 @@ struct DeepseekMoeDefaults {
   int64_t first_k_dense_replace = 0;
   int64_t n_shared_experts = 0;
 };
+// DeepSeek-V3's class defaults (sigmoid noaux_tc routing in 8 groups keeping 4, 2.5x, one shared
+// expert, three dense layers), which DeepSeek-V3.2 keeps.
+DeepseekMoeDefaults deepseek_v3_moe_defaults();
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec);
 void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out);
 // Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).
