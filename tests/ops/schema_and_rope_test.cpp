@@ -1,8 +1,12 @@
 // The op schema table (shape functions, completeness), RoPE frequency scalings with the worked numbers
 // of architectures.md §2.6, SIMD level parsing and the thread pool.
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -167,6 +171,50 @@ TEST(ThreadPool, AThrowInsideAJobBecomesTheCallersException) {
   std::atomic<int64_t> sum{0};
   pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += e - b; });
   EXPECT_EQ(sum.load(), 100);
+}
+
+// Workers spin between jobs for a budget, then sleep: back-to-back jobs (handed over while spinning)
+// and jobs after a pause longer than the budget (workers asleep, woken by the condition variable) both
+// run every index exactly once, for the default budget and for 0 (always sleep).
+TEST(ThreadPool, SpinningAndSleepingHandoffsRunEveryJobOnce) {
+  const char* saved = std::getenv("DAY0_SPIN_US");
+  const std::string restore = saved != nullptr ? saved : "";
+  for (const char* spin : {"0", "100", "2000"}) {
+    setenv("DAY0_SPIN_US", spin, 1);
+    ThreadPool pool(3);
+    std::atomic<int64_t> calls{0};
+    for (int i = 0; i < 20000; ++i) pool.run([&](int t) { calls += t + 1; });
+    EXPECT_EQ(calls.load(), 20000 * 6) << "spin " << spin;
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past every budget above
+      std::atomic<int> ran{0};
+      pool.run([&](int) { ++ran; });
+      EXPECT_EQ(ran.load(), 3) << "spin " << spin;
+    }
+  }
+  if (saved != nullptr) {
+    setenv("DAY0_SPIN_US", restore.c_str(), 1);
+  } else {
+    unsetenv("DAY0_SPIN_US");
+  }
+}
+
+TEST(ThreadPool, SpinBudgetComesFromTheEnvironmentWithinItsRange) {
+  const char* saved = std::getenv("DAY0_SPIN_US");
+  const std::string restore = saved != nullptr ? saved : "";
+  setenv("DAY0_SPIN_US", "250", 1);
+  EXPECT_EQ(default_spin_micros(), 250);
+  setenv("DAY0_SPIN_US", "0", 1);
+  EXPECT_EQ(default_spin_micros(), 0);
+  for (const char* bad : {"-1", "100001", "12us", ""}) {
+    setenv("DAY0_SPIN_US", bad, 1);
+    EXPECT_EQ(default_spin_micros(), kDefaultSpinMicros) << bad;
+  }
+  if (saved != nullptr) {
+    setenv("DAY0_SPIN_US", restore.c_str(), 1);
+  } else {
+    unsetenv("DAY0_SPIN_US");
+  }
 }
 
 }  // namespace

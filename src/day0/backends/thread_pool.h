@@ -1,7 +1,14 @@
 #pragma once
-// A small fork-join pool for kernels: the calling thread plus n_threads - 1 workers that sleep between
-// jobs. One job at a time: parallel_for must not be called concurrently or from inside a job
-// (nested calls run inline on the calling thread instead, so they are safe but serial).
+// A small fork-join pool for kernels: the calling thread plus n_threads - 1 workers. One job at a time:
+// parallel_for must not be called concurrently or from inside a job (nested calls run inline on the
+// calling thread instead, so they are safe but serial).
+//
+// Waiting: between jobs a worker first spins (pause instructions) for a short budget, then sleeps on
+// a condition variable; the caller waits for the workers the same way. A decode step hands out a few
+// hundred jobs of tens of microseconds each, and waking a sleeping thread costs about as much as one
+// such job (more on a virtual machine), so the spin keeps the handoff near the cost of a cache-line
+// transfer. The budget (DAY0_SPIN_US, microseconds, default kDefaultSpinMicros, 0 = always sleep)
+// bounds what an idle pool burns when no job follows.
 //
 // Errors: an exception thrown by the job on any thread (an InternalError from a check, bad_alloc, ...)
 // becomes the exception of that run()/parallel_for() call: every thread finishes its part first, then
@@ -65,20 +72,29 @@ class ThreadPool {
   // Runs the job of thread `index`, keeping the first exception of the current run.
   void run_guarded(const FunctionRef<void(int)>& fn, int index);
 
+  // Spins until pred() holds or the budget is spent; returns pred().
+  template <typename Pred>
+  bool spin_until(Pred pred) const;
+
   int n_threads_;
+  int64_t spin_ns_;  // the spin budget in nanoseconds
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const FunctionRef<void(int)>* job_ = nullptr;
-  std::exception_ptr error_;  // first exception of the current run (guarded by mutex_)
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::atomic<bool> in_job_ = false;  // read by jobs that call the pool again (nested: run inline)
+  const FunctionRef<void(int)>* job_ = nullptr;  // published by the release store to generation_
+  std::exception_ptr error_;                     // first exception of the current run (guarded by mutex_)
+  std::atomic<uint64_t> generation_ = 0;         // bumped (under mutex_) once per run
+  std::atomic<int> pending_ = 0;                 // workers still running the current job
+  bool stop_ = false;                            // guarded by mutex_
+  std::atomic<bool> in_job_ = false;             // read by jobs that call the pool again (nested: run inline)
 };
+
+inline constexpr int kDefaultSpinMicros = 100;
 
 // Threads a pool should use when not told: env DAY0_THREADS if set and valid, else the hardware count.
 int default_thread_count();
+// The spin budget of new pools: env DAY0_SPIN_US (0 to 100000) if set and valid, else kDefaultSpinMicros.
+int default_spin_micros();
 
 }  // namespace day0
