@@ -189,53 +189,74 @@ void dequant_row_avx2(const WeightView& w, int64_t n, int64_t k0, int64_t len, f
   if (j < len) scalar_dequant_row(w, n, k0 + j, len - j, out + j);
 }
 
-// 6 x 16 half of a 6 x 32 tile: 12 accumulators fit the 16 ymm registers.
-template <int MR>
-void gemm_half(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
-               bool accumulate) {
-  __m256 acc[MR][2];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+// 6 x 16 half of a 6 x 32 tile: twelve accumulators, two B vectors and one broadcast fill 15 of the
+// 16 ymm registers. The accumulators are named variables, not an array: GCC kept an array's
+// elements in registers but also stored every one of them to the stack on each k step (twelve
+// stores per twelve FMAs, which made the loop store-bound at half the FMA rate). Rows past mr read
+// row 0 of A again and are not stored, so one loop serves every tile height.
+void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+               int64_t ldc, bool accumulate) {
+  const float* a0 = a;
+  const float* a1 = mr > 1 ? a + lda : a;
+  const float* a2 = mr > 2 ? a + 2 * lda : a;
+  const float* a3 = mr > 3 ? a + 3 * lda : a;
+  const float* a4 = mr > 4 ? a + 4 * lda : a;
+  const float* a5 = mr > 5 ? a + 5 * lda : a;
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps();
+  __m256 c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps();
+  __m256 c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr);
     const __m256 b1 = _mm256_loadu_ps(b + k * kNr + 8);
-    for (int i = 0; i < MR; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
-      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
-    }
+    __m256 av = _mm256_broadcast_ss(a0 + k);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a1 + k);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a2 + k);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a3 + k);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a4 + k);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a5 + k);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
   }
-  for (int i = 0; i < MR; ++i) {
-    alignas(32) float tmp[16];
-    _mm256_store_ps(tmp, acc[i][0]);
-    _mm256_store_ps(tmp + 8, acc[i][1]);
+  const auto put = [&](int64_t i, __m256 lo, __m256 hi) {
+    if (i >= mr) return;
     float* ci = c + i * ldc;
+    if (nr == 16) {
+      if (accumulate) {
+        lo = _mm256_add_ps(_mm256_loadu_ps(ci), lo);
+        hi = _mm256_add_ps(_mm256_loadu_ps(ci + 8), hi);
+      }
+      _mm256_storeu_ps(ci, lo);
+      _mm256_storeu_ps(ci + 8, hi);
+      return;
+    }
+    alignas(32) float tmp[16];
+    _mm256_store_ps(tmp, lo);
+    _mm256_store_ps(tmp + 8, hi);
     for (int64_t j = 0; j < nr; ++j) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
-  }
-}
-
-template <int MR>
-void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                     int64_t ldc, bool accumulate) {
-  gemm_half<MR>(std::min<int64_t>(nr, 16), kc, a, lda, b, c, ldc, accumulate);
-  if (nr > 16) gemm_half<MR>(nr - 16, kc, a, lda, b + 16, c + 16, ldc, accumulate);
+  };
+  put(0, c00, c01);
+  put(1, c10, c11);
+  put(2, c20, c21);
+  put(3, c30, c31);
+  put(4, c40, c41);
+  put(5, c50, c51);
 }
 
 void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
                     int64_t ldc, bool accumulate) {
-  switch (mr) {
-    case 6:
-      return gemm_tile_fixed<6>(nr, kc, a, lda, b, c, ldc, accumulate);
-    case 5:
-      return gemm_tile_fixed<5>(nr, kc, a, lda, b, c, ldc, accumulate);
-    case 4:
-      return gemm_tile_fixed<4>(nr, kc, a, lda, b, c, ldc, accumulate);
-    case 3:
-      return gemm_tile_fixed<3>(nr, kc, a, lda, b, c, ldc, accumulate);
-    case 2:
-      return gemm_tile_fixed<2>(nr, kc, a, lda, b, c, ldc, accumulate);
-    default:
-      return gemm_tile_fixed<1>(nr, kc, a, lda, b, c, ldc, accumulate);
-  }
+  gemm_half(mr, std::min<int64_t>(nr, 16), kc, a, lda, b, c, ldc, accumulate);
+  if (nr > 16) gemm_half(mr, nr - 16, kc, a, lda, b + 16, c + 16, ldc, accumulate);
 }
 
 float dot_avx2(const float* a, const float* b, int64_t n) {
