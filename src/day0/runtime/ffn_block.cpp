@@ -162,6 +162,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
   const bool input_scaling = c.spec.moe->topk_method == TopkMethod::kLogitsThenSigmoid;
   const dist::ExpertBlock mine = owned_rows(t, n, me);
   const int64_t width = hidden + 2;  // [hidden row, id bits, weight]
+  c.be.synchronize();                // the picks and rows are read here
 
   // Dispatch: my rows' picks, grouped by the rank that holds the expert, each group in (row, pick)
   // order.
@@ -210,7 +211,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
   auto* ids = reinterpret_cast<int32_t*>(c.arena.take(n_arriving));  // [picks arriving, 1]
   Buffer weights(c.arena, n_arriving, 1);                            // [picks arriving, 1]
   for (int64_t i = 0; i < n_arriving; ++i) {
-    const float* src = got.m.row(i);
+    const float* src = got.m.row(i);  // [H + 2]
     std::copy_n(src, hidden, x.m.row(i));
     std::memcpy(&ids[i], src + hidden, sizeof(int32_t));
     weights.m.row(i)[0] = input_scaling ? src[hidden + 1] : 1.0f;
@@ -258,8 +259,8 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
   const int64_t per = dist::largest_block(t, n);
   Buffer pad(c.arena, per, hidden);      // [largest block, H]
   Buffer all(c.arena, n * per, hidden);  // [n, largest block, H]
-  for (int64_t i = 0; i < own.rows; ++i) std::copy_n(own.row(i), hidden, pad.m.row(i));
   c.be.synchronize();
+  for (int64_t i = 0; i < own.rows; ++i) std::copy_n(own.row(i), hidden, pad.m.row(i));
   dist::check_comm(ep.all_gather_of<float>(floats_of(pad.m), floats_of(all.m)));
   for (int p = 0; p < n; ++p) {
     const dist::ExpertBlock b = owned_rows(t, n, p);
