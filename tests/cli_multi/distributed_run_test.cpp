@@ -121,7 +121,8 @@ void expect_expert_parallel_run(const nlohmann::json& one, const nlohmann::json&
     EXPECT_EQ(r["experts"]["begin"], e * 8 / ep) << r.dump();
     EXPECT_EQ(r["experts"]["end"], (e + 1) * 8 / ep) << r.dump();
     // Its block of the experts (each split over TP), the rest as with tensor parallelism alone.
-    EXPECT_EQ(r["weight_bytes_experts"].get<double>() * tp * ep, experts) << r.dump();
+    const int held = r["experts"]["end"].get<int>() - r["experts"]["begin"].get<int>();
+    EXPECT_EQ(r["weight_bytes_experts"].get<double>() * tp * 8, experts * held) << r.dump();
     EXPECT_LT(r["weight_bytes"].get<double>(), whole["weight_bytes"].get<double>());
     if (tp == 1) {
       EXPECT_EQ(r["weight_bytes_split"].get<double>() - r["weight_bytes_experts"].get<double>(),
@@ -146,6 +147,19 @@ TEST(DistributedRun, ExpertParallelTokensEqualOneProcessUnderBothCombines) {
     ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
     expect_expert_parallel_run(a, nlohmann::json::parse(two.out), 1, 2, combine);
   }
+}
+
+// 8 experts over 3 ranks: blocks of 2, 3 and 3 (and the all-to-all's uneven blocks of rows).
+TEST(DistributedRun, UnevenExpertBlocksOverThreeRanksEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const CliResult one = run_cli_bounded(kMoeRun, 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const MpiRunResult three =
+      run_mpi(3, with(kMoeRun, {"--ep", "3", "--moe-combine", "all-to-all"}), 60, tag_for("ep3"));
+  ASSERT_EQ(three.exit_code, 0) << three.out << three.err;
+  const auto b = nlohmann::json::parse(three.out);
+  expect_expert_parallel_run(nlohmann::json::parse(one.out), b, 1, 3, "all-to-all");
+  EXPECT_EQ(b["parallel"]["ranks"][0]["experts"]["end"], 2);
 }
 
 TEST(DistributedRun, TensorTimesExpertParallelOverFourRanksEqualsOneProcess) {
