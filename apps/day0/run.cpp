@@ -17,6 +17,7 @@
 #include "day0/align/reference_dump.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/core/json_reader.h"
+#include "day0/dist/expert_placement.h"
 #include "day0/runtime/distributed_model.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
@@ -52,6 +53,7 @@ struct RunOptions {
   int tp = 1;
   int pp = 1;
   int ep = 1;
+  std::string moe_combine = "all-reduce";
   double comm_timeout = 30.0;
 };
 
@@ -149,11 +151,23 @@ std::string int_weight_line(const LoadedModel& model, const std::string& backend
   return fmt::format("{}, {}", model.int_weight_path, cpu::kernels_for(*level).int_dot_name);
 }
 
-// Per-rank figures of a distributed run, gathered on every rank: [weight bytes (split, replicated),
-// communication wait seconds, calls, bytes sent].
+// Per-rank figures of a distributed run, gathered on every rank: weight bytes (split, replicated, the
+// routed experts' part of split), the experts held [begin, end), communication wait seconds, calls and
+// bytes sent over all of the rank's groups.
 struct RankFigures {
-  double split_bytes = 0, replicated_bytes = 0, wait_seconds = 0, calls = 0, bytes_sent = 0;
+  double split_bytes = 0, replicated_bytes = 0, expert_bytes = 0;
+  double experts_begin = 0, experts_end = 0;
+  double wait_seconds = 0, calls = 0, bytes_sent = 0;
 };
+
+// The communicators a rank computes over (TP, EP and the TP x EP group of its stage), each counted once.
+std::vector<dist::Communicator*> compute_groups(const dist::ProcessGroups& g) {
+  std::vector<dist::Communicator*> out;
+  for (dist::Communicator* c : {g.tp.get(), g.ep.get(), g.stage.get()}) {
+    if (c != nullptr && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
 
 int run_command(const RunOptions& o) {
   const char* name = "run";
@@ -161,6 +175,11 @@ int run_command(const RunOptions& o) {
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
   if (o.interactive && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return report_error(name, unsupported("--interactive with --tp/--pp/--ep above 1: not yet"));
+  eo.moe_combine = o.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
+  if (eo.moe_combine == MoeCombine::kAllToAll && o.ep < 2) {
+    return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
+                                               "expert-parallel ranks: it needs --ep 2 or more"));
+  }
   auto distributed =
       load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options_for(eo.precision),
                              dist::CommOptions{.timeout_seconds = o.comm_timeout});
@@ -175,7 +194,9 @@ int run_command(const RunOptions& o) {
     dist::abort_world(code);
   };
   eo.tensor_parallel = dm.groups.tp.get();
-  dm.groups.tp->reset_stats();
+  eo.expert_parallel = dm.groups.ep.get();
+  eo.moe_group = dm.groups.stage.get();
+  for (dist::Communicator* g : compute_groups(dm.groups)) g->reset_stats();
   eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);
@@ -274,11 +295,21 @@ int run_command(const RunOptions& o) {
   }
 
   // Every rank's weight bytes and communication time, gathered (a collective: every rank is here).
-  const dist::Communicator& tp = *dm.groups.tp;
   const BoundWeightBytes bound = model->weights->bound;
-  const RankFigures mine{static_cast<double>(bound.split), static_cast<double>(bound.replicated),
-                         tp.stats().wait_seconds, static_cast<double>(tp.stats().calls),
-                         static_cast<double>(tp.stats().bytes_sent)};
+  RankFigures mine{.split_bytes = static_cast<double>(bound.split),
+                   .replicated_bytes = static_cast<double>(bound.replicated),
+                   .expert_bytes = static_cast<double>(bound.experts)};
+  if (model->spec.moe) {
+    const ExpertShard es = model->weights->expert_shard;
+    const dist::ExpertBlock held = dist::expert_block(model->spec.moe->n_experts, es.size, es.rank);
+    mine.experts_begin = static_cast<double>(held.begin);
+    mine.experts_end = static_cast<double>(held.end);
+  }
+  for (const dist::Communicator* group : compute_groups(dm.groups)) {
+    mine.wait_seconds += group->stats().wait_seconds;
+    mine.calls += static_cast<double>(group->stats().calls);
+    mine.bytes_sent += static_cast<double>(group->stats().bytes_sent);
+  }
   std::vector<RankFigures> ranks(static_cast<size_t>(dm.groups.world->size()));
   if (const Status st = dm.groups.world->all_gather_of<RankFigures>(std::span(&mine, 1), ranks); !st.is_ok())
     return fail(st);
@@ -316,16 +347,25 @@ int run_command(const RunOptions& o) {
     if (!o.dump.empty()) j["dump"] = o.dump;
     nlohmann::json per_rank = nlohmann::json::array();
     for (size_t r = 0; r < ranks.size(); ++r) {
-      per_rank.push_back({{"rank", r},
-                          {"weight_bytes", ranks[r].split_bytes + ranks[r].replicated_bytes},
-                          {"weight_bytes_split", ranks[r].split_bytes},
-                          {"weight_bytes_replicated", ranks[r].replicated_bytes},
-                          {"comm_wait_seconds", ranks[r].wait_seconds},
-                          {"comm_calls", ranks[r].calls},
-                          {"comm_bytes_sent", ranks[r].bytes_sent},
-                          {"comm_idle_ratio", idle_ratio(ranks[r])}});
+      const dist::RankCoordinates at = dist::coordinates_of({o.tp, o.pp, o.ep}, static_cast<int>(r));
+      nlohmann::json one = {{"rank", r},
+                            {"tp_rank", at.tp},
+                            {"ep_rank", at.ep},
+                            {"weight_bytes", ranks[r].split_bytes + ranks[r].replicated_bytes},
+                            {"weight_bytes_split", ranks[r].split_bytes},
+                            {"weight_bytes_replicated", ranks[r].replicated_bytes},
+                            {"comm_wait_seconds", ranks[r].wait_seconds},
+                            {"comm_calls", ranks[r].calls},
+                            {"comm_bytes_sent", ranks[r].bytes_sent},
+                            {"comm_idle_ratio", idle_ratio(ranks[r])}};
+      if (model->spec.moe) {
+        one["weight_bytes_experts"] = ranks[r].expert_bytes;
+        one["experts"] = {{"begin", ranks[r].experts_begin}, {"end", ranks[r].experts_end}};
+      }
+      per_rank.push_back(std::move(one));
     }
     j["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"ep", o.ep}, {"world", ranks.size()}, {"ranks", per_rank}};
+    if (model->spec.moe) j["parallel"]["moe_combine"] = moe_combine_name(eo.moe_combine);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -357,12 +397,17 @@ int run_command(const RunOptions& o) {
   if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
   if (ranks.size() > 1) {
     for (size_t r = 0; r < ranks.size(); ++r) {
+      const std::string experts =
+          o.ep > 1 ? fmt::format(", experts {}-{}", ranks[r].experts_begin, ranks[r].experts_end - 1) : "";
       fmt::print(
-          "rank {}     weights {:.2f} MB ({:.2f} split, {:.2f} replicated), communication {:.3f} s in {} "
+          "rank {}     weights {:.2f} MB ({:.2f} split, {:.2f} replicated){}, communication {:.3f} s in {} "
           "calls, idle ratio {:.1f}%\n",
           r, (ranks[r].split_bytes + ranks[r].replicated_bytes) / 1e6, ranks[r].split_bytes / 1e6,
-          ranks[r].replicated_bytes / 1e6, ranks[r].wait_seconds, ranks[r].calls, 100 * idle_ratio(ranks[r]));
+          ranks[r].replicated_bytes / 1e6, experts, ranks[r].wait_seconds, ranks[r].calls,
+          100 * idle_ratio(ranks[r]));
     }
+    if (model->spec.moe && o.tp * o.ep > 1)
+      fmt::print("moe        combine: {}\n", moe_combine_name(eo.moe_combine));
   }
   return kExitOk;
 }
@@ -420,7 +465,14 @@ const Registrar kRegistrar(
       app.add_option("--tp", o->tp, "tensor-parallel ranks (under mpirun -np TP x PP x EP; default 1)")
           ->check(CLI::Range(1, 4096));
       app.add_option("--pp", o->pp, "pipeline-parallel stages (not yet: only 1)")->check(CLI::Range(1, 4096));
-      app.add_option("--ep", o->ep, "expert-parallel ranks (not yet: only 1)")->check(CLI::Range(1, 4096));
+      app.add_option("--ep", o->ep,
+                     "expert-parallel ranks: each holds a contiguous block of every MoE layer's experts "
+                     "(default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--moe-combine", o->moe_combine,
+                     "how MoE outputs are combined under --ep: all-reduce (default: one sum per layer) or "
+                     "all-to-all (dispatch / combine of each token's picks, then an all-gather)")
+          ->check(CLI::IsMember({"all-reduce", "all-to-all"}));
       app.add_option(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")

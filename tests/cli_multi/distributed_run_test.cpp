@@ -1,7 +1,9 @@
 // `day0 run` under mpirun: tensor parallelism over two ranks gives the single process's tokens and
-// reports each rank's weight share and communication time; a wrong world size or an unsupported
-// layout is refused before loading; a rank killed (SIGKILL) or hung (SIGSTOP) mid-generation ends
-// the run within 10 s with a message naming it, and leaves no process behind.
+// reports each rank's weight share and communication time; so does expert parallelism on a MoE
+// miniature (EP 2 under both MoE combines, TP 2 x EP 2 over four ranks), reporting each rank's experts;
+// a wrong world size or an unsupported layout is refused before loading; a rank killed (SIGKILL) or
+// hung (SIGSTOP) mid-generation ends the run within 10 s with a message naming it, and leaves no
+// process behind.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +18,10 @@ namespace {
 
 std::string llama() {
   return std::string(DAY0_TEST_DATA_DIR) + "/golden/llama3";
+}
+
+std::string qwen3_moe() {
+  return std::string(DAY0_TEST_DATA_DIR) + "/golden/qwen3-moe";
 }
 
 std::string tag_for(const char* test) {
@@ -59,18 +65,111 @@ TEST(DistributedRun, TensorParallelTokensEqualOneProcessAndEachRankHoldsItsShare
 
 TEST(DistributedRun, WorldSizeThatDoesNotMatchTheLayoutIsRefused) {
   D0_REQUIRE_MPIRUN();
-  const MpiRunResult r = run_mpi(2, with(kRun, {"--tp", "3"}), 60, tag_for("mismatch"));
+  const MpiRunResult r = run_mpi(2, with(kRun, {"--tp", "4"}), 60, tag_for("mismatch"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("started 2 ranks"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("TP 3 x PP 1 x EP 1 = 3 ranks needs 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TP 4 x PP 1 x EP 1 = 4 ranks needs 4"), std::string::npos) << r.err;
 }
 
-TEST(DistributedRun, PipelineAndExpertParallelismSayNotYet) {
-  for (const char* flag : {"--pp", "--ep"}) {
-    const CliResult r = run_cli_bounded(with(kRun, {flag, "2"}), 30);
+TEST(DistributedRun, PipelineParallelismSaysNotYet) {
+  const CliResult r = run_cli_bounded(with(kRun, {"--pp", "2"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not implemented yet"), std::string::npos) << r.err;
+}
+
+const std::vector<std::string> kMoeRun = {
+    "run", qwen3_moe(), "--prompt-ids", "1,17,42,99,3,250", "--threads", "1", "--json", "--max-new", "10"};
+
+// Refused from the config alone, before MPI or any weight: no mpirun needed to see the message.
+TEST(DistributedRun, ExpertParallelismRefusalsSayWhyBeforeLoading) {
+  struct Refusal {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::string deepseek = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3";
+  const Refusal refusals[] = {
+      {with(kRun, {"--ep", "2"}), "the model has no routed experts"},
+      {with(kMoeRun, {"--ep", "16"}), "8 routed experts cannot give each of 16 ranks"},
+      {{"run", deepseek, "--prompt-ids", "1,2", "--ep", "2"}, "not yet"},
+      {with(kMoeRun, {"--moe-combine", "all-to-all"}), "needs --ep 2 or more"},
+  };
+  for (const Refusal& f : refusals) {
+    const CliResult r = run_cli_bounded(f.args, 30);
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("not implemented yet"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(f.says), std::string::npos) << r.err;
   }
+}
+
+// The parallel section of an EP run against one process: tokens, every rank's experts and bytes.
+void expect_expert_parallel_run(const nlohmann::json& one, const nlohmann::json& run, int tp, int ep,
+                                const std::string& combine) {
+  EXPECT_EQ(run["tokens"], one["tokens"]);
+  EXPECT_EQ(run["tokens"].size(), 10u);
+  const nlohmann::json& p = run["parallel"];
+  ASSERT_EQ(p["world"], tp * ep);
+  EXPECT_EQ(p["ep"], ep);
+  EXPECT_EQ(p["tp"], tp);
+  EXPECT_EQ(p["moe_combine"], combine);
+  const nlohmann::json& whole = one["parallel"]["ranks"][0];
+  const double experts = whole["weight_bytes_experts"];
+  EXPECT_GT(experts, 0);
+  EXPECT_EQ(whole["experts"]["begin"], 0);
+  EXPECT_EQ(whole["experts"]["end"], 8);
+  ASSERT_EQ(p["ranks"].size(), static_cast<size_t>(tp * ep));
+  for (const auto& r : p["ranks"]) {
+    const int e = r["ep_rank"];
+    EXPECT_EQ(r["experts"]["begin"], e * 8 / ep) << r.dump();
+    EXPECT_EQ(r["experts"]["end"], (e + 1) * 8 / ep) << r.dump();
+    // Its block of the experts (each split over TP), the rest as with tensor parallelism alone.
+    const int held = r["experts"]["end"].get<int>() - r["experts"]["begin"].get<int>();
+    EXPECT_EQ(r["weight_bytes_experts"].get<double>() * tp * 8, experts * held) << r.dump();
+    EXPECT_LT(r["weight_bytes"].get<double>(), whole["weight_bytes"].get<double>());
+    if (tp == 1) {
+      EXPECT_EQ(r["weight_bytes_split"].get<double>() - r["weight_bytes_experts"].get<double>(),
+                whole["weight_bytes_split"].get<double>() - experts);
+      EXPECT_EQ(r["weight_bytes_replicated"], whole["weight_bytes_replicated"]);
+    }
+    EXPECT_GT(r["comm_calls"].get<double>(), 0);
+    EXPECT_GT(r["comm_bytes_sent"].get<double>(), 0);
+    EXPECT_GE(r["comm_idle_ratio"].get<double>(), 0);
+    EXPECT_LT(r["comm_idle_ratio"].get<double>(), 1);
+  }
+}
+
+TEST(DistributedRun, ExpertParallelTokensEqualOneProcessUnderBothCombines) {
+  D0_REQUIRE_MPIRUN();
+  const CliResult one = run_cli_bounded(kMoeRun, 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto a = nlohmann::json::parse(one.out);
+  for (const std::string combine : {"all-reduce", "all-to-all"}) {
+    const MpiRunResult two =
+        run_mpi(2, with(kMoeRun, {"--ep", "2", "--moe-combine", combine}), 60, tag_for("ep2"));
+    ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+    expect_expert_parallel_run(a, nlohmann::json::parse(two.out), 1, 2, combine);
+  }
+}
+
+// 8 experts over 3 ranks: blocks of 2, 3 and 3 (and the all-to-all's uneven blocks of rows).
+TEST(DistributedRun, UnevenExpertBlocksOverThreeRanksEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const CliResult one = run_cli_bounded(kMoeRun, 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const MpiRunResult three =
+      run_mpi(3, with(kMoeRun, {"--ep", "3", "--moe-combine", "all-to-all"}), 60, tag_for("ep3"));
+  ASSERT_EQ(three.exit_code, 0) << three.out << three.err;
+  const auto b = nlohmann::json::parse(three.out);
+  expect_expert_parallel_run(nlohmann::json::parse(one.out), b, 1, 3, "all-to-all");
+  EXPECT_EQ(b["parallel"]["ranks"][0]["experts"]["end"], 2);
+}
+
+TEST(DistributedRun, TensorTimesExpertParallelOverFourRanksEqualsOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const CliResult one = run_cli_bounded(kMoeRun, 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const MpiRunResult four = run_mpi(4, with(kMoeRun, {"--tp", "2", "--ep", "2"}), 60, tag_for("tp2ep2"));
+  ASSERT_EQ(four.exit_code, 0) << four.out << four.err;
+  expect_expert_parallel_run(nlohmann::json::parse(one.out), nlohmann::json::parse(four.out), 2, 2,
+                             "all-reduce");
 }
 
 TEST(DistributedRun, KilledRankEndsTheRunNamingItWithoutOrphans) {

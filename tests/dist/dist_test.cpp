@@ -1,14 +1,18 @@
 // Single-process pieces of distributed inference: the single-process communicator, layouts and rank
-// coordinates, world-size checks, tensor-parallel shard ranges and specs.
+// coordinates, world-size checks, tensor-parallel shard ranges and specs, expert placement and the
+// expert-parallel checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "day0/dist/communicator.h"
+#include "day0/dist/expert_placement.h"
 #include "day0/dist/process_groups.h"
+#include "day0/model/catalog.h"
 #include "day0/model/model_spec.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/model_weights.h"
@@ -77,6 +81,7 @@ TEST(ProcessGroups, SingleProcessGroupsOfALayoutOfOne) {
   EXPECT_EQ(groups->tp->size(), 1);
   EXPECT_EQ(groups->pp->size(), 1);
   EXPECT_EQ(groups->ep->size(), 1);
+  EXPECT_EQ(groups->stage->size(), 1);
   EXPECT_FALSE(make_process_groups(make_single_process_communicator(), {.tp = 2}).is_ok());
 }
 
@@ -141,14 +146,111 @@ TEST(TensorShard, SplitsThatDoNotDivideAreRefusedWithTheNumbers) {
   EXPECT_EQ(three.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(three.message().find("4 attention heads"), std::string::npos) << three.message();
   EXPECT_NE(check_tensor_parallel(dense_spec(), 3).message().find("FFN width 128"), std::string::npos);
-  s.layers[0].moe = true;
-  EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
   s = dense_spec();
   s.attention = AttentionKind::kMla;
   EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
   s = dense_spec();
   s.weights.format = WeightFormat::kFp8Block;
   EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
+}
+
+ModelSpec moe_spec() {
+  ModelSpec s = dense_spec();
+  s.family = Family::kQwen3Moe;
+  s.moe = MoeSpec{.n_experts = 8, .experts_per_token = 2, .expert_intermediate = 32};
+  for (LayerSpec& l : s.layers) {
+    l.moe = true;
+    l.dense_intermediate = 0;
+  }
+  return s;
+}
+
+TEST(TensorShard, MoeLayersSplitEveryExpertsWidth) {
+  ModelSpec s = moe_spec();
+  ASSERT_TRUE(check_tensor_parallel(s, 2).is_ok()) << check_tensor_parallel(s, 2).to_string();
+  EXPECT_EQ(tensor_parallel_spec(s, {1, 2}).moe->expert_intermediate, 16);
+  EXPECT_EQ(tensor_parallel_spec(s, {1, 2}).moe->n_experts, 8);  // every rank holds every expert's half
+  s.moe->expert_intermediate = 30;
+  const Status four = check_tensor_parallel(s, 4);
+  EXPECT_EQ(four.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(four.message().find("expert width 30"), std::string::npos) << four.message();
+  s = moe_spec();
+  s.moe->n_zero_experts = 2;
+  EXPECT_EQ(check_tensor_parallel(s, 2).code(), StatusCode::kUnsupported);
+  // Experts stacked in one tensor (gpt-oss, Llama 4) are placed whole by EP, not split by TP yet.
+  for (const char* stacked : {"gpt-oss", "llama4-text"}) {
+    auto r = resolve_model(std::string(DAY0_TEST_DATA_DIR) + "/golden/" + stacked);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const Status st = check_tensor_parallel(r->spec, 2);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << stacked;
+    EXPECT_NE(st.message().find("stacked"), std::string::npos) << st.message();
+  }
+}
+
+TEST(ExpertPlacement, ContiguousBalancedBlocksHoldEveryExpertOnce) {
+  for (int64_t n : {7, 8, 60, 256}) {
+    for (int64_t ep : {1, 2, 3, 8}) {
+      int64_t next = 0, largest = 0;
+      for (int64_t r = 0; r < ep; ++r) {
+        const dist::ExpertBlock b = dist::expert_block(n, ep, r);
+        EXPECT_EQ(b.begin, next) << n << " over " << ep;
+        EXPECT_TRUE(b.size() == n / ep || b.size() == (n + ep - 1) / ep) << n << " over " << ep;
+        for (int64_t e = b.begin; e < b.end; ++e) EXPECT_EQ(dist::expert_owner(n, ep, e), r) << e;
+        largest = std::max(largest, b.size());
+        next = b.end;
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_EQ(dist::max_experts_per_rank(n, ep), largest);
+    }
+  }
+  // Qwen2-MoE's 60 experts over 8 ranks: blocks of 7 and 8.
+  EXPECT_EQ(dist::expert_block(60, 8, 0), (dist::ExpertBlock{0, 7}));
+  EXPECT_EQ(dist::expert_block(60, 8, 1), (dist::ExpertBlock{7, 15}));
+  EXPECT_EQ(dist::expert_block(60, 8, 7), (dist::ExpertBlock{52, 60}));
+  EXPECT_EQ(dist::expert_block(8, 1, 0), (dist::ExpertBlock{0, 8}));
+}
+
+TEST(ExpertShard, WhatCannotBeSplitIsRefusedSayingWhy) {
+  EXPECT_TRUE(check_expert_parallel(dense_spec(), 1).is_ok());
+  EXPECT_TRUE(check_expert_parallel(moe_spec(), 2).is_ok());
+  EXPECT_TRUE(check_expert_parallel(moe_spec(), 3).is_ok());  // blocks of 2, 3 and 3
+  EXPECT_TRUE(check_expert_parallel(moe_spec(), 8).is_ok());
+  const Status dense = check_expert_parallel(dense_spec(), 2);
+  EXPECT_EQ(dense.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dense.message().find("no routed experts"), std::string::npos) << dense.message();
+  const Status too_many = check_expert_parallel(moe_spec(), 16);
+  EXPECT_EQ(too_many.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.message().find("8 routed experts cannot give each of 16 ranks"), std::string::npos)
+      << too_many.message();
+  ModelSpec mla = moe_spec();
+  mla.attention = AttentionKind::kMla;
+  const Status not_yet = check_expert_parallel(mla, 2);
+  EXPECT_EQ(not_yet.code(), StatusCode::kUnsupported);
+  EXPECT_NE(not_yet.message().find("not yet"), std::string::npos) << not_yet.message();
+  ModelSpec zero = moe_spec();
+  zero.moe->n_zero_experts = 4;
+  EXPECT_EQ(check_expert_parallel(zero, 2).code(), StatusCode::kUnsupported);
+}
+
+TEST(ExpertShard, EachRankBindsOnlyItsExpertsBytes) {
+  const std::string qwen3_moe = std::string(DAY0_TEST_DATA_DIR) + "/golden/qwen3-moe";
+  auto whole = load_model(qwen3_moe);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  uint64_t experts = 0;
+  for (int r = 0; r < 3; ++r) {  // uneven blocks: 2, 3 and 3 of 8 experts
+    LoadOptions lo;
+    lo.experts = {r, 3};
+    auto part = load_model(qwen3_moe, lo);
+    ASSERT_TRUE(part.is_ok()) << part.status().to_string();
+    const dist::ExpertBlock held = dist::expert_block(8, 3, r);
+    const BoundWeightBytes& b = part->weights->bound;
+    EXPECT_EQ(b.experts * 8, whole->weights->bound.experts * static_cast<uint64_t>(held.size())) << r;
+    EXPECT_EQ(b.split - b.experts, whole->weights->bound.split - whole->weights->bound.experts);
+    EXPECT_EQ(b.replicated, whole->weights->bound.replicated);
+    EXPECT_EQ(part->weights->layers[0].moe.first_expert, held.begin);
+    experts += b.experts;
+  }
+  EXPECT_EQ(experts, whole->weights->bound.experts);  // together: every expert once
 }
 
 TEST(TensorShard, WholeLoadCountsEveryWeightByteOnce) {

@@ -87,6 +87,14 @@ TEST(MpiCommunicator, ProcessGroupsOfTwoLayouts) {
   EXPECT_EQ(pp->tp->size(), 1);
   EXPECT_EQ(pp->pp->size(), 2);
   EXPECT_EQ(pp->coords.pp, world->rank());
+  EXPECT_EQ(pp->stage->size(), 1);  // a stage of TP 1 x EP 1
+  auto ep = dist::make_process_groups(world, {.ep = 2});
+  ASSERT_TRUE(ep.is_ok()) << ep.status().to_string();
+  EXPECT_EQ(ep->ep->size(), 2);
+  EXPECT_EQ(ep->tp->size(), 1);
+  EXPECT_EQ(ep->coords.ep, world->rank());
+  EXPECT_EQ(ep->stage->size(), 2);  // the TP x EP ranks that sum partial MoE outputs
+  EXPECT_EQ(ep->stage->rank(), world->rank());
   // The TP group works on its own: a sum over it.
   std::vector<float> one = {1.0f};
   ASSERT_TRUE(tp->tp->all_reduce_sum(one).is_ok());

@@ -1,4 +1,6 @@
 // Differential tests of MoE routing and experts, argmax and sampling.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "differential_harness.h"
@@ -177,6 +179,58 @@ TEST(MoeZeroExperts, ReturnTheirInputTimesTheirWeight) {
       EXPECT_FLOAT_EQ(out.view().row(0)[c], 2.25f * x.cview().row(0)[c]) << nb.label << " column " << c;
     }
     EXPECT_TRUE(out.guards_intact()) << nb.label;
+  }
+}
+
+// Expert parallelism: a call holding a block of the experts adds only the picks of its block; the
+// blocks of two ranks add up to the whole set's output, on every backend.
+TEST(MoeExpertBlocks, TwoBlocksAddUpToTheWholeSet) {
+  const int64_t t = 6, n_experts = 8, k = 3, hidden = 32, inter = 16;
+  std::vector<TestWeight> store;
+  store.reserve(static_cast<size_t>(3 * n_experts));
+  std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    auto& ew = experts[static_cast<size_t>(e)];
+    store.push_back(random_weight(WeightFormat::kF32, inter, hidden, 10 + 3 * e, 0.2f));
+    ew.gate = store.back().view();
+    store.push_back(random_weight(WeightFormat::kF32, inter, hidden, 11 + 3 * e, 0.2f));
+    ew.up = store.back().view();
+    store.push_back(random_weight(WeightFormat::kF32, hidden, inter, 12 + 3 * e, 0.2f));
+    ew.down = store.back().view();
+  }
+  std::vector<int32_t> ids;  // [t, k]: row 5 picks only experts of the second block
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t j = 0; j < k; ++j) ids.push_back(static_cast<int32_t>(r == 5 ? 4 + j : (r * 5 + j * 3) % 8));
+  const auto weights = random_vector(t * k, 7, 0.5f);
+  GuardedMatrix x(t, hidden);
+  x.fill_random(3, 1.5f);
+  auto backends = backends_under_test();
+  backends.push_back({"reference", reference_backend()});
+  for (auto& nb : backends) {
+    auto run = [&](std::span<const ExpertWeights> held, int64_t first, GuardedMatrix& out) {
+      nb.backend->moe_experts({.x = x.cview(),
+                               .expert_ids = {ids.data(), t, k},
+                               .expert_weights = {weights.data(), t, k},
+                               .experts = held,
+                               .first_expert = first,
+                               .n_experts = n_experts,
+                               .out = out.view()});
+    };
+    GuardedMatrix whole(t, hidden), low(t, hidden), high(t, hidden);
+    run(experts, 0, whole);
+    run(std::span(experts).subspan(0, 4), 0, low);
+    run(std::span(experts).subspan(4, 4), 4, high);
+    for (int64_t r = 0; r < t; ++r) {
+      for (int64_t col = 0; col < hidden; ++col) {
+        const float sum = low.cview().row(r)[col] + high.cview().row(r)[col];
+        EXPECT_NEAR(sum, whole.cview().row(r)[col], 1e-5f * (1.0f + std::fabs(whole.cview().row(r)[col])))
+            << nb.label << " row " << r << " column " << col;
+      }
+    }
+    // Row 5 has no pick in the first block: it stays zero there.
+    for (int64_t col = 0; col < hidden; ++col) EXPECT_EQ(low.cview().row(5)[col], 0.0f) << nb.label;
+    EXPECT_NE(high.cview().row(5)[0], 0.0f) << nb.label;
+    EXPECT_TRUE(whole.guards_intact() && low.guards_intact() && high.guards_intact()) << nb.label;
   }
 }
 

@@ -397,6 +397,11 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
   }
   if (a.input_scaling) op.attrs["input_scaling"] = "true";
   if (a.n_zero_experts > 0) op.attrs["zero_experts"] = std::to_string(a.n_zero_experts);
+  if (a.routed_experts() != static_cast<int64_t>(a.experts.size())) {  // an expert-parallel rank's block
+    op.attrs["n_experts"] = std::to_string(a.routed_experts());
+    op.attrs["experts_held"] =
+        fmt::format("[{}, {})", a.first_expert, a.first_expert + static_cast<int64_t>(a.experts.size()));
+  }
   if (!a.exact) op.attrs["exact"] = "false";
   if (!a.experts.empty()) {
     const ExpertWeights& e = a.experts[0];

@@ -54,9 +54,11 @@ Result<ProcessGroups> make_process_groups(std::shared_ptr<Communicator> world, c
   D0_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> tp, world->split(c.pp * layout.ep + c.ep, c.tp));
   D0_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> ep, world->split(c.pp * layout.tp + c.tp, c.ep));
   D0_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> pp, world->split(c.ep * layout.tp + c.tp, c.pp));
+  D0_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> stage, world->split(c.pp, c.ep * layout.tp + c.tp));
   g.tp = std::move(tp);
   g.ep = std::move(ep);
   g.pp = std::move(pp);
+  g.stage = std::move(stage);
   g.world = std::move(world);
   return g;
 }

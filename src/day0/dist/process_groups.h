@@ -2,7 +2,8 @@
 // Process groups of a distributed run: world = TP x PP x EP ranks. A rank's coordinates are
 // (pp, ep, tp) with TP fastest (rank = (pp * EP + ep) * TP + tp), so that a tensor-parallel group
 // holds neighbouring ranks (one node, the fastest links). Each rank gets a communicator per group:
-// its TP group (same pp, ep), its EP group (same pp, tp) and its PP group (same ep, tp).
+// its TP group (same pp, ep), its EP group (same pp, tp), its PP group (same ep, tp) and its stage
+// group (same pp: the TP x EP ranks that sum their partial MoE outputs, rank = ep * TP + tp).
 #include <memory>
 #include <string>
 
@@ -40,6 +41,7 @@ struct ProcessGroups {
   RankCoordinates coords;
   std::shared_ptr<Communicator> world;
   std::shared_ptr<Communicator> tp, pp, ep;  // this rank's groups (size 1 where the degree is 1)
+  std::shared_ptr<Communicator> stage;       // TP x EP ranks of this rank's pipeline stage
 };
 
 // Splits `world` into the layout's groups (collective over world).

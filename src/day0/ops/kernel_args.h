@@ -283,9 +283,15 @@ struct ExpertWeights {
 };
 struct MoeExpertsArgs {
   ConstMatrix x;                           // [T, H]
-  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, experts.size() + n_zero_experts)
+  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, routed_experts() + n_zero_experts)
   ConstMatrix expert_weights;              // [T, k]
-  std::span<const ExpertWeights> experts;  // [E]
+  std::span<const ExpertWeights> experts;  // [E local]: experts [first_expert, first_expert + E local)
+  // Expert parallelism: `experts` holds a block of the model's n_experts (0: experts.size(), all of
+  // them) starting at first_expert; picks of experts held elsewhere add nothing here (the ranks that
+  // hold them add theirs). Zero experts need the whole set.
+  int64_t first_expert = 0;
+  int64_t n_experts = 0;
+  int64_t routed_experts() const { return n_experts > 0 ? n_experts : static_cast<int64_t>(experts.size()); }
   GateUpLayout layout = GateUpLayout::kSeparate;
   bool clamped = false;  // gpt-oss clamped SwiGLU (limit, alpha)
   float limit = 7.0f;

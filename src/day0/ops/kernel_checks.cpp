@@ -168,7 +168,13 @@ void check_args(const MoeExpertsArgs& a) {
   D0_EXPECT_SHAPE("moe_experts", "out", a.out, a.x.rows, h);
   D0_CHECK_MSG(a.n_zero_experts >= 0 && !(a.n_zero_experts > 0 && a.input_scaling),
                "moe_experts: zero experts need output weighting");
-  const auto n_experts = static_cast<int64_t>(a.experts.size()) + a.n_zero_experts;
+  const int64_t routed = a.routed_experts();
+  D0_CHECK_MSG(a.first_expert >= 0 && a.first_expert + static_cast<int64_t>(a.experts.size()) <= routed,
+               fmt::format("moe_experts: experts [{}, {}) outside the model's {}", a.first_expert,
+                           a.first_expert + static_cast<int64_t>(a.experts.size()), routed));
+  D0_CHECK_MSG(a.n_zero_experts == 0 || static_cast<int64_t>(a.experts.size()) == routed,
+               "moe_experts: zero experts need every real expert in one call");
+  const int64_t n_experts = routed + a.n_zero_experts;
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = a.expert_ids.row(t)[j];

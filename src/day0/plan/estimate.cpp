@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "day0/core/error.h"
+#include "day0/dist/expert_placement.h"
 
 namespace day0::plan {
 
@@ -197,10 +198,12 @@ StageWeights stage_weights(const PreparedModel& p, const LayerSums& s, const Wor
   out.dense = s.bytes[gi(WeightGroup::kDenseMlp)] / tp;
   out.shared = s.bytes[gi(WeightGroup::kSharedExperts)] / tp;
   if (m.n_experts > 0) {
-    const double physical = static_cast<double>(m.n_experts + w.redundant_experts);
-    // Each EP rank holds (E + R) / EP experts, each split over expert-TP ranks.
-    out.routed = s.bytes[gi(WeightGroup::kRoutedExperts)] / static_cast<double>(m.n_experts) * physical /
-                 static_cast<double>(par.stage_devices());
+    // The most loaded EP rank holds ceil((E + R) / EP) experts (the runtime's placement rule,
+    // dist/expert_placement.h), each split over expert-TP ranks.
+    const auto held =
+        static_cast<double>(dist::max_experts_per_rank(m.n_experts + w.redundant_experts, par.ep));
+    out.routed = s.bytes[gi(WeightGroup::kRoutedExperts)] / static_cast<double>(m.n_experts) * held /
+                 static_cast<double>(par.expert_tp());
   }
   out.other = s.bytes[gi(WeightGroup::kRouter)] + s.bytes[gi(WeightGroup::kNorm)];
   if (stage == 0) out.embedding = p.embedding_bytes / tp;

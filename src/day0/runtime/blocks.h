@@ -72,6 +72,9 @@ struct Context {
   const RopeFrequencies& rope;  // fixed frequencies (non-dynamic rope)
   StepArena& arena;
   dist::Communicator* tp = nullptr;  // the tensor-parallel group, or null in a single process
+  dist::Communicator* ep = nullptr;  // the expert-parallel group, or null without EP
+  // The group that sums partial MoE outputs (TP x EP of the stage), or null in a single process.
+  dist::Communicator* moe = nullptr;
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }

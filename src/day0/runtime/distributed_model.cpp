@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "day0/model/catalog.h"
+#include "day0/runtime/packed_int_source.h"
+
 namespace day0 {
 namespace {
 
@@ -27,11 +30,19 @@ Status agree(dist::Communicator& world, const Status& mine, const char* what) {
 Result<DistributedModel> load_distributed_model(const std::string& model, const dist::ParallelLayout& layout,
                                                 LoadOptions load, const dist::CommOptions& comm) {
   D0_RETURN_IF_ERROR(dist::validate_layout(layout));
-  if (layout.pp > 1 || layout.ep > 1) {
+  if (layout.pp > 1) {
     return unsupported(
-        fmt::format("{}: pipeline (--pp) and expert (--ep) parallelism are not implemented yet; "
-                    "tensor parallelism (--tp) is",
+        fmt::format("{}: pipeline parallelism (--pp) is not implemented yet; tensor (--tp) and expert "
+                    "(--ep) parallelism are",
                     layout.to_string()));
+  }
+  if (layout.tp > 1 || layout.ep > 1) {
+    // Whether the model splits this way, from its config alone: every rank answers the same before any
+    // rank opens the world or reads a weight.
+    D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
+    const ModelSpec spec = unpacked_spec(resolved.spec);
+    D0_RETURN_IF_ERROR(check_expert_parallel(spec, layout.ep));
+    D0_RETURN_IF_ERROR(check_tensor_parallel(spec, layout.tp));
   }
   std::shared_ptr<dist::Communicator> world;
   if (layout.world() > 1 || dist::launched_by_mpirun()) {
@@ -44,6 +55,7 @@ Result<DistributedModel> load_distributed_model(const std::string& model, const 
   DistributedModel out;
   D0_ASSIGN_OR_RETURN(out.groups, dist::make_process_groups(world, layout));
   load.shard = TensorShard{out.groups.coords.tp, layout.tp};
+  load.experts = ExpertShard{out.groups.coords.ep, layout.ep};
   Result<LoadedModel> loaded = load_model(model, load);
   D0_RETURN_IF_ERROR(agree(*world, loaded.status(), "loading the model"));
   out.model = std::move(loaded).value();

@@ -18,6 +18,10 @@ const char* precision_name(ActivationPrecision p) {
   return p == ActivationPrecision::kBF16 ? "bf16" : "f32";
 }
 
+const char* moe_combine_name(MoeCombine c) {
+  return c == MoeCombine::kAllToAll ? "all-to-all" : "all-reduce";
+}
+
 Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
                EngineOptions options)
     : spec_(spec),
@@ -67,6 +71,39 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           shard.size, tp == nullptr ? std::string("missing") : tp->describe_rank(tp->rank())));
     }
   }
+  const ExpertShard experts = weights->expert_shard;
+  if (!experts.whole()) {
+    D0_RETURN_IF_ERROR(check_expert_parallel(spec, experts.size));
+    const dist::Communicator* ep = options.expert_parallel;
+    if (ep == nullptr || ep->size() != experts.size || ep->rank() != experts.rank) {
+      return invalid_argument(fmt::format(
+          "engine: the weights hold expert-parallel rank {} of {}'s experts, the engine's group is {}",
+          experts.rank, experts.size,
+          ep == nullptr ? std::string("missing") : ep->describe_rank(ep->rank())));
+    }
+  }
+  // The group whose ranks' partial MoE outputs are summed: TP x EP, or the one degree above 1.
+  dist::Communicator* moe_group = nullptr;
+  if (!shard.whole() || !experts.whole()) {
+    moe_group = options.moe_group != nullptr ? options.moe_group
+                : experts.whole()            ? options.tensor_parallel
+                : shard.whole()              ? options.expert_parallel
+                                             : nullptr;
+    const int want_rank = experts.rank * shard.size + shard.rank;
+    if (moe_group == nullptr || moe_group->size() != shard.size * experts.size ||
+        moe_group->rank() != want_rank) {
+      return invalid_argument(fmt::format(
+          "engine: the partial MoE outputs of TP {} x EP {} are summed over a group of those ranks "
+          "(EngineOptions::moe_group, here rank {} of {}); found {}",
+          shard.size, experts.size, want_rank, shard.size * experts.size,
+          moe_group == nullptr ? std::string("none") : moe_group->describe_rank(moe_group->rank())));
+    }
+  }
+  if (options.moe_combine == MoeCombine::kAllToAll && experts.whole()) {
+    return invalid_argument(
+        "engine: the all-to-all MoE combine dispatches tokens to expert-parallel ranks; it needs expert "
+        "parallelism (--ep above 1)");
+  }
   if (options.kv_block_tokens <= 0 || options.kv_block_tokens > 4096) {
     return invalid_argument(
         fmt::format("engine: KV block size must be in [1, 4096] tokens, found {}", options.kv_block_tokens));
@@ -91,6 +128,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           ? spec.mla->qk_rope_head_dim
           : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) / 2 * 2;
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
+  e->moe_group_ = moe_group;
   if (rotary > 0) {
     D0_ASSIGN_OR_RETURN(e->rope_,
                         rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
@@ -171,7 +209,9 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   for (int32_t id : ids)
     D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
-  const blocks::Context c{backend_, local_, options_, layout, rope_, *arena_, options_.tensor_parallel};
+  const blocks::Context c{
+      backend_,  local_, options_, layout, rope_, *arena_, options_.tensor_parallel, options_.expert_parallel,
+      moe_group_};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -280,7 +320,15 @@ void Engine::embed(std::span<const int32_t> ids, Matrix x) {
 }
 
 void Engine::lm_head(ConstMatrix rows, Matrix logits) {
-  const blocks::Context c{backend_, local_, options_, *layout_, rope_, *arena_, options_.tensor_parallel};
+  const blocks::Context c{backend_,
+                          local_,
+                          options_,
+                          *layout_,
+                          rope_,
+                          *arena_,
+                          options_.tensor_parallel,
+                          options_.expert_parallel,
+                          moe_group_};
   const ModelWeights& w = *weights_;
   if (w.shard.whole()) {
     blocks::linear(c, rows, w.lm_head, logits);

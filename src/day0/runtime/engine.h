@@ -37,6 +37,19 @@ const char* precision_name(ActivationPrecision p);  // "f32", "bf16"
 // Which MLA form to use: auto = expanded (naive) for multi-token steps, absorbed for one-token steps.
 enum class MlaMode { kAuto, kNaive, kAbsorbed };
 
+// How the partial outputs of a MoE layer are combined under expert (and tensor) parallelism. Every rank
+// holds every token (attention is replicated over the EP ranks), routes them all alike and computes its
+// experts' share.
+// - kAllReduce: every rank's partial [T, H] (its experts' weighted outputs, zeros for the others;
+//   the shared expert added on EP rank 0) summed over the TP x EP group: one collective per layer.
+// - kAllToAll: the dispatch / combine of an expert-parallel deployment: each EP rank owns a block of the
+//   step's rows; the owner sends each (row, expert) pick to the expert's rank (counts exchanged first,
+//   then variable-size all_to_all_v), the expert rank returns the unweighted expert output, the owner
+//   sums its rows in expert order (as one process does), adds the shared expert for its rows, and an
+//   all-gather gives every rank every row.
+enum class MoeCombine { kAllReduce, kAllToAll };
+const char* moe_combine_name(MoeCombine c);  // "all-reduce", "all-to-all"
+
 struct EngineOptions {
   ActivationPrecision precision = ActivationPrecision::kF32;
   MlaMode mla = MlaMode::kAuto;
@@ -48,6 +61,13 @@ struct EngineOptions {
   // The tensor-parallel group when the weights are one rank's shard (ModelWeights::shard): its rank and
   // size must match the shard. Not owned; outlives the engine. Every rank runs the same steps.
   dist::Communicator* tensor_parallel = nullptr;
+  // The expert-parallel group when the weights hold one rank's experts (ModelWeights::expert_shard): its
+  // rank and size must match. Not owned; outlives the engine.
+  dist::Communicator* expert_parallel = nullptr;
+  // The TP x EP group of this rank's stage (rank = ep * TP + tp) that sums partial MoE outputs: needed
+  // when both degrees are above 1 (otherwise the group of the one that is serves).
+  dist::Communicator* moe_group = nullptr;
+  MoeCombine moe_combine = MoeCombine::kAllReduce;
 };
 
 // One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
@@ -109,6 +129,7 @@ class Engine {
   std::unique_ptr<blocks::StepLayout> layout_;  // reused between steps
   std::unique_ptr<blocks::StepArena> arena_;    // activations of a step
   std::vector<int32_t> pick_;                   // last_only rows
+  dist::Communicator* moe_group_ = nullptr;     // resolved from the options (create())
 
   ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
   // Vocabulary-parallel embedding and LM head (tensor parallelism): each rank's rows, then summed or

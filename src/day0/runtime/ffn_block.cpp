@@ -1,23 +1,37 @@
 // Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert that
 // Qwen2-MoE gates with sigmoid(x . w)).
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
+#include "day0/dist/communicator.h"
+#include "day0/dist/expert_placement.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0::blocks {
 
-void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
+namespace {
+
+// The SwiGLU up to the down projection: y = down(swiglu(gate x, up x)), float32 and not rounded; a
+// partial sum over the TP group under tensor parallelism (this rank's FFN columns).
+void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
   const int64_t t = h.rows, width = w.gate.w.rows;
   Buffer gate(c.arena, t, width), up(c.arena, t, width), act(c.arena, t, width);  // [T, intermediate]
   linear(c, h, w.gate, gate.m);
   linear(c, h, w.up, up.m);
   c.be.swiglu({gate.m, up.m, act.m});
   round_activations(c, act.m);
-  matmul(c, act.m, w.down, out);  // [T, hidden]: this rank's FFN columns' share under tensor parallelism
-  finish_row_parallel(c, out);
+  matmul(c, act.m, w.down, out);  // [T, hidden]
 }
 
-void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+// Router -> top-k: ids [T, k] (from the step's arena) and their weights [T, k]. Identical on every
+// rank of a parallel run (the same h, the same replicated router).
+struct Routing {
+  int32_t* ids = nullptr;  // [T, k]
+  Buffer weights;          // [T, k]
+};
+
+Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
   // LongCat-Flash scores its zero-computation experts beside the real ones.
@@ -33,9 +47,9 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   // MiniMax-M2 keeps its float32 routing weights: the expert output is scaled in float32, then rounded.
   const bool fp32_weights = fp32_router || s.family == Family::kMinimaxM2;
 
-  // [T, k] expert ids, from the step's arena (4-byte slots)
-  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));
-  Buffer weights(c.arena, t, k);  // [T, k]
+  Routing out;
+  out.ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));  // [T, k] expert ids (4-byte slots)
+  out.weights = Buffer(c.arena, t, k);                        // [T, k]
   MoeRouterArgs r;
   r.logits = logits.m;
   r.correction_bias = w.correction_bias;
@@ -47,40 +61,234 @@ void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
   r.norm_topk_prob = m.norm_topk_prob;
   r.renorm_eps = fp32_router ? 1e-20f : 0.0f;
   r.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
-  r.expert_ids = MatrixView<int32_t>(ids, t, k);
-  r.expert_weights = weights.m;
+  r.expert_ids = MatrixView<int32_t>(out.ids, t, k);
+  r.expert_weights = out.weights.m;
   c.be.moe_router(r);
-  if (!fp32_weights) round_activations(c, weights.m);
+  if (!fp32_weights) round_activations(c, out.weights.m);
+  return out;
+}
 
-  MoeExpertsArgs x;
-  x.x = h;
-  x.expert_ids = MatrixView<const int32_t>(ids, t, k);
-  x.expert_weights = weights.m;
-  x.experts = w.experts;
-  x.layout = w.layout;
-  x.clamped = m.swiglu_limit > 0;
-  x.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
-  x.alpha = static_cast<float>(m.swiglu_alpha);
-  x.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
-  x.n_zero_experts = m.n_zero_experts;
-  x.out = out;
-  x.exact = c.exact();
-  c.be.moe_experts(x);
-  round_activations(c, out);
+// The routed experts this rank holds (all of them in one process) over rows x [N, H] whose picks are
+// ids / weights [N, k']: out [N, H] = their weighted sum, float32, not rounded.
+MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x,
+                            MatrixView<const int32_t> ids, ConstMatrix weights, Matrix out) {
+  const MoeSpec& m = *c.spec.moe;
+  MoeExpertsArgs a;
+  a.x = x;
+  a.expert_ids = ids;
+  a.expert_weights = weights;
+  a.experts = w.experts;
+  a.first_expert = w.first_expert;
+  a.n_experts = m.n_experts;
+  a.layout = w.layout;
+  a.clamped = m.swiglu_limit > 0;
+  a.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
+  a.alpha = static_cast<float>(m.swiglu_alpha);
+  a.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
+  a.n_zero_experts = m.n_zero_experts;
+  a.out = out;
+  a.exact = c.exact();
+  return a;
+}
 
-  if (!w.shared.present()) return;
-  Buffer shared(c.arena, t, s.hidden_size);  // [T, H]
+// Qwen2-MoE's per-token sigmoid gate of the shared expert: g [T, 1].
+void shared_gate(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix g) {
+  linear(c, h, w.shared_gate, g);
+  c.be.sigmoid({g, g});
+  round_activations(c, g);
+}
+
+// out += the (gated) shared expert of rows h, rounded as one process rounds it.
+void add_shared_expert(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+  const int64_t t = h.rows;
+  Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H]
   dense_mlp(c, w.shared, h, shared.m);
   if (w.shared_gate.present()) {
     Buffer g(c.arena, t, 1);  // [T, 1] sigmoid gate per token
-    linear(c, h, w.shared_gate, g.m);
-    c.be.sigmoid({g.m, g.m});
-    round_activations(c, g.m);
+    shared_gate(c, w, h, g.m);
     c.be.mul({shared.m, g.m, shared.m});
     round_activations(c, shared.m);
   }
   c.be.add({out, shared.m, out});
   round_activations(c, out);
+}
+
+std::span<float> floats_of(Matrix m) {
+  D0_CHECK_MSG(m.contiguous(), "a MoE output summed over ranks must be contiguous");
+  return {m.data, static_cast<size_t>(m.rows * m.cols)};
+}
+
+// MoeCombine::kAllReduce: each rank's partial output (its experts, its expert-TP width; the shared
+// expert's TP share on EP rank 0 only, as the row-parallel bias is added by rank 0), summed over the
+// TP x EP group.
+void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
+  const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
+  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
+  const bool shared_here = c.ep == nullptr || c.ep->rank() == 0;
+  if (w.shared.present() && shared_here) {
+    Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] this TP rank's share of the shared expert
+    swiglu_partial(c, w.shared, h, shared.m);
+    if (w.shared_gate.present()) {
+      Buffer g(c.arena, t, 1);  // [T, 1]: g x (sum of shares) = sum of (g x share)
+      shared_gate(c, w, h, g.m);
+      c.be.mul({shared.m, g.m, shared.m});
+    }
+    c.be.add({out, shared.m, out});
+  }
+  c.be.synchronize();
+  dist::check_comm(c.moe->all_reduce_sum(floats_of(out)));
+  round_activations(c, out);
+}
+
+// The rows [begin, end) of a step's `t` rows that EP rank `rank` of `n` owns under the all-to-all
+// combine: balanced contiguous blocks, like the experts.
+dist::ExpertBlock owned_rows(int64_t t, int n, int rank) {
+  return dist::balanced_block(t, n, rank);
+}
+
+// Per-rank counts of float32 rows of `width` as byte counts.
+std::vector<int64_t> row_bytes(std::vector<int64_t> rows, int64_t width) {
+  for (int64_t& r : rows) r *= width * static_cast<int64_t>(sizeof(float));
+  return rows;
+}
+
+// MoeCombine::kAllToAll (see engine.h). Messages are float32 rows; a dispatched pick is its hidden
+// row followed by its expert id (the int32 bits) and its weight.
+void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
+  dist::Communicator& ep = *c.ep;
+  const int n = ep.size(), me = ep.rank();
+  const int64_t t = h.rows, hidden = h.cols, k = c.spec.moe->experts_per_token;
+  const int64_t n_experts = c.spec.moe->n_experts;
+  const bool input_scaling = c.spec.moe->topk_method == TopkMethod::kLogitsThenSigmoid;
+  const dist::ExpertBlock mine = owned_rows(t, n, me);
+  const int64_t width = hidden + 2;  // [hidden row, id bits, weight]
+  c.be.synchronize();                // the picks and rows are read here
+
+  // Dispatch: my rows' picks, grouped by the rank that holds the expert, each group in (row, pick)
+  // order.
+  std::vector<int64_t> sent(static_cast<size_t>(n), 0);  // [n] picks to each rank
+  for (int64_t row = mine.begin; row < mine.end; ++row)
+    for (int64_t j = 0; j < k; ++j)
+      ++sent[static_cast<size_t>(dist::expert_owner(n_experts, n, r.ids[row * k + j]))];
+  std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // [n + 1] offsets of the groups
+  for (int p = 0; p < n; ++p)
+    first[static_cast<size_t>(p) + 1] = first[static_cast<size_t>(p)] + sent[static_cast<size_t>(p)];
+  const int64_t n_sent = first.back();
+  Buffer send(c.arena, n_sent, width);                            // [picks sent, H + 2]
+  std::vector<int32_t> pick_row(static_cast<size_t>(n_sent));     // [picks sent] the row of each
+  std::vector<float> pick_weight(static_cast<size_t>(n_sent));    // [picks sent]
+  std::vector<int32_t> pick_expert(static_cast<size_t>(n_sent));  // [picks sent]
+  {
+    std::vector<int64_t> fill(first.begin(), first.end() - 1);
+    for (int64_t row = mine.begin; row < mine.end; ++row) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t id = r.ids[row * k + j];
+        const int64_t slot = fill[static_cast<size_t>(dist::expert_owner(n_experts, n, id))]++;
+        float* dst = send.m.row(slot);
+        std::copy_n(h.row(row), hidden, dst);
+        std::memcpy(dst + hidden, &id, sizeof(id));
+        dst[hidden + 1] = r.weights.m.row(row)[j];
+        pick_row[static_cast<size_t>(slot)] = static_cast<int32_t>(row);
+        pick_weight[static_cast<size_t>(slot)] = dst[hidden + 1];
+        pick_expert[static_cast<size_t>(slot)] = id;
+      }
+    }
+  }
+  // Counts first: every rank's row of the [n, n] pick matrix.
+  std::vector<int64_t> counts(static_cast<size_t>(n) * static_cast<size_t>(n));  // [from, to]
+  dist::check_comm(ep.all_gather_of<int64_t>(sent, counts));
+  std::vector<int64_t> arriving(static_cast<size_t>(n));  // [n] picks each rank sends me
+  for (int p = 0; p < n; ++p) arriving[static_cast<size_t>(p)] = counts[static_cast<size_t>(p * n + me)];
+  int64_t n_arriving = 0;
+  for (int64_t a : arriving) n_arriving += a;
+  Buffer got(c.arena, n_arriving, width);  // [picks arriving, H + 2]
+  dist::check_comm(ep.all_to_all_v(std::as_bytes(floats_of(send.m)), row_bytes(sent, width),
+                                   std::as_writable_bytes(floats_of(got.m)), row_bytes(arriving, width)));
+
+  // My experts on the picks that arrived: one pick per row. The output is unweighted (the owner
+  // weights it, in expert order) unless the family scales the input (Llama 4).
+  Buffer x(c.arena, n_arriving, hidden);                             // [picks arriving, H]
+  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(n_arriving));  // [picks arriving, 1]
+  Buffer weights(c.arena, n_arriving, 1);                            // [picks arriving, 1]
+  for (int64_t i = 0; i < n_arriving; ++i) {
+    const float* src = got.m.row(i);  // [H + 2]
+    std::copy_n(src, hidden, x.m.row(i));
+    std::memcpy(&ids[i], src + hidden, sizeof(int32_t));
+    weights.m.row(i)[0] = input_scaling ? src[hidden + 1] : 1.0f;
+  }
+  Buffer y(c.arena, n_arriving, hidden);  // [picks arriving, H]
+  if (n_arriving > 0) {
+    c.be.moe_experts(experts_args(c, w, x.m, MatrixView<const int32_t>(ids, n_arriving, 1), weights.m, y.m));
+    c.be.synchronize();
+  }
+  // Combine: the outputs go back the way the picks came.
+  Buffer back(c.arena, n_sent, hidden);  // [picks sent, H]
+  dist::check_comm(ep.all_to_all_v(std::as_bytes(floats_of(y.m)), row_bytes(arriving, hidden),
+                                   std::as_writable_bytes(floats_of(back.m)), row_bytes(sent, hidden)));
+
+  // My rows: the picks' outputs added in expert order (the order one process adds them in).
+  Matrix own = out.row_slice(mine.begin, mine.size());  // [rows owned, H]
+  for (int64_t i = 0; i < own.rows; ++i) std::fill_n(own.row(i), hidden, 0.0f);
+  std::vector<int32_t> order(static_cast<size_t>(n_sent));
+  for (int64_t i = 0; i < n_sent; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return pick_expert[static_cast<size_t>(a)] < pick_expert[static_cast<size_t>(b)];
+  });
+  Buffer sorted(c.arena, n_sent, hidden);  // [picks sent, H] in expert order
+  std::vector<int32_t> rows(static_cast<size_t>(n_sent));
+  std::vector<float> scale(static_cast<size_t>(n_sent));
+  for (int64_t i = 0; i < n_sent; ++i) {
+    const auto p = static_cast<size_t>(order[static_cast<size_t>(i)]);
+    rows[static_cast<size_t>(i)] = static_cast<int32_t>(pick_row[p] - mine.begin);
+    scale[static_cast<size_t>(i)] = input_scaling ? 1.0f : pick_weight[p];
+  }
+  if (n_sent > 0) {
+    c.be.gather_rows({back.m, order, sorted.m});
+    c.be.scatter_add({sorted.m, rows, scale, own});
+  }
+  if (own.rows > 0) {
+    if (c.tp != nullptr && c.tp->size() > 1) {  // expert-TP: the owned rows are a sum over the TP group
+      c.be.synchronize();
+      dist::check_comm(c.tp->all_reduce_sum(floats_of(own)));
+    }
+    round_activations(c, own);
+    if (w.shared.present()) add_shared_expert(c, w, h.row_slice(mine.begin, mine.size()), own);
+  }
+
+  // Every rank gets every row: blocks padded to the largest one, gathered in rank order.
+  const int64_t per = dist::largest_block(t, n);
+  Buffer pad(c.arena, per, hidden);      // [largest block, H]
+  Buffer all(c.arena, n * per, hidden);  // [n, largest block, H]
+  c.be.synchronize();
+  for (int64_t i = 0; i < own.rows; ++i) std::copy_n(own.row(i), hidden, pad.m.row(i));
+  dist::check_comm(ep.all_gather_of<float>(floats_of(pad.m), floats_of(all.m)));
+  for (int p = 0; p < n; ++p) {
+    const dist::ExpertBlock b = owned_rows(t, n, p);
+    for (int64_t i = 0; i < b.size(); ++i) std::copy_n(all.m.row(p * per + i), hidden, out.row(b.begin + i));
+  }
+}
+
+}  // namespace
+
+void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
+  swiglu_partial(c, w, h, out);  // this rank's FFN columns' share under tensor parallelism
+  finish_row_parallel(c, out);
+}
+
+void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+  const Routing r = route(c, w, h);
+  if (c.moe != nullptr && c.moe->size() > 1) {
+    if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
+      moe_all_to_all(c, w, h, r, out);
+    } else {
+      moe_all_reduce(c, w, h, r, out);
+    }
+    return;
+  }
+  const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
+  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
+  round_activations(c, out);
+  if (w.shared.present()) add_shared_expert(c, w, h, out);
 }
 
 }  // namespace day0::blocks

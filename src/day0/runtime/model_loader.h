@@ -30,6 +30,8 @@ struct LoadOptions {
   bool int_kernels = false;
   // Tensor parallelism: bind only this rank's part of every tensor (model_weights.h).
   TensorShard shard;
+  // Expert parallelism: bind only this rank's routed experts (model_weights.h).
+  ExpertShard experts;
 };
 // The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);

@@ -25,6 +25,16 @@ struct TensorShard {
   bool whole() const { return size == 1; }
 };
 
+// The experts one expert-parallel rank holds: EP rank `rank` of `size` binds only the routed experts
+// of its block (dist/expert_placement.h: contiguous balanced blocks); everything else (attention,
+// routers, shared experts, dense layers, norms, embedding, LM head) is replicated over the EP ranks, or
+// split by its TensorShard within the TP group.
+struct ExpertShard {
+  int rank = 0;
+  int size = 1;
+  bool whole() const { return size == 1; }
+};
+
 // Rows [begin, end) of a dimension of `n` elements that rank `shard.rank` holds under an even split
 // (`n` a multiple of the size); the vocabulary split rounds the share up (the last rank may hold fewer
 // rows, or none).
@@ -41,15 +51,21 @@ int64_t vocab_shard_rows(int64_t vocab, TensorShard shard);  // ceil(vocab / siz
 ShardRange kv_head_shard(int64_t rows, int64_t n_kv_heads, TensorShard shard);
 
 // Whether `spec` can run tensor-parallel over `tp` ranks: InvalidArgument / Unsupported saying what
-// does not divide or is not split yet.
+// does not divide or is not split yet. MoE layers split every routed expert's width (expert-TP) and the
+// shared expert's like a dense FFN.
 Status check_tensor_parallel(const ModelSpec& spec, int tp);
-// The spec one rank's blocks compute with: its heads, KV heads and FFN columns.
+// The spec one rank's blocks compute with: its heads, KV heads, FFN columns and expert widths.
 ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
+// Whether `spec` can run expert-parallel over `ep` ranks: InvalidArgument for a model without routed
+// experts or with fewer experts than ranks, Unsupported ("not yet") for what is not done yet (MLA,
+// zero-computation experts).
+Status check_expert_parallel(const ModelSpec& spec, int ep);
 
 // Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).
 struct BoundWeightBytes {
   uint64_t split = 0;       // tensors split over the ranks (column, row, vocabulary, expert)
   uint64_t replicated = 0;  // tensors every rank holds whole (norms, routers, biases)
+  uint64_t experts = 0;     // the routed experts' part of `split` (this rank's experts under EP)
   uint64_t total() const { return split + replicated; }
 };
 
@@ -80,7 +96,8 @@ struct DenseMlpWeights {
 struct MoeWeights {
   Linear router;                           // [E, H] (+ bias for gpt-oss)
   std::span<const float> correction_bias;  // [E] (noaux_tc) or empty
-  std::vector<ExpertWeights> experts;      // [E]
+  std::vector<ExpertWeights> experts;      // [E local]: experts first_expert ... (all E unless EP)
+  int64_t first_expert = 0;
   GateUpLayout layout = GateUpLayout::kSeparate;
   DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
   Linear shared_gate;      // Qwen2-MoE sigmoid gate [1, H], or absent
@@ -109,9 +126,10 @@ struct ModelWeights {
   Linear lm_head;        // [V, H] (the embedding when tied)
   std::span<const float> final_norm;
   std::vector<LayerWeights> layers;
-  TensorShard shard;       // what this process holds (whole unless tensor-parallel)
-  ShardRange vocab;        // rows of the embedding and the LM head held: [0, V) unless split
-  BoundWeightBytes bound;  // bytes bound, for reports and the tests of sharded loading
+  TensorShard shard;         // what this process holds (whole unless tensor-parallel)
+  ExpertShard expert_shard;  // whose routed experts it holds (all unless expert-parallel)
+  ShardRange vocab;          // rows of the embedding and the LM head held: [0, V) unless split
+  BoundWeightBytes bound;    // bytes bound, for reports and the tests of sharded loading
 
   // Storage for converted data (norms and biases in float32, transposed expert weights); a deque so
   // that spans handed out stay valid as it grows.
@@ -170,9 +188,11 @@ class WeightBinder {
 
 // Binds every tensor of `spec` from `source`, driven by the family's weight table (the tensor
 // manifest): each tensor's slot says where it goes; MTP layers are skipped. With a tensor-parallel
-// `shard` only that rank's part of every tensor is bound (check_tensor_parallel() must pass).
+// `shard` only that rank's part of every tensor is bound (check_tensor_parallel() must pass); with an
+// expert-parallel `experts` shard only that rank's routed experts are (the others are never read;
+// check_expert_parallel() must pass).
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
                                                          std::shared_ptr<const TensorSource> source,
-                                                         TensorShard shard = {});
+                                                         TensorShard shard = {}, ExpertShard experts = {});
 
 }  // namespace day0

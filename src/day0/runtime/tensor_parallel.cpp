@@ -1,9 +1,10 @@
-// Tensor-parallel shapes: which rows each rank holds, which specs can be split, and the spec a rank's
-// blocks compute with (its heads and FFN columns).
+// Tensor- and expert-parallel shapes: which rows each rank holds, which specs can be split, and the
+// spec a rank's blocks compute with (its heads, FFN columns and expert widths).
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "day0/model/tensor_manifest.h"
 #include "day0/ops/tensor.h"
 #include "day0/runtime/model_weights.h"
 
@@ -38,8 +39,10 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
   if (s.attention != AttentionKind::kGqa) return unsupported(what + ": MLA attention is not split yet");
+  bool moe_layers = false;
   for (const LayerSpec& l : s.layers) {
-    if (l.moe) return unsupported(what + ": MoE layers are not split yet (expert parallelism comes later)");
+    moe_layers = moe_layers || l.moe;
+    if (l.moe) continue;
     if (l.dense_intermediate % tp != 0) {
       return invalid_argument(
           fmt::format("{}: the FFN width {} does not divide into {} parts", what, l.dense_intermediate, tp));
@@ -51,6 +54,29 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
         "{}: {} KV heads neither divide into {} parts nor into their multiple", what, s.n_kv_heads, tp));
+  }
+  if (moe_layers && s.moe) {
+    // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
+    // columns): expert-TP. The shared expert is a dense FFN.
+    const MoeSpec& m = *s.moe;
+    if (m.n_zero_experts > 0) return unsupported(what + ": zero-computation experts are not split yet");
+    if (m.expert_intermediate % tp != 0) {
+      return invalid_argument(fmt::format("{}: the expert width {} does not divide into {} parts", what,
+                                          m.expert_intermediate, tp));
+    }
+    if (m.shared_intermediate % tp != 0) {
+      return invalid_argument(fmt::format("{}: the shared expert width {} does not divide into {} parts",
+                                          what, m.shared_intermediate, tp));
+    }
+    D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(s));
+    for (const TensorSpec& t : manifest.tensors) {
+      if (t.shard.rule == ShardRule::kExpert && t.shard.dim >= 0) {
+        return unsupported(fmt::format(
+            "{}: experts stacked in one tensor ({}) are not split over TP ranks yet (one tensor per "
+            "expert is; --ep places whole experts)",
+            what, t.name));
+      }
+    }
   }
   if (s.qk_norm && s.qk_norm_full_width)
     return unsupported(what + ": q/k RMSNorm over all heads (MiniMax-M2) needs a reduction; not split yet");
@@ -73,7 +99,38 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
   local.n_kv_heads = spec.n_kv_heads % shard.size == 0 ? spec.n_kv_heads / shard.size : 1;
   local.intermediate_size = spec.intermediate_size / shard.size;
   for (LayerSpec& l : local.layers) l.dense_intermediate /= shard.size;
+  if (local.moe) {
+    local.moe->expert_intermediate /= shard.size;
+    local.moe->shared_intermediate /= shard.size;
+  }
   return local;
+}
+
+Status check_expert_parallel(const ModelSpec& s, int ep) {
+  if (ep < 1) return invalid_argument(fmt::format("--ep {}: must be at least 1", ep));
+  if (ep == 1) return Status::ok();
+  const std::string what = fmt::format("expert parallelism over {} ranks ({})", ep, family_name(s.family));
+  const bool moe_layers =
+      s.moe && s.moe->n_experts > 0 &&
+      std::any_of(s.layers.begin(), s.layers.end(), [](const LayerSpec& l) { return l.moe; });
+  if (!moe_layers) {
+    return invalid_argument(what +
+                            ": the model has no routed experts (a dense model); --ep places the experts of a "
+                            "mixture-of-experts model over ranks, --tp splits a dense one");
+  }
+  if (s.attention != AttentionKind::kGqa) {
+    return unsupported(what +
+                       ": MLA attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash) is not yet supported "
+                       "under --ep; the GQA MoE families are");
+  }
+  if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
+    return unsupported(what + ": zero-computation and shortcut experts are not yet supported under --ep");
+  if (s.moe->n_experts < ep) {
+    return invalid_argument(
+        fmt::format("{}: {} routed experts cannot give each of {} ranks one (use --ep {} or fewer)", what,
+                    s.moe->n_experts, ep, s.moe->n_experts));
+  }
+  return Status::ok();
 }
 
 }  // namespace day0

@@ -3,6 +3,7 @@
 // slots needs nothing in this file.
 #include <fmt/format.h>
 
+#include "day0/dist/expert_placement.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/runtime/model_weights.h"
 
@@ -29,6 +30,7 @@ class TableBinder {
     D0_RETURN_IF_ERROR(bind_slot(t));
     const uint64_t bytes = b_.bytes_bound() - before;
     (t.shard.rule == ShardRule::kReplicated ? out_.bound.replicated : out_.bound.split) += bytes;
+    if (t.shard.rule == ShardRule::kExpert) out_.bound.experts += bytes;
     return Status::ok();
   }
 
@@ -158,8 +160,9 @@ class TableBinder {
         return kv_head_shard(n, b_.spec().n_kv_heads, shard);
       case ShardRule::kVocab:
         return out_.vocab;
+      case ShardRule::kExpert:  // expert-TP: each expert's width, like a dense FFN (EP picks experts)
+        return even_shard(n, shard);
       case ShardRule::kReplicated:
-      case ShardRule::kExpert:  // experts are not split over TP ranks (check_tensor_parallel)
         break;
     }
     return ShardRange{0, n};
@@ -171,9 +174,12 @@ class TableBinder {
       return internal_error("weight table: a linear weight that is not 2-D: " + t.name);
     const int64_t rows = t.shape[0], cols = t.shape[1];
     Linear l;
+    // [out, in]: row-parallel tensors (o, down and each expert's down) split input columns.
+    const bool by_columns = t.shard.rule == ShardRule::kRow ||
+                            (t.shard.rule == ShardRule::kExpert && t.slot == WeightSlot::kExpertDown);
     if (out_.shard.whole()) {
       D0_ASSIGN_OR_RETURN(l, b_.linear(t.name, rows, cols));
-    } else if (t.shard.rule == ShardRule::kRow) {  // [out, in]: input columns split
+    } else if (by_columns) {
       D0_ASSIGN_OR_RETURN(l, b_.linear_part(t.name, rows, cols, {0, rows}, part(t, cols)));
     } else {  // column, KV-head and vocabulary splits take output rows
       D0_ASSIGN_OR_RETURN(l, b_.linear_part(t.name, rows, cols, part(t, rows), {0, cols}));
@@ -200,15 +206,18 @@ class TableBinder {
     return Status::ok();
   }
 
-  ExpertWeights* expert(const TensorSpec& t, MoeWeights& moe) {
-    if (t.expert < 0 || t.expert >= static_cast<int64_t>(moe.experts.size())) return nullptr;
-    return &moe.experts[static_cast<size_t>(t.expert)];
+  // The experts this rank holds (all of them unless expert-parallel).
+  dist::ExpertBlock held() const {
+    const ExpertShard s = out_.expert_shard;
+    return dist::expert_block(b_.spec().moe ? b_.spec().moe->n_experts : 0, s.size, s.rank);
   }
 
   Status one_expert(const TensorSpec& t, MoeWeights& moe) {
-    ExpertWeights* e = expert(t, moe);
-    if (e == nullptr)
+    const dist::ExpertBlock mine = held();
+    if (t.expert < 0 || (b_.spec().moe && t.expert >= b_.spec().moe->n_experts))
       return internal_error(fmt::format("tensor {}: expert {} out of range", t.name, t.expert));
+    if (!mine.contains(t.expert)) return Status::ok();  // another EP rank's: never read here
+    ExpertWeights* e = &moe.experts[static_cast<size_t>(t.expert - mine.begin)];
     Linear l;
     D0_RETURN_IF_ERROR(linear(t, l));
     WeightView& into = t.slot == WeightSlot::kExpertGate ? e->gate
@@ -219,15 +228,17 @@ class TableBinder {
     return Status::ok();
   }
 
-  // Stacked [E, ...] expert tensors: one view (or transposed copy) per expert.
+  // Stacked [E, ...] expert tensors: one view (or transposed copy) per expert this rank holds.
   Status stacked_experts(const TensorSpec& t, MoeWeights& moe) {
-    const auto n_experts = static_cast<int64_t>(moe.experts.size());
-    if (t.shape.empty() || t.shape[0] != n_experts) {
+    const int64_t n_experts = b_.spec().moe ? b_.spec().moe->n_experts : 0;
+    const dist::ExpertBlock mine = held();
+    if (t.shape.empty() || t.shape[0] != n_experts ||
+        mine.size() != static_cast<int64_t>(moe.experts.size())) {
       return internal_error(fmt::format("tensor {}: stacked over {} experts, the layer holds {}", t.name,
                                         t.shape.empty() ? 0 : t.shape[0], n_experts));
     }
-    for (int64_t e = 0; e < n_experts; ++e) {
-      ExpertWeights& w = moe.experts[static_cast<size_t>(e)];
+    for (int64_t e = mine.begin; e < mine.end; ++e) {
+      ExpertWeights& w = moe.experts[static_cast<size_t>(e - mine.begin)];
       const WeightSlot slot = t.slot;
       if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved) {
         // Stored x @ W [E, H, 2I]: the kernels read [2I, H].
@@ -266,7 +277,7 @@ class TableBinder {
 
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_spec,
                                                          std::shared_ptr<const TensorSource> source,
-                                                         TensorShard shard) {
+                                                         TensorShard shard, ExpertShard experts) {
   if (static_cast<int64_t>(model_spec.layers.size()) != model_spec.n_layers) {
     return invalid_argument(fmt::format("model spec lists {} layers, expected {}", model_spec.layers.size(),
                                         model_spec.n_layers));
@@ -281,14 +292,21 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   if (shard.size < 1 || shard.rank < 0 || shard.rank >= shard.size)
     return invalid_argument(fmt::format("tensor-parallel rank {} of {}", shard.rank, shard.size));
   if (!shard.whole()) D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));
+  if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size)
+    return invalid_argument(fmt::format("expert-parallel rank {} of {}", experts.rank, experts.size));
+  if (!experts.whole()) D0_RETURN_IF_ERROR(check_expert_parallel(spec, experts.size));
   auto out = std::make_shared<ModelWeights>();
   out->shard = shard;
+  out->expert_shard = experts;
   out->vocab = vocab_shard(spec.vocab_size, shard);
   out->source = std::move(source);
   out->layers.resize(static_cast<size_t>(spec.n_layers));
   for (int64_t n = 0; n < spec.n_layers; ++n) {
     if (spec.layers[static_cast<size_t>(n)].moe && spec.moe) {
-      out->layers[static_cast<size_t>(n)].moe.experts.resize(static_cast<size_t>(spec.moe->n_experts));
+      const dist::ExpertBlock mine = dist::expert_block(spec.moe->n_experts, experts.size, experts.rank);
+      MoeWeights& moe = out->layers[static_cast<size_t>(n)].moe;
+      moe.experts.resize(static_cast<size_t>(mine.size()));
+      moe.first_expert = mine.begin;
     }
   }
   WeightBinder b(spec, *out);

@@ -19,28 +19,35 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     for (int64_t t = 0; t < a.out.rows; ++t) std::fill(a.out.row(t), a.out.row(t) + h, 0.0f);
   }
   // Dispatch by counting sort into the workspace (reused between calls: no allocation once warm):
-  // the (token, weight) pairs of expert e are order[start[e] .. start[e + 1]).
+  // the (token, weight) pairs of local expert e are order[start[e] .. start[e + 1]).
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
-  const size_t n_experts = a.experts.size();
-  // Zero-computation experts (ids past the real ones) add their weighted input here and are not
-  // dispatched.
-  const size_t n_ids = n_experts + static_cast<size_t>(a.n_zero_experts);
-  ws.moe_start.assign(n_ids + 1, 0);
+  const size_t n_experts = a.experts.size();  // the experts held here: ids first_expert ...
+  const int64_t routed = a.routed_experts();
+  // The local expert a pick goes to, or -1: a zero-computation expert (an id past the real ones: its
+  // weighted input is added here, not dispatched) or one another rank holds (expert parallelism).
+  auto local_expert = [&](int32_t id) -> int64_t {
+    const int64_t e = id - a.first_expert;
+    return id < routed && e >= 0 && e < static_cast<int64_t>(n_experts) ? e : -1;
+  };
+  ws.moe_start.assign(n_experts + 1, 0);
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
-      const auto id = static_cast<size_t>(a.expert_ids.row(t)[j]);
-      if (id >= n_experts) c.k.axpy(a.expert_weights.row(t)[j], a.x.row(t), a.out.row(t), h);
-      ++ws.moe_start[id + 1];
+      const int32_t id = a.expert_ids.row(t)[j];
+      if (id >= routed) c.k.axpy(a.expert_weights.row(t)[j], a.x.row(t), a.out.row(t), h);
+      const int64_t e = local_expert(id);
+      if (e >= 0) ++ws.moe_start[static_cast<size_t>(e) + 1];
     }
   }
-  for (size_t e = 0; e < n_ids; ++e) ws.moe_start[e + 1] += ws.moe_start[e];
+  for (size_t e = 0; e < n_experts; ++e) ws.moe_start[e + 1] += ws.moe_start[e];
   ws.moe_fill.assign(ws.moe_start.begin(), ws.moe_start.end() - 1);
   ws.moe_tokens.resize(static_cast<size_t>(a.x.rows * k));
   ws.moe_weights.resize(static_cast<size_t>(a.x.rows * k));
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t slot = ws.moe_fill[static_cast<size_t>(a.expert_ids.row(t)[j])]++;
+      const int64_t e = local_expert(a.expert_ids.row(t)[j]);
+      if (e < 0) continue;
+      const int64_t slot = ws.moe_fill[static_cast<size_t>(e)]++;
       ws.moe_tokens[static_cast<size_t>(slot)] = static_cast<int32_t>(t);
       ws.moe_weights[static_cast<size_t>(slot)] = a.expert_weights.row(t)[j];
     }

@@ -128,12 +128,14 @@ void moe_experts(const MoeExpertsArgs& a) {
     std::vector<double> acc(static_cast<size_t>(h), 0.0);
     for (int64_t j = 0; j < a.expert_ids.cols; ++j) {
       const double w = a.expert_weights.row(t)[j];
-      const auto id = static_cast<size_t>(a.expert_ids.row(t)[j]);
-      if (id >= a.experts.size()) {  // a zero-computation expert returns its input
+      const int64_t id = a.expert_ids.row(t)[j];
+      if (id >= a.routed_experts()) {  // a zero-computation expert returns its input
         for (int64_t c = 0; c < h; ++c) acc[static_cast<size_t>(c)] += w * a.x.row(t)[c];
         continue;
       }
-      const auto& ew = a.experts[id];
+      const int64_t local = id - a.first_expert;
+      if (local < 0 || local >= static_cast<int64_t>(a.experts.size())) continue;  // held by another rank
+      const auto& ew = a.experts[static_cast<size_t>(local)];
       const int64_t inter = ew.down.cols;
       std::vector<double> x(static_cast<size_t>(h));
       for (int64_t c = 0; c < h; ++c)

@@ -1,0 +1,241 @@
+// Expert parallelism over two ranks against one process, on the committed golden MoE miniatures: each
+// rank binds only its block of every layer's routed experts (the rest of the model whole), the logits
+// of a prompt agree within float32 tolerance under the all-reduce combine and exactly under the
+// all-to-all one, and greedy tokens are identical; MoE layers under tensor parallelism (expert-TP)
+// likewise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "day0/backends/backend.h"
+#include "day0/dist/expert_placement.h"
+#include "day0/runtime/engine.h"
+#include "day0/runtime/generate.h"
+#include "day0/runtime/model_loader.h"
+#include "world.h"
+
+namespace day0::testing {
+namespace {
+
+std::string golden(const std::string& name) {
+  return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
+}
+
+struct Opened {
+  LoadedModel model;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Engine> engine;
+};
+
+// One process (no group), or this rank of a two-rank world split as `tp` x `ep` (one of them 2).
+Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine = MoeCombine::kAllReduce,
+                  ActivationPrecision precision = ActivationPrecision::kF32) {
+  Opened o;
+  dist::Communicator* w = tp * ep > 1 ? test_world() : nullptr;
+  LoadOptions lo = load_options_for(precision);
+  if (tp > 1) lo.shard = {w->rank(), tp};
+  if (ep > 1) lo.experts = {w->rank(), ep};
+  auto m = load_model(golden(name), lo);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  if (!m.is_ok()) return o;
+  o.model = std::move(m).value();
+  BackendOptions bo;
+  bo.n_threads = 1;  // two ranks on two cores
+  o.backend = std::move(open_backend("cpu", bo)).value();
+  EngineOptions eo;
+  eo.precision = precision;
+  eo.kv_dtype = KvDtype::kF32;
+  if (tp > 1) eo.tensor_parallel = w;
+  if (ep > 1) eo.expert_parallel = w;
+  eo.moe_combine = combine;
+  auto e = Engine::create(o.model.spec, o.model.weights, *o.backend, eo);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  if (e.is_ok()) o.engine = std::move(e).value();
+  return o;
+}
+
+const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
+
+// Largest |difference| of the prompt's logits [12, vocab] between one process and `part`, and the
+// largest |logit|.
+struct LogitDiff {
+  double max_diff = 0, max_abs = 0;
+};
+LogitDiff compare_logits(Opened& whole, Opened& part) {
+  LogitDiff d;
+  KvCache whole_cache = whole.engine->new_cache(), part_cache = part.engine->new_cache();
+  const SequenceStep ws{&whole_cache, kPrompt}, ps{&part_cache, kPrompt};
+  auto wl = whole.engine->forward(std::span(&ws, 1));
+  EXPECT_TRUE(wl.is_ok()) << wl.status().to_string();
+  if (!wl.is_ok()) return {1e30, 0};
+  const FloatMatrix expected = copy_matrix(*wl);  // [12, vocab]
+  auto pl = part.engine->forward(std::span(&ps, 1));
+  EXPECT_TRUE(pl.is_ok()) << pl.status().to_string();
+  if (!pl.is_ok() || pl->rows != expected.rows || pl->cols != expected.cols) return {1e30, 0};
+  for (int64_t r = 0; r < expected.rows; ++r) {
+    for (int64_t j = 0; j < expected.cols; ++j) {
+      d.max_diff = std::max(d.max_diff, static_cast<double>(std::fabs(pl->row(r)[j] - expected.row(r)[j])));
+      d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(expected.row(r)[j])));
+    }
+  }
+  return d;
+}
+
+struct Case {
+  std::string model;
+  MoeCombine combine;
+};
+std::string case_name(const ::testing::TestParamInfo<Case>& p) {
+  std::string n = p.param.model + (p.param.combine == MoeCombine::kAllToAll ? "_all_to_all" : "_all_reduce");
+  std::replace(n.begin(), n.end(), '-', '_');
+  std::replace(n.begin(), n.end(), '.', '_');
+  return n;
+}
+
+std::string model_name(const ::testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
+class ExpertParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExpertParallel, LogitsAndGreedyTokensMatchOneProcess) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model(GetParam().model, 1, 1);
+  Opened part = open_model(GetParam().model, 1, 2, GetParam().combine);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const LogitDiff d = compare_logits(whole, part);
+  // Float32 throughout. All-reduce: the partial sums are added in another order. All-to-all: each row's
+  // expert outputs are added in expert order, as one process adds them: the same floats.
+  if (GetParam().combine == MoeCombine::kAllToAll) {
+    EXPECT_EQ(d.max_diff, 0.0) << "max |logit| " << d.max_abs;
+  } else {
+    EXPECT_LT(d.max_diff, 1e-5 * std::max(1.0, d.max_abs)) << "max |logit| " << d.max_abs;
+  }
+  EXPECT_GT(d.max_abs, 0.1);  // the comparison compared something
+
+  SamplingParams greedy;
+  auto wg = generate(*whole.engine, kPrompt, 12, greedy);
+  auto pg = generate(*part.engine, kPrompt, 12, greedy);
+  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
+  EXPECT_EQ(pg->tokens(), wg->tokens());
+  EXPECT_EQ(pg->tokens().size(), 12u);
+}
+
+class ExpertParallelBinding : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertParallelBinding, EachRankBindsItsBlockOfExpertsAndTheRestWhole) {
+  D0_REQUIRE_TWO_RANKS();
+  dist::Communicator& w = *test_world();
+  Opened whole = open_model(GetParam(), 1, 1);
+  Opened part = open_model(GetParam(), 1, 2);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const BoundWeightBytes all = whole.model.weights->bound, mine = part.model.weights->bound;
+  const int64_t n_experts = whole.model.spec.moe->n_experts;
+  ASSERT_EQ(n_experts % 2, 0);
+  // Half of the experts' bytes, everything else whole.
+  EXPECT_GT(all.experts, 0u);
+  EXPECT_EQ(2 * mine.experts, all.experts);
+  EXPECT_EQ(mine.split - mine.experts, all.split - all.experts);
+  EXPECT_EQ(mine.replicated, all.replicated);
+  EXPECT_EQ(mine.total() + mine.experts, all.total());
+  const dist::ExpertBlock held = dist::expert_block(n_experts, 2, w.rank());
+  EXPECT_EQ(held.begin, w.rank() * n_experts / 2);
+  for (size_t l = 0; l < part.model.weights->layers.size(); ++l) {
+    const MoeWeights& moe = part.model.weights->layers[l].moe;
+    if (!whole.model.spec.layers[l].moe) {
+      EXPECT_TRUE(moe.experts.empty());
+      continue;
+    }
+    EXPECT_EQ(moe.first_expert, held.begin) << "layer " << l;
+    ASSERT_EQ(static_cast<int64_t>(moe.experts.size()), held.size()) << "layer " << l;
+    // The same expert's weights as one process binds (a view of the same checkpoint bytes).
+    const ExpertWeights& first = moe.experts.front();
+    const ExpertWeights& same = whole.model.weights->layers[l].moe.experts[static_cast<size_t>(held.begin)];
+    EXPECT_EQ(first.down.name, same.down.name) << "layer " << l;
+    EXPECT_EQ(first.down.rows, same.down.rows);
+    EXPECT_EQ(first.down.cols, same.down.cols);
+  }
+  // Attention is replicated: every KV head cached on every rank.
+  EXPECT_EQ(part.engine->kv_pool().bytes_per_token_row(), whole.engine->kv_pool().bytes_per_token_row());
+  // Both ranks hold the same amount (the blocks are equal here).
+  const uint64_t total = mine.total();
+  std::vector<uint64_t> both(2);
+  ASSERT_TRUE(w.all_gather_of<uint64_t>(std::span(&total, 1), both).is_ok());
+  EXPECT_EQ(both[0], both[1]);
+}
+
+TEST_P(ExpertParallel, Bf16GreedyTokensMatchOneProcess) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model(GetParam().model, 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
+  Opened part = open_model(GetParam().model, 1, 2, GetParam().combine, ActivationPrecision::kBF16);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
+  SamplingParams greedy;
+  auto wg = generate(*whole.engine, prompt, 12, greedy);
+  auto pg = generate(*part.engine, prompt, 12, greedy);
+  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
+  EXPECT_EQ(pg->tokens(), wg->tokens());
+}
+
+// Every GQA MoE family with a golden miniature: qwen2-moe has a sigmoid-gated shared expert and a dense
+// layer between its MoE ones, gpt-oss MXFP4 experts stacked in one tensor with biases, llama4-text
+// stacked experts, input scaling and a shared expert, glm-4.5 a correction bias and shared experts.
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* m :
+       {"qwen3-moe", "mixtral", "qwen2-moe", "gpt-oss", "llama4-text", "minimax-m2", "glm-4.5"})
+    for (MoeCombine c : {MoeCombine::kAllReduce, MoeCombine::kAllToAll}) out.push_back({m, c});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(GqaMoe, ExpertParallel, ::testing::ValuesIn(cases()), case_name);
+
+INSTANTIATE_TEST_SUITE_P(GqaMoe, ExpertParallelBinding,
+                         ::testing::Values("qwen3-moe", "mixtral", "qwen2-moe"), model_name);
+
+// MoE layers under tensor parallelism: every expert's width (and the shared expert's) split in two.
+class MoeTensorParallel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeTensorParallel, LogitsAndGreedyTokensMatchOneProcessAndEachRankHoldsHalf) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model(GetParam(), 1, 1);
+  Opened part = open_model(GetParam(), 2, 1);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const LogitDiff d = compare_logits(whole, part);
+  EXPECT_LT(d.max_diff, 1e-5 * std::max(1.0, d.max_abs)) << "max |logit| " << d.max_abs;
+  EXPECT_GT(d.max_abs, 0.1);
+  SamplingParams greedy;
+  auto wg = generate(*whole.engine, kPrompt, 12, greedy);
+  auto pg = generate(*part.engine, kPrompt, 12, greedy);
+  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
+  EXPECT_EQ(pg->tokens(), wg->tokens());
+  const BoundWeightBytes all = whole.model.weights->bound, mine = part.model.weights->bound;
+  EXPECT_EQ(2 * mine.experts, all.experts);
+  EXPECT_EQ(2 * mine.split, all.split);
+  EXPECT_EQ(mine.replicated, all.replicated);
+  EXPECT_EQ(2 * part.engine->local_spec().moe->expert_intermediate,
+            whole.engine->spec().moe->expert_intermediate);
+}
+
+INSTANTIATE_TEST_SUITE_P(GqaMoe, MoeTensorParallel, ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral"),
+                         model_name);
+
+TEST(ExpertParallelEngine, RefusesExpertsWithoutTheirGroup) {
+  D0_REQUIRE_TWO_RANKS();
+  LoadOptions lo;
+  lo.experts = {test_world()->rank(), 2};
+  auto m = load_model(golden("qwen3-moe"), lo);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  auto be = open_backend("cpu", {});
+  ASSERT_TRUE(be.is_ok());
+  auto e = Engine::create(m->spec, m->weights, **be, {});
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("missing"), std::string::npos) << e.status().message();
+}
+
+}  // namespace
+}  // namespace day0::testing
