@@ -168,13 +168,21 @@ void print_human(const ModelSummary& m) {
                              ? "F32"
                              : (m.kv_cache.dtype == KvDtype::kFp8E4M3 ? "FP8 E4M3" : "BF16");
   fmt::print("\nKV cache ({}; {})\n", kv_label, m.kv_cache.layout);
-  print_table(
-      {{"per token (all layers)", with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
-        human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
-       {"per 1k-token sequence (1,000 tokens)",
-        with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_1k_tokens)) + " B",
-        human_bytes(static_cast<double>(m.kv_cache.bytes_per_1k_tokens))}},
-      {false, true, true});
+  std::vector<std::vector<std::string>> kv_rows = {
+      {m.kv_cache.state_layers > 0 ? "per token (KV layers)" : "per token (all layers)",
+       with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
+       human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
+      {"per 1k-token sequence (1,000 tokens)",
+       with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_1k_tokens)) + " B",
+       human_bytes(static_cast<double>(m.kv_cache.bytes_per_1k_tokens))}};
+  if (m.kv_cache.state_layers > 0) {
+    // Fixed per sequence, whatever its length: each linear-attention layer's conv window and state.
+    kv_rows.push_back(
+        {fmt::format("recurrent state per sequence ({} layers, fixed)", m.kv_cache.state_layers),
+         with_commas(static_cast<int64_t>(m.kv_cache.state_bytes_per_sequence)) + " B",
+         human_bytes(static_cast<double>(m.kv_cache.state_bytes_per_sequence))});
+  }
+  print_table(kv_rows, {false, true, true});
   if (m.kv_cache.bounded_layers > 0) {
     fmt::print("  {} sliding/chunked layers hold at most their window in the sequence figure.\n",
                m.kv_cache.bounded_layers);

@@ -76,6 +76,10 @@ int serve_command(ServeArgs& a) {
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
       so.api_key.empty() ? "" : ", API key required");
+  if (!m.prefix_caching_off.empty()) {
+    fmt::print(stderr, "serve: prefix caching off: {}; each sequence holds {} of recurrent state\n",
+               m.prefix_caching_off, human_bytes_binary(static_cast<double>(m.state_bytes_per_sequence)));
+  }
   fmt::print("listening on http://{}:{}\n", so.host, *port);
   std::fflush(stdout);
 

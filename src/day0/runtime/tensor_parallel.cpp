@@ -38,6 +38,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
   if (s.attention != AttentionKind::kGqa) return unsupported(what + ": MLA attention is not split yet");
+  if (s.linear_attention) return unsupported(what + ": Gated DeltaNet (linear attention) is not split yet");
   for (const LayerSpec& l : s.layers) {
     if (l.moe) return unsupported(what + ": MoE layers are not split yet (expert parallelism comes later)");
     if (l.dense_intermediate % tp != 0) {
