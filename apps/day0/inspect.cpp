@@ -38,10 +38,11 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
 }
 
 std::string layer_plan(const ModelSpec& s) {
-  std::vector<int64_t> dense, moe, sliding, chunked, nope;
+  std::vector<int64_t> dense, moe, sliding, chunked, nope, linear;
   for (int64_t n = 0; n < s.n_layers; ++n) {
     const LayerSpec& l = s.layers[static_cast<size_t>(n)];
     (l.moe ? moe : dense).push_back(n);
+    if (l.linear_attention) linear.push_back(n);
     if (l.mask == AttentionMask::kSliding) sliding.push_back(n);
     if (l.mask == AttentionMask::kChunked) chunked.push_back(n);
     if (!l.use_rope) nope.push_back(n);
@@ -57,6 +58,16 @@ std::string layer_plan(const ModelSpec& s) {
                        describe_layer_indices(chunked));
   }
   if (!nope.empty()) out += fmt::format("; no RoPE on {} ({})", nope.size(), describe_layer_indices(nope));
+  if (!linear.empty() && s.linear_attention) {
+    const LinearAttentionSpec& la = *s.linear_attention;
+    out += fmt::format(
+        "; Gated DeltaNet on {} ({}: {} key heads x {} / {} value heads x {}, conv {}), full attention on "
+        "the "
+        "other {}{}",
+        linear.size(), describe_layer_indices(linear), la.n_key_heads, la.key_head_dim, la.n_value_heads,
+        la.value_head_dim, la.conv_kernel, s.n_layers - static_cast<int64_t>(linear.size()),
+        s.attention_output_gate ? " (sigmoid output gate)" : "");
+  }
   return out;
 }
 

@@ -253,7 +253,7 @@ TEST(PublishedCounts, Qwen3NextCatalogEntryAndItsCaches) {
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{24'576});
   EXPECT_EQ(recurrent_state_bytes_per_sequence(*spec, KvDtype::kBF16), uint64_t{77'266'944});
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).state_bytes_per_sequence, uint64_t{77'266'944});
-  // The window follows an F32 cache in float32; the state is float32 either way.
+  // An F32 run keeps the window in float32; the state is float32 either way.
   EXPECT_EQ(recurrent_state_bytes_per_sequence(*spec, KvDtype::kF32),
             uint64_t{36} * (8192 * 3 * 4 + 32 * 128 * 128 * 4));
   // A 1,000-token sequence's KV is the 12 full layers' rows only.

@@ -33,22 +33,18 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
   return total;
 }
 
-KvDtype conv_window_dtype(KvDtype kv) {
-  return kv == KvDtype::kF32 ? KvDtype::kF32 : KvDtype::kBF16;
-}
-
-uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype kv) {
+uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_dtype) {
   if (!spec.linear_attention) return 0;
   const LinearAttentionSpec& la = *spec.linear_attention;
   const auto window = static_cast<uint64_t>(la.conv_channels() * (la.conv_kernel - 1)) *
-                      static_cast<uint64_t>(kv_dtype_bytes(conv_window_dtype(kv)));
+                      static_cast<uint64_t>(kv_dtype_bytes(window_dtype));
   const auto state = static_cast<uint64_t>(la.n_value_heads * la.key_head_dim * la.value_head_dim) * 4u;
   return window + state;
 }
 
-uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype kv) {
+uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window_dtype) {
   const auto layers = static_cast<uint64_t>(spec.n_layers - count_kv_layers(spec));
-  return layers * recurrent_state_bytes_per_layer(spec, kv);
+  return layers * recurrent_state_bytes_per_layer(spec, window_dtype);
 }
 
 KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
@@ -71,7 +67,7 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(s.kv_layers);
   s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, dtype);
   s.bounded_layers = spec.n_layers - count_masked_layers(spec, AttentionMask::kCausal);
-  s.state_bytes_per_sequence = recurrent_state_bytes_per_sequence(spec, dtype);
+  s.state_bytes_per_sequence = recurrent_state_bytes_per_sequence(spec, KvDtype::kBF16);
   return s;
 }
 

@@ -86,9 +86,9 @@ void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear
     const auto i = static_cast<size_t>(dtype);
     layer.kv_bytes_per_token[i] =
         linear_attention ? 0.0 : static_cast<double>(kv_bytes_per_token_per_layer(spec, dtype));
-    layer.state_bytes_per_sequence[i] =
-        linear_attention ? static_cast<double>(recurrent_state_bytes_per_layer(spec, dtype)) : 0.0;
   }
+  layer.state_bytes_per_sequence =
+      linear_attention ? static_cast<double>(recurrent_state_bytes_per_layer(spec, KvDtype::kBF16)) : 0.0;
 }
 
 double ModelCost::kv_bytes_per_token(KvPrecision kv) const {
@@ -97,9 +97,9 @@ double ModelCost::kv_bytes_per_token(KvPrecision kv) const {
   return total;
 }
 
-double ModelCost::state_bytes_per_sequence(KvPrecision kv) const {
+double ModelCost::state_bytes_per_sequence() const {
   double total = 0;
-  for (const auto& layer : layers) total += layer.state_bytes(kv);
+  for (const auto& layer : layers) total += layer.state_bytes_per_sequence;
   return total;
 }
 

@@ -35,9 +35,9 @@ struct LayerCost {
   // Cached bytes per token, all kv heads (MLA: latent + rope key), by KvDtype: the engine's figure,
   // kv_bytes_per_token_per_layer() (model/model_memory.h).
   std::array<double, 3> kv_bytes_per_token{};
-  // A linear-attention layer's fixed state per sequence (conv window + delta-rule state), by KvDtype
-  // (the window follows it): recurrent_state_bytes_per_layer(); its kv_bytes_per_token are 0.
-  std::array<double, 3> state_bytes_per_sequence{};
+  // A linear-attention layer's fixed state per sequence (conv window + delta-rule state) in a BF16 run,
+  // recurrent_state_bytes_per_layer(); its kv_bytes_per_token are 0.
+  double state_bytes_per_sequence = 0;
   int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
@@ -48,7 +48,6 @@ struct LayerCost {
   double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
   double param(WeightGroup g) const { return params[static_cast<int>(g)]; }
   double kv_bytes(KvPrecision kv) const { return kv_bytes_per_token[static_cast<size_t>(kv)]; }
-  double state_bytes(KvPrecision kv) const { return state_bytes_per_sequence[static_cast<size_t>(kv)]; }
   double& stored(WeightGroup g) { return checkpoint_bytes[static_cast<int>(g)]; }
   double stored(WeightGroup g) const { return checkpoint_bytes[static_cast<int>(g)]; }
 };
@@ -85,7 +84,7 @@ struct ModelCost {
   // Cached bytes a token leaves in all layers (ignoring windows): DeepSeek-V3 BF16 = 70,272.
   double kv_bytes_per_token(KvPrecision kv) const;
   // Fixed bytes a sequence holds whatever its length (linear-attention states; 0 for most models).
-  double state_bytes_per_sequence(KvPrecision kv) const;
+  double state_bytes_per_sequence() const;
 };
 
 // Fills layer.kv_bytes_per_token for every KV dtype from kv_bytes_per_token_per_layer(spec, dtype), the

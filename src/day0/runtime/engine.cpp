@@ -34,7 +34,11 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
                              : local_.n_kv_heads * local_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
-      first, second, KvCacheOptions{.dtype = options_.kv_dtype, .block_tokens = options_.kv_block_tokens});
+      first, second,
+      KvCacheOptions{
+          .dtype = options_.kv_dtype,
+          .block_tokens = options_.kv_block_tokens,
+          .window_dtype = options_.precision == ActivationPrecision::kBF16 ? KvDtype::kBF16 : KvDtype::kF32});
   // One definition of the figure for the engine, `inspect` and the planner.
   D0_CHECK_MSG(pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(local_, options_.kv_dtype),
                "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "day0/core/error.h"
-#include "day0/model/model_memory.h"
 
 namespace day0 {
 
@@ -134,7 +133,7 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec)
     layers_[l].state = static_cast<int32_t>(states_.size());
     RecurrentLayerState st;
     st.window.assign(static_cast<size_t>(la.conv_channels() * (la.conv_kernel - 1) *
-                                         kv_dtype_bytes(conv_window_dtype(pool_->options().dtype))),
+                                         kv_dtype_bytes(pool_->options().window_dtype)),
                      0);  // zero bits are 0.0 in F32 and BF16
     st.state.assign(static_cast<size_t>(la.n_value_heads * la.key_head_dim * la.value_head_dim), 0.0f);
     states_.push_back(std::move(st));
@@ -147,7 +146,7 @@ RecurrentLayerState* KvCache::recurrent(int64_t layer) {
 }
 
 KvDtype KvCache::window_dtype() const {
-  return conv_window_dtype(pool_->options().dtype);
+  return pool_->options().window_dtype;
 }
 
 uint64_t KvCache::state_bytes() const {

@@ -33,6 +33,9 @@ struct KvCacheOptions {
   // few L2-resident pages per attention work item, while wasting at most 31 slots per sequence and
   // layer.
   int64_t block_tokens = 32;
+  // Linear-attention layers' conv windows (RecurrentLayerState): the activation precision's element
+  // type (F32, or BF16 whose values are already rounded), so that keeping them loses nothing.
+  KvDtype window_dtype = KvDtype::kBF16;
 };
 
 // The copy-on-write copies a step's appends need, as the kv_copy_blocks kernel takes them.
@@ -121,7 +124,7 @@ class KvCache {
  public:
   // A sequence on `pool` for `spec` (the window of each layer decides what it keeps). Linear-attention
   // layers hold no KV rows but a RecurrentLayerState each, allocated here (zeros), its conv window in
-  // conv_window_dtype() of the pool's dtype.
+  // the pool's window_dtype.
   KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec);
   ~KvCache();
   KvCache(KvCache&& other) noexcept;

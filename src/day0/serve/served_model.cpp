@@ -69,7 +69,7 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   }
   out->prefix_caching_off = prefix_caching_unsupported(spec);
   if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
-  out->state_bytes_per_sequence = recurrent_state_bytes_per_sequence(spec, eo.kv_dtype);
+  out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
   if (so.served_model_name.empty()) {
     std::string name = out->model.folder;
