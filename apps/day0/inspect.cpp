@@ -38,10 +38,11 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
 }
 
 std::string layer_plan(const ModelSpec& s) {
-  std::vector<int64_t> dense, moe, sliding, chunked, nope;
+  std::vector<int64_t> dense, moe, sliding, chunked, nope, linear;
   for (int64_t n = 0; n < s.n_layers; ++n) {
     const LayerSpec& l = s.layers[static_cast<size_t>(n)];
     (l.moe ? moe : dense).push_back(n);
+    if (l.linear_attention) linear.push_back(n);
     if (l.mask == AttentionMask::kSliding) sliding.push_back(n);
     if (l.mask == AttentionMask::kChunked) chunked.push_back(n);
     if (!l.use_rope) nope.push_back(n);
@@ -57,6 +58,16 @@ std::string layer_plan(const ModelSpec& s) {
                        describe_layer_indices(chunked));
   }
   if (!nope.empty()) out += fmt::format("; no RoPE on {} ({})", nope.size(), describe_layer_indices(nope));
+  if (!linear.empty() && s.linear_attention) {
+    const LinearAttentionSpec& la = *s.linear_attention;
+    out += fmt::format(
+        "; Gated DeltaNet on {} ({}: {} key heads x {} / {} value heads x {}, conv {}), full attention on "
+        "the "
+        "other {}{}",
+        linear.size(), describe_layer_indices(linear), la.n_key_heads, la.key_head_dim, la.n_value_heads,
+        la.value_head_dim, la.conv_kernel, s.n_layers - static_cast<int64_t>(linear.size()),
+        s.attention_output_gate ? " (sigmoid output gate)" : "");
+  }
   return out;
 }
 
@@ -168,13 +179,21 @@ void print_human(const ModelSummary& m) {
                              ? "F32"
                              : (m.kv_cache.dtype == KvDtype::kFp8E4M3 ? "FP8 E4M3" : "BF16");
   fmt::print("\nKV cache ({}; {})\n", kv_label, m.kv_cache.layout);
-  print_table(
-      {{"per token (all layers)", with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
-        human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
-       {"per 1k-token sequence (1,000 tokens)",
-        with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_1k_tokens)) + " B",
-        human_bytes(static_cast<double>(m.kv_cache.bytes_per_1k_tokens))}},
-      {false, true, true});
+  std::vector<std::vector<std::string>> kv_rows = {
+      {m.kv_cache.state_layers > 0 ? "per token (KV layers)" : "per token (all layers)",
+       with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token)) + " B",
+       human_bytes(static_cast<double>(m.kv_cache.bytes_per_token))},
+      {"per 1k-token sequence (1,000 tokens)",
+       with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_1k_tokens)) + " B",
+       human_bytes(static_cast<double>(m.kv_cache.bytes_per_1k_tokens))}};
+  if (m.kv_cache.state_layers > 0) {
+    // Fixed per sequence, whatever its length: each linear-attention layer's conv window and state.
+    kv_rows.push_back(
+        {fmt::format("recurrent state per sequence ({} layers, fixed)", m.kv_cache.state_layers),
+         with_commas(static_cast<int64_t>(m.kv_cache.state_bytes_per_sequence)) + " B",
+         human_bytes(static_cast<double>(m.kv_cache.state_bytes_per_sequence))});
+  }
+  print_table(kv_rows, {false, true, true});
   if (m.kv_cache.bounded_layers > 0) {
     fmt::print("  {} sliding/chunked layers hold at most their window in the sequence figure.\n",
                m.kv_cache.bounded_layers);

@@ -76,6 +76,15 @@ int serve_command(ServeArgs& a) {
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
       so.api_key.empty() ? "" : ", API key required");
+  if (!m.prefix_caching_off.empty()) {
+    fmt::print(stderr,
+               "serve: prefix caching off: {}; each running sequence holds {} of recurrent state ({} at "
+               "--max-seqs {}), beside the KV pool\n",
+               m.prefix_caching_off, human_bytes_binary(static_cast<double>(m.state_bytes_per_sequence)),
+               human_bytes_binary(static_cast<double>(m.state_bytes_per_sequence) *
+                                  static_cast<double>(sc.max_seqs)),
+               sc.max_seqs);
+  }
   fmt::print("listening on http://{}:{}\n", so.host, *port);
   std::fflush(stdout);
 

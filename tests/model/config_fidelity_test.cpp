@@ -169,6 +169,9 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       {"deepseek-v32.v4.json", "topk_method", "greedy"},
       {"deepseek-v32.v4.json", "rope_interleave", false},
       {"deepseek-v32.v5.json", "q_lora_rank", nullptr},
+      // Qwen3-Next: hidden_act drives the MLPs and the Gated DeltaNet conv alike.
+      {"qwen3-next.v4.json", "hidden_act", "gelu"},
+      {"qwen3-next.v5.json", "attention_dropout", 0.1},
   };
   for (const Case& c : cases) {
     nlohmann::json config = read_json(configs_dir() / c.fixture);
@@ -296,6 +299,83 @@ TEST(ConfigAudit, DeepseekV32LayerTypeLists) {
     nlohmann::json c = read_json(configs_dir() / "deepseek-v32.v5.json");
     c[key] = value;
     auto spec = parse_model_config(c, "types.json");
+    ASSERT_FALSE(spec.is_ok()) << key << " " << value.dump();
+    EXPECT_NE(spec.status().message().find(key), std::string::npos) << spec.status().to_string();
+  }
+}
+
+// Qwen3-Next: both spellings give the same spec: layer kinds from full_attention_interval (v4, beside the
+// layer_types it derives) or layer_types (v5), partial rotary 0.25 at the top level (v4) or in
+// rope_parameters (v5), the Gated DeltaNet sizes, the gated attention and zero-centred norms, the MoE with
+// its gated shared expert and mlp_only_layers.
+TEST(ConfigFidelity, Qwen3NextBothSpellings) {
+  auto v4 = parse_fixture("qwen3-next.v4.json");
+  auto v5 = parse_fixture("qwen3-next.v5.json");
+  ASSERT_TRUE(v4.is_ok()) << v4.status().to_string();
+  ASSERT_TRUE(v5.is_ok()) << v5.status().to_string();
+  EXPECT_TRUE(*v4 == *v5);
+  const ModelSpec& s = *v5;
+  EXPECT_EQ(s.family, Family::kQwen3Next);
+  ASSERT_TRUE(s.linear_attention && s.moe);
+  EXPECT_EQ(s.linear_attention->n_key_heads, 2);
+  EXPECT_EQ(s.linear_attention->n_value_heads, 4);
+  EXPECT_EQ(s.linear_attention->key_head_dim, 16);
+  EXPECT_EQ(s.linear_attention->value_head_dim, 16);
+  EXPECT_EQ(s.linear_attention->conv_kernel, 4);
+  EXPECT_EQ(s.linear_attention->conv_channels(), 2 * 2 * 16 + 4 * 16);
+  for (int64_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(s.layers[static_cast<size_t>(l)].linear_attention, l != 3) << l;
+    EXPECT_EQ(s.layers[static_cast<size_t>(l)].moe, l != 1) << l;
+  }
+  EXPECT_EQ(s.layers[1].dense_intermediate, 96);
+  EXPECT_DOUBLE_EQ(s.partial_rotary_factor, 0.25);
+  EXPECT_DOUBLE_EQ(s.rope_theta, 1e7);
+  EXPECT_EQ(s.head_dim, 16);
+  EXPECT_TRUE(s.attention_output_gate && s.zero_centered_norms && s.qk_norm && !s.qk_norm_full_width);
+  EXPECT_EQ(s.moe->n_experts, 8);
+  EXPECT_EQ(s.moe->experts_per_token, 2);
+  EXPECT_EQ(s.moe->shared_intermediate, 64);
+  EXPECT_TRUE(s.moe->shared_expert_gate && s.moe->norm_topk_prob);
+  EXPECT_EQ(s.moe->scoring, RouterScoring::kSoftmax);
+  // full_attention_interval 2: v4 saves it beside the layer_types it derives, v5 only layer_types.
+  auto i4 = parse_fixture("qwen3-next-interval-2.v4.json");
+  auto i5 = parse_fixture("qwen3-next-interval-2.v5.json");
+  ASSERT_TRUE(i4.is_ok() && i5.is_ok()) << i4.status().to_string() << i5.status().to_string();
+  EXPECT_TRUE(*i4 == *i5);
+  for (int64_t l = 0; l < 4; ++l) EXPECT_EQ(i5->layers[static_cast<size_t>(l)].linear_attention, l % 2 == 0);
+  // The release's spelling: the interval alone (no layer_types) reads the same.
+  nlohmann::json config = read_json(configs_dir() / "qwen3-next-interval-2.v4.json");
+  config.erase("layer_types");
+  auto interval_only = parse_model_config(config, "interval.json");
+  ASSERT_TRUE(interval_only.is_ok()) << interval_only.status().to_string();
+  EXPECT_TRUE(*interval_only == *i4);
+  // Without either, transformers' default interval is 4.
+  config.erase("full_attention_interval");
+  auto fallback = parse_model_config(config, "default.json");
+  ASSERT_TRUE(fallback.is_ok()) << fallback.status().to_string();
+  EXPECT_TRUE(*fallback == s);
+  // No experts: every layer a dense MLP.
+  nlohmann::json dense = read_json(configs_dir() / "qwen3-next.v5.json");
+  dense["num_experts"] = 0;
+  auto no_experts = parse_model_config(dense, "dense.json");
+  ASSERT_TRUE(no_experts.is_ok()) << no_experts.status().to_string();
+  EXPECT_FALSE(no_experts->moe.has_value());
+  for (const LayerSpec& l : no_experts->layers) EXPECT_EQ(l.dense_intermediate, 96);
+}
+
+// Qwen3-Next: a layer_types entry other than the two kinds, a list of the wrong length, an interval that
+// disagrees with the layer_types saved beside it and value heads that do not group over the key heads
+// are errors naming the key.
+TEST(ConfigAudit, Qwen3NextLayerKindsAndHeadGroups) {
+  const std::pair<const char*, nlohmann::json> bad[] = {
+      {"layer_types", {"linear_attention", "sliding_attention", "linear_attention", "full_attention"}},
+      {"layer_types", {"linear_attention", "full_attention"}},
+      {"full_attention_interval", 2},
+      {"linear_num_value_heads", 3}};
+  for (const auto& [key, value] : bad) {
+    nlohmann::json c = read_json(configs_dir() / "qwen3-next.v4.json");
+    c[key] = value;
+    auto spec = parse_model_config(c, "kinds.json");
     ASSERT_FALSE(spec.is_ok()) << key << " " << value.dump();
     EXPECT_NE(spec.status().message().find(key), std::string::npos) << spec.status().to_string();
   }

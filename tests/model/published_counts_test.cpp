@@ -221,5 +221,44 @@ TEST(PublishedCounts, DeepseekV32CatalogEntryAndItsCache) {
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{85'888});
 }
 
+// Qwen3-Next-80B-A3B: transformers' count of the class defaults is 79.67B (§6 of the family notes): per
+// Gated DeltaNet layer in_proj_qkvz 12288 x 2048, in_proj_ba 64 x 2048, conv 8192 x 4, A_log and dt_bias
+// 32 each, the gated norm 128, out_proj 2048 x 4096; per gated attention layer q_proj 8192 x 2048 (query and
+// gate), k / v 512 x 2048, o_proj 2048 x 4096, q / k norms 256; every layer 512 experts of 3 x 2048 x 512,
+// the router, the shared expert and its gate, two norms. Active: 10 of 512 experts, 3.87B with both
+// embeddings; the model card's "80B total, 3B activated" counts neither embedding (3.25B). No release
+// config in ../shared/configs: the catalog entry's counts. The caches: K/V in the 12 full layers,
+// 12 x 2 x 2 x 256 x 2 B = 24,576 B per token in BF16, and a fixed state per sequence in the 36 linear
+// layers, 36 x (8192 x 3 x 2 B + 32 x 128 x 128 x 4 B) = 77,266,944 B (77.3 MB).
+TEST(PublishedCounts, Qwen3NextCatalogEntryAndItsCaches) {
+  auto spec = catalog_model("qwen3-next-80b-a3b");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  const int64_t h = 2048, moe = 512 * h + 512 * 3 * h * 512 + 3 * h * 512 + h + 2 * h;
+  const int64_t gdn = 12288 * h + 64 * h + 8192 * 4 + 32 + 32 + 128 + h * 4096;
+  const int64_t full = 8192 * h + 2 * 512 * h + h * 4096 + 2 * 256;
+  const int64_t embeddings = 2 * int64_t{151936} * h;
+  EXPECT_EQ(counts->total, embeddings + h + 36 * (gdn + moe) + 12 * (full + moe));
+  EXPECT_EQ(counts->total, 79'674'391'296);
+  EXPECT_EQ(counts->active, counts->total - int64_t{48} * (512 - 10) * 3 * h * 512);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 80e9), 0.5e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embeddings) - 3e9), 0.5e9)
+      << counts->active_without_embeddings;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 3.87e9), 0.005e9) << counts->active;
+  int64_t linear = 0;
+  for (const LayerSpec& l : spec->layers) linear += l.linear_attention ? 1 : 0;
+  EXPECT_EQ(linear, 36);
+  EXPECT_EQ(count_kv_layers(*spec), 12);
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{24'576});
+  EXPECT_EQ(recurrent_state_bytes_per_sequence(*spec, KvDtype::kBF16), uint64_t{77'266'944});
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).state_bytes_per_sequence, uint64_t{77'266'944});
+  // An F32 run keeps the window in float32; the state is float32 either way.
+  EXPECT_EQ(recurrent_state_bytes_per_sequence(*spec, KvDtype::kF32),
+            uint64_t{36} * (8192 * 3 * 4 + 32 * 128 * 128 * 4));
+  // A 1,000-token sequence's KV is the 12 full layers' rows only.
+  EXPECT_EQ(kv_cache_bytes(*spec, 1000, KvDtype::kBF16), uint64_t{24'576} * 1000);
+}
+
 }  // namespace
 }  // namespace day0

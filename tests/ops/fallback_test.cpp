@@ -109,6 +109,13 @@ TEST(Decompositions, MatchTheFusedReference) {
     decompose_layer_norm(*ref, {x.cview(), w, b, 1e-5f, d.view()});
     compare("layer_norm", f, d, kTolFloat);
   }
+  {
+    GuardedMatrix z(5, 67), f(5, 67), d(5, 67);
+    z.fill_random(13, 3.0f);
+    ref->gated_rms_norm({x.cview(), z.cview(), w, 1e-6f, f.view()});
+    decompose_gated_rms_norm(*ref, {x.cview(), z.cview(), w, 1e-6f, d.view()});
+    compare("gated_rms_norm", f, d, kTolFloat);
+  }
   GuardedMatrix gate(5, 67), up(5, 67), fused_gu(5, 134);
   gate.fill_random(4, 5.0f);
   up.fill_random(5, 5.0f);
@@ -183,7 +190,7 @@ TEST(Decompositions, MatchTheFusedReference) {
     compare(clamped ? "moe_experts clamped" : "moe_experts", f, d, kTolFloat);
   }
   EXPECT_EQ(table.failures(), 0) << table.failure_table();
-  EXPECT_EQ(table.cases(), 9);
+  EXPECT_EQ(table.cases(), 10);
 }
 
 TEST(Decompositions, SchemaNamesExactlyTheOpsTheyNeed) {

@@ -37,8 +37,23 @@ TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) 
       ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
       const auto row = static_cast<double>((*engine)->kv_pool().bytes_per_token_row());
       EXPECT_GT(row, 0);
-      for (const plan::LayerCost& layer : cost->layers) EXPECT_EQ(layer.kv_bytes(dtype), row);
-      EXPECT_EQ(cost->kv_bytes_per_token(dtype), row * static_cast<double>(model->spec.n_layers));
+      // Linear-attention layers (Qwen3-Next) cache no K/V rows: a fixed state per sequence instead.
+      for (size_t l = 0; l < cost->layers.size(); ++l) {
+        const bool linear = model->spec.layers[l].linear_attention;
+        EXPECT_EQ(cost->layers[l].kv_bytes(dtype), linear ? 0.0 : row) << l;
+        EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0, linear) << l;
+      }
+      EXPECT_EQ(cost->kv_bytes_per_token(dtype), row * static_cast<double>(count_kv_layers(model->spec)));
+      // The planner's state per sequence is what a sequence of a BF16 engine allocates (an F32 run keeps
+      // its conv windows in float32).
+      EngineOptions bf16 = options;
+      bf16.precision = ActivationPrecision::kBF16;
+      auto bf16_engine = Engine::create(model->spec, model->weights, **backend, bf16);
+      ASSERT_TRUE(bf16_engine.is_ok()) << bf16_engine.status().to_string();
+      EXPECT_EQ(cost->state_bytes_per_sequence(),
+                static_cast<double>((*bf16_engine)->new_cache().state_bytes()));
+      EXPECT_EQ((*engine)->new_cache().state_bytes(),
+                recurrent_state_bytes_per_sequence(model->spec, KvDtype::kF32));
       EXPECT_EQ(cost->kv_bytes_per_token(dtype),
                 static_cast<double>(kv_cache_summary(model->spec, dtype).bytes_per_token));
     }

@@ -4,7 +4,10 @@
 // documented BF16 thresholds.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "day0/align/align_runner.h"
+#include "day0/model/model_memory.h"
 #include "golden.h"
 
 namespace day0::testing {
@@ -16,7 +19,7 @@ TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
   const auto names = golden_names();
   for (const char* want :
        {"deepseek-v3", "kimi-k2", "qwen3-moe", "qwen2-moe", "mixtral", "glm-4.5", "gpt-oss", "llama3",
-        "qwen3", "qwen2-yarn", "minimax-m2", "longcat-flash", "deepseek-v32"}) {
+        "qwen3", "qwen2-yarn", "minimax-m2", "longcat-flash", "deepseek-v32", "qwen3-next"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "missing golden " << want;
   }
 }
@@ -82,6 +85,88 @@ TEST(GoldenSparseAttention, DeepseekV32SelectionChangesTheLogits) {
   EXPECT_FALSE(without.pass()) << align_report_text(without);
   EXPECT_GT(without.logits.max_abs_err, 1e-2 * without.logits.logit_range) << align_report_text(without);
   EXPECT_GT(without.logits.max_abs_err, 100.0 * with_selection.logits.max_abs_err);
+}
+
+// Qwen3-Next's Gated DeltaNet layers keep a recurrent state per sequence in its KvCache: two sequences
+// interleaved in batched steps (a prefill split in two, a prefill beside a decode, decodes in both
+// orders) give the logits each gives alone, and feeding one sequence's tokens on the other's cache does
+// not (the state is what carries the context). The state is fixed in size (the spec's figure), survives
+// only a truncation to its own length or to 0, and a state lost by a failed roll-back refuses to go on.
+TEST(GoldenRecurrentState, Qwen3NextSequencesBatchedTogetherMatchEachAlone) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("qwen3-next", "cpu", exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  Engine& e = *run->engine;
+  const std::vector<int32_t> a = {5, 17, 3, 99, 42, 7, 8, 130}, b = {200, 1, 64, 64, 12};
+  const std::vector<int32_t> next_a = {11, 250, 3}, next_b = {9, 9, 77};
+  // The last position's logits after the prompt and after each next token.
+  auto alone = [&](const std::vector<int32_t>& prompt, const std::vector<int32_t>& next) {
+    KvCache cache = e.new_cache();
+    std::vector<FloatMatrix> out;
+    SequenceStep s{&cache, prompt};
+    auto l = e.forward(std::span(&s, 1), true);
+    EXPECT_TRUE(l.is_ok()) << l.status().to_string();
+    out.push_back(copy_matrix(*l));
+    for (const int32_t& t : next) {
+      s.tokens = std::span(&t, 1);
+      l = e.forward(std::span(&s, 1), true);
+      EXPECT_TRUE(l.is_ok()) << l.status().to_string();
+      out.push_back(copy_matrix(*l));
+    }
+    return out;
+  };
+  const auto want_a = alone(a, next_a), want_b = alone(b, next_b);
+  auto max_diff = [](ConstMatrix x, const FloatMatrix& y) {
+    double m = 0;
+    for (int64_t c = 0; c < x.cols; ++c)
+      m = std::max(m, std::fabs(static_cast<double>(x.row(0)[c]) - y.row(0)[c]));
+    return m;
+  };
+  KvCache ca = e.new_cache(), cb = e.new_cache();
+  EXPECT_EQ(ca.state_bytes(), recurrent_state_bytes_per_sequence(run->model.spec, KvDtype::kF32));
+  EXPECT_EQ(ca.state_bytes(), uint64_t{3} * (128 * 3 * 4 + 4 * 16 * 16 * 4));
+  const std::span<const int32_t> sa(a), sb(b);
+  // Step 1: a's first 3 prompt tokens alone. Step 2: the rest of a's prompt beside b's whole prompt.
+  std::vector<SequenceStep> step = {{&ca, sa.first(3)}};
+  ASSERT_TRUE(e.forward(step, true).is_ok());
+  step = {{&cb, sb}, {&ca, sa.subspan(3)}};
+  auto l = e.forward(step, true);
+  ASSERT_TRUE(l.is_ok()) << l.status().to_string();
+  EXPECT_LE(max_diff(l->row_slice(0, 1), want_b[0]), 1e-4);
+  EXPECT_LE(max_diff(l->row_slice(1, 1), want_a[0]), 1e-4);
+  for (size_t i = 0; i < next_a.size(); ++i) {
+    // Decodes of both, in alternating batch order.
+    std::vector<SequenceStep> dec = {{&ca, std::span(&next_a[i], 1)}, {&cb, std::span(&next_b[i], 1)}};
+    if (i % 2 == 1) std::swap(dec[0], dec[1]);
+    l = e.forward(dec, true);
+    ASSERT_TRUE(l.is_ok()) << l.status().to_string();
+    const int64_t ra = i % 2 == 1 ? 1 : 0;
+    EXPECT_LE(max_diff(l->row_slice(ra, 1), want_a[i + 1]), 1e-4) << "decode " << i;
+    EXPECT_LE(max_diff(l->row_slice(1 - ra, 1), want_b[i + 1]), 1e-4) << "decode " << i;
+  }
+  // b's prompt fed on top of a's cache (a's recurrent state and KV) gives other logits.
+  KvCache mixed = e.new_cache();
+  SequenceStep first{&mixed, sa};
+  ASSERT_TRUE(e.forward(std::span(&first, 1), true).is_ok());
+  SequenceStep then{&mixed, sb};
+  auto wrong = e.forward(std::span(&then, 1), true);
+  ASSERT_TRUE(wrong.is_ok());
+  EXPECT_GT(max_diff(*wrong, want_b[0]), 1e-2);
+  // Truncation: to the current length or to 0 only; 0 restarts the sequence exactly.
+  const Status shorter = ca.truncate(2);
+  EXPECT_EQ(shorter.code(), StatusCode::kFailedPrecondition) << shorter.to_string();
+  SequenceStep lost{&ca, std::span(&next_a[0], 1)};
+  auto refused = e.forward(std::span(&lost, 1), true);
+  EXPECT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("recurrent state"), std::string::npos)
+      << refused.status().to_string();
+  ASSERT_TRUE(ca.truncate(0).is_ok());
+  SequenceStep again{&ca, sa};
+  auto restarted = e.forward(std::span(&again, 1), true);
+  ASSERT_TRUE(restarted.is_ok()) << restarted.status().to_string();
+  EXPECT_LE(max_diff(*restarted, want_a[0]), 1e-4);
+  ASSERT_TRUE(ca.truncate(ca.length()).is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Golden, ::testing::ValuesIn(golden_names()), [](const auto& param_info) {

@@ -219,6 +219,40 @@ TEST(ServeScheduler, ARepeatedPromptIsServedFromThePrefixCacheWithTheSameTokens)
   EXPECT_NEAR(metric(h, "day0:prefix_cache_hit_rate"), 128.0 / 240.0, 1e-9);
 }
 
+// A hybrid model (Qwen3-Next's golden: three Gated DeltaNet layers, one attention layer): sequences
+// batched by continuous batching, prefill chunks beside decodes, each keep their own recurrent state,
+// so every stream gives what its request gives alone. Prefix caching is turned off whatever was asked
+// (a shared prefix's KV blocks cannot restore the recurrent state), and /metrics says so.
+TEST(ServeScheduler, AHybridModelKeepsEachSequencesRecurrentStateAndServesNoPrefix) {
+  HarnessOptions o;
+  o.model_dir = golden_model_dir("qwen3-next");
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.max_batch_tokens = 24;  // long prompts go in chunks beside the others' decodes
+  ServeHarness h(o);
+  EXPECT_EQ(metric(h, "day0:prefix_caching_enabled"), 0.0);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 12; ++i) prompts.push_back(prompt_for(i + 40, 5 + 7 * (i % 6)));
+  prompts.push_back(prompts[0]);  // a repeated prompt: served again from scratch, same tokens
+  const int max_tokens = 6;
+  const auto alone = served_alone(h, prompts, max_tokens);
+  EXPECT_EQ(alone.front(), alone.back());
+  std::vector<SseReply> replies(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      replies[i] = http_stream(h.port(), "/v1/completions", completion_body(prompts[i], max_tokens, true));
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(replies[i].status, 200) << "stream " << i;
+    EXPECT_EQ(tokens_of(replies[i]), alone[i]) << "stream " << i;
+  }
+  EXPECT_EQ(metric(h, "day0:prefix_cache_hits_total"), 0.0);
+  EXPECT_EQ(metric(h, "day0:prefix_cache_blocks"), 0.0);
+  EXPECT_EQ(metric(h, "day0:kv_cache_used_blocks"), 0.0);  // every sequence gave its blocks back
+}
+
 TEST(ServeScheduler, APromptArrivingWhileAnotherDecodesSharesItsWrittenBlocks) {
   const std::vector<int32_t> prompt = prompt_for(9, 70);  // two whole blocks of 32, and 6 more
   std::vector<std::vector<int32_t>> fresh;

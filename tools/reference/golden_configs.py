@@ -177,6 +177,18 @@ CONFIGS = {
         max_position_embeddings=163840,
         rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}),
+    # Qwen3-Next: 4 layers, full_attention_interval 4 (the release's v4 key): three Gated DeltaNet layers (2 key
+    # heads of 16, 4 value heads of 16, conv kernel 4) then one gated full-attention layer (head_dim 16, partial
+    # rotary 0.25); MoE of 8 experts top-2 with the sigmoid-gated shared expert, layer 1 dense (mlp_only_layers).
+    # make_golden randomises the zero-centred norms (0 at init), the gated norm (1) and dt_bias (1).
+    "qwen3-next": cfg(
+        architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", num_hidden_layers=4, num_key_value_heads=2,
+        head_dim=16, partial_rotary_factor=0.25, intermediate_size=96, moe_intermediate_size=32,
+        shared_expert_intermediate_size=64, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+        decoder_sparse_step=1, mlp_only_layers=[1], full_attention_interval=4, linear_conv_kernel_dim=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        rms_norm_eps=1e-6, rope_theta=10000000.0, attention_bias=False, tie_word_embeddings=False,
+        router_aux_loss_coef=0.001, output_router_logits=False),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than

@@ -31,6 +31,9 @@ CASES = {
     "minimax-m2-no-rotary-dim": ("minimax-m2", {"rotary_dim": None}),
     # DeepSeek-V3.2's config class reroutes a num_experts keyword to n_routed_experts.
     "deepseek-v32-num-experts": ("deepseek-v32", {"num_experts": 4}),
+    # Qwen3-Next: full_attention_interval 2 (transformers 4 saves it beside the layer_types it derives, 5 only
+    # the layer_types).
+    "qwen3-next-interval-2": ("qwen3-next", {"full_attention_interval": 2}),
 }
 
 

@@ -92,6 +92,15 @@ def hf_init(folder, config):
         # LayerNorms start as weight 1, bias 0 (DeepSeek-V3.2's indexer key norm): random ones make the
         # golden see both applied.
         for name, p in model.named_parameters():
+            if config["model_type"] == "qwen3_next":
+                # Zero-centred RMSNorms store the offset w of the gain 1 + w (0 at init), the gated norm a plain
+                # gain (1) and dt_bias starts at 1: random ones make the golden see each applied as it is.
+                if name.endswith("linear_attn.norm.weight"):
+                    p.normal_(1.0, 0.2)
+                elif name.endswith("norm.weight"):
+                    p.normal_(0.0, 0.2)
+                elif name.endswith("dt_bias"):
+                    p.normal_(0.0, 1.0)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):

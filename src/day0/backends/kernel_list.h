@@ -13,6 +13,9 @@
   X(paged_attention, PagedAttentionArgs, kPagedAttention)  \
   X(paged_mla_attention, PagedMlaArgs, kPagedMlaAttention) \
   X(indexer_topk, IndexerTopkArgs, kIndexerTopk)           \
+  X(causal_conv1d, CausalConv1dArgs, kCausalConv1d)        \
+  X(gated_delta_rule, GatedDeltaRuleArgs, kGatedDeltaRule) \
+  X(gated_rms_norm, GatedRmsNormArgs, kGatedRmsNorm)       \
   X(softmax, SoftmaxArgs, kSoftmax)                        \
   X(silu, UnaryArgs, kSilu)                                \
   X(gelu, UnaryArgs, kGelu)                                \

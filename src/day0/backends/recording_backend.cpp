@@ -333,6 +333,45 @@ void RecordingBackend::indexer_topk(const IndexerTopkArgs& a) {
   if (inner_) inner_->indexer_topk(a);
 }
 
+void RecordingBackend::causal_conv1d(const CausalConv1dArgs& a) {
+  OpSpec op = elementwise(op::kCausalConv1d, a.x.rows, a.x.cols, 2.0 * d(a.kernel) + (a.silu ? 4.0 : 0.0));
+  op.attrs = {{"kernel", std::to_string(a.kernel)}, {"window_dtype", kv_dtype_name(a.window_dtype)}};
+  if (a.silu) op.attrs["activation"] = "silu";
+  // The taps, and each sequence's window read and written once.
+  op.bytes_per_token = 4.0 * d(static_cast<int64_t>(a.weight.size())) +
+                       2.0 * d(static_cast<int64_t>(a.seqs.size())) * d((a.kernel - 1) * a.x.cols) *
+                           d(kv_dtype_bytes(a.window_dtype));
+  note(std::move(op));
+  if (inner_) inner_->causal_conv1d(a);
+}
+
+void RecordingBackend::gated_delta_rule(const GatedDeltaRuleArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kGatedDeltaRule);
+  op.attrs = {{"n_key_heads", std::to_string(a.n_key_heads)},
+              {"n_value_heads", std::to_string(a.n_value_heads)},
+              {"key_head_dim", std::to_string(a.key_head_dim)},
+              {"value_head_dim", std::to_string(a.value_head_dim)},
+              {"state", "f32"}};
+  if (a.l2_normalize) op.attrs["l2_normalize"] = "true";
+  op.shapes = {{a.q.rows, a.n_value_heads, a.key_head_dim, a.value_head_dim}};
+  // Per token and value head: decay, S^T k, the rank-1 update and S^T q over d_k x d_v (about 7 flops
+  // each), the state read and written once.
+  const double state = d(a.n_value_heads) * d(a.key_head_dim) * d(a.value_head_dim);
+  op.flops_per_token = d(a.q.rows) * 7.0 * state;
+  op.bytes_per_token = d(a.q.rows) * 8.0 * state;
+  note(std::move(op));
+  if (inner_) inner_->gated_delta_rule(a);
+}
+
+void RecordingBackend::gated_rms_norm(const GatedRmsNormArgs& a) {
+  OpSpec op = elementwise(op::kGatedRmsNorm, a.x.rows, a.x.cols, 9.0);
+  op.attrs["eps"] = format_g(a.eps);
+  op.bytes_per_token = 4.0 * d(static_cast<int64_t>(a.weight.size()));
+  note(std::move(op));
+  if (inner_) inner_->gated_rms_norm(a);
+}
+
 void RecordingBackend::softmax(const SoftmaxArgs& a) {
   note(elementwise(op::kSoftmax, a.x.rows, a.x.cols, 5.0));
   if (inner_) inner_->softmax(a);

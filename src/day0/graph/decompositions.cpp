@@ -48,6 +48,14 @@ bool has_decomposition(std::string_view op) {
   return s != nullptr && !s->decomposition.empty();
 }
 
+void decompose_gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
+  check_args(a);
+  Buffer gate(a.z.rows, a.z.cols);  // [R, n] silu(z)
+  be.silu({.x = a.z, .y = gate.m});
+  be.rms_norm({a.x, a.weight, a.eps, a.y});
+  be.mul({a.y, gate.m, a.y});
+}
+
 void decompose_rms_norm(Backend& be, const RmsNormArgs& a) {
   check_args(a);
   Buffer sq(a.x.rows, a.x.cols);

@@ -264,6 +264,11 @@ class Verifier {
         }
         continue;
       }
+      // Dropped by transformers on load (Qwen3-Next's mtp.* module): not the model's, not an error.
+      if (std::any_of(manifest.ignored_prefixes.begin(), manifest.ignored_prefixes.end(),
+                      [&](const std::string& p) { return name.starts_with(p); })) {
+        continue;
+      }
       const int64_t layer = layer_of(name);
       std::string why = "not part of the model's tensor manifest";
       if (layer >= n_layers && n_layers > 0) {

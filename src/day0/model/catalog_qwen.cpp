@@ -76,6 +76,38 @@ json qwen2_57b() {
                {"rope_theta", 1e6}});
 }
 
+// Qwen3-Next-80B-A3B: 48 layers, every 4th gated full attention (12), the others Gated DeltaNet (36);
+// 512 experts top-10 with a gated shared expert in every layer. The release's values (no config.json
+// in ../shared/configs); the v4 spelling it ships (full_attention_interval, top-level rope keys).
+json qwen3_next_80b() {
+  json config = qwen({{"architectures", json::array({"Qwen3NextForCausalLM"})},
+                      {"model_type", "qwen3_next"},
+                      {"hidden_size", 2048},
+                      {"num_hidden_layers", 48},
+                      {"num_attention_heads", 16},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 256},
+                      {"intermediate_size", 5120},
+                      {"partial_rotary_factor", 0.25},
+                      {"attention_bias", false},
+                      {"full_attention_interval", 4},
+                      {"linear_conv_kernel_dim", 4},
+                      {"linear_key_head_dim", 128},
+                      {"linear_value_head_dim", 128},
+                      {"linear_num_key_heads", 16},
+                      {"linear_num_value_heads", 32},
+                      {"num_experts", 512},
+                      {"num_experts_per_tok", 10},
+                      {"moe_intermediate_size", 512},
+                      {"shared_expert_intermediate_size", 512},
+                      {"norm_topk_prob", true},
+                      {"decoder_sparse_step", 1},
+                      {"mlp_only_layers", json::array()},
+                      {"max_position_embeddings", 262144},
+                      {"rope_theta", 1e7}});
+  return config;
+}
+
 }  // namespace
 
 void add_qwen_entries(std::vector<CatalogEntry>& out) {
@@ -86,6 +118,11 @@ void add_qwen_entries(std::vector<CatalogEntry>& out) {
   out.push_back({"qwen3-coder-480b-a35b", "Qwen3-Coder-480B-A35B: 160 experts, top-8, BF16",
                  "qwen3-coder-480b-a35b/config.json", qwen3_coder_480b});
   out.push_back({"qwen3-8b", "Qwen3-8B: dense GQA with q/k norm, BF16", "qwen3-8b/config.json", qwen3_8b});
+  // No release config.json in ../shared/configs.
+  out.push_back(
+      {"qwen3-next-80b-a3b",
+       "Qwen3-Next-80B-A3B: 36 Gated DeltaNet + 12 gated attention layers, 512 experts top-10, BF16", "",
+       qwen3_next_80b});
   out.push_back({"qwen2-57b-a14b", "Qwen2-57B-A14B: 64 experts, top-8, gated shared expert, BF16",
                  "qwen2-57b-a14b/config.TRANSCRIBED-from-trtllm-test.json", qwen2_57b});
 }

@@ -87,6 +87,12 @@ const std::vector<FamilyInfo>& family_registry() {
        f::parse_deepseek_v32,
        f::write_deepseek_v32,
        f::weights_deepseek_v32},
+      {Family::kQwen3Next,
+       {"qwen3_next"},
+       {"Qwen3NextForCausalLM"},
+       f::parse_qwen3_next,
+       f::write_qwen3_next,
+       f::weights_qwen3_next},
   };
   return kRegistry;
 }

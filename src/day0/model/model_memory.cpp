@@ -25,11 +25,26 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
   const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, dtype);
   uint64_t total = 0;
   for (const auto& layer : spec.layers) {
+    if (layer.linear_attention) continue;  // a fixed-size state instead (recurrent_state_bytes_*)
     int64_t held = tokens;
     if (layer.mask != AttentionMask::kCausal && layer.window > 0) held = std::min(tokens, layer.window);
     total += per_layer * static_cast<uint64_t>(held);
   }
   return total;
+}
+
+uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_dtype) {
+  if (!spec.linear_attention) return 0;
+  const LinearAttentionSpec& la = *spec.linear_attention;
+  const auto window = static_cast<uint64_t>(la.conv_channels() * (la.conv_kernel - 1)) *
+                      static_cast<uint64_t>(kv_dtype_bytes(window_dtype));
+  const auto state = static_cast<uint64_t>(la.n_value_heads * la.key_head_dim * la.value_head_dim) * 4u;
+  return window + state;
+}
+
+uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window_dtype) {
+  const auto layers = static_cast<uint64_t>(spec.n_layers - count_kv_layers(spec));
+  return layers * recurrent_state_bytes_per_layer(spec, window_dtype);
 }
 
 KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
@@ -43,9 +58,16 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   } else {
     s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", spec.n_kv_heads, spec.head_dim);
   }
-  s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(spec.n_layers);
+  s.kv_layers = count_kv_layers(spec);
+  s.state_layers = spec.n_layers - s.kv_layers;
+  if (s.state_layers > 0) {
+    s.layout += fmt::format(" in {} of {} layers; {} Gated DeltaNet layers keep a fixed state per sequence",
+                            s.kv_layers, spec.n_layers, s.state_layers);
+  }
+  s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(s.kv_layers);
   s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, dtype);
   s.bounded_layers = spec.n_layers - count_masked_layers(spec, AttentionMask::kCausal);
+  s.state_bytes_per_sequence = recurrent_state_bytes_per_sequence(spec, KvDtype::kBF16);
   return s;
 }
 

@@ -15,16 +15,29 @@ namespace day0 {
 // The single source of this figure: the engine's paged pool sizes its blocks with it, `inspect`
 // prints it and the planner budgets with it.
 uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
-// A sequence of `tokens` tokens: sliding and chunked layers hold at most their window.
+// A sequence of `tokens` tokens: sliding and chunked layers hold at most their window; linear-attention
+// layers (Qwen3-Next's Gated DeltaNet) hold no KV rows.
 uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = KvDtype::kBF16);
+
+// The fixed-size recurrent state of ONE sequence, whatever its length: every linear-attention layer's
+// conv window (conv_channels x (K - 1) pre-conv inputs, held in `window`: the activation dtype, as
+// transformers keeps it, F32 or BF16) and its delta-rule state (n_value_heads x key_head_dim x
+// value_head_dim float32). The engine's caches allocate exactly this (KvCache::state_bytes(), the window
+// in the run's activation precision); 0 without linear-attention layers. `inspect` and the planner count
+// a BF16 run: Qwen3-Next-80B-A3B 36 x (8192 x 3 x 2 B + 32 x 128 x 128 x 4 B) = 77,266,944 B.
+uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
+uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
 
 struct KvCacheSummary {
   std::string layout;  // "MLA: latent 512 + rope key 64", "GQA: K+V, 8 KV heads x 128"
   KvDtype dtype = KvDtype::kBF16;
   int element_bits = 16;         // 8 * kv_dtype_bytes(dtype)
   uint64_t bytes_per_token = 0;  // every layer, unbounded (a long context's marginal token, before windows)
-  uint64_t bytes_per_1k_tokens = 0;  // one 1,000-token sequence, windows applied
-  int64_t bounded_layers = 0;        // sliding / chunked layers
+  uint64_t bytes_per_1k_tokens = 0;       // one 1,000-token sequence, windows applied
+  int64_t bounded_layers = 0;             // sliding / chunked layers
+  int64_t kv_layers = 0;                  // layers that cache K/V rows (all but linear-attention layers)
+  int64_t state_layers = 0;               // linear-attention layers (a fixed state per sequence instead)
+  uint64_t state_bytes_per_sequence = 0;  // recurrent_state_bytes_per_sequence() (BF16 run), per sequence
 };
 KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
 

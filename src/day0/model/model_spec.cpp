@@ -67,4 +67,10 @@ int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask) {
   return n;
 }
 
+int64_t count_kv_layers(const ModelSpec& spec) {
+  int64_t n = 0;
+  for (const auto& layer : spec.layers) n += layer.linear_attention ? 0 : 1;
+  return n;
+}
+
 }  // namespace day0

@@ -27,6 +27,7 @@ enum class Family {
   kMinimaxM2,
   kLongcatFlash,
   kDeepseekV32,
+  kQwen3Next,
 };
 
 enum class AttentionKind { kGqa, kMla };
@@ -85,6 +86,22 @@ struct IndexerSpec {
   bool operator==(const IndexerSpec&) const = default;
 };
 
+// Gated DeltaNet linear attention (Qwen3-Next's linear_attention layers): in_proj_qkvz / in_proj_ba grouped
+// per key head, a causal depthwise conv of `conv_kernel` over [q | k | v] with silu, L2-normed q / k, the
+// gated delta rule over a float32 state of n_value_heads x key_head_dim x value_head_dim per sequence,
+// and a gated RMSNorm (silu(z)) per value head. Value head j reads key head j / (n_value / n_key).
+struct LinearAttentionSpec {
+  int64_t n_key_heads = 0;     // linear_num_key_heads
+  int64_t n_value_heads = 0;   // linear_num_value_heads (a multiple of n_key_heads)
+  int64_t key_head_dim = 0;    // linear_key_head_dim
+  int64_t value_head_dim = 0;  // linear_value_head_dim
+  int64_t conv_kernel = 0;     // linear_conv_kernel_dim
+  int64_t key_dim() const { return n_key_heads * key_head_dim; }
+  int64_t value_dim() const { return n_value_heads * value_head_dim; }
+  int64_t conv_channels() const { return 2 * key_dim() + value_dim(); }  // [q | k | v]
+  bool operator==(const LinearAttentionSpec&) const = default;
+};
+
 struct MoeSpec {
   int64_t n_experts = 0;
   int64_t experts_per_token = 0;
@@ -118,6 +135,9 @@ struct LayerSpec {
   bool use_rope = true;            // Llama 4 NoPE layers: false
   bool moe = false;                // FFN is MoE (else dense SwiGLU)
   int64_t dense_intermediate = 0;  // width of the dense MLP when !moe
+  // Qwen3-Next "linear_attention": a Gated DeltaNet layer (spec.linear_attention) with a fixed-size
+  // recurrent state per sequence instead of KV rows; false: softmax attention over the paged KV cache.
+  bool linear_attention = false;
   bool operator==(const LayerSpec&) const = default;
 };
 
@@ -184,6 +204,12 @@ struct ModelSpec {
   bool qk_norm_full_width = false;             // with qk_norm: one RMS over all heads (MiniMax-M2)
   bool qk_norm_weightless_after_rope = false;  // Llama 4 L2 norm
   bool attention_sinks = false;                // gpt-oss
+  // Qwen3-Next: q_proj gives per head [query (head_dim) | gate (head_dim)]; the attention output is
+  // multiplied by sigmoid(gate) before o_proj.
+  bool attention_output_gate = false;
+  // Qwen3-Next: every RMSNorm but the gated one stores an offset w and applies the gain (1 + w) in
+  // float32 before casting (the binder keeps 1 + w).
+  bool zero_centered_norms = false;
   bool tie_word_embeddings = false;
   int64_t sliding_window = 0;            // 0 = none
   int64_t attention_chunk_size = 0;      // Llama 4
@@ -192,7 +218,8 @@ struct ModelSpec {
   int64_t floor_scale = 8192;
 
   std::optional<MlaSpec> mla;
-  std::optional<IndexerSpec> indexer;  // DeepSeek-V3.2 (with mla)
+  std::optional<IndexerSpec> indexer;                   // DeepSeek-V3.2 (with mla)
+  std::optional<LinearAttentionSpec> linear_attention;  // Qwen3-Next (layers with linear_attention)
   std::optional<MoeSpec> moe;
   std::vector<LayerSpec> layers;  // n_layers entries
 
@@ -219,5 +246,7 @@ const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", .
 // Derived counts over `layers`.
 int64_t count_moe_layers(const ModelSpec& spec);
 int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask);
+// Layers whose attention caches K/V rows in the paged pool (all but linear-attention layers).
+int64_t count_kv_layers(const ModelSpec& spec);
 
 }  // namespace day0

@@ -40,6 +40,9 @@ struct TensorManifest {
   // Tensors a transformers save writes but the model never reads (WeightTableBuilder::add_unused):
   // accepted by verify when present, never required, counted, bound or synthesised.
   std::vector<TensorSpec> unused;
+  // Name prefixes transformers ignores on load (_keys_to_ignore_on_load_unexpected, e.g. "mtp."):
+  // verify accepts such tensors without a shape to check.
+  std::vector<std::string> ignored_prefixes;
 };
 
 // Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,

@@ -38,9 +38,11 @@ void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn) {
 
 void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   const int64_t H = s.hidden_size, q_out = s.n_heads * s.head_dim, kv_out = s.n_kv_heads * s.head_dim;
+  // With an output gate (Qwen3-Next) q_proj gives [query | gate] per head: twice the rows.
+  const int64_t q_rows = s.attention_output_gate ? 2 * q_out : q_out;
   const auto role = TensorRole::kAttention;
-  b.add("self_attn.q_proj.weight", {q_out, H}, kProj, role, kColumn, WeightSlot::kQ);
-  if (s.qkv_bias) b.add("self_attn.q_proj.bias", {q_out}, kPlain, role, kColumn, WeightSlot::kQBias);
+  b.add("self_attn.q_proj.weight", {q_rows, H}, kProj, role, kColumn, WeightSlot::kQ);
+  if (s.qkv_bias) b.add("self_attn.q_proj.bias", {q_rows}, kPlain, role, kColumn, WeightSlot::kQBias);
   b.add("self_attn.k_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kK);
   if (s.qkv_bias) b.add("self_attn.k_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kKBias);
   b.add("self_attn.v_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kV);

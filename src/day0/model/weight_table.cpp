@@ -132,6 +132,10 @@ void WeightTableBuilder::add_unused(const std::string& name, std::vector<int64_t
   out_.tensors.resize(before);
 }
 
+void WeightTableBuilder::ignore_prefix(std::string prefix) {
+  out_.ignored_prefixes.push_back(std::move(prefix));
+}
+
 void WeightTableBuilder::push_weight(std::string name, std::string pattern, std::vector<int64_t> shape,
                                      WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot,
                                      int64_t expert) {

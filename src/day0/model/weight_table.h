@@ -113,6 +113,14 @@ enum class WeightSlot {
   kIndexerKNorm,      // k_norm.weight [d_I] (LayerNorm)
   kIndexerKNormBias,  // k_norm.bias [d_I]
   kIndexerWeights,    // weights_proj [n_I, H]
+  // Qwen3-Next Gated DeltaNet (linear_attn.*).
+  kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
+  kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head
+  kLinearConv,    // conv1d.weight [C, 1, K] (depthwise, no bias)
+  kLinearALog,    // A_log [n_v]
+  kLinearDtBias,  // dt_bias [n_v]
+  kLinearNorm,    // norm.weight [d_v] (gated RMSNorm, plain gain)
+  kLinearOut,     // out_proj [H, n_v * d_v]
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...
@@ -148,6 +156,11 @@ class WeightTableBuilder {
   // nothing requires, counts, binds or synthesises it. `expert` names the expert index in `{E}`.
   void add_unused(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
                   int64_t expert = -1);
+
+  // Top-level tensor names starting with `prefix` that transformers drops on load (Qwen3-Next's
+  // multi-token-prediction module "mtp."): `verify` accepts them unchecked; nothing counts, binds or
+  // synthesises them.
+  void ignore_prefix(std::string prefix);
 
   // Prefix of the current scope, e.g. "model.layers.3.".
   const std::string& scope() const { return scope_; }

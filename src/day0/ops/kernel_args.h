@@ -185,6 +185,68 @@ struct IndexerTopkArgs {
   float scale = 0.0f;  // required, > 0 (d^-1/2)
 };
 
+// ---- causal_conv1d: Gated DeltaNet's causal depthwise convolution, every sequence of a step -------
+// Sequence s owns rows [row0, row0 + rows) of x and a window W_s [K - 1, C]: the K - 1 inputs before
+// its first row, oldest first (zeros at the sequence start), stored in window_dtype. With u = W_s
+// followed by its rows, for its t-th row and channel c (float32):
+//   y[row0 + t, c] = act(sum_{m < K} weight[c * K + m] * u[t + m, c]),   act = silu or the identity
+// and afterwards W_s holds the last K - 1 rows of u (converted to window_dtype: BF16 rounds to nearest
+// even). y must not overlap x. Sequences with rows = 0 are left as they are; T = 0 does nothing.
+struct ConvSequence {
+  int64_t row0 = 0;
+  int64_t rows = 0;
+  void* window = nullptr;  // [K - 1, C] in window_dtype, updated in place
+};
+struct CausalConv1dArgs {
+  ConstMatrix x;                       // [T, C]
+  std::span<const float> weight;       // [C * K] channel-major (conv1d.weight [C, 1, K] flattened)
+  std::span<const ConvSequence> seqs;  // [B]
+  Matrix y;                            // [T, C]
+  int64_t kernel = 0;                  // K >= 1
+  KvDtype window_dtype = KvDtype::kF32;
+  bool silu = true;
+};
+
+// ---- gated_delta_rule: the gated delta rule (Gated DeltaNet), every sequence of a step -------------
+// Value head j reads key head i = j / (n_value_heads / n_key_heads). For token t of sequence s, in
+// order, in float32 (S = the sequence's state for head j, [d_k, d_v], zero at the sequence start):
+//   q = q[t, i] / sqrt(|q[t, i]|^2 + 1e-6) / sqrt(d_k),  k = k[t, i] / sqrt(|k[t, i]|^2 + 1e-6)
+//       (without l2_normalize: q[t, i] / sqrt(d_k) and k[t, i] as given)
+//   gamma = -exp(a_log[j]) * softplus(a[t, j] + dt_bias[j])      softplus(x) = x if x > 20, log1p(e^x)
+//   S <- exp(gamma) S;   S <- S + k (beta[t, j] (v[t, j] - S^T k))^T;   out[t, j] = S^T q
+// `state` is updated in place ([n_v, d_k, d_v] row-major). out must not overlap the inputs. This is the
+// recurrent form, token by token (prefill included): exact, no chunking.
+struct DeltaSequence {
+  int64_t row0 = 0;
+  int64_t rows = 0;
+  float* state = nullptr;  // [n_value_heads, key_head_dim, value_head_dim]
+};
+struct GatedDeltaRuleArgs {
+  ConstMatrix q;                          // [T, n_k * d_k]
+  ConstMatrix k;                          // [T, n_k * d_k]
+  ConstMatrix v;                          // [T, n_v * d_v]
+  ConstMatrix a;                          // [T, n_v] decay input (before dt_bias)
+  ConstMatrix beta;                       // [T, n_v] update strength (after the sigmoid)
+  std::span<const float> a_log, dt_bias;  // [n_v] each
+  std::span<const DeltaSequence> seqs;    // [B]
+  Matrix out;                             // [T, n_v * d_v]
+  int64_t n_key_heads = 0;
+  int64_t n_value_heads = 0;
+  int64_t key_head_dim = 0;
+  int64_t value_head_dim = 0;
+  bool l2_normalize = true;
+};
+
+// ---- gated_rms_norm: y = weight * (x / sqrt(mean(x^2) + eps)) * silu(z), row by row (float32) -----
+// Gated DeltaNet's output norm, per value head: x and z [R, n] (R = tokens * heads). y may alias x.
+struct GatedRmsNormArgs {
+  ConstMatrix x;                  // [R, n]
+  ConstMatrix z;                  // [R, n] the gate
+  std::span<const float> weight;  // [n]
+  float eps = 1e-6f;
+  Matrix y;  // [R, n]
+};
+
 // ---- kv_write: store a step's K/V (or MLA latent / rope key) rows in their KV cache slots --------
 // Row r of `first` / `second` goes to row slots[r] % block_tokens of block slots[r] / block_tokens of
 // the pool, converted to the pool's dtype (BF16: round to nearest even; FP8 E4M3: round to nearest

@@ -122,6 +122,47 @@ void check_args(const IndexerTopkArgs& a) {
   }
 }
 
+void check_args(const CausalConv1dArgs& a) {
+  D0_CHECK_MSG(a.kernel >= 1, "causal_conv1d: kernel must be at least 1");
+  D0_CHECK_MSG(well_formed(a.x), "causal_conv1d: malformed input view");
+  D0_EXPECT_SHAPE("causal_conv1d", "y", a.y, a.x.rows, a.x.cols);
+  D0_CHECK_MSG(static_cast<int64_t>(a.weight.size()) == a.x.cols * a.kernel,
+               fmt::format("causal_conv1d: weight has {} values, expected {} channels x {} taps",
+                           a.weight.size(), a.x.cols, a.kernel));
+  for (const ConvSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.row0 >= 0 && s.rows >= 0 && s.row0 + s.rows <= a.x.rows, "causal_conv1d: sequence rows");
+    D0_CHECK_MSG(s.rows == 0 || a.kernel == 1 || s.window != nullptr,
+                 "causal_conv1d: a sequence without a window");
+  }
+}
+
+void check_args(const GatedDeltaRuleArgs& a) {
+  const int64_t nk = a.n_key_heads, nv = a.n_value_heads, dk = a.key_head_dim, dv = a.value_head_dim;
+  D0_CHECK_MSG(
+      nk > 0 && nv > 0 && dk > 0 && dv > 0 && nv % nk == 0,
+      "gated_delta_rule: head counts and sizes must be positive, n_value_heads a multiple of n_key_heads");
+  const int64_t t = a.q.rows;
+  D0_EXPECT_SHAPE("gated_delta_rule", "q", a.q, t, nk * dk);
+  D0_EXPECT_SHAPE("gated_delta_rule", "k", a.k, t, nk * dk);
+  D0_EXPECT_SHAPE("gated_delta_rule", "v", a.v, t, nv * dv);
+  D0_EXPECT_SHAPE("gated_delta_rule", "a", a.a, t, nv);
+  D0_EXPECT_SHAPE("gated_delta_rule", "beta", a.beta, t, nv);
+  D0_EXPECT_SHAPE("gated_delta_rule", "out", a.out, t, nv * dv);
+  D0_CHECK_MSG(static_cast<int64_t>(a.a_log.size()) == nv && static_cast<int64_t>(a.dt_bias.size()) == nv,
+               "gated_delta_rule: a_log and dt_bias need one value per value head");
+  for (const DeltaSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.row0 >= 0 && s.rows >= 0 && s.row0 + s.rows <= t, "gated_delta_rule: sequence rows");
+    D0_CHECK_MSG(s.rows == 0 || s.state != nullptr, "gated_delta_rule: a sequence without a state");
+  }
+}
+
+void check_args(const GatedRmsNormArgs& a) {
+  D0_CHECK_MSG(well_formed(a.x), "gated_rms_norm: malformed input view");
+  D0_EXPECT_SHAPE("gated_rms_norm", "z", a.z, a.x.rows, a.x.cols);
+  D0_EXPECT_SHAPE("gated_rms_norm", "y", a.y, a.x.rows, a.x.cols);
+  D0_CHECK_MSG(static_cast<int64_t>(a.weight.size()) == a.x.cols, "gated_rms_norm: weight width");
+}
+
 void check_args(const SwigluArgs& a) {
   if (a.interleaved) {
     D0_EXPECT_SHAPE("swiglu", "gate_up", a.gate, a.out.rows, 2 * a.out.cols);

@@ -17,6 +17,11 @@ inline constexpr std::string_view kPagedAttention = "paged_attention";
 inline constexpr std::string_view kPagedMlaAttention = "paged_mla_attention";
 // DeepSeek Sparse Attention's lightning indexer: scores a paged cache's indexer keys, top-k per query.
 inline constexpr std::string_view kIndexerTopk = "indexer_topk";
+// Gated DeltaNet (Qwen3-Next's linear attention): the causal depthwise conv with its per-sequence
+// window, the delta-rule recurrence over its per-sequence state, and the gated output RMSNorm.
+inline constexpr std::string_view kCausalConv1d = "causal_conv1d";
+inline constexpr std::string_view kGatedDeltaRule = "gated_delta_rule";
+inline constexpr std::string_view kGatedRmsNorm = "gated_rms_norm";
 inline constexpr std::string_view kSoftmax = "softmax";
 inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";

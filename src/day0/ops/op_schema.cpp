@@ -115,6 +115,14 @@ Out indexer_shape(Shapes in, const OpAttributes& a) {
   return std::vector<Shape>{{in[0][0], k}};
 }
 
+Out gated_delta_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 2, 2, "gated_delta_rule"));
+  const auto hv = static_cast<int64_t>(attr(a, "n_value_heads")),
+             dv = static_cast<int64_t>(attr(a, "value_head_dim"));
+  if (hv <= 0 || dv <= 0 || in[2][1] != hv * dv) return invalid_argument("gated_delta_rule: v width");
+  return std::vector<Shape>{in[2]};
+}
+
 Out experts_shape(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "moe_experts"));
   D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "moe_experts"));
@@ -270,6 +278,34 @@ std::vector<OpSchema> build_table() {
        false,
        indexer_shape,
        {}},
+      {kCausalConv1d,
+       "causal depthwise conv over a per-sequence window of K-1 inputs, silu (Gated DeltaNet)",
+       {"x [T, C]", "weight [C*K]", "window [K-1, C] per sequence"},
+       {"y [T, C]", "window [K-1, C] per sequence"},
+       {"kernel", "silu"},
+       false,
+       false,
+       same_as_first,
+       {}},
+      {kGatedDeltaRule,
+       "gated delta rule recurrence over a per-sequence float32 state (Gated DeltaNet)",
+       {"q [T, Hk*dk]", "k [T, Hk*dk]", "v [T, Hv*dv]", "a [T, Hv]", "beta [T, Hv]", "a_log [Hv]",
+        "dt_bias [Hv]", "state [Hv, dk, dv] per sequence"},
+       {"out [T, Hv*dv]", "state [Hv, dk, dv] per sequence"},
+       {"n_key_heads", "n_value_heads", "key_head_dim", "value_head_dim", "l2_normalize"},
+       false,
+       false,
+       gated_delta_shape,
+       {}},
+      {kGatedRmsNorm,
+       "x / rms(x) * w * silu(z) (Gated DeltaNet output norm)",
+       {"x [R, n]", "z [R, n]", "weight [n]"},
+       {"y [R, n]"},
+       {"eps"},
+       false,
+       false,
+       same_as_first,
+       {kRmsNorm, kSilu, kMul}},
       {kSoftmax, "row softmax, in place", {"x [R, C]"}, {"x [R, C]"}, {}, false, false, same_as_first, {}},
       {kSilu, "x * sigmoid(x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
       {kGelu, "gelu (erf or tanh)", {"x [R, C]"}, {"y [R, C]"}, {"approx"}, false, false, same_as_first, {}},

@@ -160,7 +160,8 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
       bytes[g] = group_bytes(layer, static_cast<WeightGroup>(g), precision);
     p.layer_bytes.push_back(bytes);
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
-    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv));
+    // A sequence's cache: its KV rows, plus the fixed state of a linear-attention layer.
+    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + layer.state_bytes_per_sequence);
   }
   const bool checkpoint = precision == WeightPrecision::kCheckpoint;
   p.embedding_bytes = checkpoint ? model.embedding_checkpoint_bytes : model.embedding_params * 2;

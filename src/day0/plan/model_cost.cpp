@@ -81,16 +81,25 @@ double ModelCost::active_params_per_token() const {
   return total;
 }
 
-void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec) {
+void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear_attention) {
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3}) {
-    layer.kv_bytes_per_token[static_cast<size_t>(dtype)] =
-        static_cast<double>(kv_bytes_per_token_per_layer(spec, dtype));
+    const auto i = static_cast<size_t>(dtype);
+    layer.kv_bytes_per_token[i] =
+        linear_attention ? 0.0 : static_cast<double>(kv_bytes_per_token_per_layer(spec, dtype));
   }
+  layer.state_bytes_per_sequence =
+      linear_attention ? static_cast<double>(recurrent_state_bytes_per_layer(spec, KvDtype::kBF16)) : 0.0;
 }
 
 double ModelCost::kv_bytes_per_token(KvPrecision kv) const {
   double total = 0;
   for (const auto& layer : layers) total += layer.kv_bytes(kv);
+  return total;
+}
+
+double ModelCost::state_bytes_per_sequence() const {
+  double total = 0;
+  for (const auto& layer : layers) total += layer.state_bytes_per_sequence;
   return total;
 }
 

@@ -35,6 +35,9 @@ struct LayerCost {
   // Cached bytes per token, all kv heads (MLA: latent + rope key), by KvDtype: the engine's figure,
   // kv_bytes_per_token_per_layer() (model/model_memory.h).
   std::array<double, 3> kv_bytes_per_token{};
+  // A linear-attention layer's fixed state per sequence (conv window + delta-rule state) in a BF16 run,
+  // recurrent_state_bytes_per_layer(); its kv_bytes_per_token are 0.
+  double state_bytes_per_sequence = 0;
   int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
@@ -80,11 +83,14 @@ struct ModelCost {
   double active_params_per_token() const;  // dense parts + shared + top-k routed experts
   // Cached bytes a token leaves in all layers (ignoring windows): DeepSeek-V3 BF16 = 70,272.
   double kv_bytes_per_token(KvPrecision kv) const;
+  // Fixed bytes a sequence holds whatever its length (linear-attention states; 0 for most models).
+  double state_bytes_per_sequence() const;
 };
 
 // Fills layer.kv_bytes_per_token for every KV dtype from kv_bytes_per_token_per_layer(spec, dtype), the
-// one figure the engine's pool, `inspect` and the planner share.
-void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec);
+// one figure the engine's pool, `inspect` and the planner share; a linear-attention layer gets 0 there
+// and its recurrent_state_bytes_per_layer() in state_bytes_per_sequence instead.
+void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear_attention = false);
 
 // Bytes a group's parameters take at `precision` (checkpoint: as stored). Quantized formats carry their
 // scales: FP8 one f32 per 128x128 block, INT8 one bf16 per output row (ignored), INT4 one bf16 per 128.

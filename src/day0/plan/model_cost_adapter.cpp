@@ -90,8 +90,10 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     l.heads_norm_all_reduce = spec.qk_norm && spec.qk_norm_full_width;
     if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
-    set_kv_bytes_per_token(l, spec);
-    if (m.mla) {
+    set_kv_bytes_per_token(l, spec, ls.linear_attention);
+    if (ls.linear_attention) {
+      // Gated DeltaNet: no attention over cached tokens; a fixed state read and written per token.
+    } else if (m.mla) {
       const auto latent = static_cast<double>(spec.mla->kv_lora_rank);
       const auto rope = static_cast<double>(spec.mla->qk_rope_head_dim);
       l.attn_flops_per_pair_decode = heads * (2 * (latent + rope) + 2 * latent);

@@ -148,6 +148,10 @@ std::string format_plan_text(const PlanReportInput& in) {
                   human_bytes(model_weight_bytes(m, w, c.device)), weight_precision_name(w.weights), widths);
   out += fmt::format("KV cache   {} bytes a token over all layers ({})\n",
                      with_commas(static_cast<int64_t>(m.kv_bytes_per_token(w.kv))), kv_precision_name(w.kv));
+  if (m.state_bytes_per_sequence() > 0) {
+    out += fmt::format("state      {} bytes a sequence, fixed (linear-attention layers' recurrent state)\n",
+                       with_commas(static_cast<int64_t>(m.state_bytes_per_sequence())));
+  }
   out += fmt::format("cluster    {}: {} node{} x {} {} ({} memory, {}/s, {}FLOP/s BF16)\n", c.name, c.nodes,
                      c.nodes == 1 ? "" : "s", c.devices_per_node, c.device.name,
                      human_bytes_binary(c.device.memory_bytes), human_bytes(c.device.memory_bandwidth),
@@ -229,7 +233,8 @@ json plan_to_json(const PlanReportInput& in) {
                 {"n_experts", m.n_experts},
                 {"weight_bytes_planned", model_weight_bytes(m, w, c.device)},
                 {"weight_table_bytes", table},
-                {"kv_bytes_per_token", m.kv_bytes_per_token(w.kv)}};
+                {"kv_bytes_per_token", m.kv_bytes_per_token(w.kv)},
+                {"state_bytes_per_sequence", m.state_bytes_per_sequence()}};
   j["cluster"] = {{"name", c.name},
                   {"nodes", c.nodes},
                   {"devices_per_node", c.devices_per_node},

@@ -13,7 +13,18 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
   const int64_t t = h.rows, nh = s.n_heads, nkv = s.n_kv_heads, d = s.head_dim;
   Buffer q(c.arena, t, nh * d), k(c.arena, t, nkv * d), v(c.arena, t, nkv * d);  // [T, heads * head_dim]
-  linear(c, h, w.q, q.m);
+  Buffer gate;  // [T, heads * head_dim] the output gate (Qwen3-Next), before its sigmoid
+  if (s.attention_output_gate) {
+    // q_proj gives per head [query (d) | gate (d)]: split into two dense matrices.
+    Buffer qg(c.arena, t, 2 * nh * d);  // [T, heads * 2 * head_dim]
+    gate = Buffer(c.arena, t, nh * d);
+    linear(c, h, w.q, qg.m);
+    c.be.copy_columns({.x = qg.m, .y = q.m, .groups = nh, .width = d, .x_stride = 2 * d, .y_stride = d});
+    c.be.copy_columns(
+        {.x = qg.m, .y = gate.m, .groups = nh, .width = d, .x_col0 = d, .x_stride = 2 * d, .y_stride = d});
+  } else {
+    linear(c, h, w.q, q.m);
+  }
   linear(c, h, w.k, k.m);
   linear(c, h, w.v, v.m);
   const float eps = static_cast<float>(s.rms_norm_eps);
@@ -60,6 +71,12 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.sinks = w.sinks;
   c.be.paged_attention(a);
   round_activations(c, attn.m);
+  if (s.attention_output_gate) {  // attn * sigmoid(gate), head-major like the heads' outputs
+    c.be.sigmoid({gate.m, gate.m});
+    round_activations(c, gate.m);
+    c.be.mul({attn.m, gate.m, attn.m});
+    round_activations(c, attn.m);
+  }
   matmul(c, attn.m, w.o, out);  // [T, hidden]: this rank's heads' share under tensor parallelism
   finish_row_parallel(c, out);
 }

@@ -50,6 +50,8 @@ struct StepLayout {
   std::vector<PagedSequence> paged;  // [sequences]
   std::vector<int64_t> kv_slots;     // [total_rows] the current layer's cache slots
   KvBlockCopies kv_copies;           // the current layer's copy-on-write copies
+  std::vector<ConvSequence> conv;    // [sequences] the current linear-attention layer's conv windows
+  std::vector<DeltaSequence> delta;  // [sequences] and its delta-rule states
   int64_t total_rows = 0;
   void clear() {
     caches.clear();
@@ -60,6 +62,8 @@ struct StepLayout {
     paged.clear();
     kv_slots.clear();
     kv_copies.clear();
+    conv.clear();
+    delta.clear();
     total_rows = 0;
   }
 };
@@ -107,6 +111,9 @@ void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMa
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
+// Gated DeltaNet (Qwen3-Next's linear attention) over each sequence's recurrent state of `layer`.
+void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
+                    Matrix out);
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out);
 void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out);
 

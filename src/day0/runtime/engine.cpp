@@ -38,7 +38,11 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
                              : local_.n_kv_heads * local_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
-      first, second, KvCacheOptions{.dtype = options_.kv_dtype, .block_tokens = options_.kv_block_tokens});
+      first, second,
+      KvCacheOptions{
+          .dtype = options_.kv_dtype,
+          .block_tokens = options_.kv_block_tokens,
+          .window_dtype = options_.precision == ActivationPrecision::kBF16 ? KvDtype::kBF16 : KvDtype::kF32});
   // One definition of the figure for the engine, `inspect` and the planner.
   D0_CHECK_MSG(pool_->bytes_per_token_row() == kv_bytes_per_token_per_layer(local_, options_.kv_dtype),
                "engine: KV pool row size disagrees with kv_bytes_per_token_per_layer");
@@ -117,7 +121,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     }
     if (!pairs) return invalid_argument("engine: shortcut MoE needs layer pairs with the MoE on the first");
   }
-  for (const LayerSpec& l : spec.layers) {
+  for (size_t n = 0; n < spec.layers.size(); ++n) {
+    const LayerSpec& l = spec.layers[n];
+    if (l.linear_attention && (!spec.linear_attention || !weights->layers[n].linear.present())) {
+      return invalid_argument(
+          fmt::format("engine: linear-attention layer {} without its sizes or weights", n));
+    }
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
       return invalid_argument("engine: sliding or chunked layer without a window");
@@ -230,7 +239,9 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   for (int64_t l = 0; l < spec_.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
-    if (spec_.attention == AttentionKind::kMla) {
+    if (spec_.layers[static_cast<size_t>(l)].linear_attention) {
+      blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
+    } else if (spec_.attention == AttentionKind::kMla) {
       blocks::mla_attention(c, l, lw.attn, h.m, y.m);
     } else {
       blocks::gqa_attention(c, l, lw.attn, h.m, y.m);

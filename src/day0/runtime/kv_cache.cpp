@@ -126,7 +126,33 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec)
   for (size_t l = 0; l < layers_.size() && l < spec.layers.size(); ++l) {
     layers_[l].mask = spec.layers[l].mask;
     layers_[l].window = spec.layers[l].window;
+    if (!spec.layers[l].linear_attention) continue;
+    D0_CHECK_MSG(spec.linear_attention.has_value(), "KV cache: a linear-attention layer without its sizes");
+    const LinearAttentionSpec& la = *spec.linear_attention;
+    layers_[l].paged = false;
+    layers_[l].state = static_cast<int32_t>(states_.size());
+    RecurrentLayerState st;
+    st.window.assign(static_cast<size_t>(la.conv_channels() * (la.conv_kernel - 1) *
+                                         kv_dtype_bytes(pool_->options().window_dtype)),
+                     0);  // zero bits are 0.0 in F32 and BF16
+    st.state.assign(static_cast<size_t>(la.n_value_heads * la.key_head_dim * la.value_head_dim), 0.0f);
+    states_.push_back(std::move(st));
   }
+}
+
+RecurrentLayerState* KvCache::recurrent(int64_t layer) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  return l.state < 0 ? nullptr : &states_[static_cast<size_t>(l.state)];
+}
+
+KvDtype KvCache::window_dtype() const {
+  return pool_->options().window_dtype;
+}
+
+uint64_t KvCache::state_bytes() const {
+  uint64_t n = 0;
+  for (const RecurrentLayerState& s : states_) n += s.window.size() + s.state.size() * sizeof(float);
+  return n;
 }
 
 KvCache::~KvCache() {
@@ -134,8 +160,12 @@ KvCache::~KvCache() {
 }
 
 KvCache::KvCache(KvCache&& other) noexcept
-    : pool_(std::move(other.pool_)), layers_(std::move(other.layers_)), length_(other.length_) {
+    : pool_(std::move(other.pool_)),
+      layers_(std::move(other.layers_)),
+      states_(std::move(other.states_)),
+      length_(other.length_) {
   other.layers_.clear();
+  other.states_.clear();
   other.length_ = 0;
 }
 
@@ -144,8 +174,10 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     release_all();
     pool_ = std::move(other.pool_);
     layers_ = std::move(other.layers_);
+    states_ = std::move(other.states_);
     length_ = other.length_;
     other.layers_.clear();
+    other.states_.clear();
     other.length_ = 0;
   }
   return *this;
@@ -162,6 +194,7 @@ void KvCache::release_all() {
 KvCache KvCache::fork() const {
   KvCache copy(pool_, ModelSpec{});
   copy.layers_ = layers_;
+  copy.states_ = states_;  // a recurrent state cannot be shared: each sequence advances its own
   copy.length_ = length_;
   for (const Layer& l : layers_)
     for (int32_t b : l.blocks) pool_->retain(b);
@@ -194,6 +227,7 @@ void KvCache::append(Backend& backend, int64_t layer, ConstMatrix first, ConstMa
 void KvCache::append_slots(int64_t layer, int64_t rows, std::vector<int64_t>& slots, KvBlockCopies& copies) {
   D0_CHECK(layer >= 0 && layer < n_layers());
   Layer& l = layers_[static_cast<size_t>(layer)];
+  D0_CHECK_MSG(l.paged, "KV cache: a linear-attention layer keeps no KV rows");
   D0_CHECK_MSG(l.rows >= length_, "KV cache: layer behind the committed length");
   // The earliest query of this step sits at l.rows (before the append); keys it cannot see go.
   if (l.window > 0 && l.mask == AttentionMask::kSliding) drop_before(l, l.rows - l.window + 1);
@@ -216,7 +250,12 @@ void KvCache::append_slots(int64_t layer, int64_t rows, std::vector<int64_t>& sl
 
 void KvCache::commit(int64_t new_tokens) {
   length_ += new_tokens;
-  for (const Layer& l : layers_) D0_CHECK_MSG(l.rows == length_, "KV cache: a layer missed the step");
+  for (Layer& l : layers_) {
+    if (!l.paged) l.rows = length_;  // no rows of its own: it follows the length
+    D0_CHECK_MSG(l.rows == length_, "KV cache: a layer missed the step");
+  }
+  for (const RecurrentLayerState& s : states_)
+    D0_CHECK_MSG(s.tokens == length_, "KV cache: a recurrent state missed the step");
 }
 
 Status KvCache::truncate(int64_t tokens) {
@@ -234,6 +273,18 @@ Status KvCache::truncate(int64_t tokens) {
           tokens, l.first_block_pos));
     }
   }
+  // A recurrent state holds exactly the tokens it absorbed: it can stay (same length) or restart (0).
+  bool lost = false;
+  for (RecurrentLayerState& s : states_) {
+    if (tokens == 0) {
+      std::fill(s.window.begin(), s.window.end(), static_cast<unsigned char>(0));
+      std::fill(s.state.begin(), s.state.end(), 0.0f);
+      s.tokens = 0;
+    } else if (s.tokens != tokens) {
+      s.tokens = -1;
+      lost = true;
+    }
+  }
   for (Layer& l : layers_) {
     const auto keep = static_cast<size_t>(std::max<int64_t>(0, (tokens - l.first_block_pos + bt - 1) / bt));
     for (size_t i = keep; i < l.blocks.size(); ++i) pool_->release(l.blocks[i]);
@@ -242,6 +293,12 @@ Status KvCache::truncate(int64_t tokens) {
     if (l.blocks.empty()) l.first_block_pos = (tokens / bt) * bt;
   }
   length_ = tokens;
+  if (lost) {
+    return failed_precondition(fmt::format(
+        "KV cache: cannot go back to {} tokens: a linear-attention layer's recurrent state holds the "
+        "sequence's last token only (restart the sequence from 0)",
+        tokens));
+  }
   return Status::ok();
 }
 
@@ -249,6 +306,7 @@ void KvCache::reserve(int64_t tokens) {
   const int64_t bt = pool_->options().block_tokens;
   int64_t blocks = 0;
   for (Layer& l : layers_) {
+    if (!l.paged) continue;
     int64_t span = l.rows - l.first_block_pos + tokens;
     if (l.window > 0 && l.mask != AttentionMask::kCausal) span = std::min(span, l.window + 2 * bt);
     const int64_t need = (span + bt - 1) / bt + 1;

@@ -33,6 +33,9 @@ struct KvCacheOptions {
   // few L2-resident pages per attention work item, while wasting at most 31 slots per sequence and
   // layer.
   int64_t block_tokens = 32;
+  // Linear-attention layers' conv windows (RecurrentLayerState): the activation precision's element
+  // type (F32, or BF16 whose values are already rounded), so that keeping them loses nothing.
+  KvDtype window_dtype = KvDtype::kBF16;
 };
 
 // The copy-on-write copies a step's appends need, as the kv_copy_blocks kernel takes them.
@@ -106,9 +109,22 @@ class KvBlockPool {
   std::vector<int32_t> free_;                    // ids with refs_ == 0
 };
 
+// The fixed-size state one linear-attention layer (Qwen3-Next's Gated DeltaNet) keeps for one
+// sequence instead of KV rows: its conv window and its delta-rule state. Its size does not depend on
+// the sequence's length; it lives and dies with the sequence's KvCache.
+struct RecurrentLayerState {
+  std::vector<unsigned char> window;  // [K - 1, C] the last K - 1 pre-conv inputs, oldest first
+  std::vector<float> state;           // [n_v, d_k, d_v] the delta rule's S, float32
+  // Tokens absorbed: the cache's length after each step, -1 once a failed step left it ahead of the
+  // committed length (the state of a shorter prefix cannot be rebuilt from it).
+  int64_t tokens = 0;
+};
+
 class KvCache {
  public:
-  // A sequence on `pool` for `spec` (the window of each layer decides what it keeps).
+  // A sequence on `pool` for `spec` (the window of each layer decides what it keeps). Linear-attention
+  // layers hold no KV rows but a RecurrentLayerState each, allocated here (zeros), its conv window in
+  // the pool's window_dtype.
   KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec);
   ~KvCache();
   KvCache(KvCache&& other) noexcept;
@@ -117,7 +133,7 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   // A new sequence sharing every block of this one (same length); each copies a shared block only
-  // when it writes into it.
+  // when it writes into it. Recurrent states are copied (they are this length's).
   KvCache fork() const;
 
   int64_t length() const { return length_; }  // tokens cached (after commit())
@@ -137,7 +153,9 @@ class KvCache {
   void append(Backend& backend, int64_t layer, ConstMatrix first, ConstMatrix second);
   void commit(int64_t new_tokens);
   // Keeps the first `tokens` tokens (undo, or a conversation that diverged from what was cached).
-  // FailedPrecondition when a windowed layer already gave back keys the shorter sequence would need.
+  // FailedPrecondition when a windowed layer already gave back keys the shorter sequence would need,
+  // or when a recurrent state would have to go back to a length it no longer holds (only the current
+  // length, or 0, which resets it): such a state is then marked lost, and a later step on it fails.
   Status truncate(int64_t tokens);
   // Makes room for `tokens` more tokens: pool blocks and table capacity (no allocation while they last).
   void reserve(int64_t tokens);
@@ -148,6 +166,15 @@ class KvCache {
   uint64_t bytes() const;
   int64_t blocks_held() const;
 
+  // Whether layer `layer` keeps K/V rows in the pool (false: a linear-attention layer).
+  bool paged(int64_t layer) const { return layers_[static_cast<size_t>(layer)].paged; }
+  // The recurrent state of linear-attention layer `layer` (null for a paged layer).
+  RecurrentLayerState* recurrent(int64_t layer);
+  bool has_recurrent_state() const { return !states_.empty(); }
+  KvDtype window_dtype() const;
+  // Bytes of the recurrent states (recurrent_state_bytes_per_sequence() of the spec), fixed per sequence.
+  uint64_t state_bytes() const;
+
  private:
   struct Layer {
     std::vector<int32_t> blocks;
@@ -155,6 +182,8 @@ class KvCache {
     int64_t rows = 0;             // positions held end at rows - 1 (includes the current step)
     AttentionMask mask = AttentionMask::kCausal;
     int64_t window = 0;
+    bool paged = true;   // false: a linear-attention layer (no KV rows; rows follow the length)
+    int32_t state = -1;  // index into states_ of a linear-attention layer
   };
   void release_all();
   // Gives back leading blocks whose every position is below `keep_from`.
@@ -162,6 +191,7 @@ class KvCache {
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<Layer> layers_;
+  std::vector<RecurrentLayerState> states_;  // one per linear-attention layer
   int64_t length_ = 0;
 };
 

@@ -165,6 +165,20 @@ Result<std::span<const float>> WeightBinder::vector(const std::string& name, int
   return floats(t, 0, n);
 }
 
+Result<std::span<const float>> WeightBinder::flat(const std::string& name, std::vector<int64_t> shape) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, std::move(shape)));
+  bytes_bound_ += t.data.size();
+  return floats(t, 0, t.numel());
+}
+
+std::span<const float> WeightBinder::plus_one(std::span<const float> w) {
+  if (!out_.source->has_values()) return w;
+  std::vector<float> gain(w.begin(), w.end());  // [n] the gain the norm applies
+  for (float& g : gain) g = 1.0f + g;           // float32, as transformers' (1.0 + weight.float())
+  out_.f32_store.push_back(std::move(gain));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
                                          ShardRange c) {
   if (r.begin == 0 && r.end == rows && c.begin == 0 && c.end == cols) return linear(name, rows, cols);

@@ -88,6 +88,15 @@ struct AttentionWeights {
   std::span<const float> index_k_norm, index_k_norm_bias;  // [d_I] LayerNorm weight and bias
 };
 
+// Qwen3-Next Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key
+// head, conv [C * K] (C = 2 n_k d_k + n_v d_v channels [q | k | v], K taps each), a_log / dt_bias [n_v],
+// norm [d_v] (the gated RMSNorm's plain gain), out [H, n_v d_v].
+struct LinearAttentionWeights {
+  Linear in_qkvz, in_ba, out;
+  std::span<const float> conv, a_log, dt_bias, norm;
+  bool present() const { return in_qkvz.present(); }
+};
+
 struct DenseMlpWeights {
   Linear gate, up, down;
   bool present() const { return down.present(); }
@@ -106,8 +115,9 @@ struct MoeWeights {
 struct LayerWeights {
   std::span<const float> input_norm, post_norm;  // [H]
   AttentionWeights attn;
-  DenseMlpWeights mlp;  // dense layers
-  MoeWeights moe;       // MoE layers
+  LinearAttentionWeights linear;  // linear-attention layers (Qwen3-Next)
+  DenseMlpWeights mlp;            // dense layers
+  MoeWeights moe;                 // MoE layers
 };
 
 // What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.
@@ -159,6 +169,10 @@ class WeightBinder {
   uint64_t bytes_bound() const { return bytes_bound_; }
   // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
+  // A float32 copy of a small tensor of exactly `shape` (a depthwise conv weight [C, 1, K]), flattened.
+  Result<std::span<const float>> flat(const std::string& name, std::vector<int64_t> shape);
+  // 1 + w for a zero-centred norm's stored offset w (over a shape-only source: `w` itself, unread).
+  std::span<const float> plus_one(std::span<const float> w);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
   Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                              int64_t cols);

@@ -39,6 +39,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
   if (s.attention != AttentionKind::kGqa) return unsupported(what + ": MLA attention is not split yet");
+  if (s.linear_attention) return unsupported(what + ": Gated DeltaNet (linear attention) is not split yet");
   bool moe_layers = false;
   for (const LayerSpec& l : s.layers) {
     moe_layers = moe_layers || l.moe;
@@ -122,6 +123,9 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
     return unsupported(what +
                        ": MLA attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash) is not yet supported "
                        "under --ep; the GQA MoE families are");
+  }
+  if (s.linear_attention) {
+    return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet supported under --ep");
   }
   if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
     return unsupported(what + ": zero-computation and shortcut experts are not yet supported under --ep");

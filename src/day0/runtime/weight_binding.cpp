@@ -53,7 +53,7 @@ class TableBinder {
       case WeightSlot::kLmHead:
         return linear(t, out_.lm_head);
       case WeightSlot::kFinalNorm:
-        return vector(t, out_.final_norm);
+        return norm(t, out_.final_norm);
       default:
         break;
     }
@@ -63,9 +63,9 @@ class TableBinder {
     MoeWeights& moe = layer->moe;
     switch (t.slot) {
       case WeightSlot::kInputNorm:
-        return vector(t, layer->input_norm);
+        return norm(t, layer->input_norm);
       case WeightSlot::kPostNorm:
-        return vector(t, layer->post_norm);
+        return norm(t, layer->post_norm);
       case WeightSlot::kQ:
         return linear(t, a.q);
       case WeightSlot::kK:
@@ -83,9 +83,9 @@ class TableBinder {
       case WeightSlot::kOBias:
         return bias(t, a.o);
       case WeightSlot::kQNorm:
-        return vector(t, a.q_norm);
+        return norm(t, a.q_norm);
       case WeightSlot::kKNorm:
-        return vector(t, a.k_norm);
+        return norm(t, a.k_norm);
       case WeightSlot::kSinks:
         return vector(t, a.sinks);
       case WeightSlot::kQA:
@@ -114,6 +114,22 @@ class TableBinder {
         return vector(t, a.index_k_norm);
       case WeightSlot::kIndexerKNormBias:
         return vector(t, a.index_k_norm_bias);
+      case WeightSlot::kLinearQkvz:
+        return linear(t, layer->linear.in_qkvz);
+      case WeightSlot::kLinearBa:
+        return linear(t, layer->linear.in_ba);
+      case WeightSlot::kLinearOut:
+        return linear(t, layer->linear.out);
+      case WeightSlot::kLinearConv: {
+        D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat(t.name, t.shape));
+        return Status::ok();
+      }
+      case WeightSlot::kLinearALog:
+        return vector(t, layer->linear.a_log);
+      case WeightSlot::kLinearDtBias:
+        return vector(t, layer->linear.dt_bias);
+      case WeightSlot::kLinearNorm:
+        return vector(t, layer->linear.norm);
       case WeightSlot::kMlpGate:
         return linear(t, mlp.gate);
       case WeightSlot::kMlpUp:
@@ -193,6 +209,12 @@ class TableBinder {
     } else {
       D0_ASSIGN_OR_RETURN(into, b_.vector_part(t.name, numel(t), part(t, numel(t))));
     }
+    return Status::ok();
+  }
+  // An RMSNorm weight; a zero-centred one (Qwen3-Next) is stored as the offset w of the gain 1 + w.
+  Status norm(const TensorSpec& t, std::span<const float>& into) {
+    D0_RETURN_IF_ERROR(vector(t, into));
+    if (b_.spec().zero_centered_norms) into = b_.plus_one(into);
     return Status::ok();
   }
   Status bias(const TensorSpec& t, Linear& into) {

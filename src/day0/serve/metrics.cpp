@@ -151,6 +151,10 @@ std::string ServeMetrics::render(const std::string& model_name) const {
             : 0.0);
   gauge("day0:kv_cache_fragmentation_ratio", "Allocated but unused KV token slots / allocated slots.",
         gauges_.kv_fragmentation);
+  gauge("day0:prefix_caching_enabled",
+        "1 when prefix caching runs; 0 when turned off, or impossible for the model (linear-attention "
+        "layers keep a recurrent state that KV blocks cannot restore).",
+        gauges_.prefix_caching ? 1.0 : 0.0);
   gauge("day0:prefix_cache_blocks", "KV blocks held by the prefix cache.",
         static_cast<double>(gauges_.prefix_cache_blocks));
   counter("day0:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",

@@ -35,6 +35,7 @@ struct SchedulerGauges {
   int64_t kv_blocks_used = 0;
   double kv_fragmentation = 0;  // allocated-but-unused token slots / allocated slots
   int64_t prefix_cache_blocks = 0;
+  bool prefix_caching = true;  // off by option, or for a model it cannot serve (linear attention)
 };
 
 class ServeMetrics {

@@ -12,6 +12,15 @@ namespace day0::serve {
 
 using Clock = std::chrono::steady_clock;
 
+std::string prefix_caching_unsupported(const ModelSpec& spec) {
+  const int64_t linear = spec.n_layers - count_kv_layers(spec);
+  if (linear == 0) return "";
+  return fmt::format(
+      "{} of {} layers are linear attention (Gated DeltaNet) whose recurrent state per sequence cannot be "
+      "restored at a shared prefix from KV blocks",
+      linear, spec.n_layers);
+}
+
 const char* policy_name(AdmissionPolicy p) {
   return p == AdmissionPolicy::kGuaranteedNoEvict ? "guaranteed-no-evict" : "max-utilization";
 }
@@ -73,6 +82,8 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
       context_(options.context > 0 ? options.context : engine.spec().max_position_embeddings),
       prefix_(std::make_unique<PrefixState>(engine.options().kv_block_tokens)) {
   D0_CHECK_MSG(options_.kv_blocks > 0, "scheduler: the KV pool needs a capacity");
+  // A hybrid model's recurrent state is not in the KV blocks a prefix entry would share.
+  if (!prefix_caching_unsupported(engine.spec()).empty()) options_.prefix_caching = false;
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
@@ -86,7 +97,7 @@ Scheduler::~Scheduler() {
 
 int64_t Scheduler::blocks_for(int64_t tokens) const {
   const int64_t bt = engine_.options().kv_block_tokens;
-  return engine_.spec().n_layers * ((tokens + bt - 1) / bt);
+  return count_kv_layers(engine_.spec()) * ((tokens + bt - 1) / bt);  // linear-attention layers hold none
 }
 
 std::variant<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(SequenceRequest request) {
@@ -155,6 +166,7 @@ int64_t Scheduler::blocks_needed(const Sequence& s, int64_t new_tokens) const {
   const int64_t bt = engine_.options().kv_block_tokens;
   int64_t need = 0;
   for (int64_t l = 0; l < s.cache->n_layers(); ++l) {
+    if (!s.cache->paged(l)) continue;  // a linear-attention layer: a fixed state, no blocks
     const KvPages p = s.cache->pages(l);
     const int64_t rows = p.length + new_tokens;
     need += std::max<int64_t>(0, (rows + bt - 1) / bt - static_cast<int64_t>(p.table.size()));
@@ -394,6 +406,7 @@ void Scheduler::publish_gauges() {
   g.kv_blocks_used = st.blocks_allocated;
   g.kv_fragmentation = st.fragmentation();
   g.prefix_cache_blocks = prefix_->cache.blocks_held();
+  g.prefix_caching = options_.prefix_caching;
   metrics_.set_gauges(g);
 }
 

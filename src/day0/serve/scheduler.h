@@ -39,6 +39,12 @@
 namespace day0::serve {
 
 enum class AdmissionPolicy { kMaxUtilization, kGuaranteedNoEvict };
+
+// Why prefix caching cannot serve `spec`, or "" when it can: a model with linear-attention layers
+// (Qwen3-Next's Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
+// the KV blocks of a shared prefix alone cannot restart a sequence there. The scheduler turns prefix
+// caching off for such a model, and `serve` prints this reason.
+std::string prefix_caching_unsupported(const ModelSpec& spec);
 const char* policy_name(AdmissionPolicy policy);  // "max-utilization", "guaranteed-no-evict"
 
 struct SchedulerOptions {
@@ -47,8 +53,8 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 2048;  // tokens one step feeds (decode tokens + prefill chunks)
   int64_t kv_blocks = 0;            // pool capacity in blocks (> 0)
   AdmissionPolicy policy = AdmissionPolicy::kMaxUtilization;
-  bool prefix_caching = true;
-  int64_t context = 0;  // tokens a sequence may hold (<= the model's max_position_embeddings)
+  bool prefix_caching = true;  // forced off when prefix_caching_unsupported(model) is not empty
+  int64_t context = 0;         // tokens a sequence may hold (<= the model's max_position_embeddings)
 };
 
 struct SequenceRequest {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "day0/model/kv_dtype.h"
+#include "day0/model/model_memory.h"
 
 namespace day0::serve {
 
@@ -52,7 +53,9 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   }
   const uint64_t block_bytes = out->engine->kv_pool().block_bytes();
   const int64_t bt = eo.kv_block_tokens;
-  const int64_t one_context = spec.n_layers * ((sched.context + bt - 1) / bt + 1);
+  // Only layers that cache K/V take blocks (a linear-attention layer keeps a fixed state instead).
+  const int64_t kv_layers = count_kv_layers(spec);
+  const int64_t one_context = kv_layers * ((sched.context + bt - 1) / bt + 1);
   if (setup.kv_blocks > 0) {
     sched.kv_blocks = setup.kv_blocks;
   } else {
@@ -60,10 +63,13 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
     sched.kv_blocks = static_cast<int64_t>(bytes / std::max<uint64_t>(block_bytes, 1));
     if (setup.kv_memory == 0) sched.kv_blocks = std::max(sched.kv_blocks, one_context);
   }
-  if (sched.kv_blocks < spec.n_layers) {
+  if (sched.kv_blocks < kv_layers) {
     return invalid_argument(fmt::format("serve: a KV pool of {} blocks cannot hold one token of {} layers",
-                                        sched.kv_blocks, spec.n_layers));
+                                        sched.kv_blocks, kv_layers));
   }
+  out->prefix_caching_off = prefix_caching_unsupported(spec);
+  if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
+  out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
   if (so.served_model_name.empty()) {
     std::string name = out->model.folder;

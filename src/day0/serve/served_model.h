@@ -35,7 +35,11 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<OpenAiServer> server;
   uint64_t kv_bytes = 0;  // the pool's capacity
-  ~ServedModel();         // the server first (it holds sequences on the engine's pool)
+  // Why prefix caching was turned off for this model ("" when it was not): see
+  // prefix_caching_unsupported().
+  std::string prefix_caching_off;
+  uint64_t state_bytes_per_sequence = 0;  // linear-attention layers' recurrent state, per running sequence
+  ~ServedModel();                         // the server first (it holds sequences on the engine's pool)
 };
 
 // Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status.

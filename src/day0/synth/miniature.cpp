@@ -97,6 +97,16 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
   } else {
     m.head_dim = or_default(o.head_dim, 16);
   }
+  // Qwen3-Next's Gated DeltaNet: 2 key heads of 16, value heads in the release's ratio, its conv width.
+  if (full.linear_attention) {
+    const LinearAttentionSpec& fl = *full.linear_attention;
+    const int64_t ratio = fl.n_value_heads / fl.n_key_heads;
+    m.linear_attention = LinearAttentionSpec{.n_key_heads = 2,
+                                             .n_value_heads = 2 * ratio,
+                                             .key_head_dim = 16,
+                                             .value_head_dim = 16,
+                                             .conv_kernel = fl.conv_kernel};
+  }
 
   // FFN widths: the config's intermediate_size is the expert width in families that share the key.
   const bool shared_key = full.moe && full.intermediate_size == full.moe->expert_intermediate;

@@ -65,6 +65,9 @@ class CpuBackend final : public Backend {
     }
   }
   void indexer_topk(const IndexerTopkArgs& a) override { cpu::indexer_topk(ctx_, a); }
+  void causal_conv1d(const CausalConv1dArgs& a) override { cpu::causal_conv1d(ctx_, a); }
+  void gated_delta_rule(const GatedDeltaRuleArgs& a) override { cpu::gated_delta_rule(ctx_, a); }
+  void gated_rms_norm(const GatedRmsNormArgs& a) override { cpu::gated_rms_norm(ctx_, a); }
 
   void rms_norm(const RmsNormArgs& a) override {
     check_args(a);
@@ -320,7 +323,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options,
 std::set<HiddenKernel> partial_backend_hidden_kernels() {
   std::set<HiddenKernel> hidden;
   for (std::string_view op : {op::kRmsNorm, op::kSwiglu, op::kSwigluClamped, op::kMoeExperts,
-                              op::kMlaAttention, op::kMoeRouter, op::kSample}) {
+                              op::kMlaAttention, op::kMoeRouter, op::kSample, op::kGatedRmsNorm}) {
     hidden.insert({std::string(op)});
   }
   hidden.insert({std::string(op::kMatmul), false, WeightFormat::kMxfp4});

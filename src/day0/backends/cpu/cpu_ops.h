@@ -58,5 +58,10 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a);
 void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a);
 // DeepSeek Sparse Attention's lightning indexer over the paged cache, one query row per work item.
 void indexer_topk(const Context& c, const IndexerTopkArgs& a);
+// Gated DeltaNet: the conv with channels in parallel, the delta rule with value heads in parallel (each
+// head's state is its own; tokens in order), the gated norm rows in parallel.
+void causal_conv1d(const Context& c, const CausalConv1dArgs& a);
+void gated_delta_rule(const Context& c, const GatedDeltaRuleArgs& a);
+void gated_rms_norm(const Context& c, const GatedRmsNormArgs& a);
 
 }  // namespace day0::cpu

@@ -31,6 +31,7 @@ D0_DECLARE_FAMILY(llama4_text);
 D0_DECLARE_FAMILY(minimax_m2);
 D0_DECLARE_FAMILY(longcat_flash);
 D0_DECLARE_FAMILY(deepseek_v32);
+D0_DECLARE_FAMILY(qwen3_next);
 
 #undef D0_DECLARE_FAMILY
 
@@ -64,6 +65,9 @@ void write_qwen_sliding(const ModelSpec& spec, nlohmann::json& out);
 // the Qwen MoE decoder (qwen2_moe, qwen3_moe) and the DeepSeek FFN of one layer (deepseek_v2/v3, glm4_moe).
 void dense_decoder_weights(const ModelSpec& spec, WeightTableBuilder& b);
 void qwen_moe_weights(const ModelSpec& spec, WeightTableBuilder& b);
+// The FFN of one Qwen MoE-style layer (scope "model.layers.{L}."): a dense mlp, or mlp.gate, mlp.experts
+// and the sigmoid-gated mlp.shared_expert (qwen2_moe, qwen3_moe, qwen3_next).
+void qwen_moe_ffn(const ModelSpec& spec, WeightTableBuilder& b, const LayerSpec& layer);
 void deepseek_ffn_weights(const ModelSpec& spec, WeightTableBuilder& b, const LayerSpec& layer);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);

@@ -62,18 +62,20 @@ void write_qwen2_moe(const ModelSpec& spec, nlohmann::json& out) {
 
 // Weights (Qwen2-MoE and Qwen3-MoE): sparse layers hold `mlp.gate`, `mlp.experts.{E}` and, with a
 // shared expert, `mlp.shared_expert` gated by `mlp.shared_expert_gate` [1, H]; the rest a dense mlp.
+void qwen_moe_ffn(const ModelSpec& s, WeightTableBuilder& lb, const LayerSpec& layer) {
+  if (!layer.moe) return weights::dense_mlp(s, lb, "mlp.", layer.dense_intermediate, false);
+  weights::router(s, lb, "mlp.gate.weight");
+  weights::separate_experts(s, lb, "mlp.experts.{E}.");
+  if (s.moe->shared_intermediate <= 0) return;
+  weights::shared_expert(s, lb, "mlp.shared_expert.", s.moe->shared_intermediate);
+  if (s.moe->shared_expert_gate) {
+    lb.add("mlp.shared_expert_gate.weight", {1, s.hidden_size}, WeightStorage::kKeptF32,
+           TensorRole::kSharedExpert, weights::kReplicated, WeightSlot::kSharedExpertGate);
+  }
+}
+
 void qwen_moe_weights(const ModelSpec& s, WeightTableBuilder& b) {
-  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& layer) {
-    if (!layer.moe) return weights::dense_mlp(s, lb, "mlp.", layer.dense_intermediate, false);
-    weights::router(s, lb, "mlp.gate.weight");
-    weights::separate_experts(s, lb, "mlp.experts.{E}.");
-    if (s.moe->shared_intermediate <= 0) return;
-    weights::shared_expert(s, lb, "mlp.shared_expert.", s.moe->shared_intermediate);
-    if (s.moe->shared_expert_gate) {
-      lb.add("mlp.shared_expert_gate.weight", {1, s.hidden_size}, WeightStorage::kKeptF32,
-             TensorRole::kSharedExpert, weights::kReplicated, WeightSlot::kSharedExpertGate);
-    }
-  });
+  weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& layer) { qwen_moe_ffn(s, lb, layer); });
 }
 
 void weights_qwen2_moe(const ModelSpec& s, WeightTableBuilder& b) {

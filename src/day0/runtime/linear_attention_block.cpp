@@ -1,0 +1,113 @@
+// Gated DeltaNet block (Qwen3-Next's "linear_attention" layers): in_proj_qkvz and in_proj_ba (grouped
+// per key head) split into [q | k | v], z, b and a; the causal depthwise conv with silu over each
+// sequence's conv window; beta = sigmoid(b); the gated delta rule over each sequence's float32 state
+// (decay from a, A_log and dt_bias inside the kernel); the gated RMSNorm with silu(z) per value head;
+// out_proj. The states live in the sequences' KvCaches (RecurrentLayerState), not in the paged pool.
+#include <fmt/format.h>
+
+#include "day0/model/model_memory.h"
+#include "day0/runtime/blocks.h"
+
+namespace day0::blocks {
+
+void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
+                    Matrix out) {
+  const LinearAttentionSpec& la = *c.spec.linear_attention;
+  const int64_t t = h.rows, nk = la.n_key_heads, nv = la.n_value_heads, dk = la.key_head_dim;
+  const int64_t dv = la.value_head_dim, r = nv / nk, kd = la.key_dim(), vd = la.value_dim();
+  const int64_t ch = la.conv_channels(), group = 2 * dk + 2 * r * dv;
+  Buffer qkvz(c.arena, t, nk * group), ba(c.arena, t, nk * 2 * r);  // [T, per key head [q|k|v|z]], [b|a]
+  linear(c, h, w.in_qkvz, qkvz.m);
+  linear(c, h, w.in_ba, ba.m);
+  // u = [q of every key head | k of every key head | v of every value head] (the conv's channels).
+  Buffer u(c.arena, t, ch), z(c.arena, t, vd), a(c.arena, t, nv),
+      beta(c.arena, t, nv);  // [T, C], [T, n_v d_v], [T, n_v] x 2
+  c.be.copy_columns({.x = qkvz.m, .y = u.m, .groups = nk, .width = dk, .x_stride = group, .y_stride = dk});
+  c.be.copy_columns({.x = qkvz.m,
+                     .y = u.m,
+                     .groups = nk,
+                     .width = dk,
+                     .x_col0 = dk,
+                     .x_stride = group,
+                     .y_col0 = kd,
+                     .y_stride = dk});
+  c.be.copy_columns({.x = qkvz.m,
+                     .y = u.m,
+                     .groups = nk,
+                     .width = r * dv,
+                     .x_col0 = 2 * dk,
+                     .x_stride = group,
+                     .y_col0 = 2 * kd,
+                     .y_stride = r * dv});
+  c.be.copy_columns({.x = qkvz.m,
+                     .y = z.m,
+                     .groups = nk,
+                     .width = r * dv,
+                     .x_col0 = 2 * dk + r * dv,
+                     .x_stride = group,
+                     .y_stride = r * dv});
+  c.be.copy_columns({.x = ba.m, .y = beta.m, .groups = nk, .width = r, .x_stride = 2 * r, .y_stride = r});
+  c.be.copy_columns(
+      {.x = ba.m, .y = a.m, .groups = nk, .width = r, .x_col0 = r, .x_stride = 2 * r, .y_stride = r});
+
+  // Each sequence's state of this layer must hold exactly its tokens so far.
+  StepLayout& l = c.layout;
+  l.conv.clear();
+  l.delta.clear();
+  KvDtype window_dtype = KvDtype::kF32;
+  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
+    RecurrentLayerState* st = l.caches[sq]->recurrent(layer);
+    D0_CHECK_MSG(st != nullptr, fmt::format("linear attention: layer {} has no recurrent state", layer));
+    D0_CHECK_MSG(st->tokens == l.pos0[sq],
+                 st->tokens < 0
+                     ? fmt::format("linear attention: layer {}'s recurrent state was lost by a failed "
+                                   "step; the sequence must restart",
+                                   layer)
+                     : fmt::format("linear attention: layer {}'s recurrent state holds {} tokens, the "
+                                   "sequence {}",
+                                   layer, st->tokens, l.pos0[sq]));
+    window_dtype = l.caches[sq]->window_dtype();
+    l.conv.push_back({l.row0[sq], l.rows[sq], st->window.data()});
+    l.delta.push_back({l.row0[sq], l.rows[sq], st->state.data()});
+    st->tokens += l.rows[sq];
+  }
+  Buffer uc(c.arena, t, ch);  // [T, C] silu(conv(u))
+  c.be.causal_conv1d({.x = u.m,
+                      .weight = w.conv,
+                      .seqs = l.conv,
+                      .y = uc.m,
+                      .kernel = la.conv_kernel,
+                      .window_dtype = window_dtype,
+                      .silu = true});
+  round_activations(c, uc.m);
+  c.be.sigmoid({beta.m, beta.m});
+  round_activations(c, beta.m);
+  Buffer o(c.arena, t, vd);  // [T, n_v * d_v] the delta rule's output
+  c.be.gated_delta_rule({.q = uc.m.col_slice(0, kd),
+                         .k = uc.m.col_slice(kd, kd),
+                         .v = uc.m.col_slice(2 * kd, vd),
+                         .a = a.m,
+                         .beta = beta.m,
+                         .a_log = w.a_log,
+                         .dt_bias = w.dt_bias,
+                         .seqs = l.delta,
+                         .out = o.m,
+                         .n_key_heads = nk,
+                         .n_value_heads = nv,
+                         .key_head_dim = dk,
+                         .value_head_dim = dv,
+                         .l2_normalize = true});
+  round_activations(c, o.m);
+  // Per value head: rows [T * n_v, d_v].
+  const Matrix heads(o.data(), t * nv, dv);
+  c.be.gated_rms_norm({.x = heads,
+                       .z = ConstMatrix(z.data(), t * nv, dv),
+                       .weight = w.norm,
+                       .eps = static_cast<float>(c.spec.rms_norm_eps),
+                       .y = heads});
+  round_activations(c, o.m);
+  matmul(c, o.m, w.out, out);  // [T, hidden]
+  finish_row_parallel(c, out);
+}
+
+}  // namespace day0::blocks
