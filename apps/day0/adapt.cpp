@@ -86,6 +86,12 @@ const Registrar kAdapt(
       app.add_option("--reference", o->adapt.reference_dump,
                      "Reference dump (day0-reference/1) of the real model for the alignment stage")
           ->check(CLI::ExistingFile);
+      app.add_option("--reference-python", o->adapt.reference_python,
+                     "Python with torch + transformers: the miniature stage also aligns the miniature "
+                     "against Hugging Face transformers (tools/reference/dump_reference.py). Default: "
+                     "found by itself (DAY0_REFERENCE_PYTHON, /opt/refvenv/bin/python, python3), skipped "
+                     "with the reason if none imports transformers; 'none' turns it off")
+          ->default_str("auto");
       app.add_option("--spot-reference", o->adapt.spot_reference,
                      "Generation spot checks: greedy continuations of the reference (day0-spot-reference/1, "
                      "from tools/reference/dump_reference.py spot)")

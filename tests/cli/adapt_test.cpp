@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,8 +26,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // Small and quick enough for the sanitizer build.
-const std::vector<std::string> kFast = {"--prompt-tokens", "6",  "--new-tokens",   "3",
-                                        "--soak-requests", "12", "--soak-seconds", "20"};
+// The transformers cross-check of the miniature stage is off here (its own tests below).
+const std::vector<std::string> kFast = {"--prompt-tokens",    "6",   "--new-tokens",   "3",
+                                        "--soak-requests",    "12",  "--soak-seconds", "20",
+                                        "--reference-python", "none"};
 
 std::vector<std::string> adapt_args(const std::string& model, const std::string& out,
                                     std::vector<std::string> extra = {}) {
@@ -88,6 +91,52 @@ TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
     for (const char* f : {"report.json", "report.md", "report.html"})
       EXPECT_TRUE(fs::exists(fs::path(out) / f));
   }
+}
+
+// The miniature stage's Hugging Face cross-check: off says so and passes; a Python that cannot
+// import transformers, named explicitly, fails the stage naming it; a working one (DAY0_REFERENCE_PYTHON
+// or /opt/refvenv/bin/python, as tools/reference/README.md sets up) aligns the miniature against
+// transformers and records it.
+TEST_F(AdaptCli, MiniatureIsAlsoAlignedAgainstTransformersWhenAPythonHasIt) {
+  const std::string ckpt = synth("qwen3-30b-a3b", "ckpt-qwen3-moe");
+  {
+    CliResult r = run_cli(adapt_args(ckpt, dir_ + "/off"));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const nlohmann::json s = stage(read_json(fs::path(dir_) / "off" / "report.json"), "miniature");
+    EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+    EXPECT_EQ(s["evidence"]["transformers"]["used"], false) << s.dump(2);
+    EXPECT_NE(s.dump().find("turned off"), std::string::npos) << s.dump(2);
+  }
+  {
+    std::vector<std::string> args = adapt_args(ckpt, dir_ + "/bad");
+    args.back() = "/bin/false";  // replaces kFast's "none"
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    const nlohmann::json s = stage(read_json(fs::path(dir_) / "bad" / "report.json"), "miniature");
+    EXPECT_EQ(s["verdict"], "fail") << s.dump(2);
+    EXPECT_NE(s.dump().find("/bin/false cannot import torch + transformers"), std::string::npos) << s.dump(2);
+  }
+  std::string python;
+  if (const char* env = std::getenv("DAY0_REFERENCE_PYTHON"); env != nullptr && *env != '\0') python = env;
+  if (python.empty() && access("/opt/refvenv/bin/python", X_OK) == 0) python = "/opt/refvenv/bin/python";
+  const bool has_transformers =
+      !python.empty() &&
+      std::system((python + " -c 'import torch, transformers' >/dev/null 2>&1").c_str()) == 0;
+  if (!has_transformers) {
+    GTEST_SKIP() << "no Python with torch + transformers (DAY0_REFERENCE_PYTHON, /opt/refvenv/bin/python): "
+                    "the alignment against transformers itself is not exercised";
+  }
+  std::vector<std::string> args = adapt_args(ckpt, dir_ + "/hf");
+  args.back() = python;
+  CliResult r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json s = stage(read_json(fs::path(dir_) / "hf" / "report.json"), "miniature");
+  EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+  const nlohmann::json& hf = s["evidence"]["transformers"];
+  EXPECT_EQ(hf["used"], true) << s.dump(2);
+  EXPECT_NE(hf["versions"].get<std::string>().find("transformers"), std::string::npos) << hf.dump(2);
+  EXPECT_NE(s.dump().find("vs Hugging Face transformers"), std::string::npos) << s.dump(2);
+  EXPECT_TRUE(hf.contains("alignment")) << hf.dump(2);
 }
 
 TEST_F(AdaptCli, CorruptedShardFailsTheWeightsStageNamingTheShard) {

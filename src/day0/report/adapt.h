@@ -24,7 +24,12 @@ inline constexpr int kMaxAdaptRunTokens = 4096;
 struct AdaptOptions {
   std::string model = kDefaultAdaptModel;  // folder, config.json or catalog name
   std::string reference_dump;              // --reference: a day0-reference/1 dump of the real model
-  std::string cluster;                     // --cluster: preset or file; empty = this machine
+  // --reference-python: the Python (with torch + transformers) that dumps the miniature through
+  // Hugging Face transformers so the miniature stage also aligns against it. Empty: found by itself
+  // (DAY0_REFERENCE_PYTHON, /opt/refvenv/bin/python, python3), skipped with the reason when none can
+  // import transformers; "none": not tried; a path: must work, or the stage fails.
+  std::string reference_python;
+  std::string cluster;  // --cluster: preset or file; empty = this machine
   std::string backend = "cpu";
   // --kv-dtype: the KV cache of the run target (performance, stability). Alignment keeps its own
   // choice (F32 for the F32 comparison), and says so in its evidence.

@@ -1,12 +1,15 @@
 // Stage 4: the single-card smoke test — a miniature of the same structure (same family, attention,
 // routing, rope scaling and weight format, small dimensions) is synthesised, run (prefill + greedy
-// decode with the KV cache) on the chosen backend and aligned against our reference backend.
+// decode with the KV cache) on the chosen backend and aligned against our reference backend, and,
+// where a Python with transformers is available, against Hugging Face transformers itself (which
+// also checks how the config was read; our reference backend reads it the way we do).
 #include <fmt/format.h>
 
 #include "day0/align/align_model.h"
 #include "day0/core/human.h"
 #include "day0/report/adapt_context.h"
 #include "day0/report/stages/align_evidence.h"
+#include "day0/report/stages/hf_reference.h"
 #include "day0/synth/synth_checkpoint.h"
 
 namespace day0::report {
@@ -33,9 +36,35 @@ void run_miniature_stage(AdaptContext& ctx, StageResult& out) {
                                {"shards", mini->shards.size()}, {"bytes", mini->tensor_bytes},
                                {"layers", mini->spec.n_layers}, {"hidden", mini->spec.hidden_size}};
   if (!aligned->pass()) return stage_fail(out, align_failure_reason(*aligned));
-  stage_pass(out, fmt::format("{}-parameter miniature ({} layers, {} shards): {} vs reference backend, {}",
-                              human_count(static_cast<double>(mini->params)), mini->spec.n_layers,
-                              mini->shards.size(), ctx.options.backend, align_pass_summary(*aligned)));
+  const std::string against_ours =
+      fmt::format("{}-parameter miniature ({} layers, {} shards): {} vs reference backend, {}",
+                  human_count(static_cast<double>(mini->params)), mini->spec.n_layers, mini->shards.size(),
+                  ctx.options.backend, align_pass_summary(*aligned));
+
+  const HfReferenceRun hf =
+      dump_with_transformers(ctx.options.reference_python, dir, ctx.work_dir, ctx.options.seed);
+  nlohmann::json& hf_evidence = out.evidence["transformers"];
+  hf_evidence = {{"used", false}, {"python", hf.python}, {"versions", hf.versions}, {"reason", hf.reason}};
+  if (hf.failed) return stage_fail(out, "Hugging Face transformers reference: " + hf.reason);
+  if (!hf.attempted) {
+    return stage_pass(out, against_ours + "; Hugging Face transformers not checked: " + hf.reason);
+  }
+  AlignRequest against_hf;
+  against_hf.model = dir;
+  against_hf.backend = ctx.options.backend;
+  against_hf.reference_path = hf.dump_path;
+  auto hf_aligned = align_model(against_hf);
+  if (!hf_aligned.is_ok()) {
+    return stage_fail(out, "aligning against transformers' dump: " + hf_aligned.status().to_string());
+  }
+  hf_evidence["used"] = true;
+  hf_evidence["alignment"] = align_evidence(*hf_aligned);
+  if (!hf_aligned->pass()) {
+    return stage_fail(
+        out, "against Hugging Face transformers (" + hf.versions + "): " + align_failure_reason(*hf_aligned));
+  }
+  stage_pass(out, fmt::format("{}; vs Hugging Face transformers ({}, {}): {}", against_ours, hf.versions,
+                              hf.python, align_pass_summary(*hf_aligned)));
 }
 
 }  // namespace day0::report
