@@ -158,6 +158,9 @@ struct RankFigures {
   double split_bytes = 0, replicated_bytes = 0, expert_bytes = 0;
   double experts_begin = 0, experts_end = 0;
   double wait_seconds = 0, calls = 0, bytes_sent = 0;
+  // The idle ratio's terms, both of this rank: its communication wait while generating (load-time
+  // waits excluded) over its own prefill + decode time.
+  double generation_wait_seconds = 0, busy_seconds = 0;
 };
 
 // The communicators a rank computes over (TP, EP and the TP x EP group of its stage), each counted once.
@@ -268,6 +271,9 @@ int run_command(const RunOptions& o) {
       std::raise(fault.signal);
     return on_token ? on_token(step) : true;
   };
+  double wait_before_generation = 0;
+  for (const dist::Communicator* group : compute_groups(dm.groups))
+    wait_before_generation += group->stats().wait_seconds;
   auto generated =
       generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
   if (!generated.is_ok()) return fail(generated.status());
@@ -310,13 +316,14 @@ int run_command(const RunOptions& o) {
     mine.calls += static_cast<double>(group->stats().calls);
     mine.bytes_sent += static_cast<double>(group->stats().bytes_sent);
   }
+  mine.generation_wait_seconds = mine.wait_seconds - wait_before_generation;
+  mine.busy_seconds = g.prefill_seconds + g.decode_seconds;
   std::vector<RankFigures> ranks(static_cast<size_t>(dm.groups.world->size()));
   if (const Status st = dm.groups.world->all_gather_of<RankFigures>(std::span(&mine, 1), ranks); !st.is_ok())
     return fail(st);
   if (!lead) return kExitOk;
-  const double busy_seconds = g.prefill_seconds + g.decode_seconds;
-  auto idle_ratio = [&](const RankFigures& r) {
-    return busy_seconds > 0 ? r.wait_seconds / busy_seconds : 0.0;
+  auto idle_ratio = [](const RankFigures& r) {
+    return r.busy_seconds > 0 ? r.generation_wait_seconds / r.busy_seconds : 0.0;
   };
 
   const double ttft_ms = 1000 * g.prefill_seconds;

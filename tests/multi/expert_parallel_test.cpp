@@ -15,47 +15,11 @@
 #include "day0/runtime/engine.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "opened_model.h"
 #include "world.h"
 
 namespace day0::testing {
 namespace {
-
-std::string golden(const std::string& name) {
-  return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
-}
-
-struct Opened {
-  LoadedModel model;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Engine> engine;
-};
-
-// One process (no group), or this rank of a two-rank world split as `tp` x `ep` (one of them 2).
-Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine = MoeCombine::kAllReduce,
-                  ActivationPrecision precision = ActivationPrecision::kF32) {
-  Opened o;
-  dist::Communicator* w = tp * ep > 1 ? test_world() : nullptr;
-  LoadOptions lo = load_options_for(precision);
-  if (tp > 1) lo.shard = {w->rank(), tp};
-  if (ep > 1) lo.experts = {w->rank(), ep};
-  auto m = load_model(golden(name), lo);
-  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
-  if (!m.is_ok()) return o;
-  o.model = std::move(m).value();
-  BackendOptions bo;
-  bo.n_threads = 1;  // two ranks on two cores
-  o.backend = std::move(open_backend("cpu", bo)).value();
-  EngineOptions eo;
-  eo.precision = precision;
-  eo.kv_dtype = KvDtype::kF32;
-  if (tp > 1) eo.tensor_parallel = w;
-  if (ep > 1) eo.expert_parallel = w;
-  eo.moe_combine = combine;
-  auto e = Engine::create(o.model.spec, o.model.weights, *o.backend, eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  if (e.is_ok()) o.engine = std::move(e).value();
-  return o;
-}
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
 

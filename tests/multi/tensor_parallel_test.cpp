@@ -13,50 +13,18 @@
 #include "day0/runtime/engine.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "opened_model.h"
 #include "world.h"
 
 namespace day0::testing {
 namespace {
 
-std::string golden(const std::string& name) {
-  return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
-}
-
-struct Opened {
-  LoadedModel model;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Engine> engine;
-};
-
-Opened open_model(const std::string& name, TensorShard shard, dist::Communicator* tp,
-                  ActivationPrecision precision) {
-  Opened o;
-  LoadOptions lo = load_options_for(precision);
-  lo.shard = shard;
-  auto m = load_model(golden(name), lo);
-  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
-  if (!m.is_ok()) return o;
-  o.model = std::move(m).value();
-  BackendOptions bo;
-  bo.n_threads = 1;  // two ranks on two cores
-  o.backend = std::move(open_backend("cpu", bo)).value();
-  EngineOptions eo;
-  eo.precision = precision;
-  eo.kv_dtype = KvDtype::kF32;
-  eo.tensor_parallel = tp;
-  auto e = Engine::create(o.model.spec, o.model.weights, *o.backend, eo);
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  if (e.is_ok()) o.engine = std::move(e).value();
-  return o;
-}
-
 class TensorParallel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallel, LogitsAndGreedyTokensMatchOneProcess) {
   D0_REQUIRE_TWO_RANKS();
-  dist::Communicator& w = *test_world();
-  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kF32);
-  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
+  Opened whole = open_model(GetParam(), 1, 1);
+  Opened part = open_model(GetParam(), 2, 1);
   ASSERT_TRUE(whole.engine && part.engine);
   const std::vector<int32_t> prompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
 
@@ -91,8 +59,8 @@ TEST_P(TensorParallel, LogitsAndGreedyTokensMatchOneProcess) {
 TEST_P(TensorParallel, EachRankBindsItsShareOfTheWeightsAndCachesItsKvHeads) {
   D0_REQUIRE_TWO_RANKS();
   dist::Communicator& w = *test_world();
-  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kF32);
-  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kF32);
+  Opened whole = open_model(GetParam(), 1, 1);
+  Opened part = open_model(GetParam(), 2, 1);
   ASSERT_TRUE(whole.engine && part.engine);
   const BoundWeightBytes all = whole.model.weights->bound, mine = part.model.weights->bound;
   // Heads, FFN columns and the vocabulary (256) all halve exactly on these miniatures.
@@ -111,9 +79,8 @@ TEST_P(TensorParallel, EachRankBindsItsShareOfTheWeightsAndCachesItsKvHeads) {
 
 TEST_P(TensorParallel, Bf16GreedyTokensMatchOneProcess) {
   D0_REQUIRE_TWO_RANKS();
-  dist::Communicator& w = *test_world();
-  Opened whole = open_model(GetParam(), {}, nullptr, ActivationPrecision::kBF16);
-  Opened part = open_model(GetParam(), {w.rank(), 2}, &w, ActivationPrecision::kBF16);
+  Opened whole = open_model(GetParam(), 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
+  Opened part = open_model(GetParam(), 2, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
   const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
   SamplingParams greedy;
