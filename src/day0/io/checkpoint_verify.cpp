@@ -265,10 +265,10 @@ class Verifier {
         continue;
       }
       // Dropped by transformers on load (Qwen3-Next's mtp.* module): not the model's, not an error.
-      if (std::any_of(manifest.ignored_prefixes.begin(), manifest.ignored_prefixes.end(),
-                      [&](const std::string& p) { return name.starts_with(p); })) {
-        continue;
-      }
+      // (A plain loop: clang 14 cannot capture the structured binding `name` in a lambda.)
+      bool ignored = false;
+      for (const std::string& p : manifest.ignored_prefixes) ignored = ignored || name.starts_with(p);
+      if (ignored) continue;
       const int64_t layer = layer_of(name);
       std::string why = "not part of the model's tensor manifest";
       if (layer >= n_layers && n_layers > 0) {
