@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/thread_pool.h"
 #include "day0/ops/op_names.h"
@@ -127,6 +128,21 @@ TEST(SimdLevels, ParseAndDetect) {
   ASSERT_FALSE(levels.empty());
   EXPECT_EQ(levels.front(), SimdLevel::kScalar);
   EXPECT_EQ(levels.back(), detected_simd_level());
+  EXPECT_EQ(parse_simd_level("amx"), SimdLevel::kAmx);
+  EXPECT_STREQ(simd_level_name(SimdLevel::kAmx), "amx");
+}
+
+// Only the amx level's table has the tile GEMM, and it is the top level exactly where the CPU and the OS
+// allow tiles (the differential tests then run it against the reference backend).
+TEST(SimdLevels, AmxTileGemmOnlyAtTheAmxLevel) {
+  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAvx512).gemm_bf16_amx, nullptr);
+  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAvx2).gemm_bf16_amx, nullptr);
+  EXPECT_NE(cpu::kernels_for(SimdLevel::kAmx).gemm_bf16_amx, nullptr);
+  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAmx).level, SimdLevel::kAmx);
+  EXPECT_EQ(detected_simd_level() == SimdLevel::kAmx, cpu_has_amx_bf16());
+  if (!cpu_has_amx_bf16())
+    GTEST_SKIP() << "this CPU (or its OS) has no AMX tiles: the amx level is not run here";
+  EXPECT_TRUE(cpu_has_avx512_bf16());
 }
 
 TEST(ThreadPool, CoversEveryIndexOnceAndNestsSafely) {

@@ -16,19 +16,28 @@
 namespace day0::blocks {
 
 // The activations of one step: one block of memory sized by the largest step seen (a batch-shape
-// bucket's high-water mark), handed out front to back and reset at the next step. A step larger than
-// any before takes extra chunks once; the next step merges them into one block, after which a step
-// of that shape allocates nothing.
+// bucket's high-water mark of live floats), handed out front to back and reset at the next step. A
+// layer's temporaries are given back at its end (mark / release), so the block holds one layer's
+// worth, not the sum over layers. A step larger than any before takes extra chunks once; the next step
+// merges them into one block, after which a step of that shape allocates nothing.
 class StepArena {
  public:
+  struct Mark {
+    size_t used = 0, live = 0, chunks = 0;
+  };
   void begin_step();
-  // n floats, zeroed, in whole 64-byte units (16 floats); valid until the next begin_step().
+  // n floats, zeroed, in whole 64-byte units (16 floats); valid until the next begin_step() or the
+  // release() of a mark taken before it.
   float* take(int64_t n);
+  Mark mark() const { return {used_, live_, overflow_.size()}; }
+  // Everything taken since `m` is given back (its memory is reused by the next takes).
+  void release(const Mark& m);
 
  private:
   std::vector<float> main_;
-  size_t used_ = 0;
-  size_t high_ = 0;  // floats asked for in this step
+  size_t used_ = 0;  // floats of main_ handed out
+  size_t live_ = 0;  // floats handed out and not released (main_ and chunks)
+  size_t high_ = 0;  // the most floats live at once in this step
   std::vector<std::vector<float>> overflow_;
 };
 

@@ -13,14 +13,16 @@ void StepArena::begin_step() {
     overflow_.clear();
   }
   used_ = 0;
+  live_ = 0;
   high_ = 0;
 }
 
 float* StepArena::take(int64_t n) {
   const size_t want = (static_cast<size_t>(std::max<int64_t>(n, 1)) + 15) / 16 * 16;  // 64-byte multiples
-  high_ += want;
+  live_ += want;
+  high_ = std::max(high_, live_);
   float* p = nullptr;
-  if (used_ + want <= main_.size()) {
+  if (overflow_.empty() && used_ + want <= main_.size()) {
     p = main_.data() + used_;
     used_ += want;
   } else {
@@ -29,6 +31,13 @@ float* StepArena::take(int64_t n) {
   }
   std::fill(p, p + want, 0.0f);
   return p;
+}
+
+void StepArena::release(const Mark& m) {
+  D0_CHECK(m.used <= used_ && m.live <= live_ && m.chunks <= overflow_.size());
+  used_ = m.used;
+  live_ = m.live;
+  overflow_.resize(m.chunks);
 }
 
 void round_activations(const Context& c, Matrix m) {

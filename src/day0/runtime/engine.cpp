@@ -228,7 +228,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   arena_->begin_step();
   Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
       y(*arena_, t, hidden);  // residual stream, normed input, block output
-  Buffer shortcut;            // [T, H] the MoE output of a layer pair (shortcut_moe)
+  Buffer shortcut;            // [T, H] the MoE output of a layer pair (shortcut_moe), read by the next layer
+  if (spec_.shortcut_moe) shortcut = Buffer(*arena_, t, hidden);
   // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
   const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
@@ -238,6 +239,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
   for (int64_t l = 0; l < spec_.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
     if (spec_.layers[static_cast<size_t>(l)].linear_attention) {
       blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
@@ -252,7 +254,6 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
     if (spec_.shortcut_moe && moe) {
       // LongCat-Flash: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-      shortcut = Buffer(*arena_, t, hidden);
       blocks::moe(c, lw.moe, h.m, shortcut.m);
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     } else if (moe) {
@@ -273,6 +274,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
       out = FloatMatrix(t, hidden);
       std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * hidden) * sizeof(float));
     }
+    arena_->release(layer_start);
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));
 

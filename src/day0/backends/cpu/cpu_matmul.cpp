@@ -1,6 +1,7 @@
 // y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill
 // (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding: MatmulArgs::exact).
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "day0/backends/cpu/cpu_ops.h"
@@ -146,6 +147,83 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   }
 }
 
+// BF16 weights on AMX tiles. The weights are the tiles' left operand straight from the checkpoint (16
+// rows x 32 BF16 of a row-major matrix are a tile as it lies in memory: no packing, each weight byte read
+// once per call), x^T the right one (rounded to BF16 and packed into pairs once per call), so the tiles
+// compute y^T: staged [N][M] and transposed out by the thread that owns those rows, while they are hot.
+// Blocking: x blocks of [kc / 2][mpad] pairs (~1 MiB) stay in L2 while each thread walks its 32-row
+// weight blocks; M is cut into chunks so that the y^T stage stays within 64 MiB (a long LM head).
+void gemm_bf16_amx(const Context& c, const MatmulArgs& a) {
+  constexpr int64_t kTile = 32;
+  const auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  const int64_t n_rows = a.w.rows;
+  const int64_t k_total = a.w.cols;
+  const int64_t n_pad = round_up(n_rows, kTile);
+  const int64_t k_pad = round_up(k_total, kTile);
+  const int64_t blocks = n_pad / kTile;
+  const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / (n_pad * 4) / kTile * kTile, kTile, 512);
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  if (static_cast<int64_t>(ws.amx_w.size()) < c.pool.size())
+    ws.amx_w.resize(static_cast<size_t>(c.pool.size()));
+  const auto* w = static_cast<const uint16_t*>(a.w.data);
+  for (int64_t m_begin = 0; m_begin < a.x.rows; m_begin += chunk) {
+    const int64_t m_rows = std::min(chunk, a.x.rows - m_begin);
+    const int64_t mpad = round_up(m_rows, kTile);
+    const int64_t kc = std::clamp<int64_t>((int64_t{1} << 20) / (mpad * 2) / kTile * kTile, kTile, k_pad);
+    // xp[p][m] = (bf16 x[m][2p], bf16 x[m][2p + 1]) for p < k_pad / 2, m < mpad; zero padding.
+    // [k_pad / 2, mpad]
+    ws.amx_x.assign(static_cast<size_t>(k_pad / 2 * mpad), 0u);
+    ws.amx_yt.resize(static_cast<size_t>(n_pad * mpad));
+    c.pool.parallel_for(m_rows, 8, [&](int64_t begin, int64_t end) {
+      std::vector<uint16_t> row(static_cast<size_t>(k_pad), 0);  // [k_pad] one row of x in BF16
+      for (int64_t m = begin; m < end; ++m) {
+        c.k.to_bf16(a.x.row(m_begin + m), k_total, row.data());
+        for (int64_t p = 0; p < k_pad / 2; ++p) {
+          uint32_t pair;
+          std::memcpy(&pair, row.data() + 2 * p, sizeof pair);
+          ws.amx_x[static_cast<size_t>(p * mpad + m)] = pair;
+        }
+      }
+    });
+    for (int64_t k0 = 0; k0 < k_pad; k0 += kc) {
+      const int64_t kb = std::min(kc, k_pad - k0);
+      const bool last = k0 + kb == k_pad;
+      c.pool.run([&](int tid) {
+        const int64_t b_begin = blocks * tid / c.pool.size();
+        const int64_t b_end = blocks * (tid + 1) / c.pool.size();
+        auto& padded = ws.amx_w[static_cast<size_t>(tid)];
+        for (int64_t b = b_begin; b < b_end; ++b) {
+          const int64_t n0 = b * kTile;
+          float* yt = ws.amx_yt.data() + n0 * mpad;  // [32][mpad]
+          const uint16_t* wb = w + n0 * k_total + k0;
+          int64_t ldw = k_total;
+          if (n0 + kTile > n_rows || k0 + kb > k_total) {
+            // The edge of the matrix: a zero-padded copy, so the tiles read neither past the weights
+            // nor garbage (a NaN pattern times a zero pad would still be NaN).
+            padded.assign(static_cast<size_t>(kTile * kb), 0);  // [32][kb]
+            const int64_t cols = std::max<int64_t>(0, std::min(kb, k_total - k0));
+            for (int64_t r = 0; r < std::min(kTile, n_rows - n0); ++r)
+              std::memcpy(padded.data() + r * kb, w + (n0 + r) * k_total + k0, static_cast<size_t>(cols) * 2);
+            wb = padded.data();
+            ldw = kb;
+          }
+          c.k.gemm_bf16_amx(wb, ldw, ws.amx_x.data() + k0 / 2 * mpad, mpad, kb, yt, mpad, k0 > 0);
+          if (!last) continue;
+          const int64_t n1 = std::min(n_rows, n0 + kTile);
+          for (int64_t m = 0; m < m_rows; ++m) {
+            float* y = a.y.row(m_begin + m);
+            for (int64_t n = n0; n < n1; ++n) {
+              const float v = yt[(n - n0) * mpad + m] + (a.bias ? a.bias[n] : 0.0f);
+              y[n] = a.accumulate ? y[n] + v : v;
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
 // INT8 / INT4 weights against int8 activations (see cpu_ops.h).
 void int_matmul(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
@@ -214,6 +292,8 @@ void matmul(const Context& c, const MatmulArgs& a) {
     int_matmul(c, a);
   } else if (a.x.rows <= kGemvMaxRows) {
     gemv(c, a);
+  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_bf16_amx != nullptr) {
+    gemm_bf16_amx(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
     gemm_bf16(c, a);
   } else {

@@ -29,6 +29,10 @@ struct Workspace {
   std::vector<int64_t> moe_start, moe_fill;
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
+  // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
+  std::vector<uint32_t> amx_x;
+  std::vector<float> amx_yt;
+  std::vector<std::vector<uint16_t>> amx_w;
 };
 
 struct Context {
@@ -41,11 +45,11 @@ struct Context {
 // dequant dot products (bandwidth bound); larger batches run the packed, cache-blocked GEMM. With
 // BF16 weights on AVX-512 BF16 CPUs and a call that is not `exact`, the GEMM rounds activations to
 // BF16 and uses vdpbf16ps (the precision a BF16 checkpoint is run at by its reference
-// implementation); everything else accumulates float32 products of exactly dequantised weights.
-// INT8 / INT4 weights in a call that is not `exact` take int8 activations (quantized once per call,
-// ops/int8_activations.h) and integer dot products for every T: weight rows split over the pool,
-// and for T > kGemvMaxRows tokens in tiles of kIntTokenTile so that a chunk of weight rows stays in
-// L1 while the tile's activations stream from L2.
+// implementation) — on AMX tiles at SimdLevel::kAmx; everything else accumulates float32 products of exactly
+// dequantised weights. INT8 / INT4 weights in a call that is not `exact` take int8 activations (quantized
+// once per call, ops/int8_activations.h) and integer dot products for every T: weight rows split over the
+// pool, and for T > kGemvMaxRows tokens in tiles of kIntTokenTile so that a chunk of weight rows stays in L1
+// while the tile's activations stream from L2.
 inline constexpr int64_t kGemvMaxRows = 4;
 void matmul(const Context& c, const MatmulArgs& a);
 void embedding(const Context& c, const EmbeddingArgs& a);

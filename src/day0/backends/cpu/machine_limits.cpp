@@ -12,6 +12,9 @@ namespace day0 {
 double fma_loop_avx512(int64_t iterations);
 double bf16_loop_avx512(int64_t iterations);
 double fma_loop_avx2(int64_t iterations);
+namespace cpu {
+double amx_bf16_loop(int64_t iterations);  // simd/kernels_amx.cpp
+}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -91,6 +94,7 @@ double BandwidthProbe::triad_gbps(ThreadPool& pool, int passes) {
 
 double measure_fma_peak_gflops(ThreadPool& pool) {
   switch (detected_simd_level()) {
+    case SimdLevel::kAmx:
     case SimdLevel::kAvx512:
       return peak(pool, fma_loop_avx512);
     case SimdLevel::kAvx2:
@@ -102,6 +106,11 @@ double measure_fma_peak_gflops(ThreadPool& pool) {
 
 double measure_bf16_peak_gflops(ThreadPool& pool) {
   return cpu_has_avx512_bf16() ? peak(pool, bf16_loop_avx512) : 0.0;
+}
+
+double measure_amx_bf16_peak_gflops(ThreadPool& pool) {
+  // Fewer iterations than the vector loops: one TDPBF16PS is 16 cycles of work.
+  return cpu_has_amx_bf16() ? peak(pool, [](int64_t n) { return cpu::amx_bf16_loop(n / 16); }) : 0.0;
 }
 
 }  // namespace day0

@@ -28,5 +28,7 @@ class BandwidthProbe {
 // with vdpbf16ps (BF16 dot; 0 when the CPU lacks AVX-512 BF16).
 double measure_fma_peak_gflops(ThreadPool& pool);
 double measure_bf16_peak_gflops(ThreadPool& pool);
+// FLOP/s of a register-only TDPBF16PS loop on AMX tiles (0 where the CPU or the OS has no AMX).
+double measure_amx_bf16_peak_gflops(ThreadPool& pool);
 
 }  // namespace day0

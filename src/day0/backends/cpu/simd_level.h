@@ -13,9 +13,11 @@ namespace day0 {
 // Ordered: a higher level implies the lower ones.
 //   kAvx2:   AVX2 + FMA + F16C.
 //   kAvx512: AVX-512 F/BW/VL/DQ (+ BF16 / VNNI kernels where the CPU has them).
-enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+//   kAmx:    kAvx512 with AVX-512 BF16 and AMX tiles (AMX-TILE + AMX-BF16, Sapphire Rapids and later),
+//            the OS having granted this process the tile state: the BF16 GEMM runs on the tiles.
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
-const char* simd_level_name(SimdLevel level);  // "scalar", "avx2", "avx512"
+const char* simd_level_name(SimdLevel level);  // "scalar", "avx2", "avx512", "amx"
 std::optional<SimdLevel> parse_simd_level(std::string_view name);
 
 // What this CPU can run (__builtin_cpu_supports).
@@ -25,10 +27,13 @@ bool cpu_has_avx512_bf16();
 // on 256-bit VEX, Alder Lake / Sapphire Rapids) at the avx2 level, AVX-512 VNNI at the avx512 level.
 bool cpu_has_avx_vnni();
 bool cpu_has_avx512_vnni();
+// AMX-TILE + AMX-BF16 + AVX-512 BF16 in the CPU, tile state enabled by the OS (XCR0) and granted to this
+// process (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
+bool cpu_has_amx_bf16();
 // Every level <= detected_simd_level(), lowest first (what tests iterate over).
 std::vector<SimdLevel> available_simd_levels();
 
-// The level a cpu backend uses when not told: env DAY0_SIMD (scalar|avx2|avx512) if set, else the
+// The level a cpu backend uses when not told: env DAY0_SIMD (scalar|avx2|avx512|amx) if set, else the
 // detected level. InvalidArgument when DAY0_SIMD is unknown or above what the CPU supports.
 Result<SimdLevel> default_simd_level();
 

@@ -117,6 +117,8 @@ std::vector<IntDotVariant> int_dot_variants() {
 
 const SimdKernels& kernels_for(SimdLevel level) {
   switch (level) {
+    case SimdLevel::kAmx:
+      return amx_kernels();
     case SimdLevel::kAvx512:
       return avx512_kernels();
     case SimdLevel::kAvx2:

@@ -49,11 +49,18 @@ struct SimdKernels {
   // Which instruction the integer dot products use: "scalar", "avx2-maddubs", "avx-vnni",
   // "avx512-vnni" (printed by benchmarks and `run`).
   const char* int_dot_name = "scalar";
+  // AMX BF16 block (null below SimdLevel::kAmx): yt[n][m] (+)= sum_k W[n][k] x[m][k] for the 32 weight rows
+  // n < 32 (w: BF16, row stride ldw elements), k < kc (a multiple of 32), m < mpad (a multiple of 32).
+  // xp is x rounded to BF16 and packed [kc / 2][mpad] pairs (pair p of column m: x[m][2p], x[m][2p + 1]);
+  // yt is [32][ldy] floats (y transposed). accumulate = false overwrites yt.
+  void (*gemm_bf16_amx)(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t mpad, int64_t kc,
+                        float* yt, int64_t ldy, bool accumulate) = nullptr;
 };
 
 const SimdKernels& scalar_kernels();
 const SimdKernels& avx2_kernels();
 const SimdKernels& avx512_kernels();
+const SimdKernels& amx_kernels();  // kernels_amx.cpp
 const SimdKernels& kernels_for(SimdLevel level);
 
 // MXFP4 dot products pair the low nibbles of a 16-byte block with the even elements of x and the high
