@@ -13,8 +13,8 @@ struct MatmulShape {
 // Odd sizes, sizes that are not multiples of the vector width, decode (T = 1..4, GEMV) and prefill
 // (T > 4, GEMM with partial tiles), FP8 partial scale blocks (K, N not multiples of 128); the last one
 // spans two M chunks and two K blocks of the AMX GEMM (512 rows, 1024 columns) with tails in each.
-constexpr MatmulShape kMatmulShapes[] = {{1, 37, 5},   {1, 64, 7},    {1, 300, 33}, {2, 96, 129},
-                                         {4, 256, 64}, {5, 37, 31},   {7, 96, 50},  {13, 320, 65},
+constexpr MatmulShape kMatmulShapes[] = {{1, 37, 5},   {1, 64, 7},    {1, 300, 33},  {2, 96, 129},
+                                         {4, 256, 64}, {5, 37, 31},   {7, 96, 50},   {13, 320, 65},
                                          {6, 544, 40}, {64, 512, 96}, {1, 4096, 24}, {520, 1100, 40}};
 
 TEST(Differential, MatmulEveryFormatAndShape) {
