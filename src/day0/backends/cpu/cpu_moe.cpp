@@ -11,6 +11,105 @@
 
 namespace day0::cpu {
 
+namespace {
+
+// Formats whose row dots take x as it is (MXFP4 wants x reordered; INT8 / INT4 outside `exact` take
+// int8 activations through the matmul driver).
+bool plain_rows(const WeightView& w, bool exact) {
+  return w.format != WeightFormat::kMxfp4 && (exact || !w.is_int());
+}
+
+float swiglu_of(const MoeExpertsArgs& a, float g, float u) {
+  return a.clamped ? static_cast<float>(ref::clamped_swiglu_of(g, u, a.limit, a.alpha))
+                   : g / (1.0f + std::exp(-g)) * u;
+}
+
+// Decode-sized batches (every active expert has at most kGemvMaxRows tokens): two passes over the pool for
+// the whole layer instead of three matmuls per expert, each a fork-join over a megabyte of weights.
+//   1. gate and up rows of every active expert in chunks of columns, SwiGLU fused: act[slot][inter];
+//   2. down rows split by output row, each chunk over every active expert in expert order, weighted into
+//      out (the order the per-expert path adds them in).
+// `active`: local experts with tokens, ascending; the dispatch (moe_start / tokens / weights) is done.
+void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
+                      const std::vector<int64_t>& active, int64_t inter) {
+  const int64_t h = a.x.cols;
+  constexpr int64_t kCols = 32;  // act columns per work item of pass 1
+  const int64_t chunks = (inter + kCols - 1) / kCols;
+  const int64_t slots = ws.moe_start.back();
+  if (static_cast<int64_t>(ws.moe_act.size()) < slots * inter)
+    ws.moe_act.resize(static_cast<size_t>(slots * inter));
+  float* act = ws.moe_act.data();  // [slots, inter], slot order = dispatch order
+  // Scaled inputs (input_scaling: the routing weight multiplies x before the expert) [slots, h].
+  if (a.input_scaling) {
+    if (static_cast<int64_t>(ws.moe_x.size()) < slots * h) ws.moe_x.resize(static_cast<size_t>(slots * h));
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      const float* src = a.x.row(ws.moe_tokens[static_cast<size_t>(slot)]);
+      const float wgt = ws.moe_weights[static_cast<size_t>(slot)];
+      float* dst = ws.moe_x.data() + slot * h;
+      for (int64_t col = 0; col < h; ++col) dst[col] = src[col] * wgt;
+    }
+  }
+  auto x_of = [&](int64_t slot) {
+    return a.input_scaling ? ws.moe_x.data() + slot * h : a.x.row(ws.moe_tokens[static_cast<size_t>(slot)]);
+  };
+  const auto items = static_cast<int64_t>(active.size()) * chunks;
+  c.pool.parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+    float g[2 * kCols], u[kCols];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t e = active[static_cast<size_t>(item / chunks)];
+      const int64_t c0 = item % chunks * kCols, c1 = std::min(inter, c0 + kCols), n = c1 - c0;
+      const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
+      for (int64_t slot = ws.moe_start[static_cast<size_t>(e)];
+           slot < ws.moe_start[static_cast<size_t>(e) + 1]; ++slot) {
+        const float* x = x_of(slot);
+        float* out = act + slot * inter;
+        if (a.layout == GateUpLayout::kInterleaved) {
+          c.k.dot_rows(ew.gate, 2 * c0, 2 * c1, x, g);  // g u g u ...
+          for (int64_t j = 0; j < n; ++j) {
+            const float bg = ew.gate_bias ? ew.gate_bias[2 * (c0 + j)] : 0.0f;
+            const float bu = ew.gate_bias ? ew.gate_bias[2 * (c0 + j) + 1] : 0.0f;
+            out[c0 + j] = swiglu_of(a, g[2 * j] + bg, g[2 * j + 1] + bu);
+          }
+          continue;
+        }
+        const bool separate = a.layout == GateUpLayout::kSeparate;
+        c.k.dot_rows(ew.gate, c0, c1, x, g);
+        if (separate) {
+          c.k.dot_rows(ew.up, c0, c1, x, u);
+        } else {
+          c.k.dot_rows(ew.gate, inter + c0, inter + c1, x, u);
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          const float bg = ew.gate_bias ? ew.gate_bias[c0 + j] : 0.0f;
+          const float bu = separate ? (ew.up_bias ? ew.up_bias[c0 + j] : 0.0f)
+                                    : (ew.gate_bias ? ew.gate_bias[inter + c0 + j] : 0.0f);
+          out[c0 + j] = swiglu_of(a, g[j] + bg, u[j] + bu);
+        }
+      }
+    }
+  });
+  constexpr int64_t kRows = 8;  // down rows per dot_rows call
+  c.pool.parallel_for((h + kRows - 1) / kRows, 4, [&](int64_t begin, int64_t end) {
+    float d[kRows];
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);
+      for (int64_t e : active) {
+        const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
+        for (int64_t slot = ws.moe_start[static_cast<size_t>(e)];
+             slot < ws.moe_start[static_cast<size_t>(e) + 1]; ++slot) {
+          c.k.dot_rows(ew.down, r0, r1, act + slot * inter, d);
+          if (ew.down_bias)
+            for (int64_t r = r0; r < r1; ++r) d[r - r0] += ew.down_bias[r];
+          const float w = a.input_scaling ? 1.0f : ws.moe_weights[static_cast<size_t>(slot)];
+          c.k.axpy(w, d, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, r1 - r0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   check_args(a);
   const int64_t h = a.x.cols;
@@ -50,6 +149,28 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
       const int64_t slot = ws.moe_fill[static_cast<size_t>(e)]++;
       ws.moe_tokens[static_cast<size_t>(slot)] = static_cast<int32_t>(t);
       ws.moe_weights[static_cast<size_t>(slot)] = a.expert_weights.row(t)[j];
+    }
+  }
+  // Decode-sized: the two-pass path (same products, same order of the combine).
+  {
+    std::vector<int64_t>& active = ws.moe_active;
+    active.clear();
+    int64_t most = 0, inter = -1;
+    bool fits = true;
+    for (size_t e = 0; e < n_experts && fits; ++e) {
+      const int64_t n = ws.moe_start[e + 1] - ws.moe_start[e];
+      if (n == 0) continue;
+      const ExpertWeights& ew = a.experts[e];
+      most = std::max(most, n);
+      fits = (inter < 0 || inter == ew.down.cols) && plain_rows(ew.gate, a.exact) &&
+             plain_rows(ew.down, a.exact) &&
+             (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
+      inter = ew.down.cols;
+      active.push_back(static_cast<int64_t>(e));
+    }
+    if (fits && most <= kGemvMaxRows && !active.empty()) {
+      moe_experts_gemv(c, a, ws, active, inter);
+      return;
     }
   }
   auto grow = [](std::vector<float>& v, int64_t n) {

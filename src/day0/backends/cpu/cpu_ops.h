@@ -26,7 +26,7 @@ struct Workspace {
   Int8Rows int8_x;                         // INT8 / INT4 weights: the activations quantized
   std::vector<float> int8_terms;           // [T, groups] zero-point terms of those
   // moe_experts dispatch
-  std::vector<int64_t> moe_start, moe_fill;
+  std::vector<int64_t> moe_start, moe_fill, moe_active;
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
