@@ -48,6 +48,15 @@ void BM_Bf16DotPeak(benchmark::State& state) {
 }
 BENCHMARK(BM_Bf16DotPeak)->Arg(1)->Arg(2)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// TDPBF16PS on AMX tiles (0 where the CPU or the OS has none).
+void BM_AmxBf16Peak(benchmark::State& state) {
+  day0::ThreadPool pool(static_cast<int>(state.range(0)));
+  double gflops = 0;
+  for (auto _ : state) gflops = day0::measure_amx_bf16_peak_gflops(pool);
+  state.counters["GFLOP/s"] = gflops;
+}
+BENCHMARK(BM_AmxBf16Peak)->Arg(1)->Arg(2)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
