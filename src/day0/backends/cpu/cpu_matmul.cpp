@@ -1,6 +1,7 @@
 // y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill
 // (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding: MatmulArgs::exact).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -147,12 +148,13 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   }
 }
 
-// BF16 weights on AMX tiles. The weights are the tiles' left operand straight from the checkpoint (16
-// rows x 32 BF16 of a row-major matrix are a tile as it lies in memory: no packing, each weight byte read
-// once per call), x^T the right one (rounded to BF16 and packed into pairs once per call), so the tiles
-// compute y^T: staged [N][M] and transposed out by the thread that owns those rows, while they are hot.
+// BF16 weights on AMX tiles. The weights are the tiles' left operand (16 rows x 32 BF16 of a row-major
+// matrix is a tile: each weight byte is read once per call, copied as whole tiles into L1-friendly
+// order by the kernel), x^T the right one (rounded to BF16 and packed into pairs once per call), so the
+// tiles compute y^T, transposed into y by the kernel at the end of the last K block.
 // Blocking: x blocks of [kc / 2][mpad] pairs (~1 MiB) stay in L2 while each thread walks its 32-row
-// weight blocks; M is cut into chunks so that the y^T stage stays within 64 MiB (a long LM head).
+// weight blocks; between K blocks the partial y^T waits in a stage; M is cut into chunks of at most 512
+// rows, which keeps the stage within 64 MiB up to 32k weight rows (and chunks fewer rows past that).
 void gemm_bf16_amx(const Context& c, const MatmulArgs& a) {
   constexpr int64_t kTile = 32;
   const auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
@@ -171,53 +173,53 @@ void gemm_bf16_amx(const Context& c, const MatmulArgs& a) {
     const int64_t m_rows = std::min(chunk, a.x.rows - m_begin);
     const int64_t mpad = round_up(m_rows, kTile);
     const int64_t kc = std::clamp<int64_t>((int64_t{1} << 20) / (mpad * 2) / kTile * kTile, kTile, k_pad);
-    // xp[p][m] = (bf16 x[m][2p], bf16 x[m][2p + 1]) for p < k_pad / 2, m < mpad; zero padding.
-    // [k_pad / 2, mpad]
-    ws.amx_x.assign(static_cast<size_t>(k_pad / 2 * mpad), 0u);
-    ws.amx_yt.resize(static_cast<size_t>(n_pad * mpad));
-    c.pool.parallel_for(m_rows, 8, [&](int64_t begin, int64_t end) {
-      std::vector<uint16_t> row(static_cast<size_t>(k_pad), 0);  // [k_pad] one row of x in BF16
-      for (int64_t m = begin; m < end; ++m) {
-        c.k.to_bf16(a.x.row(m_begin + m), k_total, row.data());
-        for (int64_t p = 0; p < k_pad / 2; ++p) {
-          uint32_t pair;
-          std::memcpy(&pair, row.data() + 2 * p, sizeof pair);
-          ws.amx_x[static_cast<size_t>(p * mpad + m)] = pair;
-        }
-      }
+    const bool staged = kc < k_pad;
+    // x^T in BF16 pairs: [mpad / 16][k_pad / 2][16]; 16-row blocks are written whole (zeros past m_rows)
+    // and the last 16 of mpad zeroed here when m_rows leaves them empty.
+    const auto x_words = static_cast<size_t>(mpad * k_pad / 2);
+    if (ws.amx_x.size() < x_words) ws.amx_x.resize(x_words);
+    const int64_t row_blocks = (m_rows + 15) / 16;
+    if (row_blocks * 16 < mpad)
+      std::fill_n(ws.amx_x.data() + row_blocks * k_pad / 2 * 16, static_cast<size_t>(k_pad / 2 * 16), 0u);
+    c.pool.parallel_for(row_blocks, 1, [&](int64_t begin, int64_t end) {
+      const int64_t r0 = begin * 16, r1 = std::min(m_rows, end * 16);
+      c.k.amx_pack_x(a.x.row(m_begin + r0), a.x.stride, r1 - r0, k_total, k_pad, ws.amx_x.data(), r0);
     });
+    if (staged) ws.amx_yt.resize(std::max(ws.amx_yt.size(), static_cast<size_t>(n_pad * mpad)));
     for (int64_t k0 = 0; k0 < k_pad; k0 += kc) {
       const int64_t kb = std::min(kc, k_pad - k0);
-      const bool last = k0 + kb == k_pad;
       c.pool.run([&](int tid) {
         const int64_t b_begin = blocks * tid / c.pool.size();
         const int64_t b_end = blocks * (tid + 1) / c.pool.size();
-        auto& padded = ws.amx_w[static_cast<size_t>(tid)];
-        for (int64_t b = b_begin; b < b_end; ++b) {
-          const int64_t n0 = b * kTile;
-          float* yt = ws.amx_yt.data() + n0 * mpad;  // [32][mpad]
-          const uint16_t* wb = w + n0 * k_total + k0;
-          int64_t ldw = k_total;
-          if (n0 + kTile > n_rows || k0 + kb > k_total) {
-            // The edge of the matrix: a zero-padded copy, so the tiles read neither past the weights
-            // nor garbage (a NaN pattern times a zero pad would still be NaN).
-            padded.assign(static_cast<size_t>(kTile * kb), 0);  // [32][kb]
-            const int64_t cols = std::max<int64_t>(0, std::min(kb, k_total - k0));
-            for (int64_t r = 0; r < std::min(kTile, n_rows - n0); ++r)
-              std::memcpy(padded.data() + r * kb, w + (n0 + r) * k_total + k0, static_cast<size_t>(cols) * 2);
-            wb = padded.data();
-            ldw = kb;
-          }
-          c.k.gemm_bf16_amx(wb, ldw, ws.amx_x.data() + k0 / 2 * mpad, mpad, kb, yt, mpad, k0 > 0);
-          if (!last) continue;
-          const int64_t n1 = std::min(n_rows, n0 + kTile);
-          for (int64_t m = 0; m < m_rows; ++m) {
-            float* y = a.y.row(m_begin + m);
-            for (int64_t n = n0; n < n1; ++n) {
-              const float v = yt[(n - n0) * mpad + m] + (a.bias ? a.bias[n] : 0.0f);
-              y[n] = a.accumulate ? y[n] + v : v;
-            }
-          }
+        auto& pack = ws.amx_w[static_cast<size_t>(tid)];
+        if (pack.size() < static_cast<size_t>(kTile * kb + 32))
+          pack.resize(static_cast<size_t>(kTile * kb + 32));
+        // 64-byte aligned start inside the scratch (a vector's storage is only 16-byte aligned)
+        auto* aligned =
+            reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(pack.data()) + 63) & ~uintptr_t{63});
+        for (int64_t blk = b_begin; blk < b_end; ++blk) {
+          const int64_t n0 = blk * kTile;
+          AmxBlock b;
+          b.w = w + n0 * k_total + k0;
+          b.ldw = k_total;
+          b.w_rows = std::min(kTile, n_rows - n0);
+          b.w_cols = std::min(kb, k_total - k0);
+          b.w_pack = aligned;
+          b.xp = ws.amx_x.data();
+          b.pairs = k_pad / 2;
+          b.k0 = k0;
+          b.mpad = mpad;
+          b.kc = kb;
+          b.stage = staged ? ws.amx_yt.data() + n0 * mpad : nullptr;
+          b.first = k0 == 0;
+          b.last = k0 + kb == k_pad;
+          b.y = a.y.row(m_begin) + n0;
+          b.ldy = a.y.stride;
+          b.rows = m_rows;
+          b.cols = b.w_rows;
+          b.bias = a.bias ? a.bias + n0 : nullptr;
+          b.accumulate = a.accumulate;
+          c.k.gemm_bf16_amx(b);
         }
       });
     }

@@ -1,6 +1,9 @@
 // The AMX level: the AVX-512 table plus the BF16 GEMM on AMX tiles (TDPBF16PS: a 16 x 16 FP32 tile
 // += a 16 x 32 BF16 tile times a 32 x 16 one, 8192 multiply-adds per instruction, 16 times the work of
 // one vdpbf16ps). Compiled with the AMX flags; only called where cpu_has_amx_bf16().
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_ps(), which -Wuninitialized flags.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
@@ -31,42 +34,150 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-void gemm_bf16_amx_block(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t mpad, int64_t kc,
-                         float* yt, int64_t ldy, bool accumulate) {
+// r[i][j] -> r[j][i] for 16 x 16 32-bit lanes: pairs, then quads within 128-bit lanes, then the lanes.
+void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m512 u[16];
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));      // column 4L + 0 of rows i .. i + 3
+    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));  // 4L + 1
+    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));  // 4L + 2
+    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));  // 4L + 3
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);       // lanes A0 A1 B0 B1
+    const __m512 s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);       // A2 A3 B2 B3
+    const __m512 s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44);  // C0 C1 D0 D1
+    const __m512 s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);  // C2 C3 D2 D3
+    r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);                          // column j: A0 B0 C0 D0
+    r[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);                      // column 4 + j
+    r[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+  }
+}
+
+__mmask16 first_lanes(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+void amx_pack_x_impl(const float* x, int64_t ldx, int64_t rows, int64_t k, int64_t k_pad, uint32_t* xp,
+                     int64_t m0) {
+  const int64_t pairs = k_pad / 2;
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    uint32_t* block = xp + (m0 + r0) / 16 * pairs * 16;  // [pairs][16]
+    for (int64_t k0 = 0; k0 < k_pad; k0 += 32) {
+      __m512 v[16];  // row i: 16 BF16 pairs of x row r0 + i, columns k0 .. k0 + 31
+      for (int i = 0; i < 16; ++i) {
+        if (r0 + i >= rows) {
+          v[i] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* row = x + (r0 + i) * ldx + k0;
+        const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(k - k0), row);
+        const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(k - k0 - 16), row + 16);
+        v[i] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      transpose16(v);  // row j: pair k0 / 2 + j of the 16 x rows
+      for (int j = 0; j < 16; ++j) _mm512_storeu_ps(block + (k0 / 2 + j) * 16, v[j]);
+    }
+  }
+}
+
+// w_pack[(h * steps + s) * 512 + r * 32 + c] = W[16 h + r][32 s + c]: tile (h, s) is 1 KiB at
+// w_pack + (h * steps + s) * 512; zero past w_rows / w_cols.
+void pack_weights(const AmxBlock& b) {
+  const int64_t steps = b.kc / 32;
+  for (int64_t n = 0; n < 32; ++n) {
+    uint16_t* dst = b.w_pack + (n / 16) * steps * 512 + (n % 16) * 32;
+    if (n >= b.w_rows) {
+      for (int64_t st = 0; st < steps; ++st) _mm512_store_si512(dst + st * 512, _mm512_setzero_si512());
+      continue;
+    }
+    const uint16_t* src = b.w + n * b.ldw;
+    for (int64_t st = 0; st < steps; ++st) {
+      const int64_t left = b.w_cols - 32 * st;
+      const __mmask32 lanes = left >= 32  ? ~__mmask32(0)
+                              : left <= 0 ? __mmask32(0)
+                                          : (__mmask32(1) << left) - 1;
+      _mm512_store_si512(dst + st * 512, _mm512_maskz_loadu_epi16(lanes, src + 32 * st));
+    }
+  }
+}
+
+// acc tile (n half nh, m half mh) stored row-major [16 n][16 m] in c: into y rows m (16 of them).
+void write_tile(const AmxBlock& b, const float* c, int64_t m_first, int64_t n_first) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(c + 16 * i);
+  transpose16(r);  // row i: m = m_first + i, lanes n_first .. n_first + 15
+  const __mmask16 lanes = first_lanes(b.cols - n_first);
+  if (lanes == 0) return;
+  const __m512 bias = b.bias ? _mm512_maskz_loadu_ps(lanes, b.bias + n_first) : _mm512_setzero_ps();
+  for (int i = 0; i < 16 && m_first + i < b.rows; ++i) {
+    float* y = b.y + (m_first + i) * b.ldy + n_first;
+    __m512 v = _mm512_add_ps(r[i], bias);
+    if (b.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, y));
+    _mm512_mask_storeu_ps(y, lanes, v);
+  }
+}
+
+void gemm_bf16_amx_block(const AmxBlock& b) {
+  pack_weights(b);
   configure_tiles();
-  const auto w_stride = static_cast<long>(ldw * 2);   // bytes between weight rows
-  const auto x_stride = static_cast<long>(mpad * 4);  // bytes between pair rows of x^T
-  const auto y_stride = static_cast<long>(ldy * 4);
-  const uint16_t* w1 = w + 16 * ldw;
-  for (int64_t m0 = 0; m0 < mpad; m0 += 32) {
-    float* c0 = yt + m0;             // rows 0..15 of the weight block
-    float* c1 = yt + 16 * ldy + m0;  // rows 16..31
-    if (accumulate) {
-      _tile_loadd(0, c0, y_stride);
-      _tile_loadd(1, c0 + 16, y_stride);
-      _tile_loadd(2, c1, y_stride);
-      _tile_loadd(3, c1 + 16, y_stride);
-    } else {
+  const int64_t steps = b.kc / 32;
+  const auto s_stride = static_cast<long>(b.mpad * 4);  // bytes between stage rows
+  const uint16_t* w0 = b.w_pack;                        // rows 0..15: tile s at w0 + 512 s
+  const uint16_t* w1 = b.w_pack + steps * 512;          // rows 16..31
+  alignas(64) float c[4][16 * 16];
+  for (int64_t m0 = 0; m0 < b.mpad; m0 += 32) {
+    float* s0 = b.stage ? b.stage + m0 : nullptr;                // stage rows 0..15 of the weight block
+    float* s1 = b.stage ? b.stage + 16 * b.mpad + m0 : nullptr;  // rows 16..31
+    if (b.first) {
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
+    } else {
+      _tile_loadd(0, s0, s_stride);
+      _tile_loadd(1, s0 + 16, s_stride);
+      _tile_loadd(2, s1, s_stride);
+      _tile_loadd(3, s1 + 16, s_stride);
     }
-    for (int64_t k = 0; k < kc; k += 32) {
-      const uint32_t* b = xp + (k / 2) * mpad + m0;  // pairs k/2 .. k/2 + 15 of columns m0 .. m0 + 31
-      _tile_loadd(4, w + k, w_stride);
-      _tile_loadd(5, w1 + k, w_stride);
-      _tile_loadd(6, b, x_stride);
-      _tile_loadd(7, b + 16, x_stride);
+    // B tiles of x rows m0 .. m0 + 15 and m0 + 16 .. m0 + 31: [pairs][16] each, from pair k0 / 2.
+    const uint32_t* x0 = b.xp + (m0 / 16 * b.pairs + b.k0 / 2) * 16;
+    const uint32_t* x1 = x0 + b.pairs * 16;
+    for (int64_t st = 0; st < steps; ++st) {
+      _tile_loadd(4, w0 + st * 512, 64);
+      _tile_loadd(5, w1 + st * 512, 64);
+      _tile_loadd(6, x0 + st * 256, 64);
+      _tile_loadd(7, x1 + st * 256, 64);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, c0, y_stride);
-    _tile_stored(1, c0 + 16, y_stride);
-    _tile_stored(2, c1, y_stride);
-    _tile_stored(3, c1 + 16, y_stride);
+    if (!b.last) {
+      _tile_stored(0, s0, s_stride);
+      _tile_stored(1, s0 + 16, s_stride);
+      _tile_stored(2, s1, s_stride);
+      _tile_stored(3, s1 + 16, s_stride);
+      continue;
+    }
+    if (m0 >= b.rows) continue;
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    _tile_stored(2, c[2], 64);
+    _tile_stored(3, c[3], 64);
+    write_tile(b, c[0], m0, 0);
+    write_tile(b, c[1], m0 + 16, 0);
+    write_tile(b, c[2], m0, 16);
+    write_tile(b, c[3], m0 + 16, 16);
   }
   _tile_release();
 }
@@ -104,6 +215,7 @@ const SimdKernels& amx_kernels() {
   static const SimdKernels k = [] {
     SimdKernels t = avx512_kernels();
     t.level = SimdLevel::kAmx;
+    t.amx_pack_x = amx_pack_x_impl;
     t.gemm_bf16_amx = gemm_bf16_amx_block;
     return t;
   }();

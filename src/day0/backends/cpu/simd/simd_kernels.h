@@ -16,6 +16,8 @@ namespace day0::cpu {
 inline constexpr int64_t kNr = 32;
 inline constexpr int64_t kMr = 6;
 
+struct AmxBlock;  // below
+
 struct SimdKernels {
   SimdLevel level;
   // y[i] = sum_k x[k] * W[n0 + i, k] for n0 <= n0 + i < n1, dequantising on the fly.
@@ -49,12 +51,38 @@ struct SimdKernels {
   // Which instruction the integer dot products use: "scalar", "avx2-maddubs", "avx-vnni",
   // "avx512-vnni" (printed by benchmarks and `run`).
   const char* int_dot_name = "scalar";
-  // AMX BF16 block (null below SimdLevel::kAmx): yt[n][m] (+)= sum_k W[n][k] x[m][k] for the 32 weight rows
-  // n < 32 (w: BF16, row stride ldw elements), k < kc (a multiple of 32), m < mpad (a multiple of 32).
-  // xp is x rounded to BF16 and packed [kc / 2][mpad] pairs (pair p of column m: x[m][2p], x[m][2p + 1]);
-  // yt is [32][ldy] floats (y transposed). accumulate = false overwrites yt.
-  void (*gemm_bf16_amx)(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t mpad, int64_t kc,
-                        float* yt, int64_t ldy, bool accumulate) = nullptr;
+  // AMX BF16 GEMM (both null below SimdLevel::kAmx), see AmxBlock and cpu_matmul.cpp.
+  // x rows [0, rows) of k floats (row stride ldx), rounded to BF16 like to_bf16, into the tiles' right
+  // operand for the x rows m0 + r (m0 a multiple of 16): xp[((m0 + r) / 16 * pairs + p) * 16 + (m0 + r) % 16]
+  // = (x[r][2p], x[r][2p + 1]) for p < pairs = k_pad / 2, zero past k; rows up to the next multiple of 16 are
+  // written as zeros. One B tile (16 pairs x 16 rows of x) is then 1 KiB of contiguous memory.
+  void (*amx_pack_x)(const float* x, int64_t ldx, int64_t rows, int64_t k, int64_t k_pad, uint32_t* xp,
+                     int64_t m0) = nullptr;
+  void (*gemm_bf16_amx)(const AmxBlock& b) = nullptr;
+};
+
+// One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
+//   acc[n][m] = (first ? 0 : stage[n][m]) + sum_{k < kc} W[n][k] x[m][k], n < 32, m < mpad;
+// stored to the stage, or, in the last K block, transposed into y: y[m][n] (+)= acc[n][m] + bias[n] for
+// m < rows, n < cols. The kernel first copies the weight block into w_pack as whole tiles (contiguous
+// 1 KiB each: rows of a checkpoint matrix are often 4 KiB apart, all in one L1 set).
+struct AmxBlock {
+  const uint16_t* w = nullptr;  // W[n][k] at w[n * ldw + k]: rows n < w_rows, columns k < w_cols valid
+  int64_t ldw = 0;
+  int64_t w_rows = 32, w_cols = 0;  // past them the block is zero
+  uint16_t* w_pack = nullptr;       // [32 * kc] scratch of the calling thread, 64-byte aligned
+  const uint32_t* xp = nullptr;     // packed x^T of every row (amx_pack_x), pair rows [k0 / 2, ...)
+  int64_t pairs = 0;                // pair rows per 16-row block of xp (k_pad / 2)
+  int64_t k0 = 0;                   // this K block's first column
+  int64_t mpad = 0;                 // a multiple of 32
+  int64_t kc = 0;                   // a multiple of 32
+  float* stage = nullptr;           // [32][mpad] partial sums between K blocks (unused when first && last)
+  bool first = true, last = true;
+  float* y = nullptr;  // y[m][n0 + n]: the block's first column, row stride ldy
+  int64_t ldy = 0;
+  int64_t rows = 0, cols = 0;   // valid m < rows (<= mpad) and n < cols (<= 32)
+  const float* bias = nullptr;  // [cols] or null
+  bool accumulate = false;      // add to y instead of overwriting it
 };
 
 const SimdKernels& scalar_kernels();
