@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <numbers>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/thread_pool.h"
+#include "day0/core/numeric.h"
 #include "day0/ops/op_names.h"
 #include "day0/ops/op_schema.h"
 #include "day0/ops/rope_table.h"
@@ -130,6 +134,43 @@ TEST(SimdLevels, ParseAndDetect) {
   EXPECT_EQ(levels.back(), detected_simd_level());
   EXPECT_EQ(parse_simd_level("amx"), SimdLevel::kAmx);
   EXPECT_STREQ(simd_level_name(SimdLevel::kAmx), "amx");
+}
+
+// Every level's to_bf16 is f32_to_bf16 bit for bit on what activations hold: ties to even, both signs,
+// infinities, NaN (kept NaN), and lengths that leave a scalar tail.
+TEST(SimdLevels, ToBf16MatchesTheScalarRoundingAtEveryLevel) {
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.0f,
+                               1e30f,
+                               -3e-30f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               65504.0f,
+                               3.4e38f};
+  for (uint32_t bits :
+       {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0xbf808000u, 0x7f7fffffu, 0x7f800001u, 0xffc00001u}) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    values.push_back(f);
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 10.0f);
+  for (int i = 0; i < 1000; ++i) values.push_back(dist(rng));
+  for (SimdLevel level : available_simd_levels()) {
+    std::vector<uint16_t> got(values.size());
+    cpu::kernels_for(level).to_bf16(values.data(), static_cast<int64_t>(values.size()), got.data());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t want = f32_to_bf16(values[i]);
+      if (std::isnan(values[i])) {
+        EXPECT_TRUE(std::isnan(bf16_to_f32(got[i]))) << simd_level_name(level) << " value " << i;
+      } else {
+        EXPECT_EQ(got[i], want) << simd_level_name(level) << " value " << i << " = " << values[i];
+      }
+    }
+  }
 }
 
 // Only the amx level's table has the tile GEMM, and it is the top level exactly where the CPU and the OS

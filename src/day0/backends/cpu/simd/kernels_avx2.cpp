@@ -320,8 +320,22 @@ float exp_sum_avx2(float* s, int64_t n, float shift) {
   return total;
 }
 
+// f32_to_bf16 eight at a time: round to nearest even (bits + 0x7fff + the kept lsb), NaN kept quiet.
 void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(bias, lsb)), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, abs_mask), inf);
+    const __m256i kept = _mm256_or_si256(_mm256_srli_epi32(bits, 16), quiet);
+    const __m256i h = _mm256_blendv_epi8(rounded, kept, nan);  // [8] 16-bit values in 32-bit lanes
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
+  }
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
 SimdKernels make_avx2_kernels() {
