@@ -123,8 +123,33 @@ std::span<float> floats_of(Matrix m) {
 // TP x EP group.
 void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
-  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
   const bool shared_here = c.ep == nullptr || c.ep->rank() == 0;
+  if (c.bf16() && w.shared.present()) {
+    // BF16: one process rounds the routed sum and the shared expert apart before adding them. Both
+    // partials go in one collective (twice the bytes, the same call) and are rounded the same way, so
+    // that only the order of the float32 partial sums differs.
+    Buffer both(c.arena, 2 * t, c.spec.hidden_size);  // [routed rows T; shared rows T, H]
+    const Matrix routed = both.m.row_slice(0, t), shared = both.m.row_slice(t, t);
+    c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, routed));
+    if (shared_here) {
+      swiglu_partial(c, w.shared, h, shared);
+    } else {
+      for (int64_t i = 0; i < t; ++i) std::fill_n(shared.row(i), shared.cols, 0.0f);
+    }
+    c.be.synchronize();
+    dist::check_comm(c.moe->all_reduce_sum(floats_of(both.m)));
+    round_activations(c, both.m);
+    if (w.shared_gate.present()) {
+      Buffer g(c.arena, t, 1);  // [T, 1] sigmoid gate per token
+      shared_gate(c, w, h, g.m);
+      c.be.mul({shared, g.m, shared});
+      round_activations(c, shared);
+    }
+    c.be.add({routed, shared, out});
+    round_activations(c, out);
+    return;
+  }
+  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
   if (w.shared.present() && shared_here) {
     Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] this TP rank's share of the shared expert
     swiglu_partial(c, w.shared, h, shared.m);

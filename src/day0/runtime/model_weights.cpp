@@ -1,6 +1,7 @@
 #include "day0/runtime/model_weights.h"
 
 #include <cstring>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -188,7 +189,11 @@ Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, 
   }
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
   Linear l;
-  D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));  // FP8 / MXFP4 blocks would need aligned splits
+  if (t.dtype == DType::kF8E4M3) {
+    D0_RETURN_IF_ERROR(fp8_part_scales(name, rows, cols, r, c, l.w));
+  } else {
+    D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));
+  }
   const auto item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   l.w.rows = r.size();
   l.w.cols = c.size();
@@ -213,6 +218,39 @@ Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, 
   out_.byte_store.push_back(std::move(part));
   l.w.data = out_.byte_store.back().data();
   return l;
+}
+
+Status WeightBinder::fp8_part_scales(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
+                                     ShardRange c, WeightView& w) {
+  const std::string scale_name = sibling(name, ".weight_scale_inv");
+  const int64_t br = spec_.weights.block_rows, bc = spec_.weights.block_cols;
+  if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
+  const int64_t grid_cols = (cols + bc - 1) / bc;
+  D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, grid_cols}));
+  // The part's blocks: the largest that divide both the checkpoint's block and the part's offset, so
+  // that each lies inside one checkpoint block (a 128-row block split at row 32 gives 32-row blocks;
+  // splits on block boundaries keep the checkpoint's blocks).
+  const int64_t pr = std::gcd(br, r.begin), pc = std::gcd(bc, c.begin);
+  const int64_t part_rows = (r.size() + pr - 1) / pr, part_cols = (c.size() + pc - 1) / pc;
+  w.format = WeightFormat::kFp8Block;
+  w.block_rows = pr;
+  w.block_cols = pc;
+  bytes_bound_ += static_cast<uint64_t>(part_rows * part_cols) * sizeof(float);
+  if (!out_.source->has_values()) {  // shape only: never read
+    w.scales = s.data.data();
+    return Status::ok();
+  }
+  D0_ASSIGN_OR_RETURN(std::vector<float> whole, to_f32(s, 0, s.numel()));  // [rows / br, cols / bc]
+  std::vector<float> part(static_cast<size_t>(part_rows * part_cols));     // [part rows / pr, part cols / pc]
+  for (int64_t i = 0; i < part_rows; ++i) {
+    for (int64_t j = 0; j < part_cols; ++j) {
+      const int64_t from = (r.begin + i * pr) / br * grid_cols + (c.begin + j * pc) / bc;
+      part[static_cast<size_t>(i * part_cols + j)] = whole[static_cast<size_t>(from)];
+    }
+  }
+  out_.f32_store.push_back(std::move(part));
+  w.scales = out_.f32_store.back().data();
+  return Status::ok();
 }
 
 Result<std::span<const float>> WeightBinder::vector_part(const std::string& name, int64_t n,

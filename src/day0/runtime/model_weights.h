@@ -160,8 +160,9 @@ class WeightBinder {
   // A projection [rows, cols]: BF16/F16/F32, F8_E4M3 with its `<name>_scale_inv` sibling, or INT8 /
   // INT4 when the source keeps it quantized (TensorSource::int_weight).
   Result<Linear> linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias = false);
-  // Rows `r` and columns `c` of a projection stored [rows, cols] (BF16/F16/F32): a view of whole rows,
-  // a copy of a column range (only those bytes of the checkpoint are read).
+  // Rows `r` and columns `c` of a projection stored [rows, cols] (BF16/F16/F32, or F8_E4M3 with its
+  // scale grid re-blocked for the part): a view of whole rows, a copy of a column range (only those
+  // bytes of the checkpoint are read).
   Result<Linear> linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r, ShardRange c);
   // Elements `part` of a vector of n elements, as float32.
   Result<std::span<const float>> vector_part(const std::string& name, int64_t n, ShardRange part);
@@ -191,6 +192,10 @@ class WeightBinder {
 
  private:
   Result<RawTensor> expect(const std::string& name, std::vector<int64_t> shape);
+  // The block scales of part (r, c) of FP8 weight `name` [rows, cols] into `w` (format, block shape,
+  // a float32 grid of its own); counts the grid's bytes.
+  Status fp8_part_scales(const std::string& name, int64_t rows, int64_t cols, ShardRange r, ShardRange c,
+                         WeightView& w);
   // Elements [offset, offset + n) of a float tensor as float32 (a converted copy; over a shape-only
   // source a view of its unreadable bytes).
   Result<std::span<const float>> floats(const RawTensor& t, int64_t offset, int64_t n);

@@ -38,7 +38,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp < 1) return invalid_argument(fmt::format("--tp {}: must be at least 1", tp));
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
-  if (s.attention != AttentionKind::kGqa) return unsupported(what + ": MLA attention is not split yet");
+  if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
   if (s.linear_attention) return unsupported(what + ": Gated DeltaNet (linear attention) is not split yet");
   bool moe_layers = false;
   for (const LayerSpec& l : s.layers) {
@@ -49,9 +49,11 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
           fmt::format("{}: the FFN width {} does not divide into {} parts", what, l.dense_intermediate, tp));
     }
   }
-  if (s.n_heads % tp != 0)
-    return invalid_argument(
-        fmt::format("{}: {} attention heads do not divide into {} parts", what, s.n_heads, tp));
+  if (s.n_heads % tp != 0) {
+    // MLA splits q_b / kv_b by whole heads too (the latent is per token, not per head).
+    return invalid_argument(fmt::format("{}: {} {}attention heads do not divide into {} parts", what,
+                                        s.n_heads, s.attention == AttentionKind::kMla ? "MLA " : "", tp));
+  }
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
         "{}: {} KV heads neither divide into {} parts nor into their multiple", what, s.n_kv_heads, tp));
@@ -81,10 +83,11 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   }
   if (s.qk_norm && s.qk_norm_full_width)
     return unsupported(what + ": q/k RMSNorm over all heads (MiniMax-M2) needs a reduction; not split yet");
+  // FP8 block weights split anywhere: a part's scale grid is re-blocked (WeightBinder::linear_part).
   if (s.weights.format != WeightFormat::kBF16 && s.weights.format != WeightFormat::kF16 &&
-      s.weights.format != WeightFormat::kF32) {
-    return unsupported(fmt::format("{}: {} weights are not split yet (BF16, F16 and F32 are)", what,
-                                   weight_format_name(s.weights.format)));
+      s.weights.format != WeightFormat::kF32 && s.weights.format != WeightFormat::kFp8Block) {
+    return unsupported(fmt::format("{}: {} weights are not split yet (BF16, F16, F32 and FP8 blocks are)",
+                                   what, weight_format_name(s.weights.format)));
   }
   if (vocab_shard_rows(s.vocab_size, {0, tp}) * (tp - 1) >= s.vocab_size) {
     return invalid_argument(
@@ -119,16 +122,12 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
                             ": the model has no routed experts (a dense model); --ep places the experts of a "
                             "mixture-of-experts model over ranks, --tp splits a dense one");
   }
-  if (s.attention != AttentionKind::kGqa) {
-    return unsupported(what +
-                       ": MLA attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash) is not yet supported "
-                       "under --ep; the GQA MoE families are");
-  }
   if (s.linear_attention) {
     return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet supported under --ep");
   }
   if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
-    return unsupported(what + ": zero-computation and shortcut experts are not yet supported under --ep");
+    return unsupported(
+        what + ": zero-computation and shortcut experts (LongCat-Flash) are not yet supported under --ep");
   if (s.moe->n_experts < ep) {
     return invalid_argument(
         fmt::format("{}: {} routed experts cannot give each of {} ranks one (use --ep {} or fewer)", what,
