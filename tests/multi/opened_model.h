@@ -12,7 +12,7 @@
 
 namespace day0::testing {
 
-std::string golden(const std::string& name);  // tests/golden/<name>
+std::string golden(const std::string& name);  // tests/golden/<name>, or an absolute path as is
 
 struct Opened {
   dist::ProcessGroups groups;  // this rank's TP, EP and stage groups (outlive the engine)

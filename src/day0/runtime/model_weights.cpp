@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "day0/core/numeric.h"
+#include "day0/io/dequant.h"
 #include "day0/runtime/int_weight.h"
 
 namespace day0 {
@@ -285,25 +286,48 @@ Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int
 
 Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int64_t e, int64_t n_experts,
                                                     int64_t rows, int64_t cols) {
+  const ShardRange all_rows{0, rows};
+  return stacked_transposed_part(name, e, n_experts, rows, cols, std::span(&all_rows, 1), {0, cols});
+}
+
+Result<WeightView> WeightBinder::stacked_transposed_part(const std::string& name, int64_t e,
+                                                         int64_t n_experts, int64_t rows, int64_t cols,
+                                                         std::span<const ShardRange> row_parts,
+                                                         ShardRange col_part) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, cols, rows}));
   WeightView w;
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
+  int64_t part_rows = 0;
+  for (const ShardRange& r : row_parts) {
+    if (r.begin < 0 || r.end > rows || r.size() <= 0)
+      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
+    part_rows += r.size();
+  }
+  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
+    return internal_error(
+        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
+  }
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
-  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;
-  bytes_bound_ += static_cast<uint64_t>(rows * cols) * item;
-  w.rows = rows;
-  w.cols = cols;
+  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;  // [cols, rows]
+  const int64_t part_cols = col_part.size();
+  bytes_bound_ += static_cast<uint64_t>(part_rows * part_cols) * item;
+  w.rows = part_rows;
+  w.cols = part_cols;
   w.name = keep_name(name);
   if (!out_.source->has_values()) {  // shape only: the view, never read, needs no transposed copy
     w.data = src;
     return w;
   }
-  std::vector<uint8_t> dst(static_cast<size_t>(rows * cols) * item);
-  for (int64_t c = 0; c < cols; ++c) {
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(&dst[static_cast<size_t>(r * cols + c) * item],
-                  src + static_cast<size_t>(c * rows + r) * item, item);
+  std::vector<uint8_t> dst(static_cast<size_t>(part_rows * part_cols) * item);  // [part rows, part cols]
+  int64_t out_row = 0;
+  for (const ShardRange& r : row_parts) {
+    for (int64_t c = 0; c < part_cols; ++c) {
+      for (int64_t i = 0; i < r.size(); ++i) {
+        std::memcpy(&dst[static_cast<size_t>((out_row + i) * part_cols + c) * item],
+                    src + static_cast<size_t>((col_part.begin + c) * rows + r.begin + i) * item, item);
+      }
     }
+    out_row += r.size();
   }
   out_.byte_store.push_back(std::move(dst));
   w.data = out_.byte_store.back().data();
@@ -330,6 +354,84 @@ Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int
   w.name = keep_name(prefix);
   bytes_bound_ += static_cast<uint64_t>(rows * groups * 17);  // 16 block bytes and 1 scale a group
   return w;
+}
+
+Result<WeightView> WeightBinder::mxfp4_part(const std::string& prefix, int64_t e, int64_t n_experts,
+                                            int64_t rows, int64_t cols, ShardRange r, ShardRange c) {
+  if (r.begin < 0 || r.end > rows || r.size() <= 0 || c.begin < 0 || c.end > cols || c.size() <= 0) {
+    return internal_error(
+        fmt::format("MXFP4 tensor {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it", prefix, rows,
+                    cols, r.begin, r.end, c.begin, c.end));
+  }
+  D0_ASSIGN_OR_RETURN(WeightView whole, mxfp4(prefix, e, n_experts, rows, cols));
+  bytes_bound_ -= static_cast<uint64_t>(rows * (cols / 32) * 17);  // counted below: the part only
+  const int64_t groups = cols / 32;
+  const auto* blocks = static_cast<const uint8_t*>(whole.data) + r.begin * groups * 16;  // [rows, groups, 16]
+  const auto* scales = static_cast<const uint8_t*>(whole.scales) + r.begin * groups;     // [rows, groups]
+  WeightView w = whole;
+  w.rows = r.size();
+  w.cols = c.size();
+  if (c.size() == cols) {  // whole rows: a view
+    w.data = blocks;
+    w.scales = scales;
+    bytes_bound_ += static_cast<uint64_t>(r.size() * groups * 17);
+    return w;
+  }
+  if (c.begin % 32 == 0 && c.size() % 32 == 0) {  // whole groups: their bytes, row by row
+    const int64_t g0 = c.begin / 32, gn = c.size() / 32;
+    bytes_bound_ += static_cast<uint64_t>(r.size() * gn * 17);
+    if (!out_.source->has_values()) return w;                                   // shape only: never read
+    std::vector<uint8_t> part_blocks(static_cast<size_t>(r.size() * gn * 16));  // [part rows, gn, 16]
+    std::vector<uint8_t> part_scales(static_cast<size_t>(r.size() * gn));       // [part rows, gn]
+    for (int64_t i = 0; i < r.size(); ++i) {
+      std::memcpy(&part_blocks[static_cast<size_t>(i * gn * 16)], blocks + (i * groups + g0) * 16,
+                  static_cast<size_t>(gn * 16));
+      std::memcpy(&part_scales[static_cast<size_t>(i * gn)], scales + i * groups + g0,
+                  static_cast<size_t>(gn));
+    }
+    out_.byte_store.push_back(std::move(part_blocks));
+    w.data = out_.byte_store.back().data();
+    out_.byte_store.push_back(std::move(part_scales));
+    w.scales = out_.byte_store.back().data();
+    return w;
+  }
+  // A split inside a 32-column group (gpt-oss's 2880 columns over 4 ranks, a 32-wide miniature over
+  // 2): the part as BF16, which holds every MXFP4 value exactly (2 significant bits, an E8M0 scale),
+  // at 2 bytes an element instead of 17/32.
+  w.format = WeightFormat::kBF16;
+  w.scales = nullptr;
+  bytes_bound_ += static_cast<uint64_t>(r.size() * c.size() * 2);
+  if (!out_.source->has_values()) return w;
+  std::vector<float> row(static_cast<size_t>(cols));                        // [cols] one dequantised row
+  std::vector<uint8_t> part(static_cast<size_t>(r.size() * c.size()) * 2);  // [part rows, part cols] BF16
+  for (int64_t i = 0; i < r.size(); ++i) {
+    dequant_mxfp4(std::span(blocks + i * groups * 16, static_cast<size_t>(groups * 16)),
+                  std::span(scales + i * groups, static_cast<size_t>(groups)), row);
+    for (int64_t j = 0; j < c.size(); ++j) {
+      const uint16_t bits = f32_to_bf16(row[static_cast<size_t>(c.begin + j)]);
+      std::memcpy(&part[static_cast<size_t>(i * c.size() + j) * 2], &bits, 2);
+    }
+  }
+  out_.byte_store.push_back(std::move(part));
+  w.data = out_.byte_store.back().data();
+  return w;
+}
+
+Result<const float*> WeightBinder::stacked_vector_part(const std::string& name, int64_t e, int64_t n_experts,
+                                                       int64_t n, std::span<const ShardRange> parts) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
+  std::vector<float> values;  // [sum of the parts]
+  for (const ShardRange& p : parts) {
+    if (p.begin < 0 || p.end > n || p.size() <= 0)
+      return internal_error(fmt::format("tensor {}: part [{}, {}) outside {}", name, p.begin, p.end, n));
+    bytes_bound_ += static_cast<uint64_t>(p.size() * dtype_bits(t.dtype) / 8);
+    if (!out_.source->has_values()) continue;
+    D0_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(t, e * n + p.begin, p.size()));
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  if (!out_.source->has_values()) return reinterpret_cast<const float*>(t.data.data());
+  out_.f32_store.push_back(std::move(values));
+  return out_.f32_store.back().data();
 }
 
 Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts,

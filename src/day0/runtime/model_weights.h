@@ -180,12 +180,24 @@ class WeightBinder {
   // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation, Llama 4): transposed copy.
   Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                                         int64_t cols);
+  // The same, rows `row_parts` (concatenated in order: the gate and up halves of a concatenated
+  // gate_up) and columns `col_part` of the expert's [rows, cols] (expert-TP): a copy of those bytes.
+  Result<WeightView> stacked_transposed_part(const std::string& name, int64_t e, int64_t n_experts,
+                                             int64_t rows, int64_t cols,
+                                             std::span<const ShardRange> row_parts, ShardRange col_part);
   // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
   // cols/32].
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                            int64_t cols);
+  // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole 32-column groups,
+  // or a BF16 copy (exact) of a column range that splits a group.
+  Result<WeightView> mxfp4_part(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
+                                int64_t cols, ShardRange r, ShardRange c);
   // Row e of a stacked bias [E, n] as float32.
   Result<const float*> stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n);
+  // Elements `parts` of it, concatenated, as float32.
+  Result<const float*> stacked_vector_part(const std::string& name, int64_t e, int64_t n_experts, int64_t n,
+                                           std::span<const ShardRange> parts);
 
   const ModelSpec& spec() const { return spec_; }
   ModelWeights& out() { return out_; }

@@ -62,7 +62,9 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.
     const MoeSpec& m = *s.moe;
-    if (m.n_zero_experts > 0) return unsupported(what + ": zero-computation experts are not split yet");
+    if (m.n_zero_experts > 0) {
+      return unsupported(what + ": zero-computation experts (LongCat-Flash) are not split yet");
+    }
     if (m.expert_intermediate % tp != 0) {
       return invalid_argument(fmt::format("{}: the expert width {} does not divide into {} parts", what,
                                           m.expert_intermediate, tp));
@@ -71,23 +73,18 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
       return invalid_argument(fmt::format("{}: the shared expert width {} does not divide into {} parts",
                                           what, m.shared_intermediate, tp));
     }
-    D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(s));
-    for (const TensorSpec& t : manifest.tensors) {
-      if (t.shard.rule == ShardRule::kExpert && t.shard.dim >= 0) {
-        return unsupported(fmt::format(
-            "{}: experts stacked in one tensor ({}) are not split over TP ranks yet (one tensor per "
-            "expert is; --ep places whole experts)",
-            what, t.name));
-      }
-    }
+    // Experts stacked in one tensor (gpt-oss, Llama 4) split the same way, expert by expert.
   }
   if (s.qk_norm && s.qk_norm_full_width)
     return unsupported(what + ": q/k RMSNorm over all heads (MiniMax-M2) needs a reduction; not split yet");
-  // FP8 block weights split anywhere: a part's scale grid is re-blocked (WeightBinder::linear_part).
+  // FP8 block weights split anywhere (a part's scale grid is re-blocked, WeightBinder::linear_part);
+  // gpt-oss's MXFP4 experts in whole 32-column groups, or as exact BF16 where a split cuts a group.
   if (s.weights.format != WeightFormat::kBF16 && s.weights.format != WeightFormat::kF16 &&
-      s.weights.format != WeightFormat::kF32 && s.weights.format != WeightFormat::kFp8Block) {
-    return unsupported(fmt::format("{}: {} weights are not split yet (BF16, F16, F32 and FP8 blocks are)",
-                                   what, weight_format_name(s.weights.format)));
+      s.weights.format != WeightFormat::kF32 && s.weights.format != WeightFormat::kFp8Block &&
+      s.weights.format != WeightFormat::kMxfp4) {
+    return unsupported(
+        fmt::format("{}: {} weights are not split yet (BF16, F16, F32, FP8 blocks and MXFP4 experts are)",
+                    what, weight_format_name(s.weights.format)));
   }
   if (vocab_shard_rows(s.vocab_size, {0, tp}) * (tp - 1) >= s.vocab_size) {
     return invalid_argument(
