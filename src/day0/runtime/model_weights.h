@@ -51,14 +51,15 @@ int64_t vocab_shard_rows(int64_t vocab, TensorShard shard);  // ceil(vocab / siz
 ShardRange kv_head_shard(int64_t rows, int64_t n_kv_heads, TensorShard shard);
 
 // Whether `spec` can run tensor-parallel over `tp` ranks: InvalidArgument / Unsupported saying what
-// does not divide or is not split yet. MoE layers split every routed expert's width (expert-TP) and the
-// shared expert's like a dense FFN.
+// does not divide or is not split yet. Attention splits by heads (MLA's q_b / kv_b / o_proj too, its
+// down projections and latent whole on every rank); MoE layers split every routed expert's width
+// (expert-TP, stacked experts likewise) and the shared expert's like a dense FFN.
 Status check_tensor_parallel(const ModelSpec& spec, int tp);
 // The spec one rank's blocks compute with: its heads, KV heads, FFN columns and expert widths.
 ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
 // Whether `spec` can run expert-parallel over `ep` ranks: InvalidArgument for a model without routed
-// experts or with fewer experts than ranks, Unsupported ("not yet") for what is not done yet (MLA,
-// zero-computation experts).
+// experts or with fewer experts than ranks, Unsupported ("not yet") for what is not done yet
+// (LongCat-Flash's zero-computation and shortcut experts).
 Status check_expert_parallel(const ModelSpec& spec, int ep);
 
 // Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).

@@ -119,9 +119,8 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
                             ": the model has no routed experts (a dense model); --ep places the experts of a "
                             "mixture-of-experts model over ranks, --tp splits a dense one");
   }
-  if (s.linear_attention) {
-    return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet supported under --ep");
-  }
+  // Gated DeltaNet layers (Qwen3-Next) are replicated like attention: each rank keeps the whole
+  // recurrent state of every sequence.
   if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
     return unsupported(
         what + ": zero-computation and shortcut experts (LongCat-Flash) are not yet supported under --ep");
