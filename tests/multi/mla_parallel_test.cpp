@@ -195,8 +195,9 @@ TEST_P(FourRanksTensorTimesExpertParallel, LogitsGreedyTokensAndBytesMatchOnePro
             whole.model.weights->layers.back().moe.experts.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Moe, FourRanksTensorTimesExpertParallel,
-                         ::testing::ValuesIn(cases({"deepseek-v3", "kimi-k2", "qwen3-moe"})), case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Moe, FourRanksTensorTimesExpertParallel,
+    ::testing::ValuesIn(cases({"deepseek-v3", "kimi-k2", "qwen3-moe", "minimax-m2", "glm-4.5"})), case_name);
 
 }  // namespace
 }  // namespace day0::testing

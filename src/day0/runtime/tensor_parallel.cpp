@@ -75,8 +75,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     }
     // Experts stacked in one tensor (gpt-oss, Llama 4) split the same way, expert by expert.
   }
-  if (s.qk_norm && s.qk_norm_full_width)
-    return unsupported(what + ": q/k RMSNorm over all heads (MiniMax-M2) needs a reduction; not split yet");
+  // MiniMax-M2's q/k RMSNorm over all heads sums each rank's squares over the group (split_rms_norm).
   // FP8 block weights split anywhere (a part's scale grid is re-blocked, WeightBinder::linear_part);
   // gpt-oss's MXFP4 experts in whole 32-column groups, or as exact BF16 where a split cuts a group.
   if (s.weights.format != WeightFormat::kBF16 && s.weights.format != WeightFormat::kF16 &&
