@@ -173,9 +173,9 @@ TEST_P(MlaExpertParallel, Bf16GreedyTokensMatchOneProcess) {
   EXPECT_EQ(pg->tokens(), wg->tokens());
 }
 
-INSTANTIATE_TEST_SUITE_P(Mla, MlaExpertParallel,
-                         ::testing::ValuesIn(cases({"deepseek-v2-lite", "deepseek-v3", "kimi-k2"})),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Mla, MlaExpertParallel,
+    ::testing::ValuesIn(cases({"deepseek-v2-lite", "deepseek-v3", "kimi-k2", "deepseek-v32"})), case_name);
 
 // TP 2 x EP 2 over four ranks: each rank holds half of the experts, each split in two, and its heads.
 class FourRanksTensorTimesExpertParallel : public ::testing::TestWithParam<Case> {};
@@ -195,9 +195,10 @@ TEST_P(FourRanksTensorTimesExpertParallel, LogitsGreedyTokensAndBytesMatchOnePro
             whole.model.weights->layers.back().moe.experts.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Moe, FourRanksTensorTimesExpertParallel,
-    ::testing::ValuesIn(cases({"deepseek-v3", "kimi-k2", "qwen3-moe", "minimax-m2", "glm-4.5"})), case_name);
+INSTANTIATE_TEST_SUITE_P(Moe, FourRanksTensorTimesExpertParallel,
+                         ::testing::ValuesIn(cases({"deepseek-v3", "kimi-k2", "deepseek-v32", "qwen3-moe",
+                                                    "minimax-m2", "glm-4.5"})),
+                         case_name);
 
 }  // namespace
 }  // namespace day0::testing
