@@ -1,11 +1,10 @@
 // GQA attention block: projections, q/k RMSNorm per head (Qwen3, GLM-4.5) or over all heads at once
-// (MiniMax-M2), (partial) RoPE or NoPE, Llama 4's weightless post-RoPE q/k norm and NoPE temperature
-// tuning, cache append, then one masked paged attention call (causal / sliding / chunked, sinks) for
-// every sequence of the step, output projection.
+// (MiniMax-M2; under TP a sum of squares over the group), (partial) RoPE or NoPE, Llama 4's weightless
+// post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
+// (causal / sliding / chunked, sinks) for every sequence of the step, output projection.
 #include <cmath>
 
 #include "day0/dist/communicator.h"
-
 #include "day0/runtime/blocks.h"
 
 namespace day0::blocks {

@@ -232,6 +232,12 @@ Status WeightBinder::fp8_part_scales(const std::string& name, int64_t rows, int6
   // that each lies inside one checkpoint block (a 128-row block split at row 32 gives 32-row blocks;
   // splits on block boundaries keep the checkpoint's blocks).
   const int64_t pr = std::gcd(br, r.begin), pc = std::gcd(bc, c.begin);
+  if (pr * pc < 128) {  // more than one float32 scale per 128 weight bytes: refuse rather than bloat
+    return unsupported(fmt::format(
+        "FP8 weight {}: its part at row {}, column {} cuts the {}x{} scale blocks into {}x{} blocks; not "
+        "split yet",
+        name, r.begin, c.begin, br, bc, pr, pc));
+  }
   const int64_t part_rows = (r.size() + pr - 1) / pr, part_cols = (c.size() + pc - 1) / pc;
   w.format = WeightFormat::kFp8Block;
   w.block_rows = pr;
