@@ -195,6 +195,11 @@ TEST_P(MoeTensorParallel, LogitsAndGreedyTokensMatchOneProcessAndEachRankHoldsHa
   EXPECT_EQ(mine.replicated, all.replicated);
   EXPECT_EQ(2 * part.engine->local_spec().moe->expert_intermediate,
             whole.engine->spec().moe->expert_intermediate);
+  // Gated DeltaNet: each rank keeps the recurrent state of its key heads only.
+  if (whole.model.spec.linear_attention) {
+    EXPECT_GT(whole.engine->new_cache().state_bytes(), 0u);
+    EXPECT_EQ(2 * part.engine->new_cache().state_bytes(), whole.engine->new_cache().state_bytes());
+  }
 }
 
 TEST_P(MoeTensorParallel, Bf16GreedyTokensMatchOneProcess) {
@@ -211,9 +216,11 @@ TEST_P(MoeTensorParallel, Bf16GreedyTokensMatchOneProcess) {
 }
 
 // minimax-m2: its q / k RMSNorm over all heads sums the ranks' squares; glm-4.5: partial RoPE, a
-// correction bias, shared experts and a dense first layer.
+// correction bias, shared experts and a dense first layer; qwen3-next: Gated DeltaNet layers split by
+// key heads (q_proj's output gate with its heads).
 INSTANTIATE_TEST_SUITE_P(GqaMoe, MoeTensorParallel,
-                         ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral", "minimax-m2", "glm-4.5"),
+                         ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral", "minimax-m2", "glm-4.5",
+                                           "qwen3-next"),
                          model_name);
 
 TEST(ExpertParallelEngine, RefusesExpertsWithoutTheirGroup) {

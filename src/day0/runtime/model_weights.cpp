@@ -173,6 +173,26 @@ Result<std::span<const float>> WeightBinder::flat(const std::string& name, std::
   return floats(t, 0, t.numel());
 }
 
+Result<std::span<const float>> WeightBinder::flat_rows(const std::string& name, std::vector<int64_t> shape,
+                                                       std::span<const ShardRange> rows) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, std::move(shape)));
+  const int64_t per = t.shape[0] > 0 ? t.numel() / t.shape[0] : 0;  // elements a row of the first dim
+  std::vector<float> values;                                        // [sum of the runs, ...]
+  for (const ShardRange& r : rows) {
+    if (r.begin < 0 || r.end > t.shape[0] || r.size() <= 0)
+      return internal_error(
+          fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, t.shape[0]));
+    bytes_bound_ += static_cast<uint64_t>(r.size() * per * dtype_bits(t.dtype) / 8);
+    if (!out_.source->has_values()) continue;
+    D0_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(t, r.begin * per, r.size() * per));
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  if (!out_.source->has_values())
+    return std::span<const float>(reinterpret_cast<const float*>(t.data.data()), values.size());
+  out_.f32_store.push_back(std::move(values));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 std::span<const float> WeightBinder::plus_one(std::span<const float> w) {
   if (!out_.source->has_values()) return w;
   std::vector<float> gain(w.begin(), w.end());  // [n] the gain the norm applies

@@ -173,6 +173,9 @@ class WeightBinder {
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
   // A float32 copy of a small tensor of exactly `shape` (a depthwise conv weight [C, 1, K]), flattened.
   Result<std::span<const float>> flat(const std::string& name, std::vector<int64_t> shape);
+  // The same, only the runs `rows` of its first dimension, concatenated in order.
+  Result<std::span<const float>> flat_rows(const std::string& name, std::vector<int64_t> shape,
+                                           std::span<const ShardRange> rows);
   // 1 + w for a zero-centred norm's stored offset w (over a shape-only source: `w` itself, unread).
   std::span<const float> plus_one(std::span<const float> w);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.

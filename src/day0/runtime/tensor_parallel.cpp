@@ -39,7 +39,11 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
   if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
-  if (s.linear_attention) return unsupported(what + ": Gated DeltaNet (linear attention) is not split yet");
+  if (s.linear_attention && s.linear_attention->n_key_heads % tp != 0) {
+    // Gated DeltaNet splits by key heads (each with its value heads, conv channels and state).
+    return invalid_argument(fmt::format("{}: {} Gated DeltaNet key heads do not divide into {} parts", what,
+                                        s.linear_attention->n_key_heads, tp));
+  }
   bool moe_layers = false;
   for (const LayerSpec& l : s.layers) {
     moe_layers = moe_layers || l.moe;
@@ -99,6 +103,10 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
   local.n_kv_heads = spec.n_kv_heads % shard.size == 0 ? spec.n_kv_heads / shard.size : 1;
   local.intermediate_size = spec.intermediate_size / shard.size;
   for (LayerSpec& l : local.layers) l.dense_intermediate /= shard.size;
+  if (local.linear_attention) {  // whole key heads, each with its value heads
+    local.linear_attention->n_key_heads /= shard.size;
+    local.linear_attention->n_value_heads /= shard.size;
+  }
   if (local.moe) {
     local.moe->expert_intermediate /= shard.size;
     local.moe->shared_intermediate /= shard.size;

@@ -121,7 +121,17 @@ class TableBinder {
       case WeightSlot::kLinearOut:
         return linear(t, layer->linear.out);
       case WeightSlot::kLinearConv: {
-        D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat(t.name, t.shape));
+        if (out_.shard.whole()) {
+          D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat(t.name, t.shape));
+        } else {  // channels [q | k | v]: this rank's key heads' q and k, its value heads' v
+          const LinearAttentionSpec& la = *b_.spec().linear_attention;
+          const ShardRange q = even_shard(la.key_dim(), out_.shard),
+                           v = even_shard(la.value_dim(), out_.shard);
+          const ShardRange runs[] = {q,
+                                     {la.key_dim() + q.begin, la.key_dim() + q.end},
+                                     {2 * la.key_dim() + v.begin, 2 * la.key_dim() + v.end}};
+          D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat_rows(t.name, t.shape, runs));
+        }
         return Status::ok();
       }
       case WeightSlot::kLinearALog:
