@@ -86,13 +86,12 @@ TEST(DistributedRun, ExpertParallelismRefusalsSayWhyBeforeLoading) {
     std::vector<std::string> args;
     std::string says;
   };
-  const std::string longcat = std::string(DAY0_TEST_DATA_DIR) + "/golden/longcat-flash";
+  const std::string deepseek = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3";
   const Refusal refusals[] = {
       {with(kRun, {"--ep", "2"}), "the model has no routed experts"},
       {with(kMoeRun, {"--ep", "16"}), "8 routed experts cannot give each of 16 ranks"},
-      {{"run", longcat, "--prompt-ids", "1,2", "--ep", "2"}, "zero-computation and shortcut experts"},
-      {{"run", longcat, "--prompt-ids", "1,2", "--tp", "2"},
-       "zero-computation experts (LongCat-Flash) are not split yet"},
+      {{"run", deepseek, "--prompt-ids", "1,2", "--tp", "8"},
+       "4 MLA attention heads do not divide into 8 parts"},
       {with(kMoeRun, {"--moe-combine", "all-to-all"}), "needs --ep 2 or more"},
   };
   for (const Refusal& f : refusals) {

@@ -151,11 +151,12 @@ TEST_P(ExpertParallel, Bf16GreedyTokensMatchOneProcess) {
 // Every GQA MoE family with a golden miniature: qwen2-moe has a sigmoid-gated shared expert and a dense
 // layer between its MoE ones, gpt-oss MXFP4 experts stacked in one tensor with biases, llama4-text
 // stacked experts, input scaling and a shared expert, glm-4.5 a correction bias and shared experts;
-// qwen3-next Gated DeltaNet layers (replicated, each rank its own recurrent state) beside gated attention.
+// qwen3-next Gated DeltaNet layers (replicated, each rank its own recurrent state) beside gated attention;
+// longcat-flash zero-computation experts (added once) and its shortcut MoE beside MLA.
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* m :
-       {"qwen3-moe", "mixtral", "qwen2-moe", "gpt-oss", "llama4-text", "minimax-m2", "glm-4.5", "qwen3-next"})
+  for (const char* m : {"qwen3-moe", "mixtral", "qwen2-moe", "gpt-oss", "llama4-text", "minimax-m2",
+                        "glm-4.5", "qwen3-next", "longcat-flash"})
     for (MoeCombine c : {MoeCombine::kAllReduce, MoeCombine::kAllToAll}) out.push_back({m, c});
   return out;
 }
@@ -220,7 +221,7 @@ TEST_P(MoeTensorParallel, Bf16GreedyTokensMatchOneProcess) {
 // key heads (q_proj's output gate with its heads).
 INSTANTIATE_TEST_SUITE_P(GqaMoe, MoeTensorParallel,
                          ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral", "minimax-m2", "glm-4.5",
-                                           "qwen3-next"),
+                                           "qwen3-next", "longcat-flash"),
                          model_name);
 
 TEST(ExpertParallelEngine, RefusesExpertsWithoutTheirGroup) {

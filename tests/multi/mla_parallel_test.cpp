@@ -197,7 +197,7 @@ TEST_P(FourRanksTensorTimesExpertParallel, LogitsGreedyTokensAndBytesMatchOnePro
 
 INSTANTIATE_TEST_SUITE_P(Moe, FourRanksTensorTimesExpertParallel,
                          ::testing::ValuesIn(cases({"deepseek-v3", "kimi-k2", "deepseek-v32", "qwen3-moe",
-                                                    "minimax-m2", "glm-4.5", "qwen3-next"})),
+                                                    "minimax-m2", "glm-4.5", "qwen3-next", "longcat-flash"})),
                          case_name);
 
 }  // namespace

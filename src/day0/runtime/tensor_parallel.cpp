@@ -66,9 +66,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.
     const MoeSpec& m = *s.moe;
-    if (m.n_zero_experts > 0) {
-      return unsupported(what + ": zero-computation experts (LongCat-Flash) are not split yet");
-    }
+    // Zero-computation experts (LongCat-Flash) are added by one rank of the sum (weights_for_sum).
     if (m.expert_intermediate % tp != 0) {
       return invalid_argument(fmt::format("{}: the expert width {} does not divide into {} parts", what,
                                           m.expert_intermediate, tp));
@@ -128,9 +126,8 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
   }
   // Gated DeltaNet layers (Qwen3-Next) are replicated like attention: each rank keeps the whole
   // recurrent state of every sequence.
-  if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
-    return unsupported(
-        what + ": zero-computation and shortcut experts (LongCat-Flash) are not yet supported under --ep");
+  // LongCat-Flash's zero-computation experts are added once (by one rank of the sum, or by the row's
+  // owner under the all-to-all combine) and its shortcut MoE is a MoE like any other.
   if (s.moe->n_experts < ep) {
     return invalid_argument(
         fmt::format("{}: {} routed experts cannot give each of {} ranks one (use --ep {} or fewer)", what,
