@@ -24,29 +24,8 @@ namespace {
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
 
-// Largest |difference| of the prompt's logits [12, vocab] between one process and `part`, and the
-// largest |logit|.
-struct LogitDiff {
-  double max_diff = 0, max_abs = 0;
-};
 LogitDiff compare_logits(Opened& whole, Opened& part) {
-  LogitDiff d;
-  KvCache whole_cache = whole.engine->new_cache(), part_cache = part.engine->new_cache();
-  const SequenceStep ws{&whole_cache, kPrompt}, ps{&part_cache, kPrompt};
-  auto wl = whole.engine->forward(std::span(&ws, 1));
-  EXPECT_TRUE(wl.is_ok()) << wl.status().to_string();
-  if (!wl.is_ok()) return {1e30, 0};
-  const FloatMatrix expected = copy_matrix(*wl);  // [12, vocab]
-  auto pl = part.engine->forward(std::span(&ps, 1));
-  EXPECT_TRUE(pl.is_ok()) << pl.status().to_string();
-  if (!pl.is_ok() || pl->rows != expected.rows || pl->cols != expected.cols) return {1e30, 0};
-  for (int64_t r = 0; r < expected.rows; ++r) {
-    for (int64_t j = 0; j < expected.cols; ++j) {
-      d.max_diff = std::max(d.max_diff, static_cast<double>(std::fabs(pl->row(r)[j] - expected.row(r)[j])));
-      d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(expected.row(r)[j])));
-    }
-  }
-  return d;
+  return day0::testing::compare_logits(whole, part, kPrompt);
 }
 
 struct Case {

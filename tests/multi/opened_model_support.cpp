@@ -46,10 +46,6 @@ Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine,
   return o;
 }
 
-}  // namespace day0::testing
-
-namespace day0::testing {
-
 LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>& prompt) {
   LogitDiff d;
   KvCache whole_cache = whole.engine->new_cache(), part_cache = part.engine->new_cache();

@@ -58,8 +58,7 @@ Status check_tensor_parallel(const ModelSpec& spec, int tp);
 // The spec one rank's blocks compute with: its heads, KV heads, FFN columns and expert widths.
 ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
 // Whether `spec` can run expert-parallel over `ep` ranks: InvalidArgument for a model without routed
-// experts or with fewer experts than ranks, Unsupported ("not yet") for what is not done yet
-// (LongCat-Flash's zero-computation and shortcut experts).
+// experts or with fewer experts than ranks.
 Status check_expert_parallel(const ModelSpec& spec, int ep);
 
 // Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).
