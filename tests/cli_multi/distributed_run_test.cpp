@@ -90,7 +90,8 @@ TEST(DistributedRun, ExpertParallelismRefusalsSayWhyBeforeLoading) {
   const Refusal refusals[] = {
       {with(kRun, {"--ep", "2"}), "the model has no routed experts"},
       {with(kMoeRun, {"--ep", "16"}), "8 routed experts cannot give each of 16 ranks"},
-      {{"run", deepseek, "--prompt-ids", "1,2", "--ep", "2"}, "not yet"},
+      {{"run", deepseek, "--prompt-ids", "1,2", "--tp", "8"},
+       "4 MLA attention heads do not divide into 8 parts"},
       {with(kMoeRun, {"--moe-combine", "all-to-all"}), "needs --ep 2 or more"},
   };
   for (const Refusal& f : refusals) {
@@ -170,6 +171,37 @@ TEST(DistributedRun, TensorTimesExpertParallelOverFourRanksEqualsOneProcess) {
   ASSERT_EQ(four.exit_code, 0) << four.out << four.err;
   expect_expert_parallel_run(nlohmann::json::parse(one.out), nlohmann::json::parse(four.out), 2, 2,
                              "all-reduce");
+}
+
+// DeepSeek-V3 (MLA, FP8 blocks, a dense first layer, group-limited sigmoid routing, a shared expert):
+// TP 2 splits its heads, EP 2 places its experts, TP 2 x EP 2 both; the tokens are one process's.
+TEST(DistributedRun, MlaModelUnderTensorAndExpertParallelismEqualsOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const std::vector<std::string> run = {"run",
+                                        std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3",
+                                        "--prompt-ids",
+                                        "1,17,42,99,3,250",
+                                        "--threads",
+                                        "1",
+                                        "--json",
+                                        "--max-new",
+                                        "10"};
+  const CliResult one = run_cli_bounded(run, 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto a = nlohmann::json::parse(one.out);
+  const MpiRunResult tp = run_mpi(2, with(run, {"--tp", "2"}), 60, tag_for("mla-tp2"));
+  ASSERT_EQ(tp.exit_code, 0) << tp.out << tp.err;
+  const auto b = nlohmann::json::parse(tp.out);
+  EXPECT_EQ(b["tokens"], a["tokens"]);
+  for (const auto& r : b["parallel"]["ranks"])
+    EXPECT_LT(r["weight_bytes"].get<double>(), 0.7 * a["parallel"]["ranks"][0]["weight_bytes"].get<double>());
+  const MpiRunResult ep = run_mpi(2, with(run, {"--ep", "2"}), 60, tag_for("mla-ep2"));
+  ASSERT_EQ(ep.exit_code, 0) << ep.out << ep.err;
+  expect_expert_parallel_run(a, nlohmann::json::parse(ep.out), 1, 2, "all-reduce");
+  const MpiRunResult four = run_mpi(4, with(run, {"--tp", "2", "--ep", "2", "--moe-combine", "all-to-all"}),
+                                    60, tag_for("mla-tp2ep2"));
+  ASSERT_EQ(four.exit_code, 0) << four.out << four.err;
+  EXPECT_EQ(nlohmann::json::parse(four.out)["tokens"], a["tokens"]);
 }
 
 TEST(DistributedRun, KilledRankEndsTheRunNamingItWithoutOrphans) {

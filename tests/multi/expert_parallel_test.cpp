@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "day0/backends/backend.h"
@@ -23,29 +24,8 @@ namespace {
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 128, 7, 64, 31, 200, 5};
 
-// Largest |difference| of the prompt's logits [12, vocab] between one process and `part`, and the
-// largest |logit|.
-struct LogitDiff {
-  double max_diff = 0, max_abs = 0;
-};
 LogitDiff compare_logits(Opened& whole, Opened& part) {
-  LogitDiff d;
-  KvCache whole_cache = whole.engine->new_cache(), part_cache = part.engine->new_cache();
-  const SequenceStep ws{&whole_cache, kPrompt}, ps{&part_cache, kPrompt};
-  auto wl = whole.engine->forward(std::span(&ws, 1));
-  EXPECT_TRUE(wl.is_ok()) << wl.status().to_string();
-  if (!wl.is_ok()) return {1e30, 0};
-  const FloatMatrix expected = copy_matrix(*wl);  // [12, vocab]
-  auto pl = part.engine->forward(std::span(&ps, 1));
-  EXPECT_TRUE(pl.is_ok()) << pl.status().to_string();
-  if (!pl.is_ok() || pl->rows != expected.rows || pl->cols != expected.cols) return {1e30, 0};
-  for (int64_t r = 0; r < expected.rows; ++r) {
-    for (int64_t j = 0; j < expected.cols; ++j) {
-      d.max_diff = std::max(d.max_diff, static_cast<double>(std::fabs(pl->row(r)[j] - expected.row(r)[j])));
-      d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(expected.row(r)[j])));
-    }
-  }
-  return d;
+  return day0::testing::compare_logits(whole, part, kPrompt);
 }
 
 struct Case {
@@ -62,6 +42,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& p) {
 std::string model_name(const ::testing::TestParamInfo<std::string>& p) {
   std::string n = p.param;
   std::replace(n.begin(), n.end(), '-', '_');
+  std::replace(n.begin(), n.end(), '.', '_');
   return n;
 }
 
@@ -148,11 +129,13 @@ TEST_P(ExpertParallel, Bf16GreedyTokensMatchOneProcess) {
 
 // Every GQA MoE family with a golden miniature: qwen2-moe has a sigmoid-gated shared expert and a dense
 // layer between its MoE ones, gpt-oss MXFP4 experts stacked in one tensor with biases, llama4-text
-// stacked experts, input scaling and a shared expert, glm-4.5 a correction bias and shared experts.
+// stacked experts, input scaling and a shared expert, glm-4.5 a correction bias and shared experts;
+// qwen3-next Gated DeltaNet layers (replicated, each rank its own recurrent state) beside gated attention;
+// longcat-flash zero-computation experts (added once) and its shortcut MoE beside MLA.
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* m :
-       {"qwen3-moe", "mixtral", "qwen2-moe", "gpt-oss", "llama4-text", "minimax-m2", "glm-4.5"})
+  for (const char* m : {"qwen3-moe", "mixtral", "qwen2-moe", "gpt-oss", "llama4-text", "minimax-m2",
+                        "glm-4.5", "qwen3-next", "longcat-flash"})
     for (MoeCombine c : {MoeCombine::kAllReduce, MoeCombine::kAllToAll}) out.push_back({m, c});
   return out;
 }
@@ -178,14 +161,46 @@ TEST_P(MoeTensorParallel, LogitsAndGreedyTokensMatchOneProcessAndEachRankHoldsHa
   ASSERT_TRUE(wg.is_ok() && pg.is_ok());
   EXPECT_EQ(pg->tokens(), wg->tokens());
   const BoundWeightBytes all = whole.model.weights->bound, mine = part.model.weights->bound;
-  EXPECT_EQ(2 * mine.experts, all.experts);
-  EXPECT_EQ(2 * mine.split, all.split);
+  if (whole.model.spec.weights.format == WeightFormat::kFp8Block) {
+    // FP8 parts carry their own re-blocked scale grids: a few floats a tensor over half.
+    for (auto [part_bytes, whole_bytes] :
+         {std::pair{mine.experts, all.experts}, std::pair{mine.split, all.split}}) {
+      EXPECT_GE(2 * part_bytes, whole_bytes);
+      EXPECT_LT(static_cast<double>(2 * part_bytes), 1.02 * static_cast<double>(whole_bytes));
+    }
+  } else {
+    EXPECT_EQ(2 * mine.experts, all.experts);
+    EXPECT_EQ(2 * mine.split, all.split);
+  }
   EXPECT_EQ(mine.replicated, all.replicated);
   EXPECT_EQ(2 * part.engine->local_spec().moe->expert_intermediate,
             whole.engine->spec().moe->expert_intermediate);
+  // Gated DeltaNet: each rank keeps the recurrent state of its key heads only.
+  if (whole.model.spec.linear_attention) {
+    EXPECT_GT(whole.engine->new_cache().state_bytes(), 0u);
+    EXPECT_EQ(2 * part.engine->new_cache().state_bytes(), whole.engine->new_cache().state_bytes());
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(GqaMoe, MoeTensorParallel, ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral"),
+TEST_P(MoeTensorParallel, Bf16GreedyTokensMatchOneProcess) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model(GetParam(), 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
+  Opened part = open_model(GetParam(), 2, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
+  SamplingParams greedy;
+  auto wg = generate(*whole.engine, prompt, 12, greedy);
+  auto pg = generate(*part.engine, prompt, 12, greedy);
+  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
+  EXPECT_EQ(pg->tokens(), wg->tokens());
+}
+
+// minimax-m2: its q / k RMSNorm over all heads sums the ranks' squares; glm-4.5: partial RoPE, a
+// correction bias, shared experts and a dense first layer; qwen3-next: Gated DeltaNet layers split by
+// key heads (q_proj's output gate with its heads).
+INSTANTIATE_TEST_SUITE_P(GqaMoe, MoeTensorParallel,
+                         ::testing::Values("qwen3-moe", "qwen2-moe", "mixtral", "minimax-m2", "glm-4.5",
+                                           "qwen3-next", "longcat-flash"),
                          model_name);
 
 TEST(ExpertParallelEngine, RefusesExpertsWithoutTheirGroup) {

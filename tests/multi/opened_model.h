@@ -3,24 +3,34 @@
 // test world, shared by the tensor- and expert-parallel tests.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "day0/backends/backend.h"
+#include "day0/dist/process_groups.h"
 #include "day0/runtime/engine.h"
 #include "day0/runtime/model_loader.h"
 
 namespace day0::testing {
 
-std::string golden(const std::string& name);  // tests/golden/<name>
+std::string golden(const std::string& name);  // tests/golden/<name>, or an absolute path as is
 
 struct Opened {
+  dist::ProcessGroups groups;  // this rank's TP, EP and stage groups (outlive the engine)
   LoadedModel model;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Engine> engine;
 };
 
-// One process (tp = ep = 1, no group), or this rank of the two-rank world split as `tp` x `ep` (one
-// of them 2). One backend thread: two ranks on two cores.
+// One process (tp = ep = 1, no group), or this rank of the test world split as `tp` x `ep` (tp * ep
+// ranks: TP 2 or EP 2 over two, TP 2 x EP 2 over four). One backend thread: the ranks share two cores.
 Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine = MoeCombine::kAllReduce,
                   ActivationPrecision precision = ActivationPrecision::kF32);
+
+// Largest |difference| between one process's logits of `prompt` [n, vocab] and `part`'s, and the
+// largest |logit| (a failed forward gives a huge difference).
+struct LogitDiff {
+  double max_diff = 0, max_abs = 0;
+};
+LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>& prompt);
 
 }  // namespace day0::testing

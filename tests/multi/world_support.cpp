@@ -4,7 +4,7 @@
 
 namespace day0::testing {
 
-dist::Communicator* test_world() {
+std::shared_ptr<dist::Communicator> shared_test_world() {
   static std::shared_ptr<dist::Communicator> world = [] {
     std::shared_ptr<dist::Communicator> w;
     if (!dist::mpi_available()) return w;
@@ -15,7 +15,11 @@ dist::Communicator* test_world() {
     }
     return *opened;
   }();
-  return world.get();
+  return world;
+}
+
+dist::Communicator* test_world() {
+  return shared_test_world().get();
 }
 
 }  // namespace day0::testing

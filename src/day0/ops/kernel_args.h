@@ -350,7 +350,8 @@ struct MoeExpertsArgs {
   std::span<const ExpertWeights> experts;  // [E local]: experts [first_expert, first_expert + E local)
   // Expert parallelism: `experts` holds a block of the model's n_experts (0: experts.size(), all of
   // them) starting at first_expert; picks of experts held elsewhere add nothing here (the ranks that
-  // hold them add theirs). Zero experts need the whole set.
+  // hold them add theirs). Zero-expert picks are added by every call: a caller that sums calls over
+  // ranks gives them weight 0 on all ranks but one.
   int64_t first_expert = 0;
   int64_t n_experts = 0;
   int64_t routed_experts() const { return n_experts > 0 ? n_experts : static_cast<int64_t>(experts.size()); }

@@ -1,12 +1,39 @@
 // GQA attention block: projections, q/k RMSNorm per head (Qwen3, GLM-4.5) or over all heads at once
-// (MiniMax-M2), (partial) RoPE or NoPE, Llama 4's weightless post-RoPE q/k norm and NoPE temperature
-// tuning, cache append, then one masked paged attention call (causal / sliding / chunked, sinks) for
-// every sequence of the step, output projection.
+// (MiniMax-M2; under TP a sum of squares over the group), (partial) RoPE or NoPE, Llama 4's weightless
+// post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
+// (causal / sliding / chunked, sinks) for every sequence of the step, output projection.
 #include <cmath>
 
+#include "day0/dist/communicator.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0::blocks {
+namespace {
+
+// RMSNorm of rows whose columns are split over the TP group (MiniMax-M2's q / k norm over all heads,
+// x [T, this rank's heads * head_dim]): each rank's sum of squares, summed over the group ([T] floats),
+// then this rank's columns scaled and weighted as rms_norm() does. KV heads copied over ranks count
+// once a copy: over tp ranks of `x.cols` columns either way.
+void split_rms_norm(const Context& c, Matrix x, std::span<const float> weight, float eps) {
+  const int64_t t = x.rows;
+  const int ranks = c.tp->size();
+  Buffer sq(c.arena, t, x.cols);  // [T, local width] x^2
+  c.be.mul({x, x, sq.m});
+  Buffer factor(c.arena, t, 1);  // [T, 1] the mean of this rank's squares, then the row's 1 / RMS
+  c.be.row_mean({.x = sq.m, .y = factor.m});
+  c.be.synchronize();
+  std::span<float> sums(factor.data(), static_cast<size_t>(t));
+  for (float& f : sums) f *= static_cast<float>(x.cols);
+  dist::check_comm(c.tp->all_reduce_sum(sums));
+  for (float& f : sums) f = 1.0f / std::sqrt(f / static_cast<float>(ranks * x.cols) + eps);
+  c.be.mul({x, factor.m, x});
+  // As rms_norm(): BF16 Llama-style norms round the normed row before the weight.
+  if (c.bf16() && c.spec.family != Family::kGptOss && !c.spec.zero_centered_norms) round_activations(c, x);
+  c.be.mul({x, ConstMatrix(weight.data(), 1, static_cast<int64_t>(weight.size())), x});
+  round_activations(c, x);
+}
+
+}  // namespace
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
@@ -28,7 +55,10 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   linear(c, h, w.k, k.m);
   linear(c, h, w.v, v.m);
   const float eps = static_cast<float>(s.rms_norm_eps);
-  if (!w.q_norm.empty() && s.qk_norm_full_width) {  // one RMS over all heads: rows [T, heads * head_dim]
+  if (!w.q_norm.empty() && s.qk_norm_full_width && c.tp != nullptr && c.tp->size() > 1) {
+    split_rms_norm(c, q.m, w.q_norm, eps);  // this rank's heads of one RMS over all heads
+    split_rms_norm(c, k.m, w.k_norm, eps);
+  } else if (!w.q_norm.empty() && s.qk_norm_full_width) {  // one RMS over all heads: [T, heads * head_dim]
     rms_norm(c, q.m, w.q_norm, eps, q.m);
     rms_norm(c, k.m, w.k_norm, eps, k.m);
   } else if (!w.q_norm.empty()) {  // per-head RMSNorm before RoPE: rows [T * heads, head_dim]

@@ -31,7 +31,7 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
       options_(options),
       layout_(std::make_unique<blocks::StepLayout>()),
       arena_(std::make_unique<blocks::StepArena>()) {
-  // Each rank caches only its own KV heads.
+  // Each rank caches only its own KV heads; MLA's latent and rope key are per token, whole on every rank.
   const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
   const int64_t first = mla ? local_.mla->kv_lora_rank : local_.n_kv_heads * local_.head_dim;
   // MLA's second tensor: k_pe, then (DeepSeek-V3.2) the indexer key, so that one block table pages both.

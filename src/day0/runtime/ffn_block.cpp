@@ -68,6 +68,23 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   return out;
 }
 
+// The routing weights the all-reduce combine's kernel call takes on this rank: `r`'s, except that
+// zero-computation experts (LongCat-Flash: their output is the input itself, added by every call) weigh 0
+// on all ranks of the group but its first, which adds them once for the sum.
+ConstMatrix weights_for_sum(const Context& c, const Routing& r) {
+  const MoeSpec& m = *c.spec.moe;
+  if (m.n_zero_experts == 0 || c.moe == nullptr || c.moe->rank() == 0) return r.weights.m;
+  const int64_t t = r.weights.m.rows, k = r.weights.m.cols;
+  Buffer w(c.arena, t, k);  // [T, k]
+  c.be.synchronize();       // the router's picks are read here
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      w.m.row(i)[j] = r.ids[i * k + j] >= m.n_experts ? 0.0f : r.weights.m.row(i)[j];
+    }
+  }
+  return w.m;
+}
+
 // The routed experts this rank holds (all of them in one process) over rows x [N, H] whose picks are
 // ids / weights [N, k']: out [N, H] = their weighted sum, float32, not rounded.
 MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x,
@@ -123,8 +140,34 @@ std::span<float> floats_of(Matrix m) {
 // TP x EP group.
 void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
-  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
   const bool shared_here = c.ep == nullptr || c.ep->rank() == 0;
+  if (c.bf16() && w.shared.present()) {
+    // BF16: one process rounds the routed sum and the shared expert apart before adding them. Both
+    // partials go in one collective (twice the bytes, the same call) and are rounded the same way, so
+    // that only the order of the float32 partial sums differs.
+    Buffer both(c.arena, 2 * t, c.spec.hidden_size);  // [routed rows T; shared rows T, H]
+    const Matrix routed = both.m.row_slice(0, t), shared = both.m.row_slice(t, t);
+    c.be.moe_experts(
+        experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), weights_for_sum(c, r), routed));
+    if (shared_here) {
+      swiglu_partial(c, w.shared, h, shared);
+    } else {
+      for (int64_t i = 0; i < t; ++i) std::fill_n(shared.row(i), shared.cols, 0.0f);
+    }
+    c.be.synchronize();
+    dist::check_comm(c.moe->all_reduce_sum(floats_of(both.m)));
+    round_activations(c, both.m);
+    if (w.shared_gate.present()) {
+      Buffer g(c.arena, t, 1);  // [T, 1] sigmoid gate per token
+      shared_gate(c, w, h, g.m);
+      c.be.mul({shared, g.m, shared});
+      round_activations(c, shared);
+    }
+    c.be.add({routed, shared, out});
+    round_activations(c, out);
+    return;
+  }
+  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), weights_for_sum(c, r), out));
   if (w.shared.present() && shared_here) {
     Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] this TP rank's share of the shared expert
     swiglu_partial(c, w.shared, h, shared.m);
@@ -166,10 +209,21 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
 
   // Dispatch: my rows' picks, grouped by the rank that holds the expert, each group in (row, pick)
   // order.
+  // Zero-computation experts (ids from n_experts on) are not dispatched: the owner adds them itself.
   std::vector<int64_t> sent(static_cast<size_t>(n), 0);  // [n] picks to each rank
-  for (int64_t row = mine.begin; row < mine.end; ++row)
-    for (int64_t j = 0; j < k; ++j)
-      ++sent[static_cast<size_t>(dist::expert_owner(n_experts, n, r.ids[row * k + j]))];
+  std::vector<int32_t> zero_rows;                        // [zero picks] my rows' zero-expert picks
+  std::vector<float> zero_weights;                       // [zero picks]
+  for (int64_t row = mine.begin; row < mine.end; ++row) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t id = r.ids[row * k + j];
+      if (id >= n_experts) {
+        zero_rows.push_back(static_cast<int32_t>(row));
+        zero_weights.push_back(r.weights.m.row(row)[j]);
+        continue;
+      }
+      ++sent[static_cast<size_t>(dist::expert_owner(n_experts, n, id))];
+    }
+  }
   std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // [n + 1] offsets of the groups
   for (int p = 0; p < n; ++p)
     first[static_cast<size_t>(p) + 1] = first[static_cast<size_t>(p)] + sent[static_cast<size_t>(p)];
@@ -183,6 +237,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
     for (int64_t row = mine.begin; row < mine.end; ++row) {
       for (int64_t j = 0; j < k; ++j) {
         const int32_t id = r.ids[row * k + j];
+        if (id >= n_experts) continue;
         const int64_t slot = fill[static_cast<size_t>(dist::expert_owner(n_experts, n, id))]++;
         float* dst = send.m.row(slot);
         std::copy_n(h.row(row), hidden, dst);
@@ -229,6 +284,16 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
   // My rows: the picks' outputs added in expert order (the order one process adds them in).
   Matrix own = out.row_slice(mine.begin, mine.size());  // [rows owned, H]
   for (int64_t i = 0; i < own.rows; ++i) std::fill_n(own.row(i), hidden, 0.0f);
+  // Zero-computation experts first, in (row, pick) order as one process adds them (by TP rank 0 alone
+  // when the owned rows are summed over the TP group).
+  const bool zero_here = c.tp == nullptr || c.tp->rank() == 0;
+  if (!zero_rows.empty() && zero_here) {
+    const auto n_zero = static_cast<int64_t>(zero_rows.size());
+    Buffer picked(c.arena, n_zero, hidden);  // [zero picks, H] their input rows
+    c.be.gather_rows({h, zero_rows, picked.m});
+    for (int32_t& row : zero_rows) row -= static_cast<int32_t>(mine.begin);
+    c.be.scatter_add({picked.m, zero_rows, zero_weights, own});
+  }
   std::vector<int32_t> order(static_cast<size_t>(n_sent));
   for (int64_t i = 0; i < n_sent; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {

@@ -3,6 +3,11 @@
 // W_UV into the query and output (absorbed form). Both read the same paged cache, one call per layer for
 // every sequence of the step. DeepSeek-V3.2 adds its lightning indexer: its key is cached in the same
 // rows after k_pe, and MLA attends to the top index_topk keys it selects.
+//
+// Tensor parallelism splits by heads: each rank holds its heads' rows of q_b (or q) and kv_b and their
+// columns of o_proj, and sums its o_proj share over the TP group. The down projections q_a / kv_a, their
+// norms and the indexer are replicated, so every rank computes and caches the same whole c_kv and k_pe:
+// the latent belongs to the token, not to a head, and splitting it would need a gather every layer.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -172,7 +177,8 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   }
   c.be.paged_mla_attention(a);
   round_activations(c, attn.m);
-  linear(c, attn.m, w.o, out);
+  matmul(c, attn.m, w.o, out);  // [T, hidden]: this rank's heads' share under tensor parallelism
+  finish_row_parallel(c, out);
 }
 
 }  // namespace day0::blocks

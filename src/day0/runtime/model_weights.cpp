@@ -1,10 +1,12 @@
 #include "day0/runtime/model_weights.h"
 
 #include <cstring>
+#include <numeric>
 
 #include <fmt/format.h>
 
 #include "day0/core/numeric.h"
+#include "day0/io/dequant.h"
 #include "day0/runtime/int_weight.h"
 
 namespace day0 {
@@ -171,6 +173,26 @@ Result<std::span<const float>> WeightBinder::flat(const std::string& name, std::
   return floats(t, 0, t.numel());
 }
 
+Result<std::span<const float>> WeightBinder::flat_rows(const std::string& name, std::vector<int64_t> shape,
+                                                       std::span<const ShardRange> rows) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, std::move(shape)));
+  const int64_t per = t.shape[0] > 0 ? t.numel() / t.shape[0] : 0;  // elements a row of the first dim
+  std::vector<float> values;                                        // [sum of the runs, ...]
+  for (const ShardRange& r : rows) {
+    if (r.begin < 0 || r.end > t.shape[0] || r.size() <= 0)
+      return internal_error(
+          fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, t.shape[0]));
+    bytes_bound_ += static_cast<uint64_t>(r.size() * per * dtype_bits(t.dtype) / 8);
+    if (!out_.source->has_values()) continue;
+    D0_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(t, r.begin * per, r.size() * per));
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  if (!out_.source->has_values())
+    return std::span<const float>(reinterpret_cast<const float*>(t.data.data()), values.size());
+  out_.f32_store.push_back(std::move(values));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 std::span<const float> WeightBinder::plus_one(std::span<const float> w) {
   if (!out_.source->has_values()) return w;
   std::vector<float> gain(w.begin(), w.end());  // [n] the gain the norm applies
@@ -188,7 +210,11 @@ Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, 
   }
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
   Linear l;
-  D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));  // FP8 / MXFP4 blocks would need aligned splits
+  if (t.dtype == DType::kF8E4M3) {
+    D0_RETURN_IF_ERROR(fp8_part_scales(name, rows, cols, r, c, l.w));
+  } else {
+    D0_ASSIGN_OR_RETURN(l.w.format, plain_format(t));
+  }
   const auto item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   l.w.rows = r.size();
   l.w.cols = c.size();
@@ -213,6 +239,45 @@ Result<Linear> WeightBinder::linear_part(const std::string& name, int64_t rows, 
   out_.byte_store.push_back(std::move(part));
   l.w.data = out_.byte_store.back().data();
   return l;
+}
+
+Status WeightBinder::fp8_part_scales(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
+                                     ShardRange c, WeightView& w) {
+  const std::string scale_name = sibling(name, ".weight_scale_inv");
+  const int64_t br = spec_.weights.block_rows, bc = spec_.weights.block_cols;
+  if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
+  const int64_t grid_cols = (cols + bc - 1) / bc;
+  D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, grid_cols}));
+  // The part's blocks: the largest that divide both the checkpoint's block and the part's offset, so
+  // that each lies inside one checkpoint block (a 128-row block split at row 32 gives 32-row blocks;
+  // splits on block boundaries keep the checkpoint's blocks).
+  const int64_t pr = std::gcd(br, r.begin), pc = std::gcd(bc, c.begin);
+  if (pr * pc < 128) {  // more than one float32 scale per 128 weight bytes: refuse rather than bloat
+    return unsupported(fmt::format(
+        "FP8 weight {}: its part at row {}, column {} cuts the {}x{} scale blocks into {}x{} blocks; not "
+        "split yet",
+        name, r.begin, c.begin, br, bc, pr, pc));
+  }
+  const int64_t part_rows = (r.size() + pr - 1) / pr, part_cols = (c.size() + pc - 1) / pc;
+  w.format = WeightFormat::kFp8Block;
+  w.block_rows = pr;
+  w.block_cols = pc;
+  bytes_bound_ += static_cast<uint64_t>(part_rows * part_cols) * sizeof(float);
+  if (!out_.source->has_values()) {  // shape only: never read
+    w.scales = s.data.data();
+    return Status::ok();
+  }
+  D0_ASSIGN_OR_RETURN(std::vector<float> whole, to_f32(s, 0, s.numel()));  // [rows / br, cols / bc]
+  std::vector<float> part(static_cast<size_t>(part_rows * part_cols));     // [part rows / pr, part cols / pc]
+  for (int64_t i = 0; i < part_rows; ++i) {
+    for (int64_t j = 0; j < part_cols; ++j) {
+      const int64_t from = (r.begin + i * pr) / br * grid_cols + (c.begin + j * pc) / bc;
+      part[static_cast<size_t>(i * part_cols + j)] = whole[static_cast<size_t>(from)];
+    }
+  }
+  out_.f32_store.push_back(std::move(part));
+  w.scales = out_.f32_store.back().data();
+  return Status::ok();
 }
 
 Result<std::span<const float>> WeightBinder::vector_part(const std::string& name, int64_t n,
@@ -247,25 +312,48 @@ Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int
 
 Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int64_t e, int64_t n_experts,
                                                     int64_t rows, int64_t cols) {
+  const ShardRange all_rows{0, rows};
+  return stacked_transposed_part(name, e, n_experts, rows, cols, std::span(&all_rows, 1), {0, cols});
+}
+
+Result<WeightView> WeightBinder::stacked_transposed_part(const std::string& name, int64_t e,
+                                                         int64_t n_experts, int64_t rows, int64_t cols,
+                                                         std::span<const ShardRange> row_parts,
+                                                         ShardRange col_part) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, cols, rows}));
   WeightView w;
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
+  int64_t part_rows = 0;
+  for (const ShardRange& r : row_parts) {
+    if (r.begin < 0 || r.end > rows || r.size() <= 0)
+      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
+    part_rows += r.size();
+  }
+  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
+    return internal_error(
+        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
+  }
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
-  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;
-  bytes_bound_ += static_cast<uint64_t>(rows * cols) * item;
-  w.rows = rows;
-  w.cols = cols;
+  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;  // [cols, rows]
+  const int64_t part_cols = col_part.size();
+  bytes_bound_ += static_cast<uint64_t>(part_rows * part_cols) * item;
+  w.rows = part_rows;
+  w.cols = part_cols;
   w.name = keep_name(name);
   if (!out_.source->has_values()) {  // shape only: the view, never read, needs no transposed copy
     w.data = src;
     return w;
   }
-  std::vector<uint8_t> dst(static_cast<size_t>(rows * cols) * item);
-  for (int64_t c = 0; c < cols; ++c) {
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(&dst[static_cast<size_t>(r * cols + c) * item],
-                  src + static_cast<size_t>(c * rows + r) * item, item);
+  std::vector<uint8_t> dst(static_cast<size_t>(part_rows * part_cols) * item);  // [part rows, part cols]
+  int64_t out_row = 0;
+  for (const ShardRange& r : row_parts) {
+    for (int64_t c = 0; c < part_cols; ++c) {
+      for (int64_t i = 0; i < r.size(); ++i) {
+        std::memcpy(&dst[static_cast<size_t>((out_row + i) * part_cols + c) * item],
+                    src + static_cast<size_t>((col_part.begin + c) * rows + r.begin + i) * item, item);
+      }
     }
+    out_row += r.size();
   }
   out_.byte_store.push_back(std::move(dst));
   w.data = out_.byte_store.back().data();
@@ -292,6 +380,84 @@ Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int
   w.name = keep_name(prefix);
   bytes_bound_ += static_cast<uint64_t>(rows * groups * 17);  // 16 block bytes and 1 scale a group
   return w;
+}
+
+Result<WeightView> WeightBinder::mxfp4_part(const std::string& prefix, int64_t e, int64_t n_experts,
+                                            int64_t rows, int64_t cols, ShardRange r, ShardRange c) {
+  if (r.begin < 0 || r.end > rows || r.size() <= 0 || c.begin < 0 || c.end > cols || c.size() <= 0) {
+    return internal_error(
+        fmt::format("MXFP4 tensor {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it", prefix, rows,
+                    cols, r.begin, r.end, c.begin, c.end));
+  }
+  D0_ASSIGN_OR_RETURN(WeightView whole, mxfp4(prefix, e, n_experts, rows, cols));
+  bytes_bound_ -= static_cast<uint64_t>(rows * (cols / 32) * 17);  // counted below: the part only
+  const int64_t groups = cols / 32;
+  const auto* blocks = static_cast<const uint8_t*>(whole.data) + r.begin * groups * 16;  // [rows, groups, 16]
+  const auto* scales = static_cast<const uint8_t*>(whole.scales) + r.begin * groups;     // [rows, groups]
+  WeightView w = whole;
+  w.rows = r.size();
+  w.cols = c.size();
+  if (c.size() == cols) {  // whole rows: a view
+    w.data = blocks;
+    w.scales = scales;
+    bytes_bound_ += static_cast<uint64_t>(r.size() * groups * 17);
+    return w;
+  }
+  if (c.begin % 32 == 0 && c.size() % 32 == 0) {  // whole groups: their bytes, row by row
+    const int64_t g0 = c.begin / 32, gn = c.size() / 32;
+    bytes_bound_ += static_cast<uint64_t>(r.size() * gn * 17);
+    if (!out_.source->has_values()) return w;                                   // shape only: never read
+    std::vector<uint8_t> part_blocks(static_cast<size_t>(r.size() * gn * 16));  // [part rows, gn, 16]
+    std::vector<uint8_t> part_scales(static_cast<size_t>(r.size() * gn));       // [part rows, gn]
+    for (int64_t i = 0; i < r.size(); ++i) {
+      std::memcpy(&part_blocks[static_cast<size_t>(i * gn * 16)], blocks + (i * groups + g0) * 16,
+                  static_cast<size_t>(gn * 16));
+      std::memcpy(&part_scales[static_cast<size_t>(i * gn)], scales + i * groups + g0,
+                  static_cast<size_t>(gn));
+    }
+    out_.byte_store.push_back(std::move(part_blocks));
+    w.data = out_.byte_store.back().data();
+    out_.byte_store.push_back(std::move(part_scales));
+    w.scales = out_.byte_store.back().data();
+    return w;
+  }
+  // A split inside a 32-column group (gpt-oss's 2880 columns over 4 ranks, a 32-wide miniature over
+  // 2): the part as BF16, which holds every MXFP4 value exactly (2 significant bits, an E8M0 scale),
+  // at 2 bytes an element instead of 17/32.
+  w.format = WeightFormat::kBF16;
+  w.scales = nullptr;
+  bytes_bound_ += static_cast<uint64_t>(r.size() * c.size() * 2);
+  if (!out_.source->has_values()) return w;
+  std::vector<float> row(static_cast<size_t>(cols));                        // [cols] one dequantised row
+  std::vector<uint8_t> part(static_cast<size_t>(r.size() * c.size()) * 2);  // [part rows, part cols] BF16
+  for (int64_t i = 0; i < r.size(); ++i) {
+    dequant_mxfp4(std::span(blocks + i * groups * 16, static_cast<size_t>(groups * 16)),
+                  std::span(scales + i * groups, static_cast<size_t>(groups)), row);
+    for (int64_t j = 0; j < c.size(); ++j) {
+      const uint16_t bits = f32_to_bf16(row[static_cast<size_t>(c.begin + j)]);
+      std::memcpy(&part[static_cast<size_t>(i * c.size() + j) * 2], &bits, 2);
+    }
+  }
+  out_.byte_store.push_back(std::move(part));
+  w.data = out_.byte_store.back().data();
+  return w;
+}
+
+Result<const float*> WeightBinder::stacked_vector_part(const std::string& name, int64_t e, int64_t n_experts,
+                                                       int64_t n, std::span<const ShardRange> parts) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, n}));
+  std::vector<float> values;  // [sum of the parts]
+  for (const ShardRange& p : parts) {
+    if (p.begin < 0 || p.end > n || p.size() <= 0)
+      return internal_error(fmt::format("tensor {}: part [{}, {}) outside {}", name, p.begin, p.end, n));
+    bytes_bound_ += static_cast<uint64_t>(p.size() * dtype_bits(t.dtype) / 8);
+    if (!out_.source->has_values()) continue;
+    D0_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(t, e * n + p.begin, p.size()));
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  if (!out_.source->has_values()) return reinterpret_cast<const float*>(t.data.data());
+  out_.f32_store.push_back(std::move(values));
+  return out_.f32_store.back().data();
 }
 
 Result<const float*> WeightBinder::stacked_vector(const std::string& name, int64_t e, int64_t n_experts,

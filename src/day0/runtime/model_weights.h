@@ -51,14 +51,14 @@ int64_t vocab_shard_rows(int64_t vocab, TensorShard shard);  // ceil(vocab / siz
 ShardRange kv_head_shard(int64_t rows, int64_t n_kv_heads, TensorShard shard);
 
 // Whether `spec` can run tensor-parallel over `tp` ranks: InvalidArgument / Unsupported saying what
-// does not divide or is not split yet. MoE layers split every routed expert's width (expert-TP) and the
-// shared expert's like a dense FFN.
+// does not divide or is not split yet. Attention splits by heads (MLA's q_b / kv_b / o_proj too, its
+// down projections and latent whole on every rank); MoE layers split every routed expert's width
+// (expert-TP, stacked experts likewise) and the shared expert's like a dense FFN.
 Status check_tensor_parallel(const ModelSpec& spec, int tp);
 // The spec one rank's blocks compute with: its heads, KV heads, FFN columns and expert widths.
 ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
 // Whether `spec` can run expert-parallel over `ep` ranks: InvalidArgument for a model without routed
-// experts or with fewer experts than ranks, Unsupported ("not yet") for what is not done yet (MLA,
-// zero-computation experts).
+// experts or with fewer experts than ranks.
 Status check_expert_parallel(const ModelSpec& spec, int ep);
 
 // Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).
@@ -160,8 +160,9 @@ class WeightBinder {
   // A projection [rows, cols]: BF16/F16/F32, F8_E4M3 with its `<name>_scale_inv` sibling, or INT8 /
   // INT4 when the source keeps it quantized (TensorSource::int_weight).
   Result<Linear> linear(const std::string& name, int64_t rows, int64_t cols, bool with_bias = false);
-  // Rows `r` and columns `c` of a projection stored [rows, cols] (BF16/F16/F32): a view of whole rows,
-  // a copy of a column range (only those bytes of the checkpoint are read).
+  // Rows `r` and columns `c` of a projection stored [rows, cols] (BF16/F16/F32, or F8_E4M3 with its
+  // scale grid re-blocked for the part): a view of whole rows, a copy of a column range (only those
+  // bytes of the checkpoint are read).
   Result<Linear> linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r, ShardRange c);
   // Elements `part` of a vector of n elements, as float32.
   Result<std::span<const float>> vector_part(const std::string& name, int64_t n, ShardRange part);
@@ -171,6 +172,9 @@ class WeightBinder {
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
   // A float32 copy of a small tensor of exactly `shape` (a depthwise conv weight [C, 1, K]), flattened.
   Result<std::span<const float>> flat(const std::string& name, std::vector<int64_t> shape);
+  // The same, only the runs `rows` of its first dimension, concatenated in order.
+  Result<std::span<const float>> flat_rows(const std::string& name, std::vector<int64_t> shape,
+                                           std::span<const ShardRange> rows);
   // 1 + w for a zero-centred norm's stored offset w (over a shape-only source: `w` itself, unread).
   std::span<const float> plus_one(std::span<const float> w);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
@@ -179,18 +183,34 @@ class WeightBinder {
   // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation, Llama 4): transposed copy.
   Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                                         int64_t cols);
+  // The same, rows `row_parts` (concatenated in order: the gate and up halves of a concatenated
+  // gate_up) and columns `col_part` of the expert's [rows, cols] (expert-TP): a copy of those bytes.
+  Result<WeightView> stacked_transposed_part(const std::string& name, int64_t e, int64_t n_experts,
+                                             int64_t rows, int64_t cols,
+                                             std::span<const ShardRange> row_parts, ShardRange col_part);
   // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
   // cols/32].
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                            int64_t cols);
+  // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole 32-column groups,
+  // or a BF16 copy (exact) of a column range that splits a group.
+  Result<WeightView> mxfp4_part(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
+                                int64_t cols, ShardRange r, ShardRange c);
   // Row e of a stacked bias [E, n] as float32.
   Result<const float*> stacked_vector(const std::string& name, int64_t e, int64_t n_experts, int64_t n);
+  // Elements `parts` of it, concatenated, as float32.
+  Result<const float*> stacked_vector_part(const std::string& name, int64_t e, int64_t n_experts, int64_t n,
+                                           std::span<const ShardRange> parts);
 
   const ModelSpec& spec() const { return spec_; }
   ModelWeights& out() { return out_; }
 
  private:
   Result<RawTensor> expect(const std::string& name, std::vector<int64_t> shape);
+  // The block scales of part (r, c) of FP8 weight `name` [rows, cols] into `w` (format, block shape,
+  // a float32 grid of its own); counts the grid's bytes.
+  Status fp8_part_scales(const std::string& name, int64_t rows, int64_t cols, ShardRange r, ShardRange c,
+                         WeightView& w);
   // Elements [offset, offset + n) of a float tensor as float32 (a converted copy; over a shape-only
   // source a view of its unreadable bytes).
   Result<std::span<const float>> floats(const RawTensor& t, int64_t offset, int64_t n);

@@ -38,8 +38,12 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp < 1) return invalid_argument(fmt::format("--tp {}: must be at least 1", tp));
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
-  if (s.attention != AttentionKind::kGqa) return unsupported(what + ": MLA attention is not split yet");
-  if (s.linear_attention) return unsupported(what + ": Gated DeltaNet (linear attention) is not split yet");
+  if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
+  if (s.linear_attention && s.linear_attention->n_key_heads % tp != 0) {
+    // Gated DeltaNet splits by key heads (each with its value heads, conv channels and state).
+    return invalid_argument(fmt::format("{}: {} Gated DeltaNet key heads do not divide into {} parts", what,
+                                        s.linear_attention->n_key_heads, tp));
+  }
   bool moe_layers = false;
   for (const LayerSpec& l : s.layers) {
     moe_layers = moe_layers || l.moe;
@@ -49,9 +53,11 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
           fmt::format("{}: the FFN width {} does not divide into {} parts", what, l.dense_intermediate, tp));
     }
   }
-  if (s.n_heads % tp != 0)
-    return invalid_argument(
-        fmt::format("{}: {} attention heads do not divide into {} parts", what, s.n_heads, tp));
+  if (s.n_heads % tp != 0) {
+    // MLA splits q_b / kv_b by whole heads too (the latent is per token, not per head).
+    return invalid_argument(fmt::format("{}: {} {}attention heads do not divide into {} parts", what,
+                                        s.n_heads, s.attention == AttentionKind::kMla ? "MLA " : "", tp));
+  }
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
         "{}: {} KV heads neither divide into {} parts nor into their multiple", what, s.n_kv_heads, tp));
@@ -60,7 +66,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.
     const MoeSpec& m = *s.moe;
-    if (m.n_zero_experts > 0) return unsupported(what + ": zero-computation experts are not split yet");
+    // Zero-computation experts (LongCat-Flash) are added by one rank of the sum (weights_for_sum).
     if (m.expert_intermediate % tp != 0) {
       return invalid_argument(fmt::format("{}: the expert width {} does not divide into {} parts", what,
                                           m.expert_intermediate, tp));
@@ -69,22 +75,17 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
       return invalid_argument(fmt::format("{}: the shared expert width {} does not divide into {} parts",
                                           what, m.shared_intermediate, tp));
     }
-    D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(s));
-    for (const TensorSpec& t : manifest.tensors) {
-      if (t.shard.rule == ShardRule::kExpert && t.shard.dim >= 0) {
-        return unsupported(fmt::format(
-            "{}: experts stacked in one tensor ({}) are not split over TP ranks yet (one tensor per "
-            "expert is; --ep places whole experts)",
-            what, t.name));
-      }
-    }
+    // Experts stacked in one tensor (gpt-oss, Llama 4) split the same way, expert by expert.
   }
-  if (s.qk_norm && s.qk_norm_full_width)
-    return unsupported(what + ": q/k RMSNorm over all heads (MiniMax-M2) needs a reduction; not split yet");
+  // MiniMax-M2's q/k RMSNorm over all heads sums each rank's squares over the group (split_rms_norm).
+  // FP8 block weights split anywhere (a part's scale grid is re-blocked, WeightBinder::linear_part);
+  // gpt-oss's MXFP4 experts in whole 32-column groups, or as exact BF16 where a split cuts a group.
   if (s.weights.format != WeightFormat::kBF16 && s.weights.format != WeightFormat::kF16 &&
-      s.weights.format != WeightFormat::kF32) {
-    return unsupported(fmt::format("{}: {} weights are not split yet (BF16, F16 and F32 are)", what,
-                                   weight_format_name(s.weights.format)));
+      s.weights.format != WeightFormat::kF32 && s.weights.format != WeightFormat::kFp8Block &&
+      s.weights.format != WeightFormat::kMxfp4) {
+    return unsupported(
+        fmt::format("{}: {} weights are not split yet (BF16, F16, F32, FP8 blocks and MXFP4 experts are)",
+                    what, weight_format_name(s.weights.format)));
   }
   if (vocab_shard_rows(s.vocab_size, {0, tp}) * (tp - 1) >= s.vocab_size) {
     return invalid_argument(
@@ -100,6 +101,10 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
   local.n_kv_heads = spec.n_kv_heads % shard.size == 0 ? spec.n_kv_heads / shard.size : 1;
   local.intermediate_size = spec.intermediate_size / shard.size;
   for (LayerSpec& l : local.layers) l.dense_intermediate /= shard.size;
+  if (local.linear_attention) {  // whole key heads, each with its value heads
+    local.linear_attention->n_key_heads /= shard.size;
+    local.linear_attention->n_value_heads /= shard.size;
+  }
   if (local.moe) {
     local.moe->expert_intermediate /= shard.size;
     local.moe->shared_intermediate /= shard.size;
@@ -119,16 +124,10 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
                             ": the model has no routed experts (a dense model); --ep places the experts of a "
                             "mixture-of-experts model over ranks, --tp splits a dense one");
   }
-  if (s.attention != AttentionKind::kGqa) {
-    return unsupported(what +
-                       ": MLA attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash) is not yet supported "
-                       "under --ep; the GQA MoE families are");
-  }
-  if (s.linear_attention) {
-    return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet supported under --ep");
-  }
-  if (s.moe->n_zero_experts > 0 || s.shortcut_moe)
-    return unsupported(what + ": zero-computation and shortcut experts are not yet supported under --ep");
+  // Gated DeltaNet layers (Qwen3-Next) are replicated like attention: each rank keeps the whole
+  // recurrent state of every sequence.
+  // LongCat-Flash's zero-computation experts are added once (by one rank of the sum, or by the row's
+  // owner under the all-to-all combine) and its shortcut MoE is a MoE like any other.
   if (s.moe->n_experts < ep) {
     return invalid_argument(
         fmt::format("{}: {} routed experts cannot give each of {} ranks one (use --ep {} or fewer)", what,

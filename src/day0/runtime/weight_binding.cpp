@@ -121,7 +121,17 @@ class TableBinder {
       case WeightSlot::kLinearOut:
         return linear(t, layer->linear.out);
       case WeightSlot::kLinearConv: {
-        D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat(t.name, t.shape));
+        if (out_.shard.whole()) {
+          D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat(t.name, t.shape));
+        } else {  // channels [q | k | v]: this rank's key heads' q and k, its value heads' v
+          const LinearAttentionSpec& la = *b_.spec().linear_attention;
+          const ShardRange q = even_shard(la.key_dim(), out_.shard),
+                           v = even_shard(la.value_dim(), out_.shard);
+          const ShardRange runs[] = {q,
+                                     {la.key_dim() + q.begin, la.key_dim() + q.end},
+                                     {2 * la.key_dim() + v.begin, 2 * la.key_dim() + v.end}};
+          D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat_rows(t.name, t.shape, runs));
+        }
         return Status::ok();
       }
       case WeightSlot::kLinearALog:
@@ -250,7 +260,8 @@ class TableBinder {
     return Status::ok();
   }
 
-  // Stacked [E, ...] expert tensors: one view (or transposed copy) per expert this rank holds.
+  // Stacked [E, ...] expert tensors: one view (or transposed copy) per expert this rank holds; under
+  // tensor parallelism each expert's share of its width I (expert-TP, as one tensor per expert).
   Status stacked_experts(const TensorSpec& t, MoeWeights& moe) {
     const int64_t n_experts = b_.spec().moe ? b_.spec().moe->n_experts : 0;
     const dist::ExpertBlock mine = held();
@@ -259,29 +270,41 @@ class TableBinder {
       return internal_error(fmt::format("tensor {}: stacked over {} experts, the layer holds {}", t.name,
                                         t.shape.empty() ? 0 : t.shape[0], n_experts));
     }
+    const WeightSlot slot = t.slot;
+    if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved ||
+        slot == WeightSlot::kExpertsGateUpMxfp4) {
+      moe.layout =
+          slot == WeightSlot::kExpertsGateUpConcat ? GateUpLayout::kConcatenated : GateUpLayout::kInterleaved;
+    }
     for (int64_t e = mine.begin; e < mine.end; ++e) {
       ExpertWeights& w = moe.experts[static_cast<size_t>(e - mine.begin)];
-      const WeightSlot slot = t.slot;
       if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved) {
-        // Stored x @ W [E, H, 2I]: the kernels read [2I, H].
-        moe.layout = slot == WeightSlot::kExpertsGateUpConcat ? GateUpLayout::kConcatenated
-                                                              : GateUpLayout::kInterleaved;
-        D0_ASSIGN_OR_RETURN(w.gate, b_.stacked_transposed(t.name, e, n_experts, t.shape[2], t.shape[1]));
-      } else if (slot == WeightSlot::kExpertsDown) {  // [E, I, H] -> [H, I]
-        D0_ASSIGN_OR_RETURN(w.down, b_.stacked_transposed(t.name, e, n_experts, t.shape[2], t.shape[1]));
+        // Stored x @ W [E, H, 2I]: the kernels read [2I, H] (this rank's rows of it).
+        const std::vector<ShardRange> rows = gate_up_rows(moe.layout, t.shape[2] / 2);
+        D0_ASSIGN_OR_RETURN(w.gate, b_.stacked_transposed_part(t.name, e, n_experts, t.shape[2], t.shape[1],
+                                                               rows, {0, t.shape[1]}));
+      } else if (slot == WeightSlot::kExpertsDown) {  // [E, I, H] -> [H, I] (this rank's columns)
+        const ShardRange all_rows{0, t.shape[2]};
+        D0_ASSIGN_OR_RETURN(w.down,
+                            b_.stacked_transposed_part(t.name, e, n_experts, t.shape[2], t.shape[1],
+                                                       std::span(&all_rows, 1), width_part(t.shape[1])));
       } else if (slot == WeightSlot::kExpertsGateUpMxfp4 || slot == WeightSlot::kExpertsDownMxfp4) {
         // Blocks [E, rows, cols / 32, 16] beside `_scales` [E, rows, cols / 32].
         const std::string stem = strip_suffix(t.name, "_blocks");
-        D0_ASSIGN_OR_RETURN(WeightView v, b_.mxfp4(stem, e, n_experts, t.shape[1], t.shape[2] * 32));
-        if (slot == WeightSlot::kExpertsGateUpMxfp4) {
-          moe.layout = GateUpLayout::kInterleaved;
-          w.gate = v;
-        } else {
-          w.down = v;
+        const int64_t rows = t.shape[1], cols = t.shape[2] * 32;
+        if (slot == WeightSlot::kExpertsGateUpMxfp4) {  // interleaved [2I, H]: one run of rows
+          const ShardRange r = gate_up_rows(GateUpLayout::kInterleaved, rows / 2).front();
+          D0_ASSIGN_OR_RETURN(w.gate, b_.mxfp4_part(stem, e, n_experts, rows, cols, r, {0, cols}));
+        } else {  // [H, I]: this rank's columns
+          D0_ASSIGN_OR_RETURN(w.down,
+                              b_.mxfp4_part(stem, e, n_experts, rows, cols, {0, rows}, width_part(cols)));
         }
-      } else if (slot == WeightSlot::kExpertsGateUpBias) {
-        D0_ASSIGN_OR_RETURN(w.gate_bias, b_.stacked_vector(t.name, e, n_experts, t.shape[1]));
+      } else if (slot == WeightSlot::kExpertsGateUpBias) {  // [E, 2I] in the gate_up's row order
+        const std::vector<ShardRange> parts = gate_up_rows(moe.layout, t.shape[1] / 2);
+        D0_ASSIGN_OR_RETURN(w.gate_bias, b_.stacked_vector_part(t.name, e, n_experts, t.shape[1], parts));
       } else if (slot == WeightSlot::kExpertsDownBias) {
+        // Added after the down projection: once, by TP rank 0, like a row-parallel bias.
+        if (out_.shard.rank != 0) continue;
         D0_ASSIGN_OR_RETURN(w.down_bias, b_.stacked_vector(t.name, e, n_experts, t.shape[1]));
       } else {
         return internal_error(
@@ -289,6 +312,17 @@ class TableBinder {
       }
     }
     return Status::ok();
+  }
+
+  // This rank's columns of an expert width of `n` (all of them in one process).
+  ShardRange width_part(int64_t n) const { return even_shard(n, out_.shard); }
+
+  // This rank's rows of a fused gate_up of width `inter` ([2 * inter] rows): its gate and up rows,
+  // one run when they alternate, two (gate, then up) when concatenated.
+  std::vector<ShardRange> gate_up_rows(GateUpLayout layout, int64_t inter) const {
+    const ShardRange j = width_part(inter);
+    if (layout == GateUpLayout::kInterleaved) return {{2 * j.begin, 2 * j.end}};
+    return {{j.begin, j.end}, {inter + j.begin, inter + j.end}};
   }
 
   WeightBinder& b_;

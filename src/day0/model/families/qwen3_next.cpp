@@ -138,10 +138,12 @@ void weights_qwen3_next(const ModelSpec& s, WeightTableBuilder& b) {
             kAttn, weights::kColumn, WeightSlot::kLinearQkvz);
       b.add(p + "in_proj_ba.weight", {2 * nv, H}, WeightStorage::kProjection, kAttn, weights::kColumn,
             WeightSlot::kLinearBa);
-      b.add(p + "conv1d.weight", {la.conv_channels(), 1, la.conv_kernel}, kF32ok, kAttn, weights::kReplicated,
+      // Under TP by key heads: the conv's q, k and v channels of this rank's heads (three runs), the
+      // per-value-head dt_bias and A_log; the per-head norm whole.
+      b.add(p + "conv1d.weight", {la.conv_channels(), 1, la.conv_kernel}, kF32ok, kAttn, weights::kColumn,
             WeightSlot::kLinearConv);
-      b.add(p + "dt_bias", {nv}, kF32ok, kAttn, weights::kReplicated, WeightSlot::kLinearDtBias);
-      b.add(p + "A_log", {nv}, kF32ok, kAttn, weights::kReplicated, WeightSlot::kLinearALog);
+      b.add(p + "dt_bias", {nv}, kF32ok, kAttn, weights::kColumn, WeightSlot::kLinearDtBias);
+      b.add(p + "A_log", {nv}, kF32ok, kAttn, weights::kColumn, WeightSlot::kLinearALog);
       b.add(p + "norm.weight", {la.value_head_dim}, kF32ok, TensorRole::kNorm, weights::kReplicated,
             WeightSlot::kLinearNorm);
       b.add(p + "out_proj.weight", {H, la.value_dim()}, WeightStorage::kProjection, kAttn, weights::kRow,
