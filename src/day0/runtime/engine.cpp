@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "day0/dist/communicator.h"
+#include "day0/dist/pipeline_stages.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/blocks.h"
 
@@ -144,8 +145,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     }
     if (!pairs) return invalid_argument("engine: shortcut MoE needs layer pairs with the MoE on the first");
   }
-  for (auto n = static_cast<size_t>(weights->held_layers.begin);
-       n < static_cast<size_t>(weights->held_layers.end); ++n) {
+  // A whole model (whatever built its weights) runs every layer; a stage the binder's block.
+  const ShardRange held = stage.whole() ? ShardRange{0, spec.n_layers} : weights->held_layers;
+  const dist::LayerBlock want = dist::stage_layers(spec.n_layers, stage.size, stage.stage);
+  if (held.begin != want.begin || held.end != want.end) {
+    return invalid_argument(
+        fmt::format("engine: pipeline stage {} of {} holds layers [{}, {}), its block is [{}, {})",
+                    stage.stage, stage.size, held.begin, held.end, want.begin, want.end));
+  }
+  for (auto n = static_cast<size_t>(held.begin); n < static_cast<size_t>(held.end); ++n) {
     const LayerSpec& l = spec.layers[n];
     if (l.linear_attention && (!spec.linear_attention || !weights->layers[n].linear.present())) {
       return invalid_argument(
@@ -162,6 +170,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) / 2 * 2;
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
   e->moe_group_ = moe_group;
+  e->held_ = held;
   if (rotary > 0) {
     D0_ASSIGN_OR_RETURN(e->rope_,
                         rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
@@ -232,7 +241,7 @@ int64_t Engine::first_nonfinite() const {
   };
   // Layers a stage does not hold keep their zeros.
   if (!bad(spec_.n_layers) && pipelined()) {
-    for (int64_t l = weights_->held_layers.begin; l < weights_->held_layers.end; ++l)
+    for (int64_t l = held_.begin; l < held_.end; ++l)
       if (bad(l)) return l;
     return -1;
   }
@@ -356,7 +365,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   if (capture && capture->want_hidden)
     capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
-  for (int64_t l = w.held_layers.begin; l < w.held_layers.end; ++l) {
+  for (int64_t l = held_.begin; l < held_.end; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
     if (spec_.layers[static_cast<size_t>(l)].linear_attention) {

@@ -118,12 +118,12 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   Backend& backend() { return backend_; }
   // A new, empty sequence on the engine's KV block pool.
-  KvCache new_cache() const { return KvCache(pool_, local_); }
+  KvCache new_cache() const { return KvCache(pool_, local_, held_.begin, held_.end); }
   const KvBlockPool& kv_pool() const { return *pool_; }
   KvBlockPool& kv_pool() { return *pool_; }  // the server reserves its capacity up front
   // The decoder layers this rank runs ([0, n_layers) unless pipeline-parallel) and what the pipeline
   // cost so far.
-  ShardRange held_layers() const { return weights_->held_layers; }
+  ShardRange held_layers() const { return held_; }
   const PipelineFigures& pipeline_figures() const { return pipeline_; }
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
@@ -157,6 +157,7 @@ class Engine {
   std::unique_ptr<blocks::StepArena> arena_;    // activations of a step
   std::vector<int32_t> pick_;                   // last_only rows
   dist::Communicator* moe_group_ = nullptr;     // resolved from the options (create())
+  ShardRange held_;                             // decoder layers run here (create())
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the
