@@ -189,11 +189,14 @@ FloatMatrix copy_matrix(ConstMatrix m) {
 Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool last_only,
                                     ForwardCapture* capture) {
   ConstMatrix logits;
-  // A step that fails part-way has appended to some layers only: each cache goes back to its
-  // committed length, so the caller can retry or go on with the same caches.
+  // A step that fails part-way has appended to some layers only (and, pipelined, committed its first
+  // micro-batches): each cache goes back to its length before the step, so the caller can retry or go
+  // on with the same caches.
+  step_start_.clear();
+  for (const SequenceStep& s : batch) step_start_.push_back(s.cache != nullptr ? s.cache->length() : 0);
   auto roll_back = [&] {
-    for (const SequenceStep& s : batch) {
-      if (s.cache != nullptr) (void)s.cache->truncate(s.cache->length());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].cache != nullptr) (void)batch[i].cache->truncate(step_start_[i]);
     }
   };
   if (pipelined() && capture != nullptr && (capture->want_hidden || capture->want_final_norm)) {
@@ -266,9 +269,11 @@ ConstMatrix Engine::forward_pipelined(std::span<const SequenceStep> batch, bool 
   const int64_t m = std::max<int64_t>(1, std::min(wanted, total));
   micro_.resize(static_cast<size_t>(m));
   // For last_only: (micro-batch, piece) -> the sequence whose last row the piece ends with.
-  std::vector<std::vector<int64_t>> ends(static_cast<size_t>(m));
+  std::vector<std::vector<int64_t>>& ends = micro_ends_;
+  ends.resize(static_cast<size_t>(m));
   int64_t row0 = 0;
   for (auto& mb : micro_) mb.clear();
+  for (auto& e : ends) e.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
     D0_CHECK_MSG(!last_only || n > 0, "forward: last_only needs at least one token per sequence");

@@ -181,6 +181,8 @@ class Engine {
   PipelineFigures pipeline_;
   FloatMatrix pipeline_logits_;                   // [rows, vocab] assembled over micro-batches
   std::vector<std::vector<SequenceStep>> micro_;  // the step's micro-batches
+  std::vector<std::vector<int64_t>> micro_ends_;  // [micro-batch][piece] the sequence it ends, or -1
+  std::vector<int64_t> step_start_;               // [sequences] cache lengths before the step
   int64_t nonfinite_layer_ = -1;                  // first non-finite output of a pipelined step
 };
 
