@@ -53,6 +53,7 @@ struct RunOptions {
   int tp = 1;
   int pp = 1;
   int ep = 1;
+  int micro_batches = 0;  // pipeline micro-batches a step is cut into (0: two per stage)
   std::string moe_combine = "all-reduce";
   double comm_timeout = 30.0;
 };
@@ -158,15 +159,20 @@ struct RankFigures {
   double split_bytes = 0, replicated_bytes = 0, expert_bytes = 0;
   double experts_begin = 0, experts_end = 0;
   double wait_seconds = 0, calls = 0, bytes_sent = 0;
+  // Pipeline parallelism: the layers [begin, end) this rank runs, its time inside forward and its
+  // waits in the pipeline group (activations, logits): the bubble.
+  double layers_begin = 0, layers_end = 0;
+  double forward_seconds = 0, activation_wait_seconds = 0, logits_wait_seconds = 0, micro_batches = 0;
   // The idle ratio's terms, both of this rank: its communication wait while generating (load-time
   // waits excluded) over its own prefill + decode time.
   double generation_wait_seconds = 0, busy_seconds = 0;
 };
 
-// The communicators a rank computes over (TP, EP and the TP x EP group of its stage), each counted once.
+// The communicators a rank computes over (TP, EP, the TP x EP group of its stage and its pipeline
+// group), each counted once.
 std::vector<dist::Communicator*> compute_groups(const dist::ProcessGroups& g) {
   std::vector<dist::Communicator*> out;
-  for (dist::Communicator* c : {g.tp.get(), g.ep.get(), g.stage.get()}) {
+  for (dist::Communicator* c : {g.tp.get(), g.ep.get(), g.stage.get(), g.pp.get()}) {
     if (c != nullptr && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }
   return out;
@@ -178,6 +184,15 @@ int run_command(const RunOptions& o) {
   eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
   if (o.interactive && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return report_error(name, unsupported("--interactive with --tp/--pp/--ep above 1: not yet"));
+  if (o.pp > 1 && !o.dump.empty()) {
+    return report_error(name,
+                        unsupported("--dump with --pp above 1: each stage holds only its layers' hidden "
+                                    "states; not yet (run the dump as one process)"));
+  }
+  if (o.micro_batches > 0 && o.pp < 2)
+    return report_error(name, invalid_argument("--micro-batches cuts steps between pipeline stages: it needs "
+                                               "--pp 2 or more"));
+  eo.pipeline_micro_batches = o.micro_batches;
   eo.moe_combine = o.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
   if (eo.moe_combine == MoeCombine::kAllToAll && o.ep < 2) {
     return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
@@ -199,6 +214,7 @@ int run_command(const RunOptions& o) {
   eo.tensor_parallel = dm.groups.tp.get();
   eo.expert_parallel = dm.groups.ep.get();
   eo.moe_group = dm.groups.stage.get();
+  eo.pipeline = dm.groups.pp.get();
   for (dist::Communicator* g : compute_groups(dm.groups)) g->reset_stats();
   eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
@@ -317,6 +333,14 @@ int run_command(const RunOptions& o) {
     mine.bytes_sent += static_cast<double>(group->stats().bytes_sent);
   }
   mine.generation_wait_seconds = mine.wait_seconds - wait_before_generation;
+  const ShardRange layers = engine->engine->held_layers();
+  const PipelineFigures& pf = engine->engine->pipeline_figures();
+  mine.layers_begin = static_cast<double>(layers.begin);
+  mine.layers_end = static_cast<double>(layers.end);
+  mine.forward_seconds = pf.forward_seconds;
+  mine.activation_wait_seconds = pf.activation_wait_seconds;
+  mine.logits_wait_seconds = pf.logits_wait_seconds;
+  mine.micro_batches = static_cast<double>(pf.micro_batches);
   mine.busy_seconds = g.prefill_seconds + g.decode_seconds;
   std::vector<RankFigures> ranks(static_cast<size_t>(dm.groups.world->size()));
   if (const Status st = dm.groups.world->all_gather_of<RankFigures>(std::span(&mine, 1), ranks); !st.is_ok())
@@ -325,6 +349,13 @@ int run_command(const RunOptions& o) {
   auto idle_ratio = [](const RankFigures& r) {
     return r.busy_seconds > 0 ? r.generation_wait_seconds / r.busy_seconds : 0.0;
   };
+  // A stage's bubble: its waits in the pipeline group over its time inside forward.
+  auto bubble = [](const RankFigures& r) {
+    return r.forward_seconds > 0 ? (r.activation_wait_seconds + r.logits_wait_seconds) / r.forward_seconds
+                                 : 0.0;
+  };
+  double mean_bubble = 0;
+  for (const RankFigures& r : ranks) mean_bubble += bubble(r) / static_cast<double>(ranks.size());
 
   const double ttft_ms = 1000 * g.prefill_seconds;
   if (o.json) {
@@ -357,7 +388,9 @@ int run_command(const RunOptions& o) {
       const dist::RankCoordinates at = dist::coordinates_of({o.tp, o.pp, o.ep}, static_cast<int>(r));
       nlohmann::json one = {{"rank", r},
                             {"tp_rank", at.tp},
+                            {"pp_rank", at.pp},
                             {"ep_rank", at.ep},
+                            {"layers", {{"begin", ranks[r].layers_begin}, {"end", ranks[r].layers_end}}},
                             {"weight_bytes", ranks[r].split_bytes + ranks[r].replicated_bytes},
                             {"weight_bytes_split", ranks[r].split_bytes},
                             {"weight_bytes_replicated", ranks[r].replicated_bytes},
@@ -369,10 +402,21 @@ int run_command(const RunOptions& o) {
         one["weight_bytes_experts"] = ranks[r].expert_bytes;
         one["experts"] = {{"begin", ranks[r].experts_begin}, {"end", ranks[r].experts_end}};
       }
+      if (o.pp > 1) {
+        one["pipeline_forward_seconds"] = ranks[r].forward_seconds;
+        one["pipeline_activation_wait_seconds"] = ranks[r].activation_wait_seconds;
+        one["pipeline_logits_wait_seconds"] = ranks[r].logits_wait_seconds;
+        one["pipeline_micro_batches"] = ranks[r].micro_batches;
+        one["bubble_fraction"] = bubble(ranks[r]);
+      }
       per_rank.push_back(std::move(one));
     }
     j["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"ep", o.ep}, {"world", ranks.size()}, {"ranks", per_rank}};
     if (model->spec.moe) j["parallel"]["moe_combine"] = moe_combine_name(eo.moe_combine);
+    if (o.pp > 1) {
+      j["parallel"]["micro_batches"] = o.micro_batches > 0 ? o.micro_batches : 2 * o.pp;
+      j["parallel"]["bubble_fraction"] = mean_bubble;
+    }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -404,8 +448,12 @@ int run_command(const RunOptions& o) {
   if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
   if (ranks.size() > 1) {
     for (size_t r = 0; r < ranks.size(); ++r) {
-      const std::string experts =
+      std::string experts =
           o.ep > 1 ? fmt::format(", experts {}-{}", ranks[r].experts_begin, ranks[r].experts_end - 1) : "";
+      if (o.pp > 1) {
+        experts += fmt::format(", layers {}-{}, bubble {:.1f}%", ranks[r].layers_begin,
+                               ranks[r].layers_end - 1, 100 * bubble(ranks[r]));
+      }
       fmt::print(
           "rank {}     weights {:.2f} MB ({:.2f} split, {:.2f} replicated){}, communication {:.3f} s in {} "
           "calls, idle ratio {:.1f}%\n",
@@ -415,6 +463,10 @@ int run_command(const RunOptions& o) {
     }
     if (model->spec.moe && o.tp * o.ep > 1)
       fmt::print("moe        combine: {}\n", moe_combine_name(eo.moe_combine));
+    if (o.pp > 1) {
+      fmt::print("pipeline   {} stages, {} micro-batches a step, bubble {:.1f}% (mean over ranks)\n", o.pp,
+                 o.micro_batches > 0 ? o.micro_batches : 2 * o.pp, 100 * mean_bubble);
+    }
   }
   return kExitOk;
 }
@@ -471,7 +523,15 @@ const Registrar kRegistrar(
       app.add_flag("--json", o->json, "JSON output");
       app.add_option("--tp", o->tp, "tensor-parallel ranks (under mpirun -np TP x PP x EP; default 1)")
           ->check(CLI::Range(1, 4096));
-      app.add_option("--pp", o->pp, "pipeline-parallel stages (not yet: only 1)")->check(CLI::Range(1, 4096));
+      app.add_option(
+             "--pp", o->pp,
+             "pipeline-parallel stages: each runs a contiguous block of the decoder layers (the first "
+             "also the embedding, the last the head); activations go stage to stage (default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--micro-batches", o->micro_batches,
+                     "under --pp: micro-batches a step's tokens are cut into so that stages overlap "
+                     "(default: two per stage)")
+          ->check(CLI::Range(0, 4096));
       app.add_option("--ep", o->ep,
                      "expert-parallel ranks: each holds a contiguous block of every MoE layer's experts "
                      "(default 1)")

@@ -71,12 +71,6 @@ TEST(DistributedRun, WorldSizeThatDoesNotMatchTheLayoutIsRefused) {
   EXPECT_NE(r.err.find("TP 4 x PP 1 x EP 1 = 4 ranks needs 4"), std::string::npos) << r.err;
 }
 
-TEST(DistributedRun, PipelineParallelismSaysNotYet) {
-  const CliResult r = run_cli_bounded(with(kRun, {"--pp", "2"}), 30);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("not implemented yet"), std::string::npos) << r.err;
-}
-
 const std::vector<std::string> kMoeRun = {
     "run", qwen3_moe(), "--prompt-ids", "1,17,42,99,3,250", "--threads", "1", "--json", "--max-new", "10"};
 

@@ -1,6 +1,6 @@
 // Single-process pieces of distributed inference: the single-process communicator, layouts and rank
 // coordinates, world-size checks, tensor-parallel shard ranges and specs, expert placement and the
-// expert-parallel checks.
+// expert-parallel checks, pipeline stage assignment and each stage's binding.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "day0/dist/communicator.h"
 #include "day0/dist/expert_placement.h"
+#include "day0/dist/pipeline_stages.h"
 #include "day0/dist/process_groups.h"
 #include "day0/model/catalog.h"
 #include "day0/model/model_spec.h"
@@ -90,6 +91,64 @@ TEST(ProcessGroups, WithoutMpiTheWorldIsRefusedWithTheReason) {
   auto world = open_mpi_world();
   ASSERT_FALSE(world.is_ok());
   EXPECT_NE(world.status().message().find("without MPI"), std::string::npos);
+}
+
+TEST(PipelineStages, ContiguousBalancedBlocksRunEveryLayerOnce) {
+  for (int64_t n : {2, 3, 7, 61}) {
+    for (int64_t pp = 1; pp <= n; ++pp) {
+      int64_t next = 0;
+      for (int64_t s = 0; s < pp; ++s) {
+        const LayerBlock b = stage_layers(n, pp, s);
+        EXPECT_EQ(b.begin, next);
+        EXPECT_TRUE(b.size() == n / pp || b.size() == n / pp + 1) << n << " " << pp << " " << s;
+        for (int64_t l = b.begin; l < b.end; ++l) EXPECT_EQ(stage_of_layer(n, pp, l), s);
+        next = b.end;
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+  // DeepSeek-V3's 61 layers over 4 stages: 15, 15, 15, 16 (the first stage, with the embedding, is
+  // never the longer one).
+  EXPECT_EQ(stage_layers(61, 4, 0), (LayerBlock{0, 15}));
+  EXPECT_EQ(stage_layers(61, 4, 3), (LayerBlock{45, 61}));
+  EXPECT_EQ(stage_layers(3, 2, 0), (LayerBlock{0, 1}));
+}
+
+// Every stage of a split binds its layers only; together the stages bind the model once (an untied
+// head), a tied head once more on the last stage.
+TEST(PipelineStages, EachStageBindsOnlyItsLayersBytes) {
+  for (const char* name : {"deepseek-v3", "qwen3"}) {
+    const std::string path = std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
+    auto whole = load_model(path);
+    ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+    const int64_t n = whole->spec.n_layers;
+    const bool tied = whole->spec.tie_word_embeddings;
+    for (int pp = 2; pp <= n; ++pp) {
+      uint64_t sum = 0;
+      for (int s = 0; s < pp; ++s) {
+        LoadOptions lo;
+        lo.stage = {s, pp};
+        auto part = load_model(path, lo);
+        ASSERT_TRUE(part.is_ok()) << part.status().to_string();
+        const ModelWeights& w = *part->weights;
+        const LayerBlock b = stage_layers(n, pp, s);
+        EXPECT_EQ(w.held_layers.begin, b.begin);
+        EXPECT_EQ(w.held_layers.end, b.end);
+        for (int64_t l = 0; l < n; ++l)
+          EXPECT_EQ(w.layers[static_cast<size_t>(l)].input_norm.empty(), !b.contains(l)) << name << " " << l;
+        EXPECT_EQ(w.embedding.data != nullptr, s == 0);
+        EXPECT_EQ(w.lm_head.present(), s == pp - 1);
+        sum += w.bound.total();
+      }
+      const WeightView& e = whole->weights->embedding;
+      const uint64_t head_again = tied ? static_cast<uint64_t>(e.rows * e.cols) * 2 : 0;  // BF16
+      EXPECT_EQ(sum, whole->weights->bound.total() + head_again) << name << " over " << pp;
+    }
+  }
+  LoadOptions bad;
+  bad.stage = {0, 3};
+  EXPECT_EQ(load_model(std::string(DAY0_TEST_DATA_DIR) + "/golden/llama3", bad).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -33,4 +33,9 @@ struct LogitDiff {
 };
 LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>& prompt);
 
+// This rank of the test world split as `layout` (TP x PP x EP = the world's size): its stage's layers,
+// TP shard and experts, with the engine wired to its groups. `micro_batches` as EngineOptions.
+Opened open_layout(const std::string& name, const dist::ParallelLayout& layout,
+                   ActivationPrecision precision = ActivationPrecision::kF32, int micro_batches = 0);
+
 }  // namespace day0::testing

@@ -66,4 +66,36 @@ LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>
   return d;
 }
 
+Opened open_layout(const std::string& name, const dist::ParallelLayout& layout, ActivationPrecision precision,
+                   int micro_batches) {
+  Opened o;
+  auto groups = dist::make_process_groups(shared_test_world(), layout);
+  EXPECT_TRUE(groups.is_ok()) << groups.status().to_string();
+  if (!groups.is_ok()) return o;
+  o.groups = std::move(groups).value();
+  LoadOptions lo = load_options_for(precision);
+  lo.shard = {o.groups.coords.tp, layout.tp};
+  lo.experts = {o.groups.coords.ep, layout.ep};
+  lo.stage = {o.groups.coords.pp, layout.pp};
+  auto m = load_model(golden(name), lo);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  if (!m.is_ok()) return o;
+  o.model = std::move(m).value();
+  BackendOptions bo;
+  bo.n_threads = 1;
+  o.backend = std::move(open_backend("cpu", bo)).value();
+  EngineOptions eo;
+  eo.precision = precision;
+  eo.kv_dtype = KvDtype::kF32;
+  eo.tensor_parallel = o.groups.tp.get();
+  eo.expert_parallel = o.groups.ep.get();
+  eo.moe_group = o.groups.stage.get();
+  eo.pipeline = o.groups.pp.get();
+  eo.pipeline_micro_batches = micro_batches;
+  auto e = Engine::create(o.model.spec, o.model.weights, *o.backend, eo);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  if (e.is_ok()) o.engine = std::move(e).value();
+  return o;
+}
+
 }  // namespace day0::testing

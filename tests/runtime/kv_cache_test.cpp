@@ -62,6 +62,34 @@ TEST(PagedKv, BytesHeldPerTokenAreWhatInspectPrintsForEachDtype) {
   }
 }
 
+// A pipeline stage's cache: only its layers take blocks; the others follow the length through
+// commits and truncations (which must not see their empty tables as windows that gave keys back).
+TEST(PagedKv, AStagesCacheHoldsOnlyItsLayers) {
+  auto run = open_golden("llama3");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const ModelSpec& spec = run->model.spec;  // 2 layers
+  auto pool = std::make_shared<KvBlockPool>(8, 8, KvCacheOptions{.dtype = KvDtype::kF32, .block_tokens = 4});
+  KvCache cache(pool, spec, 1, 2);
+  std::vector<int64_t> slots;
+  KvBlockCopies copies;
+  for (const int64_t rows : {10, 3}) {
+    cache.append_slots(1, rows, slots, copies);  // layer 1 only, as its stage's engine does
+    cache.commit(rows);
+  }
+  EXPECT_EQ(cache.length(), 13);
+  EXPECT_EQ(cache.blocks_held(), 4);  // ceil(13 / 4) blocks of layer 1, none of layer 0
+  EXPECT_FALSE(cache.paged(0));
+  EXPECT_TRUE(cache.paged(1));
+  ASSERT_TRUE(cache.truncate(9).is_ok());
+  ASSERT_TRUE(cache.truncate(5).is_ok());
+  EXPECT_EQ(cache.blocks_held(), 2);
+  cache.append_slots(1, 2, slots, copies);
+  cache.commit(2);
+  EXPECT_EQ(cache.length(), 7);
+  ASSERT_TRUE(cache.truncate(0).is_ok());
+  EXPECT_EQ(cache.blocks_held(), 0);
+}
+
 TEST(PagedKv, TheEngineDefaultsToABf16Cache) {
   auto run = open_golden("llama3");
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();

@@ -30,19 +30,14 @@ Status agree(dist::Communicator& world, const Status& mine, const char* what) {
 Result<DistributedModel> load_distributed_model(const std::string& model, const dist::ParallelLayout& layout,
                                                 LoadOptions load, const dist::CommOptions& comm) {
   D0_RETURN_IF_ERROR(dist::validate_layout(layout));
-  if (layout.pp > 1) {
-    return unsupported(
-        fmt::format("{}: pipeline parallelism (--pp) is not implemented yet; tensor (--tp) and expert "
-                    "(--ep) parallelism are",
-                    layout.to_string()));
-  }
-  if (layout.tp > 1 || layout.ep > 1) {
+  if (layout.tp > 1 || layout.ep > 1 || layout.pp > 1) {
     // Whether the model splits this way, from its config alone: every rank answers the same before any
     // rank opens the world or reads a weight.
     D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
     const ModelSpec spec = unpacked_spec(resolved.spec);
     D0_RETURN_IF_ERROR(check_expert_parallel(spec, layout.ep));
     D0_RETURN_IF_ERROR(check_tensor_parallel(spec, layout.tp));
+    D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, layout.pp));
   }
   std::shared_ptr<dist::Communicator> world;
   if (layout.world() > 1 || dist::launched_by_mpirun()) {
@@ -56,6 +51,7 @@ Result<DistributedModel> load_distributed_model(const std::string& model, const 
   D0_ASSIGN_OR_RETURN(out.groups, dist::make_process_groups(world, layout));
   load.shard = TensorShard{out.groups.coords.tp, layout.tp};
   load.experts = ExpertShard{out.groups.coords.ep, layout.ep};
+  load.stage = PipelineStage{out.groups.coords.pp, layout.pp};
   Result<LoadedModel> loaded = load_model(model, load);
   D0_RETURN_IF_ERROR(agree(*world, loaded.status(), "loading the model"));
   out.model = std::move(loaded).value();

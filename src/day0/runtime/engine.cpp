@@ -1,6 +1,7 @@
 #include "day0/runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -9,10 +10,19 @@
 #include <fmt/format.h>
 
 #include "day0/dist/communicator.h"
+#include "day0/dist/pipeline_stages.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0 {
+namespace {
+
+// Pipeline messages, in the pipeline group: a stage's activations to the next stage, the last stage's
+// logits to every other stage. MPI keeps the order of messages between two ranks with one tag.
+constexpr int kActivationTag = 21;
+constexpr int kLogitsTag = 22;
+
+}  // namespace
 
 const char* precision_name(ActivationPrecision p) {
   return p == ActivationPrecision::kBF16 ? "bf16" : "f32";
@@ -103,6 +113,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           moe_group == nullptr ? std::string("none") : moe_group->describe_rank(moe_group->rank())));
     }
   }
+  const PipelineStage stage = weights->stage;
+  if (!stage.whole()) {
+    D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, stage.size));
+    const dist::Communicator* pp = options.pipeline;
+    if (pp == nullptr || pp->size() != stage.size || pp->rank() != stage.stage) {
+      return invalid_argument(fmt::format(
+          "engine: the weights are pipeline stage {} of {}, the engine's pipeline group is {}", stage.stage,
+          stage.size, pp == nullptr ? std::string("missing") : pp->describe_rank(pp->rank())));
+    }
+  }
+  if (options.pipeline_micro_batches < 0 || options.pipeline_micro_batches > 4096) {
+    return invalid_argument(fmt::format("engine: pipeline micro-batches must be in [0, 4096], found {}",
+                                        options.pipeline_micro_batches));
+  }
   if (options.moe_combine == MoeCombine::kAllToAll && experts.whole()) {
     return invalid_argument(
         "engine: the all-to-all MoE combine dispatches tokens to expert-parallel ranks; it needs expert "
@@ -121,7 +145,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     }
     if (!pairs) return invalid_argument("engine: shortcut MoE needs layer pairs with the MoE on the first");
   }
-  for (size_t n = 0; n < spec.layers.size(); ++n) {
+  // A whole model (whatever built its weights) runs every layer; a stage the binder's block.
+  const ShardRange held = stage.whole() ? ShardRange{0, spec.n_layers} : weights->held_layers;
+  const dist::LayerBlock want = dist::stage_layers(spec.n_layers, stage.size, stage.stage);
+  if (held.begin != want.begin || held.end != want.end) {
+    return invalid_argument(
+        fmt::format("engine: pipeline stage {} of {} holds layers [{}, {}), its block is [{}, {})",
+                    stage.stage, stage.size, held.begin, held.end, want.begin, want.end));
+  }
+  for (auto n = static_cast<size_t>(held.begin); n < static_cast<size_t>(held.end); ++n) {
     const LayerSpec& l = spec.layers[n];
     if (l.linear_attention && (!spec.linear_attention || !weights->layers[n].linear.present())) {
       return invalid_argument(
@@ -138,6 +170,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) / 2 * 2;
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
   e->moe_group_ = moe_group;
+  e->held_ = held;
   if (rotary > 0) {
     D0_ASSIGN_OR_RETURN(e->rope_,
                         rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
@@ -156,15 +189,23 @@ FloatMatrix copy_matrix(ConstMatrix m) {
 Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool last_only,
                                     ForwardCapture* capture) {
   ConstMatrix logits;
-  // A step that fails part-way has appended to some layers only: each cache goes back to its
-  // committed length, so the caller can retry or go on with the same caches.
+  // A step that fails part-way has appended to some layers only (and, pipelined, committed its first
+  // micro-batches): each cache goes back to its length before the step, so the caller can retry or go
+  // on with the same caches.
+  step_start_.clear();
+  for (const SequenceStep& s : batch) step_start_.push_back(s.cache != nullptr ? s.cache->length() : 0);
   auto roll_back = [&] {
-    for (const SequenceStep& s : batch) {
-      if (s.cache != nullptr) (void)s.cache->truncate(s.cache->length());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].cache != nullptr) (void)batch[i].cache->truncate(step_start_[i]);
     }
   };
+  if (pipelined() && capture != nullptr && (capture->want_hidden || capture->want_final_norm)) {
+    return unsupported(
+        "forward: hidden states are not captured under pipeline parallelism (each stage holds its layers "
+        "only): not yet");
+  }
   try {
-    logits = forward_unchecked(batch, last_only, capture);
+    logits = pipelined() ? forward_pipelined(batch, last_only) : forward_unchecked(batch, last_only, capture);
   } catch (const dist::CommError& e) {  // a peer rank died or hangs
     roll_back();
     return e.status().with_context("forward");
@@ -175,6 +216,24 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
     roll_back();
     return internal_error(fmt::format("forward: {}", e.what()));
   }
+  const int64_t bad = pipelined() ? nonfinite_layer_ : first_nonfinite();
+  if (bad >= 0 && bad < spec_.n_layers) {
+    return data_loss(
+        fmt::format("forward: non-finite values (NaN or Inf) first appeared in the output of "
+                    "decoder layer {} of {}",
+                    bad, spec_.n_layers));
+  }
+  if (bad >= 0) {
+    return data_loss(
+        fmt::format("forward: non-finite values (NaN or Inf) first appeared in the logits (LM head){}",
+                    pipelined() && !weights_->stage.last()
+                        ? ", computed on the last pipeline stage; an earlier stage's layers were finite"
+                        : ""));
+  }
+  return logits;
+}
+
+int64_t Engine::first_nonfinite() const {
   // One row mean per row and layer tells whether any element was NaN or Inf (a mean of finite floats
   // accumulated in double stays finite), without reading every element on the host.
   const int64_t rows = static_cast<int64_t>(finite_.size()) / (spec_.n_layers + 1);
@@ -183,18 +242,85 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
       if (!std::isfinite(finite_[static_cast<size_t>(stage * rows + r)])) return true;
     return false;
   };
-  if (bad(spec_.n_layers)) {
-    for (int64_t l = 0; l < spec_.n_layers; ++l) {
-      if (bad(l)) {
-        return data_loss(
-            fmt::format("forward: non-finite values (NaN or Inf) first appeared in the output of "
-                        "decoder layer {} of {}",
-                        l, spec_.n_layers));
-      }
-    }
-    return data_loss("forward: non-finite values (NaN or Inf) first appeared in the logits (LM head)");
+  // Layers a stage does not hold keep their zeros.
+  if (!bad(spec_.n_layers) && pipelined()) {
+    for (int64_t l = held_.begin; l < held_.end; ++l)
+      if (bad(l)) return l;
+    return -1;
   }
-  return logits;
+  if (!bad(spec_.n_layers)) return -1;
+  for (int64_t l = 0; l < spec_.n_layers; ++l)
+    if (bad(l)) return l;
+  return spec_.n_layers;
+}
+
+ConstMatrix Engine::forward_pipelined(std::span<const SequenceStep> batch, bool last_only) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  dist::Communicator& pp = *options_.pipeline;
+  const PipelineStage stage = weights_->stage;
+  // Micro-batch k takes rows [k * T / m, (k + 1) * T / m) of the step in batch order: a sequence's rows
+  // are cut into consecutive chunks (causal order: every stage appends chunk k before chunk k + 1 to its
+  // cache), and the logits of the micro-batches, one after the other, are the step's rows.
+  int64_t total = 0;
+  for (const SequenceStep& s : batch) total += static_cast<int64_t>(s.tokens.size());
+  const int64_t wanted =
+      options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches : 2 * stage.size;
+  const int64_t m = std::max<int64_t>(1, std::min(wanted, total));
+  micro_.resize(static_cast<size_t>(m));
+  // For last_only: (micro-batch, piece) -> the sequence whose last row the piece ends with.
+  std::vector<std::vector<int64_t>>& ends = micro_ends_;
+  ends.resize(static_cast<size_t>(m));
+  int64_t row0 = 0;
+  for (auto& mb : micro_) mb.clear();
+  for (auto& e : ends) e.clear();
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
+    D0_CHECK_MSG(!last_only || n > 0, "forward: last_only needs at least one token per sequence");
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t lo = std::max(row0, k * total / m), hi = std::min(row0 + n, (k + 1) * total / m);
+      if (lo >= hi) continue;
+      micro_[static_cast<size_t>(k)].push_back(
+          {batch[s].cache,
+           batch[s].tokens.subspan(static_cast<size_t>(lo - row0), static_cast<size_t>(hi - lo))});
+      ends[static_cast<size_t>(k)].push_back(hi == row0 + n ? static_cast<int64_t>(s) : -1);
+    }
+    row0 += n;
+  }
+  const int64_t out_rows = last_only ? static_cast<int64_t>(batch.size()) : total;
+  if (pipeline_logits_.rows != out_rows || pipeline_logits_.cols != spec_.vocab_size)
+    pipeline_logits_ = FloatMatrix(out_rows, spec_.vocab_size);
+  nonfinite_layer_ = -1;
+  int64_t out_row = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    const std::vector<SequenceStep>& mb = micro_[static_cast<size_t>(k)];
+    const double waited = pp.stats().wait_seconds;
+    const ConstMatrix lg = forward_unchecked(mb, last_only, nullptr);  // [pieces or rows, vocab] on the last
+    pipeline_.activation_wait_seconds += pp.stats().wait_seconds - waited;
+    if (nonfinite_layer_ < 0) nonfinite_layer_ = first_nonfinite();
+    if (!stage.last()) continue;
+    for (int64_t r = 0; r < lg.rows; ++r) {
+      const int64_t to = last_only ? ends[static_cast<size_t>(k)][static_cast<size_t>(r)] : out_row++;
+      if (to < 0) continue;  // a piece that does not end its sequence
+      std::copy_n(lg.row(r), spec_.vocab_size, pipeline_logits_.row(to).data());
+    }
+  }
+  // Every stage samples from the same logits: the last stage sends them to each other stage.
+  const double waited = pp.stats().wait_seconds;
+  auto all = std::span<float>(pipeline_logits_.data);
+  if (stage.last()) {
+    for (int s = 0; s + 1 < stage.size; ++s) dist::check_comm(pp.send(std::as_bytes(all), s, kLogitsTag));
+  } else {
+    dist::check_comm(pp.recv(std::as_writable_bytes(all), stage.size - 1, kLogitsTag));
+    if (nonfinite_layer_ < 0 &&
+        !std::all_of(all.begin(), all.end(), [](float v) { return std::isfinite(v); }))
+      nonfinite_layer_ = spec_.n_layers;
+  }
+  pipeline_.logits_wait_seconds += pp.stats().wait_seconds - waited;
+  pipeline_.steps += 1;
+  pipeline_.micro_batches += m;
+  pipeline_.forward_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return ConstMatrix(pipeline_logits_.data.data(), out_rows, spec_.vocab_size);
 }
 
 ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool last_only,
@@ -233,11 +359,19 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
   const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
-  embed(ids, x.m);
-  blocks::round_activations(c, x.m);
+  const PipelineStage stage = w.stage;
+  // Activations cross stages as float32 [T, H] in row order (both sides' buffers have this layout).
+  auto activations = [&] { return std::span<float>(x.data(), static_cast<size_t>(t * hidden)); };
+  if (stage.first()) {
+    embed(ids, x.m);
+    blocks::round_activations(c, x.m);
+  } else {
+    dist::check_comm(
+        options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
+  }
   if (capture && capture->want_hidden)
     capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
-  for (int64_t l = 0; l < spec_.n_layers; ++l) {
+  for (int64_t l = held_.begin; l < held_.end; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
     blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
@@ -277,6 +411,11 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     arena_->release(layer_start);
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));
+  if (!stage.last()) {
+    backend_.synchronize();
+    dist::check_comm(options_.pipeline->send(std::as_bytes(activations()), stage.stage + 1, kActivationTag));
+    return {};
+  }
 
   blocks::rms_norm(c, x.m, w.final_norm, eps, h.m);
   if (capture && capture->want_final_norm) {

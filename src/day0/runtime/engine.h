@@ -68,6 +68,26 @@ struct EngineOptions {
   // when both degrees are above 1 (otherwise the group of the one that is serves).
   dist::Communicator* moe_group = nullptr;
   MoeCombine moe_combine = MoeCombine::kAllReduce;
+  // The pipeline group (one rank per stage, rank = stage, dist::ProcessGroups::pp) when the weights hold
+  // one stage's layers (ModelWeights::stage): its rank and size must match. Not owned; outlives the
+  // engine. Every rank of the group runs the same steps with the same token ids.
+  dist::Communicator* pipeline = nullptr;
+  // Micro-batches a step's rows are cut into under pipeline parallelism (0: two per stage), so that
+  // stage s runs micro-batch k + 1 while stage s + 1 runs k. Never more than the step's rows.
+  int pipeline_micro_batches = 0;
+};
+
+// What pipeline parallelism cost this stage, summed over forward calls: the bubble is the time a stage
+// waits in the pipeline group (for the previous stage's activations, for the last stage's logits, or
+// for the next stage to take its activations) over its time inside forward.
+struct PipelineFigures {
+  int64_t steps = 0;                   // forward calls
+  int64_t micro_batches = 0;           // run by this stage over those calls
+  double forward_seconds = 0;          // wall time inside forward
+  double activation_wait_seconds = 0;  // blocked receiving or sending activations
+  double logits_wait_seconds = 0;      // blocked receiving (or sending) the logits of the last stage
+  double wait_seconds() const { return activation_wait_seconds + logits_wait_seconds; }
+  double bubble_fraction() const { return forward_seconds > 0 ? wait_seconds() / forward_seconds : 0.0; }
 };
 
 // One sequence's part of a step: its cache and the new tokens (at positions cache->length() ...).
@@ -98,13 +118,20 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   Backend& backend() { return backend_; }
   // A new, empty sequence on the engine's KV block pool.
-  KvCache new_cache() const { return KvCache(pool_, local_); }
+  KvCache new_cache() const { return KvCache(pool_, local_, held_.begin, held_.end); }
   const KvBlockPool& kv_pool() const { return *pool_; }
   KvBlockPool& kv_pool() { return *pool_; }  // the server reserves its capacity up front
+  // The decoder layers this rank runs ([0, n_layers) unless pipeline-parallel) and what the pipeline
+  // cost so far.
+  ShardRange held_layers() const { return held_; }
+  const PipelineFigures& pipeline_figures() const { return pipeline_; }
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
   // last_only one row per sequence (its last token): a view into the engine's own buffer, valid until
   // the next forward call. Appends every sequence's keys to its cache.
+  // Under pipeline parallelism every stage calls forward with the same batch: the step's rows run in
+  // micro-batches through the stages (each stage's cache gets only its layers' rows) and every stage
+  // returns the same logits (sent by the last stage); a capture is refused (Unsupported).
   // Errors (never a crash): a throw inside a kernel or the thread pool (a failed check, bad_alloc)
   // becomes kInternal / kResourceExhausted; non-finite logits are kDataLoss naming the first layer
   // whose output held a NaN or Inf.
@@ -130,8 +157,18 @@ class Engine {
   std::unique_ptr<blocks::StepArena> arena_;    // activations of a step
   std::vector<int32_t> pick_;                   // last_only rows
   dist::Communicator* moe_group_ = nullptr;     // resolved from the options (create())
+  ShardRange held_;                             // decoder layers run here (create())
 
+  bool pipelined() const { return !weights_->stage.whole(); }
+  // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the
+  // previous stage's activations, the held layers, then the head (last stage; other stages send their
+  // activations on and return an empty matrix).
   ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
+  // A pipelined step: micro-batches through the stages, then the last stage's logits to every stage.
+  ConstMatrix forward_pipelined(std::span<const SequenceStep> batch, bool last_only);
+  // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call
+  // held a NaN or Inf; -1 when none did.
+  int64_t first_nonfinite() const;
   // Vocabulary-parallel embedding and LM head (tensor parallelism): each rank's rows, then summed or
   // gathered over the group.
   void embed(std::span<const int32_t> ids, Matrix x);
@@ -140,6 +177,13 @@ class Engine {
   FloatMatrix logits_;         // [rows, vocab]
   std::vector<float> finite_;  // [n_layers + 1, rows]: row means of each layer's output, then logits
   std::vector<int32_t> ids_;   // [rows] token ids of the step
+  // Pipeline parallelism.
+  PipelineFigures pipeline_;
+  FloatMatrix pipeline_logits_;                   // [rows, vocab] assembled over micro-batches
+  std::vector<std::vector<SequenceStep>> micro_;  // the step's micro-batches
+  std::vector<std::vector<int64_t>> micro_ends_;  // [micro-batch][piece] the sequence it ends, or -1
+  std::vector<int64_t> step_start_;               // [sequences] cache lengths before the step
+  int64_t nonfinite_layer_ = -1;                  // first non-finite output of a pipelined step
 };
 
 // A copy of a view (logits kept past the next forward call).

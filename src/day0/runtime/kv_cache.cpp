@@ -120,12 +120,19 @@ KvPoolStats KvBlockPool::stats() const {
 
 // ---- one sequence -----------------------------------------------------------------------------------
 
-KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec)
+KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64_t layer_begin,
+                 int64_t layer_end)
     : pool_(std::move(pool)), layers_(static_cast<size_t>(spec.n_layers)) {
   D0_CHECK(pool_ != nullptr);
+  if (layer_end < 0) layer_end = spec.n_layers;
   for (size_t l = 0; l < layers_.size() && l < spec.layers.size(); ++l) {
     layers_[l].mask = spec.layers[l].mask;
     layers_[l].window = spec.layers[l].window;
+    if (static_cast<int64_t>(l) < layer_begin || static_cast<int64_t>(l) >= layer_end) {
+      layers_[l].held = false;
+      layers_[l].paged = false;
+      continue;
+    }
     if (!spec.layers[l].linear_attention) continue;
     D0_CHECK_MSG(spec.linear_attention.has_value(), "KV cache: a linear-attention layer without its sizes");
     const LinearAttentionSpec& la = *spec.linear_attention;
@@ -263,6 +270,7 @@ Status KvCache::truncate(int64_t tokens) {
     return out_of_range(fmt::format("KV cache: truncate to {} tokens, holding {}", tokens, length_));
   const int64_t bt = pool_->options().block_tokens;
   for (const Layer& l : layers_) {
+    if (!l.held) continue;
     int64_t needed = 0;  // the first position a query at `tokens` can see
     if (l.window > 0 && l.mask == AttentionMask::kSliding)
       needed = std::max<int64_t>(0, tokens - l.window + 1);

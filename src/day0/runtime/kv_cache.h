@@ -124,8 +124,10 @@ class KvCache {
  public:
   // A sequence on `pool` for `spec` (the window of each layer decides what it keeps). Linear-attention
   // layers hold no KV rows but a RecurrentLayerState each, allocated here (zeros), its conv window in
-  // the pool's window_dtype.
-  KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec);
+  // the pool's window_dtype. Under pipeline parallelism only layers [layer_begin, layer_end) are held
+  // (a stage's; layer_end < 0: to the last): the others keep nothing and follow the length.
+  KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64_t layer_begin = 0,
+          int64_t layer_end = -1);
   ~KvCache();
   KvCache(KvCache&& other) noexcept;
   KvCache& operator=(KvCache&& other) noexcept;
@@ -183,6 +185,7 @@ class KvCache {
     AttentionMask mask = AttentionMask::kCausal;
     int64_t window = 0;
     bool paged = true;   // false: a linear-attention layer (no KV rows; rows follow the length)
+    bool held = true;    // false: another pipeline stage's layer (nothing kept; rows follow the length)
     int32_t state = -1;  // index into states_ of a linear-attention layer
   };
   void release_all();

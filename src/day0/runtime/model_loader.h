@@ -32,6 +32,8 @@ struct LoadOptions {
   TensorShard shard;
   // Expert parallelism: bind only this rank's routed experts (model_weights.h).
   ExpertShard experts;
+  // Pipeline parallelism: bind only this stage's layers (model_weights.h).
+  PipelineStage stage;
 };
 // The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);

@@ -35,6 +35,18 @@ struct ExpertShard {
   bool whole() const { return size == 1; }
 };
 
+// The decoder layers one pipeline stage runs: stage `stage` of `size` (dist/pipeline_stages.h: contiguous
+// balanced blocks by layer count). It binds only those layers' weights, the embedding when it is the
+// first stage, the final norm and the LM head when it is the last; the other layers' LayerWeights stay
+// empty.
+struct PipelineStage {
+  int stage = 0;
+  int size = 1;
+  bool whole() const { return size == 1; }
+  bool first() const { return stage == 0; }
+  bool last() const { return stage == size - 1; }
+};
+
 // Rows [begin, end) of a dimension of `n` elements that rank `shard.rank` holds under an even split
 // (`n` a multiple of the size); the vocabulary split rounds the share up (the last rank may hold fewer
 // rows, or none).
@@ -60,6 +72,11 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard);
 // Whether `spec` can run expert-parallel over `ep` ranks: InvalidArgument for a model without routed
 // experts or with fewer experts than ranks.
 Status check_expert_parallel(const ModelSpec& spec, int ep);
+
+// Whether `spec` can run over `pp` pipeline stages: InvalidArgument when a stage would hold no layer,
+// Unsupported ("not yet") for layer pairs (shortcut MoE) and linear-attention layers, whose state a
+// stage boundary would cut or every stage's cache would hold.
+Status check_pipeline_parallel(const ModelSpec& spec, int pp);
 
 // Weight bytes a rank bound (views and copies of the checkpoint's bytes, in its dtypes).
 struct BoundWeightBytes {
@@ -138,6 +155,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   TensorShard shard;         // what this process holds (whole unless tensor-parallel)
   ExpertShard expert_shard;  // whose routed experts it holds (all unless expert-parallel)
+  PipelineStage stage;       // which pipeline stage's layers it holds (all unless pipeline-parallel)
+  ShardRange held_layers;    // decoder layers bound: [0, n_layers) unless pipeline-parallel
   ShardRange vocab;          // rows of the embedding and the LM head held: [0, V) unless split
   BoundWeightBytes bound;    // bytes bound, for reports and the tests of sharded loading
 
@@ -224,9 +243,12 @@ class WeightBinder {
 // manifest): each tensor's slot says where it goes; MTP layers are skipped. With a tensor-parallel
 // `shard` only that rank's part of every tensor is bound (check_tensor_parallel() must pass); with an
 // expert-parallel `experts` shard only that rank's routed experts are (the others are never read;
-// check_expert_parallel() must pass).
+// check_expert_parallel() must pass); with a pipeline `stage` only that stage's layers, and the
+// embedding / final norm + LM head where the stage owns them (the others are never read;
+// check_pipeline_parallel() must pass).
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
                                                          std::shared_ptr<const TensorSource> source,
-                                                         TensorShard shard = {}, ExpertShard experts = {});
+                                                         TensorShard shard = {}, ExpertShard experts = {},
+                                                         PipelineStage stage = {});
 
 }  // namespace day0

@@ -136,4 +136,24 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
   return Status::ok();
 }
 
+Status check_pipeline_parallel(const ModelSpec& s, int pp) {
+  if (pp < 1) return invalid_argument(fmt::format("--pp {}: must be at least 1", pp));
+  if (pp == 1) return Status::ok();
+  const std::string what = fmt::format("pipeline parallelism over {} stages ({})", pp, family_name(s.family));
+  if (s.n_layers < pp) {
+    return invalid_argument(
+        fmt::format("{}: {} decoder layers cannot give each stage one (use --pp {} or fewer)", what,
+                    s.n_layers, s.n_layers));
+  }
+  // The MoE of a layer pair is added after the pair's second layer: a stage boundary between them would
+  // have to send it too.
+  if (s.shortcut_moe)
+    return unsupported(what + ": shortcut-MoE layer pairs (LongCat-Flash) are not split yet");
+  // Every sequence's cache allocates the recurrent state of every linear-attention layer up front, so
+  // each stage would hold all of them.
+  if (s.linear_attention)
+    return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet split into stages");
+  return Status::ok();
+}
+
 }  // namespace day0

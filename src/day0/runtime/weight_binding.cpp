@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "day0/dist/expert_placement.h"
+#include "day0/dist/pipeline_stages.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/runtime/model_weights.h"
 
@@ -333,7 +334,8 @@ class TableBinder {
 
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_spec,
                                                          std::shared_ptr<const TensorSource> source,
-                                                         TensorShard shard, ExpertShard experts) {
+                                                         TensorShard shard, ExpertShard experts,
+                                                         PipelineStage stage) {
   if (static_cast<int64_t>(model_spec.layers.size()) != model_spec.n_layers) {
     return invalid_argument(fmt::format("model spec lists {} layers, expected {}", model_spec.layers.size(),
                                         model_spec.n_layers));
@@ -351,13 +353,19 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   if (experts.size < 1 || experts.rank < 0 || experts.rank >= experts.size)
     return invalid_argument(fmt::format("expert-parallel rank {} of {}", experts.rank, experts.size));
   if (!experts.whole()) D0_RETURN_IF_ERROR(check_expert_parallel(spec, experts.size));
+  if (stage.size < 1 || stage.stage < 0 || stage.stage >= stage.size)
+    return invalid_argument(fmt::format("pipeline stage {} of {}", stage.stage, stage.size));
+  if (!stage.whole()) D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, stage.size));
   auto out = std::make_shared<ModelWeights>();
   out->shard = shard;
   out->expert_shard = experts;
+  out->stage = stage;
+  const dist::LayerBlock held_layers = dist::stage_layers(spec.n_layers, stage.size, stage.stage);
+  out->held_layers = {held_layers.begin, held_layers.end};
   out->vocab = vocab_shard(spec.vocab_size, shard);
   out->source = std::move(source);
   out->layers.resize(static_cast<size_t>(spec.n_layers));
-  for (int64_t n = 0; n < spec.n_layers; ++n) {
+  for (int64_t n = held_layers.begin; n < held_layers.end; ++n) {
     if (spec.layers[static_cast<size_t>(n)].moe && spec.moe) {
       const dist::ExpertBlock mine = dist::expert_block(spec.moe->n_experts, experts.size, experts.rank);
       MoeWeights& moe = out->layers[static_cast<size_t>(n)].moe;
@@ -368,13 +376,23 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   WeightBinder b(spec, *out);
   TableBinder table(b, *out);
   const std::string context = fmt::format("binding {} weights", family_name(spec.family));
+  // Tied: the head is the embedding, unless the checkpoint stores a copy anyway.
+  const std::string head = spec.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
+  const bool tied_head_from_embedding = spec.tie_word_embeddings && !b.has(head);
+  // What this pipeline stage maps: its layers, the embedding on the first stage, the final norm and the
+  // head on the last; the other stages' tensors are never read here.
+  auto held = [&](const TensorSpec& t) {
+    if (t.layer >= 0) return t.layer >= held_layers.begin && t.layer < held_layers.end;
+    if (t.slot == WeightSlot::kEmbedding) return stage.first() || (stage.last() && tied_head_from_embedding);
+    if (t.slot == WeightSlot::kLmHead || t.slot == WeightSlot::kFinalNorm) return stage.last();
+    return true;
+  };
   for (const TensorSpec& t : manifest.tensors) {
     if (t.mtp) continue;  // multi-token-prediction layers: plain decoding never reads them
+    if (!held(t)) continue;
     if (Status st = table.bind(t); !st.is_ok()) return st.with_context(context);
   }
-  if (spec.tie_word_embeddings) {
-    // Tied: the head is the embedding, unless the checkpoint stores a copy anyway.
-    const std::string head = spec.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
+  if (spec.tie_word_embeddings && stage.last()) {
     if (b.has(head)) {
       const uint64_t before = b.bytes_bound();
       auto l = b.linear_part(head, spec.vocab_size, spec.hidden_size, out->vocab, {0, spec.hidden_size});
@@ -383,6 +401,8 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
       out->bound.split += b.bytes_bound() - before;
     } else {
       out->lm_head.w = out->embedding;
+      // A last stage that is not the first maps the embedding only as its head.
+      if (!stage.first()) out->embedding = {};
     }
   }
   return out;
