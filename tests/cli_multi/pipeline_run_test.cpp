@@ -131,6 +131,17 @@ TEST(PipelineRun, ExpertTimesPipelineOverFourRanksEqualsOneProcess) {
   expect_pipelined_run(nlohmann::json::parse(one.out), nlohmann::json::parse(four.out), 1, 2, 2);
 }
 
+// MLA (split by heads under TP, its latent cache whole on every rank) in pipeline stages of TP pairs.
+TEST(PipelineRun, MlaTensorTimesPipelineOverFourRanksEqualsOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const CliResult one = run_cli_bounded(run_args("deepseek-v3", {}), 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const MpiRunResult four =
+      run_mpi(4, run_args("deepseek-v3", {"--tp", "2", "--pp", "2"}), 120, tag_for("tp2pp2-deepseek-v3"));
+  ASSERT_EQ(four.exit_code, 0) << four.out << four.err;
+  expect_pipelined_run(nlohmann::json::parse(one.out), nlohmann::json::parse(four.out), 2, 2, 1);
+}
+
 // Refused from the config alone, before MPI or any weight: no mpirun needed to see the message.
 TEST(PipelineRun, RefusalsSayWhyBeforeLoading) {
   struct Refusal {
@@ -143,7 +154,6 @@ TEST(PipelineRun, RefusalsSayWhyBeforeLoading) {
       {run_args("llama3", {"--pp", "2", "--dump", "/tmp/day0-pp-never-written.safetensors"}),
        "--dump with --pp"},
       {run_args("llama3", {"--micro-batches", "4"}), "needs --pp 2 or more"},
-      {run_args("deepseek-v3", {"--pp", "2", "--tp", "2"}), "MLA attention is not split yet"},
   };
   for (const Refusal& f : refusals) {
     const CliResult r = run_cli_bounded(f.args, 30);
