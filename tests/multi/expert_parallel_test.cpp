@@ -119,12 +119,7 @@ TEST_P(ExpertParallel, Bf16GreedyTokensMatchOneProcess) {
   Opened whole = open_model(GetParam().model, 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   Opened part = open_model(GetParam().model, 1, 2, GetParam().combine, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
-  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
-  SamplingParams greedy;
-  auto wg = generate(*whole.engine, prompt, 12, greedy);
-  auto pg = generate(*part.engine, prompt, 12, greedy);
-  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
-  EXPECT_EQ(pg->tokens(), wg->tokens());
+  expect_same_greedy_tokens(whole, part);
 }
 
 // Every GQA MoE family with a golden miniature: qwen2-moe has a sigmoid-gated shared expert and a dense
@@ -187,12 +182,7 @@ TEST_P(MoeTensorParallel, Bf16GreedyTokensMatchOneProcess) {
   Opened whole = open_model(GetParam(), 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   Opened part = open_model(GetParam(), 2, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
-  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
-  SamplingParams greedy;
-  auto wg = generate(*whole.engine, prompt, 12, greedy);
-  auto pg = generate(*part.engine, prompt, 12, greedy);
-  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
-  EXPECT_EQ(pg->tokens(), wg->tokens());
+  expect_same_greedy_tokens(whole, part);
 }
 
 // minimax-m2: its q / k RMSNorm over all heads sums the ranks' squares; glm-4.5: partial RoPE, a

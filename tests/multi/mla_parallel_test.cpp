@@ -103,12 +103,7 @@ TEST_P(MlaTensorParallel, Bf16GreedyTokensMatchOneProcess) {
   Opened whole = open_model(GetParam(), 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   Opened part = open_model(GetParam(), 2, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
-  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
-  SamplingParams greedy;
-  auto wg = generate(*whole.engine, prompt, 12, greedy);
-  auto pg = generate(*part.engine, prompt, 12, greedy);
-  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
-  EXPECT_EQ(pg->tokens(), wg->tokens());
+  expect_same_greedy_tokens(whole, part);
 }
 
 // DeepSeek-V2-Lite: q_proj without a q LoRA, softmax routing, BF16. DeepSeek-V3 and Kimi K2: q LoRA,
@@ -165,12 +160,7 @@ TEST_P(MlaExpertParallel, Bf16GreedyTokensMatchOneProcess) {
   Opened whole = open_model(GetParam().model, 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   Opened part = open_model(GetParam().model, 1, 2, GetParam().combine, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
-  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
-  SamplingParams greedy;
-  auto wg = generate(*whole.engine, prompt, 12, greedy);
-  auto pg = generate(*part.engine, prompt, 12, greedy);
-  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
-  EXPECT_EQ(pg->tokens(), wg->tokens());
+  expect_same_greedy_tokens(whole, part);
 }
 
 INSTANTIATE_TEST_SUITE_P(

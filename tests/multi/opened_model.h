@@ -32,6 +32,8 @@ struct LogitDiff {
   double max_diff = 0, max_abs = 0;
 };
 LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>& prompt);
+// 12 greedy tokens after a fixed 6-token prompt are the same from `part` as from one process.
+void expect_same_greedy_tokens(Opened& whole, Opened& part);
 
 // This rank of the test world split as `layout` (TP x PP x EP = the world's size): its stage's layers,
 // TP shard and experts, with the engine wired to its groups. `micro_batches` as EngineOptions.

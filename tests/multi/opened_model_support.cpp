@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "day0/runtime/generate.h"
 #include "world.h"
 
 namespace day0::testing {
@@ -64,6 +65,15 @@ LogitDiff compare_logits(Opened& whole, Opened& part, const std::vector<int32_t>
     }
   }
   return d;
+}
+
+void expect_same_greedy_tokens(Opened& whole, Opened& part) {
+  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
+  const SamplingParams greedy;
+  auto wg = generate(*whole.engine, prompt, 12, greedy);
+  auto pg = generate(*part.engine, prompt, 12, greedy);
+  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
+  EXPECT_EQ(pg->tokens(), wg->tokens());
 }
 
 Opened open_layout(const std::string& name, const dist::ParallelLayout& layout, ActivationPrecision precision,

@@ -126,12 +126,7 @@ TEST_P(StackedExpertsTensorParallel, Bf16GreedyTokensMatchOneProcess) {
   Opened whole = open_model(path_of(GetParam()), 1, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   Opened part = open_model(path_of(GetParam()), 2, 1, MoeCombine::kAllReduce, ActivationPrecision::kBF16);
   ASSERT_TRUE(whole.engine && part.engine);
-  const std::vector<int32_t> prompt = {5, 9, 77, 180, 33, 2};
-  SamplingParams greedy;
-  auto wg = generate(*whole.engine, prompt, 12, greedy);
-  auto pg = generate(*part.engine, prompt, 12, greedy);
-  ASSERT_TRUE(wg.is_ok() && pg.is_ok());
-  EXPECT_EQ(pg->tokens(), wg->tokens());
+  expect_same_greedy_tokens(whole, part);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stacked, StackedExpertsTensorParallel,
