@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "command.h"
+#include "day0/core/atomic_file.h"
 #include "day0/core/human.h"
+#include "day0/plan/launch.h"
 #include "day0/plan/model_cost_adapter.h"
 #include "day0/plan/plan_report.h"
 #include "day0/plan/planner.h"
@@ -32,6 +34,10 @@ struct PlanArgs {
   int64_t redundant_experts = 0;
   int64_t prefill_chunk = 8192;
   double reserve = 0.10;
+  std::string launch = "mpirun";
+  std::string emit;  // "k8s": Kubernetes manifests of the best plan
+  std::string out;   // where --emit writes ("" or "-": stdout)
+  plan::K8sOptions k8s;
 };
 
 Result<plan::Workload> make_workload(const PlanArgs& a) {
@@ -111,6 +117,39 @@ int run_what_if(const PlanArgs& a, const plan::ModelCost& model, const plan::Clu
   return all_fit ? kExitOk : kExitBadInput;
 }
 
+// --emit k8s: the best plan's manifests, to --out or stdout.
+int emit_manifests(const PlanArgs& a, const plan::PlanReportInput& in) {
+  if (in.result->feasible.empty()) {
+    return report_error("plan", failed_precondition(fmt::format("--emit {}: {} fits no layout of {}", a.emit,
+                                                                in.model->name, in.cluster->name)));
+  }
+  // The best plan Day0 can run.
+  const plan::PlanCandidate* best = nullptr;
+  for (const plan::PlanCandidate& c : in.result->feasible) {
+    if (plan::runtime_layout(c.par).not_runnable.empty()) {
+      best = &c;
+      break;
+    }
+  }
+  if (best == nullptr) {
+    return report_error(
+        "plan",
+        unsupported(fmt::format("--emit {}: no layout that fits is runnable by day0 yet "
+                                "(the best: {})",
+                                a.emit, plan::runtime_layout(in.result->feasible.front().par).not_runnable)));
+  }
+  auto yaml = plan::k8s_manifests(*best, a.model, *in.workload, *in.cluster, a.k8s);
+  if (!yaml) return report_error("plan", yaml.status());
+  if (a.out.empty() || a.out == "-") {
+    fmt::print("{}", *yaml);
+    return kExitOk;
+  }
+  if (Status st = write_file_atomic(a.out, *yaml); !st.is_ok()) return report_error("plan", st);
+  fmt::print(stderr, "plan: wrote {} ({}; apply with kubectl apply -f {})\n", a.out,
+             plan::launch_line(*best, a.model, *in.workload, *in.cluster), a.out);
+  return kExitOk;
+}
+
 int run_plan(const PlanArgs& a) {
   auto workload = make_workload(a);
   if (!workload) return report_error("plan", workload.status());
@@ -139,6 +178,10 @@ int run_plan(const PlanArgs& a) {
   in.model_arg = a.model;
   in.top = a.top;
   in.explain = a.explain;
+  auto launcher = plan::parse_launcher(a.launch);
+  if (!launcher) return report_error("plan", launcher.status());
+  in.launcher = *launcher;
+  if (!a.emit.empty()) return emit_manifests(a, in);
   if (a.json) {
     fmt::print("{}\n", plan::plan_to_json(in).dump(2));
   } else {
@@ -198,6 +241,29 @@ const Registrar kRegistrar{
       sub.add_option("--reserve", a->reserve, "Fraction of device memory kept back (runtime, fragmentation)")
           ->capture_default_str()
           ->check(finite_number(0.0, 0.95, "--reserve (the share of device memory kept back)"));
+      sub.add_option(
+             "--launch", a->launch,
+             "How the launch lines start the job: mpirun (default; --hostfile HOSTS beyond one node) or "
+             "slurm (srun)")
+          ->check(CLI::IsMember({"mpirun", "slurm"}));
+      sub.add_option(
+             "--emit", a->emit,
+             "k8s: write Kubernetes manifests of the best runnable plan (a LeaderWorkerSet, one pod a "
+             "node, and the leader's Service) instead of the tables")
+          ->check(CLI::IsMember({"k8s"}));
+      sub.add_option("--out", a->out, "Where --emit writes (default: standard output)");
+      sub.add_option("--image", a->k8s.image, "--emit k8s: the container image (built from the Dockerfile)")
+          ->capture_default_str();
+      sub.add_option("--k8s-name", a->k8s.name, "--emit k8s: the LeaderWorkerSet's name")
+          ->capture_default_str();
+      sub.add_option("--model-dir", a->k8s.model_dir, "--emit k8s: where the model volume is mounted")
+          ->capture_default_str();
+      sub.add_option("--model-claim", a->k8s.model_claim,
+                     "--emit k8s: the PersistentVolumeClaim of the models")
+          ->capture_default_str();
+      sub.add_option("--port", a->k8s.port, "--emit k8s: the server's port")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 65535));
       return [a]() { return run_plan(*a); };
     }};
 

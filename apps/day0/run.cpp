@@ -168,16 +168,6 @@ struct RankFigures {
   double generation_wait_seconds = 0, busy_seconds = 0;
 };
 
-// The communicators a rank computes over (TP, EP, the TP x EP group of its stage and its pipeline
-// group), each counted once.
-std::vector<dist::Communicator*> compute_groups(const dist::ProcessGroups& g) {
-  std::vector<dist::Communicator*> out;
-  for (dist::Communicator* c : {g.tp.get(), g.ep.get(), g.stage.get(), g.pp.get()}) {
-    if (c != nullptr && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-  }
-  return out;
-}
-
 int run_command(const RunOptions& o) {
   const char* name = "run";
   EngineOptions eo;
@@ -215,7 +205,7 @@ int run_command(const RunOptions& o) {
   eo.expert_parallel = dm.groups.ep.get();
   eo.moe_group = dm.groups.stage.get();
   eo.pipeline = dm.groups.pp.get();
-  for (dist::Communicator* g : compute_groups(dm.groups)) g->reset_stats();
+  for (dist::Communicator* g : dist::compute_groups(dm.groups)) g->reset_stats();
   eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);
@@ -288,7 +278,7 @@ int run_command(const RunOptions& o) {
     return on_token ? on_token(step) : true;
   };
   double wait_before_generation = 0;
-  for (const dist::Communicator* group : compute_groups(dm.groups))
+  for (const dist::Communicator* group : dist::compute_groups(dm.groups))
     wait_before_generation += group->stats().wait_seconds;
   auto generated =
       generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
@@ -327,7 +317,7 @@ int run_command(const RunOptions& o) {
     mine.experts_begin = static_cast<double>(held.begin);
     mine.experts_end = static_cast<double>(held.end);
   }
-  for (const dist::Communicator* group : compute_groups(dm.groups)) {
+  for (const dist::Communicator* group : dist::compute_groups(dm.groups)) {
     mine.wait_seconds += group->stats().wait_seconds;
     mine.calls += static_cast<double>(group->stats().calls);
     mine.bytes_sent += static_cast<double>(group->stats().bytes_sent);

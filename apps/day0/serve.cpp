@@ -5,11 +5,13 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "command.h"
 #include "day0/core/human.h"
+#include "day0/dist/communicator.h"
 #include "day0/serve/served_model.h"
 
 namespace day0::cli {
@@ -20,32 +22,58 @@ struct ServeArgs {
   std::string policy = "max-utilization";
   bool no_prefix_caching = false;
   double shutdown_timeout = 10.0;
-  // The planner's launch line (`day0 plan`): one process serves the whole model until the distributed
-  // issue lands, so every degree must be 1.
+  // Under mpirun (`day0 plan`'s launch line): world = TP x PP x EP ranks.
   int tp = 1, pp = 1, dp_attention = 1, ep = 1, redundant_experts = 0;
   std::string weights = "checkpoint";
 };
 
+// Rank 0 bound its port (or could not): every rank learns which, so that followers never wait for
+// steps from a server that is not there.
+Status agree_on_start(dist::Communicator& world, const Status& leader) {
+  const int32_t mine = leader.is_ok() ? 0 : 1;
+  std::vector<int32_t> all(static_cast<size_t>(world.size()));
+  D0_RETURN_IF_ERROR(world.all_gather_of<int32_t>(std::span<const int32_t>(&mine, 1), all));
+  if (all[0] != 0) return leader.is_ok() ? failed_precondition("rank 0 could not start the server") : leader;
+  return Status::ok();
+}
+
+// A follower (rank > 0): replays rank 0's steps until rank 0 shuts down.
+int follow(serve::ServedModel& m) {
+  const std::string name = fmt::format("serve (rank {})", m.groups.world->rank());
+  if (Status st = agree_on_start(*m.groups.world, Status::ok()); !st.is_ok()) {
+    fmt::print(stderr, "{}: not started: {}\n", name, st.to_string());
+    return kExitBadInput;
+  }
+  if (Status st = serve::follow_steps(*m.engine, *m.groups.world, m.kv_blocks); !st.is_ok()) {
+    dist::abort_world(report_error(name, st));
+  }
+  return kExitOk;
+}
+
 int serve_command(ServeArgs& a) {
   const char* name = "serve";
-  for (const auto& [flag, value] : {std::pair{"--tp", a.tp}, std::pair{"--pp", a.pp},
-                                    std::pair{"--dp-attention", a.dp_attention}, std::pair{"--ep", a.ep}}) {
-    if (value != 1) {
-      return report_error(name,
-                          unsupported(fmt::format("{} {}: one process serves the whole model (distributed "
-                                                  "serving under mpirun is not implemented yet)",
-                                                  flag, value)));
-    }
+  if (a.dp_attention != 1) {
+    return report_error(name, unsupported(fmt::format("--dp-attention {}: attention data parallelism is not "
+                                                      "implemented yet (--tp, --pp and --ep are)",
+                                                      a.dp_attention)));
   }
   if (a.redundant_experts != 0)
-    return report_error(name,
-                        unsupported("--redundant-experts needs expert parallelism (not implemented yet)"));
+    return report_error(name, unsupported("--redundant-experts: redundant expert copies are not implemented "
+                                          "yet (--ep places each expert once)"));
   if (a.weights != "checkpoint") {
     return report_error(name,
                         unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
                                                 "first with `day0 quantize` and serve that folder",
                                                 a.weights)));
   }
+  if (a.setup.micro_batches > 0 && a.pp < 2)
+    return report_error(name, invalid_argument("--micro-batches cuts steps between pipeline stages: it needs "
+                                               "--pp 2 or more"));
+  if (a.setup.moe_combine == "all-to-all" && a.ep < 2) {
+    return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
+                                               "expert-parallel ranks: it needs --ep 2 or more"));
+  }
+  a.setup.layout = dist::ParallelLayout{a.tp, a.pp, a.ep};
   a.setup.server.scheduler.policy = a.policy == "guaranteed-no-evict"
                                         ? serve::AdmissionPolicy::kGuaranteedNoEvict
                                         : serve::AdmissionPolicy::kMaxUtilization;
@@ -62,7 +90,12 @@ int serve_command(ServeArgs& a) {
   auto served = serve::open_served_model(a.setup);
   if (!served.is_ok()) return report_error(name, served.status());
   serve::ServedModel& m = **served;
+  if (!m.leader()) return follow(m);
   auto port = m.server->start();
+  if (m.distributed()) {
+    if (Status st = agree_on_start(*m.groups.world, port.status()); !st.is_ok())
+      return report_error(name, st);
+  }
   if (!port.is_ok()) return report_error(name, port.status());
   const serve::ServerOptions& so = m.server->options();
   const serve::SchedulerOptions& sc = so.scheduler;
@@ -76,6 +109,12 @@ int serve_command(ServeArgs& a) {
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
       so.api_key.empty() ? "" : ", API key required");
+  if (m.distributed()) {
+    fmt::print(stderr,
+               "serve: {} under mpirun: this rank (0) serves HTTP and schedules; the others follow its "
+               "steps with their shards\n",
+               a.setup.layout.to_string());
+  }
   if (!m.prefix_caching_off.empty()) {
     fmt::print(stderr,
                "serve: prefix caching off: {}; each running sequence holds {} of recurrent state ({} at "
@@ -148,10 +187,21 @@ const Registrar kRegistrar(
       app.add_option("--shutdown-timeout", a->shutdown_timeout,
                      "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
           ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));
-      app.add_option("--tp", a->tp, "tensor-parallel degree (1; from `day0 plan`)");
-      app.add_option("--pp", a->pp, "pipeline-parallel degree (1)");
-      app.add_option("--dp-attention", a->dp_attention, "attention data-parallel degree (1)");
-      app.add_option("--ep", a->ep, "expert-parallel degree (1)");
+      app.add_option("--tp", a->tp,
+                     "tensor-parallel ranks (under mpirun -np TP x PP x EP; rank 0 serves HTTP; default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--pp", a->pp, "pipeline-parallel stages (default 1)")->check(CLI::Range(1, 4096));
+      app.add_option("--micro-batches", s.micro_batches,
+                     "under --pp: micro-batches a step's tokens are cut into (default: two per stage)")
+          ->check(CLI::Range(0, 4096));
+      app.add_option("--dp-attention", a->dp_attention, "attention data-parallel degree (1; not yet above)");
+      app.add_option("--ep", a->ep, "expert-parallel ranks (default 1)")->check(CLI::Range(1, 4096));
+      app.add_option("--moe-combine", s.moe_combine, "under --ep: all-reduce (default) or all-to-all")
+          ->check(CLI::IsMember({"all-reduce", "all-to-all"}));
+      app.add_option("--comm-timeout", s.comm.timeout_seconds,
+                     "seconds a rank waits in one collective, or a follower for rank 0's next step, before "
+                     "naming the dead or hung peer (default 30)")
+          ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
       app.add_option("--redundant-experts", a->redundant_experts, "redundant experts (0)");
       app.add_option("--weights", a->weights, "weight precision of the plan (checkpoint)");
       return [a] { return serve_command(*a); };

@@ -53,6 +53,10 @@ const nlohmann::json& stage(const nlohmann::json& report, const std::string& id)
   return kNone;
 }
 
+bool have_mpirun() {
+  return std::system("command -v mpirun >/dev/null 2>&1") == 0;
+}
+
 class AdaptCli : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = make_temp_dir("day0_adapt_"); }
@@ -82,15 +86,56 @@ TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
       if (s["id"] == "generation") {
         EXPECT_EQ(s["verdict"], "skipped") << s.dump(2);
         EXPECT_NE(s["reason"].get<std::string>().find("no tokenizer"), std::string::npos) << s.dump(2);
+      } else if (s["id"] == "distributed" && !have_mpirun()) {
+        EXPECT_EQ(s["verdict"], "skipped") << s.dump(2);
       } else {
         EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
       }
     }
     EXPECT_GT(stage(report, "weights")["evidence"]["hashes_ok"].get<int>(), 0);
+    if (have_mpirun()) {
+      // At least one scaled-down layout ran under mpirun and agreed with one process.
+      int ran = 0;
+      for (const auto& l : stage(report, "distributed")["evidence"]["layouts"]) {
+        if (l.contains("skipped")) continue;
+        ++ran;
+        EXPECT_TRUE(l["same_tokens"].get<bool>()) << l.dump(2);
+        EXPECT_LE(l["max_abs_logprob_diff"].get<double>(), 1e-3) << l.dump(2);
+      }
+      EXPECT_GE(ran, 1);
+    }
     EXPECT_GT(stage(report, "performance")["evidence"]["decode_tok_s"].get<double>(), 0.0);
     for (const char* f : {"report.json", "report.md", "report.html"})
       EXPECT_TRUE(fs::exists(fs::path(out) / f));
   }
+}
+
+// The distributed stage compares the ranks' run with one process: an mpirun whose job prints other
+// tokens (a stand-in that runs the command and changes the first token) fails the stage naming the
+// layout.
+TEST_F(AdaptCli, DistributedStageFailsWhenTheRanksDisagree) {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not found";
+  const std::string ckpt = synth("llama-3.1-8b", "ckpt-llama");
+  const std::string bin = dir_ + "/fakebin";
+  fs::create_directories(bin);
+  {
+    std::ofstream f(bin + "/mpirun");
+    f << "#!/usr/bin/env python3\n"
+         "# A stand-in mpirun: drops '--oversubscribe -np N' and the layout flag, runs the command as one\n"
+         "# process and changes the first token.\n"
+         "import json, subprocess, sys\n"
+         "out = subprocess.run(sys.argv[4:-2], capture_output=True, text=True, check=True).stdout\n"
+         "j = json.loads(out)\n"
+         "j['tokens'][0] += 1\n"
+         "print(json.dumps(j))\n";
+  }
+  fs::permissions(bin + "/mpirun", fs::perms::owner_all);
+  const std::string path = std::string("PATH=") + bin + ":" + std::getenv("PATH");
+  CliResult r = run_cli_bounded(adapt_args(ckpt, dir_ + "/out"), 600, 0, 0, {path});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json s = stage(read_json(fs::path(dir_) / "out" / "report.json"), "distributed");
+  EXPECT_EQ(s["verdict"], "fail") << s.dump(2);
+  EXPECT_NE(s["reason"].get<std::string>().find("TP 2: tokens differ"), std::string::npos) << s.dump(2);
 }
 
 // The miniature stage's Hugging Face cross-check: off says so and passes; a Python that cannot

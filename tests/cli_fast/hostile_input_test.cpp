@@ -189,6 +189,10 @@ TEST_F(Hostile, TemplateArithmeticAndGrowthAreTemplateErrors) {
       {"{% set s = 'a' * 10000000 %}{{ ','.join([s] * 100) }}", 2, "larger than 64 MiB"},
       {"{% set s = 'a' * 10000000 %}{{ ([s] * 100)|tojson }}", 2, "larger than 64 MiB"},
       {"{% set s = 'a\\n' * 1000000 %}{{ s|indent('x' * 1000) }}", 2, "larger than 64 MiB"},
+      // A long string as a list (one value per character): 2.3 GB and 72 s in the fuzzer on main.
+      {"{% set s = 'ab' * 16000000 %}{{ s|list|length }}", 2, "larger than 64 MiB"},
+      {"{% set s = 'ab' * 16000000 %}{% for c in s %}{% endfor %}", 2, "larger than 64 MiB"},
+      {"{{ 'abc'|list|join('-') }}", 0, ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string file = path(std::string("t") + std::to_string(i) + ".jinja");

@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -43,8 +48,118 @@ TEST(CliPlan, JsonCarriesDegreesMemoryAndTimes) {
     EXPECT_LE(p["memory"]["total_bytes"].get<double>(), p["memory"]["capacity_bytes"].get<double>());
     EXPECT_GE(p["tpot_s"].get<double>(), last_tpot);  // min-latency: best first
     last_tpot = p["tpot_s"].get<double>();
-    EXPECT_NE(p["launch"].get<std::string>().find("day0 serve deepseek-v3 --tp "), std::string::npos);
+    // A launch line starts one rank per device of the plan, or the plan says why day0 cannot run it.
+    if (p.contains("launch")) {
+      const std::string line = p["launch"];
+      EXPECT_EQ(
+          line.rfind("mpirun -np " + std::to_string(p["devices"].get<int64_t>()) + " day0 serve deepseek-v3 ",
+                     0),
+          0u)
+          << line;
+    } else {
+      EXPECT_NE(p["launch_not_runnable"].get<std::string>().find("DP-attention"), std::string::npos)
+          << p.dump();
+      EXPECT_NE(p["dp"], p["ep"]);
+    }
   }
+}
+
+TEST(CliPlan, LaunchLinesForSlurmAndBeyondOneNode) {
+  // Kimi K2 at 128k on H800 takes two nodes: the mpirun line names a host file and places a node's
+  // devices per node; srun says the same in its own flags.
+  const std::vector<std::string> args = {"plan",      "kimi-k2", "--cluster",     "2x8xH800",
+                                         "--context", "131072",  "--concurrency", "1",
+                                         "--weights", "fp8",     "--json"};
+  auto first_launch = [](const CliResult& r) {
+    const nlohmann::json plans = parse_json(r.out)["plans"];
+    for (const auto& p : plans) {
+      if (p.contains("launch")) return std::pair{p["launch"].get<std::string>(), p["devices"].get<int64_t>()};
+    }
+    return std::pair{std::string(), int64_t{0}};
+  };
+  const CliResult mpi = run_cli(args);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  const auto [line, devices] = first_launch(mpi);
+  ASSERT_FALSE(line.empty()) << mpi.out;
+  ASSERT_GT(devices, 8);
+  EXPECT_EQ(
+      line.rfind(
+          fmt::format("mpirun -np {} --hostfile HOSTS --map-by ppr:8:node day0 serve kimi-k2 ", devices), 0),
+      0u)
+      << line;
+  std::vector<std::string> slurm_args = args;
+  slurm_args.insert(slurm_args.end(), {"--launch", "slurm"});
+  const CliResult slurm = run_cli(slurm_args);
+  ASSERT_EQ(slurm.exit_code, 0) << slurm.err;
+  const std::string srun = first_launch(slurm).first;
+  EXPECT_EQ(
+      srun.rfind(fmt::format("srun --mpi=pmix --nodes={} --ntasks={} --ntasks-per-node=8 day0 serve kimi-k2 ",
+                             (devices + 7) / 8, devices),
+                 0),
+      0u)
+      << srun;
+  EXPECT_EQ(run_cli({"plan", "kimi-k2", "--cluster", "8xH800", "--launch", "pbs"}).exit_code, 2);
+}
+
+// --emit k8s writes the best runnable plan as a LeaderWorkerSet (one pod a node, the node's devices each)
+// and the leader's Service; the leader's mpirun line is the plan's own. Read back with PyYAML where
+// Python has it (Debian's python3-yaml; make test installs it), else checked as text.
+TEST(CliPlan, EmitK8sWritesALeaderWorkerSetOfThePlan) {
+  const std::string dir = make_temp_dir("day0_k8s_");
+  const std::string file = dir + "/kimi.yaml";
+  const CliResult r = run_cli({"plan", "kimi-k2", "--cluster", "2x8xH800", "--context", "131072",
+                               "--concurrency", "1", "--weights", "fp8", "--emit", "k8s", "--out", file,
+                               "--image", "registry.local/day0:1", "--k8s-name", "kimi"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(file);
+  const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(yaml.find("kind: LeaderWorkerSet"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("kind: Service"), std::string::npos);
+  EXPECT_NE(yaml.find("image: registry.local/day0:1"), std::string::npos);
+  EXPECT_NE(yaml.find("nvidia.com/gpu: \"8\""), std::string::npos);
+  // The plan's degrees, one rank per device over the group's nodes.
+  const CliResult plan = run_cli({"plan", "kimi-k2", "--cluster", "2x8xH800", "--context", "131072",
+                                  "--concurrency", "1", "--weights", "fp8", "--json"});
+  ASSERT_EQ(plan.exit_code, 0);
+  std::string degrees;
+  int64_t devices = 0;
+  const nlohmann::json plans = parse_json(plan.out)["plans"];
+  for (const auto& p : plans) {
+    if (!p.contains("launch")) continue;
+    const std::string line = p["launch"];
+    degrees = line.substr(line.find("day0 serve kimi-k2") + std::string("day0 serve kimi-k2").size());
+    devices = p["devices"];
+    break;
+  }
+  ASSERT_GT(devices, 0);
+  EXPECT_NE(yaml.find(fmt::format(
+                "mpirun --allow-run-as-root -np {} --hostfile /tmp/hosts --map-by ppr:8:node", devices)),
+            std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("day0 serve /models/kimi-k2" + degrees + " --host 0.0.0.0 --port 8000"),
+            std::string::npos)
+      << degrees << "\n"
+      << yaml;
+  if (std::system("python3 -c 'import yaml' 2>/dev/null") != 0) {
+    std::fprintf(stderr, "EmitK8s: PyYAML not found, the manifests were checked as text only\n");
+  } else {
+    const std::string check = fmt::format(
+        "python3 -c \"import yaml,sys; d=list(yaml.safe_load_all(open('{}'))); "
+        "l=d[0]['spec']['leaderWorkerTemplate']; "
+        "assert d[0]['kind']=='LeaderWorkerSet' and l['size']=={} and d[1]['kind']=='Service', d; "
+        "c=l['leaderTemplate']['spec']['containers'][0]; "
+        "assert c['resources']['limits']['nvidia.com/gpu']=='8'; "
+        "assert 'mpirun' in c['args'][0] and 'sshd' in "
+        "l['workerTemplate']['spec']['containers'][0]['args'][0]; "
+        "assert d[1]['spec']['selector']['leaderworkerset.sigs.k8s.io/name']=='kimi'\"",
+        file, (devices + 7) / 8);
+    EXPECT_EQ(std::system(check.c_str()), 0) << yaml;
+  }
+  EXPECT_EQ(run_cli({"plan", "kimi-k2", "--cluster", "8xH800", "--emit", "k8s", "--k8s-name", "Bad_Name"})
+                .exit_code,
+            2);
+  EXPECT_EQ(run_cli({"plan", "kimi-k2", "--cluster", "8xH800", "--emit", "helm"}).exit_code, 2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliPlan, ModelThatFitsNowhereExitsTwoWithTheSmallestCluster) {

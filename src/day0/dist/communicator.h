@@ -54,6 +54,9 @@ class Communicator {
   virtual Status send(std::span<const std::byte> data, int peer, int tag) = 0;
   virtual Status recv(std::span<std::byte> data, int peer, int tag) = 0;
   virtual Status barrier() = 0;
+  // Between calls (a rank idle for a while): answers and drains the peers' heartbeats, so that they
+  // do not pile up while this rank waits on something else. Never blocks.
+  virtual void poll() {}
   // The ranks that pass the same `color` form a new group, ordered by `key` (MPI_Comm_split).
   // Collective over this communicator.
   virtual Result<std::unique_ptr<Communicator>> split(int color, int key) = 0;

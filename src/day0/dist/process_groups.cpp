@@ -1,5 +1,7 @@
 #include "day0/dist/process_groups.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace day0::dist {
@@ -61,6 +63,14 @@ Result<ProcessGroups> make_process_groups(std::shared_ptr<Communicator> world, c
   g.stage = std::move(stage);
   g.world = std::move(world);
   return g;
+}
+
+std::vector<Communicator*> compute_groups(const ProcessGroups& g) {
+  std::vector<Communicator*> out;
+  for (Communicator* c : {g.tp.get(), g.ep.get(), g.stage.get(), g.pp.get()}) {
+    if (c != nullptr && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace day0::dist

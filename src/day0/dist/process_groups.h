@@ -6,6 +6,7 @@
 // group (same pp: the TP x EP ranks that sum their partial MoE outputs, rank = ep * TP + tp).
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "day0/core/status.h"
 #include "day0/dist/communicator.h"
@@ -43,6 +44,10 @@ struct ProcessGroups {
   std::shared_ptr<Communicator> tp, pp, ep;  // this rank's groups (size 1 where the degree is 1)
   std::shared_ptr<Communicator> stage;       // TP x EP ranks of this rank's pipeline stage
 };
+
+// The communicators a rank computes over (TP, EP, the TP x EP group of its stage and its pipeline
+// group), each counted once: whose waits make the communication idle time.
+std::vector<Communicator*> compute_groups(const ProcessGroups& groups);
 
 // Splits `world` into the layout's groups (collective over world).
 Result<ProcessGroups> make_process_groups(std::shared_ptr<Communicator> world, const ParallelLayout& layout);

@@ -1,5 +1,7 @@
 #include "day0/plan/plan_report.h"
 
+#include "day0/plan/launch.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -85,11 +87,22 @@ json candidate_json(const PlanCandidate& c, const PlanReportInput& in) {
     j["tokens_per_s_per_device"] = c.time.tokens_per_s_per_device;
     j["comm_share"] = c.time.comm_share;
     j["decode_memory_bound"] = c.time.decode_memory_bound;
-    j["launch"] = launch_line(c, in.model_arg, *in.workload);
+    const std::string line = launch_line(c, in.model_arg, *in.workload, *in.cluster, in.launcher);
+    if (!line.empty()) {
+      j["launch"] = line;
+    } else {
+      j["launch_not_runnable"] = runtime_layout(c.par).not_runnable;
+    }
   } else {
     j["reason"] = over_memory_reason(c, *in.workload);
   }
   return j;
+}
+
+// The launch line, or why Day0 cannot run the layout yet.
+std::string launch_text(const PlanCandidate& c, const PlanReportInput& in, const ClusterSpec& cluster) {
+  const std::string line = launch_line(c, in.model_arg, *in.workload, cluster, in.launcher);
+  return line.empty() ? "(not runnable by day0 yet: " + runtime_layout(c.par).not_runnable + ")" : line;
 }
 
 std::vector<std::string> plan_row(size_t index, const PlanCandidate& c) {
@@ -173,7 +186,7 @@ std::string format_plan_text(const PlanReportInput& in) {
       out += fmt::format("smallest cluster of {} that holds it: {} ({} devices), unit {} on {} devices\n",
                          c.device.name, r.smallest_cluster->name, r.smallest_cluster->total_devices(),
                          degrees(u.par), u.par.devices());
-      out += fmt::format("launch     {}\n", launch_line(u, in.model_arg, w));
+      out += fmt::format("launch     {}\n", launch_text(u, in, *r.smallest_cluster));
     } else {
       out += fmt::format("no cluster of up to the searched size of {} nodes holds it.\n", c.device.name);
     }
@@ -194,8 +207,7 @@ std::string format_plan_text(const PlanReportInput& in) {
     header.emplace_back("total");
     out += render_table(header, mem_rows);
     out += "\nlaunch:\n";
-    for (size_t i = 0; i < n; ++i)
-      out += fmt::format("  {}. {}\n", i + 1, launch_line(r.feasible[i], in.model_arg, w));
+    for (size_t i = 0; i < n; ++i) out += fmt::format("  {}. {}\n", i + 1, launch_text(r.feasible[i], in, c));
     if (r.smallest_unit) {
       out += fmt::format("\nsmallest deployment unit: {} devices ({})\n", r.smallest_unit->par.devices(),
                          degrees(r.smallest_unit->par));

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/plan/cluster.h"
+#include "day0/plan/launch.h"
 #include "day0/plan/model_cost.h"
 #include "day0/plan/planner.h"
 #include "day0/plan/workload.h"
@@ -18,6 +19,7 @@ struct PlanReportInput {
   const Workload* workload = nullptr;
   const PlanResult* result = nullptr;
   std::string model_arg;  // as the user named the model (goes into the launch line)
+  Launcher launcher = Launcher::kMpirun;
   int top = 5;
   bool explain = false;  // list rejected layouts with their reasons
   int explain_limit = 20;

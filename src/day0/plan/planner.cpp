@@ -248,17 +248,4 @@ std::string over_memory_reason(const PlanCandidate& c, const Workload& w) {
   return reason;
 }
 
-std::string launch_line(const PlanCandidate& c, const std::string& model_arg, const Workload& w) {
-  std::string line = fmt::format("mpirun -np {} day0 serve {} --tp {} --pp {}", c.par.devices(), model_arg,
-                                 c.par.tp, c.par.pp);
-  if (c.par.dp > 1) line += fmt::format(" --dp-attention {}", c.par.dp);
-  if (c.par.ep > 1) line += fmt::format(" --ep {}", c.par.ep);
-  if (w.redundant_experts > 0) line += fmt::format(" --redundant-experts {}", w.redundant_experts);
-  line += fmt::format(" --context {} --max-seqs {}", w.context, w.concurrency);
-  if (w.weights != WeightPrecision::kCheckpoint)
-    line += fmt::format(" --weights {}", weight_precision_name(w.weights));
-  if (w.kv != KvPrecision::kBF16) line += fmt::format(" --kv-dtype {}", kv_precision_name(w.kv));
-  return line;
-}
-
 }  // namespace day0::plan

@@ -54,8 +54,4 @@ Result<PlanResult> plan_model(const ModelCost& model, const ClusterSpec& cluster
 // Why a costed plan does not fit: "needs 95.3 GB a device (stage 0), has 85.9 GB: over by 9.4 GB; ...".
 std::string over_memory_reason(const PlanCandidate& candidate, const Workload& workload);
 
-// `mpirun -np N day0 serve MODEL --tp .. --pp .. --dp .. --ep ..`
-std::string launch_line(const PlanCandidate& candidate, const std::string& model_arg,
-                        const Workload& workload);
-
 }  // namespace day0::plan

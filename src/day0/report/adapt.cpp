@@ -37,6 +37,7 @@ const std::vector<StageEntry>& stage_table() {
       {{"alignment", "Precision alignment"}, run_alignment_stage},
       {{"generation", "Generation spot checks"}, run_generation_stage},
       {{"plan", "Parallel plan"}, run_plan_stage},
+      {{"distributed", "Distributed smoke test"}, run_distributed_stage},
       {{"performance", "Performance"}, run_performance_stage},
       {{"stability", "Stability soak"}, run_stability_stage},
   };

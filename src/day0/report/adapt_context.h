@@ -34,6 +34,7 @@ void run_miniature_stage(AdaptContext& ctx, StageResult& out);
 void run_alignment_stage(AdaptContext& ctx, StageResult& out);
 void run_generation_stage(AdaptContext& ctx, StageResult& out);
 void run_plan_stage(AdaptContext& ctx, StageResult& out);
+void run_distributed_stage(AdaptContext& ctx, StageResult& out);
 void run_performance_stage(AdaptContext& ctx, StageResult& out);
 void run_stability_stage(AdaptContext& ctx, StageResult& out);
 

@@ -119,7 +119,7 @@ const nlohmann::json& report_json_schema() {
         "additionalProperties": false,
         "properties": {
           "id": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "generation", "plan",
-                          "performance", "stability"]},
+                          "distributed", "performance", "stability"]},
           "title": {"type": "string"},
           "verdict": {"enum": ["pass", "fail", "skipped"]},
           "required": {"type": "boolean"},

@@ -170,6 +170,8 @@ class KvCache {
 
   // Whether layer `layer` keeps K/V rows in the pool (false: a linear-attention layer).
   bool paged(int64_t layer) const { return layers_[static_cast<size_t>(layer)].paged; }
+  // Whether this cache keeps layer `layer` at all (false: another pipeline stage's layer, no blocks).
+  bool held(int64_t layer) const { return layers_[static_cast<size_t>(layer)].held; }
   // The recurrent state of linear-attention layer `layer` (null for a paged layer).
   RecurrentLayerState* recurrent(int64_t layer);
   bool has_recurrent_state() const { return !states_.empty(); }

@@ -177,7 +177,8 @@ std::string ServeMetrics::render(const std::string& model_name) const {
   for (const auto& [op, s] : op_seconds_)
     out += fmt::format("day0:operator_seconds_total{{{},op=\"{}\"}} {}\n", m, label(op), number(s));
   gauge("day0:communication_idle_ratio",
-        "Share of step time a rank waits on communication (0: one process, no communication).", 0.0);
+        "Share of rank 0's forward time spent waiting on communication (0: one process).",
+        gauges_.communication_idle_ratio);
   ttft_.render(out, "day0:time_to_first_token_seconds", "Time from arrival to the first generated token.");
   itl_.render(out, "day0:inter_token_latency_seconds", "Time between two generated tokens of a request.");
   e2e_.render(out, "day0:e2e_request_latency_seconds", "Time from arrival to the last token.");

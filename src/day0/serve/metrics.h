@@ -36,6 +36,8 @@ struct SchedulerGauges {
   double kv_fragmentation = 0;  // allocated-but-unused token slots / allocated slots
   int64_t prefix_cache_blocks = 0;
   bool prefix_caching = true;  // off by option, or for a model it cannot serve (linear attention)
+  // Under mpirun: the share of rank 0's forward time spent waiting on communication (0 in one process).
+  double communication_idle_ratio = 0;
 };
 
 class ServeMetrics {

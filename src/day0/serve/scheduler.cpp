@@ -6,6 +6,7 @@
 
 #include "day0/runtime/text_prompt.h"
 #include "day0/serve/prefix_cache.h"
+#include "day0/serve/step_mirror.h"
 #include "day0/serve/stop_matcher.h"
 
 namespace day0::serve {
@@ -81,9 +82,17 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
       after_step_(std::move(after_step)),
       context_(options.context > 0 ? options.context : engine.spec().max_position_embeddings),
       prefix_(std::make_unique<PrefixState>(engine.options().kv_block_tokens)) {
+  {
+    // The layers whose K/V this rank's pool holds: not linear-attention layers (a fixed state), not
+    // another pipeline stage's.
+    const KvCache probe = engine_.new_cache();
+    for (int64_t l = 0; l < probe.n_layers(); ++l) kv_layers_ += probe.paged(l) && probe.held(l) ? 1 : 0;
+  }
   D0_CHECK_MSG(options_.kv_blocks > 0, "scheduler: the KV pool needs a capacity");
   // A hybrid model's recurrent state is not in the KV blocks a prefix entry would share.
   if (!prefix_caching_unsupported(engine.spec()).empty()) options_.prefix_caching = false;
+  // Followers keep no prefix cache (step_mirror.h).
+  if (options_.mirror != nullptr) options_.prefix_caching = false;
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
@@ -97,7 +106,7 @@ Scheduler::~Scheduler() {
 
 int64_t Scheduler::blocks_for(int64_t tokens) const {
   const int64_t bt = engine_.options().kv_block_tokens;
-  return count_kv_layers(engine_.spec()) * ((tokens + bt - 1) / bt);  // linear-attention layers hold none
+  return kv_layers_ * ((tokens + bt - 1) / bt);
 }
 
 std::variant<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(SequenceRequest request) {
@@ -166,7 +175,8 @@ int64_t Scheduler::blocks_needed(const Sequence& s, int64_t new_tokens) const {
   const int64_t bt = engine_.options().kv_block_tokens;
   int64_t need = 0;
   for (int64_t l = 0; l < s.cache->n_layers(); ++l) {
-    if (!s.cache->paged(l)) continue;  // a linear-attention layer: a fixed state, no blocks
+    // A linear-attention layer (a fixed state) or another pipeline stage's layer: no blocks here.
+    if (!s.cache->paged(l) || !s.cache->held(l)) continue;
     const KvPages p = s.cache->pages(l);
     const int64_t rows = p.length + new_tokens;
     need += std::max<int64_t>(0, (rows + bt - 1) / bt - static_cast<int64_t>(p.table.size()));
@@ -193,8 +203,26 @@ bool Scheduler::make_room(int64_t blocks, const Sequence* for_seq) {
   return true;
 }
 
-void Scheduler::preempt(Sequence& s) {
+void Scheduler::drop_cache(Sequence& s) {
+  if (s.cache && options_.mirror != nullptr) options_.mirror->release(s.id);
   s.cache.reset();
+}
+
+Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids) {
+  StepMirror* mirror = options_.mirror;
+  if (mirror == nullptr) return engine_.forward(batch, true);
+  // The followers are part of every collective of the step: a failure to reach them, or one inside
+  // the step, leaves the job's communicators unusable, and the job must end (every rank, not a hang).
+  if (Status st = mirror->send_step(ids, batch, true); !st.is_ok()) mirror->fail(st);
+  const auto start = Clock::now();
+  auto logits = engine_.forward(batch, true);
+  mirror->add_forward_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  if (!logits.is_ok() && logits.status().code() == StatusCode::kIoError) mirror->fail(logits.status());
+  return logits;
+}
+
+void Scheduler::preempt(Sequence& s) {
+  drop_cache(s);
   metrics_.count_preemption();
 }
 
@@ -215,7 +243,7 @@ void Scheduler::finish(Sequence& s, const std::string& reason, std::optional<Api
   if (s.cache && !e.error && reason != "abort" && options_.prefix_caching) {
     prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(s.cache->length())), *s.cache);
   }
-  s.cache.reset();
+  drop_cache(s);
   metrics_.count_finished(e.error ? "abort" : reason);
   metrics_.observe_e2e(std::chrono::duration<double>(Clock::now() - s.arrival).count());
   {
@@ -279,7 +307,7 @@ void Scheduler::admit() {
       while (free_blocks() - admitted_need < need && prefix_->cache.evict_one()) {
       }
       if (free_blocks() - admitted_need < need) {
-        s.cache.reset();
+        drop_cache(s);
         break;
       }
       admitted_need += need;
@@ -348,8 +376,10 @@ bool Scheduler::run_step() {
   if (plan.empty()) return false;
 
   std::vector<SequenceStep> batch;
+  std::vector<uint64_t> ids;
   batch.reserve(plan.size());
   for (const Planned& p : plan) {
+    ids.push_back(p.seq->id);
     batch.push_back(
         {&*p.seq->cache, std::span<const int32_t>(p.seq->tokens)
                              .subspan(static_cast<size_t>(p.seq->fed()), static_cast<size_t>(p.take))});
@@ -372,13 +402,13 @@ bool Scheduler::run_step() {
       }
     }
   };
-  auto logits = engine_.forward(batch, true);
+  auto logits = forward(batch, ids);
   if (logits.is_ok()) {
     for (size_t b = 0; b < plan.size(); ++b) pick(*plan[b].seq, logits->row_span(static_cast<int64_t>(b)));
   } else {
     // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
     for (size_t b = 0; b < plan.size(); ++b) {
-      auto alone = engine_.forward(std::span(&batch[b], 1), true);
+      auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1));
       if (alone.is_ok()) {
         pick(*plan[b].seq, alone->row_span(0));
       } else {
@@ -407,6 +437,7 @@ void Scheduler::publish_gauges() {
   g.kv_fragmentation = st.fragmentation();
   g.prefix_cache_blocks = prefix_->cache.blocks_held();
   g.prefix_caching = options_.prefix_caching;
+  if (options_.mirror != nullptr) g.communication_idle_ratio = options_.mirror->idle_ratio();
   metrics_.set_gauges(g);
 }
 
@@ -448,6 +479,9 @@ void Scheduler::loop() {
     }
     admit();
     const bool ran = run_step();
+    if (!ran && options_.mirror != nullptr) {
+      if (Status st = options_.mirror->keepalive(); !st.is_ok()) options_.mirror->fail(st);
+    }
     std::erase_if(waiting_, [](const auto& s) { return s->done; });
     publish_gauges();
     if (!ran && !waiting_.empty() && running_.empty()) {
@@ -460,6 +494,9 @@ void Scheduler::loop() {
   }
   prefix_->cache.clear();
   publish_gauges();
+  if (options_.mirror != nullptr) {
+    if (Status st = options_.mirror->close(); !st.is_ok()) options_.mirror->fail(st);
+  }
 }
 
 }  // namespace day0::serve

@@ -39,6 +39,7 @@
 namespace day0::serve {
 
 enum class AdmissionPolicy { kMaxUtilization, kGuaranteedNoEvict };
+class StepMirror;
 
 // Why prefix caching cannot serve `spec`, or "" when it can: a model with linear-attention layers
 // (Qwen3-Next's Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
@@ -55,6 +56,9 @@ struct SchedulerOptions {
   AdmissionPolicy policy = AdmissionPolicy::kMaxUtilization;
   bool prefix_caching = true;  // forced off when prefix_caching_unsupported(model) is not empty
   int64_t context = 0;         // tokens a sequence may hold (<= the model's max_position_embeddings)
+  // Serving under mpirun (rank 0): every step is sent to the other ranks first (serve/step_mirror.h).
+  // Not owned; outlives the scheduler. Prefix caching is forced off with it.
+  StepMirror* mirror = nullptr;
 };
 
 struct SequenceRequest {
@@ -130,6 +134,10 @@ class Scheduler {
   bool make_room(int64_t blocks, const Sequence* for_seq);
   void emit_token(Sequence& s, GenerationStep step);
   void publish_gauges();
+  // engine_.forward, sent to the followers first when steps are mirrored (ids[i]: batch[i]'s sequence).
+  Result<ConstMatrix> forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids);
+  // The sequence's cache is gone (finished, preempted, not admitted): followers free theirs too.
+  void drop_cache(Sequence& s);
 
   Engine& engine_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -137,7 +145,8 @@ class Scheduler {
   ServeMetrics& metrics_;
   std::function<void()> after_step_;
   int64_t context_;
-  int64_t planned_ = 0;  // blocks the sequences planned for this step will take
+  int64_t kv_layers_ = 0;  // layers that take blocks of this rank's pool
+  int64_t planned_ = 0;    // blocks the sequences planned for this step will take
 
   std::mutex mutex_;  // guards incoming_, accepted_, stopping_ transitions
   std::condition_variable wake_;

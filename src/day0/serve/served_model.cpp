@@ -4,6 +4,7 @@
 
 #include "day0/model/kv_dtype.h"
 #include "day0/model/model_memory.h"
+#include "day0/runtime/distributed_model.h"
 
 namespace day0::serve {
 
@@ -21,9 +22,14 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   }
   auto out = std::make_unique<ServedModel>();
   // The same weight binding as `run` in this precision (a BF16 run of a quantized checkpoint keeps
-  // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly).
-  D0_ASSIGN_OR_RETURN(out->model, load_model(setup.model, load_options_for(precision)));
+  // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly); each rank's shard under
+  // mpirun.
+  D0_ASSIGN_OR_RETURN(DistributedModel dm, load_distributed_model(setup.model, setup.layout,
+                                                                  load_options_for(precision), setup.comm));
+  out->groups = std::move(dm.groups);
+  out->model = std::move(dm.model);
   const ModelSpec& spec = out->model.spec;
+  // Every rank reads the tokenizer, so that a bad one fails every rank alike (only rank 0 uses it).
   if (!setup.tokenizer.empty()) {
     D0_ASSIGN_OR_RETURN(out->tokenizer, tokenizer::load_tokenizer(setup.tokenizer));
   } else if (auto tok = tokenizer::load_tokenizer(out->model.folder); tok.is_ok()) {
@@ -34,6 +40,12 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   EngineOptions eo;
   eo.precision = precision;
   eo.kv_dtype = *kv_dtype;
+  eo.tensor_parallel = out->groups.tp.get();
+  eo.expert_parallel = out->groups.ep.get();
+  eo.moe_group = out->groups.stage.get();
+  eo.pipeline = out->groups.pp.get();
+  eo.pipeline_micro_batches = setup.micro_batches;
+  eo.moe_combine = setup.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
   BackendOptions bo;
   bo.n_threads = setup.threads;
   D0_ASSIGN_OR_RETURN(out->backend, open_backend(setup.backend, bo));
@@ -68,9 +80,20 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
                                         sched.kv_blocks, kv_layers));
   }
   out->prefix_caching_off = prefix_caching_unsupported(spec);
+  if (out->prefix_caching_off.empty() && out->distributed()) {
+    out->prefix_caching_off =
+        "under mpirun the other ranks keep no prefix cache of their own yet (each step is mirrored from "
+        "rank 0 as its sequences' tokens)";
+  }
   if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
+  out->kv_blocks = sched.kv_blocks;
+  if (!out->leader()) return out;
+  if (out->distributed()) {
+    out->mirror = std::make_unique<StepMirror>(*out->groups.world, dist::compute_groups(out->groups));
+    sched.mirror = out->mirror.get();
+  }
   if (so.served_model_name.empty()) {
     std::string name = out->model.folder;
     while (name.size() > 1 && name.back() == '/') name.pop_back();

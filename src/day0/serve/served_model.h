@@ -7,8 +7,10 @@
 #include <string>
 
 #include "day0/core/status.h"
+#include "day0/dist/process_groups.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/serve/openai_server.h"
+#include "day0/serve/step_mirror.h"
 #include "day0/serve/timing_backend.h"
 
 namespace day0::serve {
@@ -23,26 +25,38 @@ struct ServeSetup {
   int64_t kv_blocks = 0;   // pool capacity in blocks, or
   uint64_t kv_memory = 0;  // in bytes; neither: kDefaultKvMemory, raised to hold one full context
   ServerOptions server;
+  // Under mpirun: world = TP x PP x EP ranks; rank 0 serves HTTP, the others follow its steps.
+  dist::ParallelLayout layout;
+  dist::CommOptions comm;
+  std::string moe_combine = "all-reduce";  // under EP: all-reduce or all-to-all (EngineOptions)
+  int micro_batches = 0;                   // under PP: micro-batches a step is cut into (0: two per stage)
 };
 
 inline constexpr uint64_t kDefaultKvMemory = uint64_t{1} << 30;
 
 struct ServedModel {
-  LoadedModel model;
+  dist::ProcessGroups groups;                             // world and groups of size 1 in a single process
+  LoadedModel model;                                      // this rank's shard
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null: token-id prompts only
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TimingBackend> timing;
   std::unique_ptr<Engine> engine;
-  std::unique_ptr<OpenAiServer> server;
-  uint64_t kv_bytes = 0;  // the pool's capacity
+  std::unique_ptr<StepMirror> mirror;    // rank 0 of a distributed job
+  std::unique_ptr<OpenAiServer> server;  // rank 0 only
+  int64_t kv_blocks = 0;                 // the pool's capacity in blocks (every rank reserves it)
+  uint64_t kv_bytes = 0;                 // the pool's capacity
   // Why prefix caching was turned off for this model ("" when it was not): see
   // prefix_caching_unsupported().
   std::string prefix_caching_off;
   uint64_t state_bytes_per_sequence = 0;  // linear-attention layers' recurrent state, per running sequence
   ~ServedModel();                         // the server first (it holds sequences on the engine's pool)
+  bool distributed() const { return groups.world && groups.world->size() > 1; }
+  bool leader() const { return !groups.world || groups.world->rank() == 0; }
 };
 
-// Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status.
+// Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status. Under
+// mpirun each rank loads its shard; only rank 0 gets a server (and a tokenizer); a follower runs
+// follow_steps() on `engine` with `kv_blocks`. A failure on any rank fails every rank.
 Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup);
 
 }  // namespace day0::serve

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "day0/core/human.h"
+#include "day0/plan/launch.h"
 #include "day0/plan/model_cost_adapter.h"
 #include "day0/plan/plan_report.h"
 #include "day0/plan/planner.h"
@@ -25,7 +26,14 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   auto result = plan::plan_model(*cost, *cluster, workload);
   if (!result.is_ok()) return stage_fail(out, result.status().to_string());
 
-  plan::PlanReportInput input{&*cost, &*cluster, &workload, &*result, ctx.options.model, 3, false, 0};
+  plan::PlanReportInput input;
+  input.model = &*cost;
+  input.cluster = &*cluster;
+  input.workload = &workload;
+  input.result = &*result;
+  input.model_arg = ctx.options.model;
+  input.top = 3;
+  input.explain_limit = 0;
   const std::string cluster_name = cluster_arg.empty() ? "this machine" : cluster_arg;
   out.evidence = {{"cluster", cluster_name}, {"plan", plan::plan_to_json(input)}};
   if (result->feasible.empty()) {
@@ -46,12 +54,13 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   }
   out.evidence["memory_per_device"] = memory;
   out.evidence["device_memory_bytes"] = best.memory.capacity;
-  out.evidence["launch"] = plan::launch_line(best, ctx.options.model, workload);
+  std::string launch = plan::launch_line(best, ctx.options.model, workload, *cluster);
+  if (launch.empty()) launch = "not runnable by day0 yet: " + plan::runtime_layout(best.par).not_runnable;
+  out.evidence["launch"] = launch;
   stage_pass(out, fmt::format("{}: {} — {} of {} a device, TTFT {}, TPOT {}, {:.0f} tok/s at {} sequences",
-                              cluster_name, plan::launch_line(best, ctx.options.model, workload),
-                              human_bytes(best.memory.total), human_bytes(best.memory.capacity),
-                              human_seconds(best.time.ttft), human_seconds(best.time.tpot),
-                              best.time.tokens_per_s, workload.concurrency));
+                              cluster_name, launch, human_bytes(best.memory.total),
+                              human_bytes(best.memory.capacity), human_seconds(best.time.ttft),
+                              human_seconds(best.time.tpot), best.time.tokens_per_s, workload.concurrency));
 }
 
 }  // namespace day0::report

@@ -82,11 +82,19 @@ List iterate(const Value& v) {
     case Value::Type::kList:
       return v.as_list();
     case Value::Type::kDict: {
+      check_size(v.as_dict().items.size() * sizeof(Value));
       List keys;
       for (const auto& kv : v.as_dict().items) keys.emplace_back(kv.first);
       return keys;
     }
     case Value::Type::kString: {
+      // One Value (with its string) per character: bounded like any other value, before it is built
+      // (a 64 MiB string would otherwise become gigabytes of one-character strings).
+      const size_t bytes = v.as_string().size();
+      if (bytes > kMaxValueBytes / (sizeof(Value) + sizeof(std::string))) {
+        throw TemplateError(
+            fmt::format("iterating a string of {} bytes makes a list larger than 64 MiB", bytes));
+      }
       List chars;
       for (auto& c : utf8_chars(v.as_string())) chars.emplace_back(std::move(c));
       return chars;

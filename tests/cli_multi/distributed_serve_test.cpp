@@ -1,0 +1,250 @@
+// `day0 serve` under mpirun: rank 0 serves HTTP and schedules, the other ranks follow its steps with
+// their shards. Greedy completions of concurrent requests under TP 2 (Llama) and EP 2 (Qwen3-MoE)
+// equal the single process's tokens; /metrics reports prefix caching off and the communication idle
+// ratio; SIGTERM to mpirun ends every rank with exit 0; a hung follower ends the job within its
+// timeout naming the rank; nothing is left behind.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mpirun.h"
+
+namespace day0::testing {
+namespace {
+
+#define D0_REQUIRE_MPIRUN() \
+  if (find_mpirun().empty()) GTEST_SKIP() << "mpirun not found (make test installs openmpi-bin)"
+
+std::string golden(const char* name) {
+  return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
+}
+
+std::string tag_for(const char* test) {
+  return std::string(test) + "-" + std::to_string(getpid());
+}
+
+const std::vector<std::vector<int>> kPrompts = {
+    {1, 17, 42, 99, 3, 250}, {5, 9, 200, 31}, {77, 12, 8, 140, 66}};
+constexpr int kNewTokens = 8;
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+// The single process's greedy tokens for each prompt (`day0 run`).
+std::vector<std::vector<int>> reference_tokens(const std::string& model) {
+  std::vector<std::vector<int>> out;
+  for (const auto& prompt : kPrompts) {
+    const CliResult r = run_cli_bounded({"run", model, "--prompt-ids", ids_text(prompt), "--max-new",
+                                         std::to_string(kNewTokens), "--threads", "1", "--json"},
+                                        60);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    out.push_back(r.exit_code == 0 ? nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>()
+                                   : std::vector<int>{});
+  }
+  return out;
+}
+
+int port_of(const std::string& out) {
+  const std::string marker = "listening on http://127.0.0.1:";
+  const size_t at = out.find(marker);
+  return at == std::string::npos ? -1 : std::stoi(out.substr(at + marker.size()));
+}
+
+// A greedy completion of `prompt` (token ids; the miniatures have no tokenizer): the generated ids,
+// read back from the logprobs' "token_id:N" names.
+std::vector<int> complete(int port, const std::vector<int>& prompt) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  const nlohmann::json body = {{"model", "mini"},  {"prompt", prompt}, {"max_tokens", kNewTokens},
+                               {"temperature", 0}, {"logprobs", 0},    {"ignore_eos", true}};
+  auto res = client.Post("/v1/completions", body.dump(), "application/json");
+  if (!res || res->status != 200) {
+    ADD_FAILURE() << "completion failed: " << (res ? res->body : httplib::to_string(res.error()));
+    return {};
+  }
+  std::vector<int> ids;
+  const nlohmann::json reply = nlohmann::json::parse(res->body);
+  for (const auto& t : reply["choices"][0]["logprobs"]["tokens"]) {
+    const std::string name = t.get<std::string>();
+    ids.push_back(std::stoi(name.substr(name.find(':') + 1)));
+  }
+  if (ids.empty()) ADD_FAILURE() << "no tokens in " << res->body;
+  return ids;
+}
+
+double metric(int port, const std::string& name) {
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0) continue;
+    const char next = line.size() > name.size() ? line[name.size()] : '\0';
+    if (next == ' ' || next == '{') return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+MpiRunResult stop_gracefully(MpiJob& job, const std::string& tag) {
+  const int leader = rank_process(tag, 0);
+  EXPECT_GT(leader, 0);
+  if (leader > 0) kill(leader, SIGTERM);
+  return job.finish(30);
+}
+
+void serves_like_one_process(const std::string& model, const std::vector<std::string>& degrees, int np,
+                             const char* tag_name) {
+  const auto expected = reference_tokens(model);
+  const std::string tag = tag_for(tag_name);
+  std::vector<std::string> args = {
+      "serve", model, "--port", "0", "--threads", "1", "--kv-blocks", "512", "--served-model-name", "mini"};
+  args.insert(args.end(), degrees.begin(), degrees.end());
+  MpiJob job(np, args, tag);
+  ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
+  const int port = port_of(job.out());
+  ASSERT_GT(port, 0) << job.out();
+  // All prompts at once (one batch, continuous batching), then each alone again.
+  std::vector<std::vector<int>> got(kPrompts.size());
+  {
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < kPrompts.size(); ++i)
+      clients.emplace_back([&, i] { got[i] = complete(port, kPrompts[i]); });
+    for (auto& c : clients) c.join();
+  }
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(got[i], expected[i]) << "prompt " << i << " served together";
+    EXPECT_EQ(complete(port, kPrompts[i]), expected[i]) << "prompt " << i << " served alone";
+  }
+  EXPECT_EQ(metric(port, "day0:prefix_caching_enabled"), 0.0);
+  const double idle = metric(port, "day0:communication_idle_ratio");
+  EXPECT_GT(idle, 0.0);
+  EXPECT_LT(idle, 1.0);
+  EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0);  // every finished sequence gave its blocks back
+  // A graceful stop is rank 0's SIGTERM (mpirun's own exit status counts a signal it got as failure).
+  const MpiRunResult r = stop_gracefully(job, tag);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("under mpirun"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("serve: stopped"), std::string::npos) << r.err;
+  EXPECT_TRUE(processes_tagged(tag).empty());
+}
+
+TEST(DistributedServe, TensorParallelCompletionsEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  serves_like_one_process(golden("llama3"), {"--tp", "2"}, 2, "serve-tp2");
+}
+
+TEST(DistributedServe, ExpertParallelCompletionsEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  serves_like_one_process(golden("qwen3-moe"), {"--ep", "2", "--moe-combine", "all-to-all"}, 2, "serve-ep2");
+}
+
+TEST(DistributedServe, PipelineStagesServeLikeOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  serves_like_one_process(golden("llama3"), {"--pp", "2"}, 2, "serve-pp2");
+}
+
+// `day0 plan` on a two-device machine prints a launch line that serves as printed (with an ephemeral
+// port and one thread a rank added).
+TEST(DistributedServe, ThePlannersLaunchLineServesAsPrinted) {
+  D0_REQUIRE_MPIRUN();
+  const std::string dir = make_temp_dir("day0-launch-");
+  const std::string cluster = dir + "/two.json";
+  std::ofstream(cluster) << R"({"name": "two-cpus", "nodes": 1, "devices_per_node": 2,
+    "device": {"name": "CPU", "memory_gb": 4, "memory_bandwidth_gb_s": 20, "peak_tflops": {"bf16": 1}},
+    "intra_node": {"bandwidth_gb_s": 20, "latency_us": 2}, "inter_node": {"bandwidth_gb_s": 1, "latency_us": 50}})";
+  const std::string model = golden("llama3");
+  const CliResult plan = run_cli({"plan", model, "--cluster", cluster, "--context", "64", "--concurrency",
+                                  "4", "--json", "--top", "50"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  std::string line;
+  const nlohmann::json plans = nlohmann::json::parse(plan.out)["plans"];
+  for (const auto& p : plans) {
+    if (p.contains("launch") && p["tp"] == 2) line = p["launch"];
+  }
+  ASSERT_FALSE(line.empty()) << plan.out;
+  const std::string prefix = "mpirun -np 2 day0 ";
+  ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
+  std::vector<std::string> args;
+  std::istringstream words(line.substr(prefix.size()));
+  for (std::string w; words >> w;) args.push_back(w);
+  args.insert(args.end(),
+              {"--port", "0", "--threads", "1", "--kv-blocks", "256", "--served-model-name", "mini"});
+  const auto expected = reference_tokens(model);
+  const std::string tag = tag_for("serve-launch");
+  MpiJob job(2, args, tag);
+  ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
+  EXPECT_EQ(complete(port_of(job.out()), kPrompts[0]), expected[0]);
+  const MpiRunResult r = stop_gracefully(job, tag);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("TP 2 x PP 1 x EP 1"), std::string::npos) << r.err;
+  EXPECT_TRUE(processes_tagged(tag).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DistributedServe, HungFollowerEndsTheJobNamingItWithoutOrphans) {
+  D0_REQUIRE_MPIRUN();
+  const std::string tag = tag_for("serve-hang");
+  MpiJob job(2,
+             {"serve", golden("llama3"), "--port", "0", "--threads", "1", "--kv-blocks", "256",
+              "--served-model-name", "mini", "--tp", "2", "--comm-timeout", "2"},
+             tag);
+  ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
+  const int port = port_of(job.out());
+  const int follower = rank_process(tag, 1);
+  ASSERT_GT(follower, 0);
+  ASSERT_EQ(kill(follower, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread client([&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(20, 0);
+    const nlohmann::json body = {{"model", "mini"}, {"prompt", kPrompts[0]}, {"max_tokens", 4}};
+    c.Post("/v1/completions", body.dump(), "application/json");  // answered or cut: the job ends
+  });
+  const MpiRunResult r = job.finish(20);
+  client.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(r.err.find("rank 1 of 2 silent"), std::string::npos) << r.err;
+  EXPECT_TRUE(processes_tagged(tag).empty());
+}
+
+TEST(DistributedServe, FollowersOutliveAnIdleServerWithoutTimingOut) {
+  D0_REQUIRE_MPIRUN();
+  // Idle longer than the followers' receive deadline: rank 0's keep-alives hold them.
+  const std::string tag = tag_for("serve-idle");
+  MpiJob job(2,
+             {"serve", golden("llama3"), "--port", "0", "--threads", "1", "--kv-blocks", "256",
+              "--served-model-name", "mini", "--tp", "2", "--comm-timeout", "1.5"},
+             tag);
+  ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  const int port = port_of(job.out());
+  EXPECT_EQ(complete(port, kPrompts[1]).size(), static_cast<size_t>(kNewTokens));
+  // SIGTERM to mpirun: it passes the signal on; rank 0 stops gracefully, the followers wait for it,
+  // and nothing is left behind (mpirun itself exits 1 after a signal).
+  const MpiRunResult r = job.finish(30, SIGTERM);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("serve: stopped"), std::string::npos) << r.err;
+  EXPECT_TRUE(processes_tagged(tag).empty());
+}
+
+}  // namespace
+}  // namespace day0::testing
