@@ -93,6 +93,7 @@ std::string launch_line(const PlanCandidate& c, const std::string& model_arg, co
     return fmt::format("srun --mpi=pmix --nodes={} --ntasks={} --ntasks-per-node={} {}", nodes, l.world(), g,
                        serve);
   }
+  if (l.world() == 1) return serve;  // one process: no launcher
   if (nodes == 1) return fmt::format("mpirun -np {} {}", l.world(), serve);
   return fmt::format("mpirun -np {} --hostfile HOSTS --map-by ppr:{}:node {}", l.world(), g, serve);
 }

@@ -35,7 +35,8 @@ RuntimeLayout runtime_layout(const Parallelism& par);
 // `day0 serve MODEL --tp .. --pp .. --ep .. --context .. --max-seqs ..` (no launcher).
 std::string serve_command_line(const RuntimeLayout& layout, const std::string& model_arg, const Workload& w);
 
-// The launch line of a plan: `mpirun -np N [--hostfile HOSTS --map-by ppr:G:node] day0 serve ...`
+// The launch line of a plan: `day0 serve ...` for one device, `mpirun -np N [--hostfile HOSTS
+// --map-by ppr:G:node] day0 serve ...`
 // (one rank per device, G devices a node), or `srun --mpi=pmix --nodes=K --ntasks=N
 // --ntasks-per-node=G day0 serve ...`. Empty when the layout is not runnable (runtime_layout says why).
 std::string launch_line(const PlanCandidate& candidate, const std::string& model_arg, const Workload& w,
