@@ -57,9 +57,11 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   const plan::PlanCandidate& best = runnable != nullptr ? *runnable : result->feasible.front();
   if (&best != &result->feasible.front()) {
     const plan::Parallelism& f = result->feasible.front().par;
-    out.evidence["faster_layout_not_runnable"] = {
-        {"tp", f.tp}, {"pp", f.pp}, {"dp", f.dp}, {"ep", f.ep},
-        {"reason", plan::runtime_layout(f).not_runnable}};
+    out.evidence["faster_layout_not_runnable"] = {{"tp", f.tp},
+                                                  {"pp", f.pp},
+                                                  {"dp", f.dp},
+                                                  {"ep", f.ep},
+                                                  {"reason", plan::runtime_layout(f).not_runnable}};
   }
   nlohmann::json memory = nlohmann::json::object();
   for (int i = 0; i < plan::kMemoryItems; ++i) {
@@ -74,14 +76,14 @@ void run_plan_stage(AdaptContext& ctx, StageResult& out) {
   std::string faster;
   if (&best != &result->feasible.front()) {
     const plan::PlanCandidate& f = result->feasible.front();
-    faster = fmt::format("; faster but not runnable by day0 yet: TP {} x PP {} x DP {}, EP {} (TPOT {})", f.par.tp,
-                         f.par.pp, f.par.dp, f.par.ep, human_seconds(f.time.tpot));
+    faster = fmt::format("; faster but not runnable by day0 yet: TP {} x PP {} x DP {}, EP {} (TPOT {})",
+                         f.par.tp, f.par.pp, f.par.dp, f.par.ep, human_seconds(f.time.tpot));
   }
-  stage_pass(out, fmt::format("{}: {} — {} of {} a device, TTFT {}, TPOT {}, {:.0f} tok/s at {} sequences{}",
-                              cluster_name, launch, human_bytes(best.memory.total),
-                              human_bytes(best.memory.capacity), human_seconds(best.time.ttft),
-                              human_seconds(best.time.tpot), best.time.tokens_per_s, workload.concurrency,
-                              faster));
+  stage_pass(
+      out, fmt::format("{}: {} — {} of {} a device, TTFT {}, TPOT {}, {:.0f} tok/s at {} sequences{}",
+                       cluster_name, launch, human_bytes(best.memory.total),
+                       human_bytes(best.memory.capacity), human_seconds(best.time.ttft),
+                       human_seconds(best.time.tpot), best.time.tokens_per_s, workload.concurrency, faster));
 }
 
 }  // namespace day0::report
