@@ -23,6 +23,9 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd =
 CliResult run_cli_bounded(const std::vector<std::string>& args, double seconds, double signal_after = 0,
                           int signal = 0, const std::vector<std::string>& env = {});
 
+// What `command` (run by /bin/sh) printed on stdout ("" when it could not start).
+std::string shell_output(const std::string& command);
+
 // A fresh empty directory under the system temp dir, removed by the caller when done.
 std::string make_temp_dir(const std::string& prefix);
 

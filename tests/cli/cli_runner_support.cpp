@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,16 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 }  // namespace
+
+std::string shell_output(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  return out;
+}
 
 std::string make_temp_dir(const std::string& prefix) {
   std::string templ = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();

@@ -11,18 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
+
 namespace day0::testing {
 namespace {
-
-std::string command_output(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  pclose(p);
-  return out;
-}
 
 std::string dockerfile() {
   std::ifstream in(std::string(DAY0_TEST_DATA_DIR) + "/../Dockerfile");
@@ -52,7 +44,7 @@ std::set<std::string> with_dependencies(const std::set<std::string>& packages) {
     const std::string p = todo.back();
     todo.pop_back();
     if (!seen.insert(p).second) continue;
-    std::string deps = command_output("dpkg-query -W -f='${Depends}, ${Pre-Depends}' " + p + " 2>/dev/null");
+    std::string deps = shell_output("dpkg-query -W -f='${Depends}, ${Pre-Depends}' " + p + " 2>/dev/null");
     // "a (>= 1), b | c, d:any": every alternative counts (the one installed here is among them).
     for (char& c : deps) {
       if (c == ',' || c == '|') c = ' ';
@@ -72,7 +64,7 @@ std::set<std::string> with_dependencies(const std::set<std::string>& packages) {
 }
 
 TEST(Dockerfile, RuntimeStageInstallsEveryLibraryDay0Links) {
-  if (command_output("command -v dpkg ldd").empty()) GTEST_SKIP() << "dpkg or ldd not found (not Debian)";
+  if (shell_output("command -v dpkg ldd").empty()) GTEST_SKIP() << "dpkg or ldd not found (not Debian)";
   const std::string text = dockerfile();
   ASSERT_FALSE(text.empty()) << "no Dockerfile at the repository root";
   const std::set<std::string> installed = runtime_packages(text);
@@ -80,7 +72,7 @@ TEST(Dockerfile, RuntimeStageInstallsEveryLibraryDay0Links) {
   for (const char* needed : {"openmpi-bin", "openssh-server", "openssh-client"})
     EXPECT_TRUE(installed.count(needed)) << needed << " (the k8s manifests run mpirun over ssh)";
   const std::set<std::string> closure = with_dependencies(installed);
-  std::istringstream ldd(command_output(std::string("ldd ") + DAY0_CLI_PATH));
+  std::istringstream ldd(shell_output(std::string("ldd ") + DAY0_CLI_PATH));
   int libraries = 0;
   for (std::string line; std::getline(ldd, line);) {
     const size_t arrow = line.find("=> /");
@@ -90,14 +82,14 @@ TEST(Dockerfile, RuntimeStageInstallsEveryLibraryDay0Links) {
     if (path.find("/libasan") != std::string::npos || path.find("/libubsan") != std::string::npos) continue;
     ++libraries;
     // usrmerge: dpkg may know the file under /usr/lib or /lib.
-    std::string owner = command_output("dpkg -S '" + path + "' 2>/dev/null");
+    std::string owner = shell_output("dpkg -S '" + path + "' 2>/dev/null");
     if (owner.empty() && path.rfind("/usr", 0) == 0)
-      owner = command_output("dpkg -S '" + path.substr(4) + "' 2>/dev/null");
+      owner = shell_output("dpkg -S '" + path.substr(4) + "' 2>/dev/null");
     if (owner.empty() && path.rfind("/usr", 0) != 0)
-      owner = command_output("dpkg -S '/usr" + path + "' 2>/dev/null");
+      owner = shell_output("dpkg -S '/usr" + path + "' 2>/dev/null");
     ASSERT_FALSE(owner.empty()) << path << " belongs to no Debian package";
     std::string package = owner.substr(0, owner.find(':'));
-    const std::string priority = command_output("dpkg-query -W -f='${Priority} ${Essential}' " + package);
+    const std::string priority = shell_output("dpkg-query -W -f='${Priority} ${Essential}' " + package);
     if (priority.find("required") != std::string::npos || priority.find("yes") != std::string::npos) continue;
     // A library pulled in by a listed package (Open MPI's own dependencies) is fine too.
     const bool via_dependency = closure.count(package) > 0;

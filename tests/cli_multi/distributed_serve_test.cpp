@@ -197,13 +197,29 @@ TEST(DistributedServe, ThePlannersLaunchLineServesAsPrinted) {
   std::filesystem::remove_all(dir);
 }
 
+// The Llama miniature served by TP 2 on an ephemeral port, each rank waiting `comm_timeout` seconds at
+// most in one collective (or a follower for rank 0's next step).
+std::vector<std::string> tp2_server(const char* comm_timeout) {
+  return {"serve",
+          golden("llama3"),
+          "--port",
+          "0",
+          "--threads",
+          "1",
+          "--kv-blocks",
+          "256",
+          "--served-model-name",
+          "mini",
+          "--tp",
+          "2",
+          "--comm-timeout",
+          comm_timeout};
+}
+
 TEST(DistributedServe, HungFollowerEndsTheJobNamingItWithoutOrphans) {
   D0_REQUIRE_MPIRUN();
   const std::string tag = tag_for("serve-hang");
-  MpiJob job(2,
-             {"serve", golden("llama3"), "--port", "0", "--threads", "1", "--kv-blocks", "256",
-              "--served-model-name", "mini", "--tp", "2", "--comm-timeout", "2"},
-             tag);
+  MpiJob job(2, tp2_server("2"), tag);
   ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
   const int port = port_of(job.out());
   const int follower = rank_process(tag, 1);
@@ -230,10 +246,7 @@ TEST(DistributedServe, FollowersOutliveAnIdleServerWithoutTimingOut) {
   D0_REQUIRE_MPIRUN();
   // Idle longer than the followers' receive deadline: rank 0's keep-alives hold them.
   const std::string tag = tag_for("serve-idle");
-  MpiJob job(2,
-             {"serve", golden("llama3"), "--port", "0", "--threads", "1", "--kv-blocks", "256",
-              "--served-model-name", "mini", "--tp", "2", "--comm-timeout", "1.5"},
-             tag);
+  MpiJob job(2, tp2_server("1.5"), tag);
   ASSERT_TRUE(job.wait_for_output("listening on", 90)) << job.out() << job.err();
   std::this_thread::sleep_for(std::chrono::seconds(4));
   const int port = port_of(job.out());

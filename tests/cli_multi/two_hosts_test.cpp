@@ -23,16 +23,6 @@ int sh(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str());
 }
 
-std::string output_of(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
 class TwoHosts : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,7 +72,7 @@ class TwoHosts : public ::testing::Test {
 
 TEST_F(TwoHosts, TensorParallelOverTcpBetweenNamespacesEqualsOneProcess) {
   const std::string where =
-      output_of(mpirun_line("sh -c 'echo rank $OMPI_COMM_WORLD_RANK $(ip netns identify $$)'"));
+      shell_output(mpirun_line("sh -c 'echo rank $OMPI_COMM_WORLD_RANK $(ip netns identify $$)'"));
   EXPECT_NE(where.find("rank 0 " + a_), std::string::npos) << where;
   EXPECT_NE(where.find("rank 1 " + b_), std::string::npos) << where;
   const std::string model = std::string(DAY0_TEST_DATA_DIR) + "/golden/llama3";
@@ -91,7 +81,7 @@ TEST_F(TwoHosts, TensorParallelOverTcpBetweenNamespacesEqualsOneProcess) {
   const CliResult one = run_cli_bounded(
       {"run", model, "--prompt-ids", "1,17,42,99,3,250", "--max-new", "8", "--threads", "1", "--json"}, 60);
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const std::string text = output_of("timeout 120 " + mpirun_line(run + " --tp 2"));
+  const std::string text = shell_output("timeout 120 " + mpirun_line(run + " --tp 2"));
   const size_t json_at = text.find('{');
   ASSERT_NE(json_at, std::string::npos) << text;
   const nlohmann::json two = nlohmann::json::parse(text.substr(json_at, text.rfind('}') - json_at + 1));

@@ -137,6 +137,16 @@ Result<std::string> k8s_manifests(const PlanCandidate& c, const std::string& mod
       "              mkdir -p /root/.ssh && cp /etc/day0-ssh/id_ed25519 /root/.ssh/ && "
       "cp /etc/day0-ssh/id_ed25519.pub /root/.ssh/authorized_keys && chmod 600 /root/.ssh/*\n"
       "              mkdir -p /run/sshd && /usr/sbin/sshd -p 2222\n";
+  // The start of both pods' one container: the image and a shell script (continued by the caller).
+  const std::string container = fmt::format(
+      "        containers:\n"
+      "        - name: day0\n"
+      "          image: {}\n"
+      "          command: [\"/bin/sh\", \"-c\"]\n"
+      "          args:\n"
+      "            - |\n"
+      "              set -e\n",
+      o.image);
   std::string out = fmt::format(
       "# day0 plan --emit k8s: {model} on {cluster}: TP {tp} x PP {pp} x EP {ep} = {world} ranks, {nodes} "
       "node(s) of {g} device(s)\n"
@@ -159,13 +169,7 @@ Result<std::string> k8s_manifests(const PlanCandidate& c, const std::string& mod
       "        labels:\n"
       "          role: leader\n"
       "      spec:\n"
-      "        containers:\n"
-      "        - name: day0\n"
-      "          image: {image}\n"
-      "          command: [\"/bin/sh\", \"-c\"]\n"
-      "          args:\n"
-      "            - |\n"
-      "              set -e\n"
+      "{container}"
       "{ssh_setup}"
       "              first=${{LWS_LEADER_ADDRESS%%.*}}; rest=${{LWS_LEADER_ADDRESS#*.}}\n"
       "              echo \"$LWS_LEADER_ADDRESS slots={g}\" > /tmp/hosts\n"
@@ -183,13 +187,7 @@ Result<std::string> k8s_manifests(const PlanCandidate& c, const std::string& mod
       "{volumes}"
       "    workerTemplate:\n"
       "      spec:\n"
-      "        containers:\n"
-      "        - name: day0\n"
-      "          image: {image}\n"
-      "          command: [\"/bin/sh\", \"-c\"]\n"
-      "          args:\n"
-      "            - |\n"
-      "              set -e\n"
+      "{container}"
       "{ssh_setup_fg}"
       "{resources}"
       "{volumes}"
@@ -213,7 +211,7 @@ Result<std::string> k8s_manifests(const PlanCandidate& c, const std::string& mod
       fmt::arg("ssh_setup_fg", ssh_setup.substr(0, ssh_setup.rfind("/usr/sbin/sshd")) +
                                    "exec /usr/sbin/sshd -D -e -p 2222\n"),
       fmt::arg("serve", serve), fmt::arg("port", o.port), fmt::arg("resources", resources),
-      fmt::arg("volumes", volumes));
+      fmt::arg("volumes", volumes), fmt::arg("container", container));
   return out;
 }
 
