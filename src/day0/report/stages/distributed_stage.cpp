@@ -104,8 +104,12 @@ void run_distributed_stage(AdaptContext& ctx, StageResult& out) {
   const auto tokens = one.json["tokens"];
   const std::vector<double> logprobs = chosen_logprobs(one.json);
 
-  // Open MPI refuses root without these; shared memory between ranks of this one machine.
-  std::vector<std::string> env = {"OMPI_MCA_btl=self,vader"};
+  // Open MPI refuses root without these; shared memory between ranks of this one machine; its session
+  // folder (which mpirun leaves in TMPDIR when it is killed) inside this run's scratch, which adapt
+  // removes on every exit path.
+  const fs::path mpi_tmp = work / "mpi";
+  fs::create_directories(mpi_tmp, ec);
+  std::vector<std::string> env = {"OMPI_MCA_btl=self,vader", "TMPDIR=" + mpi_tmp.string()};
   if (geteuid() == 0) env.insert(env.end(), {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
   nlohmann::json evidence = nlohmann::json::array();
   std::vector<std::string> passed, failed, skipped;
