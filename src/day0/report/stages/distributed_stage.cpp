@@ -10,6 +10,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "day0/dist/communicator.h"
 #include "day0/model/catalog.h"
 #include "day0/report/adapt_context.h"
 #include "day0/report/stages/subprocess.h"
@@ -70,6 +71,10 @@ std::vector<double> chosen_logprobs(const nlohmann::json& j) {
 
 void run_distributed_stage(AdaptContext& ctx, StageResult& out) {
   if (ctx.miniature_dir.empty()) return stage_skip(out, "the miniature stage made no miniature");
+  if (!dist::mpi_available()) {
+    return stage_skip(out,
+                      "this build has no MPI (configure with libopenmpi-dev installed); nothing was run");
+  }
   const std::string mpirun = which("mpirun");
   if (mpirun.empty()) return stage_skip(out, "mpirun not found (Debian: openmpi-bin); nothing was run");
   std::error_code ec;
