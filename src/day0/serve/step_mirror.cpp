@@ -129,6 +129,13 @@ Status follow_steps(Engine& engine, dist::Communicator& world, int64_t kv_blocks
       const int64_t id = words[steps_at + 3 * static_cast<size_t>(i)];
       const int64_t cached = words[steps_at + 3 * static_cast<size_t>(i) + 1];
       const int64_t take = words[steps_at + 3 * static_cast<size_t>(i) + 2];
+      if (take < 0 || cached < 0 || static_cast<size_t>(take) > tokens.size() - offset) {
+        setup = internal_error(
+            fmt::format("step mirror: message {} from rank 0: sequence {} feeds {} tokens from "
+                        "{} ({} left in the message)",
+                        step, id, take, cached, tokens.size() - offset));
+        break;
+      }
       auto it = caches.find(id);
       if (it == caches.end()) it = caches.emplace(id, engine.new_cache()).first;
       KvCache& cache = it->second;
