@@ -11,11 +11,13 @@ struct MatmulShape {
   int64_t t, k, n;
 };
 // Odd sizes, sizes that are not multiples of the vector width, decode (T = 1..4, GEMV) and prefill
-// (T > 4, GEMM with partial tiles), FP8 partial scale blocks (K, N not multiples of 128); the last one
-// spans two M chunks and two K blocks of the AMX GEMM (512 rows, 1024 columns) with tails in each.
-constexpr MatmulShape kMatmulShapes[] = {{1, 37, 5},   {1, 64, 7},    {1, 300, 33},  {2, 96, 129},
-                                         {4, 256, 64}, {5, 37, 31},   {7, 96, 50},   {13, 320, 65},
-                                         {6, 544, 40}, {64, 512, 96}, {1, 4096, 24}, {520, 1100, 40}};
+// (T > 4, GEMM with partial tiles), FP8 partial scale blocks (K, N not multiples of 128); {19, 531, 45}
+// has an odd K that ends inside a 256-column K block of the BF16 GEMM (a half pair, 16-pair column
+// blocks and weight rows past the panel all partial); the last one spans two M chunks and two K blocks
+// of the AMX GEMM (512 rows, 1024 columns) with tails in each.
+constexpr MatmulShape kMatmulShapes[] = {
+    {1, 37, 5},    {1, 64, 7},   {1, 300, 33},  {2, 96, 129},  {4, 256, 64},  {5, 37, 31},    {7, 96, 50},
+    {13, 320, 65}, {6, 544, 40}, {19, 531, 45}, {64, 512, 96}, {1, 4096, 24}, {520, 1100, 40}};
 
 TEST(Differential, MatmulEveryFormatAndShape) {
   Differential diff;
@@ -27,22 +29,25 @@ TEST(Differential, MatmulEveryFormatAndShape) {
       const auto bias = random_vector(s.n, ++seed);
       GuardedMatrix x(s.t, s.k);
       x.fill_random(++seed);
-      for (int variant = 0; variant < 4; ++variant) {  // plain, + bias, accumulate into y, not exact
-        const bool exact = variant != 3;
-        const std::string name = fmt::format("{} T={} K={} N={}{}", weight_format_name(format), s.t, s.k, s.n,
-                                             variant == 1   ? " +bias"
-                                             : variant == 2 ? " accumulate"
-                                             : variant == 3 ? " inexact"
-                                                            : "");
+      // plain, + bias, accumulate into y; then the same three not exact (BF16 GEMMs where present)
+      for (int variant = 0; variant < 6; ++variant) {
+        const bool exact = variant < 3;
+        const int kind = variant % 3;
+        const std::string name =
+            fmt::format("{} T={} K={} N={}{}{}", weight_format_name(format), s.t, s.k, s.n,
+                        kind == 1   ? " +bias"
+                        : kind == 2 ? " accumulate"
+                                    : "",
+                        exact ? "" : " inexact");
         // exact: float32 products whatever the row count (no BF16 GEMM); inexact may round to BF16.
         const double tol = exact ? kTolFloat : matmul_tolerance(format);
         diff.check("matmul", name, s.t, s.n, tol, [&](Backend& be, GuardedMatrix& out) {
-          if (variant == 2) out.fill_random(99);
+          if (kind == 2) out.fill_random(99);
           be.matmul({.x = x.cview(),
                      .w = w.view(),
-                     .bias = variant == 1 ? bias.data() : nullptr,
+                     .bias = kind == 1 ? bias.data() : nullptr,
                      .y = out.view(),
-                     .accumulate = variant == 2,
+                     .accumulate = kind == 2,
                      .exact = exact});
         });
       }

@@ -96,17 +96,39 @@ void gemm(const Context& c, const MatmulArgs& a) {
 }
 
 // BF16 weights with vdpbf16ps: activations rounded to BF16 once per call (what a BF16 model computes
-// with anyway), weight panels packed as BF16 pairs, twice the FP32 FMA rate.
+// with anyway), weight panels packed as BF16 pairs, twice the FP32 FMA rate. x is packed once, per K
+// block into tiles of kMr rows: the tiles of one K block are one contiguous run, walked in order by
+// the microkernel for every weight panel (x rows themselves are often 4 KiB apart, which aliases in
+// L1). Each weight panel is packed by an in-register transpose right before its tiles use it.
 void gemm_bf16(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t n_rows = a.w.rows;
   const int64_t k_total = a.w.cols;
   const int64_t k_pairs = (k_total + 1) / 2;
   const int64_t panels = (n_rows + kNr - 1) / kNr;
-  std::vector<uint32_t> x_pairs(static_cast<size_t>(t_rows * k_pairs), 0u);
-  c.pool.parallel_for(t_rows, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      c.k.to_bf16(a.x.row(t), k_total, reinterpret_cast<uint16_t*>(x_pairs.data() + t * k_pairs));
+  const int64_t m_tiles = (t_rows + kMr - 1) / kMr;
+  constexpr int64_t kBlockPairs = kKc / 2;
+  // The pairs (x[6 tile + i][2p], x[6 tile + i][2p + 1]) of K block b = p / kBlockPairs, which has kp_b
+  // pairs, at x_tiles[b kBlockPairs m_tiles kMr + (tile kp_b + p % kBlockPairs) kMr + i]; zero past the
+  // last row and in the odd half pair.
+  std::vector<uint32_t> x_tiles(static_cast<size_t>(m_tiles * k_pairs * kMr));
+  c.pool.parallel_for(m_tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<uint32_t> row(static_cast<size_t>(k_pairs));
+    for (int64_t tile = begin; tile < end; ++tile) {
+      for (int64_t i = 0; i < kMr; ++i) {
+        const int64_t t = tile * kMr + i;
+        if (t < t_rows) {
+          row.back() = 0u;
+          c.k.to_bf16(a.x.row(t), k_total, reinterpret_cast<uint16_t*>(row.data()));
+        } else {
+          std::fill(row.begin(), row.end(), 0u);
+        }
+        for (int64_t b0 = 0; b0 < k_pairs; b0 += kBlockPairs) {
+          const int64_t kp = std::min(kBlockPairs, k_pairs - b0);
+          uint32_t* dst = x_tiles.data() + (b0 * m_tiles + tile * kp) * kMr + i;
+          for (int64_t p = 0; p < kp; ++p) dst[p * kMr] = row[static_cast<size_t>(b0 + p)];
+        }
+      }
     }
   });
   const auto* w = static_cast<const uint16_t*>(a.w.data);
@@ -118,23 +140,19 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
     c.pool.run([&](int tid) {
       const int64_t p_begin = panels * tid / c.pool.size();
       const int64_t p_end = panels * (tid + 1) / c.pool.size();
-      auto& packed = scratch[static_cast<size_t>(tid)];
-      packed.resize(static_cast<size_t>(kKc / 2 * kNr));
-      auto* packed16 = reinterpret_cast<uint16_t*>(packed.data());
+      auto& buf = scratch[static_cast<size_t>(tid)];
+      buf.resize(static_cast<size_t>(kKc / 2 * kNr + 16));
+      // [kp][kNr] pairs, 64-byte aligned: each pair row is one cache line
+      auto* packed =
+          reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
       for (int64_t p = p_begin; p < p_end; ++p) {
         const int64_t n0 = p * kNr;
         const int64_t nr = std::min(kNr, n_rows - n0);
-        // packed[pair][j] = (W[n0 + j, k0 + 2 pair], W[n0 + j, k0 + 2 pair + 1]); zero padding.
-        for (int64_t j = 0; j < kNr; ++j) {
-          const uint16_t* row = j < nr ? w + (n0 + j) * k_total + k0 : nullptr;
-          for (int64_t kk = 0; kk < 2 * kp; ++kk) {
-            packed16[((kk / 2) * kNr + j) * 2 + (kk % 2)] =
-                (row != nullptr && kk < kc) ? row[kk] : uint16_t{0};
-          }
-        }
-        for (int64_t m0 = 0; m0 < t_rows; m0 += kMr) {
+        c.k.pack_bf16_panel(w + n0 * k_total, k_total, nr, k0, kc, packed);
+        for (int64_t tile = 0; tile < m_tiles; ++tile) {
+          const int64_t m0 = tile * kMr;
           const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile_bf16(mr, nr, kp, x_pairs.data() + m0 * k_pairs + k0 / 2, k_pairs, packed.data(),
+          c.k.gemm_tile_bf16(mr, nr, kp, x_tiles.data() + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
                              a.y.row(m0) + n0, a.y.stride, accumulate);
         }
       }

@@ -6,6 +6,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
@@ -242,6 +244,10 @@ void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const 
                      int64_t ldc, bool accumulate) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i) {  // C, needed after the K loop (see gemm_bf16_fixed)
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * kNr);
     const __m512 b1 = _mm512_loadu_ps(b + k * kNr + 16);
@@ -342,18 +348,25 @@ float exp_sum_avx512(float* s, int64_t n, float shift) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// a: x tile packed [kp][kMr] pairs (packed_x_tiles in cpu_matmul.cpp), b: weight panel [kp][kNr] pairs.
+// The pair of a row is broadcast straight from memory into each vdpbf16ps (an embedded broadcast).
 template <int MR>
-void gemm_bf16_fixed(int64_t nr, int64_t kp, const uint32_t* a, int64_t lda, const uint32_t* b, float* c,
-                     int64_t ldc, bool accumulate) {
+void gemm_bf16_fixed(int64_t nr, int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                     bool accumulate) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  // C comes from L3 or memory (y is wider than L2): fetch it now, it is needed only after the K loop.
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
   for (int64_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kNr + 16);
+    const uint32_t* ap = a + p * kMr;
     for (int i = 0; i < MR; ++i) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + p]));
-      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
-      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], b0, (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i])));
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], b1, (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i])));
     }
   }
   const __mmask16 m0 = tail_mask(nr);
@@ -369,21 +382,73 @@ void gemm_bf16_fixed(int64_t nr, int64_t kp, const uint32_t* a, int64_t lda, con
   }
 }
 
-void gemm_tile_bf16_avx512(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, int64_t lda,
-                           const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+void gemm_tile_bf16_avx512(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, const uint32_t* b, float* c,
+                           int64_t ldc, bool accumulate) {
   switch (mr) {
     case 6:
-      return gemm_bf16_fixed<6>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<6>(nr, kp, a, b, c, ldc, accumulate);
     case 5:
-      return gemm_bf16_fixed<5>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<5>(nr, kp, a, b, c, ldc, accumulate);
     case 4:
-      return gemm_bf16_fixed<4>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<4>(nr, kp, a, b, c, ldc, accumulate);
     case 3:
-      return gemm_bf16_fixed<3>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<3>(nr, kp, a, b, c, ldc, accumulate);
     case 2:
-      return gemm_bf16_fixed<2>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<2>(nr, kp, a, b, c, ldc, accumulate);
     default:
-      return gemm_bf16_fixed<1>(nr, kp, a, lda, b, c, ldc, accumulate);
+      return gemm_bf16_fixed<1>(nr, kp, a, b, c, ldc, accumulate);
+  }
+}
+
+// In-register transpose of 16 rows of 16 dwords: r[i][j] -> r[j][i].
+inline void transpose_16x16_epi32(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // r[4g + c], 128-bit lane l: rows 4g..4g+3 of column 4l + c.
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Column 4l + c gathers lane l of r[c], r[4 + c], r[8 + c], r[12 + c].
+  __m512i out[16];
+  for (int c = 0; c < 4; ++c) {
+    const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xee);
+    const __m512i v0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512i v1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xee);
+    out[c] = _mm512_shuffle_i32x4(u0, v0, 0x88);
+    out[4 + c] = _mm512_shuffle_i32x4(u0, v0, 0xdd);
+    out[8 + c] = _mm512_shuffle_i32x4(u1, v1, 0x88);
+    out[12 + c] = _mm512_shuffle_i32x4(u1, v1, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = out[i];
+}
+
+// packed[p][j] = (W[j][k0 + 2p], W[j][k0 + 2p + 1]) for p < (kc + 1) / 2, j < kNr: a pair of BF16 per
+// dword, so the panel is a dword transpose of the rows, done 16 x 16 in registers. Masked loads give
+// the zeros past rows, past kc and in the odd half pair (never the next row's first weight: 0 times a
+// NaN would be NaN).
+void pack_bf16_panel_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_t k0, int64_t kc,
+                            uint32_t* packed) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
+    for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+      const int64_t elems = std::min<int64_t>(32, kc - 2 * p0);  // BF16 values of this 16-pair column block
+      const __mmask32 m = elems >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << elems) - 1u);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi16(m, w + (j0 + i) * ldw + k0 + 2 * p0)
+                             : _mm512_setzero_si512();
+      }
+      transpose_16x16_epi32(r);
+      const int64_t pairs = std::min<int64_t>(16, kp - p0);
+      for (int64_t p = 0; p < pairs; ++p) _mm512_storeu_si512(packed + (p0 + p) * kNr + j0, r[p]);
+    }
   }
 }
 
@@ -489,18 +554,22 @@ void dot_rows_int_avx512_maddubs(const WeightView& w, int64_t n0, int64_t n1, co
 const SimdKernels& avx512_kernels() {
   // vdpbf16ps / vcvtneps2bf16 need AVX-512 BF16 on top of the base AVX-512 of this level.
   const bool has_bf16 = cpu_has_avx512_bf16();
-  static const SimdKernels k{SimdLevel::kAvx512,
-                             dot_rows_avx512,
-                             dequant_row_avx512,
-                             gemm_tile_avx512,
-                             dot_avx512,
-                             axpy_avx512,
-                             scale_avx512,
-                             has_bf16 ? gemm_tile_bf16_avx512 : nullptr,
-                             has_bf16 ? to_bf16_avx512 : to_bf16_portable,
-                             exp_sum_avx512,
-                             cpu_has_avx512_vnni() ? dot_rows_int_avx512_vnni : dot_rows_int_avx512_maddubs,
-                             cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
+  static const SimdKernels k = [&] {
+    SimdKernels t{SimdLevel::kAvx512,
+                  dot_rows_avx512,
+                  dequant_row_avx512,
+                  gemm_tile_avx512,
+                  dot_avx512,
+                  axpy_avx512,
+                  scale_avx512,
+                  has_bf16 ? gemm_tile_bf16_avx512 : nullptr,
+                  has_bf16 ? to_bf16_avx512 : to_bf16_portable,
+                  exp_sum_avx512,
+                  cpu_has_avx512_vnni() ? dot_rows_int_avx512_vnni : dot_rows_int_avx512_maddubs,
+                  cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
+    if (has_bf16) t.pack_bf16_panel = pack_bf16_panel_avx512;
+    return t;
+  }();
   return k;
 }
 

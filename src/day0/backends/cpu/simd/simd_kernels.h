@@ -34,10 +34,11 @@ struct SimdKernels {
   void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
   void (*scale)(float alpha, float* y, int64_t n);                 // y *= alpha
   // BF16 GEMM tile with vdpbf16ps (null where the CPU lacks AVX-512 BF16): C[i, j] (+)= sum over
-  // pairs p < kp of a[i][p] . b[p][j], where a rows hold kp pairs of BF16 (x rounded to BF16, row
-  // stride lda pairs) and b is packed [kp][kNr] pairs of BF16 weights.
-  void (*gemm_tile_bf16)(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, int64_t lda,
-                         const uint32_t* b, float* c, int64_t ldc, bool accumulate);
+  // pairs p < kp of a[p][i] . b[p][j] for i < mr, j < nr, where a is a tile of x packed [kp][kMr] pairs
+  // of BF16 (x rounded to BF16; rows past mr may hold anything finite) and b a weight panel packed
+  // [kp][kNr] pairs of BF16 (pack_bf16_panel).
+  void (*gemm_tile_bf16)(int64_t mr, int64_t nr, int64_t kp, const uint32_t* a, const uint32_t* b, float* c,
+                         int64_t ldc, bool accumulate);
   // out[i] = bf16(x[i]) round to nearest even, i < n.
   void (*to_bf16)(const float* x, int64_t n, uint16_t* out);
   // s[i] = exp(s[i] - shift) (shift >= every s[i], e.g. the row max); returns the sum.
@@ -59,6 +60,10 @@ struct SimdKernels {
   void (*amx_pack_x)(const float* x, int64_t ldx, int64_t rows, int64_t k, int64_t k_pad, uint32_t* xp,
                      int64_t m0) = nullptr;
   void (*gemm_bf16_amx)(const AmxBlock& b) = nullptr;
+  // The weight panel of gemm_tile_bf16 (set with it): packed[p][j] = (W[j][k0 + 2p], W[j][k0 + 2p + 1])
+  // for p < (kc + 1) / 2, j < kNr, with W[j][k] at w[j * ldw + k]; zero for j >= rows, k >= k0 + kc.
+  void (*pack_bf16_panel)(const uint16_t* w, int64_t ldw, int64_t rows, int64_t k0, int64_t kc,
+                          uint32_t* packed) = nullptr;
 };
 
 // One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
