@@ -15,6 +15,13 @@ namespace {
 
 inline constexpr int64_t kKc = 256;  // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
 
+// The first 64-byte aligned element of a scratch vector (whose storage is only 16-byte aligned); the
+// vector needs 64 bytes to spare.
+template <typename T, typename Word>
+T* aligned_64(std::vector<Word>& v) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+}
+
 void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots) {
   float* y = a.y.row(t);
   for (int64_t n = n0; n < n1; ++n) {
@@ -142,9 +149,7 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
       const int64_t p_end = panels * (tid + 1) / c.pool.size();
       auto& buf = scratch[static_cast<size_t>(tid)];
       buf.resize(static_cast<size_t>(kKc / 2 * kNr + 16));
-      // [kp][kNr] pairs, 64-byte aligned: each pair row is one cache line
-      auto* packed =
-          reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+      auto* packed = aligned_64<uint32_t>(buf);  // [kp][kNr] pairs: each pair row is one cache line
       for (int64_t p = p_begin; p < p_end; ++p) {
         const int64_t n0 = p * kNr;
         const int64_t nr = std::min(kNr, n_rows - n0);
@@ -212,9 +217,7 @@ void gemm_bf16_amx(const Context& c, const MatmulArgs& a) {
         auto& pack = ws.amx_w[static_cast<size_t>(tid)];
         if (pack.size() < static_cast<size_t>(kTile * kb + 32))
           pack.resize(static_cast<size_t>(kTile * kb + 32));
-        // 64-byte aligned start inside the scratch (a vector's storage is only 16-byte aligned)
-        auto* aligned =
-            reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(pack.data()) + 63) & ~uintptr_t{63});
+        auto* aligned = aligned_64<uint16_t>(pack);
         for (int64_t blk = b_begin; blk < b_end; ++blk) {
           const int64_t n0 = blk * kTile;
           AmxBlock b;

@@ -255,11 +255,6 @@ void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, 
 
 void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
                     int64_t ldc, bool accumulate) {
-  // C comes from L3 or memory (y is wider than L2): fetch it now, it is needed only after the K loops.
-  for (int64_t i = 0; i < mr; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
-  }
   gemm_half(mr, std::min<int64_t>(nr, 16), kc, a, lda, b, c, ldc, accumulate);
   if (nr > 16) gemm_half(mr, nr - 16, kc, a, lda, b + 16, c + 16, ldc, accumulate);
 }

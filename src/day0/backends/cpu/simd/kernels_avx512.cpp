@@ -244,10 +244,6 @@ void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const 
                      int64_t ldc, bool accumulate) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int i = 0; i < MR; ++i) {  // C, needed after the K loop (see gemm_bf16_fixed)
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
-  }
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * kNr);
     const __m512 b1 = _mm512_loadu_ps(b + k * kNr + 16);
@@ -348,7 +344,8 @@ float exp_sum_avx512(float* s, int64_t n, float shift) {
   return _mm512_reduce_add_ps(acc);
 }
 
-// a: x tile packed [kp][kMr] pairs (packed_x_tiles in cpu_matmul.cpp), b: weight panel [kp][kNr] pairs.
+// a: x tile packed [kp][kMr] pairs (x_tiles in cpu_matmul.cpp's gemm_bf16), b: weight panel [kp][kNr]
+// pairs (pack_bf16_panel_avx512).
 // The pair of a row is broadcast straight from memory into each vdpbf16ps (an embedded broadcast).
 template <int MR>
 void gemm_bf16_fixed(int64_t nr, int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
