@@ -190,6 +190,15 @@ std::vector<NamedBackend> backends_under_test() {
     BackendOptions opts;
     opts.simd = level;
     opts.n_threads = 2;
+    // Both routes of the BF16 GEMM where the CPU has vdpbf16ps (AMX takes BF16 GEMMs before either).
+    if (level == SimdLevel::kAvx512 && cpu_has_avx512_bf16()) {
+      for (bool dot : {true, false}) {
+        opts.bf16_dot_gemm = dot;
+        out.push_back({fmt::format("cpu/{}/{}", simd_level_name(level), dot ? "bf16-dot" : "bf16-fma"),
+                       std::move(make_backend("cpu", opts).value())});
+      }
+      continue;
+    }
     out.push_back(
         {fmt::format("cpu/{}", simd_level_name(level)), std::move(make_backend("cpu", opts).value())});
   }

@@ -85,8 +85,12 @@ class Backend {
 struct BackendOptions {
   int n_threads = 0;              // cpu: 0 = hardware concurrency (env DAY0_THREADS overrides)
   std::optional<SimdLevel> simd;  // cpu: force a SIMD level (default: env DAY0_SIMD, else detected)
-  bool strict_ops = false;        // open_backend: host fallback is an error instead of a warning
-  bool quiet = false;             // open_backend: do not print fallback warnings
+  // cpu, BF16 weights in prefill GEMMs that may round (not `exact`) on AVX-512 BF16 CPUs: vdpbf16ps
+  // (true) or the weights widened to float32 for the FMA tiles (false). Default: env DAY0_BF16_GEMM
+  // (dot | fma), else whichever this CPU runs faster (bf16_dot_outruns_fma).
+  std::optional<bool> bf16_dot_gemm;
+  bool strict_ops = false;  // open_backend: host fallback is an error instead of a warning
+  bool quiet = false;       // open_backend: do not print fallback warnings
 };
 
 // Names accepted by make_backend / open_backend: "reference", "cpu", "partial" (the cpu backend with

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "day0/backends/cpu/cpu_ops.h"
+#include "day0/backends/cpu/machine_limits.h"
 #include "day0/backends/reference/reference_kernels.h"
 #include "day0/core/error.h"
 #include "day0/core/numeric.h"
@@ -27,10 +30,10 @@ int64_t row_grain(int64_t cols) {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::string name, int n_threads, SimdLevel level, std::set<HiddenKernel> hidden)
+  CpuBackend(std::string name, int n_threads, SimdLevel level, bool bf16_dot, std::set<HiddenKernel> hidden)
       : name_(std::move(name)),
         pool_(n_threads),
-        ctx_{cpu::kernels_for(level), pool_, &workspace_},
+        ctx_{cpu::kernels_for(level), pool_, &workspace_, bf16_dot},
         hidden_(std::move(hidden)) {}
 
   std::string_view name() const override { return name_; }
@@ -328,9 +331,20 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options,
   } else {
     D0_ASSIGN_OR_RETURN(level, default_simd_level());
   }
+  bool bf16_dot = false;
+  if (options.bf16_dot_gemm) {
+    bf16_dot = *options.bf16_dot_gemm;
+  } else if (const char* env = std::getenv("DAY0_BF16_GEMM"); env != nullptr && *env != '\0') {
+    const std::string_view v(env);
+    if (v != "dot" && v != "fma")
+      return invalid_argument(fmt::format("DAY0_BF16_GEMM: expected dot or fma, found '{}'", v));
+    bf16_dot = v == "dot";
+  } else {
+    bf16_dot = bf16_dot_outruns_fma();
+  }
   const int threads = options.n_threads > 0 ? options.n_threads : default_thread_count();
   return std::unique_ptr<Backend>(
-      std::make_unique<CpuBackend>(std::move(name), threads, level, std::move(hidden)));
+      std::make_unique<CpuBackend>(std::move(name), threads, level, bf16_dot, std::move(hidden)));
 }
 
 std::set<HiddenKernel> partial_backend_hidden_kernels() {

@@ -1,5 +1,6 @@
 // y = x W^T on the cpu backend: fused-dequant GEMV for decode, packed cache-blocked GEMM for prefill
-// (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding: MatmulArgs::exact).
+// (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding, MatmulArgs::exact, and the
+// CPU runs vdpbf16ps faster than FMA, Context::bf16_dot).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -60,35 +61,70 @@ void gemv(const Context& c, const MatmulArgs& a) {
   });
 }
 
+// Float32 products (every weight format, and BF16 weights where the FMA tiles outrun vdpbf16ps). x is
+// packed once per call into tiles of kMr rows per K block, which the microkernel walks contiguously (x
+// rows themselves are often 4 KiB apart, which aliases in L1); each weight panel is dequantised and
+// transposed into [kc][kNr] right before its tiles use it.
 void gemm(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t n_rows = a.w.rows;
   const int64_t k_total = a.w.cols;
   const int64_t panels = (n_rows + kNr - 1) / kNr;
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(c.pool.size()));
+  const int64_t m_tiles = (t_rows + kMr - 1) / kMr;
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  // x[6 tile + i][k0 + kk] of the K block starting at k0 (kc columns wide) at
+  // x_tiles[(k0 m_tiles + tile kc + kk) kMr + i]; zero past the last row.
+  const auto x_floats = static_cast<size_t>(m_tiles * kMr * k_total);
+  if (ws.gemm_x.size() < x_floats) ws.gemm_x.resize(x_floats);
+  float* x_tiles = ws.gemm_x.data();
+  c.pool.parallel_for(m_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const float* rows[kMr] = {};
+      for (int64_t i = 0; i < kMr; ++i) {
+        if (tile * kMr + i < t_rows) rows[i] = a.x.row(tile * kMr + i);
+      }
+      for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+        const int64_t kc = std::min(kKc, k_total - k0);
+        float* dst = x_tiles + (k0 * m_tiles + tile * kc) * kMr;
+        for (int64_t kk = 0; kk < kc; ++kk) {
+          for (int64_t i = 0; i < kMr; ++i) dst[kk * kMr + i] = rows[i] != nullptr ? rows[i][k0 + kk] : 0.0f;
+        }
+      }
+    }
+  });
+  if (static_cast<int64_t>(ws.gemm_panel.size()) < c.pool.size())
+    ws.gemm_panel.resize(static_cast<size_t>(c.pool.size()));
   for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
     const int64_t kc = std::min(kKc, k_total - k0);
     const bool accumulate = k0 > 0 || a.accumulate;
+    const float* x_block = x_tiles + k0 * m_tiles * kMr;
     c.pool.run([&](int tid) {
       // Static split of the panels over the threads.
       const int64_t p_begin = panels * tid / c.pool.size();
       const int64_t p_end = panels * (tid + 1) / c.pool.size();
-      auto& buf = scratch[static_cast<size_t>(tid)];
-      buf.resize(static_cast<size_t>(2 * kKc * kNr));
-      float* rows = buf.data();                // [kNr][kc] dequantised weight rows
-      float* packed = buf.data() + kKc * kNr;  // [kc][kNr] transposed panel
+      auto& buf = ws.gemm_panel[static_cast<size_t>(tid)];
+      if (buf.size() < static_cast<size_t>(2 * kKc * kNr + 16))
+        buf.resize(static_cast<size_t>(2 * kKc * kNr + 16));
+      float* packed = aligned_64<float>(buf);  // [kc][kNr] transposed panel
+      float* rows = packed + kKc * kNr;        // [kNr][kc] dequantised weight rows (no pack_f32_panel)
       for (int64_t p = p_begin; p < p_end; ++p) {
         const int64_t n0 = p * kNr;
         const int64_t nr = std::min(kNr, n_rows - n0);
-        for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
-        for (int64_t kk = 0; kk < kc; ++kk) {
-          float* dst = packed + kk * kNr;
-          for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
-          for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
+        if (c.k.pack_f32_panel != nullptr) {
+          c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
+        } else {
+          for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
+          for (int64_t kk = 0; kk < kc; ++kk) {
+            float* dst = packed + kk * kNr;
+            for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
+            for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
+          }
         }
-        for (int64_t m0 = 0; m0 < t_rows; m0 += kMr) {
+        for (int64_t tile = 0; tile < m_tiles; ++tile) {
+          const int64_t m0 = tile * kMr;
           const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile(mr, nr, kc, a.x.row(m0) + k0, a.x.stride, packed, a.y.row(m0) + n0, a.y.stride,
+          c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
                         accumulate);
         }
       }
@@ -118,7 +154,11 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   // The pairs (x[6 tile + i][2p], x[6 tile + i][2p + 1]) of K block b = p / kBlockPairs, which has kp_b
   // pairs, at x_tiles[b kBlockPairs m_tiles kMr + (tile kp_b + p % kBlockPairs) kMr + i]; zero past the
   // last row and in the odd half pair.
-  std::vector<uint32_t> x_tiles(static_cast<size_t>(m_tiles * k_pairs * kMr));
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  const auto x_words = static_cast<size_t>(m_tiles * k_pairs * kMr);
+  if (ws.gemm_x_bf16.size() < x_words) ws.gemm_x_bf16.resize(x_words);
+  uint32_t* x_tiles = ws.gemm_x_bf16.data();
   c.pool.parallel_for(m_tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<uint32_t> row(static_cast<size_t>(k_pairs));
     for (int64_t tile = begin; tile < end; ++tile) {
@@ -132,7 +172,7 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
         }
         for (int64_t b0 = 0; b0 < k_pairs; b0 += kBlockPairs) {
           const int64_t kp = std::min(kBlockPairs, k_pairs - b0);
-          uint32_t* dst = x_tiles.data() + (b0 * m_tiles + tile * kp) * kMr + i;
+          uint32_t* dst = x_tiles + (b0 * m_tiles + tile * kp) * kMr + i;
           for (int64_t p = 0; p < kp; ++p) dst[p * kMr] = row[static_cast<size_t>(b0 + p)];
         }
       }
@@ -157,7 +197,7 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
         for (int64_t tile = 0; tile < m_tiles; ++tile) {
           const int64_t m0 = tile * kMr;
           const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile_bf16(mr, nr, kp, x_tiles.data() + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
+          c.k.gemm_tile_bf16(mr, nr, kp, x_tiles + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
                              a.y.row(m0) + n0, a.y.stride, accumulate);
         }
       }
@@ -317,7 +357,7 @@ void matmul(const Context& c, const MatmulArgs& a) {
     gemv(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_bf16_amx != nullptr) {
     gemm_bf16_amx(c, a);
-  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr) {
+  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr && c.bf16_dot) {
     gemm_bf16(c, a);
   } else {
     gemm(c, a);

@@ -33,19 +33,27 @@ struct Workspace {
   std::vector<uint32_t> amx_x;
   std::vector<float> amx_yt;
   std::vector<std::vector<uint16_t>> amx_w;
+  // Packed GEMM: x in tiles of kMr rows (float32, or BF16 pairs), and per thread a weight panel
+  std::vector<float> gemm_x;
+  std::vector<uint32_t> gemm_x_bf16;
+  std::vector<std::vector<float>> gemm_panel;
 };
 
 struct Context {
   const SimdKernels& k;
   ThreadPool& pool;
   Workspace* ws = nullptr;  // null: kernels use a local one
+  // BF16 weights in the GEMM: vdpbf16ps (true) or widened to float32 for the FMA tiles (false; the
+  // faster route on CPUs whose vdpbf16ps issues at half the FMA rate). Ignored without AVX-512 BF16.
+  bool bf16_dot = true;
 };
 
 // Decode-sized batches (T <= kGemvMaxRows) stream each weight row once per call through fused
 // dequant dot products (bandwidth bound); larger batches run the packed, cache-blocked GEMM. With
 // BF16 weights on AVX-512 BF16 CPUs and a call that is not `exact`, the GEMM rounds activations to
 // BF16 and uses vdpbf16ps (the precision a BF16 checkpoint is run at by its reference
-// implementation) — on AMX tiles at SimdLevel::kAmx; everything else accumulates float32 products of exactly
+// implementation) — on AMX tiles at SimdLevel::kAmx — unless Context::bf16_dot says the FMA tiles are
+// faster; everything else accumulates float32 products of exactly
 // dequantised weights. INT8 / INT4 weights in a call that is not `exact` take int8 activations (quantized
 // once per call, ops/int8_activations.h) and integer dot products for every T: weight rows split over the
 // pool, and for T > kGemvMaxRows tokens in tiles of kIntTokenTile so that a chunk of weight rows stays in L1

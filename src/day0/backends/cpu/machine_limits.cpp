@@ -108,6 +108,26 @@ double measure_bf16_peak_gflops(ThreadPool& pool) {
   return cpu_has_avx512_bf16() ? peak(pool, bf16_loop_avx512) : 0.0;
 }
 
+bool bf16_dot_outruns_fma() {
+  static const bool faster = [] {
+    if (!cpu_has_avx512_bf16()) return false;
+    // Best of three interleaved short runs: the first ones may run at a lower AVX-512 clock.
+    constexpr int64_t kIterations = 100'000;
+    const auto rate = [](double (*loop)(int64_t)) {
+      const auto t0 = Clock::now();
+      const double flops = loop(kIterations);
+      return flops / std::max(1e-9, std::chrono::duration<double>(Clock::now() - t0).count());
+    };
+    double fma = 0, dot = 0;
+    for (int i = 0; i < 3; ++i) {
+      fma = std::max(fma, rate(fma_loop_avx512));
+      dot = std::max(dot, rate(bf16_loop_avx512));
+    }
+    return dot > fma;
+  }();
+  return faster;
+}
+
 double measure_amx_bf16_peak_gflops(ThreadPool& pool) {
   // Fewer iterations than the vector loops: one TDPBF16PS is 16 cycles of work.
   return cpu_has_amx_bf16() ? peak(pool, [](int64_t n) { return cpu::amx_bf16_loop(n / 16); }) : 0.0;

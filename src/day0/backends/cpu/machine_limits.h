@@ -28,6 +28,10 @@ class BandwidthProbe {
 // with vdpbf16ps (BF16 dot; 0 when the CPU lacks AVX-512 BF16).
 double measure_fma_peak_gflops(ThreadPool& pool);
 double measure_bf16_peak_gflops(ThreadPool& pool);
+// Whether vdpbf16ps does more FLOP/s than FP32 FMA on one thread of this CPU (false without AVX-512
+// BF16). Zen 4 and Zen 5 issue it at the FMA rate (twice the FLOPs); some Intel cores at half, where the
+// BF16 GEMM is faster with the weights widened to float32. A few milliseconds, measured once per process.
+bool bf16_dot_outruns_fma();
 // FLOP/s of a register-only TDPBF16PS loop on AMX tiles (0 where the CPU or the OS has no AMX).
 double measure_amx_bf16_peak_gflops(ThreadPool& pool);
 

@@ -192,16 +192,10 @@ void dequant_row_avx2(const WeightView& w, int64_t n, int64_t k0, int64_t len, f
 // 6 x 16 half of a 6 x 32 tile: twelve accumulators, two B vectors and one broadcast fill 15 of the
 // 16 ymm registers. The accumulators are named variables, not an array: GCC kept an array's
 // elements in registers but also stored every one of them to the stack on each k step (twelve
-// stores per twelve FMAs, which made the loop store-bound at half the FMA rate). Rows past mr read
-// row 0 of A again and are not stored, so one loop serves every tile height.
-void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-               int64_t ldc, bool accumulate) {
-  const float* a0 = a;
-  const float* a1 = mr > 1 ? a + lda : a;
-  const float* a2 = mr > 2 ? a + 2 * lda : a;
-  const float* a3 = mr > 3 ? a + 3 * lda : a;
-  const float* a4 = mr > 4 ? a + 4 * lda : a;
-  const float* a5 = mr > 5 ? a + 5 * lda : a;
+// stores per twelve FMAs, which made the loop store-bound at half the FMA rate). Rows past mr of the
+// packed tile are zeros and are not stored, so one loop serves every tile height.
+void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+               bool accumulate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps();
   __m256 c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps();
@@ -209,22 +203,22 @@ void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, 
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * kNr);
     const __m256 b1 = _mm256_loadu_ps(b + k * kNr + 8);
-    __m256 av = _mm256_broadcast_ss(a0 + k);
+    __m256 av = _mm256_broadcast_ss(a + k * kMr + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00);
     c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a1 + k);
+    av = _mm256_broadcast_ss(a + k * kMr + 1);
     c10 = _mm256_fmadd_ps(av, b0, c10);
     c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a2 + k);
+    av = _mm256_broadcast_ss(a + k * kMr + 2);
     c20 = _mm256_fmadd_ps(av, b0, c20);
     c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a3 + k);
+    av = _mm256_broadcast_ss(a + k * kMr + 3);
     c30 = _mm256_fmadd_ps(av, b0, c30);
     c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a4 + k);
+    av = _mm256_broadcast_ss(a + k * kMr + 4);
     c40 = _mm256_fmadd_ps(av, b0, c40);
     c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a5 + k);
+    av = _mm256_broadcast_ss(a + k * kMr + 5);
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
   }
@@ -253,10 +247,10 @@ void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, 
   put(5, c50, c51);
 }
 
-void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                    int64_t ldc, bool accumulate) {
-  gemm_half(mr, std::min<int64_t>(nr, 16), kc, a, lda, b, c, ldc, accumulate);
-  if (nr > 16) gemm_half(mr, nr - 16, kc, a, lda, b + 16, c + 16, ldc, accumulate);
+void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                    bool accumulate) {
+  gemm_half(mr, std::min<int64_t>(nr, 16), kc, a, b, c, ldc, accumulate);
+  if (nr > 16) gemm_half(mr, nr - 16, kc, a, b + 16, c + 16, ldc, accumulate);
 }
 
 float dot_avx2(const float* a, const float* b, int64_t n) {

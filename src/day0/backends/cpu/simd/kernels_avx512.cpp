@@ -11,6 +11,7 @@
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
+#include "day0/core/error.h"
 
 namespace day0::cpu {
 
@@ -239,16 +240,24 @@ void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len,
   }
 }
 
+// a: x tile packed [kc][kMr], b: weight panel packed [kc][kNr]; each a value is broadcast straight from
+// memory into its FMAs.
 template <int MR>
-void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                     int64_t ldc, bool accumulate) {
+void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                     bool accumulate) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  // C is often wider than L2: fetch it now, it is needed only after the K loop.
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+  }
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * kNr);
     const __m512 b1 = _mm512_loadu_ps(b + k * kNr + 16);
+    const float* ak = a + k * kMr;
     for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      const __m512 av = _mm512_set1_ps(ak[i]);
       acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
     }
@@ -266,21 +275,21 @@ void gemm_tile_fixed(int64_t nr, int64_t kc, const float* a, int64_t lda, const 
   }
 }
 
-void gemm_tile_avx512(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b,
-                      float* c, int64_t ldc, bool accumulate) {
+void gemm_tile_avx512(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c,
+                      int64_t ldc, bool accumulate) {
   switch (mr) {
     case 6:
-      return gemm_tile_fixed<6>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<6>(nr, kc, a, b, c, ldc, accumulate);
     case 5:
-      return gemm_tile_fixed<5>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<5>(nr, kc, a, b, c, ldc, accumulate);
     case 4:
-      return gemm_tile_fixed<4>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<4>(nr, kc, a, b, c, ldc, accumulate);
     case 3:
-      return gemm_tile_fixed<3>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<3>(nr, kc, a, b, c, ldc, accumulate);
     case 2:
-      return gemm_tile_fixed<2>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<2>(nr, kc, a, b, c, ldc, accumulate);
     default:
-      return gemm_tile_fixed<1>(nr, kc, a, lda, b, c, ldc, accumulate);
+      return gemm_tile_fixed<1>(nr, kc, a, b, c, ldc, accumulate);
   }
 }
 
@@ -449,6 +458,39 @@ void pack_bf16_panel_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_
   }
 }
 
+// packed[k][j] = W[n0 + j][k0 + k] (see SimdKernels::pack_f32_panel): 16 rows x 16 columns at a time,
+// loaded as floats (BF16 widened in the load; other formats dequantised row by row first), transposed
+// in registers. Masked loads and zero rows give the zeros past kc and past rows.
+void pack_f32_panel_avx512(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                           float* packed) {
+  D0_CHECK(kc <= 256);
+  const bool bf16 = w.format == WeightFormat::kBF16;
+  alignas(64) float dequantised[kNr * 256];  // [rows][kc], formats other than BF16
+  if (!bf16) {
+    for (int64_t j = 0; j < rows; ++j) dequant_row_avx512(w, n0 + j, k0, kc, dequantised + j * kc);
+  }
+  for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
+    for (int64_t c0 = 0; c0 < kc; c0 += 16) {
+      const __mmask16 m = tail_mask(kc - c0);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t j = j0 + i;
+        if (j >= rows) {
+          r[i] = _mm512_setzero_si512();
+        } else if (bf16) {
+          r[i] =
+              _mm512_castps_si512(load_bf16(static_cast<const uint16_t*>(row_ptr(w, n0 + j)) + k0 + c0, m));
+        } else {
+          r[i] = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, dequantised + j * kc + c0));
+        }
+      }
+      transpose_16x16_epi32(r);
+      const int64_t cols = std::min<int64_t>(16, kc - c0);
+      for (int64_t k = 0; k < cols; ++k) _mm512_storeu_si512(packed + (c0 + k) * kNr + j0, r[k]);
+    }
+  }
+}
+
 void to_bf16_portable(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
@@ -565,6 +607,7 @@ const SimdKernels& avx512_kernels() {
                   cpu_has_avx512_vnni() ? dot_rows_int_avx512_vnni : dot_rows_int_avx512_maddubs,
                   cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
     if (has_bf16) t.pack_bf16_panel = pack_bf16_panel_avx512;
+    t.pack_f32_panel = pack_f32_panel_avx512;
     return t;
   }();
   return k;

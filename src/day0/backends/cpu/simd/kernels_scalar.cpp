@@ -27,13 +27,13 @@ void dequant_row_scalar(const WeightView& w, int64_t n, int64_t k0, int64_t len,
   scalar_dequant_row(w, n, k0, len, out);
 }
 
-void gemm_tile_scalar(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b,
-                      float* c, int64_t ldc, bool accumulate) {
+void gemm_tile_scalar(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c,
+                      int64_t ldc, bool accumulate) {
   float acc[kMr][kNr] = {};
   for (int64_t k = 0; k < kc; ++k) {
     const float* brow = b + k * kNr;
     for (int64_t i = 0; i < mr; ++i) {
-      const float av = a[i * lda + k];
+      const float av = a[k * kMr + i];
       for (int64_t j = 0; j < kNr; ++j) acc[i][j] += av * brow[j];
     }
   }

@@ -11,8 +11,9 @@
 
 namespace day0::cpu {
 
-// Packed GEMM panels: B is [kc][kNr] floats (kNr weight rows side by side), A rows come straight
-// from x. Every level uses the same panel width so the driver is shared.
+// Packed GEMM operands: B is a [kc][kNr] panel of floats (kNr weight rows side by side), A a [kc][kMr]
+// tile of x (kMr rows side by side, zeros past the last row). Every level uses the same tile sizes so
+// the driver is shared.
 inline constexpr int64_t kNr = 32;
 inline constexpr int64_t kMr = 6;
 
@@ -26,10 +27,10 @@ struct SimdKernels {
   // out[j] = W[n, k0 + j] for j < len. For FP8 and MXFP4, k0 and len are multiples of the block
   // width (128 / 32) except for the last block of the row.
   void (*dequant_row)(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out);
-  // C[i, j] (+)= sum_k A[i, k] * B[k, j] for i < mr (<= kMr), j < nr (<= kNr); B packed [kc][kNr].
-  // accumulate = false overwrites C.
-  void (*gemm_tile)(int64_t mr, int64_t nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                    int64_t ldc, bool accumulate);
+  // C[i, j] (+)= sum_k a[k][i] * b[k][j] for i < mr (<= kMr), j < nr (<= kNr); a packed [kc][kMr] (rows
+  // past mr finite, e.g. zero), b packed [kc][kNr]. accumulate = false overwrites C.
+  void (*gemm_tile)(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                    bool accumulate);
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
   void (*scale)(float alpha, float* y, int64_t n);                 // y *= alpha
@@ -64,6 +65,11 @@ struct SimdKernels {
   // for p < (kc + 1) / 2, j < kNr, with W[j][k] at w[j * ldw + k]; zero for j >= rows, k >= k0 + kc.
   void (*pack_bf16_panel)(const uint16_t* w, int64_t ldw, int64_t rows, int64_t k0, int64_t kc,
                           uint32_t* packed) = nullptr;
+  // The float panel of gemm_tile: packed[k][j] = W[n0 + j][k0 + k] dequantised, for k < kc (<= 256),
+  // j < kNr, zero for j >= rows; k0 and kc as for dequant_row. Null: the driver dequantises row by row
+  // and transposes.
+  void (*pack_f32_panel)(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                         float* packed) = nullptr;
 };
 
 // One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
