@@ -2,6 +2,7 @@
 // (exact float32, or the BF16 vdpbf16ps GEMM when the call allows rounding, MatmulArgs::exact, and the
 // CPU runs vdpbf16ps faster than FMA, Context::bf16_dot).
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -95,41 +96,46 @@ void gemm(const Context& c, const MatmulArgs& a) {
   });
   if (static_cast<int64_t>(ws.gemm_panel.size()) < c.pool.size())
     ws.gemm_panel.resize(static_cast<size_t>(c.pool.size()));
-  for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
-    const int64_t kc = std::min(kKc, k_total - k0);
-    const bool accumulate = k0 > 0 || a.accumulate;
-    const float* x_block = x_tiles + k0 * m_tiles * kMr;
-    c.pool.run([&](int tid) {
-      // Static split of the panels over the threads.
-      const int64_t p_begin = panels * tid / c.pool.size();
-      const int64_t p_end = panels * (tid + 1) / c.pool.size();
-      auto& buf = ws.gemm_panel[static_cast<size_t>(tid)];
-      if (buf.size() < static_cast<size_t>(2 * kKc * kNr + 16))
-        buf.resize(static_cast<size_t>(2 * kKc * kNr + 16));
-      float* packed = aligned_64<float>(buf);  // [kc][kNr] transposed panel
-      float* rows = packed + kKc * kNr;        // [kNr][kc] dequantised weight rows (no pack_f32_panel)
-      for (int64_t p = p_begin; p < p_end; ++p) {
-        const int64_t n0 = p * kNr;
-        const int64_t nr = std::min(kNr, n_rows - n0);
-        if (c.k.pack_f32_panel != nullptr) {
-          c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
-        } else {
-          for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
-          for (int64_t kk = 0; kk < kc; ++kk) {
-            float* dst = packed + kk * kNr;
-            for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
-            for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
+  // Chunks of panels taken in turn by the threads (one slowed by another tenant of the host takes fewer);
+  // a chunk runs every K block itself, so no barrier separates K blocks.
+  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
+  const int64_t n_chunks = (panels + chunk - 1) / chunk;
+  std::atomic<int64_t> next_chunk{0};
+  c.pool.run([&](int tid) {
+    auto& buf = ws.gemm_panel[static_cast<size_t>(tid)];
+    if (buf.size() < static_cast<size_t>(2 * kKc * kNr + 16))
+      buf.resize(static_cast<size_t>(2 * kKc * kNr + 16));
+    float* packed = aligned_64<float>(buf);  // [kc][kNr] transposed panel
+    float* rows = packed + kKc * kNr;        // [kNr][kc] dequantised weight rows (no pack_f32_panel)
+    for (int64_t ch = next_chunk.fetch_add(1); ch < n_chunks; ch = next_chunk.fetch_add(1)) {
+      const int64_t p_end = std::min(panels, (ch + 1) * chunk);
+      for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+        const int64_t kc = std::min(kKc, k_total - k0);
+        const bool accumulate = k0 > 0 || a.accumulate;
+        const float* x_block = x_tiles + k0 * m_tiles * kMr;
+        for (int64_t p = ch * chunk; p < p_end; ++p) {
+          const int64_t n0 = p * kNr;
+          const int64_t nr = std::min(kNr, n_rows - n0);
+          if (c.k.pack_f32_panel != nullptr) {
+            c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
+          } else {
+            for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
+            for (int64_t kk = 0; kk < kc; ++kk) {
+              float* dst = packed + kk * kNr;
+              for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
+              for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
+            }
+          }
+          for (int64_t tile = 0; tile < m_tiles; ++tile) {
+            const int64_t m0 = tile * kMr;
+            const int64_t mr = std::min(kMr, t_rows - m0);
+            c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
+                          accumulate);
           }
         }
-        for (int64_t tile = 0; tile < m_tiles; ++tile) {
-          const int64_t m0 = tile * kMr;
-          const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
-                        accumulate);
-        }
       }
-    });
-  }
+    }
+  });
   if (a.bias != nullptr) {
     for (int64_t t = 0; t < t_rows; ++t) {
       float* y = a.y.row(t);
@@ -180,29 +186,34 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   });
   const auto* w = static_cast<const uint16_t*>(a.w.data);
   std::vector<std::vector<uint32_t>> scratch(static_cast<size_t>(c.pool.size()));
-  for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
-    const int64_t kc = std::min(kKc, k_total - k0);
-    const int64_t kp = (kc + 1) / 2;
-    const bool accumulate = k0 > 0 || a.accumulate;
-    c.pool.run([&](int tid) {
-      const int64_t p_begin = panels * tid / c.pool.size();
-      const int64_t p_end = panels * (tid + 1) / c.pool.size();
-      auto& buf = scratch[static_cast<size_t>(tid)];
-      buf.resize(static_cast<size_t>(kKc / 2 * kNr + 16));
-      auto* packed = aligned_64<uint32_t>(buf);  // [kp][kNr] pairs: each pair row is one cache line
-      for (int64_t p = p_begin; p < p_end; ++p) {
-        const int64_t n0 = p * kNr;
-        const int64_t nr = std::min(kNr, n_rows - n0);
-        c.k.pack_bf16_panel(w + n0 * k_total, k_total, nr, k0, kc, packed);
-        for (int64_t tile = 0; tile < m_tiles; ++tile) {
-          const int64_t m0 = tile * kMr;
-          const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile_bf16(mr, nr, kp, x_tiles + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
-                             a.y.row(m0) + n0, a.y.stride, accumulate);
+  // Chunks of panels taken in turn, each running every K block (as in gemm).
+  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
+  const int64_t n_chunks = (panels + chunk - 1) / chunk;
+  std::atomic<int64_t> next_chunk{0};
+  c.pool.run([&](int tid) {
+    auto& buf = scratch[static_cast<size_t>(tid)];
+    buf.resize(static_cast<size_t>(kKc / 2 * kNr + 16));
+    auto* packed = aligned_64<uint32_t>(buf);  // [kp][kNr] pairs: each pair row is one cache line
+    for (int64_t ch = next_chunk.fetch_add(1); ch < n_chunks; ch = next_chunk.fetch_add(1)) {
+      const int64_t p_end = std::min(panels, (ch + 1) * chunk);
+      for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+        const int64_t kc = std::min(kKc, k_total - k0);
+        const int64_t kp = (kc + 1) / 2;
+        const bool accumulate = k0 > 0 || a.accumulate;
+        for (int64_t p = ch * chunk; p < p_end; ++p) {
+          const int64_t n0 = p * kNr;
+          const int64_t nr = std::min(kNr, n_rows - n0);
+          c.k.pack_bf16_panel(w + n0 * k_total, k_total, nr, k0, kc, packed);
+          for (int64_t tile = 0; tile < m_tiles; ++tile) {
+            const int64_t m0 = tile * kMr;
+            const int64_t mr = std::min(kMr, t_rows - m0);
+            c.k.gemm_tile_bf16(mr, nr, kp, x_tiles + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
+                               a.y.row(m0) + n0, a.y.stride, accumulate);
+          }
         }
       }
-    });
-  }
+    }
+  });
   if (a.bias != nullptr) {
     for (int64_t t = 0; t < t_rows; ++t) {
       float* y = a.y.row(t);

@@ -459,30 +459,37 @@ void pack_bf16_panel_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_
 }
 
 // packed[k][j] = W[n0 + j][k0 + k] (see SimdKernels::pack_f32_panel): 16 rows x 16 columns at a time,
-// loaded as floats (BF16 widened in the load; other formats dequantised row by row first), transposed
-// in registers. Masked loads and zero rows give the zeros past kc and past rows.
+// loaded as floats, transposed in registers. Masked loads and zero rows give the zeros past kc and past
+// rows.
 void pack_f32_panel_avx512(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
                            float* packed) {
   D0_CHECK(kc <= 256);
-  const bool bf16 = w.format == WeightFormat::kBF16;
-  alignas(64) float dequantised[kNr * 256];  // [rows][kc], formats other than BF16
-  if (!bf16) {
+  // F32, BF16 and F16 rows are loaded in place; other formats are dequantised row by row first.
+  const bool direct =
+      w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16 || w.format == WeightFormat::kF16;
+  alignas(64) float dequantised[kNr * 256];  // [rows][kc]
+  if (!direct) {
     for (int64_t j = 0; j < rows; ++j) dequant_row_avx512(w, n0 + j, k0, kc, dequantised + j * kc);
   }
+  const auto load = [&](int64_t j, int64_t c0, __mmask16 m) -> __m512 {
+    const void* row = row_ptr(w, n0 + j);
+    switch (w.format) {
+      case WeightFormat::kF32:
+        return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + k0 + c0);
+      case WeightFormat::kBF16:
+        return load_bf16(static_cast<const uint16_t*>(row) + k0 + c0, m);
+      case WeightFormat::kF16:
+        return load_f16(static_cast<const uint16_t*>(row) + k0 + c0, m);
+      default:
+        return _mm512_maskz_loadu_ps(m, dequantised + j * kc + c0);
+    }
+  };
   for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
     for (int64_t c0 = 0; c0 < kc; c0 += 16) {
       const __mmask16 m = tail_mask(kc - c0);
       __m512i r[16];
       for (int i = 0; i < 16; ++i) {
-        const int64_t j = j0 + i;
-        if (j >= rows) {
-          r[i] = _mm512_setzero_si512();
-        } else if (bf16) {
-          r[i] =
-              _mm512_castps_si512(load_bf16(static_cast<const uint16_t*>(row_ptr(w, n0 + j)) + k0 + c0, m));
-        } else {
-          r[i] = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, dequantised + j * kc + c0));
-        }
+        r[i] = j0 + i < rows ? _mm512_castps_si512(load(j0 + i, c0, m)) : _mm512_setzero_si512();
       }
       transpose_16x16_epi32(r);
       const int64_t cols = std::min<int64_t>(16, kc - c0);
