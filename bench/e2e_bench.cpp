@@ -8,11 +8,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "day0/backends/cpu/machine_limits.h"
 #include "day0/backends/thread_pool.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
@@ -24,26 +24,11 @@ int bench_threads() {
   return t ? std::atoi(t) : 2;
 }
 
-// Read bandwidth (GB/s) over a 1 GiB buffer, summed by `threads` threads; best of 3 passes.
+// Read bandwidth (GB/s), summed by `threads` threads; best of 3 passes (machine_limits.h).
 double read_bandwidth_gbs(int threads) {
-  static std::vector<float> buffer(size_t{256} << 20, 1.0f);
+  static day0::BandwidthProbe probe;
   day0::ThreadPool pool(threads);
-  double best = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    std::vector<double> sums(static_cast<size_t>(threads), 0.0);
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<int64_t>(buffer.size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
-      float acc[16] = {};
-      for (int64_t i = b; i + 16 <= e; i += 16) {
-        for (int j = 0; j < 16; ++j) acc[j] += buffer[static_cast<size_t>(i + j)];
-      }
-      volatile float sink = std::accumulate(acc, acc + 16, 0.0f);
-      (void)sink;
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(buffer.size() * sizeof(float)) / s / 1e9);
-  }
-  return best;
+  return probe.read_gbps(pool, 3);
 }
 
 // Weight bytes one decoded token reads: every projection of every layer, the top-k experts' share of

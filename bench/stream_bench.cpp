@@ -1,4 +1,4 @@
-// STREAM-like memory bandwidth (read-only sum and triad a = b + s c over 256 MiB arrays) and the
+// STREAM-like memory bandwidth (read-only sum and triad a = b + s c over arrays of 4x the L3) and the
 // arithmetic peaks (FP32 FMA, BF16 dot) of this machine: the limits the other benches are stated
 // against. Arg: threads.
 #include <benchmark/benchmark.h>
@@ -7,10 +7,8 @@
 
 namespace {
 
-constexpr size_t kArrayBytes = size_t{256} << 20;
-
 day0::BandwidthProbe& probe() {
-  static day0::BandwidthProbe p(kArrayBytes);
+  static day0::BandwidthProbe p;
   return p;
 }
 

@@ -8,11 +8,17 @@
 
 namespace day0 {
 
-// Buffers for the bandwidth loops, allocated and touched once (bytes per array, >> last-level cache).
+// Bytes per array of a bandwidth probe: four times the last-level cache (some hosts have 260 MiB of
+// L3), at least 256 MiB and at most 1 GiB.
+size_t bandwidth_probe_bytes();
+
+// Buffers for the bandwidth loops, allocated and touched once (bytes per array, >> last-level cache; the
+// triad's second and third arrays only on its first pass).
 class BandwidthProbe {
  public:
-  explicit BandwidthProbe(size_t bytes_per_array);
-  // One pass; returns bytes moved. Reads `a` (read) or writes a = b + s c (triad: 3 arrays).
+  explicit BandwidthProbe(size_t bytes_per_array = bandwidth_probe_bytes());
+  // One pass; returns bytes moved. Reads `a` (read: with software prefetch, the way the decode kernels
+  // stream weights, so the roofline is what they can reach) or writes a = b + s c (triad: 3 arrays).
   size_t read_pass(ThreadPool& pool);
   size_t triad_pass(ThreadPool& pool);
   // Best of `passes` passes, in GB/s (1e9 bytes / s).

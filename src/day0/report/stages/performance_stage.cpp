@@ -47,7 +47,7 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
   }
 
   ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  BandwidthProbe probe(size_t{128} << 20);
+  BandwidthProbe probe;
   const double bandwidth_gbps = probe.read_gbps(pool, 3);
   const double bytes_per_token = activated_weight_bytes_per_token(loaded->spec);
   const double roofline = bytes_per_token > 0 ? bandwidth_gbps * 1e9 / bytes_per_token : 0;

@@ -21,6 +21,15 @@ inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u);
 }
 
+// Decode streams weight rows from memory one after another, and the hardware prefetchers alone leave
+// the loads waiting on DRAM latency (2-core Xeon, BF16: MoE decode 21-25 -> 32-35 tok/s with this).
+// Each loop step of the row dots prefetches the line kPrefetchBytes past the one it reads (past a row's
+// end that is the next row, or the next chunk's: harmless either way).
+inline constexpr int64_t kPrefetchBytes = 2048;
+inline void prefetch_ahead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+}
+
 // 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
 inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
   const __m256i h = _mm256_maskz_loadu_epi16(m, p);
@@ -73,6 +82,8 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
     case WeightFormat::kF32: {
       const auto* r = static_cast<const float*>(row);
       for (; k + 32 <= k1; k += 32) {
+        prefetch_ahead(r + k);
+        prefetch_ahead(r + k + 16);
         acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k), _mm512_loadu_ps(x + k), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k + 16), _mm512_loadu_ps(x + k + 16), acc1);
       }
@@ -87,6 +98,7 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
       const auto* r = static_cast<const uint16_t*>(row);
       const bool bf = w.format == WeightFormat::kBF16;
       for (; k + 32 <= k1; k += 32) {
+        prefetch_ahead(r + k);
         const __m512 w0 = bf ? load_bf16(r + k, 0xffff) : load_f16(r + k, 0xffff);
         const __m512 w1 = bf ? load_bf16(r + k + 16, 0xffff) : load_f16(r + k + 16, 0xffff);
         acc0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), acc0);
@@ -102,6 +114,7 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
     default: {  // FP8 within one scale block
       const auto* r = static_cast<const uint8_t*>(row);
       for (; k + 32 <= k1; k += 32) {
+        prefetch_ahead(r + k);
         acc0 = _mm512_fmadd_ps(load_fp8(r + k, 0xffff), _mm512_loadu_ps(x + k), acc0);
         acc1 = _mm512_fmadd_ps(load_fp8(r + k + 16, 0xffff), _mm512_loadu_ps(x + k + 16), acc1);
       }
@@ -134,6 +147,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   };
   int64_t b = 0;
   for (; b + 16 <= blocks; b += 16) {
+    for (int line = 0; line < 4; ++line) prefetch_ahead(bytes + b * 16 + line * 64);
     _mm512_store_ps(scale_f, e8m0x16(scales + b));
     for (int j = 0; j < 16; j += 2) {
       block(b + j, scale_f[j], acc0);
@@ -156,6 +170,7 @@ float fp8_dot(const WeightView& w, int64_t n, const float* x) {
     __m512 acc1 = _mm512_setzero_ps();
     int64_t k = k0;
     for (; k + 32 <= k1; k += 32) {
+      prefetch_ahead(r + k);
       const __m512i b32 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + k)));
       acc0 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_castsi512_si256(b32)), _mm512_loadu_ps(x + k), acc0);
       acc1 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_extracti64x4_epi64(b32, 1)), _mm512_loadu_ps(x + k + 16),
@@ -539,6 +554,7 @@ void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float*
     const __m512 sx = _mm512_mask_blend_ps(second, _mm512_set1_ps(xs[b]), _mm512_set1_ps(xs[b + 1]));
     const int64_t g0 = b / per_group, g1 = (b + 1) / per_group;
     for (int r = 0; r < R; ++r) {
+      prefetch_ahead(rows + r * row_bytes + b * (kInt4 ? 16 : 32));
       __m512i p;
       if constexpr (kInt4) {
         const __m256i raw =
