@@ -491,14 +491,37 @@ void pack_f32_panel_avx512(const WeightView& w, int64_t n0, int64_t rows, int64_
     switch (w.format) {
       case WeightFormat::kF32:
         return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + k0 + c0);
-      case WeightFormat::kBF16:
-        return load_bf16(static_cast<const uint16_t*>(row) + k0 + c0, m);
       case WeightFormat::kF16:
         return load_f16(static_cast<const uint16_t*>(row) + k0 + c0, m);
       default:
         return _mm512_maskz_loadu_ps(m, dequantised + j * kc + c0);
     }
   };
+  if (w.format == WeightFormat::kBF16) {
+    // BF16 pairs as dwords: one 16 x 16 transpose gives 32 columns of 16 rows, each dword then split
+    // into its two floats (half the shuffles of transposing floats).
+    const auto* base = static_cast<const uint16_t*>(row_ptr(w, n0));
+    const int64_t ldw = w.cols;
+    for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
+      for (int64_t c0 = 0; c0 < kc; c0 += 32) {
+        const int64_t elems = std::min<int64_t>(32, kc - c0);
+        const __mmask32 m = elems >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << elems) - 1u);
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi16(m, base + (j0 + i) * ldw + k0 + c0)
+                               : _mm512_setzero_si512();
+        }
+        transpose_16x16_epi32(r);
+        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+        for (int64_t p = 0; 2 * p < elems; ++p) {
+          const int64_t k = c0 + 2 * p;
+          _mm512_storeu_si512(packed + k * kNr + j0, _mm512_slli_epi32(r[p], 16));
+          if (k + 1 < kc) _mm512_storeu_si512(packed + (k + 1) * kNr + j0, _mm512_and_si512(r[p], high));
+        }
+      }
+    }
+    return;
+  }
   for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
     for (int64_t c0 = 0; c0 < kc; c0 += 16) {
       const __mmask16 m = tail_mask(kc - c0);
