@@ -160,7 +160,12 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
             const float* q = a.q.row(t) + (item.g * group + h) * d;
             float* x = st + (r * group + h) * state;
             const int64_t n = a1 - a0;
-            for (int64_t j = 0; j < n; ++j) scores[j] = c.k.dot(q, kr + (a0 - p + j) * k_stride, d) * scale;
+            if (c.k.dot_many != nullptr) {
+              c.k.dot_many(q, kr + (a0 - p) * k_stride, k_stride, n, d, scores);
+              for (int64_t j = 0; j < n; ++j) scores[j] *= scale;
+            } else {
+              for (int64_t j = 0; j < n; ++j) scores[j] = c.k.dot(q, kr + (a0 - p + j) * k_stride, d) * scale;
+            }
             const float block_max = *std::max_element(scores, scores + n);
             float& m = x[dv];
             float& sum = x[dv + 1];
@@ -171,7 +176,11 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
               m = block_max;
             }
             sum += c.k.exp_sum(scores, n, m);
-            for (int64_t j = 0; j < n; ++j) c.k.axpy(scores[j], vr + (a0 - p + j) * v_stride, x, dv);
+            if (c.k.axpy_rows != nullptr) {
+              c.k.axpy_rows(scores, vr + (a0 - p) * v_stride, v_stride, n, x, dv);
+            } else {
+              for (int64_t j = 0; j < n; ++j) c.k.axpy(scores[j], vr + (a0 - p + j) * v_stride, x, dv);
+            }
           }
         }
         p += in_block;

@@ -275,6 +275,24 @@ void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
+// 32 columns of y at a time in four registers while every row is added; the tail as axpy_avx2 does it.
+void axpy_rows_avx2(const float* alpha, const float* x, int64_t ldx, int64_t rows, float* y, int64_t n) {
+  int64_t i0 = 0;
+  for (; i0 + 32 <= n; i0 += 32) {
+    __m256 acc[4];
+    for (int v = 0; v < 4; ++v) acc[v] = _mm256_loadu_ps(y + i0 + 8 * v);
+    for (int64_t j = 0; j < rows; ++j) {
+      const __m256 a = _mm256_set1_ps(alpha[j]);
+      const float* xj = x + j * ldx + i0;
+      for (int v = 0; v < 4; ++v) acc[v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(xj + 8 * v), acc[v]);
+    }
+    for (int v = 0; v < 4; ++v) _mm256_storeu_ps(y + i0 + 8 * v, acc[v]);
+  }
+  if (i0 < n) {
+    for (int64_t j = 0; j < rows; ++j) axpy_avx2(alpha[j], x + j * ldx + i0, y + i0, n - i0);
+  }
+}
+
 void scale_avx2(float alpha, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(alpha);
   int64_t i = 0;
@@ -336,6 +354,7 @@ SimdKernels make_avx2_kernels() {
   SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2,  gemm_tile_avx2,
                 dot_avx2,         axpy_avx2,     scale_avx2,        nullptr,
                 to_bf16_avx2,     exp_sum_avx2,  dot_rows_int_avx2, "avx2-maddubs"};
+  k.axpy_rows = axpy_rows_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {
     k.dot_rows_int = dot_rows_int_avx_vnni;

@@ -332,6 +332,53 @@ void axpy_avx512(float alpha, const float* x, float* y, int64_t n) {
   }
 }
 
+// Four rows per pass, each accumulated exactly as dot_avx512 does (two accumulators, the tail in the
+// first), so the results are the same bits.
+void dot_many_avx512(const float* a, const float* b, int64_t ldb, int64_t rows, int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= rows; j += 4) {
+    __m512 acc0[4], acc1[4];
+    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    const float* bj = b + j * ldb;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512 a0 = _mm512_loadu_ps(a + i);
+      const __m512 a1 = _mm512_loadu_ps(a + i + 16);
+      for (int r = 0; r < 4; ++r) {
+        acc0[r] = _mm512_fmadd_ps(a0, _mm512_loadu_ps(bj + r * ldb + i), acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(a1, _mm512_loadu_ps(bj + r * ldb + i + 16), acc1[r]);
+      }
+    }
+    for (; i < n; i += 16) {
+      const __mmask16 m = tail_mask(n - i);
+      const __m512 a0 = _mm512_maskz_loadu_ps(m, a + i);
+      for (int r = 0; r < 4; ++r)
+        acc0[r] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, bj + r * ldb + i), acc0[r]);
+    }
+    for (int r = 0; r < 4; ++r) out[j + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  }
+  for (; j < rows; ++j) out[j] = dot_avx512(a, b + j * ldb, n);
+}
+
+// 64 columns of y at a time in four registers while every row is added.
+void axpy_rows_avx512(const float* alpha, const float* x, int64_t ldx, int64_t rows, float* y, int64_t n) {
+  for (int64_t i0 = 0; i0 < n; i0 += 64) {
+    __mmask16 m[4];
+    __m512 acc[4];
+    for (int v = 0; v < 4; ++v) {
+      m[v] = i0 + 16 * v < n ? tail_mask(n - i0 - 16 * v) : __mmask16(0);
+      acc[v] = _mm512_maskz_loadu_ps(m[v], y + i0 + 16 * v);
+    }
+    for (int64_t j = 0; j < rows; ++j) {
+      const __m512 a = _mm512_set1_ps(alpha[j]);
+      const float* xj = x + j * ldx + i0;
+      for (int v = 0; v < 4; ++v)
+        acc[v] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m[v], xj + 16 * v), acc[v]);
+    }
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(y + i0 + 16 * v, m[v], acc[v]);
+  }
+}
+
 void scale_avx512(float alpha, float* y, int64_t n) {
   const __m512 va = _mm512_set1_ps(alpha);
   for (int64_t i = 0; i < n; i += 16) {
@@ -654,6 +701,8 @@ const SimdKernels& avx512_kernels() {
                   cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
     if (has_bf16) t.pack_bf16_panel = pack_bf16_panel_avx512;
     t.pack_f32_panel = pack_f32_panel_avx512;
+    t.axpy_rows = axpy_rows_avx512;
+    t.dot_many = dot_many_avx512;
     return t;
   }();
   return k;

@@ -70,6 +70,14 @@ struct SimdKernels {
   // and transposes.
   void (*pack_f32_panel)(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
                          float* packed) = nullptr;
+  // y[i] += sum over j < rows, in order, of alpha[j] * x[j * ldx + i], for i < n: axpy row after row with
+  // y held in registers (bit for bit the same as `rows` axpy calls). Null: the driver calls axpy.
+  void (*axpy_rows)(const float* alpha, const float* x, int64_t ldx, int64_t rows, float* y,
+                    int64_t n) = nullptr;
+  // out[j] = dot(a, b + j * ldb, n) for j < rows, bit for bit as `dot` computes each (several rows per
+  // pass share the loads of a). Null: the driver calls dot.
+  void (*dot_many)(const float* a, const float* b, int64_t ldb, int64_t rows, int64_t n,
+                   float* out) = nullptr;
 };
 
 // One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
