@@ -17,11 +17,26 @@ namespace {
 
 inline constexpr int64_t kKc = 256;  // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
 
-// The first 64-byte aligned element of a scratch vector (whose storage is only 16-byte aligned); the
-// vector needs 64 bytes to spare.
+// The first 64-byte aligned element of a scratch vector (whose storage is only 16-byte aligned), grown to
+// hold `words` from there on.
 template <typename T, typename Word>
-T* aligned_64(std::vector<Word>& v) {
+T* aligned_64(std::vector<Word>& v, int64_t words) {
+  grown(v, words + 64 / static_cast<int64_t>(sizeof(Word)));
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+}
+
+// fn(thread, p_begin, p_end) over chunks of weight panels taken in turn by the pool's threads (one
+// slowed by another tenant of the host takes fewer); a chunk runs every K block itself, so no barrier
+// separates K blocks.
+template <typename Fn>
+void for_panel_chunks(const Context& c, int64_t panels, Fn&& fn) {
+  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
+  const int64_t n_chunks = (panels + chunk - 1) / chunk;
+  std::atomic<int64_t> next{0};
+  c.pool.run([&](int tid) {
+    for (int64_t ch = next.fetch_add(1); ch < n_chunks; ch = next.fetch_add(1))
+      fn(tid, ch * chunk, std::min(panels, (ch + 1) * chunk));
+  });
 }
 
 void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots) {
@@ -76,9 +91,7 @@ void gemm(const Context& c, const MatmulArgs& a) {
   Workspace& ws = c.ws ? *c.ws : local;
   // x[6 tile + i][k0 + kk] of the K block starting at k0 (kc columns wide) at
   // x_tiles[(k0 m_tiles + tile kc + kk) kMr + i]; zero past the last row.
-  const auto x_floats = static_cast<size_t>(m_tiles * kMr * k_total);
-  if (ws.gemm_x.size() < x_floats) ws.gemm_x.resize(x_floats);
-  float* x_tiles = ws.gemm_x.data();
+  float* x_tiles = grown(ws.gemm_x, m_tiles * kMr * k_total);
   c.pool.parallel_for(m_tiles, 1, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; ++tile) {
       const float* rows[kMr] = {};
@@ -96,42 +109,31 @@ void gemm(const Context& c, const MatmulArgs& a) {
   });
   if (static_cast<int64_t>(ws.gemm_panel.size()) < c.pool.size())
     ws.gemm_panel.resize(static_cast<size_t>(c.pool.size()));
-  // Chunks of panels taken in turn by the threads (one slowed by another tenant of the host takes fewer);
-  // a chunk runs every K block itself, so no barrier separates K blocks.
-  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
-  const int64_t n_chunks = (panels + chunk - 1) / chunk;
-  std::atomic<int64_t> next_chunk{0};
-  c.pool.run([&](int tid) {
-    auto& buf = ws.gemm_panel[static_cast<size_t>(tid)];
-    if (buf.size() < static_cast<size_t>(2 * kKc * kNr + 16))
-      buf.resize(static_cast<size_t>(2 * kKc * kNr + 16));
-    float* packed = aligned_64<float>(buf);  // [kc][kNr] transposed panel
-    float* rows = packed + kKc * kNr;        // [kNr][kc] dequantised weight rows (no pack_f32_panel)
-    for (int64_t ch = next_chunk.fetch_add(1); ch < n_chunks; ch = next_chunk.fetch_add(1)) {
-      const int64_t p_end = std::min(panels, (ch + 1) * chunk);
-      for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
-        const int64_t kc = std::min(kKc, k_total - k0);
-        const bool accumulate = k0 > 0 || a.accumulate;
-        const float* x_block = x_tiles + k0 * m_tiles * kMr;
-        for (int64_t p = ch * chunk; p < p_end; ++p) {
-          const int64_t n0 = p * kNr;
-          const int64_t nr = std::min(kNr, n_rows - n0);
-          if (c.k.pack_f32_panel != nullptr) {
-            c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
-          } else {
-            for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
-            for (int64_t kk = 0; kk < kc; ++kk) {
-              float* dst = packed + kk * kNr;
-              for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
-              for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
-            }
+  for_panel_chunks(c, panels, [&](int tid, int64_t p_begin, int64_t p_end) {
+    float* packed = aligned_64<float>(ws.gemm_panel[static_cast<size_t>(tid)], 2 * kKc * kNr);  // [kc][kNr]
+    float* rows = packed + kKc * kNr;  // [kNr][kc] dequantised weight rows (no pack_f32_panel)
+    for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k_total - k0);
+      const bool accumulate = k0 > 0 || a.accumulate;
+      const float* x_block = x_tiles + k0 * m_tiles * kMr;
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t n0 = p * kNr;
+        const int64_t nr = std::min(kNr, n_rows - n0);
+        if (c.k.pack_f32_panel != nullptr) {
+          c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
+        } else {
+          for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
+          for (int64_t kk = 0; kk < kc; ++kk) {
+            float* dst = packed + kk * kNr;
+            for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
+            for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
           }
-          for (int64_t tile = 0; tile < m_tiles; ++tile) {
-            const int64_t m0 = tile * kMr;
-            const int64_t mr = std::min(kMr, t_rows - m0);
-            c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
-                          accumulate);
-          }
+        }
+        for (int64_t tile = 0; tile < m_tiles; ++tile) {
+          const int64_t m0 = tile * kMr;
+          const int64_t mr = std::min(kMr, t_rows - m0);
+          c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
+                        accumulate);
         }
       }
     }
@@ -162,9 +164,7 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   // last row and in the odd half pair.
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
-  const auto x_words = static_cast<size_t>(m_tiles * k_pairs * kMr);
-  if (ws.gemm_x_bf16.size() < x_words) ws.gemm_x_bf16.resize(x_words);
-  uint32_t* x_tiles = ws.gemm_x_bf16.data();
+  uint32_t* x_tiles = grown(ws.gemm_x_bf16, m_tiles * k_pairs * kMr);
   c.pool.parallel_for(m_tiles, 1, [&](int64_t begin, int64_t end) {
     std::vector<uint32_t> row(static_cast<size_t>(k_pairs));
     for (int64_t tile = begin; tile < end; ++tile) {
@@ -186,30 +186,22 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   });
   const auto* w = static_cast<const uint16_t*>(a.w.data);
   std::vector<std::vector<uint32_t>> scratch(static_cast<size_t>(c.pool.size()));
-  // Chunks of panels taken in turn, each running every K block (as in gemm).
-  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
-  const int64_t n_chunks = (panels + chunk - 1) / chunk;
-  std::atomic<int64_t> next_chunk{0};
-  c.pool.run([&](int tid) {
-    auto& buf = scratch[static_cast<size_t>(tid)];
-    buf.resize(static_cast<size_t>(kKc / 2 * kNr + 16));
-    auto* packed = aligned_64<uint32_t>(buf);  // [kp][kNr] pairs: each pair row is one cache line
-    for (int64_t ch = next_chunk.fetch_add(1); ch < n_chunks; ch = next_chunk.fetch_add(1)) {
-      const int64_t p_end = std::min(panels, (ch + 1) * chunk);
-      for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
-        const int64_t kc = std::min(kKc, k_total - k0);
-        const int64_t kp = (kc + 1) / 2;
-        const bool accumulate = k0 > 0 || a.accumulate;
-        for (int64_t p = ch * chunk; p < p_end; ++p) {
-          const int64_t n0 = p * kNr;
-          const int64_t nr = std::min(kNr, n_rows - n0);
-          c.k.pack_bf16_panel(w + n0 * k_total, k_total, nr, k0, kc, packed);
-          for (int64_t tile = 0; tile < m_tiles; ++tile) {
-            const int64_t m0 = tile * kMr;
-            const int64_t mr = std::min(kMr, t_rows - m0);
-            c.k.gemm_tile_bf16(mr, nr, kp, x_tiles + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
-                               a.y.row(m0) + n0, a.y.stride, accumulate);
-          }
+  for_panel_chunks(c, panels, [&](int tid, int64_t p_begin, int64_t p_end) {
+    // [kp][kNr] pairs: each pair row is one cache line
+    auto* packed = aligned_64<uint32_t>(scratch[static_cast<size_t>(tid)], kKc / 2 * kNr);
+    for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k_total - k0);
+      const int64_t kp = (kc + 1) / 2;
+      const bool accumulate = k0 > 0 || a.accumulate;
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t n0 = p * kNr;
+        const int64_t nr = std::min(kNr, n_rows - n0);
+        c.k.pack_bf16_panel(w + n0 * k_total, k_total, nr, k0, kc, packed);
+        for (int64_t tile = 0; tile < m_tiles; ++tile) {
+          const int64_t m0 = tile * kMr;
+          const int64_t mr = std::min(kMr, t_rows - m0);
+          c.k.gemm_tile_bf16(mr, nr, kp, x_tiles + (k0 / 2 * m_tiles + tile * kp) * kMr, packed,
+                             a.y.row(m0) + n0, a.y.stride, accumulate);
         }
       }
     }
@@ -265,10 +257,7 @@ void gemm_bf16_amx(const Context& c, const MatmulArgs& a) {
       c.pool.run([&](int tid) {
         const int64_t b_begin = blocks * tid / c.pool.size();
         const int64_t b_end = blocks * (tid + 1) / c.pool.size();
-        auto& pack = ws.amx_w[static_cast<size_t>(tid)];
-        if (pack.size() < static_cast<size_t>(kTile * kb + 32))
-          pack.resize(static_cast<size_t>(kTile * kb + 32));
-        auto* aligned = aligned_64<uint16_t>(pack);
+        auto* aligned = aligned_64<uint16_t>(ws.amx_w[static_cast<size_t>(tid)], kTile * kb);
         for (int64_t blk = b_begin; blk < b_end; ++blk) {
           const int64_t n0 = blk * kTile;
           AmxBlock b;

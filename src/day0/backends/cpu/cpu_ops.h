@@ -39,6 +39,13 @@ struct Workspace {
   std::vector<std::vector<float>> gemm_panel;
 };
 
+// v grown to at least n elements (never shrunk: workspaces are reused from call to call); its data.
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
 struct Context {
   const SimdKernels& k;
   ThreadPool& pool;
