@@ -1,6 +1,13 @@
 // Differential tests of the dense ops: every backend and SIMD level against reference.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "day0/backends/cpu/machine_limits.h"
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/ops/rope_table.h"
 #include "differential_harness.h"
 
@@ -234,6 +241,59 @@ TEST(Differential, GatherAndScatter) {
                be.scatter_add({src.cview(), idx, w, out.view()});
              });
   diff.finish();
+}
+
+}  // namespace
+}  // namespace day0::test
+
+namespace day0::test {
+namespace {
+
+// The BF16 GEMM's route: DAY0_BF16_GEMM is dot or fma (anything else refused by name); the fma route of a
+// call that may round gives the same bits as the exact float32 path, the dot route rounds x to BF16.
+TEST(Bf16GemmRoute, EnvironmentIsCheckedAndTheFmaRouteIsTheExactPath) {
+  const char* saved = std::getenv("DAY0_BF16_GEMM");
+  const std::string restore = saved != nullptr ? saved : "";
+  setenv("DAY0_BF16_GEMM", "fastest", 1);
+  const auto bad = make_backend("cpu");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().to_string().find("DAY0_BF16_GEMM"), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().to_string().find("fastest"), std::string::npos) << bad.status().to_string();
+  for (const char* ok : {"dot", "fma"}) {
+    setenv("DAY0_BF16_GEMM", ok, 1);
+    EXPECT_TRUE(make_backend("cpu").is_ok()) << ok;
+  }
+  if (saved != nullptr) {
+    setenv("DAY0_BF16_GEMM", restore.c_str(), 1);
+  } else {
+    unsetenv("DAY0_BF16_GEMM");
+  }
+  if (!cpu_has_avx512_bf16()) {
+    EXPECT_FALSE(bf16_dot_outruns_fma());
+  }
+
+  const TestWeight w = random_weight(WeightFormat::kBF16, 70, 300, 11);
+  GuardedMatrix x(37, 300);
+  x.fill_random(12);
+  const auto run = [&](std::optional<bool> dot, bool exact) {
+    BackendOptions opts;
+    opts.n_threads = 2;
+    // At most avx512: the amx level takes BF16 GEMMs before either route.
+    opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+    opts.bf16_dot_gemm = dot;
+    auto be = std::move(make_backend("cpu", opts).value());
+    GuardedMatrix y(37, 70);
+    be->matmul({.x = x.cview(), .w = w.view(), .y = y.view(), .exact = exact});
+    return y.values();
+  };
+  const auto exact = run(false, true);
+  EXPECT_EQ(run(false, false), exact);
+  EXPECT_EQ(run(true, true), exact);
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the dot route is not built";
+  const auto dot = run(true, false);
+  EXPECT_NE(dot, exact);              // x rounded to BF16
+  EXPECT_LT(nmse(dot, exact), 1e-4);  // by about BF16's precision
 }
 
 }  // namespace
