@@ -526,9 +526,23 @@ void pack_bf16_panel_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_
 void pack_f32_panel_avx512(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
                            float* packed) {
   D0_CHECK(kc <= 256);
-  // F32, BF16 and F16 rows are loaded in place; other formats are dequantised row by row first.
-  const bool direct =
-      w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16 || w.format == WeightFormat::kF16;
+  if (w.format == WeightFormat::kBF16) {
+    // The BF16 GEMM's pair panel (one dword transpose per 32 columns: half the shuffles of transposing
+    // floats), each pair then split into its two floats.
+    alignas(64) uint32_t pairs[128 * kNr];  // [(kc + 1) / 2][kNr]
+    pack_bf16_panel_avx512(static_cast<const uint16_t*>(row_ptr(w, n0)), w.cols, rows, k0, kc, pairs);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    for (int64_t p = 0; 2 * p < kc; ++p) {
+      for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
+        const __m512i v = _mm512_load_si512(pairs + p * kNr + j0);
+        _mm512_storeu_si512(packed + 2 * p * kNr + j0, _mm512_slli_epi32(v, 16));
+        if (2 * p + 1 < kc) _mm512_storeu_si512(packed + (2 * p + 1) * kNr + j0, _mm512_and_si512(v, high));
+      }
+    }
+    return;
+  }
+  // F32 and F16 rows are loaded in place; other formats are dequantised row by row first.
+  const bool direct = w.format == WeightFormat::kF32 || w.format == WeightFormat::kF16;
   alignas(64) float dequantised[kNr * 256];  // [rows][kc]
   if (!direct) {
     for (int64_t j = 0; j < rows; ++j) dequant_row_avx512(w, n0 + j, k0, kc, dequantised + j * kc);
@@ -544,31 +558,6 @@ void pack_f32_panel_avx512(const WeightView& w, int64_t n0, int64_t rows, int64_
         return _mm512_maskz_loadu_ps(m, dequantised + j * kc + c0);
     }
   };
-  if (w.format == WeightFormat::kBF16) {
-    // BF16 pairs as dwords: one 16 x 16 transpose gives 32 columns of 16 rows, each dword then split
-    // into its two floats (half the shuffles of transposing floats).
-    const auto* base = static_cast<const uint16_t*>(row_ptr(w, n0));
-    const int64_t ldw = w.cols;
-    for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
-      for (int64_t c0 = 0; c0 < kc; c0 += 32) {
-        const int64_t elems = std::min<int64_t>(32, kc - c0);
-        const __mmask32 m = elems >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << elems) - 1u);
-        __m512i r[16];
-        for (int i = 0; i < 16; ++i) {
-          r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi16(m, base + (j0 + i) * ldw + k0 + c0)
-                               : _mm512_setzero_si512();
-        }
-        transpose_16x16_epi32(r);
-        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-        for (int64_t p = 0; 2 * p < elems; ++p) {
-          const int64_t k = c0 + 2 * p;
-          _mm512_storeu_si512(packed + k * kNr + j0, _mm512_slli_epi32(r[p], 16));
-          if (k + 1 < kc) _mm512_storeu_si512(packed + (k + 1) * kNr + j0, _mm512_and_si512(r[p], high));
-        }
-      }
-    }
-    return;
-  }
   for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
     for (int64_t c0 = 0; c0 < kc; c0 += 16) {
       const __mmask16 m = tail_mask(kc - c0);
