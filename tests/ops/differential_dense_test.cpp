@@ -7,6 +7,7 @@
 #include <string>
 
 #include "day0/backends/cpu/machine_limits.h"
+#include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/ops/rope_table.h"
 #include "differential_harness.h"
@@ -294,6 +295,66 @@ TEST(Bf16GemmRoute, EnvironmentIsCheckedAndTheFmaRouteIsTheExactPath) {
   const auto dot = run(true, false);
   EXPECT_NE(dot, exact);              // x rounded to BF16
   EXPECT_LT(nmse(dot, exact), 1e-4);  // by about BF16's precision
+}
+
+// The optional kernels of a SIMD level's table against the ones they stand in for, bit for bit:
+// pack_f32_panel against dequant_row + transpose (zeros past the panel's rows), dot_many against dot,
+// axpy_rows against axpy row after row. Sizes with tails of every vector width.
+TEST(SimdKernels, OptionalKernelsGiveTheBitsOfThePlainOnes) {
+  uint64_t seed = 500;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    const std::string lv(simd_level_name(level));
+    if (k.pack_f32_panel != nullptr) {
+      for (WeightFormat format : kAllWeightFormats) {
+        for (int64_t cols : {int64_t{275}, int64_t{512}, int64_t{64}}) {
+          if (!format_fits(format, cols)) continue;
+          const TestWeight w = random_weight(format, 45, cols, ++seed);
+          for (int64_t n0 : {int64_t{0}, int64_t{32}}) {
+            const int64_t rows = std::min<int64_t>(cpu::kNr, 45 - n0);
+            for (int64_t k0 = 0; k0 < cols; k0 += 256) {
+              const int64_t kc = std::min<int64_t>(256, cols - k0);
+              std::vector<float> packed(static_cast<size_t>(kc * cpu::kNr), -1.0f),
+                  row(static_cast<size_t>(kc));
+              k.pack_f32_panel(w.view(), n0, rows, k0, kc, packed.data());
+              for (int64_t j = 0; j < cpu::kNr; ++j) {
+                if (j < rows) k.dequant_row(w.view(), n0 + j, k0, kc, row.data());
+                for (int64_t c = 0; c < kc; ++c) {
+                  const float want = j < rows ? row[static_cast<size_t>(c)] : 0.0f;
+                  ASSERT_EQ(packed[static_cast<size_t>(c * cpu::kNr + j)], want)
+                      << lv << " " << weight_format_name(format) << " cols=" << cols << " n0=" << n0
+                      << " k0=" << k0 << " j=" << j << " c=" << c;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int64_t n : {1, 7, 8, 15, 16, 33, 64, 129}) {
+      for (int64_t rows : {1, 3, 4, 9}) {
+        const int64_t ld = n + 3;
+        const auto a = random_vector(n, ++seed);
+        const auto b = random_vector(rows * ld, ++seed);
+        if (k.dot_many != nullptr) {
+          std::vector<float> got(static_cast<size_t>(rows));
+          k.dot_many(a.data(), b.data(), ld, rows, n, got.data());
+          for (int64_t j = 0; j < rows; ++j)
+            EXPECT_EQ(got[static_cast<size_t>(j)], k.dot(a.data(), b.data() + j * ld, n))
+                << lv << " dot_many n=" << n << " rows=" << rows << " row " << j;
+        }
+        if (k.axpy_rows != nullptr) {
+          auto got = random_vector(n, ++seed);
+          auto want = got;
+          const auto alpha = random_vector(rows, ++seed);
+          k.axpy_rows(alpha.data(), b.data(), ld, rows, got.data(), n);
+          for (int64_t j = 0; j < rows; ++j)
+            k.axpy(alpha[static_cast<size_t>(j)], b.data() + j * ld, want.data(), n);
+          EXPECT_EQ(got, want) << lv << " axpy_rows n=" << n << " rows=" << rows;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

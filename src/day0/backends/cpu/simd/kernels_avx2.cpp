@@ -247,10 +247,87 @@ void gemm_half(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* 
   put(5, c50, c51);
 }
 
+// r[i] <- column i of the 8 x 8 dword matrix whose rows are r[0..7].
+inline void transpose_8x8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    s[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+    s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+  }
+}
+
+// packed[k][j] = W[n0 + j][k0 + k] (see SimdKernels::pack_f32_panel), 8 rows at a time transposed in
+// registers. BF16 rows go 16 columns per transpose: each dword is a pair of columns, split afterwards
+// (half the shuffles of transposing floats). Columns past the last whole vector are copied one by one.
+void pack_f32_panel_avx2(const WeightView& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                         float* packed) {
+  const bool bf16 = w.format == WeightFormat::kBF16;
+  const bool direct = bf16 || w.format == WeightFormat::kF32 || w.format == WeightFormat::kF16;
+  alignas(32) float dequantised[kNr * 256];  // [rows][kc], formats that are not read in place
+  if (!direct) {
+    for (int64_t j = 0; j < rows; ++j) dequant_row_avx2(w, n0 + j, k0, kc, dequantised + j * kc);
+  }
+  const auto element = [&](int64_t j, int64_t k) {
+    return direct ? plain_element(w, row_ptr(w, n0 + j), k0 + k) : dequantised[j * kc + k];
+  };
+  const int64_t step = bf16 ? 16 : 8;
+  const int64_t whole = kc / step * step;
+  for (int64_t j0 = 0; j0 < kNr; j0 += 8) {
+    const int64_t valid = std::clamp<int64_t>(rows - j0, 0, 8);
+    for (int64_t c0 = 0; c0 < whole; c0 += step) {
+      __m256 r[8];
+      for (int64_t i = 0; i < 8; ++i) {
+        if (i >= valid) {
+          r[i] = _mm256_setzero_ps();
+        } else if (bf16) {
+          const auto* row = static_cast<const uint16_t*>(row_ptr(w, n0 + j0 + i)) + k0 + c0;
+          r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(row));
+        } else if (direct) {
+          r[i] = load_weights(w, row_ptr(w, n0 + j0 + i), k0 + c0);
+        } else {
+          r[i] = _mm256_loadu_ps(dequantised + (j0 + i) * kc + c0);
+        }
+      }
+      transpose_8x8(r);
+      if (bf16) {
+        const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+        for (int64_t p = 0; p < 8; ++p) {
+          const __m256i v = _mm256_castps_si256(r[p]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed + (c0 + 2 * p) * kNr + j0),
+                              _mm256_slli_epi32(v, 16));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed + (c0 + 2 * p + 1) * kNr + j0),
+                              _mm256_and_si256(v, high));
+        }
+      } else {
+        for (int64_t k = 0; k < 8; ++k) _mm256_storeu_ps(packed + (c0 + k) * kNr + j0, r[k]);
+      }
+    }
+    for (int64_t k = whole; k < kc; ++k) {
+      for (int64_t i = 0; i < 8; ++i) packed[k * kNr + j0 + i] = i < valid ? element(j0 + i, k) : 0.0f;
+    }
+  }
+}
+
 void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                     bool accumulate) {
   gemm_half(mr, std::min<int64_t>(nr, 16), kc, a, b, c, ldc, accumulate);
   if (nr > 16) gemm_half(mr, nr - 16, kc, a, b + 16, c + 16, ldc, accumulate);
+}
+
+// The scalar tail of dot_avx2, shared with dot_many_avx2 so both round the same way.
+inline float dot_tail(float s, const float* a, const float* b, int64_t i, int64_t n) {
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
 }
 
 float dot_avx2(const float* a, const float* b, int64_t n) {
@@ -262,9 +339,34 @@ float dot_avx2(const float* a, const float* b, int64_t n) {
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
   for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  float s = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  return dot_tail(hsum(_mm256_add_ps(acc0, acc1)), a, b, i, n);
+}
+
+// Four rows per pass, each accumulated exactly as dot_avx2 does, so the results are the same bits; the
+// loads of a are shared.
+void dot_many_avx2(const float* a, const float* b, int64_t ldb, int64_t rows, int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= rows; j += 4) {
+    const float* bj = b + j * ldb;
+    __m256 acc0[4], acc1[4];
+    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 a0 = _mm256_loadu_ps(a + i);
+      const __m256 a1 = _mm256_loadu_ps(a + i + 8);
+      for (int r = 0; r < 4; ++r) {
+        acc0[r] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bj + r * ldb + i), acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(bj + r * ldb + i + 8), acc1[r]);
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 a0 = _mm256_loadu_ps(a + i);
+      for (int r = 0; r < 4; ++r) acc0[r] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bj + r * ldb + i), acc0[r]);
+    }
+    for (int r = 0; r < 4; ++r)
+      out[j + r] = dot_tail(hsum(_mm256_add_ps(acc0[r], acc1[r])), a, bj + r * ldb, i, n);
+  }
+  for (; j < rows; ++j) out[j] = dot_avx2(a, b + j * ldb, n);
 }
 
 void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
@@ -355,6 +457,8 @@ SimdKernels make_avx2_kernels() {
                 dot_avx2,         axpy_avx2,     scale_avx2,        nullptr,
                 to_bf16_avx2,     exp_sum_avx2,  dot_rows_int_avx2, "avx2-maddubs"};
   k.axpy_rows = axpy_rows_avx2;
+  k.dot_many = dot_many_avx2;
+  k.pack_f32_panel = pack_f32_panel_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {
     k.dot_rows_int = dot_rows_int_avx_vnni;
