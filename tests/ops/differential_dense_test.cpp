@@ -298,8 +298,9 @@ TEST(Bf16GemmRoute, EnvironmentIsCheckedAndTheFmaRouteIsTheExactPath) {
 }
 
 // The optional kernels of a SIMD level's table against the ones they stand in for, bit for bit:
-// pack_f32_panel against dequant_row + transpose (zeros past the panel's rows), dot_many against dot,
-// axpy_rows against axpy row after row. Sizes with tails of every vector width.
+// pack_f32_panel against dequant_row + transpose (zeros past the panel's rows), dot_rows_multi against
+// dot_rows per x, dot_many against dot, axpy_rows against axpy row after row. Sizes with tails of every
+// vector width.
 TEST(SimdKernels, OptionalKernelsGiveTheBitsOfThePlainOnes) {
   uint64_t seed = 500;
   for (SimdLevel level : available_simd_levels()) {
@@ -325,6 +326,32 @@ TEST(SimdKernels, OptionalKernelsGiveTheBitsOfThePlainOnes) {
                       << lv << " " << weight_format_name(format) << " cols=" << cols << " n0=" << n0
                       << " k0=" << k0 << " j=" << j << " c=" << c;
                 }
+              }
+            }
+          }
+        }
+      }
+    }
+    if (k.dot_rows_multi != nullptr) {
+      for (WeightFormat format : kAllWeightFormats) {
+        for (int64_t cols : {int64_t{37}, int64_t{64}, int64_t{200}}) {
+          if (!format_fits(format, cols)) continue;
+          const TestWeight w = random_weight(format, 13, cols, ++seed);
+          for (int64_t nx : {1, 2, 3, 4, 5, 9}) {
+            std::vector<std::vector<float>> xv;
+            std::vector<const float*> xs;
+            for (int64_t t = 0; t < nx; ++t) xv.push_back(random_vector(cols, ++seed));
+            for (const auto& v : xv) xs.push_back(v.data());
+            for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 13}, {3, 10}, {12, 13}}) {
+              const int64_t ld = n1 - n0 + 2;
+              std::vector<float> got(static_cast<size_t>(nx * ld)), want(static_cast<size_t>(n1 - n0));
+              k.dot_rows_multi(w.view(), n0, n1, xs.data(), nx, got.data(), ld);
+              for (int64_t t = 0; t < nx; ++t) {
+                k.dot_rows(w.view(), n0, n1, xs[static_cast<size_t>(t)], want.data());
+                for (int64_t i = 0; i < n1 - n0; ++i)
+                  ASSERT_EQ(got[static_cast<size_t>(t * ld + i)], want[static_cast<size_t>(i)])
+                      << lv << " dot_rows_multi " << weight_format_name(format) << " cols=" << cols
+                      << " nx=" << nx << " rows " << n0 << ".." << n1 << " x " << t << " row " << n0 + i;
               }
             }
           }

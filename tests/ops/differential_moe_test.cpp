@@ -77,6 +77,9 @@ struct ExpertsCase {
   GateUpLayout layout;
   bool clamped, input_scaling, biases, accumulate;
   int64_t zero_experts = 0;  // LongCat-Flash identity experts after the real ones
+  // A serving step's routing: every token's first pick is one of three busy experts (t / 3 tokens each, past
+  // the row-dot limit of the cpu backend), its second one of the others (a few tokens each).
+  bool skewed = false;
 };
 
 const ExpertsCase kExpertsCases[] = {
@@ -92,6 +95,10 @@ const ExpertsCase kExpertsCases[] = {
      false, 4},
     {"longcat zero experts accumulate", 3, 4, 3, 64, 32, GateUpLayout::kSeparate, false, false, false, true,
      2},
+    {"serving step: 3 busy experts, 13 with a few tokens", 60, 16, 2, 64, 32, GateUpLayout::kSeparate, false,
+     false, true, true, 0, true},
+    {"serving step interleaved clamped", 60, 16, 2, 64, 32, GateUpLayout::kInterleaved, true, false, true,
+     false, 0, true},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {
@@ -124,8 +131,13 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
       // Deterministic distinct experts per token; some experts get no token at all.
       std::vector<int32_t> ids;
       for (int64_t t = 0; t < c.t; ++t) {
-        for (int64_t j = 0; j < c.top_k; ++j)
-          ids.push_back(static_cast<int32_t>((t * 7 + j * 3) % (c.experts + c.zero_experts)));
+        for (int64_t j = 0; j < c.top_k; ++j) {
+          if (c.skewed) {
+            ids.push_back(static_cast<int32_t>(j == 0 ? t % 3 : 3 + (t * 5) % (c.experts - 3)));
+          } else {
+            ids.push_back(static_cast<int32_t>((t * 7 + j * 3) % (c.experts + c.zero_experts)));
+          }
+        }
       }
       const auto weights = random_vector(c.t * c.top_k, 5, 0.5f);
       GuardedMatrix x(c.t, c.hidden);

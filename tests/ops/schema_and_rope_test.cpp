@@ -16,6 +16,7 @@
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/thread_pool.h"
+#include "day0/core/error.h"
 #include "day0/core/numeric.h"
 #include "day0/ops/op_names.h"
 #include "day0/ops/op_schema.h"
@@ -176,10 +177,17 @@ TEST(SimdLevels, ToBf16MatchesTheScalarRoundingAtEveryLevel) {
 // Only the amx level's table has the tile GEMM, and it is the top level exactly where the CPU and the OS
 // allow tiles (the differential tests then run it against the reference backend).
 TEST(SimdLevels, AmxTileGemmOnlyAtTheAmxLevel) {
-  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAvx512).gemm_bf16_amx, nullptr);
-  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAvx2).gemm_bf16_amx, nullptr);
-  EXPECT_NE(cpu::kernels_for(SimdLevel::kAmx).gemm_bf16_amx, nullptr);
-  EXPECT_EQ(cpu::kernels_for(SimdLevel::kAmx).level, SimdLevel::kAmx);
+  // Only the tables of levels this CPU runs can be built here (each is built by code of its level); a
+  // level above them is refused with an error, not an illegal instruction.
+  for (SimdLevel level : available_simd_levels()) {
+    EXPECT_EQ(cpu::kernels_for(level).level, level) << simd_level_name(level);
+    EXPECT_EQ(cpu::kernels_for(level).gemm_bf16_amx != nullptr, level == SimdLevel::kAmx)
+        << simd_level_name(level);
+  }
+  if (detected_simd_level() != SimdLevel::kAmx) {
+    const SimdLevel above = static_cast<SimdLevel>(static_cast<int>(detected_simd_level()) + 1);
+    EXPECT_THROW(cpu::kernels_for(above), InternalError) << simd_level_name(above);
+  }
   EXPECT_EQ(detected_simd_level() == SimdLevel::kAmx, cpu_has_amx_bf16());
   if (!cpu_has_amx_bf16())
     GTEST_SKIP() << "this CPU (or its OS) has no AMX tiles: the amx level is not run here";

@@ -2,11 +2,13 @@
 // run as batched matmuls over its tokens, outputs scattered back weighted (combine). Experts nobody
 // chose are skipped, so a decode step reads only the top-k experts' weights.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "day0/backends/cpu/cpu_ops.h"
 #include "day0/backends/reference/reference_kernels.h"
+#include "day0/core/error.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::cpu {
@@ -24,16 +26,22 @@ float swiglu_of(const MoeExpertsArgs& a, float g, float u) {
                    : g / (1.0f + std::exp(-g)) * u;
 }
 
-// Decode-sized batches (every active expert has at most kGemvMaxRows tokens): two passes over the pool for
-// the whole layer instead of three matmuls per expert, each a fork-join over a megabyte of weights.
-//   1. gate and up rows of every active expert in chunks of columns, SwiGLU fused: act[slot][inter];
-//   2. down rows split by output row, each chunk over every active expert in expert order, weighted into
+// Experts with few tokens (at most kMoeRowDotMaxTokens each: every expert of a decode step, most of a
+// serving step's) go through two passes over the pool for all of them together, instead of three
+// matmuls per expert, each a fork-join over a megabyte of weights whose panels a GEMM would repack for
+// a handful of tokens:
+//   1. gate and up rows of every such expert in chunks of columns taken in turn by the threads (experts
+//      differ in tokens), SwiGLU fused: act[slot][inter]; within a chunk each group of rows meets
+//      every token of the expert while it is in L1;
+//   2. down rows split by output row, each chunk over every such expert in expert order, weighted into
 //      out (the order the per-expert path adds them in).
+// Each token's products are those of its own row dots, whatever else the batch holds.
 // `active`: local experts with tokens, ascending; the dispatch (moe_start / tokens / weights) is done.
 void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
                       const std::vector<int64_t>& active, int64_t inter) {
   const int64_t h = a.x.cols;
   constexpr int64_t kCols = 32;  // act columns per work item of pass 1
+  constexpr int64_t kStep = 8;   // weight rows per dot_rows call
   const int64_t chunks = (inter + kCols - 1) / kCols;
   const int64_t slots = ws.moe_start.back();
   if (static_cast<int64_t>(ws.moe_act.size()) < slots * inter)
@@ -53,55 +61,80 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
     return a.input_scaling ? ws.moe_x.data() + slot * h : a.x.row(ws.moe_tokens[static_cast<size_t>(slot)]);
   };
   const auto items = static_cast<int64_t>(active.size()) * chunks;
-  c.pool.parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-    float g[2 * kCols], u[kCols];
-    for (int64_t item = begin; item < end; ++item) {
+  std::atomic<int64_t> next{0};
+  c.pool.run([&](int) {
+    // [token of the expert][2 kCols]: gate then up dots of the chunk (interleaved: g u g u ...)
+    float gu[kMoeRowDotMaxTokens][2 * kCols];
+    for (int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) {
       const int64_t e = active[static_cast<size_t>(item / chunks)];
       const int64_t c0 = item % chunks * kCols, c1 = std::min(inter, c0 + kCols), n = c1 - c0;
       const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
-      for (int64_t slot = ws.moe_start[static_cast<size_t>(e)];
-           slot < ws.moe_start[static_cast<size_t>(e) + 1]; ++slot) {
-        const float* x = x_of(slot);
+      const int64_t s0 = ws.moe_start[static_cast<size_t>(e)], s1 = ws.moe_start[static_cast<size_t>(e) + 1];
+      D0_CHECK(s1 - s0 <= kMoeRowDotMaxTokens);
+      // (matrix, its first row, where row c0 + j's dot goes in gu) for the chunk's gate and up rows
+      const float* xs[kMoeRowDotMaxTokens];
+      for (int64_t slot = s0; slot < s1; ++slot) xs[slot - s0] = x_of(slot);
+      const auto dots = [&](const WeightView& w, int64_t r0, int64_t rows, int64_t out0) {
+        for (int64_t r = 0; r < rows; r += kStep) {
+          const int64_t m = std::min(kStep, rows - r);
+          if (c.k.dot_rows_multi != nullptr) {
+            c.k.dot_rows_multi(w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+          } else {
+            for (int64_t i = 0; i < s1 - s0; ++i)
+              c.k.dot_rows(w, r0 + r, r0 + r + m, xs[i], gu[i] + out0 + r);
+          }
+        }
+      };
+      if (a.layout == GateUpLayout::kInterleaved) {
+        dots(ew.gate, 2 * c0, 2 * n, 0);
+      } else if (a.layout == GateUpLayout::kSeparate) {
+        dots(ew.gate, c0, n, 0);
+        dots(ew.up, c0, n, kCols);
+      } else {
+        dots(ew.gate, c0, n, 0);
+        dots(ew.gate, inter + c0, n, kCols);
+      }
+      for (int64_t slot = s0; slot < s1; ++slot) {
+        const float* d = gu[slot - s0];
         float* out = act + slot * inter;
-        if (a.layout == GateUpLayout::kInterleaved) {
-          c.k.dot_rows(ew.gate, 2 * c0, 2 * c1, x, g);  // g u g u ...
-          for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
+          if (a.layout == GateUpLayout::kInterleaved) {
             const float bg = ew.gate_bias ? ew.gate_bias[2 * (c0 + j)] : 0.0f;
             const float bu = ew.gate_bias ? ew.gate_bias[2 * (c0 + j) + 1] : 0.0f;
-            out[c0 + j] = swiglu_of(a, g[2 * j] + bg, g[2 * j + 1] + bu);
+            out[c0 + j] = swiglu_of(a, d[2 * j] + bg, d[2 * j + 1] + bu);
+            continue;
           }
-          continue;
-        }
-        const bool separate = a.layout == GateUpLayout::kSeparate;
-        c.k.dot_rows(ew.gate, c0, c1, x, g);
-        if (separate) {
-          c.k.dot_rows(ew.up, c0, c1, x, u);
-        } else {
-          c.k.dot_rows(ew.gate, inter + c0, inter + c1, x, u);
-        }
-        for (int64_t j = 0; j < n; ++j) {
+          const bool separate = a.layout == GateUpLayout::kSeparate;
           const float bg = ew.gate_bias ? ew.gate_bias[c0 + j] : 0.0f;
           const float bu = separate ? (ew.up_bias ? ew.up_bias[c0 + j] : 0.0f)
                                     : (ew.gate_bias ? ew.gate_bias[inter + c0 + j] : 0.0f);
-          out[c0 + j] = swiglu_of(a, g[j] + bg, u[j] + bu);
+          out[c0 + j] = swiglu_of(a, d[j] + bg, d[kCols + j] + bu);
         }
       }
     }
   });
   constexpr int64_t kRows = 8;  // down rows per dot_rows call
   c.pool.parallel_for((h + kRows - 1) / kRows, 4, [&](int64_t begin, int64_t end) {
-    float d[kRows];
+    float d[kMoeRowDotMaxTokens][kRows];
+    const float* acts[kMoeRowDotMaxTokens];
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);
       for (int64_t e : active) {
         const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
-        for (int64_t slot = ws.moe_start[static_cast<size_t>(e)];
-             slot < ws.moe_start[static_cast<size_t>(e) + 1]; ++slot) {
-          c.k.dot_rows(ew.down, r0, r1, act + slot * inter, d);
+        const int64_t s0 = ws.moe_start[static_cast<size_t>(e)],
+                      s1 = ws.moe_start[static_cast<size_t>(e) + 1];
+        for (int64_t slot = s0; slot < s1; ++slot) acts[slot - s0] = act + slot * inter;
+        if (c.k.dot_rows_multi != nullptr) {
+          c.k.dot_rows_multi(ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
+        } else {
+          for (int64_t i = 0; i < s1 - s0; ++i) c.k.dot_rows(ew.down, r0, r1, acts[i], d[i]);
+        }
+        for (int64_t slot = s0; slot < s1; ++slot) {
+          float* ds = d[slot - s0];
           if (ew.down_bias)
-            for (int64_t r = r0; r < r1; ++r) d[r - r0] += ew.down_bias[r];
+            for (int64_t r = r0; r < r1; ++r) ds[r - r0] += ew.down_bias[r];
           const float w = a.input_scaling ? 1.0f : ws.moe_weights[static_cast<size_t>(slot)];
-          c.k.axpy(w, d, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, r1 - r0);
+          c.k.axpy(w, ds, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, r1 - r0);
         }
       }
     }
@@ -151,28 +184,23 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
       ws.moe_weights[static_cast<size_t>(slot)] = a.expert_weights.row(t)[j];
     }
   }
-  // Decode-sized: the two-pass path (same products, same order of the combine).
-  {
-    std::vector<int64_t>& active = ws.moe_active;
-    active.clear();
-    int64_t most = 0, inter = -1;
-    bool fits = true;
-    for (size_t e = 0; e < n_experts && fits; ++e) {
-      const int64_t n = ws.moe_start[e + 1] - ws.moe_start[e];
-      if (n == 0) continue;
-      const ExpertWeights& ew = a.experts[e];
-      most = std::max(most, n);
-      fits = (inter < 0 || inter == ew.down.cols) && plain_rows(ew.gate, a.exact) &&
-             plain_rows(ew.down, a.exact) &&
-             (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
-      inter = ew.down.cols;
-      active.push_back(static_cast<int64_t>(e));
-    }
-    if (fits && most <= kGemvMaxRows && !active.empty()) {
-      moe_experts_gemv(c, a, ws, active, inter);
-      return;
-    }
+  // Experts with at most kMoeRowDotMaxTokens tokens and row-dot formats (all of the same width) take the
+  // two-pass path together; the others run their matmuls one expert at a time below.
+  std::vector<int64_t>& small = ws.moe_active;
+  small.clear();
+  int64_t small_inter = -1;
+  for (size_t e = 0; e < n_experts; ++e) {
+    const int64_t n = ws.moe_start[e + 1] - ws.moe_start[e];
+    const ExpertWeights& ew = a.experts[e];
+    const bool rows_ok = plain_rows(ew.gate, a.exact) && plain_rows(ew.down, a.exact) &&
+                         (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
+    if (n == 0 || n > kMoeRowDotMaxTokens || !rows_ok || (small_inter >= 0 && small_inter != ew.down.cols))
+      continue;
+    small_inter = ew.down.cols;
+    small.push_back(static_cast<int64_t>(e));
   }
+  if (!small.empty()) moe_experts_gemv(c, a, ws, small, small_inter);
+  size_t next_small = 0;
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
   };
@@ -183,6 +211,10 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   for (size_t e = 0; e < n_experts; ++e) {
     const int64_t first = ws.moe_start[e];
     const int64_t n = ws.moe_start[e + 1] - first;
+    if (next_small < small.size() && small[next_small] == static_cast<int64_t>(e)) {
+      ++next_small;  // done above
+      continue;
+    }
     if (n == 0) continue;
     const int32_t* tokens_e = ws.moe_tokens.data() + first;
     const float* weights_e = ws.moe_weights.data() + first;

@@ -66,6 +66,9 @@ struct Context {
 // pool, and for T > kGemvMaxRows tokens in tiles of kIntTokenTile so that a chunk of weight rows stays in L1
 // while the tile's activations stream from L2.
 inline constexpr int64_t kGemvMaxRows = 4;
+// MoE experts with at most this many tokens in a call run on row dots (cpu_moe.cpp) rather than a GEMM,
+// whose weight panels would be repacked for a handful of tokens.
+inline constexpr int64_t kMoeRowDotMaxTokens = 16;
 void matmul(const Context& c, const MatmulArgs& a);
 void embedding(const Context& c, const EmbeddingArgs& a);
 void attention(const Context& c, const AttentionArgs& a);

@@ -44,16 +44,31 @@ inline __m256 fp4_to_ps(__m256i nib) {
   return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
 }
 
+// Eight weights of a plain row from column k, for a format known at compile time (the hot loops are
+// instantiated per format: a switch per load kept GCC from unswitching them).
+template <WeightFormat F>
+inline __m256 load_weights_as(const void* row, int64_t k) {
+  if constexpr (F == WeightFormat::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(row) + k);
+  } else if constexpr (F == WeightFormat::kBF16) {
+    return load_bf16(static_cast<const uint16_t*>(row) + k);
+  } else if constexpr (F == WeightFormat::kF16) {
+    return load_f16(static_cast<const uint16_t*>(row) + k);
+  } else {
+    return load_fp8(static_cast<const uint8_t*>(row) + k);
+  }
+}
+
 inline __m256 load_weights(const WeightView& w, const void* row, int64_t k) {
   switch (w.format) {
     case WeightFormat::kF32:
-      return _mm256_loadu_ps(static_cast<const float*>(row) + k);
+      return load_weights_as<WeightFormat::kF32>(row, k);
     case WeightFormat::kBF16:
-      return load_bf16(static_cast<const uint16_t*>(row) + k);
+      return load_weights_as<WeightFormat::kBF16>(row, k);
     case WeightFormat::kF16:
-      return load_f16(static_cast<const uint16_t*>(row) + k);
+      return load_weights_as<WeightFormat::kF16>(row, k);
     default:
-      return load_fp8(static_cast<const uint8_t*>(row) + k);
+      return load_weights_as<WeightFormat::kFp8Block>(row, k);
   }
 }
 
@@ -112,12 +127,13 @@ float row_dot(const WeightView& w, int64_t n, const float* x) {
 // and eight accumulators (four rows x two column halves) cover the FMA latency. The next four rows
 // are prefetched at the same column: a row of 2048 BF16 is one 4 KiB page, and the hardware
 // prefetchers stop at page boundaries, so without this every row would start cold.
+template <WeightFormat F>
 void plain_dot4(const WeightView& w, int64_t n, const float* x, float* y) {
   const void* r0 = row_ptr(w, n);
   const void* r1 = row_ptr(w, n + 1);
   const void* r2 = row_ptr(w, n + 2);
   const void* r3 = row_ptr(w, n + 3);
-  const int64_t elem = w.format == WeightFormat::kF32 ? 4 : 2;
+  constexpr int64_t elem = F == WeightFormat::kF32 ? 4 : 2;
   const int64_t row_bytes = w.cols * elem;
   // Bytes from this group's rows to the next group's (rows are contiguous in a WeightView).
   const int64_t ahead = n + 8 <= w.rows ? 4 * row_bytes : 0;
@@ -137,21 +153,21 @@ void plain_dot4(const WeightView& w, int64_t n, const float* x, float* y) {
     }
     const __m256 x0 = _mm256_loadu_ps(x + k);
     const __m256 x1 = _mm256_loadu_ps(x + k + 8);
-    a0 = _mm256_fmadd_ps(load_weights(w, r0, k), x0, a0);
-    b0 = _mm256_fmadd_ps(load_weights(w, r0, k + 8), x1, b0);
-    a1 = _mm256_fmadd_ps(load_weights(w, r1, k), x0, a1);
-    b1 = _mm256_fmadd_ps(load_weights(w, r1, k + 8), x1, b1);
-    a2 = _mm256_fmadd_ps(load_weights(w, r2, k), x0, a2);
-    b2 = _mm256_fmadd_ps(load_weights(w, r2, k + 8), x1, b2);
-    a3 = _mm256_fmadd_ps(load_weights(w, r3, k), x0, a3);
-    b3 = _mm256_fmadd_ps(load_weights(w, r3, k + 8), x1, b3);
+    a0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k), x0, a0);
+    b0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k + 8), x1, b0);
+    a1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k), x0, a1);
+    b1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k + 8), x1, b1);
+    a2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k), x0, a2);
+    b2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k + 8), x1, b2);
+    a3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k), x0, a3);
+    b3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k + 8), x1, b3);
   }
   for (; k + 8 <= cols; k += 8) {
     const __m256 x0 = _mm256_loadu_ps(x + k);
-    a0 = _mm256_fmadd_ps(load_weights(w, r0, k), x0, a0);
-    a1 = _mm256_fmadd_ps(load_weights(w, r1, k), x0, a1);
-    a2 = _mm256_fmadd_ps(load_weights(w, r2, k), x0, a2);
-    a3 = _mm256_fmadd_ps(load_weights(w, r3, k), x0, a3);
+    a0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k), x0, a0);
+    a1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k), x0, a1);
+    a2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k), x0, a2);
+    a3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k), x0, a3);
   }
   float s[4] = {hsum(_mm256_add_ps(a0, b0)), hsum(_mm256_add_ps(a1, b1)), hsum(_mm256_add_ps(a2, b2)),
                 hsum(_mm256_add_ps(a3, b3))};
@@ -162,12 +178,90 @@ void plain_dot4(const WeightView& w, int64_t n, const float* x, float* y) {
   for (int r = 0; r < 4; ++r) y[r] = s[r];
 }
 
+// One plain row against NT x at once (dot_rows_multi): each weight vector is loaded and widened once for
+// all of them. Per x the accumulators, their order and the tail are plain_dot4's, so every result has
+// the bits dot_rows gives. The row `ahead` bytes on is prefetched at the same column.
+template <WeightFormat F, int NT>
+void plain_dot_multi(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy,
+                     int64_t ahead) {
+  const void* row = row_ptr(w, n);
+  constexpr int64_t elem = F == WeightFormat::kF32 ? 4 : 2;
+  __m256 a[NT], b[NT];
+  for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm256_setzero_ps();
+  const int64_t cols = w.cols;
+  int64_t k = 0;
+  for (; k + 16 <= cols; k += 16) {
+    if (ahead != 0 && (k * elem) % 64 == 0)
+      _mm_prefetch(static_cast<const char*>(row) + ahead + k * elem, _MM_HINT_T0);
+    const __m256 w0 = load_weights_as<F>(row, k);
+    const __m256 w1 = load_weights_as<F>(row, k + 8);
+    for (int t = 0; t < NT; ++t) {
+      a[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), a[t]);
+      b[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + k + 8), b[t]);
+    }
+  }
+  for (; k + 8 <= cols; k += 8) {
+    const __m256 w0 = load_weights_as<F>(row, k);
+    for (int t = 0; t < NT; ++t) a[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), a[t]);
+  }
+  for (int t = 0; t < NT; ++t) {
+    float s = hsum(_mm256_add_ps(a[t], b[t]));
+    for (int64_t j = k; j < cols; ++j) s += plain_element(w, row, j) * xs[t][j];
+    y[t * ldy] = s;
+  }
+}
+
+template <WeightFormat F>
+void dot_rows_multi_as(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
+                       float* y, int64_t ldy) {
+  const int64_t row_bytes = w.cols * (F == WeightFormat::kF32 ? 4 : 2);
+  for (int64_t n = n0; n < n1; ++n) {
+    const int64_t ahead = n + 4 < w.rows ? 4 * row_bytes : 0;
+    float* yn = y + (n - n0);
+    int64_t t = 0;
+    for (; t + 4 <= nx; t += 4) plain_dot_multi<F, 4>(w, n, xs + t, yn + t * ldy, ldy, t == 0 ? ahead : 0);
+    switch (nx - t) {
+      case 3:
+        plain_dot_multi<F, 3>(w, n, xs + t, yn + t * ldy, ldy, t == 0 ? ahead : 0);
+        break;
+      case 2:
+        plain_dot_multi<F, 2>(w, n, xs + t, yn + t * ldy, ldy, t == 0 ? ahead : 0);
+        break;
+      case 1:
+        plain_dot_multi<F, 1>(w, n, xs + t, yn + t * ldy, ldy, t == 0 ? ahead : 0);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void dot_rows_multi_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
+                         float* y, int64_t ldy) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return dot_rows_multi_as<WeightFormat::kF32>(w, n0, n1, xs, nx, y, ldy);
+    case WeightFormat::kBF16:
+      return dot_rows_multi_as<WeightFormat::kBF16>(w, n0, n1, xs, nx, y, ldy);
+    case WeightFormat::kF16:
+      return dot_rows_multi_as<WeightFormat::kF16>(w, n0, n1, xs, nx, y, ldy);
+    default:
+      for (int64_t t = 0; t < nx; ++t) {
+        float* yt = y + t * ldy;
+        for (int64_t n = n0; n < n1; ++n) yt[n - n0] = row_dot(w, n, xs[t]);
+      }
+  }
+}
+
 void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
   int64_t n = n0;
   const bool plain =
       w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16 || w.format == WeightFormat::kF16;
   if (plain) {
-    for (; n + 4 <= n1; n += 4) plain_dot4(w, n, x, y + (n - n0));
+    const auto dot4 = w.format == WeightFormat::kF32    ? plain_dot4<WeightFormat::kF32>
+                      : w.format == WeightFormat::kBF16 ? plain_dot4<WeightFormat::kBF16>
+                                                        : plain_dot4<WeightFormat::kF16>;
+    for (; n + 4 <= n1; n += 4) dot4(w, n, x, y + (n - n0));
   }
   for (; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
@@ -458,6 +552,7 @@ SimdKernels make_avx2_kernels() {
                 to_bf16_avx2,     exp_sum_avx2,  dot_rows_int_avx2, "avx2-maddubs"};
   k.axpy_rows = axpy_rows_avx2;
   k.dot_many = dot_many_avx2;
+  k.dot_rows_multi = dot_rows_multi_avx2;
   k.pack_f32_panel = pack_f32_panel_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {

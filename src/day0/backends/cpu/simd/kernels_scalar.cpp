@@ -1,5 +1,6 @@
 // Portable versions of the inner loops: the scalar dispatch level and the tails of the SIMD ones.
 #include <cmath>
+#include <string>
 
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
@@ -116,6 +117,13 @@ std::vector<IntDotVariant> int_dot_variants() {
 }
 
 const SimdKernels& kernels_for(SimdLevel level) {
+  // A level's table is built by code compiled for that level: asking for one this CPU lacks would stop
+  // the process on an illegal instruction, so it is a broken invariant (callers pick from
+  // available_simd_levels(), make_backend refuses such a level by name).
+  D0_CHECK_MSG(static_cast<int>(level) <= static_cast<int>(detected_simd_level()),
+               std::string("SIMD level ") + std::string(simd_level_name(level)) +
+                   " asked for on a CPU whose best is " +
+                   std::string(simd_level_name(detected_simd_level())));
   switch (level) {
     case SimdLevel::kAmx:
       return amx_kernels();

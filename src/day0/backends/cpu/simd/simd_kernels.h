@@ -78,6 +78,11 @@ struct SimdKernels {
   // pass share the loads of a). Null: the driver calls dot.
   void (*dot_many)(const float* a, const float* b, int64_t ldb, int64_t rows, int64_t n,
                    float* out) = nullptr;
+  // y[t * ldy + i] = what dot_rows(w, n0, n1, xs[t], ...) gives for row n0 + i, bit for bit, t < nx: several
+  // x against the same rows, each weight loaded and widened once for all of them (MoE experts with a few
+  // tokens, decode batches). Null: the driver calls dot_rows per x.
+  void (*dot_rows_multi)(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
+                         float* y, int64_t ldy) = nullptr;
 };
 
 // One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
