@@ -15,7 +15,8 @@ namespace day0::cpu {
 
 namespace {
 
-inline constexpr int64_t kKc = 256;  // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
+inline constexpr int64_t kKc = 256;           // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
+inline constexpr int64_t kMaxPanelChunk = 8;  // weight panels a thread takes at a time (for_panel_chunks)
 
 // The first 64-byte aligned element of a scratch vector (whose storage is only 16-byte aligned), grown to
 // hold `words` from there on.
@@ -30,7 +31,7 @@ T* aligned_64(std::vector<Word>& v, int64_t words) {
 // separates K blocks.
 template <typename Fn>
 void for_panel_chunks(const Context& c, int64_t panels, Fn&& fn) {
-  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, 8);
+  const int64_t chunk = std::clamp<int64_t>(panels / (4 * c.pool.size()), 1, kMaxPanelChunk);
   const int64_t n_chunks = (panels + chunk - 1) / chunk;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int tid) {
@@ -111,9 +112,17 @@ void gemm(const Context& c, const MatmulArgs& a) {
   });
   if (static_cast<int64_t>(ws.gemm_panel.size()) < c.pool.size())
     ws.gemm_panel.resize(static_cast<size_t>(c.pool.size()));
+  // A chunk's panels of one K block are packed together (at most kMaxPanelChunk x 32 KiB), then the x tiles
+  // go past them kMTiles at a time (6 KiB each): both stay in L2 however many rows x has, where sweeping
+  // every x tile over one panel at a time read all of x again from L3 (or DRAM, on a host whose L3 other
+  // tenants share) for each panel.
+  constexpr int64_t kMTiles = 16;
   for_panel_chunks(c, panels, [&](int tid, int64_t p_begin, int64_t p_end) {
-    float* packed = aligned_64<float>(ws.gemm_panel[static_cast<size_t>(tid)], 2 * kKc * kNr);  // [kc][kNr]
-    float* rows = packed + kKc * kNr;  // [kNr][kc] dequantised weight rows (no pack_f32_panel)
+    const int64_t chunk = p_end - p_begin;
+    D0_CHECK(chunk <= kMaxPanelChunk);
+    // [chunk][kc][kNr] packed panels, then [kNr][kc] dequantised weight rows (no pack_f32_panel)
+    float* packed = aligned_64<float>(ws.gemm_panel[static_cast<size_t>(tid)], (chunk + 1) * kKc * kNr);
+    float* rows = packed + chunk * kKc * kNr;
     for (int64_t k0 = 0; k0 < k_total; k0 += kKc) {
       const int64_t kc = std::min(kKc, k_total - k0);
       const bool accumulate = k0 > 0 || a.accumulate;
@@ -121,21 +130,30 @@ void gemm(const Context& c, const MatmulArgs& a) {
       for (int64_t p = p_begin; p < p_end; ++p) {
         const int64_t n0 = p * kNr;
         const int64_t nr = std::min(kNr, n_rows - n0);
+        float* panel = packed + (p - p_begin) * kKc * kNr;
         if (c.k.pack_f32_panel != nullptr) {
-          c.k.pack_f32_panel(a.w, n0, nr, k0, kc, packed);
+          c.k.pack_f32_panel(a.w, n0, nr, k0, kc, panel);
         } else {
           for (int64_t j = 0; j < nr; ++j) c.k.dequant_row(a.w, n0 + j, k0, kc, rows + j * kc);
           for (int64_t kk = 0; kk < kc; ++kk) {
-            float* dst = packed + kk * kNr;
+            float* dst = panel + kk * kNr;
             for (int64_t j = 0; j < nr; ++j) dst[j] = rows[j * kc + kk];
             for (int64_t j = nr; j < kNr; ++j) dst[j] = 0.0f;
           }
         }
-        for (int64_t tile = 0; tile < m_tiles; ++tile) {
-          const int64_t m0 = tile * kMr;
-          const int64_t mr = std::min(kMr, t_rows - m0);
-          c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, packed, a.y.row(m0) + n0, a.y.stride,
-                        accumulate);
+      }
+      for (int64_t t0 = 0; t0 < m_tiles; t0 += kMTiles) {
+        const int64_t t1 = std::min(m_tiles, t0 + kMTiles);
+        for (int64_t p = p_begin; p < p_end; ++p) {
+          const int64_t n0 = p * kNr;
+          const int64_t nr = std::min(kNr, n_rows - n0);
+          const float* panel = packed + (p - p_begin) * kKc * kNr;
+          for (int64_t tile = t0; tile < t1; ++tile) {
+            const int64_t m0 = tile * kMr;
+            const int64_t mr = std::min(kMr, t_rows - m0);
+            c.k.gemm_tile(mr, nr, kc, x_block + tile * kc * kMr, panel, a.y.row(m0) + n0, a.y.stride,
+                          accumulate);
+          }
         }
       }
     }
