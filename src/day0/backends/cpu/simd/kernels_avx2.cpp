@@ -178,22 +178,31 @@ void plain_dot4(const WeightView& w, int64_t n, const float* x, float* y) {
   for (int r = 0; r < 4; ++r) y[r] = s[r];
 }
 
-// R plain rows against NT x at once (dot_rows_multi): each weight vector is loaded and widened once for
-// all NT, and R * NT * 2 accumulators (at most 8, with the weights and x in the rest of the 16 ymm
-// registers) cover the FMA latency. Per (row, x) the accumulators, their order and the tail are
-// plain_dot4's, so every result has the bits dot_rows gives. Each row `ahead` bytes on is prefetched at
-// the same column (0: none).
+// Element j of a plain row of format F, as plain_element gives it.
+template <WeightFormat F>
+inline float element_as(const void* row, int64_t j) {
+  if constexpr (F == WeightFormat::kF32) {
+    return static_cast<const float*>(row)[j];
+  } else if constexpr (F == WeightFormat::kBF16) {
+    return bf16_to_f32(static_cast<const uint16_t*>(row)[j]);
+  } else {
+    return f16_to_f32(static_cast<const uint16_t*>(row)[j]);
+  }
+}
+
+// R plain rows of `cols` elements against NT x at once: y[t * ldy + r] = row r . x t. Each weight vector
+// is loaded and widened once for all NT, and R * NT * 2 accumulators (at most 8, with the weights and x
+// in the rest of the 16 ymm registers) cover the FMA latency. Per (row, x) the accumulators, their
+// order and the tail are plain_dot4's and dot_avx2's, so every result has the bits dot_rows (and, for
+// float rows, dot) gives. Each row `ahead` bytes on is prefetched at the same column (0: none).
 template <WeightFormat F, int R, int NT>
-void plain_dot_multi(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy,
-                     int64_t ahead) {
+void dot_block(const void* const* rows, int64_t cols, const float* const* xs, float* y, int64_t ldy,
+               int64_t ahead) {
   constexpr int64_t elem = F == WeightFormat::kF32 ? 4 : 2;
-  const void* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = row_ptr(w, n + r);
   __m256 a[R][NT], b[R][NT];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < NT; ++t) a[r][t] = b[r][t] = _mm256_setzero_ps();
   }
-  const int64_t cols = w.cols;
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
     if (ahead != 0 && (k * elem) % 64 == 0) {
@@ -223,10 +232,19 @@ void plain_dot_multi(const WeightView& w, int64_t n, const float* const* xs, flo
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < NT; ++t) {
       float s = hsum(_mm256_add_ps(a[r][t], b[r][t]));
-      for (int64_t j = k; j < cols; ++j) s += plain_element(w, rows[r], j) * xs[t][j];
+      for (int64_t j = k; j < cols; ++j) s += element_as<F>(rows[r], j) * xs[t][j];
       y[t * ldy + r] = s;
     }
   }
+}
+
+// Rows n .. n + R of w against NT x (dot_block).
+template <WeightFormat F, int R, int NT>
+void plain_dot_multi(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy,
+                     int64_t ahead) {
+  const void* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = row_ptr(w, n + r);
+  dot_block<F, R, NT>(rows, w.cols, xs, y, ldy, ahead);
 }
 
 void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y);
@@ -453,12 +471,6 @@ void gemm_tile_avx2(int64_t mr, int64_t nr, int64_t kc, const float* a, const fl
   if (nr > 16) gemm_half(mr, nr - 16, kc, a, b + 16, c + 16, ldc, accumulate);
 }
 
-// The scalar tail of dot_avx2, shared with dot_many_avx2 so both round the same way.
-inline float dot_tail(float s, const float* a, const float* b, int64_t i, int64_t n) {
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 float dot_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
@@ -468,32 +480,17 @@ float dot_avx2(const float* a, const float* b, int64_t n) {
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
   for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  return dot_tail(hsum(_mm256_add_ps(acc0, acc1)), a, b, i, n);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
 }
 
-// Four rows per pass, each accumulated exactly as dot_avx2 does, so the results are the same bits; the
-// loads of a are shared.
+// Four rows per pass (dot_block: the bits of dot_avx2 for each), sharing the loads of a.
 void dot_many_avx2(const float* a, const float* b, int64_t ldb, int64_t rows, int64_t n, float* out) {
   int64_t j = 0;
   for (; j + 4 <= rows; j += 4) {
-    const float* bj = b + j * ldb;
-    __m256 acc0[4], acc1[4];
-    for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m256 a0 = _mm256_loadu_ps(a + i);
-      const __m256 a1 = _mm256_loadu_ps(a + i + 8);
-      for (int r = 0; r < 4; ++r) {
-        acc0[r] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bj + r * ldb + i), acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(bj + r * ldb + i + 8), acc1[r]);
-      }
-    }
-    for (; i + 8 <= n; i += 8) {
-      const __m256 a0 = _mm256_loadu_ps(a + i);
-      for (int r = 0; r < 4; ++r) acc0[r] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bj + r * ldb + i), acc0[r]);
-    }
-    for (int r = 0; r < 4; ++r)
-      out[j + r] = dot_tail(hsum(_mm256_add_ps(acc0[r], acc1[r])), a, bj + r * ldb, i, n);
+    const void* group[4] = {b + j * ldb, b + (j + 1) * ldb, b + (j + 2) * ldb, b + (j + 3) * ldb};
+    dot_block<WeightFormat::kF32, 4, 1>(group, n, &a, out + j, 0, 0);
   }
   for (; j < rows; ++j) out[j] = dot_avx2(a, b + j * ldb, n);
 }
