@@ -70,11 +70,7 @@ void gemv(const Context& c, const MatmulArgs& a) {
     float dots[kGemvMaxRows][kRowsPerStep];
     for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
       const int64_t n1 = std::min(end, n0 + kRowsPerStep);
-      if (c.k.dot_rows_multi != nullptr && t_rows > 1) {
-        c.k.dot_rows_multi(a.w, n0, n1, xs, t_rows, dots[0], kRowsPerStep);
-      } else {
-        for (int64_t t = 0; t < t_rows; ++t) c.k.dot_rows(a.w, n0, n1, xs[static_cast<size_t>(t)], dots[t]);
-      }
+      dot_rows_each(c.k, a.w, n0, n1, xs, t_rows, dots[0], kRowsPerStep);
       for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
     }
   });

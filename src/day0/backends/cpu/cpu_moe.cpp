@@ -77,12 +77,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       const auto dots = [&](const WeightView& w, int64_t r0, int64_t rows, int64_t out0) {
         for (int64_t r = 0; r < rows; r += kStep) {
           const int64_t m = std::min(kStep, rows - r);
-          if (c.k.dot_rows_multi != nullptr) {
-            c.k.dot_rows_multi(w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
-          } else {
-            for (int64_t i = 0; i < s1 - s0; ++i)
-              c.k.dot_rows(w, r0 + r, r0 + r + m, xs[i], gu[i] + out0 + r);
-          }
+          dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
         }
       };
       if (a.layout == GateUpLayout::kInterleaved) {
@@ -124,11 +119,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
         const int64_t s0 = ws.moe_start[static_cast<size_t>(e)],
                       s1 = ws.moe_start[static_cast<size_t>(e) + 1];
         for (int64_t slot = s0; slot < s1; ++slot) acts[slot - s0] = act + slot * inter;
-        if (c.k.dot_rows_multi != nullptr) {
-          c.k.dot_rows_multi(ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
-        } else {
-          for (int64_t i = 0; i < s1 - s0; ++i) c.k.dot_rows(ew.down, r0, r1, acts[i], d[i]);
-        }
+        dot_rows_each(c.k, ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
         for (int64_t slot = s0; slot < s1; ++slot) {
           float* ds = d[slot - s0];
           if (ew.down_bias)

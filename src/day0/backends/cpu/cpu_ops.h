@@ -69,6 +69,16 @@ inline constexpr int64_t kGemvMaxRows = 4;
 // MoE experts with at most this many tokens in a call run on row dots (cpu_moe.cpp) rather than a GEMM,
 // whose weight panels would be repacked for a handful of tokens.
 inline constexpr int64_t kMoeRowDotMaxTokens = 16;
+// y[t * ldy + i] = row n0 + i of w . xs[t] for t < nx, bit for bit dot_rows: the level's dot_rows_multi
+// where it has one, else dot_rows per x.
+inline void dot_rows_each(const SimdKernels& k, const WeightView& w, int64_t n0, int64_t n1,
+                          const float* const* xs, int64_t nx, float* y, int64_t ldy) {
+  if (k.dot_rows_multi != nullptr) {
+    k.dot_rows_multi(w, n0, n1, xs, nx, y, ldy);
+    return;
+  }
+  for (int64_t t = 0; t < nx; ++t) k.dot_rows(w, n0, n1, xs[t], y + t * ldy);
+}
 void matmul(const Context& c, const MatmulArgs& a);
 void embedding(const Context& c, const EmbeddingArgs& a);
 void attention(const Context& c, const AttentionArgs& a);
