@@ -123,61 +123,6 @@ float row_dot(const WeightView& w, int64_t n, const float* x) {
   return total;
 }
 
-// Four plain (F32 / BF16 / F16) rows against x at once: each x vector is loaded once for the four,
-// and eight accumulators (four rows x two column halves) cover the FMA latency. The next four rows
-// are prefetched at the same column: a row of 2048 BF16 is one 4 KiB page, and the hardware
-// prefetchers stop at page boundaries, so without this every row would start cold.
-template <WeightFormat F>
-void plain_dot4(const WeightView& w, int64_t n, const float* x, float* y) {
-  const void* r0 = row_ptr(w, n);
-  const void* r1 = row_ptr(w, n + 1);
-  const void* r2 = row_ptr(w, n + 2);
-  const void* r3 = row_ptr(w, n + 3);
-  constexpr int64_t elem = F == WeightFormat::kF32 ? 4 : 2;
-  const int64_t row_bytes = w.cols * elem;
-  // Bytes from this group's rows to the next group's (rows are contiguous in a WeightView).
-  const int64_t ahead = n + 8 <= w.rows ? 4 * row_bytes : 0;
-  __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps();
-  __m256 a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps();
-  __m256 a3 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
-  const int64_t cols = w.cols;
-  int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
-    if (ahead != 0 && (k * elem) % 64 == 0) {
-      const char* next = static_cast<const char*>(r0) + ahead + k * elem;
-      _mm_prefetch(next, _MM_HINT_T0);
-      _mm_prefetch(next + row_bytes, _MM_HINT_T0);
-      _mm_prefetch(next + 2 * row_bytes, _MM_HINT_T0);
-      _mm_prefetch(next + 3 * row_bytes, _MM_HINT_T0);
-    }
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    const __m256 x1 = _mm256_loadu_ps(x + k + 8);
-    a0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k), x0, a0);
-    b0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k + 8), x1, b0);
-    a1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k), x0, a1);
-    b1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k + 8), x1, b1);
-    a2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k), x0, a2);
-    b2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k + 8), x1, b2);
-    a3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k), x0, a3);
-    b3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k + 8), x1, b3);
-  }
-  for (; k + 8 <= cols; k += 8) {
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    a0 = _mm256_fmadd_ps(load_weights_as<F>(r0, k), x0, a0);
-    a1 = _mm256_fmadd_ps(load_weights_as<F>(r1, k), x0, a1);
-    a2 = _mm256_fmadd_ps(load_weights_as<F>(r2, k), x0, a2);
-    a3 = _mm256_fmadd_ps(load_weights_as<F>(r3, k), x0, a3);
-  }
-  float s[4] = {hsum(_mm256_add_ps(a0, b0)), hsum(_mm256_add_ps(a1, b1)), hsum(_mm256_add_ps(a2, b2)),
-                hsum(_mm256_add_ps(a3, b3))};
-  const void* rows[4] = {r0, r1, r2, r3};
-  for (; k < cols; ++k) {
-    for (int r = 0; r < 4; ++r) s[r] += plain_element(w, rows[r], k) * x[k];
-  }
-  for (int r = 0; r < 4; ++r) y[r] = s[r];
-}
-
 // Element j of a plain row of format F, as plain_element gives it.
 template <WeightFormat F>
 inline float element_as(const void* row, int64_t j) {
@@ -193,8 +138,9 @@ inline float element_as(const void* row, int64_t j) {
 // R plain rows of `cols` elements against NT x at once: y[t * ldy + r] = row r . x t. Each weight vector
 // is loaded and widened once for all NT, and R * NT * 2 accumulators (at most 8, with the weights and x
 // in the rest of the 16 ymm registers) cover the FMA latency. Per (row, x) the accumulators, their
-// order and the tail are plain_dot4's and dot_avx2's, so every result has the bits dot_rows (and, for
-// float rows, dot) gives. Each row `ahead` bytes on is prefetched at the same column (0: none).
+// order and the tail are those of dot_avx2 (and of row_dot's plain_dot), so every result has the bits
+// dot_rows (and, for float rows, dot) gives. Each row `ahead` bytes on is prefetched at the same column (0:
+// none).
 template <WeightFormat F, int R, int NT>
 void dot_block(const void* const* rows, int64_t cols, const float* const* xs, float* y, int64_t ldy,
                int64_t ahead) {
@@ -310,11 +256,13 @@ void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, 
     for (; n < n1; ++n) one(w, n, &x, y + (n - n0), 0, n + 8 <= w.rows ? 4 * row_bytes : 0);
     return;
   }
+  // Four rows at a time prefetch the next four at the same column: a row of 2048 BF16 is one 4 KiB
+  // page, and the hardware prefetchers stop at page boundaries, so without this every row would start cold.
   if (plain) {
-    const auto dot4 = w.format == WeightFormat::kF32    ? plain_dot4<WeightFormat::kF32>
-                      : w.format == WeightFormat::kBF16 ? plain_dot4<WeightFormat::kBF16>
-                                                        : plain_dot4<WeightFormat::kF16>;
-    for (; n + 4 <= n1; n += 4) dot4(w, n, x, y + (n - n0));
+    const auto dot4 = w.format == WeightFormat::kF32    ? plain_dot_multi<WeightFormat::kF32, 4, 1>
+                      : w.format == WeightFormat::kBF16 ? plain_dot_multi<WeightFormat::kBF16, 4, 1>
+                                                        : plain_dot_multi<WeightFormat::kF16, 4, 1>;
+    for (; n + 4 <= n1; n += 4) dot4(w, n, &x, y + (n - n0), 0, n + 8 <= w.rows ? 4 * row_bytes : 0);
   }
   for (; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
