@@ -136,11 +136,10 @@ inline float element_as(const void* row, int64_t j) {
 }
 
 // R plain rows of `cols` elements against NT x at once: y[t * ldy + r] = row r . x t. Each weight vector
-// is loaded and widened once for all NT, and R * NT * 2 accumulators (at most 8, with the weights and x
-// in the rest of the 16 ymm registers) cover the FMA latency. Per (row, x) the accumulators, their
-// order and the tail are those of dot_avx2 (and of row_dot's plain_dot), so every result has the bits
-// dot_rows (and, for float rows, dot) gives. Each row `ahead` bytes on is prefetched at the same column (0:
-// none).
+// is loaded and widened once for all NT, and the R * NT * 2 accumulators (eight in every use) cover the
+// FMA latency. Per (row, x) the accumulators, their order and the tail are those of dot_avx2 and of
+// row_dot's plain_dot, so every result has the bits of dot_rows (and, for float rows, of dot). Each row
+// `ahead` bytes on is prefetched at the same column (0: none).
 template <WeightFormat F, int R, int NT>
 void dot_block(const void* const* rows, int64_t cols, const float* const* xs, float* y, int64_t ldy,
                int64_t ahead) {
