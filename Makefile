@@ -10,8 +10,11 @@ FUZZ_LONG_SECONDS ?= 3600
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure -j $(JOBS)
 DAY0 := $(BUILD)/bin/day0
-# ccache (when installed) shares objects between clones of the repo: paths are made relative to it.
+# ccache (when installed) shares objects between clones of the repo: paths are made relative to it,
+# and the sanitizer and fuzz builds' line tables (-g1) keep the first clone's folder rather than put it
+# in the hash, so that a fresh clone (CI's) reuses every object a session built instead of missing all.
 export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 # Sanitizer and fuzz builds: light optimisation and line tables only, so they build fast and still
 # give file:line stack traces.
 CHECK_FLAGS := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1"

@@ -196,6 +196,106 @@ void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x
   for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
 
+// 16 weights of a plain row of format F from column k (masked lanes read nothing and give 0).
+template <WeightFormat F>
+inline __m512 load_plain_as(const void* row, int64_t k, __mmask16 m) {
+  if constexpr (F == WeightFormat::kF32) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + k);
+  } else if constexpr (F == WeightFormat::kBF16) {
+    return load_bf16(static_cast<const uint16_t*>(row) + k, m);
+  } else {
+    return load_f16(static_cast<const uint16_t*>(row) + k, m);
+  }
+}
+
+// R plain rows of `cols` elements against NT x at once: y[t * ldy + r] = row r . x t. Each weight vector
+// is loaded and widened once for all NT x, and each x vector once for all R rows (R = 2, NT = 4: 16
+// accumulators, six loads for eight FMAs). Per (row, x) the two accumulators, their order, the masked
+// tail and the reduction are plain_dot's, so every result has the bits of dot_rows; the prefetches too.
+template <WeightFormat F, int R, int NT>
+void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy) {
+  constexpr int64_t kElem = F == WeightFormat::kF32 ? 4 : 2;
+  const int64_t cols = w.cols;
+  const char* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = static_cast<const char*>(row_ptr(w, n + r));
+  __m512 a[R][NT], b[R][NT];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < NT; ++t) a[r][t] = b[r][t] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 32 <= cols; k += 32) {
+    __m512 w0[R], w1[R];
+    for (int r = 0; r < R; ++r) {
+      prefetch_ahead(rows[r] + k * kElem);
+      if constexpr (kElem == 4) prefetch_ahead(rows[r] + k * kElem + 64);
+      w0[r] = load_plain_as<F>(rows[r], k, 0xffff);
+      w1[r] = load_plain_as<F>(rows[r], k + 16, 0xffff);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m512 x0 = _mm512_loadu_ps(xs[t] + k);
+      const __m512 x1 = _mm512_loadu_ps(xs[t] + k + 16);
+      for (int r = 0; r < R; ++r) {
+        a[r][t] = _mm512_fmadd_ps(w0[r], x0, a[r][t]);
+        b[r][t] = _mm512_fmadd_ps(w1[r], x1, b[r][t]);
+      }
+    }
+  }
+  for (; k < cols; k += 16) {
+    const __mmask16 m = tail_mask(cols - k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 w0 = load_plain_as<F>(rows[r], k, m);
+      for (int t = 0; t < NT; ++t)
+        a[r][t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, xs[t] + k), a[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r][t], b[r][t]));
+  }
+}
+
+// x in groups of four, three or two against two rows at a time (one for an odd last row); a single x
+// left over goes through dot_rows.
+template <WeightFormat F, int NT>
+void plain_rows_multi(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, float* y,
+                      int64_t ldy) {
+  int64_t n = n0;
+  for (; n + 2 <= n1; n += 2) plain_dot_block<F, 2, NT>(w, n, xs, y + (n - n0), ldy);
+  if (n < n1) plain_dot_block<F, 1, NT>(w, n, xs, y + (n - n0), ldy);
+}
+
+template <WeightFormat F>
+void dot_rows_multi_as(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
+                       float* y, int64_t ldy) {
+  for (int64_t t = 0; t < nx;) {
+    const int64_t nt = std::min<int64_t>(4, nx - t);
+    float* yt = y + t * ldy;
+    if (nt == 4) {
+      plain_rows_multi<F, 4>(w, n0, n1, xs + t, yt, ldy);
+    } else if (nt == 3) {
+      plain_rows_multi<F, 3>(w, n0, n1, xs + t, yt, ldy);
+    } else if (nt == 2) {
+      plain_rows_multi<F, 2>(w, n0, n1, xs + t, yt, ldy);
+    } else {
+      dot_rows_avx512(w, n0, n1, xs[t], yt);
+    }
+    t += nt;
+  }
+}
+
+void dot_rows_multi_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
+                           float* y, int64_t ldy) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return dot_rows_multi_as<WeightFormat::kF32>(w, n0, n1, xs, nx, y, ldy);
+    case WeightFormat::kBF16:
+      return dot_rows_multi_as<WeightFormat::kBF16>(w, n0, n1, xs, nx, y, ldy);
+    case WeightFormat::kF16:
+      return dot_rows_multi_as<WeightFormat::kF16>(w, n0, n1, xs, nx, y, ldy);
+    default:  // FP8 blocks, MXFP4, INT8 / INT4 (exact path): one x at a time
+      for (int64_t t = 0; t < nx; ++t) dot_rows_avx512(w, n0, n1, xs[t], y + t * ldy);
+  }
+}
+
 void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len, float* out) {
   const void* row = row_ptr(w, n);
   if (w.is_int()) {
@@ -692,6 +792,7 @@ const SimdKernels& avx512_kernels() {
     t.pack_f32_panel = pack_f32_panel_avx512;
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
+    t.dot_rows_multi = dot_rows_multi_avx512;
     return t;
   }();
   return k;
