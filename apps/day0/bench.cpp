@@ -1,10 +1,20 @@
+// day0 bench MODEL: llama-bench's pp / tg tests and TTFT on a checkpoint, beside the machine's limits
+// measured in the same run (runtime/speed_bench.h).
 // day0 bench serve: load an OpenAI-compatible server (ours or another) with streamed completions and
 // report throughput and latency percentiles (serve/bench_client.h).
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "command.h"
+#include "day0/backends/cpu/simd_level.h"
+#include "day0/backends/thread_pool.h"
+#include "day0/core/human.h"
+#include "day0/model/param_count.h"
+#include "day0/runtime/model_loader.h"
+#include "day0/runtime/speed_bench.h"
 #include "day0/serve/bench_client.h"
 
 namespace day0::cli {
@@ -16,6 +26,147 @@ struct BenchArgs {
   std::string output_len = "64";
   bool json = false;
 };
+
+struct BenchModelArgs {
+  std::string model;
+  std::vector<int64_t> prompt{512};
+  std::vector<int64_t> gen{128};
+  int repetitions = 5;
+  std::string backend = "cpu";
+  std::string dtype = "bf16";
+  std::string kv_dtype = "bf16";
+  int threads = 0;
+  uint64_t seed = 0;
+  bool no_limits = false;
+  bool json = false;
+};
+
+nlohmann::json speed_json(const BenchModelArgs& a, const LoadedModel& m, const ParamCounts& params,
+                          const std::string& simd, int threads, const SpeedBenchResult& r) {
+  nlohmann::json tests = nlohmann::json::array();
+  for (const auto& t : r.tests) {
+    nlohmann::json j = {{"test", t.name},
+                        {"kind", t.kind == SpeedTestKind::kPrompt ? "prompt" : "generate"},
+                        {"tokens", t.tokens},
+                        {"tok_s_mean", t.mean_tok_s},
+                        {"tok_s_stdev", t.stdev_tok_s},
+                        {"tok_s_samples", t.tok_s},
+                        {"seconds_samples", t.seconds},
+                        {"forward_calls", t.forward_calls}};
+    if (t.kind == SpeedTestKind::kPrompt) j["ttft_s_mean"] = t.mean_ttft_seconds;
+    if (r.limits.measured) {
+      j["limit_tok_s"] = t.limit_tok_s;
+      j["limit"] =
+          t.kind == SpeedTestKind::kPrompt ? r.limits.prefill_peak_name : std::string("read bandwidth");
+      j["share_of_limit"] = t.share_of_limit;
+    }
+    tests.push_back(std::move(j));
+  }
+  nlohmann::json out = {{"model", a.model},
+                        {"architecture", m.spec.architecture},
+                        {"params", params.total},
+                        {"active_params", params.active},
+                        {"weight_format", weight_format_name(m.spec.weights.format)},
+                        {"weight_bytes_per_token", r.weight_bytes_per_token},
+                        {"matmul_flops_per_token", r.matmul_flops_per_token},
+                        {"backend", a.backend},
+                        {"simd", simd},
+                        {"threads", threads},
+                        {"dtype", a.dtype},
+                        {"kv_dtype", a.kv_dtype},
+                        {"repetitions", a.repetitions},
+                        {"seed", a.seed},
+                        {"tests", tests}};
+  if (r.limits.measured) {
+    out["machine"] = {{"threads", r.limits.threads},
+                      {"read_gbps", r.limits.read_gbps},
+                      {"fma_peak_gflops", r.limits.fma_gflops},
+                      {"bf16_dot_peak_gflops", r.limits.bf16_gflops},
+                      {"prefill_peak", r.limits.prefill_peak_name},
+                      {"prefill_peak_gflops", r.limits.prefill_peak_gflops}};
+  }
+  return out;
+}
+
+void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const ParamCounts& params,
+                       const std::string& simd, int threads, const SpeedBenchResult& r) {
+  fmt::print(
+      "bench  {}: {}, {} parameters ({} active), {} weights; {} backend{}, {} threads, {} activations, "
+      "{} KV cache, {} runs a test after a warm-up\n",
+      a.model, m.spec.architecture, human_count(static_cast<double>(params.total)),
+      human_count(static_cast<double>(params.active)), weight_format_name(m.spec.weights.format), a.backend,
+      simd.empty() ? "" : " (" + simd + ")", threads, a.dtype, a.kv_dtype, a.repetitions);
+  if (r.limits.measured) {
+    fmt::print(
+        "machine (measured now, {} threads): read bandwidth {:.1f} GB/s, FP32 FMA peak {:.0f} GFLOP/s{}\n",
+        r.limits.threads, r.limits.read_gbps, r.limits.fma_gflops,
+        r.limits.bf16_gflops > 0 ? fmt::format(", BF16 dot peak {:.0f} GFLOP/s", r.limits.bf16_gflops) : "");
+  }
+  fmt::print("a token reads {} of weights and multiplies by them: {}FLOP of matmuls\n\n",
+             human_bytes(r.weight_bytes_per_token), human_count(r.matmul_flops_per_token));
+  fmt::print("| {:<8} | {:>22} | {:>10} | {:>24} | {:>8} |\n", "test", "t/s", "TTFT ms", "limit t/s",
+             "of limit");
+  fmt::print("|{:-<10}|{:->24}|{:->12}|{:->26}|{:->10}|\n", "", "", "", "", "");
+  for (const auto& t : r.tests) {
+    const std::string ttft =
+        t.kind == SpeedTestKind::kPrompt ? fmt::format("{:.1f}", 1e3 * t.mean_ttft_seconds) : std::string();
+    std::string limit, share;
+    if (r.limits.measured && t.limit_tok_s > 0) {
+      limit = fmt::format("{:.1f} ({})", t.limit_tok_s,
+                          t.kind == SpeedTestKind::kPrompt ? r.limits.prefill_peak_name : "bandwidth");
+      share = fmt::format("{:.2f}", t.share_of_limit);
+    }
+    fmt::print("| {:<8} | {:>22} | {:>10} | {:>24} | {:>8} |\n", t.name,
+               fmt::format("{:.2f} ± {:.2f}", t.mean_tok_s, t.stdev_tok_s), ttft, limit, share);
+  }
+}
+
+int bench_model(const BenchModelArgs& a) {
+  const char* name = "bench";
+  EngineOptions eo;
+  eo.precision = a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  const auto kv = parse_kv_dtype(a.kv_dtype);
+  if (!kv)
+    return report_error(name, invalid_argument(fmt::format("--kv-dtype: unknown KV dtype '{}'", a.kv_dtype)));
+  eo.kv_dtype = *kv;
+  auto model = load_model(a.model, load_options_for(eo.precision));
+  if (!model.is_ok()) return report_error(name, model.status());
+  auto params = count_params(model->spec);
+  if (!params.is_ok()) return report_error(name, params.status());
+  auto engine = open_engine(*model, a.backend, eo, a.threads);
+  if (!engine.is_ok()) return report_error(name, engine.status());
+  std::string simd;
+  if (a.backend == "cpu") {
+    if (auto level = default_simd_level(); level.is_ok()) simd = simd_level_name(*level);
+  }
+  const int threads = a.threads > 0 ? a.threads : default_thread_count();
+  SpeedBenchOptions o;
+  o.prompt_tokens = a.prompt;
+  o.gen_tokens = a.gen;
+  o.repetitions = a.repetitions;
+  o.seed = a.seed;
+  o.measure_limits = !a.no_limits && a.backend == "cpu";
+  o.limit_threads = threads;
+  // Progress on stderr: one line a test (over-written in place on a terminal).
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  o.progress = [tty](const std::string& test, int run, int runs) {
+    const std::string what = run == 0 ? std::string("warm-up") : fmt::format("run {}/{}", run, runs);
+    if (tty) {
+      fmt::print(stderr, "\rbench: {} {}   ", test, what);
+    } else if (run == 0) {
+      fmt::print(stderr, "bench: {} ({} runs after a warm-up)\n", test, runs);
+    }
+  };
+  auto r = run_speed_bench(*engine->engine, o);
+  if (tty) fmt::print(stderr, "\r{:<40}\r", "");
+  if (!r.is_ok()) return report_error(name, r.status());
+  if (a.json) {
+    fmt::print("{}\n", speed_json(a, *model, *params, simd, threads, *r).dump(2));
+  } else {
+    print_speed_table(a, *model, *params, simd, threads, *r);
+  }
+  return kExitOk;
+}
 
 int bench_serve(BenchArgs& a) {
   const char* name = "bench serve";
@@ -53,10 +204,36 @@ int bench_serve(BenchArgs& a) {
 }
 
 const Registrar kRegistrar(
-    "bench", "Benchmarks: `bench serve` loads an OpenAI-compatible server and reports throughput and latency",
+    "bench",
+    "Benchmarks: `bench MODEL` runs llama-bench's pp / tg tests with the machine's limits beside them; "
+    "`bench serve` loads an OpenAI-compatible server and reports throughput and latency",
     65, [](CLI::App& app) -> CommandRunner {
       auto a = std::make_shared<BenchArgs>();
-      app.require_subcommand(1);
+      auto m = std::make_shared<BenchModelArgs>();
+      app.require_subcommand(0, 1);
+      app.add_option("model", m->model, "checkpoint folder (config.json + safetensors): the pp / tg tests");
+      app.add_option("-p,--prompt", m->prompt, "prompt lengths, one pp test each (default 512)")
+          ->delimiter(',')
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("-n,--gen", m->gen, "generation lengths, one tg test each (default 128)")
+          ->delimiter(',')
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("-r,--repetitions", m->repetitions,
+                     "measured runs of each test, after a warm-up (default 5)")
+          ->check(CLI::Range(1, 1000));
+      app.add_option("--backend", m->backend, "backend: cpu (default), reference");
+      app.add_option(
+             "--dtype", m->dtype,
+             "activation precision: bf16 (default: BF16 weights run at their precision, as llama-bench "
+             "runs them) or f32 (exact float32)")
+          ->check(CLI::IsMember({"f32", "bf16"}));
+      app.add_option("--kv-dtype", m->kv_dtype, "KV cache dtype: bf16 (default), f32, fp8");
+      app.add_option("--threads", m->threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
+          ->check(CLI::Range(1, 1024));
+      app.add_option("--seed", m->seed, "seed of the random prompt tokens (default 0)");
+      app.add_flag("--no-limits", m->no_limits,
+                   "skip the bandwidth and peak probes (a few seconds and up to 2 GiB of memory)");
+      app.add_flag("--json", m->json, "JSON output");
       CLI::App* s =
           app.add_subcommand("serve", "Streamed completions against a server: throughput, TTFT/ITL/e2e");
       serve::BenchOptions& o = a->options;
@@ -77,7 +254,15 @@ const Registrar kRegistrar(
                     "ask for log-probabilities: the chosen token's and N alternatives (default: none)")
           ->check(CLI::Range(0, 20));
       s->add_flag("--json", a->json, "JSON output");
-      return [a] { return bench_serve(*a); };
+      return [a, m, s] {
+        if (s->parsed()) return bench_serve(*a);
+        if (m->model.empty()) {
+          return report_error("bench",
+                              invalid_argument("give a checkpoint folder (day0 bench MODEL) or a subcommand "
+                                               "(day0 bench serve); see day0 bench --help"));
+        }
+        return bench_model(*m);
+      };
     });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include "day0/core/checked_math.h"
 #include "day0/model/packed_int_config.h"
+#include "day0/model/tensor_manifest.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
@@ -89,6 +90,26 @@ std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const Pa
                                                      : std::string(weight_format_name(spec.weights.format))),
                   bits, counts.stored_bytes});
   return rows;
+}
+
+ActivatedWeights activated_weights_per_token(const ModelSpec& spec) {
+  ActivatedWeights a;
+  auto manifest = build_tensor_manifest(spec);
+  if (!manifest.is_ok()) return a;
+  const double routed_share =
+      spec.moe && spec.moe->n_experts > 0
+          ? static_cast<double>(spec.moe->experts_per_token) / static_cast<double>(spec.moe->n_experts)
+          : 1.0;
+  for (const auto& t : manifest->tensors) {
+    if (t.mtp || (t.role == TensorRole::kEmbedding && !spec.tie_word_embeddings)) continue;
+    const bool routed = t.role == TensorRole::kRoutedExpert ||
+                        (t.role == TensorRole::kQuantScale && t.scaled_role == TensorRole::kRoutedExpert);
+    const double share = routed ? routed_share : 1.0;
+    a.bytes += static_cast<double>(t.bytes) * share;
+    if (t.role != TensorRole::kNorm && t.role != TensorRole::kQuantScale)
+      a.matmul_params += static_cast<double>(t.params) * share;
+  }
+  return a;
 }
 
 }  // namespace day0

@@ -49,4 +49,14 @@ struct WeightMemoryRow {
 // total params at 32/16/8/8/4 bits, then the checkpoint's own stored bytes (scales included).
 std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const ParamCounts& counts);
 
+// What one decoded token reads of the checkpoint's weights: everything but the input embedding (a tied
+// head reads it as the LM head), the routed experts at their top-k share. `bytes` as stored (scales
+// included): the decode roofline is the read bandwidth over it; `matmul_params` the weight elements it
+// multiplies by (norms and scales excluded): 2 x that is the matmul FLOPs of a token.
+struct ActivatedWeights {
+  double bytes = 0;
+  double matmul_params = 0;
+};
+ActivatedWeights activated_weights_per_token(const ModelSpec& spec);
+
 }  // namespace day0

@@ -8,6 +8,7 @@
 
 #include "day0/backends/cpu/machine_limits.h"
 #include "day0/core/human.h"
+#include "day0/model/model_memory.h"
 #include "day0/report/adapt_context.h"
 #include "day0/report/stages/run_target.h"
 #include "day0/runtime/generate.h"
@@ -49,7 +50,7 @@ void run_performance_stage(AdaptContext& ctx, StageResult& out) {
   ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   BandwidthProbe probe;
   const double bandwidth_gbps = probe.read_gbps(pool, 3);
-  const double bytes_per_token = activated_weight_bytes_per_token(loaded->spec);
+  const double bytes_per_token = activated_weights_per_token(loaded->spec).bytes;
   const double roofline = bytes_per_token > 0 ? bandwidth_gbps * 1e9 / bytes_per_token : 0;
   const double decode = best.decode_tokens_per_second();
   const double prefill = best.prefill_tokens_per_second();

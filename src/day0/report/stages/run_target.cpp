@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "day0/core/human.h"
-#include "day0/model/tensor_manifest.h"
 #include "day0/report/machine_info.h"
 
 namespace day0::report {
@@ -38,23 +37,6 @@ Result<RunEngine*> open_run_engine(AdaptContext& ctx) {
   ctx.run_engine =
       std::make_shared<RunEngine>(RunEngine{std::move(target), std::move(model), std::move(handle)});
   return ctx.run_engine.get();
-}
-
-double activated_weight_bytes_per_token(const ModelSpec& spec) {
-  auto manifest = build_tensor_manifest(spec);
-  if (!manifest.is_ok()) return 0;
-  const double routed_share =
-      spec.moe && spec.moe->n_experts > 0
-          ? static_cast<double>(spec.moe->experts_per_token) / static_cast<double>(spec.moe->n_experts)
-          : 1.0;
-  double bytes = 0;
-  for (const auto& t : manifest->tensors) {
-    if (t.mtp || (t.role == TensorRole::kEmbedding && !spec.tie_word_embeddings)) continue;
-    const bool routed = t.role == TensorRole::kRoutedExpert ||
-                        (t.role == TensorRole::kQuantScale && t.scaled_role == TensorRole::kRoutedExpert);
-    bytes += static_cast<double>(t.bytes) * (routed ? routed_share : 1.0);
-  }
-  return bytes;
 }
 
 }  // namespace day0::report

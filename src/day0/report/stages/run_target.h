@@ -25,8 +25,4 @@ struct RunEngine {
 // Loads the run target the first time it is asked for and keeps it in ctx.
 Result<RunEngine*> open_run_engine(AdaptContext& ctx);
 
-// Weight bytes one decoded token reads: everything but the input embedding, routed experts at their
-// top-k share (the lm_head is read in full; a tied head reads the embedding).
-double activated_weight_bytes_per_token(const ModelSpec& spec);
-
 }  // namespace day0::report
