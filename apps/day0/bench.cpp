@@ -88,18 +88,23 @@ nlohmann::json speed_json(const BenchModelArgs& a, const LoadedModel& m, const P
   return out;
 }
 
+std::string plural(int64_t n, const char* noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const ParamCounts& params,
                        const std::string& simd, int threads, const SpeedBenchResult& r) {
   fmt::print(
-      "bench  {}: {}, {} parameters ({} active), {} weights; {} backend{}, {} threads, {} activations, "
-      "{} KV cache, {} runs a test after a warm-up\n",
+      "bench  {}: {}, {} parameters ({} active), {} weights; {} backend{}, {}, {} activations, "
+      "{} KV cache, {} a test after a warm-up\n",
       a.model, m.spec.architecture, human_count(static_cast<double>(params.total)),
       human_count(static_cast<double>(params.active)), weight_format_name(m.spec.weights.format), a.backend,
-      simd.empty() ? "" : " (" + simd + ")", threads, a.dtype, a.kv_dtype, a.repetitions);
+      simd.empty() ? "" : " (" + simd + ")", plural(threads, "thread"), a.dtype, a.kv_dtype,
+      plural(a.repetitions, "run"));
   if (r.limits.measured) {
     fmt::print(
-        "machine (measured now, {} threads): read bandwidth {:.1f} GB/s, FP32 FMA peak {:.0f} GFLOP/s{}\n",
-        r.limits.threads, r.limits.read_gbps, r.limits.fma_gflops,
+        "machine (measured now, {}): read bandwidth {:.1f} GB/s, FP32 FMA peak {:.0f} GFLOP/s{}\n",
+        plural(r.limits.threads, "thread"), r.limits.read_gbps, r.limits.fma_gflops,
         r.limits.bf16_gflops > 0 ? fmt::format(", BF16 dot peak {:.0f} GFLOP/s", r.limits.bf16_gflops) : "");
   }
   fmt::print("a token reads {} of weights and multiplies by them: {}FLOP of matmuls\n\n",
