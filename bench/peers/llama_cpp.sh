@@ -21,7 +21,8 @@
 #    the same tensors as a BF16 GGUF with the gguf package of that tree, llama-quantize makes Q8_0 and
 #    Q4_0 from it.
 # 3. Rounds, interleaved: each round probes the read bandwidth, then runs llama-bench (-p 512 -n 64,
-#    one repetition after its warm-up) and day0_e2e_bench (prefill 512, decode 64, BF16 activations)
+#    one repetition after its warm-up) and `day0 bench` (-p 512 -n 64 -r 1: the same tests, one run
+#    after a warm-up, BF16 activations)
 #    on each shape, alternating which engine goes first. The table gives medians over the rounds and
 #    the median of the per-round ratios (Day0 / llama.cpp, BF16 weights on both sides).
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
@@ -59,7 +60,7 @@ done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --rounds must be a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --threads must be a positive integer" >&2; exit 2; }
 case "$scratch" in "$root"|"$root"/*) echo "llama_cpp.sh: --scratch must be outside the repository" >&2; exit 2 ;; esac
-for tool in "$build/bin/day0" "$build/bench/day0_e2e_bench" "$build/bench/day0_stream_bench"; do
+for tool in "$build/bin/day0" "$build/bench/day0_stream_bench"; do
   [[ -x "$tool" ]] || { echo "llama_cpp.sh: $tool not built (cmake --build $build)" >&2; exit 2; }
 done
 for w in $day0_weights; do
@@ -181,8 +182,8 @@ run_day0() {  # shape round: every Day0 weight variant of the shape
     folder="$models/$1"
     [[ "$variant" == bf16 ]] || folder="$models/$1.day0-$variant"
     [[ -f "$folder/config.json" ]] || continue
-    DAY0_THREADS="$threads" DAY0_E2E_MODELS="$folder" "$build/bench/day0_e2e_bench" \
-      --benchmark_format=json >"$results/day0.$1.$variant.$2.json" 2>"$results/day0.$1.$variant.$2.err"
+    "$build/bin/day0" bench "$folder" -p 512 -n 64 -r 1 --threads "$threads" --dtype bf16 --no-limits --json \
+      >"$results/day0.$1.$variant.$2.json" 2>"$results/day0.$1.$variant.$2.err"
   done
 }
 for ((r = 1; r <= rounds; ++r)); do
@@ -210,12 +211,12 @@ for w in sys.argv[6].split():
     name, _, partner = w.partition(":")
     variants[name] = partner or ("BF16" if name == "bf16" else "")
 
-def counter(path, suffix):
-    if not path.exists():
+def counter(path, test):  # `day0 bench --json`: the mean tok/s of test pp512 / tg64
+    if not path.exists() or path.stat().st_size == 0:
         return None
-    for b in json.loads(path.read_text())["benchmarks"]:
-        if suffix in b["name"]:
-            return b.get("tok/s")
+    for t in json.loads(path.read_text())["tests"]:
+        if t["test"] == test:
+            return t["tok_s_mean"]
     return None
 
 def llama(shape, quant, r):
@@ -239,8 +240,8 @@ for shape in shapes:
         day0[variant] = {"prefill": [], "decode": []}
         for r in range(1, rounds + 1):
             path = results / f"day0.{shape}.{variant}.{r}.json"
-            day0[variant]["prefill"].append(counter(path, "/prefill"))
-            day0[variant]["decode"].append(counter(path, "/decode"))
+            day0[variant]["prefill"].append(counter(path, "pp512"))
+            day0[variant]["decode"].append(counter(path, "tg64"))
     peer = {}
     for quant in quants:
         peer[quant] = {"prefill": [], "decode": []}
