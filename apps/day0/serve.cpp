@@ -115,7 +115,9 @@ int serve_command(ServeArgs& a) {
                "steps with their shards\n",
                a.setup.layout.to_string());
   }
-  if (!m.prefix_caching_off.empty()) {
+  if (!m.prefix_caching_off.empty() && m.state_bytes_per_sequence == 0) {
+    fmt::print(stderr, "serve: prefix caching off: {}\n", m.prefix_caching_off);
+  } else if (!m.prefix_caching_off.empty()) {
     fmt::print(stderr,
                "serve: prefix caching off: {}; each running sequence holds {} of recurrent state ({} at "
                "--max-seqs {}), beside the KV pool\n",

@@ -1,13 +1,16 @@
 // `day0 serve` under mpirun: rank 0 serves HTTP and schedules, the other ranks follow its steps with
-// their shards. Greedy completions of concurrent requests under TP 2 (Llama) and EP 2 (Qwen3-MoE)
-// equal the single process's tokens; /metrics reports prefix caching off and the communication idle
-// ratio; SIGTERM to mpirun ends every rank with exit 0; a hung follower ends the job within its
-// timeout naming the rank; nothing is left behind.
+// their shards. Greedy completions of concurrent requests under TP 2 (Llama), EP 2 (Qwen3-MoE) and
+// PP 2 equal the single process's tokens; so do a repeated prompt and a multi-turn follow-up served
+// from the prefix cache (the hits counted in /metrics), the followers replaying rank 0's cache
+// operations; /metrics reports the communication idle ratio; SIGTERM to mpirun ends every rank with
+// exit 0 (a follower holding any KV block at the end would not); a hung follower ends the job within
+// its timeout naming the rank; nothing is left behind.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,17 +48,19 @@ std::string ids_text(const std::vector<int>& ids) {
   return s;
 }
 
-// The single process's greedy tokens for each prompt (`day0 run`).
+// The single process's greedy tokens for `prompt` (`day0 run`).
+std::vector<int> reference_tokens_for(const std::string& model, const std::vector<int>& prompt) {
+  const CliResult r = run_cli_bounded({"run", model, "--prompt-ids", ids_text(prompt), "--max-new",
+                                       std::to_string(kNewTokens), "--threads", "1", "--json"},
+                                      60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>()
+                          : std::vector<int>{};
+}
+
 std::vector<std::vector<int>> reference_tokens(const std::string& model) {
   std::vector<std::vector<int>> out;
-  for (const auto& prompt : kPrompts) {
-    const CliResult r = run_cli_bounded({"run", model, "--prompt-ids", ids_text(prompt), "--max-new",
-                                         std::to_string(kNewTokens), "--threads", "1", "--json"},
-                                        60);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    out.push_back(r.exit_code == 0 ? nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>()
-                                   : std::vector<int>{});
-  }
+  for (const auto& prompt : kPrompts) out.push_back(reference_tokens_for(model, prompt));
   return out;
 }
 
@@ -100,6 +105,35 @@ double metric(int port, const std::string& name) {
   return -1;
 }
 
+// Prefix caching under mpirun (blocks of 32 tokens): a prompt of 60 tokens leaves an entry of its
+// first block once pre-filled and one of two blocks (its last 28 tokens and 4 generated ones) when it
+// finishes. The same prompt again starts from the first block; a follow-up turn (prompt, reply, 12
+// more tokens) from both. Each gives `day0 run`'s tokens, and every block rank 0 still holds is the
+// cache's two blocks in each of its `kv_layers` layers. A follower that did not replay the entries
+// fails at the first hit (it would hold no cache to start from), one that kept a block fails the stop.
+void reuses_cached_prefixes(int port, const std::string& model, int kv_layers) {
+  std::vector<int> prompt;
+  for (int j = 0; j < 60; ++j) prompt.push_back((j * 11 + 5) % 250);
+  const std::vector<int> reply = reference_tokens_for(model, prompt);
+  ASSERT_EQ(reply.size(), static_cast<size_t>(kNewTokens));
+  std::vector<int> follow_up = prompt;
+  follow_up.insert(follow_up.end(), reply.begin(), reply.end());
+  for (int j = 0; j < 12; ++j) follow_up.push_back((j * 7 + 3) % 250);
+  const std::vector<int> follow_up_reply = reference_tokens_for(model, follow_up);
+  const double hits = metric(port, "day0:prefix_cache_hits_total");
+  EXPECT_EQ(metric(port, "day0:prefix_caching_enabled"), 1.0);
+  EXPECT_EQ(complete(port, prompt), reply) << "first time";
+  EXPECT_EQ(metric(port, "day0:prefix_cache_hits_total"), hits);
+  EXPECT_EQ(complete(port, prompt), reply) << "again, from the cached first block";
+  EXPECT_EQ(metric(port, "day0:prefix_cache_hits_total"), hits + 32);
+  EXPECT_EQ(complete(port, follow_up), follow_up_reply) << "the next turn, from the cached two blocks";
+  EXPECT_EQ(metric(port, "day0:prefix_cache_hits_total"), hits + 32 + 64);
+  // Gauges are published after the step that answered: give them a moment.
+  for (int i = 0; i < 20 && metric(port, "day0:kv_cache_used_blocks") != 2.0 * kv_layers; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 2.0 * kv_layers);
+}
+
 MpiRunResult stop_gracefully(MpiJob& job, const std::string& tag) {
   const int leader = rank_process(tag, 0);
   EXPECT_GT(leader, 0);
@@ -107,8 +141,9 @@ MpiRunResult stop_gracefully(MpiJob& job, const std::string& tag) {
   return job.finish(30);
 }
 
+// `kv_layers`: the layers whose KV blocks rank 0 holds.
 void serves_like_one_process(const std::string& model, const std::vector<std::string>& degrees, int np,
-                             const char* tag_name) {
+                             const char* tag_name, int kv_layers) {
   const auto expected = reference_tokens(model);
   const std::string tag = tag_for(tag_name);
   std::vector<std::string> args = {
@@ -130,11 +165,11 @@ void serves_like_one_process(const std::string& model, const std::vector<std::st
     EXPECT_EQ(got[i], expected[i]) << "prompt " << i << " served together";
     EXPECT_EQ(complete(port, kPrompts[i]), expected[i]) << "prompt " << i << " served alone";
   }
-  EXPECT_EQ(metric(port, "day0:prefix_caching_enabled"), 0.0);
   const double idle = metric(port, "day0:communication_idle_ratio");
   EXPECT_GT(idle, 0.0);
   EXPECT_LT(idle, 1.0);
   EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0);  // every finished sequence gave its blocks back
+  reuses_cached_prefixes(port, model, kv_layers);
   // A graceful stop is rank 0's SIGTERM (mpirun's own exit status counts a signal it got as failure).
   const MpiRunResult r = stop_gracefully(job, tag);
   EXPECT_FALSE(r.timed_out);
@@ -146,17 +181,18 @@ void serves_like_one_process(const std::string& model, const std::vector<std::st
 
 TEST(DistributedServe, TensorParallelCompletionsEqualOneProcess) {
   D0_REQUIRE_MPIRUN();
-  serves_like_one_process(golden("llama3"), {"--tp", "2"}, 2, "serve-tp2");
+  serves_like_one_process(golden("llama3"), {"--tp", "2"}, 2, "serve-tp2", 2);
 }
 
 TEST(DistributedServe, ExpertParallelCompletionsEqualOneProcess) {
   D0_REQUIRE_MPIRUN();
-  serves_like_one_process(golden("qwen3-moe"), {"--ep", "2", "--moe-combine", "all-to-all"}, 2, "serve-ep2");
+  serves_like_one_process(golden("qwen3-moe"), {"--ep", "2", "--moe-combine", "all-to-all"}, 2, "serve-ep2",
+                          2);
 }
 
 TEST(DistributedServe, PipelineStagesServeLikeOneProcess) {
   D0_REQUIRE_MPIRUN();
-  serves_like_one_process(golden("llama3"), {"--pp", "2"}, 2, "serve-pp2");
+  serves_like_one_process(golden("llama3"), {"--pp", "2"}, 2, "serve-pp2", 1);  // a layer a stage
 }
 
 // `day0 plan` on a two-device machine prints a launch line that serves as printed (with an ephemeral

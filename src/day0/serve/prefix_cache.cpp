@@ -23,7 +23,8 @@ std::vector<uint64_t> block_prefix_hashes(std::span<const int32_t> tokens, int64
 PrefixCache::PrefixCache(int64_t block_tokens, size_t max_entries)
     : block_tokens_(block_tokens), max_entries_(std::max<size_t>(max_entries, 1)) {}
 
-std::optional<KvCache> PrefixCache::lookup(std::span<const int32_t> tokens, int64_t* hit_tokens) {
+std::optional<KvCache> PrefixCache::lookup(std::span<const int32_t> tokens, int64_t* hit_tokens,
+                                           uint64_t* entry_id) {
   *hit_tokens = 0;
   if (tokens.size() < 2) return std::nullopt;
   // At least one token must stay to be fed.
@@ -39,14 +40,15 @@ std::optional<KvCache> PrefixCache::lookup(std::span<const int32_t> tokens, int6
     if (!cache.truncate(static_cast<int64_t>(n)).is_ok()) continue;
     lru_.splice(lru_.begin(), lru_, it->second.entry);
     *hit_tokens = static_cast<int64_t>(n);
+    if (entry_id != nullptr) *entry_id = e.id;
     return cache;
   }
   return std::nullopt;
 }
 
-void PrefixCache::insert(std::span<const int32_t> tokens, const KvCache& cache) {
+std::optional<uint64_t> PrefixCache::insert(std::span<const int32_t> tokens, const KvCache& cache) {
   const auto n_blocks = static_cast<int64_t>(tokens.size()) / block_tokens_;
-  if (n_blocks == 0 || cache.length() != static_cast<int64_t>(tokens.size())) return;
+  if (n_blocks == 0 || cache.length() != static_cast<int64_t>(tokens.size())) return std::nullopt;
   const auto n = static_cast<size_t>(n_blocks * block_tokens_);
   const std::vector<uint64_t> hashes = block_prefix_hashes(tokens.first(n), block_tokens_);
   auto known = by_hash_.find(hashes.back());
@@ -54,18 +56,23 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const KvCache& cache) 
       std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n),
                  known->second.entry->tokens.begin())) {
     lru_.splice(lru_.begin(), lru_, known->second.entry);  // already cached whole
-    return;
+    return std::nullopt;
   }
   KvCache copy = cache.fork();
-  if (!copy.truncate(static_cast<int64_t>(n)).is_ok()) return;  // a windowed layer gave back keys
-  lru_.push_front(Entry{std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n)),
+  if (!copy.truncate(static_cast<int64_t>(n)).is_ok())
+    return std::nullopt;  // a windowed layer gave back keys
+  const uint64_t id = next_id_++;
+  lru_.push_front(Entry{id,
+                        std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n)),
                         std::move(copy)});
   for (int64_t b = 0; b < n_blocks; ++b) by_hash_[hashes[static_cast<size_t>(b)]] = Hit{lru_.begin(), b + 1};
-  while (lru_.size() > max_entries_) evict_one();
+  while (lru_.size() > max_entries_) evict_one();  // the least recently used: never the new one
+  return id;
 }
 
 void PrefixCache::forget(EntryList::iterator entry) {
   std::erase_if(by_hash_, [&](const auto& kv) { return kv.second.entry == entry; });
+  if (on_drop_) on_drop_(entry->id);
   lru_.erase(entry);
 }
 
@@ -77,6 +84,9 @@ bool PrefixCache::evict_one() {
 
 void PrefixCache::clear() {
   by_hash_.clear();
+  if (on_drop_) {
+    for (const Entry& e : lru_) on_drop_(e.id);
+  }
   lru_.clear();
 }
 

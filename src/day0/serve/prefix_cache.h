@@ -6,8 +6,12 @@
 // blocks are shared, and at least one prompt token is always left to feed (its logits pick the first
 // token). Entries are dropped least recently used first when the pool needs blocks, or past
 // max_entries.
+// Every entry has an id (counting up from 0, never reused), so that serving under mpirun can name it to
+// the other ranks: lookup says which entry a hit forked, insert which entry it made, and a listener
+// hears of every entry dropped (evicted or cleared).
 // Thread safety: none; the scheduler's engine thread owns it (as it owns the pool).
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <optional>
 #include <span>
@@ -23,19 +27,26 @@ class PrefixCache {
   PrefixCache(int64_t block_tokens, size_t max_entries = 512);
 
   // A cache holding the longest cached whole-block prefix of `tokens` shorter than `tokens`, and how
-  // many tokens it holds; nullopt on a miss (or when a windowed layer cannot be cut back to it).
-  std::optional<KvCache> lookup(std::span<const int32_t> tokens, int64_t* hit_tokens);
-  // Remembers the whole blocks of `cache`, which holds exactly `tokens` (cache.length() == size).
-  void insert(std::span<const int32_t> tokens, const KvCache& cache);
+  // many tokens it holds (a fork of entry `*entry_id`, cut back to them); nullopt on a miss (or when a
+  // windowed layer cannot be cut back to it).
+  std::optional<KvCache> lookup(std::span<const int32_t> tokens, int64_t* hit_tokens,
+                                uint64_t* entry_id = nullptr);
+  // Remembers the whole blocks of `cache`, which holds exactly `tokens` (cache.length() == size): the
+  // id of the entry made (a fork of `cache` cut back to its whole blocks), or nullopt when none was
+  // (already cached whole, or not one whole block).
+  std::optional<uint64_t> insert(std::span<const int32_t> tokens, const KvCache& cache);
   // Drops the least recently used entry; false when there is none.
   bool evict_one();
   void clear();
+  // Called with the id of every entry dropped from now on (evicted or cleared), as it goes.
+  void on_drop(std::function<void(uint64_t entry_id)> listener) { on_drop_ = std::move(listener); }
   size_t entries() const { return lru_.size(); }
   // Blocks referenced by entries (a block shared by two entries counts twice).
   int64_t blocks_held() const;
 
  private:
   struct Entry {
+    uint64_t id = 0;
     std::vector<int32_t> tokens;  // a whole number of blocks
     KvCache cache;                // holds exactly `tokens`
   };
@@ -48,6 +59,8 @@ class PrefixCache {
 
   int64_t block_tokens_;
   size_t max_entries_;
+  uint64_t next_id_ = 0;
+  std::function<void(uint64_t)> on_drop_;
   EntryList lru_;
   std::unordered_map<uint64_t, Hit> by_hash_;
 };

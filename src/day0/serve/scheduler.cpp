@@ -91,8 +91,9 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
   D0_CHECK_MSG(options_.kv_blocks > 0, "scheduler: the KV pool needs a capacity");
   // A hybrid model's recurrent state is not in the KV blocks a prefix entry would share.
   if (!prefix_caching_unsupported(engine.spec()).empty()) options_.prefix_caching = false;
-  // Followers keep no prefix cache (step_mirror.h).
-  if (options_.mirror != nullptr) options_.prefix_caching = false;
+  // Under mpirun the followers replay every entry dropped (step_mirror.h).
+  if (StepMirror* mirror = options_.mirror)
+    prefix_->cache.on_drop([mirror](uint64_t entry) { mirror->prefix_drop(entry); });
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
@@ -203,6 +204,16 @@ bool Scheduler::make_room(int64_t blocks, const Sequence* for_seq) {
   return true;
 }
 
+void Scheduler::remember_prefix(const Sequence& s) {
+  const int64_t length = s.cache->length();
+  const std::optional<uint64_t> entry =
+      prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(length)), *s.cache);
+  if (entry && options_.mirror != nullptr) {
+    const int64_t bt = engine_.options().kv_block_tokens;
+    options_.mirror->prefix_insert(*entry, s.id, (length / bt) * bt);  // the entry keeps whole blocks
+  }
+}
+
 void Scheduler::drop_cache(Sequence& s) {
   if (s.cache && options_.mirror != nullptr) options_.mirror->release(s.id);
   s.cache.reset();
@@ -240,9 +251,7 @@ void Scheduler::finish(Sequence& s, const std::string& reason, std::optional<Api
   e.completion_tokens = s.generated;
   e.error = std::move(error);
   s.done = true;
-  if (s.cache && !e.error && reason != "abort" && options_.prefix_caching) {
-    prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(s.cache->length())), *s.cache);
-  }
+  if (s.cache && !e.error && reason != "abort" && options_.prefix_caching) remember_prefix(s);
   drop_cache(s);
   metrics_.count_finished(e.error ? "abort" : reason);
   metrics_.observe_e2e(std::chrono::duration<double>(Clock::now() - s.arrival).count());
@@ -298,7 +307,11 @@ void Scheduler::admit() {
     }
     int64_t hit = 0;
     if (options_.prefix_caching) {
-      if (auto cached = prefix_->cache.lookup(s.tokens, &hit)) s.cache.emplace(std::move(*cached));
+      uint64_t entry = 0;
+      if (auto cached = prefix_->cache.lookup(s.tokens, &hit, &entry)) {
+        s.cache.emplace(std::move(*cached));
+        if (options_.mirror != nullptr) options_.mirror->prefix_fork(s.id, entry, hit);
+      }
     }
     if (!s.cache) s.cache.emplace(engine_.new_cache());
     if (options_.policy == AdmissionPolicy::kMaxUtilization) {
@@ -390,7 +403,7 @@ bool Scheduler::run_step() {
     if (s.generated == 0 && options_.prefix_caching) {
       // The prompt's whole blocks are written: a prompt arriving while this one still decodes can
       // share them (not only once it finishes).
-      prefix_->cache.insert(std::span(s.tokens).first(static_cast<size_t>(s.cache->length())), *s.cache);
+      remember_prefix(s);
     }
     try {
       emit_token(s, s.sampler.next(engine_.backend(), row));

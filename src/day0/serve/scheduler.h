@@ -57,7 +57,7 @@ struct SchedulerOptions {
   bool prefix_caching = true;  // forced off when prefix_caching_unsupported(model) is not empty
   int64_t context = 0;         // tokens a sequence may hold (<= the model's max_position_embeddings)
   // Serving under mpirun (rank 0): every step is sent to the other ranks first (serve/step_mirror.h).
-  // Not owned; outlives the scheduler. Prefix caching is forced off with it.
+  // Not owned; outlives the scheduler. Prefix cache entries made, forked and dropped are sent too.
   StepMirror* mirror = nullptr;
 };
 
@@ -136,6 +136,8 @@ class Scheduler {
   void publish_gauges();
   // engine_.forward, sent to the followers first when steps are mirrored (ids[i]: batch[i]'s sequence).
   Result<ConstMatrix> forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids);
+  // Puts the whole blocks of `s`'s cache in the prefix cache (followers make the same entry).
+  void remember_prefix(const Sequence& s);
   // The sequence's cache is gone (finished, preempted, not admitted): followers free theirs too.
   void drop_cache(Sequence& s);
 

@@ -2,11 +2,45 @@
 
 #include <fmt/format.h>
 
+#include <set>
+#include <utility>
+
+#include "day0/dist/pipeline_stages.h"
 #include "day0/model/kv_dtype.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/distributed_model.h"
 
 namespace day0::serve {
+
+namespace {
+
+// Under mpirun every rank cuts a cached prefix back to the length rank 0 shares, and a sliding-window
+// or chunked layer refuses when it already gave back keys that length needs; rank 0 decides with its
+// own layers. With TP and EP every rank holds every layer; pipeline stages must hold the same kinds of
+// windowed layers (mask and window) to decide alike. Why they do not, or "".
+std::string stages_cut_back_unlike(const ModelSpec& spec, int pp) {
+  using Kind = std::pair<AttentionMask, int64_t>;
+  auto kinds_of = [&](int64_t stage) {
+    std::set<Kind> kinds;
+    const dist::LayerBlock block = dist::stage_layers(spec.n_layers, pp, stage);
+    for (int64_t l = block.begin; l < block.end && l < static_cast<int64_t>(spec.layers.size()); ++l) {
+      const LayerSpec& layer = spec.layers[static_cast<size_t>(l)];
+      if (layer.window > 0 && layer.mask != AttentionMask::kCausal) kinds.insert({layer.mask, layer.window});
+    }
+    return kinds;
+  };
+  for (int64_t stage = 1; stage < pp; ++stage) {
+    if (kinds_of(stage) != kinds_of(0)) {
+      return fmt::format(
+          "pipeline stage {} holds other sliding-window or chunked layers than stage 0, so that a cached "
+          "prefix could be cut back on one stage and not on the other",
+          stage);
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 ServedModel::~ServedModel() {
   server.reset();
@@ -80,11 +114,8 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
                                         sched.kv_blocks, kv_layers));
   }
   out->prefix_caching_off = prefix_caching_unsupported(spec);
-  if (out->prefix_caching_off.empty() && out->distributed()) {
-    out->prefix_caching_off =
-        "under mpirun the other ranks keep no prefix cache of their own yet (each step is mirrored from "
-        "rank 0 as its sequences' tokens)";
-  }
+  if (out->prefix_caching_off.empty())
+    out->prefix_caching_off = stages_cut_back_unlike(spec, setup.layout.pp);
   if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;

@@ -46,7 +46,7 @@ struct ServedModel {
   int64_t kv_blocks = 0;                 // the pool's capacity in blocks (every rank reserves it)
   uint64_t kv_bytes = 0;                 // the pool's capacity
   // Why prefix caching was turned off for this model ("" when it was not): see
-  // prefix_caching_unsupported().
+  // prefix_caching_unsupported(); under mpirun, also pipeline stages holding unlike windowed layers.
   std::string prefix_caching_off;
   uint64_t state_bytes_per_sequence = 0;  // linear-attention layers' recurrent state, per running sequence
   ~ServedModel();                         // the server first (it holds sequences on the engine's pool)
