@@ -21,6 +21,10 @@ namespace {
 
 inline constexpr int64_t kTileRows = 8;        // query rows sharing one pass over the keys
 inline constexpr int64_t kMinSplitKeys = 512;  // a key split shorter than this is not worth a merge
+// Keys gathered from consecutive pages before the tile's rows go over them: each (row, head) then runs
+// its dots, max, rescale, exponentials and value sums once per span rather than once per 32-key page,
+// whose call overheads were as large as the arithmetic (prefill of a 64-wide head).
+inline constexpr int64_t kSpanKeys = 128;
 
 void visible(AttentionMask mask, int64_t window, int64_t i, int64_t& lo, int64_t& hi) {
   hi = i;
@@ -93,13 +97,13 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     const int64_t i_end = n_items * (tid + 1) / c.pool.size();
     if (i_begin >= i_end) return;
     std::vector<float>& buf = ws.thread[static_cast<size_t>(tid)];
-    int64_t max_bt = 1;
-    for (const PagedSequence& s : a.seqs) max_bt = std::max(max_bt, s.kv.block_tokens);
-    const auto need = static_cast<size_t>(max_bt * (d + dv) + max_bt);
+    int64_t cap = kSpanKeys;  // keys a span holds: kSpanKeys, or one page where pages are longer
+    for (const PagedSequence& s : a.seqs) cap = std::max(cap, s.kv.block_tokens);
+    const auto need = static_cast<size_t>(cap * (d + dv) + cap);
     if (buf.size() < need) buf.resize(need);
-    float* kbuf = buf.data();            // [bt, d] dequantised keys of head g
-    float* vbuf = kbuf + max_bt * d;     // [bt, dv] values
-    float* scores = vbuf + max_bt * dv;  // [bt]
+    float* kbuf = buf.data();         // [cap, d] dequantised keys of head g
+    float* vbuf = kbuf + cap * d;     // [cap, dv] values
+    float* scores = vbuf + cap * dv;  // [cap]
     for (int64_t it = i_begin; it < i_end; ++it) {
       const PagedItem& item = ws.items[static_cast<size_t>(it)];
       const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
@@ -127,8 +131,10 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
       const int64_t bt = kv.block_tokens;
       for (int64_t p = j0; p < j1;) {
         const int64_t rel = p - kv.pos0;
-        const int64_t in_block = std::min(bt - rel % bt, j1 - p);  // rows of this page in range
-        // Dequantise this page's rows of head g once for every row and head of the tile.
+        // The keys [p, p + in_block) this pass covers: one page's rows in range for an F32 cache (read in
+        // place), else whole pages' rows dequantised (head g only) into the scratch up to `cap` keys, once
+        // for every row and head of the tile.
+        int64_t in_block = std::min(bt - rel % bt, j1 - p);
         const float* kr;
         const float* vr;
         int64_t k_stride = d, v_stride = dv;
@@ -139,13 +145,21 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
           v_stride = kv.second_width;
         } else {
           const int64_t elem = kv_dtype_bytes(kv.dtype);
-          for (int64_t j = 0; j < in_block; ++j) {
-            kv_row_to_f32(kv.dtype,
-                          static_cast<const unsigned char*>(kv.first_row(rel + j)) + item.g * d * elem, d,
-                          kbuf + j * d);
-            kv_row_to_f32(kv.dtype,
-                          static_cast<const unsigned char*>(kv.second_row(rel + j)) + item.g * dv * elem, dv,
-                          vbuf + j * dv);
+          in_block = 0;
+          while (p + in_block < j1) {
+            const int64_t page_rel = rel + in_block;
+            const int64_t take = std::min(bt - page_rel % bt, j1 - p - in_block);
+            if (in_block > 0 && in_block + take > cap) break;
+            for (int64_t j = 0; j < take; ++j) {
+              kv_row_to_f32(kv.dtype,
+                            static_cast<const unsigned char*>(kv.first_row(page_rel + j)) + item.g * d * elem,
+                            d, kbuf + (in_block + j) * d);
+              kv_row_to_f32(
+                  kv.dtype,
+                  static_cast<const unsigned char*>(kv.second_row(page_rel + j)) + item.g * dv * elem, dv,
+                  vbuf + (in_block + j) * dv);
+            }
+            in_block += take;
           }
           kr = kbuf;
           vr = vbuf;
