@@ -162,6 +162,11 @@ class CpuBackend final : public Backend {
 
   void swiglu(const SwigluArgs& a) override {
     check_args(a);
+    if (ctx_.k.silu_mul != nullptr && !a.interleaved) {
+      rows(a.out.rows, a.out.cols,
+           [&](int64_t t) { ctx_.k.silu_mul(a.gate.row(t), a.up.row(t), a.out.cols, a.out.row(t)); });
+      return;
+    }
     glu(a, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
   }
   void swiglu_clamped(const SwigluArgs& a) override {

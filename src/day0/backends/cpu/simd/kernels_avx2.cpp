@@ -493,6 +493,21 @@ inline __m256 exp_neg(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// silu(g) u with the sigmoid from exp(-|g|) <= 1 (see kernels_avx512.cpp); the tail by the same formula.
+void silu_mul_avx2(const float* g, const float* u, int64_t n, float* out) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 e = exp_neg(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(gv, abs_mask)));
+    const __m256 num = _mm256_blendv_ps(e, one, _mm256_cmp_ps(gv, _mm256_setzero_ps(), _CMP_GE_OQ));
+    const __m256 sig = _mm256_div_ps(num, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(gv, sig), _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
 float exp_sum_avx2(float* s, int64_t n, float shift) {
   const __m256 vs = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
@@ -532,6 +547,7 @@ SimdKernels make_avx2_kernels() {
   k.axpy_rows = axpy_rows_avx2;
   k.dot_many = dot_many_avx2;
   k.dot_rows_multi = dot_rows_multi_avx2;
+  k.silu_mul = silu_mul_avx2;
   k.pack_f32_panel = pack_f32_panel_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {

@@ -503,6 +503,20 @@ inline __m512 exp_neg(__m512 x) {
   return _mm512_scalef_ps(p, i);
 }
 
+// silu(g) u with the sigmoid from exp(-|g|) <= 1, which exp_neg covers: 1 / (1 + e) for g >= 0, e / (1 + e)
+// below (no overflow for large |g|; a NaN g stays NaN through the product).
+void silu_mul_avx512(const float* g, const float* u, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
+    const __m512 e = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+    const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ), e, one);
+    const __m512 sig = _mm512_div_ps(num, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(gv, sig), _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
 float exp_sum_avx512(float* s, int64_t n, float shift) {
   const __m512 vs = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
@@ -793,6 +807,7 @@ const SimdKernels& avx512_kernels() {
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
+    t.silu_mul = silu_mul_avx512;
     return t;
   }();
   return k;

@@ -83,6 +83,9 @@ struct SimdKernels {
   // tokens, decode batches). Null: the driver calls dot_rows per x.
   void (*dot_rows_multi)(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
                          float* y, int64_t ldy) = nullptr;
+  // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
+  // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
+  void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
 };
 
 // One 32-row block of weights times every column of x^T over one K block, on AMX tiles:
