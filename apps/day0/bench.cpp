@@ -107,8 +107,8 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
         plural(r.limits.threads, "thread"), r.limits.read_gbps, r.limits.fma_gflops,
         r.limits.bf16_gflops > 0 ? fmt::format(", BF16 dot peak {:.0f} GFLOP/s", r.limits.bf16_gflops) : "");
   }
-  fmt::print("a token reads {} of weights and multiplies by them: {}FLOP of matmuls\n\n",
-             human_bytes(r.weight_bytes_per_token), human_count(r.matmul_flops_per_token));
+  fmt::print("a token reads {} of weights and multiplies by them: {:.4g} GFLOP of matmuls\n\n",
+             human_bytes(r.weight_bytes_per_token), r.matmul_flops_per_token / 1e9);
   fmt::print("| {:<8} | {:>22} | {:>10} | {:>24} | {:>8} |\n", "test", "t/s", "TTFT ms", "limit t/s",
              "of limit");
   fmt::print("|{:-<10}|{:->24}|{:->12}|{:->26}|{:->10}|\n", "", "", "", "", "");
