@@ -40,6 +40,20 @@ Result<KvCache> fork_to(const KvCache& from, int64_t tokens) {
   return copy;
 }
 
+// `to_id` of `to` := a fork of `from_id` of `from` cut back to `tokens`; the first must exist here, the
+// second not yet.
+Status fork_into(const std::map<int64_t, KvCache>& from, int64_t from_id, const char* from_name,
+                 std::map<int64_t, KvCache>& to, int64_t to_id, const char* to_name, int64_t tokens) {
+  const std::string what = fmt::format("step mirror: {} {} from {} {}", to_name, to_id, from_name, from_id);
+  const auto source = from.find(from_id);
+  if (source == from.end()) return internal_error(fmt::format("{}: no such {} here", what, from_name));
+  if (to.contains(to_id)) return internal_error(fmt::format("{}: the {} exists", what, to_name));
+  auto copy = fork_to(source->second, tokens);
+  if (!copy.is_ok()) return copy.status().with_context(what);
+  to.emplace(to_id, std::move(*copy));
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<int64_t> encode_step_message(const StepMessage& m) {
@@ -117,36 +131,10 @@ Status FollowerCaches::apply(const CacheOp& op) {
       // A sequence rank 0 admitted and let go of before any step of it has no cache here.
       sequences_.erase(op.sequence);
       return Status::ok();
-    case CacheOpKind::kPrefixInsert: {
-      const auto from = sequences_.find(op.sequence);
-      if (from == sequences_.end() || entries_.contains(op.entry)) {
-        return internal_error(
-            fmt::format("step mirror: prefix entry {} from sequence {}: {}", op.entry, op.sequence,
-                        from == sequences_.end() ? "no such sequence here" : "the entry exists"));
-      }
-      auto copy = fork_to(from->second, op.tokens);
-      if (!copy.is_ok()) {
-        return copy.status().with_context(
-            fmt::format("step mirror: prefix entry {} from sequence {}", op.entry, op.sequence));
-      }
-      entries_.emplace(op.entry, std::move(*copy));
-      return Status::ok();
-    }
-    case CacheOpKind::kPrefixFork: {
-      const auto from = entries_.find(op.entry);
-      if (from == entries_.end() || sequences_.contains(op.sequence)) {
-        return internal_error(
-            fmt::format("step mirror: sequence {} from prefix entry {}: {}", op.sequence, op.entry,
-                        from == entries_.end() ? "no such entry here" : "the sequence exists"));
-      }
-      auto copy = fork_to(from->second, op.tokens);
-      if (!copy.is_ok()) {
-        return copy.status().with_context(
-            fmt::format("step mirror: sequence {} from prefix entry {}", op.sequence, op.entry));
-      }
-      sequences_.emplace(op.sequence, std::move(*copy));
-      return Status::ok();
-    }
+    case CacheOpKind::kPrefixInsert:
+      return fork_into(sequences_, op.sequence, "sequence", entries_, op.entry, "prefix entry", op.tokens);
+    case CacheOpKind::kPrefixFork:
+      return fork_into(entries_, op.entry, "prefix entry", sequences_, op.sequence, "sequence", op.tokens);
     case CacheOpKind::kPrefixDrop:
       if (entries_.erase(op.entry) == 0)
         return internal_error(
