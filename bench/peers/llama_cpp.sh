@@ -4,7 +4,7 @@
 #
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
 #                            [--quants "BF16 Q8_0 Q4_0"] [--day0-weights "bf16:BF16 int8-g32:Q8_0 ..."]
-#                            [--scratch DIR] [--llama-bin DIR] [--prepare-only]
+#                            [--scratch DIR] [--llama-bin DIR] [--prepare-only] [--same-page-cache]
 #
 # --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
 #    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
@@ -25,6 +25,11 @@
 #    after a warm-up, BF16 activations)
 #    on each shape, alternating which engine goes first. The table gives medians over the rounds and
 #    the median of the per-round ratios (Day0 / llama.cpp, BF16 weights on both sides).
+# --same-page-cache (root): before the rounds, drop the page cache and read every weight file of both
+#    engines back with read(), so that both map the same kind of page-cache folios. Decode streams its
+#    weights from those mappings: a file read by readahead sits in large folios that the kernel maps with
+#    2 MiB page-table entries, one written by `day0 synth` or the GGUF writer in 4 KiB pages, and which
+#    engine read its file last decided which ran on huge mappings (Linux 6.18, ext4: FileHugePages).
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
 # does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
@@ -40,9 +45,10 @@ day0_weights="bf16:BF16"
 scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
 prepare_only=0
+same_page_cache=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -53,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --scratch) scratch="$2"; shift 2 ;;
     --llama-bin) llama_bin="$2"; shift 2 ;;
     --prepare-only) prepare_only=1; shift ;;
+    --same-page-cache) same_page_cache=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "llama_cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -168,6 +175,12 @@ if ((prepare_only)); then
 fi
 
 # --- Rounds ------------------------------------------------------------------------------------
+if ((same_page_cache)); then
+  log "dropping the page cache and reading both engines' weights back"
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+  for shape in $shapes; do cat "$models/$shape"/*.safetensors "$models/$shape".*.gguf >/dev/null; done
+fi
 results="$scratch/results"
 rm -rf "$results"
 mkdir -p "$results"
