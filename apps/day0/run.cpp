@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "day0/align/reference_dump.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/core/json_reader.h"
+#include "day0/dist/expert_load.h"
 #include "day0/dist/expert_placement.h"
 #include "day0/runtime/distributed_model.h"
 #include "day0/runtime/generate.h"
@@ -56,6 +58,10 @@ struct RunOptions {
   int micro_batches = 0;  // pipeline micro-batches a step is cut into (0: two per stage)
   std::string moe_combine = "all-reduce";
   double comm_timeout = 30.0;
+  // Redundant experts (EPLB) under --ep, placed by a recorded load (dist/expert_load.h).
+  int64_t redundant_experts = 0;
+  std::string expert_load;
+  std::string record_expert_load;  // writes the run's per-layer expert picks here
 };
 
 // Test hook for the fault tests (tests/cli_multi): DAY0_TEST_FAULT=kill:R:S (or stop:R:S) makes rank R
@@ -158,6 +164,9 @@ std::string int_weight_line(const LoadedModel& model, const std::string& backend
 struct RankFigures {
   double split_bytes = 0, replicated_bytes = 0, expert_bytes = 0;
   double experts_begin = 0, experts_end = 0;
+  // The (token, expert) picks this rank computed over all MoE layers, and those on its replicas.
+  double picks_computed = 0, replica_picks_computed = 0;
+  double copies_held = 0;  // redundant experts: the copies of other ranks' experts, over all MoE layers
   double wait_seconds = 0, calls = 0, bytes_sent = 0;
   // Pipeline parallelism: the layers [begin, end) this rank runs, its time inside forward and its
   // waits in the pipeline group (activations, logits): the bubble.
@@ -188,12 +197,24 @@ int run_command(const RunOptions& o) {
     return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
                                                "expert-parallel ranks: it needs --ep 2 or more"));
   }
+  if (!o.record_expert_load.empty() && o.pp > 1) {
+    return report_error(name,
+                        unsupported("--record-expert-load with --pp above 1: each stage routes only its "
+                                    "layers; not yet (record as one process or under --tp / --ep)"));
+  }
+  eo.count_expert_picks = o.ep > 1 || !o.record_expert_load.empty();
   auto distributed =
       load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options_for(eo.precision),
-                             dist::CommOptions{.timeout_seconds = o.comm_timeout});
+                             dist::CommOptions{.timeout_seconds = o.comm_timeout},
+                             RedundantExperts{.count = o.redundant_experts, .load_file = o.expert_load});
   if (!distributed.is_ok()) return report_error(name, distributed.status());
   DistributedModel& dm = *distributed;
   LoadedModel* model = &dm.model;
+  if (!o.record_expert_load.empty() && !model->spec.moe) {
+    return report_error(
+        name, invalid_argument(fmt::format("--record-expert-load {}: the model has no routed experts",
+                                           o.record_expert_load)));
+  }
   const bool lead = dm.rank() == 0;  // prints the results; every rank computes them
   // After loading, a failure on one rank (a dead peer) must end every rank: none may wait forever.
   auto fail = [&](const Status& st) {
@@ -284,6 +305,24 @@ int run_command(const RunOptions& o) {
       generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
   if (!generated.is_ok()) return fail(generated.status());
   const GenerationResult& g = *generated;
+  if (!o.record_expert_load.empty() && lead) {
+    dist::ExpertLoad load{.n_experts = model->spec.moe->n_experts};
+    const ExpertPickCounts& picks = engine->engine->expert_picks();
+    for (int64_t l = 0; l < model->spec.n_layers; ++l) {
+      if (!model->spec.layers[static_cast<size_t>(l)].moe) continue;
+      std::vector<int64_t> counts(static_cast<size_t>(load.n_experts), 0);
+      if (static_cast<size_t>(l) < picks.routed.size() && !picks.routed[static_cast<size_t>(l)].empty())
+        counts = picks.routed[static_cast<size_t>(l)];
+      load.layers[l] = std::move(counts);
+    }
+    if (const Status st = dist::write_expert_load(o.record_expert_load, load, o.model); !st.is_ok())
+      return fail(st);
+    int64_t total = 0;
+    for (const auto& [l, counts] : load.layers)
+      total += std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    fmt::print(stderr, "expert load: {} picks over {} MoE layers written to {}\n", total, load.layers.size(),
+               o.record_expert_load);
+  }
   std::string completion;
   if (decoder) {
     const std::string rest = decoder->finish();
@@ -316,6 +355,19 @@ int run_command(const RunOptions& o) {
     const dist::ExpertBlock held = dist::expert_block(model->spec.moe->n_experts, es.size, es.rank);
     mine.experts_begin = static_cast<double>(held.begin);
     mine.experts_end = static_cast<double>(held.end);
+    for (const LayerWeights& lw : model->weights->layers) {
+      if (!lw.moe.held_experts.empty())
+        mine.copies_held +=
+            static_cast<double>(lw.moe.held_experts.size()) - static_cast<double>(held.size());
+    }
+    const ExpertPickCounts& picks = engine->engine->expert_picks();
+    for (size_t l = 0; l < picks.computed.size(); ++l) {
+      for (size_t slot = 0; slot < picks.computed[l].size(); ++slot) {
+        const auto n = static_cast<double>(picks.computed[l][slot]);
+        mine.picks_computed += n;
+        if (static_cast<int64_t>(slot) >= held.size()) mine.replica_picks_computed += n;  // after the block
+      }
+    }
   }
   for (const dist::Communicator* group : dist::compute_groups(dm.groups)) {
     mine.wait_seconds += group->stats().wait_seconds;
@@ -391,6 +443,25 @@ int run_command(const RunOptions& o) {
       if (model->spec.moe) {
         one["weight_bytes_experts"] = ranks[r].expert_bytes;
         one["experts"] = {{"begin", ranks[r].experts_begin}, {"end", ranks[r].experts_end}};
+        if (o.ep > 1) {
+          one["expert_picks_computed"] = ranks[r].picks_computed;
+          one["replica_picks_computed"] = ranks[r].replica_picks_computed;
+        }
+        // Its replicas per MoE layer: the placement is the same on every rank, so rank 0 knows them all.
+        if (const auto& placement = model->weights->expert_shard.placement; placement != nullptr) {
+          nlohmann::json replicas = nlohmann::json::array();
+          for (size_t l = 0; l < placement->layers.size(); ++l) {
+            const dist::LayerExpertPlacement& lp = placement->layers[l];
+            if (lp.held.empty()) continue;
+            const std::vector<int32_t>& held = lp.held[static_cast<size_t>(at.ep)];
+            const auto block = static_cast<size_t>(dist::expert_block(lp.n_experts(), o.ep, at.ep).size());
+            replicas.push_back(
+                {{"layer", l},
+                 {"experts",
+                  std::vector<int32_t>(held.begin() + static_cast<std::ptrdiff_t>(block), held.end())}});
+          }
+          one["replicas"] = replicas;
+        }
       }
       if (o.pp > 1) {
         one["pipeline_forward_seconds"] = ranks[r].forward_seconds;
@@ -403,6 +474,7 @@ int run_command(const RunOptions& o) {
     }
     j["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"ep", o.ep}, {"world", ranks.size()}, {"ranks", per_rank}};
     if (model->spec.moe) j["parallel"]["moe_combine"] = moe_combine_name(eo.moe_combine);
+    if (o.redundant_experts > 0) j["parallel"]["redundant_experts"] = o.redundant_experts;
     if (o.pp > 1) {
       j["parallel"]["micro_batches"] = o.micro_batches > 0 ? o.micro_batches : 2 * o.pp;
       j["parallel"]["bubble_fraction"] = mean_bubble;
@@ -439,7 +511,16 @@ int run_command(const RunOptions& o) {
   if (ranks.size() > 1) {
     for (size_t r = 0; r < ranks.size(); ++r) {
       std::string experts =
-          o.ep > 1 ? fmt::format(", experts {}-{}", ranks[r].experts_begin, ranks[r].experts_end - 1) : "";
+          o.ep > 1 ? fmt::format(", experts {}-{}{}, {} picks computed{}", ranks[r].experts_begin,
+                                 ranks[r].experts_end - 1,
+                                 o.redundant_experts > 0
+                                     ? fmt::format(" + {} copies over the layers", ranks[r].copies_held)
+                                     : "",
+                                 ranks[r].picks_computed,
+                                 o.redundant_experts > 0
+                                     ? fmt::format(" ({} on replicas)", ranks[r].replica_picks_computed)
+                                     : "")
+                   : "";
       if (o.pp > 1) {
         experts += fmt::format(", layers {}-{}, bubble {:.1f}%", ranks[r].layers_begin,
                                ranks[r].layers_end - 1, 100 * bubble(ranks[r]));
@@ -530,6 +611,17 @@ const Registrar kRegistrar(
                      "how MoE outputs are combined under --ep: all-reduce (default: one sum per layer) or "
                      "all-to-all (dispatch / combine of each token's picks, then an all-gather)")
           ->check(CLI::IsMember({"all-reduce", "all-to-all"}));
+      app.add_option(
+          "--redundant-experts", o->redundant_experts,
+          "under --ep: extra physical copies of the most loaded experts in every MoE layer, spread "
+          "evenly over the EP ranks (default 0)");
+      app.add_option("--expert-load", o->expert_load,
+                     "with --redundant-experts: per-layer expert load (JSON, as --record-expert-load writes) "
+                     "choosing which experts get copies (default: every expert weighs the same)");
+      app.add_option(
+          "--record-expert-load", o->record_expert_load,
+          "write the run's per-layer expert picks (the router's, summed over the run) to this JSON "
+          "file, for --expert-load");
       app.add_option(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")

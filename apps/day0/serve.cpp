@@ -23,7 +23,7 @@ struct ServeArgs {
   bool no_prefix_caching = false;
   double shutdown_timeout = 10.0;
   // Under mpirun (`day0 plan`'s launch line): world = TP x PP x EP ranks.
-  int tp = 1, pp = 1, dp_attention = 1, ep = 1, redundant_experts = 0;
+  int tp = 1, pp = 1, dp_attention = 1, ep = 1;
   std::string weights = "checkpoint";
 };
 
@@ -57,9 +57,6 @@ int serve_command(ServeArgs& a) {
                                                       "implemented yet (--tp, --pp and --ep are)",
                                                       a.dp_attention)));
   }
-  if (a.redundant_experts != 0)
-    return report_error(name, unsupported("--redundant-experts: redundant expert copies are not implemented "
-                                          "yet (--ep places each expert once)"));
   if (a.weights != "checkpoint") {
     return report_error(name,
                         unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
@@ -204,7 +201,14 @@ const Registrar kRegistrar(
                      "seconds a rank waits in one collective, or a follower for rank 0's next step, before "
                      "naming the dead or hung peer (default 30)")
           ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
-      app.add_option("--redundant-experts", a->redundant_experts, "redundant experts (0)");
+      app.add_option(
+          "--redundant-experts", s.redundant_experts.count,
+          "under --ep: extra physical copies of the most loaded experts in every MoE layer, spread "
+          "evenly over the EP ranks (default 0)");
+      app.add_option(
+          "--expert-load", s.redundant_experts.load_file,
+          "with --redundant-experts: per-layer expert load (JSON, as `day0 run --record-expert-load` "
+          "writes) choosing which experts get copies (default: every expert weighs the same)");
       app.add_option("--weights", a->weights, "weight precision of the plan (checkpoint)");
       return [a] { return serve_command(*a); };
     });

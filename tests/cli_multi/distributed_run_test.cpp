@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -196,6 +198,87 @@ TEST(DistributedRun, MlaModelUnderTensorAndExpertParallelismEqualsOneProcess) {
                                     60, tag_for("mla-tp2ep2"));
   ASSERT_EQ(four.exit_code, 0) << four.out << four.err;
   EXPECT_EQ(nlohmann::json::parse(four.out)["tokens"], a["tokens"]);
+}
+
+// Redundant experts: a recorded one-process load places 2 extra copies per MoE layer over EP 2; the
+// tokens are one process's under both combines, every (token, expert) pick is computed exactly once
+// over the ranks, some on the copies, and each rank binds its block plus its copies.
+TEST(DistributedRun, RedundantExpertsFromARecordedLoadEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const std::string load = ::testing::TempDir() + "day0_expert_load_" + std::to_string(getpid()) + ".json";
+  const CliResult one = run_cli_bounded(with(kMoeRun, {"--record-expert-load", load}), 60);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto a = nlohmann::json::parse(one.out);
+  std::ifstream in(load);
+  ASSERT_TRUE(in.good()) << load;
+  const auto recorded = nlohmann::json::parse(in);
+  ASSERT_EQ(recorded["n_experts"], 8);
+  ASSERT_FALSE(recorded["layers"].empty());
+  double routed_picks = 0, first_layer = -1;
+  for (const auto& l : recorded["layers"]) {
+    double sum = 0;
+    for (const auto& n : l["picks"]) sum += n.get<double>();
+    if (first_layer < 0) first_layer = sum;
+    EXPECT_EQ(sum, first_layer) << "every MoE layer routes the same tokens";
+    routed_picks += sum;
+  }
+  EXPECT_GT(routed_picks, 0);
+  const double experts = a["parallel"]["ranks"][0]["weight_bytes_experts"];
+  for (const std::string combine : {"all-reduce", "all-to-all"}) {
+    const MpiRunResult two = run_mpi(2,
+                                     with(kMoeRun, {"--ep", "2", "--moe-combine", combine,
+                                                    "--redundant-experts", "2", "--expert-load", load}),
+                                     60, tag_for("eplb"));
+    ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+    const auto b = nlohmann::json::parse(two.out);
+    EXPECT_EQ(b["tokens"], a["tokens"]) << combine;
+    EXPECT_EQ(b["parallel"]["redundant_experts"], 2);
+    double computed = 0, on_replicas = 0;
+    for (const auto& r : b["parallel"]["ranks"]) {
+      computed += r["expert_picks_computed"].get<double>();
+      on_replicas += r["replica_picks_computed"].get<double>();
+      // Its block of 4 and its copies, in every MoE layer; the copies are other ranks' experts.
+      const int e = r["ep_rank"];
+      int copies = -1;
+      for (const auto& l : r["replicas"]) {
+        const int here = static_cast<int>(l["experts"].size());
+        if (copies < 0) copies = here;
+        for (const auto& x : l["experts"]) EXPECT_NE(x.get<int>() / 4, e) << r.dump();
+      }
+      ASSERT_GE(copies, 0) << r.dump();
+      EXPECT_EQ(r["weight_bytes_experts"].get<double>() * 8, experts * (4 + copies)) << combine << r.dump();
+    }
+    EXPECT_EQ(computed, routed_picks) << combine << ": each pick computed once";
+    EXPECT_GT(on_replicas, 0) << combine;
+  }
+  std::remove(load.c_str());
+}
+
+// Refused before MPI or any weight is read, naming the flag and the numbers.
+TEST(DistributedRun, RedundantExpertRefusalsSayWhy) {
+  const std::string bad_load = ::testing::TempDir() + "day0_bad_load_" + std::to_string(getpid()) + ".json";
+  {
+    std::ofstream out(bad_load);
+    out << R"({"format": "day0-expert-load", "version": 1, "n_experts": 16, "layers": []})";
+  }
+  struct Refusal {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const Refusal refusals[] = {
+      {with(kMoeRun, {"--redundant-experts", "2"}), "needs --ep 2 or more"},
+      {with(kMoeRun, {"--ep", "2", "--redundant-experts", "9"}), "take at most 8 copies"},
+      {with(kMoeRun, {"--ep", "2", "--expert-load", bad_load}), "needs --redundant-experts"},
+      {with(kMoeRun, {"--ep", "2", "--redundant-experts", "2", "--expert-load", bad_load}),
+       "n_experts: expected 8 (the model's routed experts), found 16"},
+      {with(kRun, {"--ep", "2", "--redundant-experts", "2"}), "the model has no routed experts"},
+  };
+  for (const Refusal& f : refusals) {
+    const CliResult r = run_cli_bounded(f.args, 30);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(f.says), std::string::npos) << r.err;
+  }
+  std::remove(bad_load.c_str());
 }
 
 TEST(DistributedRun, KilledRankEndsTheRunNamingItWithoutOrphans) {

@@ -190,6 +190,13 @@ TEST(DistributedServe, ExpertParallelCompletionsEqualOneProcess) {
                           2);
 }
 
+// Two redundant expert copies per layer (equal weights: no load file): the completions are still one
+// process's, with concurrent requests whose picks the copies share.
+TEST(DistributedServe, RedundantExpertCopiesServeLikeOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  serves_like_one_process(golden("qwen3-moe"), {"--ep", "2", "--redundant-experts", "2"}, 2, "serve-eplb", 2);
+}
+
 TEST(DistributedServe, PipelineStagesServeLikeOneProcess) {
   D0_REQUIRE_MPIRUN();
   serves_like_one_process(golden("llama3"), {"--pp", "2"}, 2, "serve-pp2", 1);  // a layer a stage

@@ -323,7 +323,12 @@ TEST(ExpertShard, EachRankBindsOnlyItsExpertsBytes) {
     EXPECT_EQ(b.experts * 8, whole->weights->bound.experts * static_cast<uint64_t>(held.size())) << r;
     EXPECT_EQ(b.split - b.experts, whole->weights->bound.split - whole->weights->bound.experts);
     EXPECT_EQ(b.replicated, whole->weights->bound.replicated);
-    EXPECT_EQ(part->weights->layers[0].moe.first_expert, held.begin);
+    const MoeWeights& moe = part->weights->layers[0].moe;
+    ASSERT_EQ(moe.held_experts.size(), static_cast<size_t>(held.size()));
+    for (int64_t e = held.begin; e < held.end; ++e) {
+      EXPECT_EQ(moe.held_experts[static_cast<size_t>(e - held.begin)], e);
+      EXPECT_EQ(moe.expert_slot[static_cast<size_t>(e)], e - held.begin);
+    }
     experts += b.experts;
   }
   EXPECT_EQ(experts, whole->weights->bound.experts);  // together: every expert once

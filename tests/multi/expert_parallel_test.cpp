@@ -96,7 +96,8 @@ TEST_P(ExpertParallelBinding, EachRankBindsItsBlockOfExpertsAndTheRestWhole) {
       EXPECT_TRUE(moe.experts.empty());
       continue;
     }
-    EXPECT_EQ(moe.first_expert, held.begin) << "layer " << l;
+    EXPECT_EQ(moe.expert_of_slot(0), held.begin) << "layer " << l;
+    EXPECT_EQ(moe.expert_slot[static_cast<size_t>(held.begin)], 0) << "layer " << l;
     ASSERT_EQ(static_cast<int64_t>(moe.experts.size()), held.size()) << "layer " << l;
     // The same expert's weights as one process binds (a view of the same checkpoint bytes).
     const ExpertWeights& first = moe.experts.front();

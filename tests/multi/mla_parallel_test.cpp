@@ -148,7 +148,8 @@ TEST_P(MlaExpertParallel, LogitsGreedyTokensAndExpertBytesMatchOneProcess) {
   for (size_t l = 0; l < part.model.weights->layers.size(); ++l) {
     const MoeWeights& moe = part.model.weights->layers[l].moe;
     if (!whole.model.spec.layers[l].moe) continue;  // the dense first layers
-    EXPECT_EQ(moe.first_expert, held.begin) << "layer " << l;
+    EXPECT_EQ(moe.expert_of_slot(0), held.begin) << "layer " << l;
+    EXPECT_EQ(moe.expert_slot[static_cast<size_t>(held.begin)], 0) << "layer " << l;
     EXPECT_EQ(static_cast<int64_t>(moe.experts.size()), held.size()) << "layer " << l;
     EXPECT_TRUE(moe.shared.present()) << "layer " << l;
   }

@@ -1,4 +1,5 @@
 // Differential tests of MoE routing and experts, argmax and sampling.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -194,9 +195,10 @@ TEST(MoeZeroExperts, ReturnTheirInputTimesTheirWeight) {
   }
 }
 
-// Expert parallelism: a call holding a block of the experts adds only the picks of its block; the
-// blocks of two ranks add up to the whole set's output, on every backend.
-TEST(MoeExpertBlocks, TwoBlocksAddUpToTheWholeSet) {
+// Expert parallelism: a call holding some of the experts (a slot map) adds only the picks of those it
+// holds and that are not marked for another copy; two ranks' calls add up to the whole set's output, on
+// every backend. Blocks, and blocks with a replica whose picks are split between its two copies.
+TEST(MoeExpertBlocks, TwoRanksAddUpToTheWholeSet) {
   const int64_t t = 6, n_experts = 8, k = 3, hidden = 32, inter = 16;
   std::vector<TestWeight> store;
   store.reserve(static_cast<size_t>(3 * n_experts));
@@ -218,31 +220,73 @@ TEST(MoeExpertBlocks, TwoBlocksAddUpToTheWholeSet) {
   x.fill_random(3, 1.5f);
   auto backends = backends_under_test();
   backends.push_back({"reference", reference_backend()});
+  // A rank holding `held` (expert ids, in slot order); its picks [t, k] have other copies' marked -1.
+  struct Rank {
+    std::vector<ExpertWeights> weights;  // [slots]
+    std::vector<int32_t> slot;           // [n_experts]
+    std::vector<int32_t> ids;            // [t, k]
+  };
+  auto rank = [&](const std::vector<int32_t>& held) {
+    Rank r;
+    r.slot.assign(static_cast<size_t>(n_experts), -1);
+    for (size_t i = 0; i < held.size(); ++i) {
+      r.weights.push_back(experts[static_cast<size_t>(held[i])]);
+      r.slot[static_cast<size_t>(held[i])] = static_cast<int32_t>(i);
+    }
+    r.ids = ids;
+    return r;
+  };
+  // Expert 0 is held by both ranks: rank 0 computes its even picks, rank 1 its odd ones.
+  std::vector<size_t> zero_picks;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == 0) zero_picks.push_back(i);
+  ASSERT_GE(zero_picks.size(), 2u);
+  auto even = [&](size_t i) {
+    const auto at = std::find(zero_picks.begin(), zero_picks.end(), i);
+    return at == zero_picks.end() || (at - zero_picks.begin()) % 2 == 0;
+  };
+  struct Split {
+    const char* name;
+    Rank first, second;
+  };
+  std::vector<Split> splits;
+  splits.push_back({"blocks", rank({0, 1, 2, 3}), rank({4, 5, 6, 7})});
+  Split replica{"replica", rank({0, 1, 2, 3}), rank({4, 5, 6, 7, 0})};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    replica.first.ids[i] = ids[i] == 0 && !even(i) ? -1 : ids[i];
+    replica.second.ids[i] = ids[i] == 0 && even(i) ? -1 : ids[i];
+  }
+  splits.push_back(std::move(replica));
   for (auto& nb : backends) {
-    auto run = [&](std::span<const ExpertWeights> held, int64_t first, GuardedMatrix& out) {
+    auto run = [&](std::span<const ExpertWeights> held, std::span<const int32_t> slot,
+                   const std::vector<int32_t>& picks, GuardedMatrix& out) {
       nb.backend->moe_experts({.x = x.cview(),
-                               .expert_ids = {ids.data(), t, k},
+                               .expert_ids = {picks.data(), t, k},
                                .expert_weights = {weights.data(), t, k},
                                .experts = held,
-                               .first_expert = first,
+                               .expert_slot = slot,
                                .n_experts = n_experts,
                                .out = out.view()});
     };
-    GuardedMatrix whole(t, hidden), low(t, hidden), high(t, hidden);
-    run(experts, 0, whole);
-    run(std::span(experts).subspan(0, 4), 0, low);
-    run(std::span(experts).subspan(4, 4), 4, high);
-    for (int64_t r = 0; r < t; ++r) {
-      for (int64_t col = 0; col < hidden; ++col) {
-        const float sum = low.cview().row(r)[col] + high.cview().row(r)[col];
-        EXPECT_NEAR(sum, whole.cview().row(r)[col], 1e-5f * (1.0f + std::fabs(whole.cview().row(r)[col])))
-            << nb.label << " row " << r << " column " << col;
+    GuardedMatrix whole(t, hidden);
+    run(experts, {}, ids, whole);
+    for (const Split& s : splits) {
+      GuardedMatrix low(t, hidden), high(t, hidden);
+      run(s.first.weights, s.first.slot, s.first.ids, low);
+      run(s.second.weights, s.second.slot, s.second.ids, high);
+      for (int64_t r = 0; r < t; ++r) {
+        for (int64_t col = 0; col < hidden; ++col) {
+          const float sum = low.cview().row(r)[col] + high.cview().row(r)[col];
+          EXPECT_NEAR(sum, whole.cview().row(r)[col], 1e-5f * (1.0f + std::fabs(whole.cview().row(r)[col])))
+              << nb.label << " " << s.name << " row " << r << " column " << col;
+        }
       }
+      // Row 5 has no pick in the first block: it stays zero there.
+      for (int64_t col = 0; col < hidden; ++col) EXPECT_EQ(low.cview().row(5)[col], 0.0f) << nb.label;
+      EXPECT_NE(high.cview().row(5)[0], 0.0f) << nb.label;
+      EXPECT_TRUE(low.guards_intact() && high.guards_intact()) << nb.label;
     }
-    // Row 5 has no pick in the first block: it stays zero there.
-    for (int64_t col = 0; col < hidden; ++col) EXPECT_EQ(low.cview().row(5)[col], 0.0f) << nb.label;
-    EXPECT_NE(high.cview().row(5)[0], 0.0f) << nb.label;
-    EXPECT_TRUE(whole.guards_intact() && low.guards_intact() && high.guards_intact()) << nb.label;
+    EXPECT_TRUE(whole.guards_intact()) << nb.label;
   }
 }
 

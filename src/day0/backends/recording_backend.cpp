@@ -438,8 +438,7 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
   if (a.n_zero_experts > 0) op.attrs["zero_experts"] = std::to_string(a.n_zero_experts);
   if (a.routed_experts() != static_cast<int64_t>(a.experts.size())) {  // an expert-parallel rank's block
     op.attrs["n_experts"] = std::to_string(a.routed_experts());
-    op.attrs["experts_held"] =
-        fmt::format("[{}, {})", a.first_expert, a.first_expert + static_cast<int64_t>(a.experts.size()));
+    op.attrs["experts_held"] = std::to_string(a.experts.size());
   }
   if (!a.exact) op.attrs["exact"] = "false";
   if (!a.experts.empty()) {

@@ -181,13 +181,13 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
   // Zero-computation experts (ids past the real ones) share one list: their weighted input rows.
   std::vector<std::vector<int32_t>> tokens(a.experts.size() + 1);
   std::vector<std::vector<float>> weights(a.experts.size() + 1);
-  // Picks of experts another rank holds (expert parallelism: experts from first_expert) are skipped.
+  // Picks another rank computes (expert parallelism: not held here, or another copy's) are skipped.
   const int64_t routed = a.routed_experts();
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t id = a.expert_ids.row(t)[j];
-      const int64_t local = id - a.first_expert;
-      if (id < routed && (local < 0 || local >= static_cast<int64_t>(a.experts.size()))) continue;
+      const int64_t local = a.slot_of(id);
+      if (id < routed && local < 0) continue;
       const auto e = id >= routed ? a.experts.size() : static_cast<size_t>(local);
       tokens[e].push_back(static_cast<int32_t>(t));
       weights[e].push_back(a.expert_weights.row(t)[j]);

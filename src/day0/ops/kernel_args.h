@@ -344,17 +344,27 @@ struct ExpertWeights {
   const float* down_bias = nullptr;  // [H] or null
 };
 struct MoeExpertsArgs {
-  ConstMatrix x;                           // [T, H]
-  MatrixView<const int32_t> expert_ids;    // [T, k], each in [0, routed_experts() + n_zero_experts)
+  ConstMatrix x;  // [T, H]
+  // [T, k], each in [0, routed_experts() + n_zero_experts), or kPickedElsewhere.
+  MatrixView<const int32_t> expert_ids;
   ConstMatrix expert_weights;              // [T, k]
-  std::span<const ExpertWeights> experts;  // [E local]: experts [first_expert, first_expert + E local)
-  // Expert parallelism: `experts` holds a block of the model's n_experts (0: experts.size(), all of
-  // them) starting at first_expert; picks of experts held elsewhere add nothing here (the ranks that
-  // hold them add theirs). Zero-expert picks are added by every call: a caller that sums calls over
-  // ranks gives them weight 0 on all ranks but one.
-  int64_t first_expert = 0;
+  std::span<const ExpertWeights> experts;  // [slots held]: the experts this call may compute
+  // Expert parallelism: `experts` holds some of the model's n_experts (0: experts.size(), all of them,
+  // in order); expert_slot [n_experts] gives each expert's index in `experts`, -1 where another rank
+  // holds it (empty: `experts` is every expert in order). Picks of experts not held here, and picks
+  // marked kPickedElsewhere (another copy of a replicated expert computes them), add nothing here.
+  // Zero-expert picks are added by every call: a caller that sums calls over ranks gives them weight 0
+  // on all ranks but one.
+  static constexpr int32_t kPickedElsewhere = -1;
+  std::span<const int32_t> expert_slot;
   int64_t n_experts = 0;
   int64_t routed_experts() const { return n_experts > 0 ? n_experts : static_cast<int64_t>(experts.size()); }
+  // The index in `experts` that computes routed expert `id` here, or -1 (held elsewhere, or not a
+  // routed expert: kPickedElsewhere or a zero-computation expert).
+  int64_t slot_of(int64_t id) const {
+    if (id < 0 || id >= routed_experts()) return -1;
+    return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
+  }
   GateUpLayout layout = GateUpLayout::kSeparate;
   bool clamped = false;  // gpt-oss clamped SwiGLU (limit, alpha)
   float limit = 7.0f;

@@ -210,14 +210,22 @@ void check_args(const MoeExpertsArgs& a) {
   D0_CHECK_MSG(a.n_zero_experts >= 0 && !(a.n_zero_experts > 0 && a.input_scaling),
                "moe_experts: zero experts need output weighting");
   const int64_t routed = a.routed_experts();
-  D0_CHECK_MSG(a.first_expert >= 0 && a.first_expert + static_cast<int64_t>(a.experts.size()) <= routed,
-               fmt::format("moe_experts: experts [{}, {}) outside the model's {}", a.first_expert,
-                           a.first_expert + static_cast<int64_t>(a.experts.size()), routed));
+  const auto held = static_cast<int64_t>(a.experts.size());
+  if (a.expert_slot.empty()) {
+    D0_CHECK_MSG(held == routed,
+                 fmt::format("moe_experts: {} experts without a slot map, the model's {}", held, routed));
+  } else {
+    D0_CHECK_MSG(
+        static_cast<int64_t>(a.expert_slot.size()) == routed,
+        fmt::format("moe_experts: a slot map of {} experts, the model's {}", a.expert_slot.size(), routed));
+    for (int32_t slot : a.expert_slot)
+      D0_CHECK_MSG(slot >= -1 && slot < held, fmt::format("moe_experts: slot {} of {} held", slot, held));
+  }
   const int64_t n_experts = routed + a.n_zero_experts;
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = a.expert_ids.row(t)[j];
-      D0_CHECK_MSG(e >= 0 && e < n_experts,
+      D0_CHECK_MSG(e == MoeExpertsArgs::kPickedElsewhere || (e >= 0 && e < n_experts),
                    fmt::format("moe_experts: expert id {} outside [0, {})", e, n_experts));
     }
   }

@@ -199,10 +199,9 @@ StageWeights stage_weights(const PreparedModel& p, const LayerSums& s, const Wor
   out.dense = s.bytes[gi(WeightGroup::kDenseMlp)] / tp;
   out.shared = s.bytes[gi(WeightGroup::kSharedExperts)] / tp;
   if (m.n_experts > 0) {
-    // The most loaded EP rank holds ceil((E + R) / EP) experts (the runtime's placement rule,
-    // dist/expert_placement.h), each split over expert-TP ranks.
-    const auto held =
-        static_cast<double>(dist::max_experts_per_rank(m.n_experts + w.redundant_experts, par.ep));
+    // The most loaded EP rank holds its block plus its replicas (the runtime's placement rule,
+    // dist/expert_placement.h: ceil((E + R) / EP)), each split over expert-TP ranks.
+    const auto held = static_cast<double>(dist::max_slots_per_rank(m.n_experts, par.ep, w.redundant_experts));
     out.routed = s.bytes[gi(WeightGroup::kRoutedExperts)] / static_cast<double>(m.n_experts) * held /
                  static_cast<double>(par.expert_tp());
   }

@@ -78,7 +78,9 @@ std::string serve_command_line(const RuntimeLayout& l, const std::string& model_
   line += fmt::format(" --context {} --max-seqs {}", w.context, w.concurrency);
   if (w.weights != WeightPrecision::kCheckpoint)
     line += fmt::format(" --weights {}", weight_precision_name(w.weights));
-  if (w.redundant_experts > 0) line += fmt::format(" --redundant-experts {}", w.redundant_experts);
+  // Copies are spread over EP ranks: without EP the plan places none (the runtime would refuse the flag).
+  if (w.redundant_experts > 0 && l.ep > 1)
+    line += fmt::format(" --redundant-experts {}", w.redundant_experts);
   if (w.kv != KvPrecision::kBF16) line += fmt::format(" --kv-dtype {}", kv_precision_name(w.kv));
   return line;
 }

@@ -88,6 +88,7 @@ struct Context {
   dist::Communicator* ep = nullptr;  // the expert-parallel group, or null without EP
   // The group that sums partial MoE outputs (TP x EP of the stage), or null in a single process.
   dist::Communicator* moe = nullptr;
+  ExpertPickCounts* picks = nullptr;  // counted here when the engine's options ask for it
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -124,6 +125,6 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
 void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
                     Matrix out);
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out);
-void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out);
+void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out);
 
 }  // namespace day0::blocks

@@ -1,6 +1,7 @@
 #include "day0/runtime/distributed_model.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,8 +29,18 @@ Status agree(dist::Communicator& world, const Status& mine, const char* what) {
 }  // namespace
 
 Result<DistributedModel> load_distributed_model(const std::string& model, const dist::ParallelLayout& layout,
-                                                LoadOptions load, const dist::CommOptions& comm) {
+                                                LoadOptions load, const dist::CommOptions& comm,
+                                                const RedundantExperts& redundant) {
   D0_RETURN_IF_ERROR(dist::validate_layout(layout));
+  if (redundant.count < 0 || (redundant.count > 0 && layout.ep < 2))
+    return dist::check_redundant_experts(0, layout.ep, redundant.count);
+  if (!redundant.load_file.empty() && redundant.count == 0) {
+    return invalid_argument(
+        fmt::format("--expert-load {}: the load places redundant expert copies: it needs "
+                    "--redundant-experts N",
+                    redundant.load_file));
+  }
+  std::shared_ptr<const dist::ExpertPlacement> placement;
   if (layout.tp > 1 || layout.ep > 1 || layout.pp > 1) {
     // Whether the model splits this way, from its config alone: every rank answers the same before any
     // rank opens the world or reads a weight.
@@ -38,6 +49,20 @@ Result<DistributedModel> load_distributed_model(const std::string& model, const 
     D0_RETURN_IF_ERROR(check_expert_parallel(spec, layout.ep));
     D0_RETURN_IF_ERROR(check_tensor_parallel(spec, layout.tp));
     D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, layout.pp));
+    if (redundant.count > 0) {
+      D0_RETURN_IF_ERROR(dist::check_redundant_experts(spec.moe->n_experts, layout.ep, redundant.count));
+      std::vector<int64_t> moe_layers;
+      for (int64_t l = 0; l < spec.n_layers; ++l)
+        if (spec.layers[static_cast<size_t>(l)].moe) moe_layers.push_back(l);
+      std::optional<dist::ExpertLoad> recorded;
+      if (!redundant.load_file.empty()) {
+        D0_ASSIGN_OR_RETURN(recorded, dist::read_expert_load(redundant.load_file));
+        D0_RETURN_IF_ERROR(
+            dist::check_expert_load(*recorded, redundant.load_file, spec.moe->n_experts, moe_layers));
+      }
+      placement = dist::place_model_experts(spec.moe->n_experts, layout.ep, redundant.count, spec.n_layers,
+                                            moe_layers, recorded ? &*recorded : nullptr);
+    }
   }
   std::shared_ptr<dist::Communicator> world;
   if (layout.world() > 1 || dist::launched_by_mpirun()) {
@@ -50,7 +75,7 @@ Result<DistributedModel> load_distributed_model(const std::string& model, const 
   DistributedModel out;
   D0_ASSIGN_OR_RETURN(out.groups, dist::make_process_groups(world, layout));
   load.shard = TensorShard{out.groups.coords.tp, layout.tp};
-  load.experts = ExpertShard{out.groups.coords.ep, layout.ep};
+  load.experts = ExpertShard{out.groups.coords.ep, layout.ep, placement};
   load.stage = PipelineStage{out.groups.coords.pp, layout.pp};
   Result<LoadedModel> loaded = load_model(model, load);
   D0_RETURN_IF_ERROR(agree(*world, loaded.status(), "loading the model"));

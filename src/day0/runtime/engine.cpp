@@ -344,9 +344,16 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   for (int32_t id : ids)
     D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
-  const blocks::Context c{
-      backend_,  local_, options_, layout, rope_, *arena_, options_.tensor_parallel, options_.expert_parallel,
-      moe_group_};
+  const blocks::Context c{backend_,
+                          local_,
+                          options_,
+                          layout,
+                          rope_,
+                          *arena_,
+                          options_.tensor_parallel,
+                          options_.expert_parallel,
+                          moe_group_,
+                          options_.count_expert_picks ? &picks_ : nullptr};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -388,10 +395,10 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
     if (spec_.shortcut_moe && moe) {
       // LongCat-Flash: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-      blocks::moe(c, lw.moe, h.m, shortcut.m);
+      blocks::moe(c, l, lw.moe, h.m, shortcut.m);
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     } else if (moe) {
-      blocks::moe(c, lw.moe, h.m, y.m);
+      blocks::moe(c, l, lw.moe, h.m, y.m);
     } else {
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     }

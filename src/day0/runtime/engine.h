@@ -75,6 +75,20 @@ struct EngineOptions {
   // Micro-batches a step's rows are cut into under pipeline parallelism (0: two per stage), so that
   // stage s runs micro-batch k + 1 while stage s + 1 runs k. Never more than the step's rows.
   int pipeline_micro_batches = 0;
+  // Count the MoE layers' picks (Engine::expert_picks()): what `run --record-expert-load` writes and
+  // `run --json` reports per rank. Off by default: the counts read the router's picks on the host.
+  bool count_expert_picks = false;
+};
+
+// The MoE layers' picks summed over forward calls, when EngineOptions::count_expert_picks is set.
+struct ExpertPickCounts {
+  // [n_layers][E]: the router's (token, expert) picks of each routed expert (every rank of a stage
+  // counts the same: the router is replicated); empty for layers not MoE or not run here.
+  std::vector<std::vector<int64_t>> routed;
+  // [n_layers][slots held]: the picks this rank computed with each expert it holds (MoeWeights::
+  // held_experts; all experts in one process). With redundant experts, a replicated expert's picks are
+  // split between its copies.
+  std::vector<std::vector<int64_t>> computed;
 };
 
 // What pipeline parallelism cost this stage, summed over forward calls: the bubble is the time a stage
@@ -125,6 +139,7 @@ class Engine {
   // cost so far.
   ShardRange held_layers() const { return held_; }
   const PipelineFigures& pipeline_figures() const { return pipeline_; }
+  const ExpertPickCounts& expert_picks() const { return picks_; }
 
   // Runs one step. Returns logits [rows, vocab] for every new token (rows in batch order), or with
   // last_only one row per sequence (its last token): a view into the engine's own buffer, valid until
@@ -158,6 +173,7 @@ class Engine {
   std::vector<int32_t> pick_;                   // last_only rows
   dist::Communicator* moe_group_ = nullptr;     // resolved from the options (create())
   ShardRange held_;                             // decoder layers run here (create())
+  ExpertPickCounts picks_;                      // options_.count_expert_picks
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the

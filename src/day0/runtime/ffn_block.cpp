@@ -85,6 +85,68 @@ ConstMatrix weights_for_sum(const Context& c, const Routing& r) {
   return w.m;
 }
 
+// The step's first position: what rotates a replicated expert's picks between its copies from step to
+// step (the same on every rank).
+int64_t pick_rotation(const Context& c) {
+  return c.layout.positions.empty() ? 0 : c.layout.positions.front();
+}
+
+// The rank that computes each pick of `r` [T * k] (dist::dispatch_picks; -1 for zero-computation
+// experts), from the step's arena.
+std::span<int32_t> pick_ranks(const Context& c, const MoeWeights& w, const Routing& r, int64_t t, int64_t k) {
+  std::span<int32_t> ranks(reinterpret_cast<int32_t*>(c.arena.take(t * k)), static_cast<size_t>(t * k));
+  dist::dispatch_picks(*w.placement, std::span<const int32_t>(r.ids, static_cast<size_t>(t * k)),
+                       pick_rotation(c), ranks);
+  return ranks;
+}
+
+// The picks this rank's all-reduce call computes: `r`'s ids, with the picks of replicated experts that
+// another copy computes marked kPickedElsewhere. Without copies the slot map alone says what is here.
+const int32_t* ids_computed_here(const Context& c, const MoeWeights& w, const Routing& r, int64_t t,
+                                 int64_t k) {
+  if (w.placement == nullptr || !w.placement->replicated()) return r.ids;
+  c.be.synchronize();  // the router's picks are read here
+  const std::span<int32_t> ranks = pick_ranks(c, w, r, t, k);
+  const int me = c.ep != nullptr ? c.ep->rank() : 0;
+  for (int64_t i = 0; i < t * k; ++i) {
+    const auto at = static_cast<size_t>(i);
+    if (ranks[at] >= 0 && ranks[at] != me)
+      ranks[at] = MoeExpertsArgs::kPickedElsewhere;
+    else
+      ranks[at] = r.ids[i];
+  }
+  return ranks.data();
+}
+
+// Adds `ids` [n] (the picks this rank computes) to its per-slot counts of `layer`.
+void count_computed(const Context& c, int64_t layer, const MoeWeights& w, const int32_t* ids, int64_t n) {
+  if (c.picks == nullptr) return;
+  c.be.synchronize();
+  std::vector<int64_t>& counts = c.picks->computed[static_cast<size_t>(layer)];
+  counts.resize(w.experts.size());
+  const int64_t n_experts = c.spec.moe->n_experts;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= n_experts) continue;
+    const int64_t slot = w.expert_slot.empty() ? id : w.expert_slot[static_cast<size_t>(id)];
+    if (slot >= 0) ++counts[static_cast<size_t>(slot)];
+  }
+}
+
+// Adds the router's picks of `layer` to its counts.
+void count_routed(const Context& c, int64_t layer, const Routing& r, int64_t n) {
+  if (c.picks == nullptr) return;
+  const int64_t n_experts = c.spec.moe->n_experts, n_layers = c.spec.n_layers;
+  c.picks->routed.resize(static_cast<size_t>(n_layers));
+  c.picks->computed.resize(static_cast<size_t>(n_layers));
+  c.be.synchronize();  // the router's picks are read here
+  std::vector<int64_t>& counts = c.picks->routed[static_cast<size_t>(layer)];
+  counts.resize(static_cast<size_t>(n_experts));
+  for (int64_t i = 0; i < n; ++i) {
+    if (r.ids[i] >= 0 && r.ids[i] < n_experts) ++counts[static_cast<size_t>(r.ids[i])];
+  }
+}
+
 // The routed experts this rank holds (all of them in one process) over rows x [N, H] whose picks are
 // ids / weights [N, k']: out [N, H] = their weighted sum, float32, not rounded.
 MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x,
@@ -95,7 +157,7 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   a.expert_ids = ids;
   a.expert_weights = weights;
   a.experts = w.experts;
-  a.first_expert = w.first_expert;
+  a.expert_slot = w.expert_slot;
   a.n_experts = m.n_experts;
   a.layout = w.layout;
   a.clamped = m.swiglu_limit > 0;
@@ -138,8 +200,11 @@ std::span<float> floats_of(Matrix m) {
 // MoeCombine::kAllReduce: each rank's partial output (its experts, its expert-TP width; the shared
 // expert's TP share on EP rank 0 only, as the row-parallel bias is added by rank 0), summed over the
 // TP x EP group.
-void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
+void moe_all_reduce(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, const Routing& r,
+                    Matrix out) {
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
+  const int32_t* ids = ids_computed_here(c, w, r, t, k);  // [T, k]
+  count_computed(c, layer, w, ids, t * k);
   const bool shared_here = c.ep == nullptr || c.ep->rank() == 0;
   if (c.bf16() && w.shared.present()) {
     // BF16: one process rounds the routed sum and the shared expert apart before adding them. Both
@@ -148,7 +213,7 @@ void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const 
     Buffer both(c.arena, 2 * t, c.spec.hidden_size);  // [routed rows T; shared rows T, H]
     const Matrix routed = both.m.row_slice(0, t), shared = both.m.row_slice(t, t);
     c.be.moe_experts(
-        experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), weights_for_sum(c, r), routed));
+        experts_args(c, w, h, MatrixView<const int32_t>(ids, t, k), weights_for_sum(c, r), routed));
     if (shared_here) {
       swiglu_partial(c, w.shared, h, shared);
     } else {
@@ -167,7 +232,7 @@ void moe_all_reduce(const Context& c, const MoeWeights& w, ConstMatrix h, const 
     round_activations(c, out);
     return;
   }
-  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), weights_for_sum(c, r), out));
+  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(ids, t, k), weights_for_sum(c, r), out));
   if (w.shared.present() && shared_here) {
     Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] this TP rank's share of the shared expert
     swiglu_partial(c, w.shared, h, shared.m);
@@ -197,7 +262,8 @@ std::vector<int64_t> row_bytes(std::vector<int64_t> rows, int64_t width) {
 
 // MoeCombine::kAllToAll (see engine.h). Messages are float32 rows; a dispatched pick is its hidden
 // row followed by its expert id (the int32 bits) and its weight.
-void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const Routing& r, Matrix out) {
+void moe_all_to_all(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, const Routing& r,
+                    Matrix out) {
   dist::Communicator& ep = *c.ep;
   const int n = ep.size(), me = ep.rank();
   const int64_t t = h.rows, hidden = h.cols, k = c.spec.moe->experts_per_token;
@@ -206,6 +272,8 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
   const dist::ExpertBlock mine = owned_rows(t, n, me);
   const int64_t width = hidden + 2;  // [hidden row, id bits, weight]
   c.be.synchronize();                // the picks and rows are read here
+  // The rank that computes each pick: the expert's holder, one of its copies when it has several.
+  const std::span<const int32_t> rank_of_pick = pick_ranks(c, w, r, t, k);  // [T * k]
 
   // Dispatch: my rows' picks, grouped by the rank that holds the expert, each group in (row, pick)
   // order.
@@ -221,7 +289,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
         zero_weights.push_back(r.weights.m.row(row)[j]);
         continue;
       }
-      ++sent[static_cast<size_t>(dist::expert_owner(n_experts, n, id))];
+      ++sent[static_cast<size_t>(rank_of_pick[static_cast<size_t>(row * k + j)])];
     }
   }
   std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // [n + 1] offsets of the groups
@@ -238,7 +306,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
       for (int64_t j = 0; j < k; ++j) {
         const int32_t id = r.ids[row * k + j];
         if (id >= n_experts) continue;
-        const int64_t slot = fill[static_cast<size_t>(dist::expert_owner(n_experts, n, id))]++;
+        const int64_t slot = fill[static_cast<size_t>(rank_of_pick[static_cast<size_t>(row * k + j)])]++;
         float* dst = send.m.row(slot);
         std::copy_n(h.row(row), hidden, dst);
         std::memcpy(dst + hidden, &id, sizeof(id));
@@ -271,6 +339,7 @@ void moe_all_to_all(const Context& c, const MoeWeights& w, ConstMatrix h, const 
     std::memcpy(&ids[i], src + hidden, sizeof(int32_t));
     weights.m.row(i)[0] = input_scaling ? src[hidden + 1] : 1.0f;
   }
+  count_computed(c, layer, w, ids, n_arriving);
   Buffer y(c.arena, n_arriving, hidden);  // [picks arriving, H]
   if (n_arriving > 0) {
     c.be.moe_experts(experts_args(c, w, x.m, MatrixView<const int32_t>(ids, n_arriving, 1), weights.m, y.m));
@@ -340,17 +409,19 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
   finish_row_parallel(c, out);
 }
 
-void moe(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
+void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const Routing r = route(c, w, h);
+  const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
+  count_routed(c, layer, r, t * k);
   if (c.moe != nullptr && c.moe->size() > 1) {
     if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
-      moe_all_to_all(c, w, h, r, out);
+      moe_all_to_all(c, layer, w, h, r, out);
     } else {
-      moe_all_reduce(c, w, h, r, out);
+      moe_all_reduce(c, layer, w, h, r, out);
     }
     return;
   }
-  const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
+  count_computed(c, layer, w, r.ids, t * k);
   c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
   round_activations(c, out);
   if (w.shared.present()) add_shared_expert(c, w, h, out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "day0/core/status.h"
+#include "day0/dist/expert_load.h"
 #include "day0/model/model_spec.h"
 #include "day0/ops/kernel_args.h"
 #include "day0/runtime/tensor_source.h"
@@ -29,9 +30,12 @@ struct TensorShard {
 // of its block (dist/expert_placement.h: contiguous balanced blocks); everything else (attention,
 // routers, shared experts, dense layers, norms, embedding, LM head) is replicated over the EP ranks, or
 // split by its TensorShard within the TP group.
+// With redundant experts (`placement`, dist/expert_load.h) a rank binds its block plus its replicas;
+// without one, the blocks alone.
 struct ExpertShard {
   int rank = 0;
   int size = 1;
+  std::shared_ptr<const dist::ExpertPlacement> placement;  // null: contiguous blocks, no copies
   bool whole() const { return size == 1; }
 };
 
@@ -122,8 +126,15 @@ struct DenseMlpWeights {
 struct MoeWeights {
   Linear router;                           // [E, H] (+ bias for gpt-oss)
   std::span<const float> correction_bias;  // [E] (noaux_tc) or empty
-  std::vector<ExpertWeights> experts;      // [E local]: experts first_expert ... (all E unless EP)
-  int64_t first_expert = 0;
+  std::vector<ExpertWeights> experts;      // [slots held]: the experts held_experts names (all E unless EP)
+  // Expert parallelism (empty in one process: `experts` is every expert in order):
+  std::vector<int32_t> held_experts;  // [slots held] the logical expert of each slot
+  std::vector<int32_t> expert_slot;   // [E] each expert's slot here, -1 where another rank holds it
+  // The layer's placement over the EP ranks (dispatch among copies), or null in one process.
+  std::shared_ptr<const dist::LayerExpertPlacement> placement;
+  int64_t expert_of_slot(int64_t slot) const {
+    return held_experts.empty() ? slot : held_experts[static_cast<size_t>(slot)];
+  }
   GateUpLayout layout = GateUpLayout::kSeparate;
   DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
   Linear shared_gate;      // Qwen2-MoE sigmoid gate [1, H], or absent

@@ -239,18 +239,12 @@ class TableBinder {
     return Status::ok();
   }
 
-  // The experts this rank holds (all of them unless expert-parallel).
-  dist::ExpertBlock held() const {
-    const ExpertShard s = out_.expert_shard;
-    return dist::expert_block(b_.spec().moe ? b_.spec().moe->n_experts : 0, s.size, s.rank);
-  }
-
   Status one_expert(const TensorSpec& t, MoeWeights& moe) {
-    const dist::ExpertBlock mine = held();
     if (t.expert < 0 || (b_.spec().moe && t.expert >= b_.spec().moe->n_experts))
       return internal_error(fmt::format("tensor {}: expert {} out of range", t.name, t.expert));
-    if (!mine.contains(t.expert)) return Status::ok();  // another EP rank's: never read here
-    ExpertWeights* e = &moe.experts[static_cast<size_t>(t.expert - mine.begin)];
+    const int64_t slot = moe.expert_slot.empty() ? t.expert : moe.expert_slot[static_cast<size_t>(t.expert)];
+    if (slot < 0) return Status::ok();  // another EP rank's: never read here
+    ExpertWeights* e = &moe.experts[static_cast<size_t>(slot)];
     Linear l;
     D0_RETURN_IF_ERROR(linear(t, l));
     WeightView& into = t.slot == WeightSlot::kExpertGate ? e->gate
@@ -265,9 +259,7 @@ class TableBinder {
   // tensor parallelism each expert's share of its width I (expert-TP, as one tensor per expert).
   Status stacked_experts(const TensorSpec& t, MoeWeights& moe) {
     const int64_t n_experts = b_.spec().moe ? b_.spec().moe->n_experts : 0;
-    const dist::ExpertBlock mine = held();
-    if (t.shape.empty() || t.shape[0] != n_experts ||
-        mine.size() != static_cast<int64_t>(moe.experts.size())) {
+    if (t.shape.empty() || t.shape[0] != n_experts) {
       return internal_error(fmt::format("tensor {}: stacked over {} experts, the layer holds {}", t.name,
                                         t.shape.empty() ? 0 : t.shape[0], n_experts));
     }
@@ -277,8 +269,9 @@ class TableBinder {
       moe.layout =
           slot == WeightSlot::kExpertsGateUpConcat ? GateUpLayout::kConcatenated : GateUpLayout::kInterleaved;
     }
-    for (int64_t e = mine.begin; e < mine.end; ++e) {
-      ExpertWeights& w = moe.experts[static_cast<size_t>(e - mine.begin)];
+    for (int64_t held = 0; held < static_cast<int64_t>(moe.experts.size()); ++held) {
+      const int64_t e = moe.expert_of_slot(held);  // block, then replicas (zero-copy views again)
+      ExpertWeights& w = moe.experts[static_cast<size_t>(held)];
       if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved) {
         // Stored x @ W [E, H, 2I]: the kernels read [2I, H] (this rank's rows of it).
         const std::vector<ShardRange> rows = gate_up_rows(moe.layout, t.shape[2] / 2);
@@ -367,10 +360,33 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   out->layers.resize(static_cast<size_t>(spec.n_layers));
   for (int64_t n = held_layers.begin; n < held_layers.end; ++n) {
     if (spec.layers[static_cast<size_t>(n)].moe && spec.moe) {
-      const dist::ExpertBlock mine = dist::expert_block(spec.moe->n_experts, experts.size, experts.rank);
       MoeWeights& moe = out->layers[static_cast<size_t>(n)].moe;
-      moe.experts.resize(static_cast<size_t>(mine.size()));
-      moe.first_expert = mine.begin;
+      if (experts.whole()) {
+        moe.experts.resize(static_cast<size_t>(spec.moe->n_experts));
+        continue;
+      }
+      // This rank's block, then its replicas of other ranks' experts.
+      std::shared_ptr<const dist::LayerExpertPlacement> placement;
+      if (experts.placement != nullptr) {
+        if (static_cast<int64_t>(experts.placement->layers.size()) != spec.n_layers ||
+            experts.placement->layers[static_cast<size_t>(n)].ep() != experts.size ||
+            experts.placement->layers[static_cast<size_t>(n)].n_experts() != spec.moe->n_experts) {
+          return invalid_argument(
+              fmt::format("expert placement of layer {} is not one of {} experts over EP {}", n,
+                          spec.moe->n_experts, experts.size));
+        }
+        placement = std::shared_ptr<const dist::LayerExpertPlacement>(
+            experts.placement, &experts.placement->layers[static_cast<size_t>(n)]);
+      } else {
+        placement = std::make_shared<const dist::LayerExpertPlacement>(
+            dist::place_layer_experts(spec.moe->n_experts, experts.size, 0));
+      }
+      moe.held_experts = placement->held[static_cast<size_t>(experts.rank)];
+      moe.expert_slot.assign(static_cast<size_t>(spec.moe->n_experts), -1);
+      for (size_t slot = 0; slot < moe.held_experts.size(); ++slot)
+        moe.expert_slot[static_cast<size_t>(moe.held_experts[slot])] = static_cast<int32_t>(slot);
+      moe.experts.resize(moe.held_experts.size());
+      moe.placement = std::move(placement);
     }
   }
   WeightBinder b(spec, *out);

@@ -8,6 +8,7 @@
 
 #include "day0/core/status.h"
 #include "day0/dist/process_groups.h"
+#include "day0/runtime/distributed_model.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/serve/openai_server.h"
 #include "day0/serve/step_mirror.h"
@@ -30,6 +31,7 @@ struct ServeSetup {
   dist::CommOptions comm;
   std::string moe_combine = "all-reduce";  // under EP: all-reduce or all-to-all (EngineOptions)
   int micro_batches = 0;                   // under PP: micro-batches a step is cut into (0: two per stage)
+  RedundantExperts redundant_experts;      // under EP: extra expert copies (distributed_model.h)
 };
 
 inline constexpr uint64_t kDefaultKvMemory = uint64_t{1} << 30;

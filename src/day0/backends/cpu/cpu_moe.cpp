@@ -147,14 +147,11 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   // the (token, weight) pairs of local expert e are order[start[e] .. start[e + 1]).
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
-  const size_t n_experts = a.experts.size();  // the experts held here: ids first_expert ...
+  const size_t n_experts = a.experts.size();  // the experts held here (all of them in one process)
   const int64_t routed = a.routed_experts();
   // The local expert a pick goes to, or -1: a zero-computation expert (an id past the real ones: its
-  // weighted input is added here, not dispatched) or one another rank holds (expert parallelism).
-  auto local_expert = [&](int32_t id) -> int64_t {
-    const int64_t e = id - a.first_expert;
-    return id < routed && e >= 0 && e < static_cast<int64_t>(n_experts) ? e : -1;
-  };
+  // weighted input is added here, not dispatched) or one another rank computes (expert parallelism).
+  auto local_expert = [&](int32_t id) -> int64_t { return a.slot_of(id); };
   ws.moe_start.assign(n_experts + 1, 0);
   for (int64_t t = 0; t < a.x.rows; ++t) {
     for (int64_t j = 0; j < k; ++j) {

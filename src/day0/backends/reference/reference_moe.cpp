@@ -133,8 +133,8 @@ void moe_experts(const MoeExpertsArgs& a) {
         for (int64_t c = 0; c < h; ++c) acc[static_cast<size_t>(c)] += w * a.x.row(t)[c];
         continue;
       }
-      const int64_t local = id - a.first_expert;
-      if (local < 0 || local >= static_cast<int64_t>(a.experts.size())) continue;  // held by another rank
+      const int64_t local = a.slot_of(id);
+      if (local < 0) continue;  // computed by another rank
       const auto& ew = a.experts[static_cast<size_t>(local)];
       const int64_t inter = ew.down.cols;
       std::vector<double> x(static_cast<size_t>(h));
