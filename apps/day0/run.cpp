@@ -58,6 +58,7 @@ struct RunOptions {
   int micro_batches = 0;  // pipeline micro-batches a step is cut into (0: two per stage)
   std::string moe_combine = "all-reduce";
   double comm_timeout = 30.0;
+  bool comm_overlap = false;
   // Redundant experts (EPLB) under --ep, placed by a recorded load (dist/expert_load.h).
   int64_t redundant_experts = 0;
   std::string expert_load;
@@ -168,6 +169,7 @@ struct RankFigures {
   double picks_computed = 0, replica_picks_computed = 0;
   double copies_held = 0;  // redundant experts: the copies of other ranks' experts, over all MoE layers
   double wait_seconds = 0, calls = 0, bytes_sent = 0;
+  double overlapped_calls = 0, overlapped_compute_seconds = 0;
   // Pipeline parallelism: the layers [begin, end) this rank runs, its time inside forward and its
   // waits in the pipeline group (activations, logits): the bubble.
   double layers_begin = 0, layers_end = 0;
@@ -193,6 +195,7 @@ int run_command(const RunOptions& o) {
                                                "--pp 2 or more"));
   eo.pipeline_micro_batches = o.micro_batches;
   eo.moe_combine = o.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
+  eo.comm_overlap = o.comm_overlap;
   if (eo.moe_combine == MoeCombine::kAllToAll && o.ep < 2) {
     return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
                                                "expert-parallel ranks: it needs --ep 2 or more"));
@@ -373,6 +376,8 @@ int run_command(const RunOptions& o) {
     mine.wait_seconds += group->stats().wait_seconds;
     mine.calls += static_cast<double>(group->stats().calls);
     mine.bytes_sent += static_cast<double>(group->stats().bytes_sent);
+    mine.overlapped_calls += static_cast<double>(group->stats().overlapped_calls);
+    mine.overlapped_compute_seconds += group->stats().overlapped_compute_seconds;
   }
   mine.generation_wait_seconds = mine.wait_seconds - wait_before_generation;
   const ShardRange layers = engine->engine->held_layers();
@@ -439,7 +444,9 @@ int run_command(const RunOptions& o) {
                             {"comm_wait_seconds", ranks[r].wait_seconds},
                             {"comm_calls", ranks[r].calls},
                             {"comm_bytes_sent", ranks[r].bytes_sent},
-                            {"comm_idle_ratio", idle_ratio(ranks[r])}};
+                            {"comm_idle_ratio", idle_ratio(ranks[r])},
+                            {"comm_overlapped_calls", ranks[r].overlapped_calls},
+                            {"comm_overlapped_compute_seconds", ranks[r].overlapped_compute_seconds}};
       if (model->spec.moe) {
         one["weight_bytes_experts"] = ranks[r].expert_bytes;
         one["experts"] = {{"begin", ranks[r].experts_begin}, {"end", ranks[r].experts_end}};
@@ -527,9 +534,13 @@ int run_command(const RunOptions& o) {
       }
       fmt::print(
           "rank {}     weights {:.2f} MB ({:.2f} split, {:.2f} replicated){}, communication {:.3f} s in {} "
-          "calls, idle ratio {:.1f}%\n",
+          "calls{}, idle ratio {:.1f}%\n",
           r, (ranks[r].split_bytes + ranks[r].replicated_bytes) / 1e6, ranks[r].split_bytes / 1e6,
           ranks[r].replicated_bytes / 1e6, experts, ranks[r].wait_seconds, ranks[r].calls,
+          ranks[r].overlapped_calls > 0
+              ? fmt::format(" ({} overlapped with {:.3f} s of compute)", ranks[r].overlapped_calls,
+                            ranks[r].overlapped_compute_seconds)
+              : "",
           100 * idle_ratio(ranks[r]));
     }
     if (model->spec.moe && o.tp * o.ep > 1)
@@ -622,6 +633,10 @@ const Registrar kRegistrar(
           "--record-expert-load", o->record_expert_load,
           "write the run's per-layer expert picks (the router's, summed over the run) to this JSON "
           "file, for --expert-load");
+      app.add_flag("--comm-overlap", o->comm_overlap,
+                   "under --ep with a shared expert: every rank computes the whole shared expert while the "
+                   "routed experts' sum is in flight (default: each rank its block of the rows, then one "
+                   "blocking sum)");
       app.add_option(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")

@@ -197,6 +197,10 @@ const Registrar kRegistrar(
       app.add_option("--ep", a->ep, "expert-parallel ranks (default 1)")->check(CLI::Range(1, 4096));
       app.add_option("--moe-combine", s.moe_combine, "under --ep: all-reduce (default) or all-to-all")
           ->check(CLI::IsMember({"all-reduce", "all-to-all"}));
+      app.add_flag("--comm-overlap", s.comm_overlap,
+                   "under --ep with a shared expert: every rank computes the whole shared expert while the "
+                   "routed experts' sum is in flight (default: each rank its block of the rows, then one "
+                   "blocking sum)");
       app.add_option("--comm-timeout", s.comm.timeout_seconds,
                      "seconds a rank waits in one collective, or a follower for rank 0's next step, before "
                      "naming the dead or hung peer (default 30)")

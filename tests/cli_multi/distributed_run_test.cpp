@@ -200,6 +200,47 @@ TEST(DistributedRun, MlaModelUnderTensorAndExpertParallelismEqualsOneProcess) {
   EXPECT_EQ(nlohmann::json::parse(four.out)["tokens"], a["tokens"]);
 }
 
+// A shared expert under EP 2: each rank computes it for its block of the step's rows before one
+// blocking sum, or, with --comm-overlap, every rank computes it for every row while the routed sum is
+// in flight (one overlapped all-reduce a MoE layer and step); F32 and BF16 tokens are one process's
+// either way.
+TEST(DistributedRun, SharedExpertOverlapsTheRoutedSumAndEqualsOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const std::vector<std::string> run = {
+        "run",          std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3",
+        "--prompt-ids", "1,17,42,99,3,250",
+        "--threads",    "1",
+        "--json",       "--max-new",
+        "10",           "--dtype",
+        dtype};
+    const CliResult one = run_cli_bounded(run, 60);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const auto a = nlohmann::json::parse(one.out);
+    for (const bool overlap : {true, false}) {
+      const MpiRunResult two =
+          run_mpi(2,
+                  with(run, overlap ? std::vector<std::string>{"--ep", "2", "--comm-overlap"}
+                                    : std::vector<std::string>{"--ep", "2"}),
+                  60, tag_for("overlap"));
+      ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+      const auto b = nlohmann::json::parse(two.out);
+      EXPECT_EQ(b["tokens"], a["tokens"]) << dtype << " overlap " << overlap;
+      for (const auto& r : b["parallel"]["ranks"]) {
+        // deepseek-v3's miniature: one dense layer, then MoE layers with a shared expert; 10 forward
+        // calls (the prompt, 9 decode steps).
+        const double overlapped = r["comm_overlapped_calls"].get<double>();
+        if (overlap) {
+          EXPECT_GT(overlapped, 0) << r.dump();
+          EXPECT_EQ(static_cast<int64_t>(overlapped) % 10, 0) << "one a MoE layer and step: " << r.dump();
+        } else {
+          EXPECT_EQ(overlapped, 0) << r.dump();
+        }
+      }
+    }
+  }
+}
+
 // Redundant experts: a recorded one-process load places 2 extra copies per MoE layer over EP 2; the
 // tokens are one process's under both combines, every (token, expert) pick is computed exactly once
 // over the ranks, some on the copies, and each rank binds its block plus its copies.

@@ -22,6 +22,37 @@ TEST(MpiCommunicator, AllReduceSumsOverRanks) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], 3.0f * static_cast<float>(i)) << i;
 }
 
+// The overlapped sum: started, compute in between, finished; another call in between is refused on
+// this rank before it could be matched out of order, and the sum still completes.
+TEST(MpiCommunicator, OverlappedAllReduceSumsAndRefusesCallsInBetween) {
+  D0_REQUIRE_TWO_RANKS();
+  dist::Communicator& w = *test_world();
+  const dist::CommStats before = w.stats();
+  std::vector<float> x(100000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(w.rank() + 1) * static_cast<float>(i % 977);
+  ASSERT_TRUE(w.start_all_reduce_sum(x).is_ok());
+  double busy = 0;  // independent compute while the sum travels
+  for (int i = 0; i < 100000; ++i) busy += static_cast<double>(i) * 1e-9;
+  std::vector<int32_t> one = {1}, two(2);
+  const Status between = w.all_gather_of<int32_t>(one, two);
+  EXPECT_EQ(between.code(), StatusCode::kInternal) << between.to_string();
+  EXPECT_NE(between.message().find("still pending"), std::string::npos) << between.to_string();
+  ASSERT_TRUE(w.finish_all_reduce().is_ok());
+  EXPECT_GT(busy, 0);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], 3.0f * static_cast<float>(i % 977)) << i;
+  EXPECT_EQ(w.stats().overlapped_calls, before.overlapped_calls + 1);
+  EXPECT_EQ(w.stats().calls, before.calls + 1);
+  EXPECT_GT(w.stats().overlapped_compute_seconds, before.overlapped_compute_seconds);
+  EXPECT_TRUE(w.finish_all_reduce().is_ok());               // nothing pending: nothing to do
+  ASSERT_TRUE(w.all_gather_of<int32_t>(one, two).is_ok());  // usable again
+  // One process: the sum happens at the start.
+  auto single = dist::make_single_process_communicator();
+  std::vector<float> y = {1.5f, 2.5f};
+  ASSERT_TRUE(single->start_all_reduce_sum(y).is_ok());
+  ASSERT_TRUE(single->finish_all_reduce().is_ok());
+  EXPECT_EQ(y, (std::vector<float>{1.5f, 2.5f}));
+}
+
 TEST(MpiCommunicator, AllGatherInRankOrder) {
   D0_REQUIRE_TWO_RANKS();
   dist::Communicator& w = *test_world();

@@ -31,6 +31,10 @@ struct CommStats {
   int64_t calls = 0;
   double wait_seconds = 0;  // inside blocking calls: transfer plus waiting for slower peers
   uint64_t bytes_sent = 0;  // payload this rank contributed
+  // Overlapped all-reduces (start_all_reduce_sum): how many, and the compute they ran behind (from
+  // the start to finish_all_reduce). Their remaining wait is in wait_seconds like any call's.
+  int64_t overlapped_calls = 0;
+  double overlapped_compute_seconds = 0;
 };
 
 class Communicator {
@@ -44,6 +48,12 @@ class Communicator {
 
   // data [n] float32, summed over ranks in place (every rank gets the sum).
   virtual Status all_reduce_sum(std::span<float> data) = 0;
+  // The same sum, started now and finished by finish_all_reduce(), so that compute which does not
+  // depend on it runs in between; `data` must not be touched until then. At most one pending per
+  // communicator and no other call on it in between (every rank issues the same sequence). The base
+  // version sums at once: a communicator that cannot overlap is still correct.
+  virtual Status start_all_reduce_sum(std::span<float> data) { return all_reduce_sum(data); }
+  virtual Status finish_all_reduce() { return Status::ok(); }
   // send [n bytes] from every rank -> recv [size * n bytes] in rank order.
   virtual Status all_gather(std::span<const std::byte> send, std::span<std::byte> recv) = 0;
   // Rank r sends send_counts[p] bytes (consecutive in `send`, in peer order) to every peer p and

@@ -137,6 +137,25 @@ class MpiCommunicator final : public Communicator {
     return wait(req, fmt::format("all_reduce of {} floats", n), -1, data.size_bytes());
   }
 
+  Status start_all_reduce_sum(std::span<float> data) override {
+    D0_RETURN_IF_ERROR(usable("all_reduce"));
+    D0_ASSIGN_OR_RETURN(int n, count(data.size(), "all_reduce"));
+    D0_RETURN_IF_ERROR(started(
+        MPI_Iallreduce(MPI_IN_PLACE, data.data(), n, MPI_FLOAT, MPI_SUM, comm_, &pending_), "all_reduce"));
+    pending_floats_ = n;
+    pending_bytes_ = data.size_bytes();
+    pending_since_ = Clock::now();
+    return Status::ok();
+  }
+
+  Status finish_all_reduce() override {
+    if (pending_ == MPI_REQUEST_NULL) return Status::ok();
+    ++stats_.overlapped_calls;
+    stats_.overlapped_compute_seconds += seconds(Clock::now() - pending_since_);
+    return wait(pending_, fmt::format("all_reduce of {} floats (overlapped)", pending_floats_), -1,
+                pending_bytes_);
+  }
+
   Status all_gather(std::span<const std::byte> send, std::span<std::byte> recv) override {
     D0_RETURN_IF_ERROR(usable("all_gather"));
     if (recv.size() != send.size() * static_cast<size_t>(size_)) {
@@ -236,6 +255,12 @@ class MpiCommunicator final : public Communicator {
     if (!broken_.empty()) {
       return io_error(fmt::format("{} on {}: the group is unusable after an earlier failure ({})", op,
                                   describe_rank(rank_), broken_));
+    }
+    // The ranks must issue the same sequence: a call between start and finish would be matched out of
+    // order on some rank.
+    if (pending_ != MPI_REQUEST_NULL) {
+      return internal_error(
+          fmt::format("{} on {}: an overlapped all_reduce is still pending", op, describe_rank(rank_)));
     }
     return Status::ok();
   }
@@ -347,6 +372,11 @@ class MpiCommunicator final : public Communicator {
   std::vector<Peer> peers_;  // [size], this rank's entry unused
   Clock::time_point last_beat_{};
   std::string broken_;  // why the group is unusable, empty while it is
+  // The overlapped all-reduce between start_all_reduce_sum and finish_all_reduce.
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+  int pending_floats_ = 0;
+  uint64_t pending_bytes_ = 0;
+  Clock::time_point pending_since_{};
 };
 
 void finalize_at_exit() {

@@ -68,6 +68,12 @@ struct EngineOptions {
   // when both degrees are above 1 (otherwise the group of the one that is serves).
   dist::Communicator* moe_group = nullptr;
   MoeCombine moe_combine = MoeCombine::kAllReduce;
+  // Under EP (all-reduce combine, TP 1) with a shared expert: every EP rank computes the whole shared
+  // expert while the routed experts' sum is in flight (start_all_reduce_sum), instead of its block of
+  // the step's rows before one blocking sum. Off by default: on one host the ranks share the memory
+  // bandwidth, and reading the shared expert on every rank cost more than the hidden sum saved
+  // (docs/distributed.md); it is for ranks on separate nodes with slower links.
+  bool comm_overlap = false;
   // The pipeline group (one rank per stage, rank = stage, dist::ProcessGroups::pp) when the weights hold
   // one stage's layers (ModelWeights::stage): its rank and size must match. Not owned; outlives the
   // engine. Every rank of the group runs the same steps with the same token ids.

@@ -177,17 +177,21 @@ void shared_gate(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix g)
   round_activations(c, g);
 }
 
+// shared [T, H] = the (gated) shared expert of rows h, rounded as one process rounds it.
+void shared_expert(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix shared) {
+  dense_mlp(c, w.shared, h, shared);
+  if (w.shared_gate.present()) {
+    Buffer g(c.arena, h.rows, 1);  // [T, 1] sigmoid gate per token
+    shared_gate(c, w, h, g.m);
+    c.be.mul({shared, g.m, shared});
+    round_activations(c, shared);
+  }
+}
+
 // out += the (gated) shared expert of rows h, rounded as one process rounds it.
 void add_shared_expert(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix out) {
-  const int64_t t = h.rows;
-  Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H]
-  dense_mlp(c, w.shared, h, shared.m);
-  if (w.shared_gate.present()) {
-    Buffer g(c.arena, t, 1);  // [T, 1] sigmoid gate per token
-    shared_gate(c, w, h, g.m);
-    c.be.mul({shared.m, g.m, shared.m});
-    round_activations(c, shared.m);
-  }
+  Buffer shared(c.arena, h.rows, c.spec.hidden_size);  // [T, H]
+  shared_expert(c, w, h, shared.m);
   c.be.add({out, shared.m, out});
   round_activations(c, out);
 }
@@ -197,15 +201,34 @@ std::span<float> floats_of(Matrix m) {
   return {m.data, static_cast<size_t>(m.rows * m.cols)};
 }
 
-// MoeCombine::kAllReduce: each rank's partial output (its experts, its expert-TP width; the shared
-// expert's TP share on EP rank 0 only, as the row-parallel bias is added by rank 0), summed over the
-// TP x EP group.
+// MoeCombine::kAllReduce: each rank's partial output (its experts, its expert-TP width), summed over
+// the TP x EP group. The shared expert's rows are split over the EP ranks in balanced blocks (each
+// computes its TP share of its rows; the others are 0 in its partial), so that no rank runs it for
+// the whole step while its peers wait in the sum; a one-row decode step's shared expert runs on one
+// rank.
 void moe_all_reduce(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, const Routing& r,
                     Matrix out) {
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
   const int32_t* ids = ids_computed_here(c, w, r, t, k);  // [T, k]
   count_computed(c, layer, w, ids, t * k);
-  const bool shared_here = c.ep == nullptr || c.ep->rank() == 0;
+  const dist::ExpertBlock shared_rows =
+      c.ep == nullptr ? dist::ExpertBlock{0, t} : dist::balanced_block(t, c.ep->size(), c.ep->rank());
+  if (c.options.comm_overlap && w.shared.present() && (c.tp == nullptr || c.tp->size() == 1)) {
+    // The shared expert needs no other rank (whole on each: TP 1), so every EP rank computes it for
+    // every row while the routed sum travels, then adds it as one process does: routed sum rounded,
+    // shared rounded, their sum rounded. The sum is T x H (not the BF16 path's 2 T x H below).
+    c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(ids, t, k), weights_for_sum(c, r), out));
+    c.be.synchronize();
+    dist::check_comm(c.moe->start_all_reduce_sum(floats_of(out)));
+    Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] the whole shared expert
+    shared_expert(c, w, h, shared.m);
+    c.be.synchronize();
+    dist::check_comm(c.moe->finish_all_reduce());
+    round_activations(c, out);
+    c.be.add({out, shared.m, out});
+    round_activations(c, out);
+    return;
+  }
   if (c.bf16() && w.shared.present()) {
     // BF16: one process rounds the routed sum and the shared expert apart before adding them. Both
     // partials go in one collective (twice the bytes, the same call) and are rounded the same way, so
@@ -214,10 +237,12 @@ void moe_all_reduce(const Context& c, int64_t layer, const MoeWeights& w, ConstM
     const Matrix routed = both.m.row_slice(0, t), shared = both.m.row_slice(t, t);
     c.be.moe_experts(
         experts_args(c, w, h, MatrixView<const int32_t>(ids, t, k), weights_for_sum(c, r), routed));
-    if (shared_here) {
-      swiglu_partial(c, w.shared, h, shared);
-    } else {
-      for (int64_t i = 0; i < t; ++i) std::fill_n(shared.row(i), shared.cols, 0.0f);
+    for (int64_t i = 0; i < t; ++i) {
+      if (i < shared_rows.begin || i >= shared_rows.end) std::fill_n(shared.row(i), shared.cols, 0.0f);
+    }
+    if (shared_rows.size() > 0) {
+      swiglu_partial(c, w.shared, h.row_slice(shared_rows.begin, shared_rows.size()),
+                     shared.row_slice(shared_rows.begin, shared_rows.size()));
     }
     c.be.synchronize();
     dist::check_comm(c.moe->all_reduce_sum(floats_of(both.m)));
@@ -233,15 +258,17 @@ void moe_all_reduce(const Context& c, int64_t layer, const MoeWeights& w, ConstM
     return;
   }
   c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(ids, t, k), weights_for_sum(c, r), out));
-  if (w.shared.present() && shared_here) {
-    Buffer shared(c.arena, t, c.spec.hidden_size);  // [T, H] this TP rank's share of the shared expert
-    swiglu_partial(c, w.shared, h, shared.m);
+  if (w.shared.present() && shared_rows.size() > 0) {
+    const ConstMatrix mine = h.row_slice(shared_rows.begin, shared_rows.size());  // [rows here, H]
+    const Matrix into = out.row_slice(shared_rows.begin, shared_rows.size());
+    Buffer shared(c.arena, mine.rows, c.spec.hidden_size);  // [rows here, H] this TP rank's share
+    swiglu_partial(c, w.shared, mine, shared.m);
     if (w.shared_gate.present()) {
-      Buffer g(c.arena, t, 1);  // [T, 1]: g x (sum of shares) = sum of (g x share)
-      shared_gate(c, w, h, g.m);
+      Buffer g(c.arena, mine.rows, 1);  // [rows here, 1]: g x (sum of shares) = sum of (g x share)
+      shared_gate(c, w, mine, g.m);
       c.be.mul({shared.m, g.m, shared.m});
     }
-    c.be.add({out, shared.m, out});
+    c.be.add({into, shared.m, into});
   }
   c.be.synchronize();
   dist::check_comm(c.moe->all_reduce_sum(floats_of(out)));

@@ -81,6 +81,7 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   eo.pipeline = out->groups.pp.get();
   eo.pipeline_micro_batches = setup.micro_batches;
   eo.moe_combine = setup.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
+  eo.comm_overlap = setup.comm_overlap;
   BackendOptions bo;
   bo.n_threads = setup.threads;
   D0_ASSIGN_OR_RETURN(out->backend, open_backend(setup.backend, bo));

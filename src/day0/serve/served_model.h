@@ -30,6 +30,7 @@ struct ServeSetup {
   dist::ParallelLayout layout;
   dist::CommOptions comm;
   std::string moe_combine = "all-reduce";  // under EP: all-reduce or all-to-all (EngineOptions)
+  bool comm_overlap = false;               // EngineOptions::comm_overlap
   int micro_batches = 0;                   // under PP: micro-batches a step is cut into (0: two per stage)
   RedundantExperts redundant_experts;      // under EP: extra expert copies (distributed_model.h)
 };
