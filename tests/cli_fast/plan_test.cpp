@@ -48,6 +48,9 @@ TEST(CliPlan, JsonCarriesDegreesMemoryAndTimes) {
     EXPECT_LE(p["memory"]["total_bytes"].get<double>(), p["memory"]["capacity_bytes"].get<double>());
     EXPECT_GE(p["tpot_s"].get<double>(), last_tpot);  // min-latency: best first
     last_tpot = p["tpot_s"].get<double>();
+    // Transfer and waits apart: the idle ratio holds the transfer's share and the waits on top.
+    EXPECT_GE(p["idle_ratio"].get<double>(), p["comm_share"].get<double>());
+    EXPECT_TRUE(p["decode_comm_s"].contains("skew_wait")) << p.dump();
     // A launch line starts one rank per device of the plan, or the plan says why day0 cannot run it.
     if (p.contains("launch")) {
       const std::string line = p["launch"];

@@ -126,6 +126,9 @@ Status validate_cluster(const ClusterSpec& c) {
   D0_RETURN_IF_ERROR(positive(c.intra_node.latency, "intra_node latency", true));
   D0_RETURN_IF_ERROR(positive(c.inter_node.bandwidth, "inter_node bandwidth"));
   D0_RETURN_IF_ERROR(positive(c.inter_node.latency, "inter_node latency", true));
+  D0_RETURN_IF_ERROR(positive(c.sync_skew, "sync_skew", true));
+  if (c.sync_skew > 1)
+    return invalid_argument(fmt::format("sync_skew: expected at most 1, found {}", c.sync_skew));
   return Status::ok();
 }
 
@@ -140,6 +143,9 @@ Result<ClusterSpec> parse_cluster_json(std::string_view text, const std::string&
     D0_ASSIGN_OR_RETURN(out.device, device_at(root));
     D0_ASSIGN_OR_RETURN(out.intra_node, link_at(root, "intra_node"));
     D0_ASSIGN_OR_RETURN(out.inter_node, link_at(root, "inter_node"));
+    if (root.contains("sync_skew")) {
+      D0_ASSIGN_OR_RETURN(out.sync_skew, number_at(root, "sync_skew", ""));
+    }
     D0_RETURN_IF_ERROR(validate_cluster(out));
     return out;
   };

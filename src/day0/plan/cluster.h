@@ -27,6 +27,11 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
+// Default ClusterSpec::sync_skew: measured on this project's 2-core host with two MPI ranks of one
+// thread each (bench-dense-1b TP 2: 0.485 s waited in 1,088 all-reduces against 4.01 s of the rest,
+// 0.12; bench-moe-a02b TP 2: 0.13 s against 1.17 s, 0.11; both the mean of the two ranks).
+inline constexpr double kDefaultSyncSkew = 0.12;
+
 struct ClusterSpec {
   std::string name;  // "8xH200", "2x8xH200", a file's "name"
   int64_t nodes = 1;
@@ -34,11 +39,18 @@ struct ClusterSpec {
   DeviceSpec device;
   LinkSpec intra_node;  // NVLink / Infinity Fabric / HCCS
   LinkSpec inter_node;  // InfiniBand / RoCE, per device
+  // How unevenly ranks reach a collective: the time the mean rank of a two-rank group waits at each
+  // synchronising collective for its peer, as a fraction of its compute since the previous one. Ranks
+  // of one layout run the same work, but not in the same time (OS noise, shared cores, clocks, cache
+  // misses), and each collective ends when the last rank arrives. Larger groups wait longer: the
+  // expected maximum of N arrivals (estimate.h, sync_wait_fraction). In [0, 1].
+  double sync_skew = kDefaultSyncSkew;
   int64_t total_devices() const { return nodes * devices_per_node; }
   bool operator==(const ClusterSpec&) const = default;
 };
 
-// Checks every field is present, finite and positive (fp8/int8 peaks may be 0); bounds node counts.
+// Checks every field is present, finite and positive (fp8/int8 peaks and sync_skew may be 0, sync_skew
+// at most 1); bounds node counts.
 Status validate_cluster(const ClusterSpec& cluster);
 
 // Parses the JSON cluster description documented in README "### plan". `origin` names the source in

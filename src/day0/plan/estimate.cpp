@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "day0/core/error.h"
 #include "day0/dist/expert_placement.h"
@@ -76,7 +77,107 @@ double expert_touch_fraction(const ModelCost& m, double tokens) {
   return 1.0 - std::pow(std::max(miss, 0.0), tokens);
 }
 
+// Up to this mean count a rank's count distribution is summed exactly; above it the normal approximation
+// stands in (the sum would take thousands of terms at a prefill's counts, where the normal is close).
+constexpr double kExactCountLimit = 32;
+// The runtime cuts a pipelined step's rows into two micro-batches a stage (EngineOptions::
+// pipeline_micro_batches = 0); a one-sequence decode step has one row, so one micro-batch.
+constexpr int64_t kMicroBatchesPerStage = 2;
+
+// E[max] (`max`) or E[min] of `ranks` independent Binomial(n, p) counts: the sum over m >= 1 of
+// P(max >= m) = 1 - F(m - 1)^ranks, or of P(min >= m) = (1 - F(m - 1))^ranks. Stops once past the
+// mean and the terms are negligible; with n p <= kExactCountLimit that is a few dozen terms.
+double binomial_extreme(int64_t n, double p, int64_t ranks, bool max) {
+  const double q = 1 - p;
+  const auto r = static_cast<double>(ranks);
+  const double mean = static_cast<double>(n) * p;
+  double pmf = std::pow(q, static_cast<double>(n));  // P(X = 0)
+  double cdf = 0, sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    cdf = std::min(1.0, cdf + pmf);  // P(X <= j)
+    const double term = max ? 1 - std::pow(cdf, r) : std::pow(1 - cdf, r);
+    sum += term;
+    if (static_cast<double>(j) >= mean && term < 1e-12) break;
+    pmf *= static_cast<double>(n - j) / static_cast<double>(j + 1) * p / q;
+  }
+  return sum;
+}
+
+// E[max] of `ranks` independent Binomial(n, p) counts.
+double expected_max_binomial(int64_t n, double p, int64_t ranks) {
+  const auto trials = static_cast<double>(n);
+  const double mean = trials * p;
+  if (ranks <= 1 || n <= 0 || p <= 0) return mean;
+  if (p >= 1) return trials;
+  if (std::min(mean, trials - mean) > kExactCountLimit) {
+    const double spread = expected_max_standard_normal(ranks) * std::sqrt(mean * (1 - p));
+    return std::min(trials, mean + spread);
+  }
+  // Count the rarer outcome, so that the sum stays short: max of successes = n - min of failures.
+  if (p <= 0.5) return binomial_extreme(n, p, ranks, true);
+  return trials - binomial_extreme(n, 1 - p, ranks, false);
+}
+
+double blom_expected_max(int64_t n) {
+  const auto nd = static_cast<double>(n);
+  const double target = (nd - 0.375) / (nd + 0.25);
+  // Newton on Phi(x) = target from x = 0: Phi is concave for x >= 0, so the iterates rise to the root
+  // without passing it.
+  double x = 0;
+  for (int i = 0; i < 60; ++i) {
+    const double f = 0.5 * std::erfc(-x / std::sqrt(2.0)) - target;
+    const double step = f / (std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi));
+    x -= step;
+    if (std::abs(step) < 1e-12) break;
+  }
+  return x;
+}
+
 }  // namespace
+
+double expected_max_standard_normal(int64_t n) {
+  // The planner asks for group sizes of every layout it costs: a table of the usual sizes keeps the
+  // Newton iterations off that path.
+  constexpr int64_t kTabled = 4096;
+  static const std::vector<double> kTable = [] {
+    std::vector<double> t(kTabled + 1, 0.0);
+    for (int64_t i = 2; i <= kTabled; ++i) t[static_cast<size_t>(i)] = blom_expected_max(i);
+    return t;
+  }();
+  if (n <= 1) return 0;
+  return n <= kTabled ? kTable[static_cast<size_t>(n)] : blom_expected_max(n);
+}
+
+double sync_wait_fraction(double sync_skew, int64_t ranks) {
+  if (ranks <= 1) return 0;
+  return sync_skew * expected_max_standard_normal(ranks) / expected_max_standard_normal(2);
+}
+
+ExpertLoadImbalance expert_load_imbalance(int64_t n_experts, double experts_per_token, int64_t ep,
+                                          double tokens) {
+  ExpertLoadImbalance out;
+  if (ep <= 1 || n_experts <= 0 || experts_per_token <= 0 || tokens <= 0) return out;
+  const auto experts = static_cast<double>(n_experts);
+  const auto ranks = static_cast<double>(ep);
+  const double k = std::min(experts_per_token, experts);
+  // Picks: tokens x k of them, each on a given rank with probability 1 / ep. A rank holds experts / ep
+  // experts and a token picks distinct experts, so at most tokens x min(k, experts / ep) land on one.
+  const auto picks = static_cast<int64_t>(std::llround(tokens * k));
+  const double picks_mean = static_cast<double>(picks) / ranks;
+  if (picks_mean > 0) {
+    const double most =
+        std::min(expected_max_binomial(picks, 1 / ranks, ep), tokens * std::min(k, experts / ranks));
+    out.picks = std::max(1.0, most / picks_mean);
+  }
+  // Experts touched: each of a rank's experts / ep gets at least one of the tokens with probability
+  // 1 - (1 - k / experts)^tokens.
+  const auto local = static_cast<int64_t>(std::llround(experts / ranks));
+  const double touch = 1 - std::pow(std::max(0.0, 1 - k / experts), tokens);
+  const double touched_mean = static_cast<double>(local) * touch;
+  if (local > 0 && touched_mean > 0)
+    out.experts = std::max(1.0, expected_max_binomial(local, touch, ep) / touched_mean);
+  return out;
+}
 
 const char* memory_item_name(MemoryItem item) {
   switch (item) {
@@ -282,6 +383,11 @@ MemoryEstimate estimate_memory(const PreparedModel& p, const ClusterSpec& cluste
   return out;
 }
 
+double TimeEstimate::run_idle_ratio(double decode_steps) const {
+  const double time = ttft + decode_steps * tpot;
+  return time > 0 ? (prefill.total() + decode_steps * decode.total()) / time : 0;
+}
+
 TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const Workload& w,
                            const Parallelism& par) {
   const ModelCost& m = *p.model;
@@ -300,14 +406,24 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
   // Stages are laid out one after another: a boundary crosses nodes unless the pipeline fits in one.
   const LinkSpec& pp_link = par.devices() <= c.devices_per_node ? c.intra_node : c.inter_node;
 
-  // One step of `tokens` new tokens per replica through one stage; `context_tokens` cached per sequence
-  // (decode: the batch's sequences at full context; prefill: a chunk attending to its prompt so far).
+  // Which ranks meet at a stage's collectives: its TP group, or every rank of the stage when MoE layers
+  // combine over EP x expert-TP (= TP x DP).
+  const double dense_sync = sync_wait_fraction(c.sync_skew, par.tp);
+  const double moe_sync = sync_wait_fraction(c.sync_skew, par.stage_devices());
+
+  // One step of `tokens` new tokens per replica through one stage, for the mean rank.
   struct StepCost {
-    double compute = 0, memory = 0, comm = 0;
-    double time() const { return std::max(compute, memory) + comm; }
+    double compute = 0, memory = 0;  // the rank's own work: max(compute, memory) of it
+    double transfer = 0;             // its collectives' latency + bytes / bandwidth
+    double imbalance = 0;            // how much later than the mean rank the most loaded EP rank finishes
+    double skew = 0;                 // waits at collectives for ranks that arrive late
+    double busy() const { return std::max(compute, memory); }
+    double time() const { return busy() + imbalance + skew + transfer; }
   };
+  // `group_tokens`: tokens of all the stage's replicas together (what the experts see); `load`: their
+  // expert imbalance across EP ranks.
   auto stage_step = [&](const LayerSums& s, int64_t stage, double tokens, double group_tokens,
-                        double kv_read_bytes, double attn_flops) {
+                        double kv_read_bytes, double attn_flops, const ExpertLoadImbalance& load) {
     StepCost out;
     const double dense_params =
         s.params[gi(WeightGroup::kAttentionSharded)] / tp + s.params[gi(WeightGroup::kAttentionReplicated)] +
@@ -321,17 +437,20 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
         s.bytes[gi(WeightGroup::kRouter)] + s.bytes[gi(WeightGroup::kNorm)];
     double flops = 2 * tokens * dense_params;
     double bytes = dense_bytes + kv_read_bytes;
+    double expert_flops = 0, expert_bytes = 0;
     if (m.n_experts > 0) {
       const double per_expert_params = s.params[gi(WeightGroup::kRoutedExperts)] / experts;
       const double per_expert_bytes = s.bytes[gi(WeightGroup::kRoutedExperts)] / experts;
       const double arriving = group_tokens * k / ep;  // token-expert pairs served by this EP rank
-      flops += 2 * arriving * per_expert_params / etp;
+      expert_flops = 2 * arriving * per_expert_params / etp;
       const double local_experts = physical / ep;
-      bytes += local_experts * expert_touch_fraction(m, group_tokens) * per_expert_bytes / etp;
+      expert_bytes = local_experts * expert_touch_fraction(m, group_tokens) * per_expert_bytes / etp;
+      flops += expert_flops;
+      bytes += expert_bytes;
       const double msg =
           group_tokens / static_cast<double>(par.stage_devices()) * k * hidden * kActivationBytes;
-      out.comm += s.n_moe_layers * all_to_all_time(msg, par.ep, par.stage_devices(), c);
-      out.comm +=
+      out.transfer += s.n_moe_layers * all_to_all_time(msg, par.ep, par.stage_devices(), c);
+      out.transfer +=
           s.n_moe_layers * all_reduce_time(arriving * hidden * kActivationBytes, par.expert_tp(), etp_link);
     }
     if (stage == par.pp - 1) {
@@ -340,9 +459,18 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
     }
     out.compute = flops / p.linear_peak + attn_flops / tp / p.attention_peak;
     out.memory = bytes / bw;
-    out.comm += s.n_layers * 2 * all_reduce_time(tokens * hidden * kActivationBytes, par.tp, tp_link);
+    out.transfer += s.n_layers * 2 * all_reduce_time(tokens * hidden * kActivationBytes, par.tp, tp_link);
     // Sums of squares of a norm over all heads: q and k fused into one all-reduce of two floats a token.
-    out.comm += s.n_heads_norm_layers * all_reduce_time(tokens * 2 * 4, par.tp, tp_link);
+    out.transfer += s.n_heads_norm_layers * all_reduce_time(tokens * 2 * 4, par.tp, tp_link);
+    // Each MoE layer's combine waits for the EP rank with the most routed work: its expert FLOPs and
+    // expert bytes are the mean rank's times the expected max / mean of the loads.
+    if (expert_flops > 0 || expert_bytes > 0) {
+      const double heaviest = std::max(
+          (flops + (load.picks - 1) * expert_flops) / p.linear_peak + attn_flops / tp / p.attention_peak,
+          (bytes + (load.experts - 1) * expert_bytes) / bw);
+      out.imbalance = std::max(0.0, heaviest - out.busy());
+    }
+    out.skew = (s.n_moe_layers > 0 ? moe_sync : dense_sync) * out.busy();
     return out;
   };
 
@@ -352,31 +480,54 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
       static_cast<double>(std::min(w.concurrency, par.dp * ceil_div(w.concurrency, par.dp)));
   const auto chunk = static_cast<double>(std::min(w.prefill_chunk, w.context));
   const double n_chunks = std::ceil(static_cast<double>(w.context) / chunk);
-  double decode_sum = 0, decode_comm = 0, decode_compute = 0, decode_memory = 0;
+  // Prefill under PP: each chunk is cut into micro-batches as the runtime cuts it, so that the stages
+  // overlap; the bubble is then (P - 1) / (M + P - 1) of a balanced pipeline.
+  const double micro = par.pp > 1 ? std::min(chunk, static_cast<double>(kMicroBatchesPerStage * par.pp)) : 1;
+  const double micro_tokens = chunk / micro;
+  const double units = n_chunks * micro;  // micro-batches a prompt takes through each stage
+  const ExpertLoadImbalance decode_load = expert_load_imbalance(m.n_experts, k, par.ep, group_tokens);
+  const ExpertLoadImbalance prefill_load = expert_load_imbalance(m.n_experts, k, par.ep, micro_tokens);
+  const auto stages = static_cast<double>(par.pp);
+  double decode_sum = 0, decode_compute = 0, decode_memory = 0;
   double prefill_sum = 0, prefill_max = 0;
   for (int64_t stage = 0; stage < par.pp; ++stage) {
     const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
     const LayerSums s = stage_sums(p.prefix, first, last);
     const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_seq_bytes * kv_factor,
-                                  batch * s.attn_decode_flops);
+                                  batch * s.attn_decode_flops, decode_load);
     decode_sum += d.time();
-    decode_comm += d.comm;
     decode_compute += d.compute;
     decode_memory += d.memory;
-    // Prefill: one prompt on one replica, chunk by chunk; on average a chunk reads half the prompt's KV.
-    const StepCost f =
-        stage_step(s, stage, chunk, chunk, 0.5 * s.kv_seq_bytes * kv_factor, s.attn_prefill_flops / n_chunks);
+    // Means over the stages: every stage has ranks, and the figures are the mean rank's.
+    out.decode.transfer += d.transfer / stages;
+    out.decode.skew += d.skew / stages;
+    out.decode.imbalance += d.imbalance / stages;
+    // Prefill: one prompt on one replica, micro-batch by micro-batch; on average a micro-batch reads
+    // half the prompt's KV.
+    const StepCost f = stage_step(s, stage, micro_tokens, micro_tokens, 0.5 * s.kv_seq_bytes * kv_factor,
+                                  s.attn_prefill_flops / units, prefill_load);
     prefill_sum += f.time();
     prefill_max = std::max(prefill_max, f.time());
+    out.prefill.transfer += units * f.transfer / stages;
+    out.prefill.skew += units * f.skew / stages;
+    out.prefill.imbalance += units * f.imbalance / stages;
   }
   const double pp_hops = static_cast<double>(par.pp - 1);
   const double decode_hop = batch * hidden * kActivationBytes / pp_link.bandwidth + pp_link.latency;
-  const double prefill_hop = chunk * hidden * kActivationBytes / pp_link.bandwidth + pp_link.latency;
+  const double prefill_hop = micro_tokens * hidden * kActivationBytes / pp_link.bandwidth + pp_link.latency;
+  // Decode takes the batch through the stages one after the other (one micro-batch: the caveats say
+  // so); a stage waits while the others work, its bubble.
   out.tpot = decode_sum + pp_hops * decode_hop;
-  out.ttft = prefill_sum + (n_chunks - 1) * prefill_max + pp_hops * prefill_hop;
+  out.decode.transfer += pp_hops * decode_hop;
+  out.decode.bubble = std::max(0.0, decode_sum - decode_sum / stages);
+  // Prefill: the first micro-batch crosses every stage, then the slowest stage sets the pace.
+  out.ttft = prefill_sum + (units - 1) * prefill_max + pp_hops * prefill_hop;
+  out.prefill.transfer += pp_hops * prefill_hop;
+  out.prefill.bubble = std::max(0.0, prefill_sum + (units - 1) * prefill_max - units * prefill_sum / stages);
   out.tokens_per_s = static_cast<double>(w.concurrency) / out.tpot;
   out.tokens_per_s_per_device = out.tokens_per_s / static_cast<double>(par.devices());
-  out.comm_share = out.tpot > 0 ? (decode_comm + pp_hops * decode_hop) / out.tpot : 0;
+  out.comm_share = out.tpot > 0 ? out.decode.transfer / out.tpot : 0;
+  out.idle_ratio = out.tpot > 0 ? out.decode.total() / out.tpot : 0;
   out.decode_memory_bound = decode_memory >= decode_compute;
   return out;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Memory and time of one parallel layout. These are estimates from first principles (a roofline per
-// layer plus idealised collectives), not measurements; plan_report.h prints what they leave out.
+// layer, idealised collectives, and the waits at them that runs show: CommTime), not measurements;
+// plan_report.h prints what they leave out.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -54,14 +55,61 @@ struct MemoryEstimate {
   int64_t max_sequences_at_context = 0;  // all replicas together
 };
 
+// Where the mean rank of a layout spends its time in communication, seconds. Transfer is what the
+// links cost; the three waits are time a rank sits in a collective or a pipeline receive for a peer
+// that has not arrived, which is most of what runs measure (docs/distributed.md).
+struct CommTime {
+  double transfer = 0;   // latency + bytes / bandwidth of every collective and pipeline hop
+  double skew = 0;       // ranks reach each collective at different times (ClusterSpec::sync_skew)
+  double imbalance = 0;  // the EP rank with the most routed work finishes last (expert_load_imbalance)
+  double bubble = 0;     // a pipeline stage waiting while the other stages work
+  double wait() const { return skew + imbalance + bubble; }
+  double total() const { return transfer + wait(); }
+};
+
 struct TimeEstimate {
   double ttft = 0;          // seconds: prefill of one context-long prompt (chunked, pipelined)
   double tpot = 0;          // seconds per output token at the full context, batch = concurrency
   double tokens_per_s = 0;  // decode throughput of the plan at the given concurrency
   double tokens_per_s_per_device = 0;
-  double comm_share = 0;  // fraction of TPOT spent in collectives
+  double comm_share = 0;  // fraction of TPOT spent transferring: decode.transfer / tpot
+  double idle_ratio = 0;  // fraction of TPOT in communication, transfer and waits: decode.total() / tpot
+  CommTime decode;        // within one TPOT
+  CommTime prefill;       // within one TTFT
   bool decode_memory_bound = true;
+  // Communication over a run of one prompt and `decode_steps` decode steps, over its whole time: the
+  // figure `day0 run --json` reports per rank as the communication idle ratio.
+  double run_idle_ratio(double decode_steps) const;
 };
+
+// E[max of n independent standard normals] by Blom's approximation, Phi^-1((n - 0.375) / (n + 0.25))
+// (within 5% of the exact 0.564 at n = 2, within 1% from n = 4); 0 for n <= 1.
+double expected_max_standard_normal(int64_t n);
+
+// The skew wait of the mean rank of a group of `ranks` at one collective, as a fraction of its compute
+// since the previous one. If each rank's compute is its mean times (1 + e) with e ~ N(0, sd^2), the
+// collective ends at the latest arrival and the mean rank waits sd x E[max of N standard normals] x
+// compute. `sync_skew` is that wait measured for N = 2, so the fraction is sync_skew x E[max of N] /
+// E[max of 2]; 0 for one rank. Proportional to compute, not its square root: the measured waits were
+// 0.11-0.12 of the compute between all-reduces 4 ms apart (bench shapes) and 0.2 at 4 us apart (a
+// miniature), where independent noise would have given ratios 30x apart.
+double sync_wait_fraction(double sync_skew, int64_t ranks);
+
+// Expected max / mean, over `ep` ranks holding equal consecutive blocks of `n_experts` experts, of the
+// routed work of a step of `tokens` tokens that each pick `experts_per_token` experts uniformly at
+// random: `picks` (token-expert pairs, what the expert FLOPs follow) and `experts` (distinct experts
+// touched, what the weight bytes read follow). 1 for ep = 1. Each rank's count is taken as an
+// independent binomial (picks: tokens x k trials of 1/ep; experts: n_experts / ep trials of the chance
+// that an expert gets any of the tokens) and the expectation of their maximum is summed exactly while
+// the mean count is small (<= 32) and from the normal approximation above that; within a few percent
+// of a simulated routing (tests/plan/time_model_test.cpp). Real routers are not uniform: this is the
+// least imbalance to expect, and redundant experts (EPLB) are not credited against it.
+struct ExpertLoadImbalance {
+  double picks = 1;
+  double experts = 1;
+};
+ExpertLoadImbalance expert_load_imbalance(int64_t n_experts, double experts_per_token, int64_t ep,
+                                          double tokens);
 
 // Additive per-layer quantities at one workload; PreparedModel keeps their prefix sums.
 struct LayerSums {

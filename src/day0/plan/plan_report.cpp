@@ -71,6 +71,13 @@ json memory_json(const MemoryEstimate& m) {
           {"max_sequences_at_context", m.max_sequences_at_context}};
 }
 
+json comm_json(const CommTime& t) {
+  return {{"transfer", t.transfer},
+          {"skew_wait", t.skew},
+          {"expert_imbalance_wait", t.imbalance},
+          {"pipeline_bubble", t.bubble}};
+}
+
 json candidate_json(const PlanCandidate& c, const PlanReportInput& in) {
   json j = {{"tp", c.par.tp},
             {"pp", c.par.pp},
@@ -86,6 +93,9 @@ json candidate_json(const PlanCandidate& c, const PlanReportInput& in) {
     j["tokens_per_s"] = c.time.tokens_per_s;
     j["tokens_per_s_per_device"] = c.time.tokens_per_s_per_device;
     j["comm_share"] = c.time.comm_share;
+    j["idle_ratio"] = c.time.idle_ratio;
+    j["decode_comm_s"] = comm_json(c.time.decode);
+    j["prefill_comm_s"] = comm_json(c.time.prefill);
     j["decode_memory_bound"] = c.time.decode_memory_bound;
     const std::string line = launch_line(c, in.model_arg, *in.workload, *in.cluster, in.launcher);
     if (!line.empty()) {
@@ -105,6 +115,10 @@ std::string launch_text(const PlanCandidate& c, const PlanReportInput& in, const
   return line.empty() ? "(not runnable by day0 yet: " + runtime_layout(c.par).not_runnable + ")" : line;
 }
 
+std::string percent(double fraction) {
+  return fmt::format("{:.1f}%", 100 * fraction);
+}
+
 std::vector<std::string> plan_row(size_t index, const PlanCandidate& c) {
   return {std::to_string(index),
           std::to_string(c.par.tp),
@@ -118,7 +132,9 @@ std::vector<std::string> plan_row(size_t index, const PlanCandidate& c) {
           human_seconds(c.time.ttft),
           human_seconds(c.time.tpot),
           with_commas(static_cast<int64_t>(c.time.tokens_per_s)),
-          fmt::format("{:.1f}", c.time.tokens_per_s_per_device)};
+          fmt::format("{:.1f}", c.time.tokens_per_s_per_device),
+          percent(c.time.comm_share),
+          percent(c.time.tpot > 0 ? c.time.decode.wait() / c.time.tpot : 0)};
 }
 
 std::vector<std::string> memory_row(size_t index, const PlanCandidate& c) {
@@ -134,9 +150,12 @@ const std::vector<std::string>& estimate_caveats() {
   static const std::vector<std::string> kCaveats = {
       "Estimates, not measurements: a roofline per layer at 100% of the spec-sheet bandwidth and FLOP/s, "
       "plus idealised ring all-reduce, all-to-all and point-to-point transfers.",
-      "Ignored: kernel efficiency and launch overheads, overlap of compute and communication, expert load "
-      "imbalance (beyond --redundant-experts), scheduler and CUDA-graph overheads, prefix caching, "
-      "speculative decoding and MTP layers, PP micro-batch interleaving in decode.",
+      "Waits (the 'wait' column, a share of TPOT): ranks reaching each collective at different times "
+      "(the cluster's sync_skew), the EP rank with the most routed work under uniform routing, and "
+      "pipeline stages idle while the others work; 'transfer' is the links' time alone.",
+      "Ignored: kernel efficiency and launch overheads, overlap of compute and communication, routers "
+      "less even than uniform (and --redundant-experts against it), scheduler and CUDA-graph overheads, "
+      "prefix caching, speculative decoding and MTP layers, PP micro-batch interleaving in decode.",
       "Decode is charged at the full context for every sequence; TTFT prefills one context-long prompt "
       "alone, chunk by chunk.",
       "Memory: weights by sharding rule, paged KV cache at context x concurrency, prefill-chunk "
@@ -199,7 +218,7 @@ std::string format_plan_text(const PlanReportInput& in) {
     }
     out += fmt::format("best {} of {} layouts ({}):\n", n, r.feasible.size(), objective_name(w.objective));
     out += render_table({"#", "TP", "PP", "DP", "EP", "devices", "memory/device", "KV tokens", "max seqs",
-                         "TTFT", "TPOT", "tokens/s", "tok/s/dev"},
+                         "TTFT", "TPOT", "tokens/s", "tok/s/dev", "transfer", "wait"},
                         rows);
     out += "\nmemory per device (most loaded stage):\n";
     std::vector<std::string> header = {"#", "stage"};
@@ -255,7 +274,8 @@ json plan_to_json(const PlanReportInput& in) {
                   {"memory_bandwidth", c.device.memory_bandwidth},
                   {"peak_flops_bf16", c.device.peak_flops_bf16},
                   {"peak_flops_fp8", c.device.peak_flops_fp8},
-                  {"peak_flops_int8", c.device.peak_flops_int8}};
+                  {"peak_flops_int8", c.device.peak_flops_int8},
+                  {"sync_skew", c.sync_skew}};
   j["workload"] = {{"context", w.context},
                    {"concurrency", w.concurrency},
                    {"weights", weight_precision_name(w.weights)},

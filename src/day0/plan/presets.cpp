@@ -23,6 +23,15 @@ constexpr double kTera = 1e12;
 // Small-message latencies are typical NCCL/RCCL/HCCL figures, not spec-sheet numbers.
 constexpr double kNvlinkLatency = 3e-6;
 constexpr double kNetworkLatency = 10e-6;
+// Measured, not a spec figure: a two-rank all-reduce over shared memory took 0.76 us on this project's
+// 2-core host (Llama miniature, TP 2, 384 all-reduces in 0.29-0.32 ms). The ring model charges a
+// two-rank all-reduce two messages (estimate.cpp), so 0.38 us a message; an upper bound, since the
+// 0.76 us include the ranks' waits for each other.
+constexpr double kSharedMemoryLatency = 0.38e-6;
+// Accelerator presets' sync_skew (cluster.h) is assumed, not measured here: a GPU kernel of one shape
+// takes the same time to within a few percent from call to call, and CUDA graphs take the host's noise
+// off the launch. The CPU presets keep the figure measured on CPU ranks (kDefaultSyncSkew).
+constexpr double kAcceleratorSyncSkew = 0.02;
 
 // HBM capacities on spec sheets ("80GB") are binary: nvidia-smi shows 81,559 MiB on an H100 80GB.
 struct NodePreset {
@@ -31,6 +40,7 @@ struct NodePreset {
   DeviceSpec device;
   LinkSpec intra;
   LinkSpec inter;
+  double sync_skew = kAcceleratorSyncSkew;
 };
 
 const std::vector<NodePreset>& node_presets() {
@@ -86,8 +96,9 @@ const std::vector<NodePreset>& node_presets() {
       {"CPU",
        1,
        {"CPU", 768 * kGB, 921.6e9, 29.5 * kTera, 0, 59.0 * kTera},
-       {921.6 * kGB, 1e-6},
-       {12.5 * kGB, 20e-6}},
+       {921.6 * kGB, kSharedMemoryLatency},
+       {12.5 * kGB, 20e-6},
+       kDefaultSyncSkew},
   };
   return kPresets;
 }
@@ -194,6 +205,7 @@ Result<ClusterSpec> resolve_preset(std::string_view name) {
     c.device = p.device;
     c.intra_node = p.intra;
     c.inter_node = p.inter;
+    c.sync_skew = p.sync_skew;
     c.name = cluster_shape_name(c);
     D0_RETURN_IF_ERROR(validate_cluster(c).with_context(fmt::format("cluster preset '{}'", name)));
     return c;
@@ -230,7 +242,8 @@ Result<ClusterSpec> local_cluster_from(std::string_view meminfo, std::string_vie
   c.nodes = 1;
   c.devices_per_node = 1;
   c.device = dev;
-  c.intra_node = {dev.memory_bandwidth, 1e-6};
+  c.intra_node = {dev.memory_bandwidth, kSharedMemoryLatency};
+  c.sync_skew = kDefaultSyncSkew;  // measured on CPU ranks (cluster.h)
   c.inter_node = {12.5e9, 20e-6};
   c.name = "local";
   D0_RETURN_IF_ERROR(validate_cluster(c).with_context("local machine"));
