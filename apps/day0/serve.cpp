@@ -53,9 +53,12 @@ int follow(serve::ServedModel& m) {
 int serve_command(ServeArgs& a) {
   const char* name = "serve";
   if (a.dp_attention != 1) {
-    return report_error(name, unsupported(fmt::format("--dp-attention {}: attention data parallelism is not "
-                                                      "implemented yet (--tp, --pp and --ep are)",
-                                                      a.dp_attention)));
+    return report_error(
+        name, unsupported(
+                  fmt::format("--dp-attention {}: not yet in serve (the engine runs attention data-parallel, "
+                              "but the scheduler does not place sequences on DP ranks yet); --tp, --pp and "
+                              "--ep are",
+                              a.dp_attention)));
   }
   if (a.weights != "checkpoint") {
     return report_error(name,

@@ -71,6 +71,83 @@ TEST_P(ExpertParallel, LogitsAndGreedyTokensMatchOneProcess) {
   EXPECT_EQ(pg->tokens().size(), 12u);
 }
 
+// Attention data parallelism: each rank runs its own sequences (rank 0 one prompt, rank 1 a batch of
+// two of other lengths), its MoE layers exchanging picks with the other rank's; prefill logits and 8
+// greedy decode steps equal one process running the same sequences.
+class DataParallelAttention : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DataParallelAttention, EachRanksOwnSequencesEqualOneProcess) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model(GetParam(), 1, 1);
+  Opened part = open_model(GetParam(), 1, 2, MoeCombine::kAllToAll, ActivationPrecision::kF32, true);
+  ASSERT_TRUE(whole.engine && part.engine);
+  const int rank = test_world()->rank();
+  // This rank's prompts: different row counts on the two ranks at every prefill.
+  const std::vector<std::vector<int32_t>> prompts =
+      rank == 0 ? std::vector<std::vector<int32_t>>{kPrompt}
+                : std::vector<std::vector<int32_t>>{{5, 9, 77, 180, 33}, {2, 250, 14, 61, 8, 99, 120, 3}};
+  // Runs `e` on this rank's sequences: the prefill, then 8 greedy steps; returns every step's logits of
+  // each sequence's last token, flattened [steps, sequences, vocab].
+  auto run = [&](Engine& e) {
+    std::vector<KvCache> caches;
+    for (size_t i = 0; i < prompts.size(); ++i) caches.push_back(e.new_cache());
+    std::vector<std::vector<int32_t>> next = prompts;
+    std::vector<float> all;
+    for (int step = 0; step < 9; ++step) {
+      std::vector<SequenceStep> batch;
+      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&caches[i], next[i]});
+      auto logits = e.forward(batch, /*last_only=*/true);  // [sequences, vocab]
+      EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
+      if (!logits.is_ok()) return all;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const float* row = logits->row(static_cast<int64_t>(i));
+        all.insert(all.end(), row, row + logits->cols);
+        next[i] = {static_cast<int32_t>(std::max_element(row, row + logits->cols) - row)};
+      }
+    }
+    return all;
+  };
+  const std::vector<float> expected = run(*whole.engine);
+  const std::vector<float> got = run(*part.engine);
+  ASSERT_EQ(got.size(), expected.size());
+  ASSERT_EQ(got.size(), 9 * prompts.size() * static_cast<size_t>(whole.model.spec.vocab_size));
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - expected[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(expected[i])));
+  }
+  // Each row's expert outputs are added in expert order, as one process adds them.
+  EXPECT_LT(max_diff, 1e-5 * std::max(1.0, max_abs)) << "rank " << rank << " max |logit| " << max_abs;
+  EXPECT_GT(max_abs, 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(GqaMlaMoe, DataParallelAttention,
+                         ::testing::Values("qwen3-moe", "deepseek-v3", "gpt-oss", "qwen2-moe",
+                                           "longcat-flash"),
+                         model_name);
+
+TEST(DataParallelAttentionEngine, RefusesLayoutsItCannotRunSayingWhat) {
+  D0_REQUIRE_TWO_RANKS();
+  Opened whole = open_model("qwen3-moe", 1, 1);
+  Opened part = open_model("qwen3-moe", 1, 2, MoeCombine::kAllToAll);
+  ASSERT_TRUE(whole.engine && part.engine);
+  EngineOptions eo;
+  eo.data_parallel_attention = true;
+  eo.moe_combine = MoeCombine::kAllToAll;
+  auto one = Engine::create(whole.model.spec, whole.model.weights, *whole.backend, eo);  // no EP
+  ASSERT_FALSE(one.is_ok());
+  EXPECT_NE(one.status().message().find("found EP 1"), std::string::npos) << one.status().to_string();
+  eo.expert_parallel = part.groups.ep.get();
+  eo.moe_group = part.groups.stage.get();
+  eo.moe_combine = MoeCombine::kAllReduce;
+  auto reduce = Engine::create(part.model.spec, part.model.weights, *part.backend, eo);
+  ASSERT_FALSE(reduce.is_ok());
+  EXPECT_NE(reduce.status().message().find("combine all-reduce"), std::string::npos)
+      << reduce.status().to_string();
+  eo.moe_combine = MoeCombine::kAllToAll;
+  EXPECT_TRUE(Engine::create(part.model.spec, part.model.weights, *part.backend, eo).is_ok());
+}
+
 class ExpertParallelBinding : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExpertParallelBinding, EachRankBindsItsBlockOfExpertsAndTheRestWhole) {

@@ -23,8 +23,9 @@ struct Opened {
 
 // One process (tp = ep = 1, no group), or this rank of the test world split as `tp` x `ep` (tp * ep
 // ranks: TP 2 or EP 2 over two, TP 2 x EP 2 over four). One backend thread: the ranks share two cores.
+// `dp_attention`: EngineOptions::data_parallel_attention (each rank its own sequences).
 Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine = MoeCombine::kAllReduce,
-                  ActivationPrecision precision = ActivationPrecision::kF32);
+                  ActivationPrecision precision = ActivationPrecision::kF32, bool dp_attention = false);
 
 // Largest |difference| between one process's logits of `prompt` [n, vocab] and `part`'s, and the
 // largest |logit| (a failed forward gives a huge difference).

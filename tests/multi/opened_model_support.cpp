@@ -15,8 +15,8 @@ std::string golden(const std::string& name) {
   return std::string(DAY0_TEST_DATA_DIR) + "/golden/" + name;
 }
 
-Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine,
-                  ActivationPrecision precision) {
+Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine, ActivationPrecision precision,
+                  bool dp_attention) {
   Opened o;
   LoadOptions lo = load_options_for(precision);
   if (tp * ep > 1) {
@@ -41,6 +41,7 @@ Opened open_model(const std::string& name, int tp, int ep, MoeCombine combine,
   if (ep > 1) eo.expert_parallel = o.groups.ep.get();
   if (tp * ep > 1) eo.moe_group = o.groups.stage.get();
   eo.moe_combine = combine;
+  eo.data_parallel_attention = dp_attention;
   auto e = Engine::create(o.model.spec, o.model.weights, *o.backend, eo);
   EXPECT_TRUE(e.is_ok()) << e.status().to_string();
   if (e.is_ok()) o.engine = std::move(e).value();

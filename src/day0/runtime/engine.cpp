@@ -127,6 +127,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     return invalid_argument(fmt::format("engine: pipeline micro-batches must be in [0, 4096], found {}",
                                         options.pipeline_micro_batches));
   }
+  if (options.data_parallel_attention &&
+      (experts.whole() || !shard.whole() || !stage.whole() || options.moe_combine != MoeCombine::kAllToAll)) {
+    return invalid_argument(
+        fmt::format("engine: attention data parallelism runs each expert-parallel rank's own sequences and "
+                    "needs EP above "
+                    "1 with the all-to-all MoE combine, TP 1 and PP 1; found EP {}, TP {}, PP {}, combine {}",
+                    experts.size, shard.size, stage.size, moe_combine_name(options.moe_combine)));
+  }
   if (options.moe_combine == MoeCombine::kAllToAll && experts.whole()) {
     return invalid_argument(
         "engine: the all-to-all MoE combine dispatches tokens to expert-parallel ranks; it needs expert "

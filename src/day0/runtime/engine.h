@@ -68,6 +68,13 @@ struct EngineOptions {
   // when both degrees are above 1 (otherwise the group of the one that is serves).
   dist::Communicator* moe_group = nullptr;
   MoeCombine moe_combine = MoeCombine::kAllReduce;
+  // Attention data parallelism (DP = EP, as DeepSeek-V3 deployments run it): each EP rank runs its own
+  // sequences (its own batch and KV cache) through embedding, attention, dense layers and LM head;
+  // MoE layers dispatch its rows' picks to the experts' ranks and combine them back (the all-to-all
+  // combine, which it requires), and each rank keeps its own rows. Needs EP above 1, TP 1 and PP 1.
+  // Every MoE layer is a collective over the EP group: every rank calls forward the same number of
+  // times, each with at least one row.
+  bool data_parallel_attention = false;
   // Under EP (all-reduce combine, TP 1) with a shared expert: every EP rank computes the whole shared
   // expert while the routed experts' sum is in flight (start_all_reduce_sum), instead of its block of
   // the step's rows before one blocking sum. Off by default: on one host the ranks share the memory

@@ -296,7 +296,10 @@ void moe_all_to_all(const Context& c, int64_t layer, const MoeWeights& w, ConstM
   const int64_t t = h.rows, hidden = h.cols, k = c.spec.moe->experts_per_token;
   const int64_t n_experts = c.spec.moe->n_experts;
   const bool input_scaling = c.spec.moe->topk_method == TopkMethod::kLogitsThenSigmoid;
-  const dist::ExpertBlock mine = owned_rows(t, n, me);
+  // The rows this rank dispatches and combines: a balanced block of the step's (every rank holds the
+  // same rows), or, under attention data parallelism, all of its own.
+  const bool own_rows_only = c.options.data_parallel_attention;
+  const dist::ExpertBlock mine = own_rows_only ? dist::ExpertBlock{0, t} : owned_rows(t, n, me);
   const int64_t width = hidden + 2;  // [hidden row, id bits, weight]
   c.be.synchronize();                // the picks and rows are read here
   // The rank that computes each pick: the expert's holder, one of its copies when it has several.
@@ -416,6 +419,7 @@ void moe_all_to_all(const Context& c, int64_t layer, const MoeWeights& w, ConstM
     if (w.shared.present()) add_shared_expert(c, w, h.row_slice(mine.begin, mine.size()), own);
   }
 
+  if (own_rows_only) return;  // each rank keeps its own sequences' rows
   // Every rank gets every row: blocks padded to the largest one, gathered in rank order.
   const int64_t per = dist::largest_block(t, n);
   Buffer pad(c.arena, per, hidden);      // [largest block, H]
@@ -441,7 +445,8 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
   count_routed(c, layer, r, t * k);
   if (c.moe != nullptr && c.moe->size() > 1) {
-    if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
+    if ((c.options.moe_combine == MoeCombine::kAllToAll || c.options.data_parallel_attention) &&
+        c.ep != nullptr && c.ep->size() > 1) {
       moe_all_to_all(c, layer, w, h, r, out);
     } else {
       moe_all_reduce(c, layer, w, h, r, out);
