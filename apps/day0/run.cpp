@@ -59,6 +59,8 @@ struct RunOptions {
   std::string moe_combine = "all-reduce";
   double comm_timeout = 30.0;
   bool comm_overlap = false;
+  int dp_attention =
+      1;  // attention data parallelism (= ep): every EP rank runs the prompt as its own request
   // Redundant experts (EPLB) under --ep, placed by a recorded load (dist/expert_load.h).
   int64_t redundant_experts = 0;
   std::string expert_load;
@@ -196,6 +198,18 @@ int run_command(const RunOptions& o) {
   eo.pipeline_micro_batches = o.micro_batches;
   eo.moe_combine = o.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
   eo.comm_overlap = o.comm_overlap;
+  if (o.dp_attention != 1) {
+    if (o.dp_attention != o.ep || o.tp != 1 || o.pp != 1) {
+      return report_error(name,
+                          unsupported(fmt::format(
+                              "--dp-attention {} with --ep {}, --tp {}, --pp {}: attention data parallelism "
+                              "runs with DP = EP, TP 1 and PP 1; other layouts not yet",
+                              o.dp_attention, o.ep, o.tp, o.pp)));
+    }
+    // Every EP rank runs the prompt as its own sequence (a DP replica); MoE layers exchange their picks.
+    eo.data_parallel_attention = true;
+    eo.moe_combine = MoeCombine::kAllToAll;
+  }
   if (eo.moe_combine == MoeCombine::kAllToAll && o.ep < 2) {
     return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
                                                "expert-parallel ranks: it needs --ep 2 or more"));
@@ -479,7 +493,12 @@ int run_command(const RunOptions& o) {
       }
       per_rank.push_back(std::move(one));
     }
-    j["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"ep", o.ep}, {"world", ranks.size()}, {"ranks", per_rank}};
+    j["parallel"] = {{"tp", o.tp},
+                     {"pp", o.pp},
+                     {"ep", o.ep},
+                     {"dp_attention", o.dp_attention},
+                     {"world", ranks.size()},
+                     {"ranks", per_rank}};
     if (model->spec.moe) j["parallel"]["moe_combine"] = moe_combine_name(eo.moe_combine);
     if (o.redundant_experts > 0) j["parallel"]["redundant_experts"] = o.redundant_experts;
     if (o.pp > 1) {
@@ -614,6 +633,11 @@ const Registrar kRegistrar(
                      "under --pp: micro-batches a step's tokens are cut into so that stages overlap "
                      "(default: two per stage)")
           ->check(CLI::Range(0, 4096));
+      app.add_option(
+             "--dp-attention", o->dp_attention,
+             "attention data-parallel degree, equal to --ep (TP 1, PP 1): every EP rank runs the prompt "
+             "as its own sequence through attention, MoE layers exchange picks all-to-all (default 1)")
+          ->check(CLI::Range(1, 4096));
       app.add_option("--ep", o->ep,
                      "expert-parallel ranks: each holds a contiguous block of every MoE layer's experts "
                      "(default 1)")

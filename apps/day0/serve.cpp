@@ -1,6 +1,7 @@
 // day0 serve: the OpenAI-compatible server (src/day0/serve/). Parses the options, builds the served
 // model, binds, and serves until SIGINT or SIGTERM, then shuts down gracefully and exits 0.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -33,7 +34,10 @@ Status agree_on_start(dist::Communicator& world, const Status& leader) {
   const int32_t mine = leader.is_ok() ? 0 : 1;
   std::vector<int32_t> all(static_cast<size_t>(world.size()));
   D0_RETURN_IF_ERROR(world.all_gather_of<int32_t>(std::span<const int32_t>(&mine, 1), all));
-  if (all[0] != 0) return leader.is_ok() ? failed_precondition("rank 0 could not start the server") : leader;
+  if (!leader.is_ok()) return leader;
+  for (size_t r = 0; r < all.size(); ++r) {  // rank 0, or any rank serving under DP-attention
+    if (all[r] != 0) return failed_precondition(fmt::format("rank {} could not start its server", r));
+  }
   return Status::ok();
 }
 
@@ -53,12 +57,14 @@ int follow(serve::ServedModel& m) {
 int serve_command(ServeArgs& a) {
   const char* name = "serve";
   if (a.dp_attention != 1) {
-    return report_error(
-        name, unsupported(
-                  fmt::format("--dp-attention {}: not yet in serve (the engine runs attention data-parallel, "
-                              "but the scheduler does not place sequences on DP ranks yet); --tp, --pp and "
-                              "--ep are",
-                              a.dp_attention)));
+    if (a.dp_attention != a.ep || a.tp != 1 || a.pp != 1) {
+      return report_error(name, unsupported(fmt::format(
+                                    "--dp-attention {} with --ep {}, --tp {}, --pp {}: attention data "
+                                    "parallelism runs with DP = EP, TP 1 and PP 1 (each EP rank serves its "
+                                    "own requests); other layouts not yet",
+                                    a.dp_attention, a.ep, a.tp, a.pp)));
+    }
+    a.setup.dp_attention = true;
   }
   if (a.weights != "checkpoint") {
     return report_error(name,
@@ -90,7 +96,14 @@ int serve_command(ServeArgs& a) {
   auto served = serve::open_served_model(a.setup);
   if (!served.is_ok()) return report_error(name, served.status());
   serve::ServedModel& m = **served;
-  if (!m.leader()) return follow(m);
+  if (!m.serves()) return follow(m);
+  if (m.lockstep) {
+    // Another rank shutting down ends this one's serving too (serve/dp_lockstep.h): as if signalled.
+    m.lockstep->on_peer_leaving([rank = m.groups.world->rank()] {
+      fmt::print(stderr, "serve: rank {}: another rank is shutting down; so does this one\n", rank);
+      kill(getpid(), SIGTERM);
+    });
+  }
   auto port = m.server->start();
   if (m.distributed()) {
     if (Status st = agree_on_start(*m.groups.world, port.status()); !st.is_ok())
@@ -109,7 +122,13 @@ int serve_command(ServeArgs& a) {
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
       so.api_key.empty() ? "" : ", API key required");
-  if (m.distributed()) {
+  if (m.lockstep) {
+    fmt::print(
+        stderr,
+        "serve: {} under mpirun, attention data-parallel: rank {} of {} serves its own requests on port "
+        "{} (each rank on its own port), MoE layers meet the other ranks' steps\n",
+        a.setup.layout.to_string(), m.groups.world->rank(), m.groups.world->size(), *port);
+  } else if (m.distributed()) {
     fmt::print(stderr,
                "serve: {} under mpirun: this rank (0) serves HTTP and schedules; the others follow its "
                "steps with their shards\n",
@@ -196,7 +215,11 @@ const Registrar kRegistrar(
       app.add_option("--micro-batches", s.micro_batches,
                      "under --pp: micro-batches a step's tokens are cut into (default: two per stage)")
           ->check(CLI::Range(0, 4096));
-      app.add_option("--dp-attention", a->dp_attention, "attention data-parallel degree (1; not yet above)");
+      app.add_option(
+             "--dp-attention", a->dp_attention,
+             "attention data-parallel degree: equal to --ep (TP 1, PP 1), every EP rank serves its own "
+             "requests on --port + its rank, MoE layers dispatched all-to-all (default 1)")
+          ->check(CLI::Range(1, 4096));
       app.add_option("--ep", a->ep, "expert-parallel ranks (default 1)")->check(CLI::Range(1, 4096));
       app.add_option("--moe-combine", s.moe_combine, "under --ep: all-reduce (default) or all-to-all")
           ->check(CLI::IsMember({"all-reduce", "all-to-all"}));

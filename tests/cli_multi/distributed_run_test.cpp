@@ -241,6 +241,34 @@ TEST(DistributedRun, SharedExpertOverlapsTheRoutedSumAndEqualsOneProcess) {
   }
 }
 
+// Attention data parallelism: each EP rank runs the prompt as its own sequence (a DP replica), its MoE
+// layers exchanging picks with the other rank's; the tokens are one process's.
+TEST(DistributedRun, DataParallelAttentionReplicasEqualOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  for (const char* model : {"qwen3-moe", "deepseek-v3"}) {
+    const std::vector<std::string> run = {"run",
+                                          std::string(DAY0_TEST_DATA_DIR) + "/golden/" + model,
+                                          "--prompt-ids",
+                                          "1,17,42,99,3,250",
+                                          "--threads",
+                                          "1",
+                                          "--json",
+                                          "--max-new",
+                                          "10"};
+    const CliResult one = run_cli_bounded(run, 60);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const MpiRunResult two = run_mpi(2, with(run, {"--ep", "2", "--dp-attention", "2"}), 60, tag_for("dp2"));
+    ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+    const auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(two.out);
+    EXPECT_EQ(b["tokens"], a["tokens"]) << model;
+    EXPECT_EQ(b["parallel"]["dp_attention"], 2);
+    EXPECT_EQ(b["parallel"]["moe_combine"], "all-to-all");
+  }
+  const CliResult bad = run_cli_bounded(with(kMoeRun, {"--dp-attention", "2"}), 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("DP = EP, TP 1 and PP 1"), std::string::npos) << bad.err;
+}
+
 // Redundant experts: a recorded one-process load places 2 extra copies per MoE layer over EP 2; the
 // tokens are one process's under both combines, every (token, expert) pick is computed exactly once
 // over the ranks, some on the copies, and each rank binds its block plus its copies.

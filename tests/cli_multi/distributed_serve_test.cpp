@@ -197,6 +197,64 @@ TEST(DistributedServe, RedundantExpertCopiesServeLikeOneProcess) {
   serves_like_one_process(golden("qwen3-moe"), {"--ep", "2", "--redundant-experts", "2"}, 2, "serve-eplb", 2);
 }
 
+// Attention data parallelism: every rank serves its own requests on its own port. The prompts sent to
+// both ports at once (each rank's MoE layers meeting the other's steps), then one alone on rank 1
+// (rank 0 idle: its one-row filler steps meet rank 1's collectives), give the single process's
+// tokens; both pools return every block; rank 0's SIGTERM ends both ranks with exit 0.
+TEST(DistributedServe, DataParallelAttentionRanksServeTheirOwnRequestsLikeOneProcess) {
+  D0_REQUIRE_MPIRUN();
+  const std::string model = golden("qwen3-moe");
+  const auto expected = reference_tokens(model);
+  const std::string tag = tag_for("serve-dp2");
+  MpiJob job(2,
+             {"serve", model, "--port", "0", "--threads", "1", "--kv-blocks", "512", "--served-model-name",
+              "mini", "--ep", "2", "--dp-attention", "2"},
+             tag);
+  std::vector<int> ports;
+  for (int i = 0; i < 900 && ports.size() < 2; ++i) {
+    ports.clear();
+    const std::string out = job.out();
+    const std::string marker = "listening on http://127.0.0.1:";
+    for (size_t at = out.find(marker); at != std::string::npos; at = out.find(marker, at + 1))
+      ports.push_back(std::stoi(out.substr(at + marker.size())));
+    if (ports.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(ports.size(), 2u) << job.out() << job.err();
+  EXPECT_NE(ports[0], ports[1]);
+  std::vector<std::vector<std::vector<int>>> got(2, std::vector<std::vector<int>>(kPrompts.size()));
+  {
+    std::vector<std::thread> clients;
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < kPrompts.size(); ++i)
+        clients.emplace_back([&, r, i] { got[r][i] = complete(ports[r], kPrompts[i]); });
+    }
+    for (auto& c : clients) c.join();
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < kPrompts.size(); ++i)
+      EXPECT_EQ(got[r][i], expected[i]) << "port " << ports[r] << " prompt " << i << " served together";
+  }
+  EXPECT_EQ(complete(ports[1], kPrompts[2]), expected[2]) << "alone on rank 1";
+  for (int port : ports) {
+    for (int i = 0; i < 20 && metric(port, "day0:kv_cache_used_blocks") != 0.0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Prefix caching keeps the prompts' whole blocks (none here: every prompt is shorter than one).
+    EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0) << port;
+  }
+  const MpiRunResult r = stop_gracefully(job, tag);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("attention data-parallel"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("another rank is shutting down"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("serve: stopped"), r.err.rfind("serve: stopped")) << "both ranks stop: " << r.err;
+  EXPECT_TRUE(processes_tagged(tag).empty());
+  // Layouts it does not run are refused before loading.
+  const CliResult bad =
+      run_cli_bounded({"serve", model, "--port", "0", "--ep", "1", "--dp-attention", "2"}, 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("DP = EP, TP 1 and PP 1"), std::string::npos) << bad.err;
+}
+
 TEST(DistributedServe, PipelineStagesServeLikeOneProcess) {
   D0_REQUIRE_MPIRUN();
   serves_like_one_process(golden("llama3"), {"--pp", "2"}, 2, "serve-pp2", 1);  // a layer a stage

@@ -55,10 +55,12 @@ RuntimeLayout runtime_layout(const Parallelism& par) {
   if (par.ep == 1 && par.dp == 1) {
     l.tp = par.tp;
   } else if (par.ep == par.dp) {
-    // Attention's DP replicas are the EP ranks (the runtime replicates attention over EP); each
-    // expert's width is split over TP, as the plan's expert-TP = TP x DP / EP = TP says.
+    // Attention's DP replicas are the EP ranks; each expert's width is split over TP, as the plan's
+    // expert-TP = TP x DP / EP = TP says. With TP 1 each EP rank runs its own sequences' attention
+    // (--dp-attention); with TP above 1 the runtime replicates attention over the EP ranks instead.
     l.tp = par.tp;
     l.ep = par.ep;
+    if (par.tp == 1 && par.pp == 1 && par.dp > 1) l.dp_attention = par.dp;
   } else {
     l.tp = par.tp;
     l.ep = par.ep;
@@ -75,6 +77,7 @@ std::string serve_command_line(const RuntimeLayout& l, const std::string& model_
   if (l.tp > 1) line += fmt::format(" --tp {}", l.tp);
   if (l.pp > 1) line += fmt::format(" --pp {}", l.pp);
   if (l.ep > 1) line += fmt::format(" --ep {}", l.ep);
+  if (l.dp_attention > 1) line += fmt::format(" --dp-attention {}", l.dp_attention);
   line += fmt::format(" --context {} --max-seqs {}", w.context, w.concurrency);
   if (w.weights != WeightPrecision::kCheckpoint)
     line += fmt::format(" --weights {}", weight_precision_name(w.weights));

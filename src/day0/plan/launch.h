@@ -27,6 +27,9 @@ Result<Launcher> parse_launcher(const std::string& name);  // "mpirun", "slurm"
 // The runtime's degrees for a planned layout: world = tp x pp x ep ranks.
 struct RuntimeLayout {
   int64_t tp = 1, pp = 1, ep = 1;
+  // Attention data parallelism (`--dp-attention`, = ep): the plan's DP = EP with TP 1, each EP rank
+  // serving its own requests; 1 otherwise (attention replicated over the EP ranks).
+  int64_t dp_attention = 1;
   std::string not_runnable;  // why this build cannot run the layout ("" when it can)
   int64_t world() const { return tp * pp * ep; }
 };

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "day0/runtime/text_prompt.h"
+#include "day0/serve/dp_lockstep.h"
 #include "day0/serve/prefix_cache.h"
 #include "day0/serve/step_mirror.h"
 #include "day0/serve/stop_matcher.h"
@@ -220,6 +221,12 @@ void Scheduler::drop_cache(Sequence& s) {
 }
 
 Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids) {
+  if (DpLockstep* lockstep = options_.lockstep; lockstep != nullptr) {
+    if (Status st = lockstep->before_forward(); !st.is_ok()) lockstep->fail(st);
+    auto logits = engine_.forward(batch, true);
+    if (!logits.is_ok() && logits.status().code() == StatusCode::kIoError) lockstep->fail(logits.status());
+    return logits;
+  }
   StepMirror* mirror = options_.mirror;
   if (mirror == nullptr) return engine_.forward(batch, true);
   // The followers are part of every collective of the step: a failure to reach them, or one inside
@@ -461,7 +468,9 @@ void Scheduler::loop() {
     {
       std::unique_lock lock(mutex_);
       if (incoming_.empty() && waiting_.empty() && running_.empty() && !stopping_) {
-        wake_.wait_for(lock, std::chrono::milliseconds(200));
+        // Under DP lockstep the other ranks' steps wait for this one's answer: a short nap.
+        wake_.wait_for(lock, options_.lockstep != nullptr ? std::chrono::milliseconds(1)
+                                                          : std::chrono::milliseconds(200));
       }
       for (auto& s : incoming_) waiting_.push_back(std::move(s));
       incoming_.clear();
@@ -486,14 +495,28 @@ void Scheduler::loop() {
     drop(waiting_);
     drop(running_);
     if (stopping && waiting_.empty() && running_.empty()) {
-      std::lock_guard lock(mutex_);
-      if (incoming_.empty()) break;
+      bool nothing_left = false;
+      {
+        std::lock_guard lock(mutex_);
+        nothing_left = incoming_.empty();
+      }
+      if (DpLockstep* lockstep = options_.lockstep; lockstep != nullptr && nothing_left) {
+        // Leave only with every rank: until then, keep meeting their steps.
+        auto all_leaving = lockstep->idle(true);
+        if (!all_leaving.is_ok()) lockstep->fail(all_leaving.status());
+        if (*all_leaving) break;
+        continue;
+      }
+      if (nothing_left) break;
       continue;
     }
     admit();
     const bool ran = run_step();
     if (!ran && options_.mirror != nullptr) {
       if (Status st = options_.mirror->keepalive(); !st.is_ok()) options_.mirror->fail(st);
+    }
+    if (!ran && options_.lockstep != nullptr) {
+      if (auto idle = options_.lockstep->idle(false); !idle.is_ok()) options_.lockstep->fail(idle.status());
     }
     std::erase_if(waiting_, [](const auto& s) { return s->done; });
     publish_gauges();

@@ -40,6 +40,7 @@ namespace day0::serve {
 
 enum class AdmissionPolicy { kMaxUtilization, kGuaranteedNoEvict };
 class StepMirror;
+class DpLockstep;
 
 // Why prefix caching cannot serve `spec`, or "" when it can: a model with linear-attention layers
 // (Qwen3-Next's Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
@@ -59,6 +60,9 @@ struct SchedulerOptions {
   // Serving under mpirun (rank 0): every step is sent to the other ranks first (serve/step_mirror.h).
   // Not owned; outlives the scheduler. Prefix cache entries made, forked and dropped are sent too.
   StepMirror* mirror = nullptr;
+  // Attention data parallelism (every EP rank serves its own requests): each forward, and each loop
+  // turn without one, meets the other ranks' first (serve/dp_lockstep.h). Not owned.
+  DpLockstep* lockstep = nullptr;
 };
 
 struct SequenceRequest {

@@ -82,6 +82,9 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   eo.pipeline_micro_batches = setup.micro_batches;
   eo.moe_combine = setup.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
   eo.comm_overlap = setup.comm_overlap;
+  eo.data_parallel_attention = setup.dp_attention;
+  if (setup.dp_attention) eo.moe_combine = MoeCombine::kAllToAll;  // each rank's rows go to the experts'
+
   BackendOptions bo;
   bo.n_threads = setup.threads;
   D0_ASSIGN_OR_RETURN(out->backend, open_backend(setup.backend, bo));
@@ -122,8 +125,13 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
   out->kv_blocks = sched.kv_blocks;
-  if (!out->leader()) return out;
-  if (out->distributed()) {
+  if (setup.dp_attention) {
+    out->lockstep = std::make_unique<DpLockstep>(*out->groups.ep, *out->engine);
+    sched.lockstep = out->lockstep.get();
+    if (so.port != 0) so.port += out->groups.world->rank();  // rank r on port + r (0: any free port)
+  } else if (!out->leader()) {
+    return out;
+  } else if (out->distributed()) {
     out->mirror = std::make_unique<StepMirror>(*out->groups.world, dist::compute_groups(out->groups));
     sched.mirror = out->mirror.get();
   }

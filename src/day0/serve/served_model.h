@@ -10,6 +10,7 @@
 #include "day0/dist/process_groups.h"
 #include "day0/runtime/distributed_model.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/serve/dp_lockstep.h"
 #include "day0/serve/openai_server.h"
 #include "day0/serve/step_mirror.h"
 #include "day0/serve/timing_backend.h"
@@ -31,8 +32,11 @@ struct ServeSetup {
   dist::CommOptions comm;
   std::string moe_combine = "all-reduce";  // under EP: all-reduce or all-to-all (EngineOptions)
   bool comm_overlap = false;               // EngineOptions::comm_overlap
-  int micro_batches = 0;                   // under PP: micro-batches a step is cut into (0: two per stage)
-  RedundantExperts redundant_experts;      // under EP: extra expert copies (distributed_model.h)
+  // Attention data parallelism (DP = EP, TP 1, PP 1): every rank serves its own requests on port + its
+  // rank (serve/dp_lockstep.h), with the all-to-all MoE combine.
+  bool dp_attention = false;
+  int micro_batches = 0;               // under PP: micro-batches a step is cut into (0: two per stage)
+  RedundantExperts redundant_experts;  // under EP: extra expert copies (distributed_model.h)
 };
 
 inline constexpr uint64_t kDefaultKvMemory = uint64_t{1} << 30;
@@ -45,7 +49,8 @@ struct ServedModel {
   std::unique_ptr<TimingBackend> timing;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<StepMirror> mirror;    // rank 0 of a distributed job
-  std::unique_ptr<OpenAiServer> server;  // rank 0 only
+  std::unique_ptr<DpLockstep> lockstep;  // every rank under attention data parallelism
+  std::unique_ptr<OpenAiServer> server;  // rank 0 only (every rank under attention data parallelism)
   int64_t kv_blocks = 0;                 // the pool's capacity in blocks (every rank reserves it)
   uint64_t kv_bytes = 0;                 // the pool's capacity
   // Why prefix caching was turned off for this model ("" when it was not): see
@@ -55,6 +60,8 @@ struct ServedModel {
   ~ServedModel();                         // the server first (it holds sequences on the engine's pool)
   bool distributed() const { return groups.world && groups.world->size() > 1; }
   bool leader() const { return !groups.world || groups.world->rank() == 0; }
+  // Whether this rank runs a server: rank 0, or every rank under attention data parallelism.
+  bool serves() const { return leader() || lockstep != nullptr; }
 };
 
 // Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status. Under
