@@ -240,6 +240,9 @@ TEST(DistributedServe, DataParallelAttentionRanksServeTheirOwnRequestsLikeOnePro
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     // Prefix caching keeps the prompts' whole blocks (none here: every prompt is shorter than one).
     EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0) << port;
+    const double idle = metric(port, "day0:communication_idle_ratio");  // waits in the MoE layers
+    EXPECT_GT(idle, 0.0) << port;
+    EXPECT_LT(idle, 1.0) << port;
   }
   const MpiRunResult r = stop_gracefully(job, tag);
   EXPECT_FALSE(r.timed_out);

@@ -1,5 +1,6 @@
 #include "day0/serve/dp_lockstep.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <span>
 #include <vector>
@@ -12,6 +13,7 @@ Result<DpLockstep::Agreement> DpLockstep::tick(bool work, bool leaving) {
   const int n = group_.size();
   const std::vector<int64_t> mine = {work ? 1 : 0, leaving ? 1 : 0};
   std::vector<int64_t> all(2 * static_cast<size_t>(n));  // [ranks, (work, leaving)]
+  const double waited_before = group_.stats().wait_seconds;
   D0_RETURN_IF_ERROR(group_.all_gather_of<int64_t>(mine, all));
   ++ticks_;
   Agreement a;
@@ -20,6 +22,7 @@ Result<DpLockstep::Agreement> DpLockstep::tick(bool work, bool leaving) {
     a.any_leaving = a.any_leaving || all[2 * static_cast<size_t>(r) + 1] != 0;
     a.all_leaving = a.all_leaving && all[2 * static_cast<size_t>(r) + 1] != 0;
   }
+  if (!a.any_work) idle_turn_waits_ += group_.stats().wait_seconds - waited_before;
   if (leaving) told_ = true;
   if (a.any_leaving && !told_) {
     told_ = true;
@@ -29,10 +32,22 @@ Result<DpLockstep::Agreement> DpLockstep::tick(bool work, bool leaving) {
 }
 
 Status DpLockstep::before_forward() {
+  busy_since_ = Clock::now();
   return tick(true, false).status();
 }
 
+void DpLockstep::after_forward() {
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - busy_since_).count();
+}
+
+double DpLockstep::idle_ratio() const {
+  if (busy_seconds_ <= 0) return 0;
+  const double waited = group_.stats().wait_seconds - idle_turn_waits_;
+  return std::clamp(waited / busy_seconds_, 0.0, 1.0);
+}
+
 Result<bool> DpLockstep::idle(bool leaving) {
+  const auto start = Clock::now();
   D0_ASSIGN_OR_RETURN(const Agreement a, tick(false, leaving));
   if (!a.any_work) return a.all_leaving;
   // Another rank runs a step: one row of token 0 at position 0 on a scratch cache meets its
@@ -41,7 +56,9 @@ Result<bool> DpLockstep::idle(bool leaving) {
   const std::vector<int32_t> token = {0};
   const SequenceStep step{&scratch, token};
   ++filler_steps_;
-  D0_RETURN_IF_ERROR(engine_.forward(std::span(&step, 1), true).status());
+  const Status st = engine_.forward(std::span(&step, 1), true).status();
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  D0_RETURN_IF_ERROR(st);
   return false;
 }
 

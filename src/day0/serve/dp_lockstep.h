@@ -10,6 +10,7 @@
 //    then it keeps answering; the first time a rank sees another leaving, on_peer_leaving runs (the
 //    server stops admitting and shuts down too), so that one rank's SIGTERM ends the job.
 // Threads: used by the scheduler's engine thread only (the group's one user).
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -26,14 +27,19 @@ class DpLockstep {
 
   // Called once, on the engine thread, when another rank is seen leaving first.
   void on_peer_leaving(std::function<void()> f) { on_peer_leaving_ = std::move(f); }
-  // Before a forward of real work on this rank.
+  // Before a forward of real work on this rank, and after it (the time between is busy time).
   Status before_forward();
+  void after_forward();
   // A loop turn without a forward here: true when every rank wants to leave (`leaving` on all).
   // Runs the filler step when some rank has work.
   Result<bool> idle(bool leaving);
   // A communication failure: every rank ends (exit 1) with `st` printed here.
   [[noreturn]] void fail(const Status& st);
 
+  // The share of busy time (real and filler steps with their agreements) this rank waited in the EP
+  // group's collectives: the communication idle ratio under DP-attention. Turns where no rank had
+  // work are not busy time, and their waits are not counted.
+  double idle_ratio() const;
   int64_t filler_steps() const { return filler_steps_; }
   int64_t ticks() const { return ticks_; }
 
@@ -47,8 +53,12 @@ class DpLockstep {
 
   dist::Communicator& group_;
   Engine& engine_;
+  using Clock = std::chrono::steady_clock;
   std::function<void()> on_peer_leaving_;
-  bool told_ = false;  // on_peer_leaving ran, or this rank left first
+  Clock::time_point busy_since_{};
+  double busy_seconds_ = 0;
+  double idle_turn_waits_ = 0;  // the group's wait inside turns where nobody had work
+  bool told_ = false;           // on_peer_leaving ran, or this rank left first
   int64_t filler_steps_ = 0;
   int64_t ticks_ = 0;
 };

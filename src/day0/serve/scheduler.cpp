@@ -224,6 +224,7 @@ Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std:
   if (DpLockstep* lockstep = options_.lockstep; lockstep != nullptr) {
     if (Status st = lockstep->before_forward(); !st.is_ok()) lockstep->fail(st);
     auto logits = engine_.forward(batch, true);
+    lockstep->after_forward();
     if (!logits.is_ok() && logits.status().code() == StatusCode::kIoError) lockstep->fail(logits.status());
     return logits;
   }
@@ -458,6 +459,7 @@ void Scheduler::publish_gauges() {
   g.prefix_cache_blocks = prefix_->cache.blocks_held();
   g.prefix_caching = options_.prefix_caching;
   if (options_.mirror != nullptr) g.communication_idle_ratio = options_.mirror->idle_ratio();
+  if (options_.lockstep != nullptr) g.communication_idle_ratio = options_.lockstep->idle_ratio();
   metrics_.set_gauges(g);
 }
 
