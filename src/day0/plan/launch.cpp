@@ -65,8 +65,8 @@ RuntimeLayout runtime_layout(const Parallelism& par) {
     l.tp = par.tp;
     l.ep = par.ep;
     l.not_runnable = fmt::format(
-        "DP-attention {} with EP {}: Day0's runtime replicates attention over the EP ranks (DP = EP) and "
-        "does not split it otherwise yet",
+        "DP-attention {} with EP {}: Day0 runs attention data parallelism with DP = EP only (data-parallel "
+        "at TP 1, replicated over the EP ranks above it); other DP layouts not yet",
         par.dp, par.ep);
   }
   return l;
