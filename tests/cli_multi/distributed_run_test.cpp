@@ -22,10 +22,6 @@ std::string llama() {
   return std::string(DAY0_TEST_DATA_DIR) + "/golden/llama3";
 }
 
-std::string qwen3_moe() {
-  return std::string(DAY0_TEST_DATA_DIR) + "/golden/qwen3-moe";
-}
-
 std::string tag_for(const char* test) {
   return std::string(test) + "-" + std::to_string(getpid());
 }
@@ -73,8 +69,20 @@ TEST(DistributedRun, WorldSizeThatDoesNotMatchTheLayoutIsRefused) {
   EXPECT_NE(r.err.find("TP 4 x PP 1 x EP 1 = 4 ranks needs 4"), std::string::npos) << r.err;
 }
 
-const std::vector<std::string> kMoeRun = {
-    "run", qwen3_moe(), "--prompt-ids", "1,17,42,99,3,250", "--threads", "1", "--json", "--max-new", "10"};
+// `day0 run` of a golden miniature: the fixed prompt, 10 greedy tokens, one thread, JSON.
+std::vector<std::string> golden_run(const std::string& model) {
+  return {"run",
+          std::string(DAY0_TEST_DATA_DIR) + "/golden/" + model,
+          "--prompt-ids",
+          "1,17,42,99,3,250",
+          "--threads",
+          "1",
+          "--json",
+          "--max-new",
+          "10"};
+}
+
+const std::vector<std::string> kMoeRun = golden_run("qwen3-moe");
 
 // Refused from the config alone, before MPI or any weight: no mpirun needed to see the message.
 TEST(DistributedRun, ExpertParallelismRefusalsSayWhyBeforeLoading) {
@@ -173,15 +181,7 @@ TEST(DistributedRun, TensorTimesExpertParallelOverFourRanksEqualsOneProcess) {
 // TP 2 splits its heads, EP 2 places its experts, TP 2 x EP 2 both; the tokens are one process's.
 TEST(DistributedRun, MlaModelUnderTensorAndExpertParallelismEqualsOneProcess) {
   D0_REQUIRE_MPIRUN();
-  const std::vector<std::string> run = {"run",
-                                        std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3",
-                                        "--prompt-ids",
-                                        "1,17,42,99,3,250",
-                                        "--threads",
-                                        "1",
-                                        "--json",
-                                        "--max-new",
-                                        "10"};
+  const std::vector<std::string> run = golden_run("deepseek-v3");
   const CliResult one = run_cli_bounded(run, 60);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto a = nlohmann::json::parse(one.out);
@@ -207,13 +207,7 @@ TEST(DistributedRun, MlaModelUnderTensorAndExpertParallelismEqualsOneProcess) {
 TEST(DistributedRun, SharedExpertOverlapsTheRoutedSumAndEqualsOneProcess) {
   D0_REQUIRE_MPIRUN();
   for (const std::string dtype : {"f32", "bf16"}) {
-    const std::vector<std::string> run = {
-        "run",          std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3",
-        "--prompt-ids", "1,17,42,99,3,250",
-        "--threads",    "1",
-        "--json",       "--max-new",
-        "10",           "--dtype",
-        dtype};
+    const std::vector<std::string> run = with(golden_run("deepseek-v3"), {"--dtype", dtype});
     const CliResult one = run_cli_bounded(run, 60);
     ASSERT_EQ(one.exit_code, 0) << one.err;
     const auto a = nlohmann::json::parse(one.out);
@@ -246,15 +240,7 @@ TEST(DistributedRun, SharedExpertOverlapsTheRoutedSumAndEqualsOneProcess) {
 TEST(DistributedRun, DataParallelAttentionReplicasEqualOneProcess) {
   D0_REQUIRE_MPIRUN();
   for (const char* model : {"qwen3-moe", "deepseek-v3"}) {
-    const std::vector<std::string> run = {"run",
-                                          std::string(DAY0_TEST_DATA_DIR) + "/golden/" + model,
-                                          "--prompt-ids",
-                                          "1,17,42,99,3,250",
-                                          "--threads",
-                                          "1",
-                                          "--json",
-                                          "--max-new",
-                                          "10"};
+    const std::vector<std::string> run = golden_run(model);
     const CliResult one = run_cli_bounded(run, 60);
     ASSERT_EQ(one.exit_code, 0) << one.err;
     const MpiRunResult two = run_mpi(2, with(run, {"--ep", "2", "--dp-attention", "2"}), 60, tag_for("dp2"));

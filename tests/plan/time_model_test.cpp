@@ -18,36 +18,8 @@
 namespace day0::plan {
 namespace {
 
-// bench-dense-1b and bench-moe-a02b (../shared/docs/benchmarks.md) as `day0 synth` writes them for
-// bench/e2e.sh: grouped-query attention kept at 2 KV heads.
-ModelShape bench_dense_1b() {
-  ModelShape s;
-  s.name = "bench-dense-1b";
-  s.hidden = 2048;
-  s.n_layers = 16;
-  s.n_heads = 32;
-  s.n_kv_heads = 2;
-  s.head_dim = 64;
-  s.dense_intermediate = 8192;
-  s.vocab = 32000;
-  return s;
-}
-
-ModelShape bench_moe_a02b() {
-  ModelShape s;
-  s.name = "bench-moe-a02b";
-  s.hidden = 1024;
-  s.n_layers = 12;
-  s.n_heads = 16;
-  s.n_kv_heads = 2;
-  s.head_dim = 128;
-  s.dense_intermediate = 0;
-  s.n_experts = 64;
-  s.experts_per_token = 8;
-  s.expert_intermediate = 512;
-  s.vocab = 32000;
-  return s;
-}
+using testing::bench_dense_1b;
+using testing::bench_moe_a02b;
 
 // The host of the measurements as a cluster file: two ranks of one core each, 10 GB/s and 0.3 TFLOP/s a
 // rank, shared memory between them (latency: presets.cpp's measured figure). No sync_skew given: the

@@ -128,7 +128,7 @@ void count_computed(const Context& c, int64_t layer, const MoeWeights& w, const 
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     if (id < 0 || id >= n_experts) continue;
-    const int64_t slot = w.expert_slot.empty() ? id : w.expert_slot[static_cast<size_t>(id)];
+    const int64_t slot = w.slot_of(id);
     if (slot >= 0) ++counts[static_cast<size_t>(slot)];
   }
 }
@@ -445,8 +445,8 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
   count_routed(c, layer, r, t * k);
   if (c.moe != nullptr && c.moe->size() > 1) {
-    if ((c.options.moe_combine == MoeCombine::kAllToAll || c.options.data_parallel_attention) &&
-        c.ep != nullptr && c.ep->size() > 1) {
+    // Attention data parallelism always combines all-to-all (Engine::create refuses it otherwise).
+    if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
       moe_all_to_all(c, layer, w, h, r, out);
     } else {
       moe_all_reduce(c, layer, w, h, r, out);

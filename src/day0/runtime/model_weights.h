@@ -135,6 +135,10 @@ struct MoeWeights {
   int64_t expert_of_slot(int64_t slot) const {
     return held_experts.empty() ? slot : held_experts[static_cast<size_t>(slot)];
   }
+  // The slot holding routed expert `id` (in [0, E)), or -1 where another rank holds it.
+  int64_t slot_of(int64_t id) const {
+    return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
+  }
   GateUpLayout layout = GateUpLayout::kSeparate;
   DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
   Linear shared_gate;      // Qwen2-MoE sigmoid gate [1, H], or absent

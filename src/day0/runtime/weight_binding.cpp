@@ -242,7 +242,7 @@ class TableBinder {
   Status one_expert(const TensorSpec& t, MoeWeights& moe) {
     if (t.expert < 0 || (b_.spec().moe && t.expert >= b_.spec().moe->n_experts))
       return internal_error(fmt::format("tensor {}: expert {} out of range", t.name, t.expert));
-    const int64_t slot = moe.expert_slot.empty() ? t.expert : moe.expert_slot[static_cast<size_t>(t.expert)];
+    const int64_t slot = moe.slot_of(t.expert);
     if (slot < 0) return Status::ok();  // another EP rank's: never read here
     ExpertWeights* e = &moe.experts[static_cast<size_t>(slot)];
     Linear l;
