@@ -65,7 +65,8 @@ print('attention replicated    %6.1f output tok/s, failed %d' % (a['output_throu
 }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-echo "== shared expert under EP 2 ($ROUNDS rounds)"
+echo "== shared expert under EP 2 ($ROUNDS rounds, after an untimed warm-up that reads the weights in)"
+shared_run warm-up "$DAY0" >/dev/null
 for _ in $(seq 1 "$ROUNDS"); do
   [ -n "$BASELINE" ] && shared_run baseline "$BASELINE"
   shared_run "rows split (default)" "$DAY0"
