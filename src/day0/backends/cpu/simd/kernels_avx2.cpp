@@ -145,23 +145,29 @@ void dot_block(const void* const* rows, int64_t cols, const float* const* xs, fl
                int64_t ahead) {
   constexpr int64_t elem = F == WeightFormat::kF32 ? 4 : 2;
   __m256 a[R][NT], b[R][NT];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) a[r][t] = b[r][t] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
     if (ahead != 0 && (k * elem) % 64 == 0) {
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         _mm_prefetch(static_cast<const char*>(rows[r]) + ahead + k * elem, _MM_HINT_T0);
     }
     __m256 w0[R], w1[R];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       w0[r] = load_weights_as<F>(rows[r], k);
       w1[r] = load_weights_as<F>(rows[r], k + 8);
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       const __m256 x0 = _mm256_loadu_ps(xs[t] + k);
       const __m256 x1 = _mm256_loadu_ps(xs[t] + k + 8);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         a[r][t] = _mm256_fmadd_ps(w0[r], x0, a[r][t]);
         b[r][t] = _mm256_fmadd_ps(w1[r], x1, b[r][t]);
@@ -169,12 +175,16 @@ void dot_block(const void* const* rows, int64_t cols, const float* const* xs, fl
     }
   }
   for (; k + 8 <= cols; k += 8) {
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 w0 = load_weights_as<F>(rows[r], k);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) a[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), a[r][t]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       float s = hsum(_mm256_add_ps(a[r][t], b[r][t]));
       for (int64_t j = k; j < cols; ++j) s += element_as<F>(rows[r], j) * xs[t][j];

@@ -219,21 +219,26 @@ void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, flo
   const char* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = static_cast<const char*>(row_ptr(w, n + r));
   __m512 a[R][NT], b[R][NT];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) a[r][t] = b[r][t] = _mm512_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 32 <= cols; k += 32) {
     __m512 w0[R], w1[R];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       prefetch_ahead(rows[r] + k * kElem);
       if constexpr (kElem == 4) prefetch_ahead(rows[r] + k * kElem + 64);
       w0[r] = load_plain_as<F>(rows[r], k, 0xffff);
       w1[r] = load_plain_as<F>(rows[r], k + 16, 0xffff);
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       const __m512 x0 = _mm512_loadu_ps(xs[t] + k);
       const __m512 x1 = _mm512_loadu_ps(xs[t] + k + 16);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         a[r][t] = _mm512_fmadd_ps(w0[r], x0, a[r][t]);
         b[r][t] = _mm512_fmadd_ps(w1[r], x1, b[r][t]);
@@ -242,13 +247,17 @@ void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, flo
   }
   for (; k < cols; k += 16) {
     const __mmask16 m = tail_mask(cols - k);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 w0 = load_plain_as<F>(rows[r], k, m);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t)
         a[r][t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, xs[t] + k), a[r][t]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r][t], b[r][t]));
   }
 }
