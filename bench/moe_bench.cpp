@@ -2,6 +2,9 @@
 // the routed experts (hidden 1024, expert width 512, BF16 and FP8 weights) at batch 1, 16 (a serving
 // step of 16 streams: a few tokens per expert) and 64.
 // Reports tokens/s and GB/s of the expert weights the batch actually touched. Args: format, batch.
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include <benchmark/benchmark.h>
@@ -73,6 +76,62 @@ void BM_MoeLayer(benchmark::State& state) {
   state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 16, 64}})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The experts of one bench-moe-a02b layer (64 experts, top-8, hidden 1024, expert width 512, BF16) at a
+// serving step of `batch` decode tokens, picks drawn afresh every iteration (uniform, distinct per
+// token) so that the touched experts come from memory, as in `day0 serve`, not from the L3 a fixed
+// pick would leave them in. Reports expert weight GB/s against the read bandwidth of the same run.
+void BM_MoeServeStep(benchmark::State& state) {
+  constexpr int64_t kServeExperts = 64;
+  const int64_t batch = state.range(0);
+  std::vector<day0::bench::OwnedWeight> store;
+  store.reserve(3 * kServeExperts);
+  std::vector<day0::ExpertWeights> experts(kServeExperts);
+  for (int64_t e = 0; e < kServeExperts; ++e) {
+    auto& ew = experts[static_cast<size_t>(e)];
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, 3 * e));
+    ew.gate = store.back().view;
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, 3 * e + 1));
+    ew.up = store.back().view;
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kHidden, kInter, 3 * e + 2));
+    ew.down = store.back().view;
+  }
+  const auto x = day0::bench::make_activations(batch * kHidden, 6);
+  std::vector<int32_t> ids(static_cast<size_t>(batch * kTopK));  // [batch, top-k]
+  std::vector<float> weights(ids.size(), 1.0f / kTopK);          // [batch, top-k]
+  std::vector<float> out(static_cast<size_t>(batch * kHidden));  // [batch, hidden]
+  day0::BackendOptions opts;
+  opts.n_threads = 2;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  std::mt19937 rng(7);
+  std::vector<int32_t> perm(kServeExperts);
+  double touched_bytes = 0;
+  const auto& e0 = experts[0];
+  const double expert_bytes =
+      static_cast<double>(e0.gate.data_bytes() + e0.up.data_bytes() + e0.down.data_bytes());
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::set<int32_t> unique;
+    for (int64_t t = 0; t < batch; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy_n(perm.begin(), kTopK, ids.begin() + t * kTopK);
+      unique.insert(perm.begin(), perm.begin() + kTopK);
+    }
+    touched_bytes += static_cast<double>(unique.size()) * expert_bytes;
+    state.ResumeTiming();
+    be->moe_experts({.x = {x.data(), batch, kHidden},
+                     .expert_ids = {ids.data(), batch, kTopK},
+                     .expert_weights = {weights.data(), batch, kTopK},
+                     .experts = experts,
+                     .out = {out.data(), batch, kHidden}});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MoeServeStep)->Arg(1)->Arg(4)->Arg(16)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -218,6 +218,9 @@ void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, flo
   const int64_t cols = w.cols;
   const char* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = static_cast<const char*>(row_ptr(w, n + r));
+  // Each row prefetches the row R on (the same column of the next block: every line of it), or at
+  // least kPrefetchBytes on where rows are short.
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, R * cols * kElem) - kPrefetchBytes;
   __m512 a[R][NT], b[R][NT];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -229,8 +232,8 @@ void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, flo
     __m512 w0[R], w1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      prefetch_ahead(rows[r] + k * kElem);
-      if constexpr (kElem == 4) prefetch_ahead(rows[r] + k * kElem + 64);
+      prefetch_ahead(rows[r] + ahead + k * kElem);
+      if constexpr (kElem == 4) prefetch_ahead(rows[r] + ahead + k * kElem + 64);
       w0[r] = load_plain_as<F>(rows[r], k, 0xffff);
       w1[r] = load_plain_as<F>(rows[r], k + 16, 0xffff);
     }
