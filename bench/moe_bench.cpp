@@ -80,10 +80,11 @@ BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 16, 64}})->UseRealTime()->Unit(
 // The experts of one bench-moe-a02b layer (64 experts, top-8, hidden 1024, expert width 512, BF16) at a
 // serving step of `batch` decode tokens, picks drawn afresh every iteration (uniform, distinct per
 // token) so that the touched experts come from memory, as in `day0 serve`, not from the L3 a fixed
-// pick would leave them in. Reports expert weight GB/s against the read bandwidth of the same run.
+// pick would leave them in. Args: batch, activations (0: exact float32, 1: BF16 as `--dtype bf16`).
 void BM_MoeServeStep(benchmark::State& state) {
   constexpr int64_t kServeExperts = 64;
   const int64_t batch = state.range(0);
+  const bool exact = state.range(1) == 0;
   std::vector<day0::bench::OwnedWeight> store;
   store.reserve(3 * kServeExperts);
   std::vector<day0::ExpertWeights> experts(kServeExperts);
@@ -124,14 +125,19 @@ void BM_MoeServeStep(benchmark::State& state) {
                      .expert_ids = {ids.data(), batch, kTopK},
                      .expert_weights = {weights.data(), batch, kTopK},
                      .experts = experts,
-                     .out = {out.data(), batch, kHidden}});
+                     .out = {out.data(), batch, kHidden},
+                     .exact = exact});
     benchmark::DoNotOptimize(out.data());
   }
+  state.SetLabel(exact ? "f32 activations" : "bf16 activations");
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
   state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MoeServeStep)->Arg(1)->Arg(4)->Arg(16)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MoeServeStep)
+    ->ArgsProduct({{1, 4, 16, 64}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "day0/backends/cpu/machine_limits.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
+#include "day0/core/numeric.h"
 #include "day0/ops/rope_table.h"
 #include "differential_harness.h"
 
@@ -295,6 +297,83 @@ TEST(Bf16GemmRoute, EnvironmentIsCheckedAndTheFmaRouteIsTheExactPath) {
   const auto dot = run(true, false);
   EXPECT_NE(dot, exact);              // x rounded to BF16
   EXPECT_LT(nmse(dot, exact), 1e-4);  // by about BF16's precision
+}
+
+// dot_rows_bf16x (x rounded to BF16, vdpbf16ps): every x of a several-x call gets the bits of the same x
+// alone (the batch a token decodes in does not change its logits), and each dot is the float sum of the
+// BF16 products to float32 accuracy. Tails of every width; x 4 KiB apart as the rows of an activation.
+TEST(SimdKernels, Bf16xRowDotsMatchAcrossBatchesAndTheRoundedProducts) {
+  uint64_t seed = 900;
+  int levels = 0;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    if (k.dot_rows_bf16x == nullptr) continue;
+    ++levels;
+    const std::string lv(simd_level_name(level));
+    for (int64_t cols : {int64_t{37}, int64_t{64}, int64_t{96}, int64_t{200}, int64_t{1030}}) {
+      const TestWeight w = random_weight(WeightFormat::kBF16, 13, cols, ++seed);
+      const auto* wbits = reinterpret_cast<const uint16_t*>(w.data.data());
+      for (int64_t nx : {1, 2, 3, 4, 5, 9}) {
+        std::vector<uint16_t> xb(static_cast<size_t>(nx * 2048));
+        std::vector<const uint16_t*> xbs;
+        for (int64_t t = 0; t < nx; ++t) {
+          const auto x = random_vector(cols, ++seed, 2.0f);
+          k.to_bf16(x.data(), cols, xb.data() + t * 2048);
+          xbs.push_back(xb.data() + t * 2048);
+        }
+        for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 13}, {3, 10}, {12, 13}}) {
+          const int64_t ld = n1 - n0 + 2;
+          std::vector<float> got(static_cast<size_t>(nx * ld)), alone(static_cast<size_t>(n1 - n0));
+          k.dot_rows_bf16x(w.view(), n0, n1, xbs.data(), nx, got.data(), ld);
+          for (int64_t t = 0; t < nx; ++t) {
+            k.dot_rows_bf16x(w.view(), n0, n1, &xbs[static_cast<size_t>(t)], 1, alone.data(), 1);
+            for (int64_t i = 0; i < n1 - n0; ++i) {
+              const float g = got[static_cast<size_t>(t * ld + i)];
+              ASSERT_EQ(g, alone[static_cast<size_t>(i)])
+                  << lv << " cols=" << cols << " nx=" << nx << " rows " << n0 << ".." << n1 << " x " << t;
+              double want = 0.0, scale = 0.0;
+              for (int64_t j = 0; j < cols; ++j) {
+                const double term = static_cast<double>(bf16_to_f32(wbits[(n0 + i) * cols + j])) *
+                                    static_cast<double>(bf16_to_f32(xbs[static_cast<size_t>(t)][j]));
+                want += term;
+                scale += std::fabs(term);
+              }
+              ASSERT_NEAR(g, want, 1e-6 * scale + 1e-30) << lv << " cols=" << cols << " row " << n0 + i;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (levels == 0)
+    GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16x is not built";
+}
+
+// Decode-sized BF16 matmuls that may round (not exact) take x in BF16 exactly where the GEMM does (its
+// dot route): then a row of a 3-token call has the bits of that token alone, differs from the exact
+// float32 result by about BF16's precision, and the FMA route keeps the exact path.
+TEST(Bf16GemmRoute, DecodeRowDotsRoundXWhereTheGemmDoes) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: x is never rounded in the row dots";
+  const TestWeight w = random_weight(WeightFormat::kBF16, 70, 300, 21);
+  GuardedMatrix x(3, 300);
+  x.fill_random(22);
+  const auto run = [&](bool dot, bool exact, int64_t first, int64_t rows) {
+    BackendOptions opts;
+    opts.n_threads = 2;
+    opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+    opts.bf16_dot_gemm = dot;
+    auto be = std::move(make_backend("cpu", opts).value());
+    GuardedMatrix y(rows, 70);
+    be->matmul({.x = x.cview().row_slice(first, rows), .w = w.view(), .y = y.view(), .exact = exact});
+    return y.values();
+  };
+  const auto exact = run(true, true, 0, 3);
+  EXPECT_EQ(run(false, false, 0, 3), exact);
+  const auto rounded = run(true, false, 0, 3);
+  EXPECT_NE(rounded, exact);
+  EXPECT_LT(nmse(rounded, exact), 1e-4);
+  const auto second = run(true, false, 1, 1);
+  EXPECT_TRUE(std::equal(second.begin(), second.end(), rounded.begin() + 70));
 }
 
 // The optional kernels of a SIMD level's table against the ones they stand in for, bit for bit:

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/cpu/simd_level.h"
 #include "differential_harness.h"
 
 namespace day0::test {
@@ -317,6 +318,61 @@ TEST(Differential, ArgmaxAndSamplingAreIdenticalEverywhere) {
     std::vector<int32_t> got(6);
     nb.backend->argmax({logits.cview(), got});
     EXPECT_EQ(got, want) << nb.label;
+  }
+}
+
+// Serving batches: with BF16 experts and activations allowed to round (not exact), the row-dot path
+// rounds x and the SwiGLU output to BF16 and runs vdpbf16ps. A token's output must still be the bits
+// it gets alone, whatever else the step holds (experts with one to several tokens, widths with tails
+// with a tail), and close to the exact float32 output.
+TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the experts' row dots do not round x";
+  const int64_t t = 12, n_experts = 8, k = 2, hidden = 200, inter = 72;
+  std::vector<TestWeight> store;
+  store.reserve(static_cast<size_t>(3 * n_experts));
+  std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    auto& ew = experts[static_cast<size_t>(e)];
+    store.push_back(random_weight(WeightFormat::kBF16, inter, hidden, 40 + 3 * e, 0.2f));
+    ew.gate = store.back().view();
+    store.push_back(random_weight(WeightFormat::kBF16, inter, hidden, 41 + 3 * e, 0.2f));
+    ew.up = store.back().view();
+    store.push_back(random_weight(WeightFormat::kBF16, hidden, inter, 42 + 3 * e, 0.2f));
+    ew.down = store.back().view();
+  }
+  std::vector<int32_t> ids;  // [t, k]: expert 0 gets every token's first pick, the rest one to three
+  for (int64_t r = 0; r < t; ++r) {
+    ids.push_back(0);
+    ids.push_back(static_cast<int32_t>(1 + (r * r) % 7));
+  }
+  const auto weights = random_vector(t * k, 43, 0.5f);
+  GuardedMatrix x(t, hidden);
+  x.fill_random(44, 1.5f);
+  BackendOptions opts;
+  opts.n_threads = 2;
+  opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+  opts.bf16_dot_gemm = true;
+  auto be = std::move(make_backend("cpu", opts).value());
+  auto run = [&](int64_t first, int64_t rows, bool exact) {
+    GuardedMatrix out(rows, hidden);
+    be->moe_experts({.x = x.cview().row_slice(first, rows),
+                     .expert_ids = {ids.data() + first * k, rows, k},
+                     .expert_weights = {weights.data() + first * k, rows, k},
+                     .experts = experts,
+                     .out = out.view(),
+                     .exact = exact});
+    EXPECT_TRUE(out.guards_intact());
+    return out.values();
+  };
+  const auto batch = run(0, t, false);
+  const auto exact = run(0, t, true);
+  EXPECT_NE(batch, exact);  // x rounded to BF16
+  EXPECT_LT(nmse(batch, exact), 1e-4);
+  for (int64_t r = 0; r < t; ++r) {
+    const auto alone = run(r, 1, false);
+    for (int64_t col = 0; col < hidden; ++col)
+      ASSERT_EQ(batch[static_cast<size_t>(r * hidden + col)], alone[static_cast<size_t>(col)])
+          << "token " << r << " column " << col;
   }
 }
 

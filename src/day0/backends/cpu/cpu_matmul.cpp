@@ -51,6 +51,26 @@ void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const fl
 void gemv(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t k = a.w.cols;
+  constexpr int64_t kRowsPerStep = 8;
+  if (bf16x_rows(c, a.w, a.exact)) {  // x rounded to BF16 once, vdpbf16ps row dots
+    std::vector<uint16_t> local;
+    std::vector<uint16_t>& xb = c.ws ? c.ws->gemv_bf16 : local;
+    if (static_cast<int64_t>(xb.size()) < t_rows * k) xb.resize(static_cast<size_t>(t_rows * k));
+    const uint16_t* xbs[kGemvMaxRows] = {};
+    for (int64_t t = 0; t < t_rows; ++t) {
+      c.k.to_bf16(a.x.row(t), k, xb.data() + t * k);
+      xbs[static_cast<size_t>(t)] = xb.data() + t * k;
+    }
+    c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
+      float dots[kGemvMaxRows][kRowsPerStep];
+      for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
+        const int64_t n1 = std::min(end, n0 + kRowsPerStep);
+        c.k.dot_rows_bf16x(a.w, n0, n1, xbs, t_rows, dots[0], kRowsPerStep);
+        for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
+      }
+    });
+    return;
+  }
   // MXFP4 pairs nibbles with even/odd elements: reorder x once per call.
   D0_CHECK(t_rows <= kGemvMaxRows);
   std::vector<float> local;  // MXFP4 only, when the call has no workspace
@@ -65,7 +85,6 @@ void gemv(const Context& c, const MatmulArgs& a) {
   } else {
     for (int64_t t = 0; t < t_rows; ++t) xs[static_cast<size_t>(t)] = a.x.row(t);
   }
-  constexpr int64_t kRowsPerStep = 8;
   c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
     float dots[kGemvMaxRows][kRowsPerStep];
     for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {

@@ -60,6 +60,21 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   auto x_of = [&](int64_t slot) {
     return a.input_scaling ? ws.moe_x.data() + slot * h : a.x.row(ws.moe_tokens[static_cast<size_t>(slot)]);
   };
+  // Not exact and every matrix BF16: x and act rounded to BF16 once per slot, vdpbf16ps row dots (the
+  // rounding the experts' GEMM applies to the same call when they have more tokens).
+  bool bf16x = true;
+  for (int64_t e : active) {
+    const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
+    bf16x = bf16x && bf16x_rows(c, ew.gate, a.exact) && bf16x_rows(c, ew.down, a.exact) &&
+            (a.layout != GateUpLayout::kSeparate || bf16x_rows(c, ew.up, a.exact));
+  }
+  uint16_t* xb = nullptr;    // [slots, h]
+  uint16_t* actb = nullptr;  // [slots, inter]
+  if (bf16x) {
+    xb = grown(ws.moe_x_bf16, slots * h);
+    actb = grown(ws.moe_act_bf16, slots * inter);
+    for (int64_t slot = 0; slot < slots; ++slot) c.k.to_bf16(x_of(slot), h, xb + slot * h);
+  }
   const auto items = static_cast<int64_t>(active.size()) * chunks;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int) {
@@ -73,11 +88,19 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       D0_CHECK(s1 - s0 <= kMoeRowDotMaxTokens);
       // (matrix, its first row, where row c0 + j's dot goes in gu) for the chunk's gate and up rows
       const float* xs[kMoeRowDotMaxTokens];
-      for (int64_t slot = s0; slot < s1; ++slot) xs[slot - s0] = x_of(slot);
+      const uint16_t* xbs[kMoeRowDotMaxTokens];
+      for (int64_t slot = s0; slot < s1; ++slot) {
+        xs[slot - s0] = x_of(slot);
+        xbs[slot - s0] = bf16x ? xb + slot * h : nullptr;
+      }
       const auto dots = [&](const WeightView& w, int64_t r0, int64_t rows, int64_t out0) {
         for (int64_t r = 0; r < rows; r += kStep) {
           const int64_t m = std::min(kStep, rows - r);
-          dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+          if (bf16x) {
+            c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+          } else {
+            dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+          }
         }
       };
       if (a.layout == GateUpLayout::kInterleaved) {
@@ -105,6 +128,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
                                     : (ew.gate_bias ? ew.gate_bias[inter + c0 + j] : 0.0f);
           out[c0 + j] = swiglu_of(a, d[j] + bg, d[kCols + j] + bu);
         }
+        if (bf16x) c.k.to_bf16(out + c0, n, actb + slot * inter + c0);
       }
     }
   });
@@ -115,13 +139,21 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   c.pool.parallel_for((h + kRows - 1) / kRows, 4, [&](int64_t begin, int64_t end) {
     float d[kMoeRowDotMaxTokens][kRows];
     const float* acts[kMoeRowDotMaxTokens];
+    const uint16_t* actbs[kMoeRowDotMaxTokens];
     for (int64_t e : active) {
       const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
       const int64_t s0 = ws.moe_start[static_cast<size_t>(e)], s1 = ws.moe_start[static_cast<size_t>(e) + 1];
-      for (int64_t slot = s0; slot < s1; ++slot) acts[slot - s0] = act + slot * inter;
+      for (int64_t slot = s0; slot < s1; ++slot) {
+        acts[slot - s0] = act + slot * inter;
+        actbs[slot - s0] = bf16x ? actb + slot * inter : nullptr;
+      }
       for (int64_t blk = begin; blk < end; ++blk) {
         const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);
-        dot_rows_each(c.k, ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
+        if (bf16x) {
+          c.k.dot_rows_bf16x(ew.down, r0, r1, actbs, s1 - s0, d[0], kRows);
+        } else {
+          dot_rows_each(c.k, ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
+        }
         for (int64_t slot = s0; slot < s1; ++slot) {
           float* ds = d[slot - s0];
           if (ew.down_bias)

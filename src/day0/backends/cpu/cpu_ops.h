@@ -23,12 +23,14 @@ struct Workspace {
   std::vector<float> partial;
   std::vector<std::vector<float>> thread;  // per pool thread
   std::vector<float> gemv_prepared;        // MXFP4 activations in nibble order
+  std::vector<uint16_t> gemv_bf16;         // [T, K] activations rounded to BF16 for dot_rows_bf16x
   Int8Rows int8_x;                         // INT8 / INT4 weights: the activations quantized
   std::vector<float> int8_terms;           // [T, groups] zero-point terms of those
   // moe_experts dispatch
   std::vector<int64_t> moe_start, moe_fill, moe_active;
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
+  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;  // [slots, hidden], [slots, inter] for dot_rows_bf16x
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
   std::vector<uint32_t> amx_x;
   std::vector<float> amx_yt;
@@ -54,6 +56,12 @@ struct Context {
   // faster route on CPUs whose vdpbf16ps issues at half the FMA rate). Ignored without AVX-512 BF16.
   bool bf16_dot = true;
 };
+
+// Whether a call's BF16 row dots take x rounded to BF16 (dot_rows_bf16x): exactly where the GEMM takes
+// vdpbf16ps, so that decode-sized and larger batches of a call round alike.
+inline bool bf16x_rows(const Context& c, const WeightView& w, bool exact) {
+  return !exact && c.bf16_dot && w.format == WeightFormat::kBF16 && c.k.dot_rows_bf16x != nullptr;
+}
 
 // Decode-sized batches (T <= kGemvMaxRows) stream each weight row once per call through fused
 // dequant dot products (bandwidth bound); larger batches run the packed, cache-blocked GEMM. With

@@ -83,6 +83,13 @@ struct SimdKernels {
   // tokens, decode batches). Null: the driver calls dot_rows per x.
   void (*dot_rows_multi)(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
                          float* y, int64_t ldy) = nullptr;
+  // BF16 rows against x given in BF16 (rounded once per call, to_bf16), by vdpbf16ps: the precision of
+  // the BF16 GEMM (products of BF16 pairs summed in float32), for calls that are not `exact`. Each
+  // 64-byte line of weights is two instructions where widening it to float32 is six, so decode streams
+  // closer to the memory bound. y[t * ldy + i] = row n0 + i . xbs[t] for t < nx, each (row, x) bit for
+  // bit what nx = 1 gives. Null: the level has no BF16 dot.
+  void (*dot_rows_bf16x)(const WeightView& w, int64_t n0, int64_t n1, const uint16_t* const* xbs, int64_t nx,
+                         float* y, int64_t ldy) = nullptr;
   // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
   // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
