@@ -1,8 +1,10 @@
 // Decode GEMV (M = 1) per weight format on the cpu backend: GB/s of weight bytes streamed (data +
 // scales) and that figure as a fraction of the read bandwidth measured here, now, with the same
 // thread count (goal >= 0.8 on 2 threads for BF16, FP8 and MXFP4). Args: format, threads, in cache,
-// SIMD level (0 scalar, 1 avx2, 2 avx512; levels this CPU lacks are skipped). INT8 / INT4 (group 128)
-// run the non-exact call: int8 activations and the integer dot products of that level.
+// SIMD level (0 scalar, 1 avx2, 2 avx512; levels this CPU lacks are skipped), activations (0: the exact
+// call, 1: BF16 weights with activations that may round, `--dtype bf16`: x in BF16 and vdpbf16ps where
+// the CPU has it). INT8 / INT4 (group 128) run the non-exact call: int8 activations and the integer dot
+// products of that level.
 #include <map>
 #include <string>
 
@@ -40,6 +42,7 @@ void BM_Gemv(benchmark::State& state) {
                       : format == day0::WeightFormat::kInt4     ? 4
                                                                 : 16;
   const auto level = static_cast<day0::SimdLevel>(state.range(3));
+  const bool rounded = state.range(4) == 1;
   if (static_cast<int>(level) > static_cast<int>(day0::detected_simd_level())) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
@@ -54,18 +57,21 @@ void BM_Gemv(benchmark::State& state) {
   auto be = std::move(day0::make_backend("cpu", opts).value());
   const double bw = read_bandwidth(threads);
   for (auto _ : state) {
-    be->matmul({.x = {x.data(), 1, kK}, .w = w.view, .y = {y.data(), 1, n}, .exact = !w.view.is_int()});
+    be->matmul(
+        {.x = {x.data(), 1, kK}, .w = w.view, .y = {y.data(), 1, n}, .exact = !w.view.is_int() && !rounded});
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(w.view.data_bytes() + w.view.scale_bytes());
-  state.SetLabel(std::string(day0::weight_format_name(format)) + " " + day0::simd_level_name(level));
+  state.SetLabel(std::string(day0::weight_format_name(format)) + " " + day0::simd_level_name(level) +
+                 (rounded ? " bf16 x" : ""));
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["read_bw_GB/s"] = bw;
 }
 BENCHMARK(BM_Gemv)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {0, 1}, {0, 1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{1}, {1, 2}, {0, 1}, {2}, {1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);
