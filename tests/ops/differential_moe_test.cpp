@@ -164,6 +164,29 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
   diff.finish();
 }
 
+// n experts with separate gate / up / down matrices of `format` (random, scale 0.2), expert e's from
+// seeds seed + 3e, + 1, + 2; `store` owns the bytes the views point into.
+struct ExpertSet {
+  std::vector<TestWeight> store;
+  std::vector<ExpertWeights> experts;
+};
+ExpertSet separate_experts(WeightFormat format, int64_t n, int64_t hidden, int64_t inter, uint64_t seed) {
+  ExpertSet set;
+  set.store.reserve(static_cast<size_t>(3 * n));
+  set.experts.resize(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) {
+    auto& ew = set.experts[static_cast<size_t>(e)];
+    const uint64_t s = seed + 3 * static_cast<uint64_t>(e);
+    set.store.push_back(random_weight(format, inter, hidden, s, 0.2f));
+    ew.gate = set.store.back().view();
+    set.store.push_back(random_weight(format, inter, hidden, s + 1, 0.2f));
+    ew.up = set.store.back().view();
+    set.store.push_back(random_weight(format, hidden, inter, s + 2, 0.2f));
+    ew.down = set.store.back().view();
+  }
+  return set;
+}
+
 // A zero-computation expert returns its input: a token whose picks are all zero experts gets
 // (sum of its weights) x its input, on every backend, and no real expert is touched.
 TEST(MoeZeroExperts, ReturnTheirInputTimesTheirWeight) {
@@ -201,18 +224,8 @@ TEST(MoeZeroExperts, ReturnTheirInputTimesTheirWeight) {
 // every backend. Blocks, and blocks with a replica whose picks are split between its two copies.
 TEST(MoeExpertBlocks, TwoRanksAddUpToTheWholeSet) {
   const int64_t t = 6, n_experts = 8, k = 3, hidden = 32, inter = 16;
-  std::vector<TestWeight> store;
-  store.reserve(static_cast<size_t>(3 * n_experts));
-  std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
-  for (int64_t e = 0; e < n_experts; ++e) {
-    auto& ew = experts[static_cast<size_t>(e)];
-    store.push_back(random_weight(WeightFormat::kF32, inter, hidden, 10 + 3 * e, 0.2f));
-    ew.gate = store.back().view();
-    store.push_back(random_weight(WeightFormat::kF32, inter, hidden, 11 + 3 * e, 0.2f));
-    ew.up = store.back().view();
-    store.push_back(random_weight(WeightFormat::kF32, hidden, inter, 12 + 3 * e, 0.2f));
-    ew.down = store.back().view();
-  }
+  const ExpertSet set = separate_experts(WeightFormat::kF32, n_experts, hidden, inter, 10);
+  const std::vector<ExpertWeights>& experts = set.experts;
   std::vector<int32_t> ids;  // [t, k]: row 5 picks only experts of the second block
   for (int64_t r = 0; r < t; ++r)
     for (int64_t j = 0; j < k; ++j) ids.push_back(static_cast<int32_t>(r == 5 ? 4 + j : (r * 5 + j * 3) % 8));
@@ -323,23 +336,13 @@ TEST(Differential, ArgmaxAndSamplingAreIdenticalEverywhere) {
 
 // Serving batches: with BF16 experts and activations allowed to round (not exact), the row-dot path
 // rounds x and the SwiGLU output to BF16 and runs vdpbf16ps. A token's output must still be the bits
-// it gets alone, whatever else the step holds (experts with one to several tokens, widths with tails
-// with a tail), and close to the exact float32 output.
+// it gets alone, whatever else the step holds (experts with one to several tokens, widths with tails), and
+// close to the exact float32 output.
 TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the experts' row dots do not round x";
   const int64_t t = 12, n_experts = 8, k = 2, hidden = 200, inter = 72;
-  std::vector<TestWeight> store;
-  store.reserve(static_cast<size_t>(3 * n_experts));
-  std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
-  for (int64_t e = 0; e < n_experts; ++e) {
-    auto& ew = experts[static_cast<size_t>(e)];
-    store.push_back(random_weight(WeightFormat::kBF16, inter, hidden, 40 + 3 * e, 0.2f));
-    ew.gate = store.back().view();
-    store.push_back(random_weight(WeightFormat::kBF16, inter, hidden, 41 + 3 * e, 0.2f));
-    ew.up = store.back().view();
-    store.push_back(random_weight(WeightFormat::kBF16, hidden, inter, 42 + 3 * e, 0.2f));
-    ew.down = store.back().view();
-  }
+  const ExpertSet set = separate_experts(WeightFormat::kBF16, n_experts, hidden, inter, 40);
+  const std::vector<ExpertWeights>& experts = set.experts;
   std::vector<int32_t> ids;  // [t, k]: expert 0 gets every token's first pick, the rest one to three
   for (int64_t r = 0; r < t; ++r) {
     ids.push_back(0);

@@ -131,8 +131,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
       (experts.whole() || !shard.whole() || !stage.whole() || options.moe_combine != MoeCombine::kAllToAll)) {
     return invalid_argument(
         fmt::format("engine: attention data parallelism runs each expert-parallel rank's own sequences and "
-                    "needs EP above "
-                    "1 with the all-to-all MoE combine, TP 1 and PP 1; found EP {}, TP {}, PP {}, combine {}",
+                    "needs EP above 1 with the all-to-all MoE combine, TP 1 and PP 1; found EP {}, TP {}, PP "
+                    "{}, combine {}",
                     experts.size, shard.size, stage.size, moe_combine_name(options.moe_combine)));
   }
   if (options.moe_combine == MoeCombine::kAllToAll && experts.whole()) {

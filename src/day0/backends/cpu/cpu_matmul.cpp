@@ -51,45 +51,41 @@ void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const fl
 void gemv(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t k = a.w.cols;
-  constexpr int64_t kRowsPerStep = 8;
-  if (bf16x_rows(c, a.w, a.exact)) {  // x rounded to BF16 once, vdpbf16ps row dots
-    std::vector<uint16_t> local;
-    std::vector<uint16_t>& xb = c.ws ? c.ws->gemv_bf16 : local;
-    if (static_cast<int64_t>(xb.size()) < t_rows * k) xb.resize(static_cast<size_t>(t_rows * k));
-    const uint16_t* xbs[kGemvMaxRows] = {};
-    for (int64_t t = 0; t < t_rows; ++t) {
-      c.k.to_bf16(a.x.row(t), k, xb.data() + t * k);
-      xbs[static_cast<size_t>(t)] = xb.data() + t * k;
-    }
-    c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
-      float dots[kGemvMaxRows][kRowsPerStep];
-      for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
-        const int64_t n1 = std::min(end, n0 + kRowsPerStep);
-        c.k.dot_rows_bf16x(a.w, n0, n1, xbs, t_rows, dots[0], kRowsPerStep);
-        for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
-      }
-    });
-    return;
-  }
-  // MXFP4 pairs nibbles with even/odd elements: reorder x once per call.
   D0_CHECK(t_rows <= kGemvMaxRows);
+  // x as the row dots take it: rounded to BF16 once for vdpbf16ps (bf16x_rows), MXFP4's nibble order
+  // (even/odd elements paired), or as it is.
+  const bool bf16x = bf16x_rows(c, a.w, a.exact);
   std::vector<float> local;  // MXFP4 only, when the call has no workspace
   std::vector<float>& prepared = c.ws ? c.ws->gemv_prepared : local;
+  std::vector<uint16_t> local_bf16;  // BF16 x, when the call has no workspace
+  std::vector<uint16_t>& rounded = c.ws ? c.ws->gemv_bf16 : local_bf16;
   const float* xs[kGemvMaxRows] = {};
-  if (a.w.format == WeightFormat::kMxfp4) {
-    if (static_cast<int64_t>(prepared.size()) < t_rows * k) prepared.resize(static_cast<size_t>(t_rows * k));
+  const uint16_t* xbs[kGemvMaxRows] = {};
+  if (bf16x) {
+    uint16_t* xb = grown(rounded, t_rows * k);
     for (int64_t t = 0; t < t_rows; ++t) {
-      prepare_mxfp4_x(a.x.row(t), k, prepared.data() + t * k);
-      xs[static_cast<size_t>(t)] = prepared.data() + t * k;
+      c.k.to_bf16(a.x.row(t), k, xb + t * k);
+      xbs[static_cast<size_t>(t)] = xb + t * k;
+    }
+  } else if (a.w.format == WeightFormat::kMxfp4) {
+    float* xp = grown(prepared, t_rows * k);
+    for (int64_t t = 0; t < t_rows; ++t) {
+      prepare_mxfp4_x(a.x.row(t), k, xp + t * k);
+      xs[static_cast<size_t>(t)] = xp + t * k;
     }
   } else {
     for (int64_t t = 0; t < t_rows; ++t) xs[static_cast<size_t>(t)] = a.x.row(t);
   }
+  constexpr int64_t kRowsPerStep = 8;
   c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
     float dots[kGemvMaxRows][kRowsPerStep];
     for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
       const int64_t n1 = std::min(end, n0 + kRowsPerStep);
-      dot_rows_each(c.k, a.w, n0, n1, xs, t_rows, dots[0], kRowsPerStep);
+      if (bf16x) {
+        c.k.dot_rows_bf16x(a.w, n0, n1, xbs, t_rows, dots[0], kRowsPerStep);
+      } else {
+        dot_rows_each(c.k, a.w, n0, n1, xs, t_rows, dots[0], kRowsPerStep);
+      }
       for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
     }
   });

@@ -208,61 +208,39 @@ inline __m512 load_plain_as(const void* row, int64_t k, __mmask16 m) {
   }
 }
 
-// R plain rows of `cols` elements against NT x at once: y[t * ldy + r] = row r . x t. Each weight vector
-// is loaded and widened once for all NT x, and each x vector once for all R rows (plain_rows_multi
-// uses R = 1). Per (row, x) the two accumulators, their order, the masked tail and the reduction are
-// plain_dot's, so every result has the bits of dot_rows.
-template <WeightFormat F, int R, int NT>
-void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy) {
+// One plain row of `cols` elements against NT x at once: y[t * ldy] = row . x t. Each weight vector is
+// loaded and widened once for all NT x. Per x the two accumulators, their order, the masked tail and
+// the reduction are plain_dot's, so every result has the bits of dot_rows. The row prefetches the
+// next one (the same column of it), or kPrefetchBytes on where rows are shorter.
+template <WeightFormat F, int NT>
+void plain_dot_row(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy) {
   constexpr int64_t kElem = F == WeightFormat::kF32 ? 4 : 2;
   const int64_t cols = w.cols;
-  const char* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = static_cast<const char*>(row_ptr(w, n + r));
-  // Each row prefetches the row R on (the same column of the next block: every line of it), or at
-  // least kPrefetchBytes on where rows are short.
-  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, R * cols * kElem) - kPrefetchBytes;
-  __m512 a[R][NT], b[R][NT];
+  const char* row = static_cast<const char*>(row_ptr(w, n));
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, cols * kElem) - kPrefetchBytes;
+  __m512 a[NT], b[NT];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) a[r][t] = b[r][t] = _mm512_setzero_ps();
-  }
+  for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= cols; k += 32) {
-    __m512 w0[R], w1[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      prefetch_ahead(rows[r] + ahead + k * kElem);
-      if constexpr (kElem == 4) prefetch_ahead(rows[r] + ahead + k * kElem + 64);
-      w0[r] = load_plain_as<F>(rows[r], k, 0xffff);
-      w1[r] = load_plain_as<F>(rows[r], k + 16, 0xffff);
-    }
+    prefetch_ahead(row + ahead + k * kElem);
+    if constexpr (kElem == 4) prefetch_ahead(row + ahead + k * kElem + 64);
+    const __m512 w0 = load_plain_as<F>(row, k, 0xffff);
+    const __m512 w1 = load_plain_as<F>(row, k + 16, 0xffff);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
-      const __m512 x0 = _mm512_loadu_ps(xs[t] + k);
-      const __m512 x1 = _mm512_loadu_ps(xs[t] + k + 16);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        a[r][t] = _mm512_fmadd_ps(w0[r], x0, a[r][t]);
-        b[r][t] = _mm512_fmadd_ps(w1[r], x1, b[r][t]);
-      }
+      a[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xs[t] + k), a[t]);
+      b[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xs[t] + k + 16), b[t]);
     }
   }
   for (; k < cols; k += 16) {
     const __mmask16 m = tail_mask(cols - k);
+    const __m512 w0 = load_plain_as<F>(row, k, m);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 w0 = load_plain_as<F>(rows[r], k, m);
-#pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t)
-        a[r][t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, xs[t] + k), a[r][t]);
-    }
+    for (int t = 0; t < NT; ++t) a[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, xs[t] + k), a[t]);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[r][t], b[r][t]));
-  }
+  for (int t = 0; t < NT; ++t) y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(a[t], b[t]));
 }
 
 // x in groups of four, three or two against one row at a time (a thread's reads stay one stream: two
@@ -270,8 +248,7 @@ void plain_dot_block(const WeightView& w, int64_t n, const float* const* xs, flo
 template <WeightFormat F, int NT>
 void plain_rows_multi(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, float* y,
                       int64_t ldy) {
-  int64_t n = n0;
-  for (; n < n1; ++n) plain_dot_block<F, 1, NT>(w, n, xs, y + (n - n0), ldy);
+  for (int64_t n = n0; n < n1; ++n) plain_dot_row<F, NT>(w, n, xs, y + (n - n0), ldy);
 }
 
 template <WeightFormat F>
