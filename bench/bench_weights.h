@@ -17,7 +17,10 @@ struct OwnedWeight {
   WeightView view;
 };
 
-inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1) {
+// `offset`: bytes the data starts past a 64-byte boundary (safetensors files give tensors 8-byte
+// alignment only, so a mapped checkpoint's rows rarely start on a cache line).
+inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1,
+                               size_t offset = 0) {
   OwnedWeight w;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -68,7 +71,16 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
       break;
     }
   }
-  w.view.data = w.data.data();
+  if (offset != 0 || reinterpret_cast<uintptr_t>(w.data.data()) % 64 != 0) {
+    std::vector<uint8_t> placed(w.data.size() + 128);
+    const auto base = reinterpret_cast<uintptr_t>(placed.data());
+    const size_t start = static_cast<size_t>((64 - base % 64) % 64) + offset % 64;
+    std::memcpy(placed.data() + start, w.data.data(), w.data.size());
+    w.data = std::move(placed);
+    w.view.data = w.data.data() + start;
+  } else {
+    w.view.data = w.data.data();
+  }
   w.view.scales = w.scales.empty() ? nullptr : w.scales.data();
   return w;
 }

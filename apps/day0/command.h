@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "day0/core/status.h"
+#include "day0/runtime/tensor_source.h"
 
 namespace day0::cli {
 
@@ -38,6 +39,10 @@ struct Registrar {
 // A finite number in [lo, hi] (in (lo, hi] when lo_open). Unlike CLI::Range it refuses NaN and
 // infinities, and its message says what the option means. CLI11 turns a refusal into exit 2.
 CLI::Validator finite_number(double lo, double hi, const std::string& meaning, bool lo_open = false);
+
+// --page-cache keep|reload, shared by the commands that run a model (runtime/tensor_source.h).
+CLI::Option* add_page_cache_option(CLI::App& app, std::string& value);
+PageCache page_cache_from(const std::string& value);
 
 // Prints "day0 <command>: error: <status>" on stderr and returns the matching exit code.
 int report_error(const std::string& command, const Status& status);

@@ -20,6 +20,19 @@ std::vector<CommandInfo>& command_registry() {
   return registry;
 }
 
+CLI::Option* add_page_cache_option(CLI::App& app, std::string& value) {
+  return app
+      .add_option("--page-cache", value,
+                  "the checkpoint's pages cached already: keep (default) or reload: drop them so the run "
+                  "reads the files back in 2 MiB pages, which decoding streams faster (one more read of "
+                  "the files)")
+      ->check(CLI::IsMember({"keep", "reload"}));
+}
+
+PageCache page_cache_from(const std::string& value) {
+  return value == "reload" ? PageCache::kReload : PageCache::kKeep;
+}
+
 CLI::Validator finite_number(double lo, double hi, const std::string& meaning, bool lo_open) {
   const std::string range = fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi);
   return CLI::Validator(

@@ -42,6 +42,7 @@ struct RunOptions {
   std::string backend = "cpu";
   std::string dtype = "f32";
   std::string kv_dtype = "bf16";  // the engine default; printed with every result
+  std::string page_cache = "keep";
   bool greedy = false;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -220,8 +221,10 @@ int run_command(const RunOptions& o) {
                                     "layers; not yet (record as one process or under --tp / --ep)"));
   }
   eo.count_expert_picks = o.ep > 1 || !o.record_expert_load.empty();
+  LoadOptions load_options = load_options_for(eo.precision);
+  load_options.page_cache = page_cache_from(o.page_cache);
   auto distributed =
-      load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options_for(eo.precision),
+      load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options,
                              dist::CommOptions{.timeout_seconds = o.comm_timeout},
                              RedundantExperts{.count = o.redundant_experts, .load_file = o.expert_load});
   if (!distributed.is_ok()) return report_error(name, distributed.status());
@@ -605,6 +608,7 @@ const Registrar kRegistrar(
       app.add_option("--kv-dtype", o->kv_dtype,
                      "KV cache element type: bf16 (default), f32 (exact), fp8 (E4M3)")
           ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
+      add_page_cache_option(app, o->page_cache);
       app.add_flag("--greedy", o->greedy, "greedy decoding (the default unless --temperature > 0)");
       app.add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")
           ->check(finite_number(0.0, 100.0, "--temperature (0 = greedy)"));

@@ -26,6 +26,7 @@ struct ServeArgs {
   // Under mpirun (`day0 plan`'s launch line): world = TP x PP x EP ranks.
   int tp = 1, pp = 1, dp_attention = 1, ep = 1;
   std::string weights = "checkpoint";
+  std::string page_cache = "keep";
 };
 
 // Rank 0 bound its port (or could not): every rank learns which, so that followers never wait for
@@ -93,6 +94,7 @@ int serve_command(ServeArgs& a) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  a.setup.page_cache = page_cache_from(a.page_cache);
   auto served = serve::open_served_model(a.setup);
   if (!served.is_ok()) return report_error(name, served.status());
   serve::ServedModel& m = **served;
@@ -194,6 +196,7 @@ const Registrar kRegistrar(
           ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
       app.add_option("--dtype", s.dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
+      add_page_cache_option(app, a->page_cache);
       app.add_option("--backend", s.backend, "backend: cpu (default), reference, partial");
       app.add_option("--threads", s.threads, "threads of the cpu backend (default: DAY0_THREADS or all)")
           ->check(CLI::Range(0, 4096));

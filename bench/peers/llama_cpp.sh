@@ -4,7 +4,7 @@
 #
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
 #                            [--quants "BF16 Q8_0 Q4_0"] [--day0-weights "bf16:BF16 int8-g32:Q8_0 ..."]
-#                            [--scratch DIR] [--llama-bin DIR] [--prepare-only] [--same-page-cache]
+#                            [--scratch DIR] [--llama-bin DIR] [--prepare-only] [--page-cache MODE]
 #
 # --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
 #    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
@@ -25,11 +25,17 @@
 #    after a warm-up, BF16 activations)
 #    on each shape, alternating which engine goes first. The table gives medians over the rounds and
 #    the median of the per-round ratios (Day0 / llama.cpp, BF16 weights on both sides).
-# --same-page-cache (root): before the rounds, drop the page cache and read every weight file of both
-#    engines back with read(), so that both map the same kind of page-cache folios. Decode streams its
-#    weights from those mappings: a file read by readahead sits in large folios that the kernel maps with
-#    2 MiB page-table entries, one written by `day0 synth` or the GGUF writer in 4 KiB pages, and which
-#    engine read its file last decided which ran on huge mappings (Linux 6.18, ext4: FileHugePages).
+# --page-cache MODE: what the page cache holds of both engines' weight files when the rounds start.
+#    Decode streams the weights from their mappings, and a file whose pages sit in 2 MiB folios mapped
+#    with 2 MiB page-table entries streams up to a third faster than one in 4 KiB pages (Linux 6.18,
+#    ext4, Zen 4), so say which was measured:
+#    as-is (default): whatever writing, converting and earlier runs left there. A file written by
+#      `day0 synth` or the GGUF writer in small pieces sits in small folios, and keeps them.
+#    cold (root): drop the page cache first; each engine reads its files in as it maps them: Day0
+#      asks for 2 MiB pages (MADV_HUGEPAGE), llama.cpp maps with MAP_POPULATE and readahead.
+#    read (root; --same-page-cache is the old name): drop the page cache, then read both engines' files
+#      back with read(), so both map readahead's folios.
+#    The table prints the share of Day0's files it found in 2 MiB entries.
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
 # does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
@@ -45,10 +51,10 @@ day0_weights="bf16:BF16"
 scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
 prepare_only=0
-same_page_cache=0
+page_cache=as-is
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
-usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -59,13 +65,16 @@ while [[ $# -gt 0 ]]; do
     --scratch) scratch="$2"; shift 2 ;;
     --llama-bin) llama_bin="$2"; shift 2 ;;
     --prepare-only) prepare_only=1; shift ;;
-    --same-page-cache) same_page_cache=1; shift ;;
+    --page-cache) page_cache="$2"; shift 2 ;;
+    --same-page-cache) page_cache=read; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "llama_cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --rounds must be a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --threads must be a positive integer" >&2; exit 2; }
+[[ "$page_cache" =~ ^(as-is|cold|read)$ ]] ||
+  { echo "llama_cpp.sh: --page-cache must be as-is, cold or read, not '$page_cache'" >&2; exit 2; }
 case "$scratch" in "$root"|"$root"/*) echo "llama_cpp.sh: --scratch must be outside the repository" >&2; exit 2 ;; esac
 for tool in "$build/bin/day0" "$build/bench/day0_stream_bench"; do
   [[ -x "$tool" ]] || { echo "llama_cpp.sh: $tool not built (cmake --build $build)" >&2; exit 2; }
@@ -175,11 +184,13 @@ if ((prepare_only)); then
 fi
 
 # --- Rounds ------------------------------------------------------------------------------------
-if ((same_page_cache)); then
-  log "dropping the page cache and reading both engines' weights back"
+if [[ "$page_cache" != as-is ]]; then
+  log "dropping the page cache ($page_cache)"
   sync
   echo 3 >/proc/sys/vm/drop_caches
-  for shape in $shapes; do cat "$models/$shape"/*.safetensors "$models/$shape".*.gguf >/dev/null; done
+  if [[ "$page_cache" == read ]]; then
+    for shape in $shapes; do cat "$models/$shape"/*.safetensors "$models/$shape".*.gguf >/dev/null; done
+  fi
 fi
 results="$scratch/results"
 rm -rf "$results"
@@ -214,10 +225,11 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" <<'EOF'
+"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
 results, rounds, shapes, quants, threads = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
+page_cache = sys.argv[7]
 # Day0 variant -> the llama.cpp weights its ratio is taken against ("" for none)
 variants = {}
 for w in sys.argv[6].split():
@@ -245,16 +257,24 @@ for r in range(1, rounds + 1):
     for b in json.loads((results / f"bandwidth.{r}.json").read_text())["benchmarks"]:
         value = b.get("GB/s") or b.get("bytes_per_second", 0) / 1e9
         if value: bandwidth.append(value)
-table, summary = [], {"rounds": rounds, "threads": int(threads), "read_bandwidth_gbs": bandwidth, "rows": []}
+table, summary = [], {"rounds": rounds, "threads": int(threads), "read_bandwidth_gbs": bandwidth,
+                      "page_cache": page_cache, "day0_huge_page_share": {}, "rows": []}
 med = lambda xs: statistics.median([x for x in xs if x]) if any(xs) else float("nan")
 for shape in shapes:
     day0 = {}
     for variant in variants:
         day0[variant] = {"prefill": [], "decode": []}
+        shares = []
         for r in range(1, rounds + 1):
             path = results / f"day0.{shape}.{variant}.{r}.json"
             day0[variant]["prefill"].append(counter(path, "pp512"))
             day0[variant]["decode"].append(counter(path, "tg64"))
+            if path.exists() and path.stat().st_size:
+                j = json.loads(path.read_text())
+                if j.get("weight_file_bytes"):
+                    shares.append(j["weight_bytes_in_huge_pages"] / j["weight_file_bytes"])
+        if shares:
+            summary["day0_huge_page_share"][f"{shape} {variant}"] = shares
     peer = {}
     for quant in quants:
         peer[quant] = {"prefill": [], "decode": []}
@@ -276,7 +296,9 @@ for shape in shapes:
 (results / "summary.json").write_text(json.dumps(summary, indent=2))
 l = summary.get("llama_cpp", {})
 print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}), {l.get('cpu')}; {threads} threads; "
-      f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s")
+      f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s; page cache {page_cache}")
+for key, shares in summary["day0_huge_page_share"].items():
+    print(f"Day0 {key}: files in 2 MiB page-table entries {min(shares):.0%}-{max(shares):.0%} over the rounds")
 print("| shape | test | engine | weights | tok/s (median) | Day0 / llama.cpp (median of rounds) | per-round ratios |")
 print("|---|---|---|---|---:|---:|---|")
 for row in summary["rows"]:

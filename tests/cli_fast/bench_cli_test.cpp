@@ -2,6 +2,8 @@
 // agree with their own samples, the machine's limits unless told not to, and clear refusals.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -23,6 +25,12 @@ TEST(CliBench, JsonHoldsEveryTestWithItsSamples) {
   EXPECT_EQ(j.at("repetitions"), 2);
   EXPECT_GT(j.at("weight_bytes_per_token").get<double>(), 0.0);
   EXPECT_FALSE(j.contains("machine"));  // --no-limits
+  EXPECT_EQ(j.at("page_cache"), "keep");
+  uint64_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kGolden))
+    if (e.path().extension() == ".safetensors") files += e.file_size();
+  EXPECT_EQ(j.at("weight_file_bytes").get<uint64_t>(), files);
+  EXPECT_LE(j.at("weight_bytes_in_huge_pages").get<uint64_t>(), uint64_t{1} << 40);
   const auto& tests = j.at("tests");
   ASSERT_EQ(tests.size(), 3u);
   const std::vector<std::string> names = {"pp6", "pp10", "tg5"};
@@ -51,6 +59,33 @@ TEST(CliBench, TableStatesTheLimitsMeasuredInTheSameRun) {
   for (const char* part : {"f32 activations", "machine (measured now, 1 thread): read bandwidth", "| pp8 ",
                            "| tg4 ", "(FP32 FMA)", "(bandwidth)"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+}
+
+// --page-cache reload drops the checkpoint's cached pages before the run maps them: the same tokens
+// come back (the files are read again), and a value it does not know is refused.
+TEST(CliBench, PageCacheReloadChangesNoToken) {
+  const std::vector<std::string> run = {"run", kGolden,  "--prompt-ids", "1,2,3", "--max-new",
+                                        "6",   "--json", "--threads",    "1"};
+  CliResult kept = run_cli(run);
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  auto reload = run;
+  reload.insert(reload.end(), {"--page-cache", "reload"});
+  CliResult reloaded = run_cli(reload);
+  ASSERT_EQ(reloaded.exit_code, 0) << reloaded.err;
+  const auto a = nlohmann::json::parse(kept.out);
+  const auto b = nlohmann::json::parse(reloaded.out);
+  ASSERT_EQ(a.at("tokens").size(), 6u);
+  EXPECT_EQ(a.at("tokens"), b.at("tokens"));
+
+  CliResult bench = run_cli({"bench", kGolden, "-p", "4", "-n", "2", "-r", "1", "--threads", "1",
+                             "--no-limits", "--json", "--page-cache", "reload"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_EQ(nlohmann::json::parse(bench.out).at("page_cache"), "reload");
+  for (const char* command : {"bench", "run", "serve"}) {
+    CliResult bad = run_cli({command, kGolden, "--page-cache", "evict"});
+    EXPECT_EQ(bad.exit_code, 2) << command;
+    EXPECT_NE(bad.err.find("--page-cache"), std::string::npos) << command << ": " << bad.err;
   }
 }
 

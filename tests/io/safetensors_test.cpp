@@ -188,6 +188,33 @@ TEST(Checkpoint, ShardedAndSingleFileLookups) {
   EXPECT_TRUE(direct.is_ok());
 }
 
+// The page-cache hints of a mapping meant to be streamed many times change no byte read through it,
+// and dropping the pages of a file that has gone names it.
+TEST(Checkpoint, PageCacheHintsKeepEveryByteAndNameAVanishedFile) {
+  TempDir dir;
+  CheckpointWriter w(/*max_shard_bytes=*/uint64_t{3} << 20);
+  std::vector<float> values(uint64_t{1} << 20);  // 4 MiB: two shards, each past one 2 MiB page
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) - 300.0f;
+  ASSERT_TRUE(w.add(tensor_f32("a", {static_cast<int64_t>(values.size())}, values)).is_ok());
+  ASSERT_TRUE(w.add(tensor_f32("b", {static_cast<int64_t>(values.size())}, values)).is_ok());
+  ASSERT_TRUE(w.write(dir.path()).is_ok());
+  auto ckpt = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  ASSERT_EQ(ckpt->shards().size(), 2u);
+  ckpt->advise_huge_pages();  // refused where THP is off; a hint either way
+  ASSERT_TRUE(ckpt->drop_cached_pages().is_ok());
+  for (const char* name : {"a", "b"}) EXPECT_EQ(*tensor_to_f32(*ckpt->tensor(name)), values) << name;
+  ASSERT_TRUE(ckpt->drop_cached_pages().is_ok());  // now mapped: those pages stay, the call still succeeds
+  EXPECT_EQ(*tensor_to_f32(*ckpt->tensor("b")), values);
+
+  const std::string second = ckpt->shards()[1].path();
+  std::filesystem::remove(second);
+  const Status gone = ckpt->drop_cached_pages();
+  EXPECT_FALSE(gone.is_ok());
+  EXPECT_NE(gone.message().find(second), std::string::npos) << gone.to_string();
+  EXPECT_EQ(*tensor_to_f32(*ckpt->tensor("b")), values);  // the mapping still holds the file
+}
+
 TEST(Checkpoint, IndexProblemsAreReported) {
   TempDir dir;
   CheckpointWriter w(16);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -79,6 +80,35 @@ namespace day0 {
 
 void MappedFile::advise_willneed() const {
   if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+bool MappedFile::advise_huge_pages() const {
+  return data_ != nullptr && ::madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE) == 0;
+}
+
+Status MappedFile::drop_cached_pages() const {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(path_ + ": cannot open to drop its cached pages: " + std::strerror(errno));
+  const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (err != 0) return io_error(path_ + ": cannot drop its cached pages: " + std::strerror(err));
+  return Status::ok();
+}
+
+uint64_t file_bytes_in_huge_pages() {
+  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "FilePmdMapped: %llu kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
 }
 
 }  // namespace day0

@@ -27,8 +27,11 @@ class CheckpointSource : public TensorSource {
 
 }  // namespace
 
-Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path) {
+Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path, PageCache page_cache) {
   D0_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(path));
+  // Advice first: a page dropped below is read back under it.
+  ckpt.advise_huge_pages();
+  if (page_cache == PageCache::kReload) D0_RETURN_IF_ERROR(ckpt.drop_cached_pages());
   return std::unique_ptr<TensorSource>(std::make_unique<CheckpointSource>(std::move(ckpt), path));
 }
 

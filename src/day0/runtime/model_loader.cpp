@@ -39,7 +39,8 @@ Result<LoadedModel> load_model(const std::string& model, const LoadOptions& opti
     return invalid_argument(
         fmt::format("{} is a catalog entry without weights; pass a checkpoint folder", model));
   }
-  D0_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_checkpoint_source(resolved.folder.string()));
+  D0_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source,
+                      open_checkpoint_source(resolved.folder.string(), options.page_cache));
   D0_ASSIGN_OR_RETURN(
       LoadedModel m,
       load_model_from(resolved.spec, std::shared_ptr<const TensorSource>(std::move(source)), options));

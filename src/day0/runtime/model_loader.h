@@ -7,6 +7,7 @@
 #include "day0/model/model_spec.h"
 #include "day0/runtime/engine.h"
 #include "day0/runtime/model_weights.h"
+#include "day0/runtime/tensor_source.h"
 
 namespace day0 {
 
@@ -34,6 +35,9 @@ struct LoadOptions {
   ExpertShard experts;
   // Pipeline parallelism: bind only this stage's layers (model_weights.h).
   PipelineStage stage;
+  // The checkpoint's pages cached already: kept as they are, or dropped to be read back in 2 MiB
+  // folios (tensor_source.h).
+  PageCache page_cache = PageCache::kKeep;
 };
 // The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);

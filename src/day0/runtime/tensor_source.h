@@ -51,8 +51,16 @@ class TensorSource {
 // recorded operator list binds a model to when there are no weights (a config or catalog entry).
 Result<std::shared_ptr<const TensorSource>> make_shape_only_source(const TensorManifest& manifest);
 
-// Opens a checkpoint folder (model.safetensors or sharded with an index).
-Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path);
+// What opening a checkpoint to run it does with the pages of its files that are cached already.
+enum class PageCache {
+  kKeep,    // use them as cached (a file written or read in small pieces sits in 4 KiB folios)
+  kReload,  // drop them first, so that the runs read the files back in 2 MiB folios (one more read)
+};
+// Opens a checkpoint folder (model.safetensors or sharded with an index) for running: every shard's
+// mapping asks for 2 MiB pages (MappedFile::advise_huge_pages), since decoding streams the weights once
+// per token.
+Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path,
+                                                             PageCache page_cache = PageCache::kKeep);
 
 // Tensors held in memory; copies of another source's tensors can be edited (weight perturbation).
 class MemoryTensorSource : public TensorSource {

@@ -58,9 +58,10 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   // The same weight binding as `run` in this precision (a BF16 run of a quantized checkpoint keeps
   // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly); each rank's shard under
   // mpirun.
-  D0_ASSIGN_OR_RETURN(DistributedModel dm,
-                      load_distributed_model(setup.model, setup.layout, load_options_for(precision),
-                                             setup.comm, setup.redundant_experts));
+  LoadOptions load = load_options_for(precision);
+  load.page_cache = setup.page_cache;
+  D0_ASSIGN_OR_RETURN(DistributedModel dm, load_distributed_model(setup.model, setup.layout, load, setup.comm,
+                                                                  setup.redundant_experts));
   out->groups = std::move(dm.groups);
   out->model = std::move(dm.model);
   const ModelSpec& spec = out->model.spec;

@@ -23,6 +23,7 @@ struct ServeSetup {
   std::string backend = "cpu";
   std::string dtype = "f32";  // activation precision
   std::string kv_dtype = "bf16";
+  PageCache page_cache = PageCache::kKeep;  // the checkpoint's cached pages (runtime/tensor_source.h)
   int threads = 0;
   int64_t kv_blocks = 0;   // pool capacity in blocks, or
   uint64_t kv_memory = 0;  // in bytes; neither: kDefaultKvMemory, raised to hold one full context
