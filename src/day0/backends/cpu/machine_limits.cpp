@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdint>
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <new>
 
 #include "day0/backends/cpu/simd_level.h"
 
@@ -53,6 +56,17 @@ size_t bandwidth_probe_bytes() {
   return std::clamp(four_l3, size_t{256} << 20, size_t{1} << 30);
 }
 
+template <typename T>
+void* HugePageAllocator<T>::allocate_huge_pages(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: refused where THP is off
+  return p;
+}
+template struct HugePageAllocator<double>;
+
 BandwidthProbe::BandwidthProbe(size_t bytes_per_array) : a_(bytes_per_array / sizeof(double), 1.0) {}
 
 size_t BandwidthProbe::read_pass(ThreadPool& pool) {
@@ -64,9 +78,10 @@ size_t BandwidthProbe::read_pass(ThreadPool& pool) {
     const double* a = a_.data();
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = begin;
-    // One cache line per step, the line 2 KiB ahead prefetched (as the decode row dots do).
+    // One cache line per step, the line prefetch_doubles ahead prefetched where the decode row dots do.
+    const int64_t prefetch_doubles = software_prefetch_bytes() / 8;
     for (; i + 8 <= end; i += 8) {
-      __builtin_prefetch(a + i + 256);
+      if (prefetch_doubles != 0) __builtin_prefetch(a + i + prefetch_doubles);
       s0 += a[i] + a[i + 4];
       s1 += a[i + 1] + a[i + 5];
       s2 += a[i + 2] + a[i + 6];

@@ -2,6 +2,7 @@
 // The machine limits every speed figure is stated against: measured memory bandwidth (STREAM-like
 // read and triad) and arithmetic peak (FP32 FMA, BF16 dot), measured with our own loops on a pool.
 #include <cstddef>
+#include <cstdlib>
 #include <vector>
 
 #include "day0/backends/thread_pool.h"
@@ -12,13 +13,28 @@ namespace day0 {
 // L3), at least 256 MiB and at most 1 GiB.
 size_t bandwidth_probe_bytes();
 
+// Memory for the probes in 2 MiB pages (MADV_HUGEPAGE), as the weights' mappings ask for: a read
+// bandwidth measured over 4 KiB pages understates what a GEMV over huge pages reaches.
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  explicit HugePageAllocator(const HugePageAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(allocate_huge_pages(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { std::free(p); }
+  bool operator==(const HugePageAllocator&) const { return true; }
+  static void* allocate_huge_pages(size_t bytes);
+};
+
 // Buffers for the bandwidth loops, allocated and touched once (bytes per array, >> last-level cache; the
 // triad's second and third arrays only on its first pass).
 class BandwidthProbe {
  public:
   explicit BandwidthProbe(size_t bytes_per_array = bandwidth_probe_bytes());
-  // One pass; returns bytes moved. Reads `a` (read: with software prefetch, the way the decode kernels
-  // stream weights, so the roofline is what they can reach) or writes a = b + s c (triad: 3 arrays).
+  // One pass; returns bytes moved. Reads `a` (read: with software prefetch where the decode kernels
+  // use it, software_prefetch_bytes(), so the roofline is what they can reach) or writes a = b + s c (triad:
+  // 3 arrays).
   size_t read_pass(ThreadPool& pool);
   size_t triad_pass(ThreadPool& pool);
   // Best of `passes` passes, in GB/s (1e9 bytes / s).
@@ -26,7 +42,7 @@ class BandwidthProbe {
   double triad_gbps(ThreadPool& pool, int passes);
 
  private:
-  std::vector<double> a_, b_, c_;
+  std::vector<double, HugePageAllocator<double>> a_, b_, c_;
   volatile double sink_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/core/error.h"
 
 namespace day0::cpu {
@@ -21,13 +22,14 @@ inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u);
 }
 
-// Decode streams weight rows from memory one after another, and the hardware prefetchers alone leave
-// the loads waiting on DRAM latency (2-core Xeon, BF16: MoE decode 21-25 -> 32-35 tok/s with this).
-// Each loop step of the row dots prefetches the line kPrefetchBytes past the one it reads (past a row's
-// end that is the next row, or the next chunk's: harmless either way).
-inline constexpr int64_t kPrefetchBytes = 2048;
+// Decode streams weight rows from memory one after another. On some CPUs the hardware prefetchers
+// alone leave the loads waiting on DRAM latency (2-core Xeon, BF16: MoE decode 21-25 -> 32-35 tok/s
+// with software prefetch), on others software prefetch only gets in their way (Zen 4): where
+// kPrefetchBytes is not 0, each loop step of the row dots prefetches the line that far past the one it
+// reads (past a row's end that is the next row, or the next chunk's: harmless either way).
+const int64_t kPrefetchBytes = software_prefetch_bytes();
 inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+  if (kPrefetchBytes != 0) _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
 }
 
 // 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
@@ -295,9 +297,11 @@ void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, flo
   for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= cols; k += 64) {
-    const char* line = reinterpret_cast<const char*>(row + k) + kPrefetchBytes;
-    _mm_prefetch(line, _MM_HINT_T0);
-    _mm_prefetch(line + 64, _MM_HINT_T0);
+    if (kPrefetchBytes != 0) {
+      const char* line = reinterpret_cast<const char*>(row + k) + kPrefetchBytes;
+      _mm_prefetch(line, _MM_HINT_T0);
+      _mm_prefetch(line + 64, _MM_HINT_T0);
+    }
     const __m512bh w0 = (__m512bh)_mm512_loadu_si512(row + k);
     const __m512bh w1 = (__m512bh)_mm512_loadu_si512(row + k + 32);
 #pragma GCC unroll 8
