@@ -6,13 +6,15 @@
 #include <random>
 #include <vector>
 
+#include "day0/backends/cpu/machine_limits.h"
 #include "day0/core/numeric.h"
 #include "day0/ops/tensor.h"
 
 namespace day0::bench {
 
+// Data in 2 MiB pages, as the runtime's checkpoint mappings ask for.
 struct OwnedWeight {
-  std::vector<uint8_t> data;
+  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;
   std::vector<uint8_t> scales;
   WeightView view;
 };
@@ -72,7 +74,7 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
     }
   }
   if (offset != 0 || reinterpret_cast<uintptr_t>(w.data.data()) % 64 != 0) {
-    std::vector<uint8_t> placed(w.data.size() + 128);
+    std::vector<uint8_t, HugePageAllocator<uint8_t>> placed(w.data.size() + 128);
     const auto base = reinterpret_cast<uintptr_t>(placed.data());
     const size_t start = static_cast<size_t>((64 - base % 64) % 64) + offset % 64;
     std::memcpy(placed.data() + start, w.data.data(), w.data.size());

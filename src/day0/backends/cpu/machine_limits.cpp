@@ -56,8 +56,7 @@ size_t bandwidth_probe_bytes() {
   return std::clamp(four_l3, size_t{256} << 20, size_t{1} << 30);
 }
 
-template <typename T>
-void* HugePageAllocator<T>::allocate_huge_pages(size_t bytes) {
+void* allocate_huge_pages(size_t bytes) {
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
   void* p = std::aligned_alloc(kHuge, rounded);
@@ -65,7 +64,6 @@ void* HugePageAllocator<T>::allocate_huge_pages(size_t bytes) {
   ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: refused where THP is off
   return p;
 }
-template struct HugePageAllocator<double>;
 
 BandwidthProbe::BandwidthProbe(size_t bytes_per_array) : a_(bytes_per_array / sizeof(double), 1.0) {}
 

@@ -13,8 +13,10 @@ namespace day0 {
 // L3), at least 256 MiB and at most 1 GiB.
 size_t bandwidth_probe_bytes();
 
-// Memory for the probes in 2 MiB pages (MADV_HUGEPAGE), as the weights' mappings ask for: a read
-// bandwidth measured over 4 KiB pages understates what a GEMV over huge pages reaches.
+// Memory in 2 MiB pages (MADV_HUGEPAGE), as the weights' mappings ask for: a read bandwidth, or a
+// kernel's speed, measured over 4 KiB pages understates what decoding over huge pages reaches. Sizes
+// round up to 2 MiB; free with std::free.
+void* allocate_huge_pages(size_t bytes);
 template <typename T>
 struct HugePageAllocator {
   using value_type = T;
@@ -24,7 +26,6 @@ struct HugePageAllocator {
   T* allocate(size_t n) { return static_cast<T*>(allocate_huge_pages(n * sizeof(T))); }
   void deallocate(T* p, size_t) { std::free(p); }
   bool operator==(const HugePageAllocator&) const { return true; }
-  static void* allocate_huge_pages(size_t bytes);
 };
 
 // Buffers for the bandwidth loops, allocated and touched once (bytes per array, >> last-level cache; the
