@@ -5,6 +5,7 @@
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
 #                            [--quants "BF16 Q8_0 Q4_0"] [--day0-weights "bf16:BF16 int8-g32:Q8_0 ..."]
 #                            [--scratch DIR] [--llama-bin DIR] [--prepare-only] [--page-cache MODE]
+#                            [--decode-pairs N]
 #
 # --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
 #    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
@@ -36,6 +37,10 @@
 #    read (root; --same-page-cache is the old name): drop the page cache, then read both engines' files
 #      back with read(), so both map readahead's folios.
 #    The table prints the share of Day0's files it found in 2 MiB entries.
+# --decode-pairs N: after the rounds, N short decode runs of each engine on each shape's BF16 weights,
+#    alternating a few seconds apart (`day0 bench -p 1 -n 32 -r 1`, `llama-bench -p 0 -n 32 -r 1`), and
+#    the median of the pair ratios. A host whose bandwidth drifts within minutes scatters the rounds'
+#    decode ratios (they are a minute apart); pairs seconds apart resolve decode better.
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
 # does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
@@ -52,9 +57,10 @@ scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
 prepare_only=0
 page_cache=as-is
+decode_pairs=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 
-usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,45p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -67,12 +73,14 @@ while [[ $# -gt 0 ]]; do
     --prepare-only) prepare_only=1; shift ;;
     --page-cache) page_cache="$2"; shift 2 ;;
     --same-page-cache) page_cache=read; shift ;;
+    --decode-pairs) decode_pairs="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "llama_cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --rounds must be a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --threads must be a positive integer" >&2; exit 2; }
+[[ "$decode_pairs" =~ ^[0-9]+$ ]] || { echo "llama_cpp.sh: --decode-pairs must be a count" >&2; exit 2; }
 [[ "$page_cache" =~ ^(as-is|cold|read)$ ]] ||
   { echo "llama_cpp.sh: --page-cache must be as-is, cold or read, not '$page_cache'" >&2; exit 2; }
 case "$scratch" in "$root"|"$root"/*) echo "llama_cpp.sh: --scratch must be outside the repository" >&2; exit 2 ;; esac
@@ -225,11 +233,26 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" <<'EOF'
+for ((i = 1; i <= decode_pairs; ++i)); do
+  for shape in $shapes; do
+    log "decode pair $i/$decode_pairs: $shape"
+    for side in $( ((i % 2)) && echo "day0 llama" || echo "llama day0"); do
+      if [[ "$side" == day0 ]]; then
+        "$build/bin/day0" bench "$models/$shape" -p 1 -n 32 -r 1 --threads "$threads" --dtype bf16 --no-limits \
+          --json >"$results/pair.day0.$shape.$i.json" 2>/dev/null || true
+      else
+        "$llama_bin/llama-bench" -m "$models/$shape.BF16.gguf" -p 0 -n 32 -t "$threads" -r 1 -o json \
+          >"$results/pair.llama.$shape.$i.json" 2>/dev/null || true
+      fi
+    done
+  done
+done
+
+"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" "$decode_pairs" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
 results, rounds, shapes, quants, threads = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
-page_cache = sys.argv[7]
+page_cache, decode_pairs = sys.argv[7], int(sys.argv[8])
 # Day0 variant -> the llama.cpp weights its ratio is taken against ("" for none)
 variants = {}
 for w in sys.argv[6].split():
@@ -293,6 +316,20 @@ for shape in shapes:
                 ratios = [a / b for a, b in zip(day0[variant][test], peer[partner][test]) if a and b]
                 row.update({"against": partner, "ratio": med(ratios), "ratio_rounds": ratios})
             summary["rows"].append(row)
+def pair_rate(path, day0):  # tok/s of one short decode run, None where it did not run
+    try:
+        j = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if day0:
+        return next((t["tok_s_mean"] for t in j["tests"] if t["test"] == "tg32"), None)
+    return next((row["avg_ts"] for row in j if row["n_gen"] > 0), None)
+summary["decode_pairs"] = {}
+for shape in shapes if decode_pairs else []:
+    pairs = [(pair_rate(results / f"pair.day0.{shape}.{i}.json", True),
+              pair_rate(results / f"pair.llama.{shape}.{i}.json", False)) for i in range(1, decode_pairs + 1)]
+    ratios = [a / b for a, b in pairs if a and b]
+    summary["decode_pairs"][shape] = {"pairs": pairs, "ratios": ratios}
 (results / "summary.json").write_text(json.dumps(summary, indent=2))
 l = summary.get("llama_cpp", {})
 print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}), {l.get('cpu')}; {threads} threads; "
@@ -305,5 +342,10 @@ for row in summary["rows"]:
     ratio = f"{row['ratio']:.2f} vs {row['against']}" if "ratio" in row else "-"
     per = " ".join(f"{x:.2f}" for x in row.get("ratio_rounds", []))
     print(f"| {row['shape']} | {row['test']} | {row['engine']} | {row['weights']} | {row['tok_s']:.1f} | {ratio} | {per} |")
+for shape, p in summary["decode_pairs"].items():
+    r = p["ratios"]
+    if r:
+        print(f"{shape}: decode tg32 in {len(r)} short pairs, Day0 / llama.cpp median {statistics.median(r):.2f} "
+              f"(range {min(r):.2f}-{max(r):.2f})")
 print(f"(raw results: {results})")
 EOF
