@@ -32,9 +32,10 @@ bool cpu_has_avx512_vnni();
 // process (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
 bool cpu_has_amx_bf16();
 // How far ahead (bytes) the AVX-512 row dots of decode prefetch the weights they stream (float, BF16,
-// F16, INT8; the dequantizing FP8 / MXFP4 / INT4 ones always prefetch 2 KiB on); 0: not at all. Env DAY0_PREFETCH_BYTES (0 to 65536) if set to a valid number, else 0 on AMD (Zen 4, weights
-// in 2 MiB pages: a GEMV streams 34-53 GB/s without, 28-37 with; dense decode +10-30%) and 2048
-// elsewhere (2-core Xeon, MoE decode 21-25 -> 32-35 tok/s with it). Read once.
+// F16, INT8; the dequantizing FP8 / MXFP4 / INT4 ones always prefetch 2 KiB on); 0: not at all. Env
+// DAY0_PREFETCH_BYTES (0 to 65536) if set to a valid number, else 0 on AMD (Zen 4, weights in 2 MiB pages: a
+// GEMV streams 34-53 GB/s without, 28-37 with; dense decode +10-30%) and 2048 elsewhere (2-core Xeon, MoE
+// decode 21-25 -> 32-35 tok/s with it). Read once.
 int64_t software_prefetch_bytes();
 // Every level <= detected_simd_level(), lowest first (what tests iterate over).
 std::vector<SimdLevel> available_simd_levels();
