@@ -31,12 +31,14 @@ const int64_t kPrefetchBytes = software_prefetch_bytes();
 inline void prefetch_ahead(const void* p) {
   if (kPrefetchBytes != 0) _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
 }
-// The row dots that decode their weights (FP8 blocks, MXFP4, INT4 nibbles) stream at 15-20 GB/s, a pace
-// the prefetch keeps ahead of on Zen 4 too (FP8 15-19 -> 18-21 GB/s, INT4 15-16 -> 16-20 with it,
-// `day0_gemv_bench`, 2 MiB pages): they always prefetch 2 KiB on.
-inline constexpr int64_t kDequantPrefetchBytes = 2048;
-inline void prefetch_ahead_dequant(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kDequantPrefetchBytes, _MM_HINT_T0);
+// Row dots that do more work per weight byte (several x at once, or weights to decode: FP8 blocks,
+// MXFP4, INT4 nibbles) issue their loads more slowly than the out-of-order window needs to keep enough
+// lines in flight, and prefetch 2 KiB on on every CPU. Zen 4, weights in 2 MiB pages: FP8 15-19 -> 18-21
+// GB/s and INT4 15-16 -> 16-20 with it (`day0_gemv_bench`), BF16 row dots of 4 tokens 84-97 -> 116-146
+// GFLOP/s and of 8 tokens 132-139 -> 167-187 (a 32000 x 1024 LM head, 3 alternating runs).
+inline constexpr int64_t kBusyPrefetchBytes = 2048;
+inline void prefetch_ahead_busy(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kBusyPrefetchBytes, _MM_HINT_T0);
 }
 
 // 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
@@ -156,7 +158,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   };
   int64_t b = 0;
   for (; b + 16 <= blocks; b += 16) {
-    for (int line = 0; line < 4; ++line) prefetch_ahead_dequant(bytes + b * 16 + line * 64);
+    for (int line = 0; line < 4; ++line) prefetch_ahead_busy(bytes + b * 16 + line * 64);
     _mm512_store_ps(scale_f, e8m0x16(scales + b));
     for (int j = 0; j < 16; j += 2) {
       block(b + j, scale_f[j], acc0);
@@ -179,7 +181,7 @@ float fp8_dot(const WeightView& w, int64_t n, const float* x) {
     __m512 acc1 = _mm512_setzero_ps();
     int64_t k = k0;
     for (; k + 32 <= k1; k += 32) {
-      prefetch_ahead_dequant(r + k);
+      prefetch_ahead_busy(r + k);
       const __m512i b32 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + k)));
       acc0 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_castsi512_si256(b32)), _mm512_loadu_ps(x + k), acc0);
       acc1 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_extracti64x4_epi64(b32, 1)), _mm512_loadu_ps(x + k + 16),
@@ -220,20 +222,24 @@ inline __m512 load_plain_as(const void* row, int64_t k, __mmask16 m) {
 // One plain row of `cols` elements against NT x at once: y[t * ldy] = row . x t. Each weight vector is
 // loaded and widened once for all NT x. Per x the two accumulators, their order, the masked tail and
 // the reduction are plain_dot's, so every result has the bits of dot_rows. The row prefetches the
-// next one (the same column of it), or kPrefetchBytes on where rows are shorter.
+// next one (the same column of it), or the prefetch distance on where rows are shorter: with several x
+// kBusyPrefetchBytes, with one the CPU's kPrefetchBytes (0: none).
 template <WeightFormat F, int NT>
 void plain_dot_row(const WeightView& w, int64_t n, const float* const* xs, float* y, int64_t ldy) {
   constexpr int64_t kElem = F == WeightFormat::kF32 ? 4 : 2;
   const int64_t cols = w.cols;
   const char* row = static_cast<const char*>(row_ptr(w, n));
-  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, cols * kElem) - kPrefetchBytes;
+  const int64_t distance = NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
+  const int64_t ahead = std::max<int64_t>(distance, cols * kElem);
   __m512 a[NT], b[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= cols; k += 32) {
-    prefetch_ahead(row + ahead + k * kElem);
-    if constexpr (kElem == 4) prefetch_ahead(row + ahead + k * kElem + 64);
+    if (distance != 0) {
+      _mm_prefetch(row + ahead + k * kElem, _MM_HINT_T0);
+      if constexpr (kElem == 4) _mm_prefetch(row + ahead + k * kElem + 64, _MM_HINT_T0);
+    }
     const __m512 w0 = load_plain_as<F>(row, k, 0xffff);
     const __m512 w1 = load_plain_as<F>(row, k + 16, 0xffff);
 #pragma GCC unroll 8
@@ -295,7 +301,8 @@ void dot_rows_multi_avx512(const WeightView& w, int64_t n0, int64_t n1, const fl
 
 // One BF16 row against NT x in BF16, 64 columns a step: per x two accumulators (columns 0-31 and 32-63
 // of each step) and a masked tail 32 columns at a time into the first, the same order whatever NT is,
-// so every result has the bits of NT = 1. One row at a time, prefetched kPrefetchBytes on, keeps a
+// so every result has the bits of NT = 1. One row at a time, prefetched on (kBusyPrefetchBytes with
+// several x, kPrefetchBytes with one), keeps a
 // thread's reads one stream (two rows at a time measured up to 30% slower on Zen 4 at 2-4 x).
 template <int NT>
 void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, float* y, int64_t ldy) {
@@ -304,8 +311,9 @@ void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, flo
   for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= cols; k += 64) {
-    if (kPrefetchBytes != 0) {
-      const char* line = reinterpret_cast<const char*>(row + k) + kPrefetchBytes;
+    const int64_t ahead = NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
+    if (ahead != 0) {
+      const char* line = reinterpret_cast<const char*>(row + k) + ahead;
       _mm_prefetch(line, _MM_HINT_T0);
       _mm_prefetch(line + 64, _MM_HINT_T0);
     }
@@ -788,7 +796,7 @@ void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float*
     const int64_t g0 = b / per_group, g1 = (b + 1) / per_group;
     for (int r = 0; r < R; ++r) {
       if constexpr (kInt4) {
-        prefetch_ahead_dequant(rows + r * row_bytes + b * 16);
+        prefetch_ahead_busy(rows + r * row_bytes + b * 16);
       } else {
         prefetch_ahead(rows + r * row_bytes + b * 32);
       }
