@@ -73,16 +73,13 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
       break;
     }
   }
-  if (offset != 0 || reinterpret_cast<uintptr_t>(w.data.data()) % 64 != 0) {
-    std::vector<uint8_t, HugePageAllocator<uint8_t>> placed(w.data.size() + 128);
-    const auto base = reinterpret_cast<uintptr_t>(placed.data());
-    const size_t start = static_cast<size_t>((64 - base % 64) % 64) + offset % 64;
-    std::memcpy(placed.data() + start, w.data.data(), w.data.size());
+  // The allocation starts on a 2 MiB boundary; an offset moves the data past it.
+  if (offset % 64 != 0) {
+    std::vector<uint8_t, HugePageAllocator<uint8_t>> placed(w.data.size() + offset % 64);
+    std::memcpy(placed.data() + offset % 64, w.data.data(), w.data.size());
     w.data = std::move(placed);
-    w.view.data = w.data.data() + start;
-  } else {
-    w.view.data = w.data.data();
   }
+  w.view.data = w.data.data() + offset % 64;
   w.view.scales = w.scales.empty() ? nullptr : w.scales.data();
   return w;
 }

@@ -1,10 +1,11 @@
 // Decode GEMV (M = 1) per weight format on the cpu backend: GB/s of weight bytes streamed (data +
 // scales) and that figure as a fraction of the read bandwidth measured here, now, with the same
 // thread count (goal >= 0.8 on 2 threads for BF16, FP8 and MXFP4). Args: format, threads, in cache,
-// SIMD level (0 scalar, 1 avx2, 2 avx512; levels this CPU lacks are skipped), activations (0: the exact
-// call, 1: BF16 weights with activations that may round, `--dtype bf16`: x in BF16 and vdpbf16ps where
-// the CPU has it), offset of the weights past a 64-byte boundary (a mapped safetensors file gives 8). INT8 /
-// INT4 (group 128) run the non-exact call: int8 activations and the integer dot products of that level.
+// SIMD level (0 scalar, 1 avx2, 2 avx512; levels this CPU lacks are skipped), activations (0: the
+// exact call, 1: BF16 weights with activations that may round, `--dtype bf16`: x in BF16 and vdpbf16ps
+// where the CPU has it), offset of the weights past a 64-byte boundary (a mapped safetensors file
+// gives 8), tokens (x rows: 1, or 2 / 4, the several-x row dots; GFLOP/s beside the GB/s). INT8 / INT4
+// (group 128) run the non-exact call: int8 activations and the integer dot products of that level.
 #include <map>
 #include <string>
 
@@ -44,22 +45,25 @@ void BM_Gemv(benchmark::State& state) {
   const auto level = static_cast<day0::SimdLevel>(state.range(3));
   const bool rounded = state.range(4) == 1;
   const auto offset = static_cast<size_t>(state.range(5));
+  const int64_t tokens = state.range(6);
   if (static_cast<int>(level) > static_cast<int>(day0::detected_simd_level())) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
   const auto n = static_cast<int64_t>(static_cast<double>(weight_bytes) * 8 / bits / kK);
   const auto w = day0::bench::make_weight(format, n, kK, 1, offset);
-  const auto x = day0::bench::make_activations(kK);
-  std::vector<float> y(static_cast<size_t>(n));
+  const auto x = day0::bench::make_activations(tokens * kK);  // [tokens, K]
+  std::vector<float> y(static_cast<size_t>(tokens * n));      // [tokens, N]
   day0::BackendOptions opts;
   opts.n_threads = threads;
   opts.simd = level;
   auto be = std::move(day0::make_backend("cpu", opts).value());
   const double bw = read_bandwidth(threads);
   for (auto _ : state) {
-    be->matmul(
-        {.x = {x.data(), 1, kK}, .w = w.view, .y = {y.data(), 1, n}, .exact = !w.view.is_int() && !rounded});
+    be->matmul({.x = {x.data(), tokens, kK},
+                .w = w.view,
+                .y = {y.data(), tokens, n},
+                .exact = !w.view.is_int() && !rounded});
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(w.view.data_bytes() + w.view.scale_bytes());
@@ -69,10 +73,14 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["read_bw_GB/s"] = bw;
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * static_cast<double>(tokens * n * kK) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Gemv)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}})
-    ->ArgsProduct({{1}, {1, 2}, {0, 1}, {2}, {1}, {0, 24}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}})
+    ->ArgsProduct({{1}, {1, 2}, {0, 1}, {2}, {1}, {0, 24}, {1}})
+    ->ArgsProduct({{1}, {2}, {0}, {2}, {1}, {0}, {2, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);

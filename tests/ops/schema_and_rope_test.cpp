@@ -10,9 +10,11 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "day0/backends/cpu/machine_limits.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/thread_pool.h"
@@ -124,6 +126,33 @@ TEST(RopeFrequencies, DynamicGrowsOnlyPastTheTrainedLength) {
   EXPECT_EQ(short_seq.inv_freq, base.inv_freq);
   const double new_base = 10000.0 * std::pow(2.0 * 8192 / 2048 - 1.0, 64.0 / 62.0);
   EXPECT_NEAR(long_seq.inv_freq[1], std::pow(new_base, -2.0 / 64), 1e-7);
+}
+
+// The decode row dots' prefetch distance: DAY0_PREFETCH_BYTES when it is a whole number in [0, 65536],
+// else none on AMD and 2 KiB elsewhere; what the process uses is one of those.
+TEST(SimdLevels, PrefetchDistanceFollowsTheVendorUnlessTold) {
+  EXPECT_EQ(software_prefetch_bytes_for(nullptr, "AuthenticAMD"), 0);
+  EXPECT_EQ(software_prefetch_bytes_for(nullptr, "GenuineIntel"), 2048);
+  EXPECT_EQ(software_prefetch_bytes_for(nullptr, ""), 2048);  // CPUID said nothing
+  EXPECT_EQ(software_prefetch_bytes_for("4096", "AuthenticAMD"), 4096);
+  EXPECT_EQ(software_prefetch_bytes_for("0", "GenuineIntel"), 0);
+  EXPECT_EQ(software_prefetch_bytes_for("65536", "GenuineIntel"), 65536);
+  for (const char* ignored : {"", "-1", "65537", "2k", " 64", "99999999999999999999999"}) {
+    EXPECT_EQ(software_prefetch_bytes_for(ignored, "AuthenticAMD"), 0) << ignored;
+    EXPECT_EQ(software_prefetch_bytes_for(ignored, "GenuineIntel"), 2048) << ignored;
+  }
+  const int64_t used = software_prefetch_bytes();
+  EXPECT_TRUE(used >= 0 && used <= 65536) << used;
+}
+
+// Probe and bench memory: 2 MiB aligned (where a huge page can back it), every byte usable.
+TEST(SimdLevels, HugePageAllocationsAreAlignedAndUsable) {
+  std::vector<double, HugePageAllocator<double>> v(300000, 1.5);  // 2.3 MB: two 2 MiB units
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % (uintptr_t{2} << 20), 0u);
+  v.back() = 2.5;
+  double sum = 0;
+  for (double d : v) sum += d;
+  EXPECT_EQ(sum, 1.5 * 299999 + 2.5);
 }
 
 TEST(SimdLevels, ParseAndDetect) {

@@ -148,10 +148,8 @@ uint64_t Checkpoint::total_file_bytes() const {
   return total;
 }
 
-size_t Checkpoint::advise_huge_pages() const {
-  size_t advised = 0;
-  for (const auto& shard : *shards_) advised += shard.mapping().advise_huge_pages() ? 1 : 0;
-  return advised;
+void Checkpoint::advise_huge_pages() const {
+  for (const auto& shard : *shards_) shard.mapping().advise_huge_pages();
 }
 
 Status Checkpoint::drop_cached_pages() const {

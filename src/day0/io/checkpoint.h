@@ -50,9 +50,8 @@ class Checkpoint {
   Result<TensorView> tensor(const std::string& name) const;
   std::vector<std::string> tensor_names() const;  // sorted
   uint64_t total_file_bytes() const;
-  // MappedFile::advise_huge_pages / drop_cached_pages over every shard. The first says how many
-  // shards the kernel took the advice for.
-  size_t advise_huge_pages() const;
+  // MappedFile::advise_huge_pages / drop_cached_pages over every shard.
+  void advise_huge_pages() const;
   Status drop_cached_pages() const;
 
  private:

@@ -6,6 +6,8 @@
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #endif
 
@@ -120,18 +122,22 @@ Result<SimdLevel> default_simd_level() {
   return *level;
 }
 
+int64_t software_prefetch_bytes_for(const char* env, std::string_view vendor) {
+  if (env != nullptr && *env >= '0' && *env <= '9') {  // strtoll would skip spaces and take signs
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(env, &end, 10);
+    if (errno == 0 && *end == '\0' && v >= 0 && v <= 65536) return static_cast<int64_t>(v);
+  }
+  return vendor == "AuthenticAMD" ? 0 : 2048;
+}
+
 int64_t software_prefetch_bytes() {
   static const int64_t bytes = [] {
-    if (const char* env = std::getenv("DAY0_PREFETCH_BYTES"); env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      const long long v = std::strtoll(env, &end, 10);
-      if (*end == '\0' && v >= 0 && v <= 65536) return static_cast<int64_t>(v);
-    }
     unsigned eax = 0, vendor[3] = {0, 0, 0};
-    if (__get_cpuid(0, &eax, &vendor[0], &vendor[2], &vendor[1]) == 0) return int64_t{2048};
     char name[13] = {};
-    std::memcpy(name, vendor, 12);
-    return std::string_view(name) == "AuthenticAMD" ? int64_t{0} : int64_t{2048};
+    if (__get_cpuid(0, &eax, &vendor[0], &vendor[2], &vendor[1]) != 0) std::memcpy(name, vendor, 12);
+    return software_prefetch_bytes_for(std::getenv("DAY0_PREFETCH_BYTES"), name);
   }();
   return bytes;
 }

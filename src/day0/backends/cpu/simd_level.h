@@ -37,6 +37,9 @@ bool cpu_has_amx_bf16();
 // GEMV streams 34-53 GB/s without, 28-37 with; dense decode +10-30%) and 2048 elsewhere (2-core Xeon, MoE
 // decode 21-25 -> 32-35 tok/s with it). Read once.
 int64_t software_prefetch_bytes();
+// The rule software_prefetch_bytes() applies, for a DAY0_PREFETCH_BYTES value (nullptr: unset; a value
+// that is not a whole number in range is ignored) and a CPUID vendor string.
+int64_t software_prefetch_bytes_for(const char* env, std::string_view vendor);
 // Every level <= detected_simd_level(), lowest first (what tests iterate over).
 std::vector<SimdLevel> available_simd_levels();
 

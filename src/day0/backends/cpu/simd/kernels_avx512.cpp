@@ -40,6 +40,11 @@ inline constexpr int64_t kBusyPrefetchBytes = 2048;
 inline void prefetch_ahead_busy(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kBusyPrefetchBytes, _MM_HINT_T0);
 }
+// The prefetch distance of a row dot against NT x (0: none).
+template <int NT>
+int64_t row_prefetch_bytes() {
+  return NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
+}
 
 // 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
 inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
@@ -229,7 +234,7 @@ void plain_dot_row(const WeightView& w, int64_t n, const float* const* xs, float
   constexpr int64_t kElem = F == WeightFormat::kF32 ? 4 : 2;
   const int64_t cols = w.cols;
   const char* row = static_cast<const char*>(row_ptr(w, n));
-  const int64_t distance = NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
+  const int64_t distance = row_prefetch_bytes<NT>();
   const int64_t ahead = std::max<int64_t>(distance, cols * kElem);
   __m512 a[NT], b[NT];
 #pragma GCC unroll 8
@@ -301,17 +306,16 @@ void dot_rows_multi_avx512(const WeightView& w, int64_t n0, int64_t n1, const fl
 
 // One BF16 row against NT x in BF16, 64 columns a step: per x two accumulators (columns 0-31 and 32-63
 // of each step) and a masked tail 32 columns at a time into the first, the same order whatever NT is,
-// so every result has the bits of NT = 1. One row at a time, prefetched on (kBusyPrefetchBytes with
-// several x, kPrefetchBytes with one), keeps a
-// thread's reads one stream (two rows at a time measured up to 30% slower on Zen 4 at 2-4 x).
+// so every result has the bits of NT = 1. One row at a time, prefetched row_prefetch_bytes<NT>() on,
+// keeps a thread's reads one stream (two rows at a time measured up to 30% slower on Zen 4 at 2-4 x).
 template <int NT>
 void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, float* y, int64_t ldy) {
   __m512 a[NT], b[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
+  const int64_t ahead = row_prefetch_bytes<NT>();
   int64_t k = 0;
   for (; k + 64 <= cols; k += 64) {
-    const int64_t ahead = NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
     if (ahead != 0) {
       const char* line = reinterpret_cast<const char*>(row + k) + ahead;
       _mm_prefetch(line, _MM_HINT_T0);
