@@ -349,6 +349,118 @@ TEST(SimdKernels, Bf16xRowDotsMatchAcrossBatchesAndTheRoundedProducts) {
     GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16x is not built";
 }
 
+// pack_bf16_x16 + dot_rows_bf16_x16 (5-16 tokens without weight panels): xt holds each token's BF16 pairs
+// in its lane and zeros elsewhere; every lane's dot is the float sum of the BF16 products, lanes without a
+// token give 0, and a token's dots have the same bits packed alone as among 16. Odd and even widths, row
+// counts around the kernel's block of 8, weight rows only 2-byte aligned, x rows with a stride.
+TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
+  uint64_t seed = 1700;
+  int levels = 0;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    ASSERT_EQ(k.pack_bf16_x16 == nullptr, k.dot_rows_bf16_x16 == nullptr) << simd_level_name(level);
+    if (k.dot_rows_bf16_x16 == nullptr) continue;
+    ++levels;
+    const std::string lv(simd_level_name(level));
+    for (int64_t cols : {int64_t{1}, int64_t{37}, int64_t{64}, int64_t{200}, int64_t{1031}}) {
+      const int64_t pairs = (cols + 1) / 2, ldx = cols + 5;
+      for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{17}}) {
+        // exactly sized, one element of offset: a read past the last row is caught under ASan
+        std::vector<uint16_t> wstore(static_cast<size_t>(rows * cols + 1));
+        const auto wv = random_vector(rows * cols, ++seed, 2.0f);
+        for (size_t i = 0; i < wv.size(); ++i) wstore[i + 1] = f32_to_bf16(wv[i]);
+        const uint16_t* w = wstore.data() + 1;
+        for (int64_t tokens : {int64_t{1}, int64_t{5}, int64_t{16}}) {
+          const auto x = random_vector(tokens * ldx, ++seed, 2.0f);  // [tokens][ldx]
+          std::vector<uint32_t> xt(static_cast<size_t>(pairs * 16), 0xdeadbeefu);
+          k.pack_bf16_x16(x.data(), ldx, tokens, cols, xt.data());
+          for (int64_t p = 0; p < pairs; ++p) {
+            for (int64_t t = 0; t < 16; ++t) {
+              const uint32_t got = xt[static_cast<size_t>(p * 16 + t)];
+              uint32_t want = 0;
+              if (t < tokens) {
+                want = f32_to_bf16(x[static_cast<size_t>(t * ldx + 2 * p)]);
+                if (2 * p + 1 < cols)
+                  want |= uint32_t{f32_to_bf16(x[static_cast<size_t>(t * ldx + 2 * p + 1)])} << 16;
+              }
+              ASSERT_EQ(got, want) << lv << " cols=" << cols << " tokens=" << tokens << " pair " << p
+                                   << " lane " << t;
+            }
+          }
+          std::vector<float> out(static_cast<size_t>(rows * 16), -1.0f);
+          k.dot_rows_bf16_x16(w, cols, rows, cols, xt.data(), out.data());
+          for (int64_t t = 0; t < 16; ++t) {
+            std::vector<uint32_t> alone(static_cast<size_t>(pairs * 16));
+            std::vector<float> alone_out(static_cast<size_t>(rows * 16));
+            if (t < tokens) {
+              k.pack_bf16_x16(x.data() + t * ldx, ldx, 1, cols, alone.data());
+              k.dot_rows_bf16_x16(w, cols, rows, cols, alone.data(), alone_out.data());
+            }
+            for (int64_t i = 0; i < rows; ++i) {
+              const float g = out[static_cast<size_t>(i * 16 + t)];
+              const std::string where =
+                  fmt::format("{} cols={} rows={} tokens={} row {} lane {}", lv, cols, rows, tokens, i, t);
+              if (t >= tokens) {
+                ASSERT_EQ(g, 0.0f) << where;
+                continue;
+              }
+              ASSERT_EQ(g, alone_out[static_cast<size_t>(i * 16)]) << where;
+              double want = 0.0, scale = 0.0;
+              for (int64_t j = 0; j < cols; ++j) {
+                const double term =
+                    static_cast<double>(bf16_to_f32(w[i * cols + j])) *
+                    static_cast<double>(bf16_to_f32(f32_to_bf16(x[static_cast<size_t>(t * ldx + j)])));
+                want += term;
+                scale += std::fabs(term);
+              }
+              ASSERT_NEAR(g, want, 1e-6 * scale + 1e-30) << where;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (levels == 0)
+    GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16_x16 is not built";
+}
+
+// BF16 matmuls of 5-16 tokens that may round (the dot route's few-token path): a token's outputs have the
+// same bits whichever of those batch sizes it comes in, with bias and accumulation applied per token.
+TEST(Bf16GemmRoute, FewTokenCallsGiveEachTokenTheBitsOfAnyOtherBatch) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the few-token path is not built";
+  const TestWeight w = random_weight(WeightFormat::kBF16, 150, 333, 31);
+  const auto bias = random_vector(150, 32);
+  GuardedMatrix x(16, 333);
+  x.fill_random(33);
+  const auto run = [&](int64_t first, int64_t rows, bool accumulate) {
+    BackendOptions opts;
+    opts.n_threads = 2;
+    opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+    opts.bf16_dot_gemm = true;
+    auto be = std::move(make_backend("cpu", opts).value());
+    GuardedMatrix y(rows, 150);
+    y.fill_random(34 + first);
+    be->matmul({.x = x.cview().row_slice(first, rows),
+                .w = w.view(),
+                .bias = bias.data(),
+                .y = y.view(),
+                .accumulate = accumulate,
+                .exact = false});
+    return y.values();
+  };
+  const auto all = run(0, 16, false);
+  for (auto [first, rows] : {std::pair<int64_t, int64_t>{3, 5}, {8, 8}, {1, 13}}) {
+    const auto some = run(first, rows, false);
+    ASSERT_TRUE(std::equal(some.begin(), some.end(), all.begin() + first * 150)) << first << "+" << rows;
+  }
+  // accumulate adds each output to what y held (y filled with seed 34 + first)
+  GuardedMatrix before(5, 150);
+  before.fill_random(34 + 3);
+  const auto acc = run(3, 5, true);
+  const auto held = before.values();
+  for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], held[i] + all[3 * 150 + i]) << i;
+}
+
 // Decode-sized BF16 matmuls that may round (not exact) take x in BF16 exactly where the GEMM does (its
 // dot route): then a row of a 3-token call has the bits of that token alone, differs from the exact
 // float32 result by about BF16's precision, and the FMA route keeps the exact path.

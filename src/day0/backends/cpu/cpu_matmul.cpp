@@ -18,14 +18,6 @@ namespace {
 inline constexpr int64_t kKc = 256;           // K block: a packed [kKc][kNr] panel is 32 KiB, it stays in L1
 inline constexpr int64_t kMaxPanelChunk = 8;  // weight panels a thread takes at a time (for_panel_chunks)
 
-// The first 64-byte aligned element of a scratch vector (whose storage is only 16-byte aligned), grown to
-// hold `words` from there on.
-template <typename T, typename Word>
-T* aligned_64(std::vector<Word>& v, int64_t words) {
-  grown(v, words + 64 / static_cast<int64_t>(sizeof(Word)));
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
-}
-
 // fn(thread, p_begin, p_end) over chunks of weight panels taken in turn by the pool's threads (one
 // slowed by another tenant of the host takes fewer); a chunk runs every K block itself, so no barrier
 // separates K blocks.
@@ -62,10 +54,11 @@ void gemv(const Context& c, const MatmulArgs& a) {
   const float* xs[kGemvMaxRows] = {};
   const uint16_t* xbs[kGemvMaxRows] = {};
   if (bf16x) {
-    uint16_t* xb = grown(rounded, t_rows * k);
+    uint16_t* xb = aligned_bf16_rows(rounded, t_rows, k);
+    const int64_t stride = bf16_row_stride(k);
     for (int64_t t = 0; t < t_rows; ++t) {
-      c.k.to_bf16(a.x.row(t), k, xb + t * k);
-      xbs[static_cast<size_t>(t)] = xb + t * k;
+      c.k.to_bf16(a.x.row(t), k, xb + t * stride);
+      xbs[static_cast<size_t>(t)] = xb + t * stride;
     }
   } else if (a.w.format == WeightFormat::kMxfp4) {
     float* xp = grown(prepared, t_rows * k);
@@ -245,6 +238,36 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   }
 }
 
+// 5-16 tokens, BF16 weights, dot route: x packed once into 16 lanes of BF16 pairs, weight rows read in
+// place (no panels) by dot_rows_bf16_x16 in chunks of rows taken in turn by the threads.
+void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
+  const int64_t t_rows = a.x.rows;
+  const int64_t k = a.w.cols;
+  D0_CHECK(t_rows <= 16);
+  Workspace local;
+  Workspace& ws = c.ws ? *c.ws : local;
+  uint32_t* xt = aligned_64<uint32_t>(ws.gemm_x_bf16, (k + 1) / 2 * 16);  // [pairs][16]
+  c.k.pack_bf16_x16(a.x.data, a.x.stride, t_rows, k, xt);
+  const auto* w = static_cast<const uint16_t*>(a.w.data);
+  constexpr int64_t kChunk = 64;  // rows per work item
+  const int64_t chunks = (a.w.rows + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  c.pool.run([&](int) {
+    alignas(64) float out[kChunk * 16];  // [row][token lane]
+    for (int64_t ch = next.fetch_add(1); ch < chunks; ch = next.fetch_add(1)) {
+      const int64_t n0 = ch * kChunk, rows = std::min(kChunk, a.w.rows - n0);
+      c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, out);
+      for (int64_t t = 0; t < t_rows; ++t) {
+        float* y = a.y.row(t);
+        for (int64_t i = 0; i < rows; ++i) {
+          const float v = out[i * 16 + t] + (a.bias ? a.bias[n0 + i] : 0.0f);
+          y[n0 + i] = a.accumulate ? y[n0 + i] + v : v;
+        }
+      }
+    }
+  });
+}
+
 // BF16 weights on AMX tiles. The weights are the tiles' left operand (16 rows x 32 BF16 of a row-major
 // matrix is a tile: each weight byte is read once per call, copied as whole tiles into L1-friendly
 // order by the kernel), x^T the right one (rounded to BF16 and packed into pairs once per call), so the
@@ -388,6 +411,9 @@ void matmul(const Context& c, const MatmulArgs& a) {
     gemv(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_bf16_amx != nullptr) {
     gemm_bf16_amx(c, a);
+  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.dot_rows_bf16_x16 != nullptr &&
+             c.bf16_dot && a.x.rows <= kFewMaxRows) {
+    gemm_bf16_few(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr && c.bf16_dot) {
     gemm_bf16(c, a);
   } else {

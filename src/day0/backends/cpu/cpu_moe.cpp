@@ -68,12 +68,13 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
     bf16x = bf16x && bf16x_rows(c, ew.gate, a.exact) && bf16x_rows(c, ew.down, a.exact) &&
             (a.layout != GateUpLayout::kSeparate || bf16x_rows(c, ew.up, a.exact));
   }
-  uint16_t* xb = nullptr;    // [slots, h]
-  uint16_t* actb = nullptr;  // [slots, inter]
+  uint16_t* xb = nullptr;    // [slots, h] at row stride xb_stride
+  uint16_t* actb = nullptr;  // [slots, inter] at row stride actb_stride
+  const int64_t xb_stride = bf16_row_stride(h), actb_stride = bf16_row_stride(inter);
   if (bf16x) {
-    xb = grown(ws.moe_x_bf16, slots * h);
-    actb = grown(ws.moe_act_bf16, slots * inter);
-    for (int64_t slot = 0; slot < slots; ++slot) c.k.to_bf16(x_of(slot), h, xb + slot * h);
+    xb = aligned_bf16_rows(ws.moe_x_bf16, slots, h);
+    actb = aligned_bf16_rows(ws.moe_act_bf16, slots, inter);
+    for (int64_t slot = 0; slot < slots; ++slot) c.k.to_bf16(x_of(slot), h, xb + slot * xb_stride);
   }
   const auto items = static_cast<int64_t>(active.size()) * chunks;
   std::atomic<int64_t> next{0};
@@ -91,7 +92,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       const uint16_t* xbs[kMoeRowDotMaxTokens];
       for (int64_t slot = s0; slot < s1; ++slot) {
         xs[slot - s0] = x_of(slot);
-        xbs[slot - s0] = bf16x ? xb + slot * h : nullptr;
+        xbs[slot - s0] = bf16x ? xb + slot * xb_stride : nullptr;
       }
       const auto dots = [&](const WeightView& w, int64_t r0, int64_t rows, int64_t out0) {
         for (int64_t r = 0; r < rows; r += kStep) {
@@ -128,7 +129,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
                                     : (ew.gate_bias ? ew.gate_bias[inter + c0 + j] : 0.0f);
           out[c0 + j] = swiglu_of(a, d[j] + bg, d[kCols + j] + bu);
         }
-        if (bf16x) c.k.to_bf16(out + c0, n, actb + slot * inter + c0);
+        if (bf16x) c.k.to_bf16(out + c0, n, actb + slot * actb_stride + c0);
       }
     }
   });
@@ -145,7 +146,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       const int64_t s0 = ws.moe_start[static_cast<size_t>(e)], s1 = ws.moe_start[static_cast<size_t>(e) + 1];
       for (int64_t slot = s0; slot < s1; ++slot) {
         acts[slot - s0] = act + slot * inter;
-        actbs[slot - s0] = bf16x ? actb + slot * inter : nullptr;
+        actbs[slot - s0] = bf16x ? actb + slot * actb_stride : nullptr;
       }
       for (int64_t blk = begin; blk < end; ++blk) {
         const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
@@ -706,6 +707,98 @@ void pack_bf16_panel_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_
   }
 }
 
+// xt[p][t] = (bf16(x[t][2p]), bf16(x[t][2p + 1])): 32 columns of each of 16 rows converted to 16 pairs
+// (vcvtne2ps2bf16 rounds to nearest even, as to_bf16), then a 16 x 16 dword transpose.
+void pack_bf16_x16_avx512(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint32_t* xt) {
+  D0_CHECK(rows <= 16);
+  const int64_t kp = (cols + 1) / 2;
+  for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+    const int64_t c0 = 2 * p0;
+    const int64_t left = std::min<int64_t>(32, cols - c0);
+    const __mmask16 m_lo = tail_mask(left), m_hi = left > 16 ? tail_mask(left - 16) : __mmask16(0);
+    __m512i r[16];
+    for (int64_t t = 0; t < 16; ++t) {
+      if (t >= rows) {
+        r[t] = _mm512_setzero_si512();
+        continue;
+      }
+      const float* row = x + t * ldx + c0;
+      const __m512 lo = _mm512_maskz_loadu_ps(m_lo, row), hi = _mm512_maskz_loadu_ps(m_hi, row + 16);
+      r[t] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // BF16 of columns c0 .. c0 + 31, in order
+    }
+    transpose_16x16_epi32(r);
+    const int64_t pairs = std::min<int64_t>(16, kp - p0);
+    for (int64_t p = 0; p < pairs; ++p) _mm512_storeu_si512(xt + (p0 + p) * 16, r[p]);
+  }
+}
+
+// R rows (R <= 8: 8 accumulators cover vdpbf16ps's latency, and 8 row pointers fit the registers) against
+// the 16 x lanes of xt. Each step broadcasts one pair of every row; the lines of a row last 16 steps, so
+// loads come from L1 once a line is in. The next 8 rows are fetched into L2 on the way, one line every
+// other step (the hardware prefetchers alone leave a block's 8 short streams waiting on DRAM: a 32000 x
+// 1024 LM head at 16 tokens went from 4.5-4.8 to 3.3 ms on Zen 4 with it).
+template <int R>
+void bf16_x16_block(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t* xt, float* out) {
+  __m512 acc[R];
+  const uint16_t* rows[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    rows[r] = w + r * ldw;
+  }
+  const int64_t full = cols / 2;
+  // Addresses past the matrix are only prefetched (never faults), so integer arithmetic, not pointers.
+  const uintptr_t next = reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(16 * ldw);
+  const auto row_bytes = static_cast<uintptr_t>(2 * ldw);
+  for (int64_t p = 0; p < full; ++p) {
+    if ((p & 1) == 0) {
+      const auto q = static_cast<uintptr_t>(p);
+      _mm_prefetch(reinterpret_cast<const char*>(next + q / 2 % 8 * row_bytes + q / 16 * 64), _MM_HINT_T1);
+    }
+    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xt + p * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, rows[r] + 2 * p, sizeof pair);  // rows may be only 2-byte aligned
+      acc[r] = _mm512_dpbf16_ps(acc[r], xv, (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)));
+    }
+  }
+  if (cols % 2 != 0) {  // the last column alone, its pair's upper half zero (never the next row's first)
+    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xt + full * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_dpbf16_ps(acc[r], xv, (__m512bh)_mm512_set1_epi32(rows[r][cols - 1]));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * 16, acc[r]);
+}
+
+void dot_rows_bf16_x16_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_t cols, const uint32_t* xt,
+                              float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= rows; i += 8) bf16_x16_block<8>(w + i * ldw, ldw, cols, xt, out + i * 16);
+  const uint16_t* wi = w + i * ldw;
+  float* oi = out + i * 16;
+  switch (rows - i) {
+    case 7:
+      return bf16_x16_block<7>(wi, ldw, cols, xt, oi);
+    case 6:
+      return bf16_x16_block<6>(wi, ldw, cols, xt, oi);
+    case 5:
+      return bf16_x16_block<5>(wi, ldw, cols, xt, oi);
+    case 4:
+      return bf16_x16_block<4>(wi, ldw, cols, xt, oi);
+    case 3:
+      return bf16_x16_block<3>(wi, ldw, cols, xt, oi);
+    case 2:
+      return bf16_x16_block<2>(wi, ldw, cols, xt, oi);
+    case 1:
+      return bf16_x16_block<1>(wi, ldw, cols, xt, oi);
+    default:
+      return;
+  }
+}
+
 // packed[k][j] = W[n0 + j][k0 + k] (see SimdKernels::pack_f32_panel): 16 rows x 16 columns at a time,
 // loaded as floats, transposed in registers. Masked loads and zero rows give the zeros past kc and past
 // rows.
@@ -880,6 +973,8 @@ const SimdKernels& avx512_kernels() {
                   cpu_has_avx512_vnni() ? "avx512-vnni" : "avx2-maddubs"};
     if (has_bf16) t.pack_bf16_panel = pack_bf16_panel_avx512;
     if (has_bf16) t.dot_rows_bf16x = dot_rows_bf16x_avx512;
+    if (has_bf16) t.pack_bf16_x16 = pack_bf16_x16_avx512;
+    if (has_bf16) t.dot_rows_bf16_x16 = dot_rows_bf16_x16_avx512;
     t.pack_f32_panel = pack_f32_panel_avx512;
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
