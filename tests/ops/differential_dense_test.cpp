@@ -388,13 +388,13 @@ TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
             }
           }
           std::vector<float> out(static_cast<size_t>(rows * 16), -1.0f);
-          k.dot_rows_bf16_x16(w, cols, rows, cols, xt.data(), out.data());
+          k.dot_rows_bf16_x16(w, cols, rows, cols, xt.data(), 1, out.data());
           for (int64_t t = 0; t < 16; ++t) {
             std::vector<uint32_t> alone(static_cast<size_t>(pairs * 16));
             std::vector<float> alone_out(static_cast<size_t>(rows * 16));
             if (t < tokens) {
               k.pack_bf16_x16(x.data() + t * ldx, ldx, 1, cols, alone.data());
-              k.dot_rows_bf16_x16(w, cols, rows, cols, alone.data(), alone_out.data());
+              k.dot_rows_bf16_x16(w, cols, rows, cols, alone.data(), 1, alone_out.data());
             }
             for (int64_t i = 0; i < rows; ++i) {
               const float g = out[static_cast<size_t>(i * 16 + t)];
@@ -424,13 +424,14 @@ TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
     GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16_x16 is not built";
 }
 
-// BF16 matmuls of 5-16 tokens that may round (the dot route's few-token path): a token's outputs have the
-// same bits whichever of those batch sizes it comes in, with bias and accumulation applied per token.
+// BF16 matmuls of 5-128 tokens that may round (the dot route's few-token path, tiles of 16 token lanes
+// taken two at a time): a token's outputs have the same bits whichever of those batch sizes and tile
+// places it comes in, with bias and accumulation applied per token.
 TEST(Bf16GemmRoute, FewTokenCallsGiveEachTokenTheBitsOfAnyOtherBatch) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the few-token path is not built";
   const TestWeight w = random_weight(WeightFormat::kBF16, 150, 333, 31);
   const auto bias = random_vector(150, 32);
-  GuardedMatrix x(16, 333);
+  GuardedMatrix x(40, 333);
   x.fill_random(33);
   const auto run = [&](int64_t first, int64_t rows, bool accumulate) {
     BackendOptions opts;
@@ -448,8 +449,8 @@ TEST(Bf16GemmRoute, FewTokenCallsGiveEachTokenTheBitsOfAnyOtherBatch) {
                 .exact = false});
     return y.values();
   };
-  const auto all = run(0, 16, false);
-  for (auto [first, rows] : {std::pair<int64_t, int64_t>{3, 5}, {8, 8}, {1, 13}}) {
+  const auto all = run(0, 40, false);  // tiles 0-1 as a pair, tile 2 alone
+  for (auto [first, rows] : {std::pair<int64_t, int64_t>{3, 5}, {8, 8}, {1, 13}, {20, 20}, {0, 33}}) {
     const auto some = run(first, rows, false);
     ASSERT_TRUE(std::equal(some.begin(), some.end(), all.begin() + first * 150)) << first << "+" << rows;
   }

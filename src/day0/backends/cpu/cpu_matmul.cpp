@@ -238,29 +238,39 @@ void gemm_bf16(const Context& c, const MatmulArgs& a) {
   }
 }
 
-// 5-16 tokens, BF16 weights, dot route: x packed once into 16 lanes of BF16 pairs, weight rows read in
-// place (no panels) by dot_rows_bf16_x16 in chunks of rows taken in turn by the threads.
+// kGemvMaxRows + 1 to kFewMaxRows tokens, BF16 weights, dot route: x packed once into tiles of 16 token
+// lanes of BF16 pairs, weight rows read in place (no panels) by dot_rows_bf16_x16 in chunks of rows taken
+// in turn by the threads.
 void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t k = a.w.cols;
-  D0_CHECK(t_rows <= 16);
+  D0_CHECK(t_rows <= kFewMaxRows);
+  const int64_t tiles = (t_rows + 15) / 16;
+  const int64_t tile_words = (k + 1) / 2 * 16;
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
-  uint32_t* xt = aligned_64<uint32_t>(ws.gemm_x_bf16, (k + 1) / 2 * 16);  // [pairs][16]
-  c.k.pack_bf16_x16(a.x.data, a.x.stride, t_rows, k, xt);
+  uint32_t* xt = aligned_64<uint32_t>(ws.gemm_x_bf16, tiles * tile_words);  // [tile][pairs][16]
+  for (int64_t j = 0; j < tiles; ++j)
+    c.k.pack_bf16_x16(a.x.row(16 * j), a.x.stride, std::min<int64_t>(16, t_rows - 16 * j), k,
+                      xt + j * tile_words);
   const auto* w = static_cast<const uint16_t*>(a.w.data);
-  constexpr int64_t kChunk = 64;  // rows per work item
-  const int64_t chunks = (a.w.rows + kChunk - 1) / kChunk;
+  // Rows per work item: 64, fewer for many tiles so that out stays 16 KiB (a multiple of 8, the kernel's
+  // row block).
+  constexpr int64_t kOutFloats = 4096;
+  const int64_t chunk_rows = std::clamp<int64_t>(kOutFloats / (16 * tiles) / 8 * 8, 8, 64);
+  static_assert(kFewMaxRows <= kOutFloats / 8);
+  const int64_t chunks = (a.w.rows + chunk_rows - 1) / chunk_rows;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int) {
-    alignas(64) float out[kChunk * 16];  // [row][token lane]
+    alignas(64) float out[kOutFloats];  // [tile][row][token lane]
     for (int64_t ch = next.fetch_add(1); ch < chunks; ch = next.fetch_add(1)) {
-      const int64_t n0 = ch * kChunk, rows = std::min(kChunk, a.w.rows - n0);
-      c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, out);
+      const int64_t n0 = ch * chunk_rows, rows = std::min(chunk_rows, a.w.rows - n0);
+      c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, tiles, out);
       for (int64_t t = 0; t < t_rows; ++t) {
+        const float* dots = out + (t / 16 * rows) * 16 + t % 16;
         float* y = a.y.row(t);
         for (int64_t i = 0; i < rows; ++i) {
-          const float v = out[i * 16 + t] + (a.bias ? a.bias[n0 + i] : 0.0f);
+          const float v = dots[i * 16] + (a.bias ? a.bias[n0 + i] : 0.0f);
           y[n0 + i] = a.accumulate ? y[n0 + i] + v : v;
         }
       }

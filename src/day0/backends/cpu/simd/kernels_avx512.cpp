@@ -733,18 +733,21 @@ void pack_bf16_x16_avx512(const float* x, int64_t ldx, int64_t rows, int64_t col
 }
 
 // R rows (R <= 8: 8 accumulators cover vdpbf16ps's latency, and 8 row pointers fit the registers) against
-// the 16 x lanes of xt. Each step broadcasts one pair of every row; the lines of a row last 16 steps, so
-// loads come from L1 once a line is in. The next 8 rows are fetched into L2 on the way, one line every
-// other step (the hardware prefetchers alone leave a block's 8 short streams waiting on DRAM: a 32000 x
-// 1024 LM head at 16 tokens went from 4.5-4.8 to 3.3 ms on Zen 4 with it).
-template <int R>
-void bf16_x16_block(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t* xt, float* out) {
-  __m512 acc[R];
+// NT tiles of 16 x lanes (NT <= 2: 16 accumulators). Each step broadcasts one pair of every row, used by
+// every tile; the lines of a row last 16 steps, so loads come from L1 once a line is in. The next 8 rows
+// are fetched into L2 on the way, one line every other step (the hardware prefetchers alone leave a
+// block's 8 short streams waiting on DRAM: a 32000 x 1024 LM head at 16 tokens went from 4.5-4.8 to 3.3
+// ms on Zen 4 with it).
+template <int R, int NT>
+void bf16_x16_block(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t* xt, int64_t tile_stride,
+                    float* out, int64_t out_stride) {
+  __m512 acc[NT][R];
   const uint16_t* rows[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
     rows[r] = w + r * ldw;
+#pragma GCC unroll 2
+    for (int j = 0; j < NT; ++j) acc[j][r] = _mm512_setzero_ps();
   }
   const int64_t full = cols / 2;
   // Addresses past the matrix are only prefetched (never faults), so integer arithmetic, not pointers.
@@ -755,45 +758,71 @@ void bf16_x16_block(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t
       const auto q = static_cast<uintptr_t>(p);
       _mm_prefetch(reinterpret_cast<const char*>(next + q / 2 % 8 * row_bytes + q / 16 * 64), _MM_HINT_T1);
     }
-    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xt + p * 16);
+    __m512bh xv[NT];
+#pragma GCC unroll 2
+    for (int j = 0; j < NT; ++j) xv[j] = (__m512bh)_mm512_loadu_si512(xt + j * tile_stride + p * 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       uint32_t pair;
       std::memcpy(&pair, rows[r] + 2 * p, sizeof pair);  // rows may be only 2-byte aligned
-      acc[r] = _mm512_dpbf16_ps(acc[r], xv, (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)));
+      const __m512bh wv = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+#pragma GCC unroll 2
+      for (int j = 0; j < NT; ++j) acc[j][r] = _mm512_dpbf16_ps(acc[j][r], xv[j], wv);
     }
   }
   if (cols % 2 != 0) {  // the last column alone, its pair's upper half zero (never the next row's first)
-    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xt + full * 16);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_dpbf16_ps(acc[r], xv, (__m512bh)_mm512_set1_epi32(rows[r][cols - 1]));
+    for (int r = 0; r < R; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_set1_epi32(rows[r][cols - 1]);
+#pragma GCC unroll 2
+      for (int j = 0; j < NT; ++j)
+        acc[j][r] =
+            _mm512_dpbf16_ps(acc[j][r], (__m512bh)_mm512_loadu_si512(xt + j * tile_stride + full * 16), wv);
+    }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * 16, acc[r]);
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+    for (int j = 0; j < NT; ++j) _mm512_storeu_ps(out + j * out_stride + r * 16, acc[j][r]);
+  }
+}
+
+// R rows against every tile: two at a time (the rows' pairs broadcast once for both), then the odd one;
+// the rows stay in L1 from one pair of tiles to the next.
+template <int R>
+void bf16_x16_tiles(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t* xt, int64_t tiles,
+                    float* out, int64_t out_stride) {
+  const int64_t tile_stride = (cols + 1) / 2 * 16;
+  int64_t j = 0;
+  for (; j + 2 <= tiles; j += 2)
+    bf16_x16_block<R, 2>(w, ldw, cols, xt + j * tile_stride, tile_stride, out + j * out_stride, out_stride);
+  if (j < tiles)
+    bf16_x16_block<R, 1>(w, ldw, cols, xt + j * tile_stride, tile_stride, out + j * out_stride, out_stride);
 }
 
 void dot_rows_bf16_x16_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int64_t cols, const uint32_t* xt,
-                              float* out) {
+                              int64_t tiles, float* out) {
+  const int64_t out_stride = rows * 16;
   int64_t i = 0;
-  for (; i + 8 <= rows; i += 8) bf16_x16_block<8>(w + i * ldw, ldw, cols, xt, out + i * 16);
+  for (; i + 8 <= rows; i += 8)
+    bf16_x16_tiles<8>(w + i * ldw, ldw, cols, xt, tiles, out + i * 16, out_stride);
   const uint16_t* wi = w + i * ldw;
   float* oi = out + i * 16;
   switch (rows - i) {
     case 7:
-      return bf16_x16_block<7>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<7>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 6:
-      return bf16_x16_block<6>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<6>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 5:
-      return bf16_x16_block<5>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<5>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 4:
-      return bf16_x16_block<4>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<4>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 3:
-      return bf16_x16_block<3>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<3>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 2:
-      return bf16_x16_block<2>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<2>(wi, ldw, cols, xt, tiles, oi, out_stride);
     case 1:
-      return bf16_x16_block<1>(wi, ldw, cols, xt, oi);
+      return bf16_x16_tiles<1>(wi, ldw, cols, xt, tiles, oi, out_stride);
     default:
       return;
   }

@@ -90,15 +90,16 @@ struct SimdKernels {
   // bit what nx = 1 gives. Null: the level has no BF16 dot.
   void (*dot_rows_bf16x)(const WeightView& w, int64_t n0, int64_t n1, const uint16_t* const* xbs, int64_t nx,
                          float* y, int64_t ldy) = nullptr;
-  // A few x (up to 16: a serving step's tokens) against BF16 rows without packing the weights: x packed
-  // once per call by pack_bf16_x16 into xt[p][t] = (bf16(x[t][2p]), bf16(x[t][2p + 1])) for p < (cols + 1)
-  // / 2, t < 16 (zero for t >= rows and in an odd half pair), then out[i * 16 + t] = sum over pairs p,
-  // in order, of row i's pair p . xt[p][t] (vdpbf16ps with the weight pair broadcast), for i < rows and
-  // every t < 16. W[i][k] at w[i * ldw + k]. Each token's sums are the same whatever else the 16 lanes
-  // hold. Both null where the level has no BF16 dot.
+  // A few x (a serving step's tokens) against BF16 rows without packing the weights. x is packed once per
+  // call, 16 rows per tile, by pack_bf16_x16 (rows <= 16 of them into one tile): xt[p][t] = (bf16(x[t][2p]),
+  // bf16(x[t][2p + 1])) for p < (cols + 1) / 2, t < 16, zero for t >= rows and in an odd half pair. Then
+  // dot_rows_bf16_x16 takes `tiles` such tiles one after another in xt and gives out[(j * rows + i) * 16 +
+  // t] = sum over pairs p, in order, of row i's pair p . tile j's xt[p][t] (vdpbf16ps with the weight pair
+  // broadcast), for i < rows, t < 16; W[i][k] at w[i * ldw + k]. A token's sums are the same whatever else
+  // the lanes and tiles hold. Both null where the level has no BF16 dot.
   void (*pack_bf16_x16)(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint32_t* xt) = nullptr;
   void (*dot_rows_bf16_x16)(const uint16_t* w, int64_t ldw, int64_t rows, int64_t cols, const uint32_t* xt,
-                            float* out) = nullptr;
+                            int64_t tiles, float* out) = nullptr;
   // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
   // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
