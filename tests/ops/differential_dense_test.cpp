@@ -424,6 +424,42 @@ TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
     GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16_x16 is not built";
 }
 
+// key_query_dots (attention scores with the queries in lanes): every level gives each score the bits of
+// the fused multiply-add chain over the head's columns, whatever the key count (blocks of 8 / 6 and their
+// remainders), lane count (one or two 16-lane blocks at a time) and key stride.
+TEST(SimdKernels, KeyQueryDotsAreTheFmaChainAtEveryLevel) {
+  uint64_t seed = 2100;
+  int levels = 0;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    if (k.key_query_dots == nullptr) continue;
+    ++levels;
+    for (int64_t d : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{128}}) {
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{30}}) {
+        for (int64_t ldq : {int64_t{16}, int64_t{32}, int64_t{48}}) {
+          const int64_t ldk = d + 3;
+          const auto keys = random_vector(n * ldk, ++seed, 2.0f);
+          const auto qt = random_vector(d * ldq, ++seed, 2.0f);
+          std::vector<float> st(static_cast<size_t>(n * ldq), -1.0f);
+          k.key_query_dots(keys.data(), ldk, n, qt.data(), ldq, d, st.data());
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t i = 0; i < ldq; ++i) {
+              float want = 0.0f;
+              for (int64_t c = 0; c < d; ++c)
+                want = std::fma(keys[static_cast<size_t>(j * ldk + c)], qt[static_cast<size_t>(c * ldq + i)],
+                                want);
+              ASSERT_EQ(st[static_cast<size_t>(j * ldq + i)], want)
+                  << simd_level_name(level) << " d=" << d << " n=" << n << " ldq=" << ldq << " key " << j
+                  << " lane " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (levels == 0) GTEST_SKIP() << "no SIMD level here has key_query_dots (AVX2 or AVX-512)";
+}
+
 // BF16 matmuls of 5-128 tokens that may round (the dot route's few-token path, tiles of 16 token lanes
 // taken two at a time): a token's outputs have the same bits whichever of those batch sizes and tile
 // places it comes in, with bias and accumulation applied per token.

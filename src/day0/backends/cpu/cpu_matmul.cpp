@@ -258,7 +258,8 @@ void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
   // row block).
   constexpr int64_t kOutFloats = 4096;
   const int64_t chunk_rows = std::clamp<int64_t>(kOutFloats / (16 * tiles) / 8 * 8, 8, 64);
-  static_assert(kFewMaxRows <= kOutFloats / 8);
+  D0_CHECK(chunk_rows * 16 * tiles <= kOutFloats);
+
   const int64_t chunks = (a.w.rows + chunk_rows - 1) / chunk_rows;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int) {

@@ -550,12 +550,44 @@ void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+// KB keys x 16 query lanes (two registers): per column c, two loads of qt and KB broadcast key elements.
+template <int KB>
+void key_query_tile_avx2(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
+  __m256 acc[KB][2];
+#pragma GCC unroll 4
+  for (int j = 0; j < KB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    const __m256 q0 = _mm256_loadu_ps(qt + c * ldq), q1 = _mm256_loadu_ps(qt + c * ldq + 8);
+#pragma GCC unroll 4
+    for (int j = 0; j < KB; ++j) {
+      const __m256 kv = _mm256_broadcast_ss(k + j * ldk + c);
+      acc[j][0] = _mm256_fmadd_ps(kv, q0, acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(kv, q1, acc[j][1]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < KB; ++j) {
+    _mm256_storeu_ps(st + j * ldq, acc[j][0]);
+    _mm256_storeu_ps(st + j * ldq + 8, acc[j][1]);
+  }
+}
+
+void key_query_dots_avx2(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
+                         float* st) {
+  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
+    int64_t j = 0;
+    for (; j + 6 <= n; j += 6) key_query_tile_avx2<6>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j < n; ++j) key_query_tile_avx2<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+  }
+}
+
 SimdKernels make_avx2_kernels() {
   SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2,  gemm_tile_avx2,
                 dot_avx2,         axpy_avx2,     scale_avx2,        nullptr,
                 to_bf16_avx2,     exp_sum_avx2,  dot_rows_int_avx2, "avx2-maddubs"};
   k.axpy_rows = axpy_rows_avx2;
   k.dot_many = dot_many_avx2;
+  k.key_query_dots = key_query_dots_avx2;
   k.dot_rows_multi = dot_rows_multi_avx2;
   k.silu_mul = silu_mul_avx2;
   k.pack_f32_panel = pack_f32_panel_avx2;

@@ -533,6 +533,55 @@ void dot_many_avx512(const float* a, const float* b, int64_t ldb, int64_t rows, 
   for (; j < rows; ++j) out[j] = dot_avx512(a, b + j * ldb, n);
 }
 
+// KB keys x LB blocks of 16 query lanes: per column c, LB loads of qt and KB broadcast key elements.
+template <int KB, int LB>
+void key_query_tile_avx512(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
+  __m512 acc[KB][LB];
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) {
+#pragma GCC unroll 2
+    for (int l = 0; l < LB; ++l) acc[j][l] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < d; ++c) {
+    __m512 q[LB];
+#pragma GCC unroll 2
+    for (int l = 0; l < LB; ++l) q[l] = _mm512_loadu_ps(qt + c * ldq + 16 * l);
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) {
+      const __m512 kv = _mm512_set1_ps(k[j * ldk + c]);
+#pragma GCC unroll 2
+      for (int l = 0; l < LB; ++l) acc[j][l] = _mm512_fmadd_ps(kv, q[l], acc[j][l]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) {
+#pragma GCC unroll 2
+    for (int l = 0; l < LB; ++l) _mm512_storeu_ps(st + j * ldq + 16 * l, acc[j][l]);
+  }
+}
+
+void key_query_dots_avx512(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
+                           float* st) {
+  for (int64_t i0 = 0; i0 < ldq; i0 += 32) {
+    const bool two = i0 + 32 <= ldq;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      if (two) {
+        key_query_tile_avx512<8, 2>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+      } else {
+        key_query_tile_avx512<8, 1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+      }
+    }
+    for (; j < n; ++j) {
+      if (two) {
+        key_query_tile_avx512<1, 2>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+      } else {
+        key_query_tile_avx512<1, 1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+      }
+    }
+  }
+}
+
 // 64 columns of y at a time in four registers while every row is added.
 void axpy_rows_avx512(const float* alpha, const float* x, int64_t ldx, int64_t rows, float* y, int64_t n) {
   for (int64_t i0 = 0; i0 < n; i0 += 64) {
@@ -1007,6 +1056,7 @@ const SimdKernels& avx512_kernels() {
     t.pack_f32_panel = pack_f32_panel_avx512;
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
+    t.key_query_dots = key_query_dots_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
     t.silu_mul = silu_mul_avx512;
     return t;

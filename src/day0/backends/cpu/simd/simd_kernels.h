@@ -100,6 +100,13 @@ struct SimdKernels {
   void (*pack_bf16_x16)(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint32_t* xt) = nullptr;
   void (*dot_rows_bf16_x16)(const uint16_t* w, int64_t ldw, int64_t rows, int64_t cols, const uint32_t* xt,
                             int64_t tiles, float* out) = nullptr;
+  // Attention scores of a tile of queries against a span of keys, queries in lanes: st[j * ldq + i] = the
+  // chain of fused multiply-adds over c < d, in order from 0, of k[j * ldk + c] * qt[c * ldq + i], for j < n
+  // and every i < ldq (a multiple of 16; qt holds the queries transposed, zeros past the last). Each score
+  // has the same bits at every level and whatever else the tile holds. Null: the driver runs the chain
+  // with std::fma.
+  void (*key_query_dots)(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
+                         float* st) = nullptr;
   // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
   // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
