@@ -168,7 +168,11 @@ void serves_like_one_process(const std::string& model, const std::vector<std::st
   const double idle = metric(port, "day0:communication_idle_ratio");
   EXPECT_GT(idle, 0.0);
   EXPECT_LT(idle, 1.0);
-  EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0);  // every finished sequence gave its blocks back
+  // Every finished sequence gives its blocks back; the gauge is published after the step that answered
+  // (a loaded machine has shown the last reply before it: give it a moment, as below).
+  for (int i = 0; i < 20 && metric(port, "day0:kv_cache_used_blocks") != 0.0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(metric(port, "day0:kv_cache_used_blocks"), 0.0);
   reuses_cached_prefixes(port, model, kv_layers);
   // A graceful stop is rank 0's SIGTERM (mpirun's own exit status counts a signal it got as failure).
   const MpiRunResult r = stop_gracefully(job, tag);

@@ -151,6 +151,42 @@ TEST(PagedAttention, EveryBackendAndSimdLevelMatchesTheContiguousOracle) {
   diff.finish();
 }
 
+// A query row's output has the same bits however the prompt is cut into calls (the rows of a tile share
+// its lanes on the cpu backend): the whole prompt at once, its last rows as a chunk after the others
+// (chunked prefill, a prefix-cache hit), its last row as a decode step. Every SIMD level; causal, where
+// the key spans do not depend on the chunk.
+TEST(PagedAttention, RowsHaveTheBitsOfAnyChunking) {
+  const PagedCase c{"chunks", {{45, 45, 0, 0}}, 8, 2, 64, 64, AttentionMask::kCausal, 0, false};
+  for (KvDtype dtype : {KvDtype::kBF16, KvDtype::kF32}) {
+    Built b = build(c, dtype, 16, 60);
+    GuardedMatrix q(45, c.n_heads * c.d);
+    q.fill_random(61, 0.5f);
+    for (SimdLevel level : available_simd_levels()) {
+      BackendOptions opts;
+      opts.n_threads = 2;
+      opts.simd = level;
+      auto be = std::move(make_backend("cpu", opts).value());
+      const auto run = [&](int64_t first) {
+        GuardedMatrix out(45 - first, c.n_heads * c.dv);
+        const PagedSequence seq{0, 45 - first, first, b.seqs[0].kv};
+        be->paged_attention({.q = q.cview().row_slice(first, 45 - first),
+                             .seqs = std::span(&seq, 1),
+                             .out = out.view(),
+                             .n_heads = c.n_heads,
+                             .n_kv_heads = c.n_kv,
+                             .head_dim = c.d});
+        return out.values();
+      };
+      const auto whole = run(0);
+      for (int64_t first : {int64_t{13}, int64_t{44}}) {
+        const auto part = run(first);
+        ASSERT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + first * c.n_heads * c.dv))
+            << simd_level_name(level) << " " << kv_dtype_name(dtype) << " rows from " << first;
+      }
+    }
+  }
+}
+
 // The stored dtype costs what its rounding costs: paged BF16 / FP8 against contiguous float32 keys.
 TEST(PagedAttention, KvDtypesStayWithinTheirTolerance) {
   auto ref = reference_backend();

@@ -21,11 +21,12 @@ struct PagedItem {
 struct Workspace {
   std::vector<PagedItem> items;
   std::vector<float> partial;
-  std::vector<std::vector<float>> thread;  // per pool thread
-  std::vector<float> gemv_prepared;        // MXFP4 activations in nibble order
-  std::vector<uint16_t> gemv_bf16;         // [T, K] activations rounded to BF16 for dot_rows_bf16x
-  Int8Rows int8_x;                         // INT8 / INT4 weights: the activations quantized
-  std::vector<float> int8_terms;           // [T, groups] zero-point terms of those
+  std::vector<std::vector<float>> thread;         // per pool thread
+  std::vector<std::vector<int32_t>> lane_bounds;  // per pool thread: paged attention's lanes' [lo], [hi]
+  std::vector<float> gemv_prepared;               // MXFP4 activations in nibble order
+  std::vector<uint16_t> gemv_bf16;                // [T, K] activations rounded to BF16 for dot_rows_bf16x
+  Int8Rows int8_x;                                // INT8 / INT4 weights: the activations quantized
+  std::vector<float> int8_terms;                  // [T, groups] zero-point terms of those
   // moe_experts dispatch
   std::vector<int64_t> moe_start, moe_fill, moe_active;
   std::vector<int32_t> moe_tokens;

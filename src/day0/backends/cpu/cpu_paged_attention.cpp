@@ -10,6 +10,7 @@
 // (flash-decoding), so one sequence keeps every core busy.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -28,6 +29,16 @@ inline constexpr int64_t kMinSplitKeys = 512;  // a key split shorter than this 
 // its dots, max, rescale, exponentials and value sums once per span rather than once per 32-key page,
 // whose call overheads were as large as the arithmetic (prefill of a 64-wide head).
 inline constexpr int64_t kSpanKeys = 128;
+
+// One BF16 cache row as a one-row weight matrix, for SimdKernels::dequant_row.
+WeightView bf16_row(const void* row, int64_t n) {
+  WeightView w;
+  w.format = WeightFormat::kBF16;
+  w.rows = 1;
+  w.cols = n;
+  w.data = row;
+  return w;
+}
 
 // SimdKernels::key_query_dots where the level has none: the same fused multiply-add chains.
 void key_query_dots_portable(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
@@ -106,6 +117,8 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     ws.partial.resize(static_cast<size_t>(n_items * per_item));
   if (ws.thread.size() < static_cast<size_t>(c.pool.size()))
     ws.thread.resize(static_cast<size_t>(c.pool.size()));
+  if (ws.lane_bounds.size() < static_cast<size_t>(c.pool.size()))
+    ws.lane_bounds.resize(static_cast<size_t>(c.pool.size()));
 
   c.pool.run([&](int tid) {
     const int64_t i_begin = n_items * tid / c.pool.size();
@@ -124,6 +137,12 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     float* qt = scores + cap;         // [d, ldq] queries transposed: qt[c][r * group + h], zero past them
     float* st = qt + d * ldq;         // [cap, ldq] the span's scores, unscaled
     const auto key_query_dots = c.k.key_query_dots ? c.k.key_query_dots : key_query_dots_portable;
+    // Lanes' visible key positions [lo, hi] for attend_span_lanes; none past the tile's queries.
+    std::vector<int32_t>& bounds = ws.lane_bounds[static_cast<size_t>(tid)];
+    const bool in_lanes = c.k.attend_span_lanes != nullptr && ldq <= kMaxAttentionLanes;
+    if (in_lanes) bounds.resize(static_cast<size_t>(2 * ldq));
+    int32_t* lane_lo = bounds.data();
+    int32_t* lane_hi = lane_lo + ldq;
     for (int64_t it = i_begin; it < i_end; ++it) {
       const PagedItem& item = ws.items[static_cast<size_t>(it)];
       const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
@@ -139,6 +158,14 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
       const int64_t span = std::max<int64_t>(0, k_hi - k_lo);
       const int64_t j0 = k_lo + span * item.split / splits;
       const int64_t j1 = k_lo + span * (item.split + 1) / splits;
+      if (in_lanes) {
+        for (int64_t i = 0; i < ldq; ++i) {
+          int64_t lo = 1, hi = 0;  // padding lanes see nothing
+          if (i < rows * group) visible(a.mask, a.window, s.q_pos0 + item.t0 + i / group, lo, hi);
+          lane_lo[i] = static_cast<int32_t>(std::clamp<int64_t>(lo, INT32_MIN, INT32_MAX));
+          lane_hi[i] = static_cast<int32_t>(std::clamp<int64_t>(hi, INT32_MIN, INT32_MAX));
+        }
+      }
       std::fill(qt, qt + d * ldq, 0.0f);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t h = 0; h < group; ++h) {
@@ -178,13 +205,17 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
             const int64_t take = std::min(bt - page_rel % bt, j1 - p - in_block);
             if (in_block > 0 && in_block + take > cap) break;
             for (int64_t j = 0; j < take; ++j) {
-              kv_row_to_f32(kv.dtype,
-                            static_cast<const unsigned char*>(kv.first_row(page_rel + j)) + item.g * d * elem,
-                            d, kbuf + (in_block + j) * d);
-              kv_row_to_f32(
-                  kv.dtype,
-                  static_cast<const unsigned char*>(kv.second_row(page_rel + j)) + item.g * dv * elem, dv,
-                  vbuf + (in_block + j) * dv);
+              const auto* krow =
+                  static_cast<const unsigned char*>(kv.first_row(page_rel + j)) + item.g * d * elem;
+              const auto* vrow =
+                  static_cast<const unsigned char*>(kv.second_row(page_rel + j)) + item.g * dv * elem;
+              if (kv.dtype == KvDtype::kBF16) {  // the level's widening (the same values as kv_row_to_f32)
+                c.k.dequant_row(bf16_row(krow, d), 0, 0, d, kbuf + (in_block + j) * d);
+                c.k.dequant_row(bf16_row(vrow, dv), 0, 0, dv, vbuf + (in_block + j) * dv);
+              } else {
+                kv_row_to_f32(kv.dtype, krow, d, kbuf + (in_block + j) * d);
+                kv_row_to_f32(kv.dtype, vrow, dv, vbuf + (in_block + j) * dv);
+              }
             }
             in_block += take;
           }
@@ -192,6 +223,12 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
           vr = vbuf;
         }
         key_query_dots(kr, k_stride, in_block, qt, ldq, d, st);
+        if (in_lanes) {
+          c.k.attend_span_lanes(st, ldq, rows * group, in_block, p, lane_lo, lane_hi, scale, vr, v_stride, dv,
+                                state_of, state);
+          p += in_block;
+          continue;
+        }
         for (int64_t r = 0; r < rows; ++r) {
           int64_t lo = 0, hi = 0;
           visible(a.mask, a.window, s.q_pos0 + item.t0 + r, lo, hi);

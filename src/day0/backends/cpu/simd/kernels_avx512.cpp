@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "day0/backends/cpu/simd/int_dot.h"
@@ -627,6 +628,96 @@ inline __m512 exp_neg(__m512 x) {
 
 // silu(g) u with the sigmoid from exp(-|g|) <= 1, which exp_neg covers: 1 / (1 + e) for g >= 0, e / (1 + e)
 // below (no overflow for large |g|; a NaN g stays NaN through the product).
+// G lanes' accumulators of 64 columns (4 registers each) over the span's keys: each key's 64 values loaded
+// once for the G lanes, p broadcast per lane.
+template <int G>
+void attend_values_lanes(const float* p, int64_t ldq, int64_t n, const float* v, int64_t ldv, int64_t dv,
+                         float* states, int64_t stride) {
+  for (int64_t c0 = 0; c0 < dv; c0 += 64) {
+    __mmask16 m[4];
+    __m512 acc[G][4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) m[u] = c0 + 16 * u < dv ? tail_mask(dv - c0 - 16 * u) : __mmask16(0);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[g][u] = _mm512_maskz_loadu_ps(m[u], states + g * stride + c0 + 16 * u);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      __m512 vj[4];
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) vj[u] = _mm512_maskz_loadu_ps(m[u], v + j * ldv + c0 + 16 * u);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const __m512 pg = _mm512_set1_ps(p[j * ldq + g]);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) acc[g][u] = _mm512_fmadd_ps(pg, vj[u], acc[g][u]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) _mm512_mask_storeu_ps(states + g * stride + c0 + 16 * u, m[u], acc[g][u]);
+    }
+  }
+}
+
+void attend_span_lanes_avx512(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
+                              const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
+                              float* states, int64_t stride) {
+  D0_CHECK(ldq % 16 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
+  alignas(64) float shift[kMaxAttentionLanes];  // each lane's largest visible score, then its m'
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  // Scores scaled, -inf where the lane does not see the key; each lane's largest.
+  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
+    const __m512i vlo = _mm512_loadu_si512(lo + i0), vhi = _mm512_loadu_si512(hi + i0);
+    __m512 best = neg_inf;
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512i kp = _mm512_set1_epi32(static_cast<int32_t>(pos + j));
+      const __mmask16 seen = _mm512_cmpge_epi32_mask(kp, vlo) & _mm512_cmple_epi32_mask(kp, vhi);
+      float* sj = st + j * ldq + i0;
+      const __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(sj), vscale);
+      best = _mm512_mask_max_ps(best, seen, best, sv);
+      _mm512_storeu_ps(sj, _mm512_mask_blend_ps(seen, neg_inf, sv));
+    }
+    _mm512_store_ps(shift + i0, best);
+  }
+  // Per lane: a new largest rescales what it holds.
+  for (int64_t i = 0; i < nq; ++i) {
+    float* x = states + i * stride;
+    float& m = x[dv];
+    const float best = shift[i];
+    if (best > m) {
+      const float factor = std::isinf(m) ? 0.0f : std::exp(m - best);
+      x[dv + 1] *= factor;
+      scale_avx512(factor, x, dv);
+      m = best;
+    }
+    shift[i] = m;
+  }
+  // Exponentials in place (0 where unseen), summed per lane in key order.
+  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
+    const __m512 vm = _mm512_load_ps(shift + i0);
+    __m512 sums = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      float* sj = st + j * ldq + i0;
+      const __m512 sv = _mm512_loadu_ps(sj);
+      const __mmask16 seen = _mm512_cmp_ps_mask(sv, neg_inf, _CMP_NEQ_OQ);
+      const __m512 e = _mm512_maskz_mov_ps(seen, exp_neg(_mm512_sub_ps(sv, vm)));
+      _mm512_storeu_ps(sj, e);
+      sums = _mm512_add_ps(sums, e);
+    }
+    alignas(64) float lane_sums[16];
+    _mm512_store_ps(lane_sums, sums);
+    for (int64_t i = i0; i < std::min(nq, i0 + 16); ++i) states[i * stride + dv + 1] += lane_sums[i - i0];
+  }
+  // Values: four lanes at a time share each key's loads.
+  int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) attend_values_lanes<4>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);
+  for (; i < nq; ++i) attend_values_lanes<1>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);
+}
+
 void silu_mul_avx512(const float* g, const float* u, int64_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -1057,6 +1148,7 @@ const SimdKernels& avx512_kernels() {
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
     t.key_query_dots = key_query_dots_avx512;
+    t.attend_span_lanes = attend_span_lanes_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
     t.silu_mul = silu_mul_avx512;
     return t;

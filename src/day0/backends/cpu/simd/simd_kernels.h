@@ -16,6 +16,8 @@ namespace day0::cpu {
 // the driver is shared.
 inline constexpr int64_t kNr = 32;
 inline constexpr int64_t kMr = 6;
+// The widest tile of queries attend_span_lanes takes (lanes: a tile's rows x the heads of a KV group).
+inline constexpr int64_t kMaxAttentionLanes = 1024;
 
 struct AmxBlock;  // below
 
@@ -107,6 +109,17 @@ struct SimdKernels {
   // with std::fma.
   void (*key_query_dots)(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                          float* st) = nullptr;
+  // One span of keys against a tile of queries held in lanes (paged attention's online softmax, after
+  // key_query_dots). Lane i < nq sees key j < n when pos + j lies in [lo[i], hi[i]]; its scores are
+  // st[j * ldq + i] * scale. Lane i's state is states[i * stride ...]: acc [dv], m, sum. Per lane with a
+  // visible key: m' = max(m, its largest score); when m' > m, sum and acc are scaled by exp(m - m') (0
+  // while m is -inf); then sum += the exponentials exp(s - m') of its visible scores (added in key
+  // order) and acc += exp(s - m') v[j] over them in key order, each a fused multiply-add as axpy_rows
+  // adds them. Keys a lane does not see add nothing. st is overwritten; ldq <= kMaxAttentionLanes. Null:
+  // the driver runs each query on its own (exp_sum, axpy_rows).
+  void (*attend_span_lanes)(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
+                            const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
+                            float* states, int64_t stride) = nullptr;
   // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
   // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
