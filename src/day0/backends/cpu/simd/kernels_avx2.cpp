@@ -2,11 +2,13 @@
 // Remainders that do not fill a vector fall back to the scalar row helpers.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
+#include "day0/core/error.h"
 
 namespace day0::cpu {
 
@@ -503,6 +505,102 @@ inline __m256 exp_neg(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// Lanes of columns [c0, c0 + 8) below `cols` (maskload / maskstore touch no other element).
+inline __m256i column_mask(int64_t left) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(std::clamp<int64_t>(left, 0, 8))), idx);
+}
+
+// G lanes' accumulators of 32 columns (4 registers each) over the span's keys: each key's values loaded
+// once for the G lanes, p broadcast per lane (the products and their order of axpy_rows).
+template <int G>
+void attend_values_lanes_avx2(const float* p, int64_t ldq, int64_t n, const float* v, int64_t ldv, int64_t dv,
+                              float* states, int64_t stride) {
+  for (int64_t c0 = 0; c0 < dv; c0 += 32) {
+    __m256i m[4];
+    __m256 acc[G][4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) m[u] = column_mask(dv - c0 - 8 * u);
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[g][u] = _mm256_maskload_ps(states + g * stride + c0 + 8 * u, m[u]);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      __m256 vj[4];
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) vj[u] = _mm256_maskload_ps(v + j * ldv + c0 + 8 * u, m[u]);
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) {
+        const __m256 pg = _mm256_broadcast_ss(p + j * ldq + g);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) acc[g][u] = _mm256_fmadd_ps(pg, vj[u], acc[g][u]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) _mm256_maskstore_ps(states + g * stride + c0 + 8 * u, m[u], acc[g][u]);
+    }
+  }
+}
+
+// SimdKernels::attend_span_lanes at 8 lanes a register (see kernels_avx512.cpp).
+void attend_span_lanes_avx2(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
+                            const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
+                            float* states, int64_t stride) {
+  D0_CHECK(ldq % 16 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
+  alignas(32) float shift[kMaxAttentionLanes];  // each lane's largest visible score, then its m'
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  for (int64_t i0 = 0; i0 < ldq; i0 += 8) {
+    const __m256i vlo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + i0));
+    const __m256i vhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + i0));
+    __m256 best = neg_inf;
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256i kp = _mm256_set1_epi32(static_cast<int32_t>(pos + j));
+      const __m256i unseen = _mm256_or_si256(_mm256_cmpgt_epi32(vlo, kp), _mm256_cmpgt_epi32(kp, vhi));
+      const __m256 seen = _mm256_castsi256_ps(_mm256_xor_si256(unseen, _mm256_set1_epi32(-1)));
+      float* sj = st + j * ldq + i0;
+      const __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(sj), vscale);
+      best = _mm256_blendv_ps(best, _mm256_max_ps(best, sv), seen);
+      _mm256_storeu_ps(sj, _mm256_blendv_ps(neg_inf, sv, seen));
+    }
+    _mm256_store_ps(shift + i0, best);
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    float* x = states + i * stride;
+    float& m = x[dv];
+    const float best = shift[i];
+    if (best > m) {
+      const float factor = std::isinf(m) ? 0.0f : std::exp(m - best);
+      x[dv + 1] *= factor;
+      scale_avx2(factor, x, dv);
+      m = best;
+    }
+    shift[i] = m;
+  }
+  for (int64_t i0 = 0; i0 < ldq; i0 += 8) {
+    const __m256 vm = _mm256_load_ps(shift + i0);
+    __m256 sums = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      float* sj = st + j * ldq + i0;
+      const __m256 sv = _mm256_loadu_ps(sj);
+      const __m256 seen = _mm256_cmp_ps(sv, neg_inf, _CMP_NEQ_OQ);
+      const __m256 e = _mm256_and_ps(seen, exp_neg(_mm256_sub_ps(sv, vm)));
+      _mm256_storeu_ps(sj, e);
+      sums = _mm256_add_ps(sums, e);
+    }
+    alignas(32) float lane_sums[8];
+    _mm256_store_ps(lane_sums, sums);
+    for (int64_t i = i0; i < std::min(nq, i0 + 8); ++i) states[i * stride + dv + 1] += lane_sums[i - i0];
+  }
+  int64_t i = 0;
+  for (; i + 2 <= nq; i += 2)
+    attend_values_lanes_avx2<2>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);
+  for (; i < nq; ++i) attend_values_lanes_avx2<1>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);
+}
+
 // silu(g) u with the sigmoid from exp(-|g|) <= 1 (see kernels_avx512.cpp); the tail by the same formula.
 void silu_mul_avx2(const float* g, const float* u, int64_t n, float* out) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -554,18 +652,18 @@ void to_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
 template <int KB>
 void key_query_tile_avx2(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
   __m256 acc[KB][2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < KB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int64_t c = 0; c < d; ++c) {
     const __m256 q0 = _mm256_loadu_ps(qt + c * ldq), q1 = _mm256_loadu_ps(qt + c * ldq + 8);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < KB; ++j) {
       const __m256 kv = _mm256_broadcast_ss(k + j * ldk + c);
       acc[j][0] = _mm256_fmadd_ps(kv, q0, acc[j][0]);
       acc[j][1] = _mm256_fmadd_ps(kv, q1, acc[j][1]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < KB; ++j) {
     _mm256_storeu_ps(st + j * ldq, acc[j][0]);
     _mm256_storeu_ps(st + j * ldq + 8, acc[j][1]);
@@ -588,6 +686,7 @@ SimdKernels make_avx2_kernels() {
   k.axpy_rows = axpy_rows_avx2;
   k.dot_many = dot_many_avx2;
   k.key_query_dots = key_query_dots_avx2;
+  k.attend_span_lanes = attend_span_lanes_avx2;
   k.dot_rows_multi = dot_rows_multi_avx2;
   k.silu_mul = silu_mul_avx2;
   k.pack_f32_panel = pack_f32_panel_avx2;
