@@ -332,6 +332,24 @@ TEST(Differential, ArgmaxAndSamplingAreIdenticalEverywhere) {
     nb.backend->argmax({logits.cview(), got});
     EXPECT_EQ(got, want) << nb.label;
   }
+  // Ties go to the first (-0 and +0 tie), the largest may sit in a row's tail past whole groups of
+  // eight, and a NaN row gets max_element's answer (a leading NaN is never beaten).
+  const float nan = std::nanf("");
+  const std::vector<std::vector<float>> rows = {{1, 3, 3, 2},
+                                                {-0.0f, 0.0f, -1, -2},
+                                                {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9},
+                                                {1, nan, 5, 2},
+                                                {nan, 5, 1, 7, 1, 1, 1, 1, 1, 1},
+                                                {-3, -1, -2, -1, -5, -7, -1, -9, -1}};
+  for (const auto& row : rows) {
+    int32_t expect = -1, got = -1;
+    ref->argmax({{row.data(), 1, static_cast<int64_t>(row.size())}, {&expect, 1}});
+    EXPECT_EQ(expect, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    for (auto& nb : backends) {
+      nb.backend->argmax({{row.data(), 1, static_cast<int64_t>(row.size())}, {&got, 1}});
+      EXPECT_EQ(got, expect) << nb.label << " row of " << row.size();
+    }
+  }
 }
 
 // Serving batches: with BF16 experts and activations allowed to round (not exact), the row-dot path

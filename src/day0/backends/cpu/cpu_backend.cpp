@@ -217,12 +217,39 @@ class CpuBackend final : public Backend {
                   static_cast<size_t>(a.rows[i] * a.pool.second_width * elem));
     }
   }
+  // max_element's index (the first largest), rows in parallel. A row without NaN takes two passes that
+  // vectorise (the largest value in eight running maxima, then its first position); a row with a NaN
+  // keeps max_element's own answer.
   void argmax(const ArgmaxArgs& a) override {
     check_args(a);
-    for (int64_t r = 0; r < a.x.rows; ++r) {
+    rows(a.x.rows, a.x.cols, [&](int64_t r) {
       const float* x = a.x.row(r);
-      a.out[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(x, x + a.x.cols) - x);
-    }
+      const int64_t n = a.x.cols;
+      float part[8];
+      bool nan = false;
+      for (int u = 0; u < 8; ++u) part[u] = x[0];
+      int64_t c = 0;
+      for (; c + 8 <= n; c += 8) {
+        for (int u = 0; u < 8; ++u) {
+          const float v = x[c + u];
+          nan |= v != v;
+          part[u] = v > part[u] ? v : part[u];
+        }
+      }
+      for (; c < n; ++c) {
+        nan |= x[c] != x[c];
+        part[0] = x[c] > part[0] ? x[c] : part[0];
+      }
+      int64_t at = 0;
+      if (nan) {
+        at = std::max_element(x, x + n) - x;
+      } else {
+        float best = part[0];
+        for (int u = 1; u < 8; ++u) best = part[u] > best ? part[u] : best;
+        while (x[at] != best) ++at;  // best is one of the row's values
+      }
+      a.out[static_cast<size_t>(r)] = static_cast<int32_t>(at);
+    });
   }
 
   void clamp(const PointwiseArgs& a) override {
@@ -234,7 +261,25 @@ class CpuBackend final : public Backend {
   void rsqrt(const PointwiseArgs& a) override {
     unary(a.x, a.y, "rsqrt", [&](float z) { return 1.0f / std::sqrt(z + a.eps); });
   }
-  void row_mean(const PointwiseArgs& a) override { ref::row_mean(a); }
+  // The oracle's double sums, rows in parallel and eight partial sums a row (they vectorise): the same
+  // float mean to within the last bit (every layer's finiteness record and the logits' mean per step).
+  void row_mean(const PointwiseArgs& a) override {
+    check_same_shape(a.x.col_slice(0, 0), a.y.col_slice(0, 0), "row_mean");
+    D0_CHECK_MSG(a.y.cols == 1 && a.x.cols > 0, "row_mean: y must be [R, 1] and x non-empty");
+    rows(a.x.rows, a.x.cols, [&](int64_t r) {
+      const float* x = a.x.row(r);
+      const int64_t n = a.x.cols;
+      double part[8] = {};
+      int64_t c = 0;
+      for (; c + 8 <= n; c += 8) {
+        for (int u = 0; u < 8; ++u) part[u] += static_cast<double>(x[c + u]);
+      }
+      for (; c < n; ++c) part[0] += static_cast<double>(x[c]);
+      const double sum =
+          ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+      a.y.row(r)[0] = static_cast<float>(sum / static_cast<double>(n));
+    });
+  }
   // The same scalar conversion as the oracle, rows in parallel (the loop vectorises).
   // Through the level's to_bf16 (vcvtneps2bf16 on AVX-512 BF16) in L1-sized pieces, then widened back:
   // every activation of a BF16 model passes here several times a layer.
