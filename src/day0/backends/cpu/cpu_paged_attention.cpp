@@ -128,26 +128,28 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     int64_t cap = kSpanKeys;  // keys a span holds: kSpanKeys, or one page where pages are longer
     for (const PagedSequence& s : a.seqs) cap = std::max(cap, s.kv.block_tokens);
     // The tile's queries (rows x heads of the group) are the lanes of the key-query dots.
-    const int64_t ldq = (kTileRows * group + 15) / 16 * 16;
-    const auto need = static_cast<size_t>(cap * (d + dv) + cap + d * ldq + cap * ldq);
+    // Lanes of the widest tile; an item's own (ldq below) cover just its rows (a decode step's one row).
+    const int64_t ldq_max = (kTileRows * group + 15) / 16 * 16;
+    const auto need = static_cast<size_t>(cap * (d + dv) + cap + d * ldq_max + cap * ldq_max);
     if (buf.size() < need) buf.resize(need);
     float* kbuf = buf.data();         // [cap, d] dequantised keys of head g
     float* vbuf = kbuf + cap * d;     // [cap, dv] values
     float* scores = vbuf + cap * dv;  // [cap] one query's scores
     float* qt = scores + cap;         // [d, ldq] queries transposed: qt[c][r * group + h], zero past them
-    float* st = qt + d * ldq;         // [cap, ldq] the span's scores, unscaled
+    float* st = qt + d * ldq_max;     // [cap, ldq] the span's scores, unscaled
     const auto key_query_dots = c.k.key_query_dots ? c.k.key_query_dots : key_query_dots_portable;
     // Lanes' visible key positions [lo, hi] for attend_span_lanes; none past the tile's queries.
     std::vector<int32_t>& bounds = ws.lane_bounds[static_cast<size_t>(tid)];
-    const bool in_lanes = c.k.attend_span_lanes != nullptr && ldq <= kMaxAttentionLanes;
-    if (in_lanes) bounds.resize(static_cast<size_t>(2 * ldq));
+    const bool in_lanes = c.k.attend_span_lanes != nullptr && ldq_max <= kMaxAttentionLanes;
+    if (in_lanes) bounds.resize(static_cast<size_t>(2 * ldq_max));
     int32_t* lane_lo = bounds.data();
-    int32_t* lane_hi = lane_lo + ldq;
+    int32_t* lane_hi = lane_lo + ldq_max;
     for (int64_t it = i_begin; it < i_end; ++it) {
       const PagedItem& item = ws.items[static_cast<size_t>(it)];
       const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
       const KvPages& kv = s.kv;
       const int64_t rows = std::min(kTileRows, s.q_rows - item.t0);
+      const int64_t ldq = (rows * group + 15) / 16 * 16;
       float* state_of = ws.partial.data() + it * per_item;  // [rows][group][acc dv, m, sum]
       // Key positions the tile can see, then this split's share of them.
       int64_t lo_first = 0, hi_first = 0, lo_last = 0, hi_last = 0;
