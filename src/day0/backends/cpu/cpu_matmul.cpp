@@ -32,10 +32,11 @@ void for_panel_chunks(const Context& c, int64_t panels, Fn&& fn) {
   });
 }
 
-void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots) {
+// y[t][n] (+)= dots[(n - n0) * step] + bias[n] for n0 <= n < n1.
+void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots, int64_t step = 1) {
   float* y = a.y.row(t);
   for (int64_t n = n0; n < n1; ++n) {
-    float v = dots[n - n0] + (a.bias ? a.bias[n] : 0.0f);
+    float v = dots[(n - n0) * step] + (a.bias ? a.bias[n] : 0.0f);
     y[n] = a.accumulate ? y[n] + v : v;
   }
 }
@@ -267,14 +268,8 @@ void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
     for (int64_t ch = next.fetch_add(1); ch < chunks; ch = next.fetch_add(1)) {
       const int64_t n0 = ch * chunk_rows, rows = std::min(chunk_rows, a.w.rows - n0);
       c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, tiles, out);
-      for (int64_t t = 0; t < t_rows; ++t) {
-        const float* dots = out + (t / 16 * rows) * 16 + t % 16;
-        float* y = a.y.row(t);
-        for (int64_t i = 0; i < rows; ++i) {
-          const float v = dots[i * 16] + (a.bias ? a.bias[n0 + i] : 0.0f);
-          y[n0 + i] = a.accumulate ? y[n0 + i] + v : v;
-        }
-      }
+      for (int64_t t = 0; t < t_rows; ++t)
+        finish_row(a, t, n0, n0 + rows, out + (t / 16 * rows) * 16 + t % 16, 16);
     }
   });
 }

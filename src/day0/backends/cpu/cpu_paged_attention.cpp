@@ -3,8 +3,9 @@
 // and the rows of a tile share each page of keys and values once it is dequantised into the thread's
 // scratch; the tile's queries (rows x heads of the group) are the lanes of one key-query dot per span
 // (SimdKernels::key_query_dots: no horizontal sums, each score a fused multiply-add chain with the same
-// bits whatever the tile holds; SmolLM2's prefill attention 6.0 -> 5.5 ms a layer on Zen 4); an online
-// softmax runs over the pages (no [T, S] score matrix). When the step has fewer
+// bits whatever the tile holds) and, where the level has attend_span_lanes (AVX2, AVX-512), of the
+// online softmax and value sums too (SmolLM2's prefill attention 6.0 -> 3.7-4.3 ms a layer on Zen 4);
+// the online softmax runs over the pages (no [T, S] score matrix). When the step has fewer
 // (sequence, tile, kv head) items than threads can use (decode of one long sequence), keys are split
 // too and the partial softmax states (max, denominator, unnormalised output) are merged afterwards
 // (flash-decoding), so one sequence keeps every core busy.
@@ -127,7 +128,6 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     std::vector<float>& buf = ws.thread[static_cast<size_t>(tid)];
     int64_t cap = kSpanKeys;  // keys a span holds: kSpanKeys, or one page where pages are longer
     for (const PagedSequence& s : a.seqs) cap = std::max(cap, s.kv.block_tokens);
-    // The tile's queries (rows x heads of the group) are the lanes of the key-query dots.
     // Lanes of the widest tile; an item's own (ldq below) cover just its rows (a decode step's one row).
     const int64_t ldq_max = (kTileRows * group + 15) / 16 * 16;
     const auto need = static_cast<size_t>(cap * (d + dv) + cap + d * ldq_max + cap * ldq_max);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "day0/backends/cpu/simd/attention_lanes.h"
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
@@ -568,18 +569,7 @@ void attend_span_lanes_avx2(float* st, int64_t ldq, int64_t nq, int64_t n, int64
     }
     _mm256_store_ps(shift + i0, best);
   }
-  for (int64_t i = 0; i < nq; ++i) {
-    float* x = states + i * stride;
-    float& m = x[dv];
-    const float best = shift[i];
-    if (best > m) {
-      const float factor = std::isinf(m) ? 0.0f : std::exp(m - best);
-      x[dv + 1] *= factor;
-      scale_avx2(factor, x, dv);
-      m = best;
-    }
-    shift[i] = m;
-  }
+  rescale_lanes(shift, nq, dv, states, stride, scale_avx2);
   for (int64_t i0 = 0; i0 < ldq; i0 += 8) {
     const __m256 vm = _mm256_load_ps(shift + i0);
     __m256 sums = _mm256_setzero_ps();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "day0/backends/cpu/simd/attention_lanes.h"
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
@@ -683,19 +684,7 @@ void attend_span_lanes_avx512(float* st, int64_t ldq, int64_t nq, int64_t n, int
     }
     _mm512_store_ps(shift + i0, best);
   }
-  // Per lane: a new largest rescales what it holds.
-  for (int64_t i = 0; i < nq; ++i) {
-    float* x = states + i * stride;
-    float& m = x[dv];
-    const float best = shift[i];
-    if (best > m) {
-      const float factor = std::isinf(m) ? 0.0f : std::exp(m - best);
-      x[dv + 1] *= factor;
-      scale_avx512(factor, x, dv);
-      m = best;
-    }
-    shift[i] = m;
-  }
+  rescale_lanes(shift, nq, dv, states, stride, scale_avx512);
   // Exponentials in place (0 where unseen), summed per lane in key order.
   for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
     const __m512 vm = _mm512_load_ps(shift + i0);
