@@ -1,7 +1,9 @@
 // Prefill GEMM (T = 512 tokens) per weight format on the cpu backend in GFLOP/s, beside the FP32 FMA,
 // BF16 dot and AMX BF16 tile peaks measured on the same threads. Args: format, threads, exact (1: float32
-// products; 0: what a model runs, BF16 activations on vdpbf16ps or AMX tiles for BF16 weights).
+// products; 0: what a model runs, BF16 activations on vdpbf16ps or AMX tiles for BF16 weights). Below,
+// a serving step's dense matmuls at 4-128 tokens.
 #include <map>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -42,6 +44,58 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)
     ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {1, 0}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The dense matmuls of one bench-moe-a02b serving step at `tokens` tokens (BF16 weights, BF16
+// activations as `day0 serve --dtype bf16`): per layer q 2048 x 1024, k and v 512 x 1024, o 1024 x 2048,
+// 12 layers, then the 32000 x 1024 LM head: 191 MB of weights, read from memory every step (past the
+// last-level cache). 5-128 tokens take the few-token path (SimdKernels::dot_rows_bf16_x16) where the CPU
+// has vdpbf16ps, more the packed GEMM. Args: tokens.
+void BM_ServeStepDense(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  std::vector<Shape> shapes;
+  for (int l = 0; l < 12; ++l)
+    shapes.insert(shapes.end(), {{2048, 1024}, {512, 1024}, {512, 1024}, {1024, 2048}});
+  shapes.push_back({32000, 1024});
+  std::vector<day0::bench::OwnedWeight> weights;
+  weights.reserve(shapes.size());
+  double flops_per_step = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    weights.push_back(
+        day0::bench::make_weight(day0::WeightFormat::kBF16, shapes[i].rows, shapes[i].cols, i + 1));
+    flops_per_step += 2.0 * static_cast<double>(tokens * shapes[i].rows * shapes[i].cols);
+  }
+  const auto x = day0::bench::make_activations(tokens * 2048);  // [tokens, up to 2048]
+  std::vector<float> y(static_cast<size_t>(tokens * 32000));    // [tokens, up to 32000]
+  day0::BackendOptions opts;
+  opts.n_threads = 2;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  day0::ThreadPool pool(2);
+  const double bf16_peak = day0::measure_bf16_peak_gflops(pool);
+  for (auto _ : state) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      be->matmul({.x = {x.data(), tokens, shapes[i].cols},
+                  .w = weights[i].view,
+                  .y = {y.data(), tokens, shapes[i].rows},
+                  .exact = false});
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops_per_step * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["bf16_peak"] = bf16_peak;
+}
+BENCHMARK(BM_ServeStepDense)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
