@@ -80,7 +80,8 @@ BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 16, 64}})->UseRealTime()->Unit(
 // The experts of one bench-moe-a02b layer (64 experts, top-8, hidden 1024, expert width 512, BF16) at a
 // serving step of `batch` decode tokens, picks drawn afresh every iteration (uniform, distinct per
 // token) so that the touched experts come from memory, as in `day0 serve`, not from the L3 a fixed
-// pick would leave them in. Args: batch, activations (0: exact float32, 1: BF16 as `--dtype bf16`).
+// pick would leave them in; 1024 tokens is the prefill of 16 streams' 64-token prompts (about 128 tokens
+// an expert). Args: batch, activations (0: exact float32, 1: BF16 as `--dtype bf16`).
 void BM_MoeServeStep(benchmark::State& state) {
   constexpr int64_t kServeExperts = 64;
   const int64_t batch = state.range(0);
@@ -133,9 +134,15 @@ void BM_MoeServeStep(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
   state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
+  // Each token's top-k experts: gate, up and down, a multiply and an add per weight.
+  const double flops = 2.0 * static_cast<double>(batch * kTopK) * expert_bytes / 2.0;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MoeServeStep)
     ->ArgsProduct({{1, 4, 16, 64}, {0, 1}})
+    ->Args({256, 1})
+    ->Args({1024, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "day0/backends/cpu/simd_level.h"
+#include "day0/backends/reference/reference_kernels.h"
 #include "differential_harness.h"
 
 namespace day0::test {
@@ -394,6 +395,166 @@ TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
     for (int64_t col = 0; col < hidden; ++col)
       ASSERT_EQ(batch[static_cast<size_t>(r * hidden + col)], alone[static_cast<size_t>(col)])
           << "token " << r << " column " << col;
+  }
+}
+
+// Experts with more tokens than the row dots take (a prefill's) run together on BF16 tiles of 16 token
+// lanes. Each must give, bit for bit, what its own three matmuls give through the backend (the few-token
+// GEMM's tiles: gathered x, gate and up with their biases, SwiGLU, down), weighted into out expert by
+// expert in order with fused multiply-adds: for every gate / up layout, biases, the clamped SwiGLU, input
+// scaling, an expert past 8 tiles (narrower column chunks), and odd widths (a last column alone).
+TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: experts never run on BF16 tiles";
+  struct Case {
+    const char* name;
+    GateUpLayout layout;
+    bool biases, clamped, input_scaling;
+    int64_t hidden, inter;
+  };
+  const Case cases[] = {
+      {"separate", GateUpLayout::kSeparate, false, false, false, 200, 72},
+      {"separate, biases, odd widths", GateUpLayout::kSeparate, true, false, false, 203, 75},
+      {"fused gate-up, input scaling", GateUpLayout::kConcatenated, false, false, true, 128, 96},
+      {"interleaved, clamped, biases", GateUpLayout::kInterleaved, true, true, false, 96, 40},
+  };
+  const int64_t t = 150, n_experts = 8, k = 2;
+  std::vector<int32_t> ids;  // [t, k]: expert 0 every token's first pick (10 tiles), the others 17-25 each
+  for (int64_t r = 0; r < t; ++r) {
+    ids.push_back(0);
+    ids.push_back(static_cast<int32_t>(1 + r % 7));
+  }
+  const auto weights = random_vector(t * k, 51, 0.5f);
+  BackendOptions opts;
+  opts.n_threads = 2;
+  opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+  opts.bf16_dot_gemm = true;
+  auto be = std::move(make_backend("cpu", opts).value());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const bool fused = c.layout != GateUpLayout::kSeparate;
+    std::vector<TestWeight> store;
+    std::vector<std::vector<float>> biases;
+    store.reserve(static_cast<size_t>(3 * n_experts));
+    biases.reserve(static_cast<size_t>(3 * n_experts));
+    std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
+    for (int64_t e = 0; e < n_experts; ++e) {
+      auto& ew = experts[static_cast<size_t>(e)];
+      store.push_back(
+          random_weight(WeightFormat::kBF16, fused ? 2 * c.inter : c.inter, c.hidden, 60 + 3 * e, 0.2f));
+      ew.gate = store.back().view();
+      if (!fused) {
+        store.push_back(random_weight(WeightFormat::kBF16, c.inter, c.hidden, 61 + 3 * e, 0.2f));
+        ew.up = store.back().view();
+      }
+      store.push_back(random_weight(WeightFormat::kBF16, c.hidden, c.inter, 62 + 3 * e, 0.2f));
+      ew.down = store.back().view();
+      if (c.biases) {
+        biases.push_back(random_vector(fused ? 2 * c.inter : c.inter, 70 + e));
+        ew.gate_bias = biases.back().data();
+        if (!fused) {
+          biases.push_back(random_vector(c.inter, 80 + e));
+          ew.up_bias = biases.back().data();
+        }
+        biases.push_back(random_vector(c.hidden, 90 + e));
+        ew.down_bias = biases.back().data();
+      }
+    }
+    GuardedMatrix x(t, c.hidden);
+    x.fill_random(52, 1.5f);
+    const std::vector<float> xv = x.values();
+    auto run = [&](bool exact) {
+      GuardedMatrix out(t, c.hidden);
+      be->moe_experts({.x = x.cview(),
+                       .expert_ids = {ids.data(), t, k},
+                       .expert_weights = {weights.data(), t, k},
+                       .experts = experts,
+                       .layout = c.layout,
+                       .clamped = c.clamped,
+                       .input_scaling = c.input_scaling,
+                       .out = out.view(),
+                       .exact = exact});
+      EXPECT_TRUE(out.guards_intact());
+      return out.values();
+    };
+    const auto tiles = run(false);
+    // Each expert by itself: its tokens gathered (scaled where input_scaling), matmuls of at most 128
+    // tokens (the few-token GEMM, whose tiles give a token the same bits in any such call).
+    std::vector<float> expected(static_cast<size_t>(t * c.hidden), 0.0f);
+    const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const ExpertWeights& ew = experts[static_cast<size_t>(e)];
+      std::vector<int64_t> tokens;
+      std::vector<float> wts;
+      for (int64_t r = 0; r < t; ++r) {
+        for (int64_t j = 0; j < k; ++j) {
+          if (ids[static_cast<size_t>(r * k + j)] != e) continue;
+          tokens.push_back(r);
+          wts.push_back(weights[static_cast<size_t>(r * k + j)]);
+        }
+      }
+      const auto n = static_cast<int64_t>(tokens.size());
+      ASSERT_GT(n, 16);
+      std::vector<float> xe(static_cast<size_t>(n * c.hidden)), g(static_cast<size_t>(n * gu_rows)),
+          u(static_cast<size_t>(n * c.inter)), act(static_cast<size_t>(n * c.inter)),
+          down(static_cast<size_t>(n * c.hidden));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t col = 0; col < c.hidden; ++col) {
+          const float v = xv[static_cast<size_t>(tokens[static_cast<size_t>(i)] * c.hidden + col)];
+          xe[static_cast<size_t>(i * c.hidden + col)] = c.input_scaling ? v * wts[static_cast<size_t>(i)] : v;
+        }
+      }
+      const int64_t parts = (n + 127) / 128;
+      for (int64_t p = 0; p < parts; ++p) {
+        const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
+        ASSERT_GT(rows, 4);  // past the row dots
+        be->matmul({.x = {xe.data() + r0 * c.hidden, rows, c.hidden},
+                    .w = ew.gate,
+                    .bias = ew.gate_bias,
+                    .y = {g.data() + r0 * gu_rows, rows, gu_rows},
+                    .exact = false});
+        if (!fused) {
+          be->matmul({.x = {xe.data() + r0 * c.hidden, rows, c.hidden},
+                      .w = ew.up,
+                      .bias = ew.up_bias,
+                      .y = {u.data() + r0 * c.inter, rows, c.inter},
+                      .exact = false});
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t col = 0; col < c.inter; ++col) {
+          const float* gi = g.data() + i * gu_rows;
+          float gv = 0.0f, uv = 0.0f;
+          if (c.layout == GateUpLayout::kInterleaved) {
+            gv = gi[2 * col], uv = gi[2 * col + 1];
+          } else if (fused) {
+            gv = gi[col], uv = gi[c.inter + col];
+          } else {
+            gv = gi[col], uv = u[static_cast<size_t>(i * c.inter + col)];
+          }
+          act[static_cast<size_t>(i * c.inter + col)] =
+              c.clamped ? static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702))
+                        : gv / (1.0f + std::exp(-gv)) * uv;
+        }
+      }
+      for (int64_t p = 0; p < parts; ++p) {
+        const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
+        be->matmul({.x = {act.data() + r0 * c.inter, rows, c.inter},
+                    .w = ew.down,
+                    .bias = ew.down_bias,
+                    .y = {down.data() + r0 * c.hidden, rows, c.hidden},
+                    .exact = false});
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];
+        float* o = expected.data() + tokens[static_cast<size_t>(i)] * c.hidden;
+        for (int64_t col = 0; col < c.hidden; ++col)
+          o[col] = std::fma(w, down[static_cast<size_t>(i * c.hidden + col)], o[col]);
+      }
+    }
+    for (size_t i = 0; i < expected.size(); ++i)
+      ASSERT_EQ(tiles[i], expected[i])
+          << "token " << i / static_cast<size_t>(c.hidden) << " column " << i % static_cast<size_t>(c.hidden);
+    EXPECT_LT(nmse(tiles, run(true)), 1e-4);  // BF16 rounding of x and of the activations only
   }
 }
 

@@ -167,6 +167,169 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   });
 }
 
+// Whether an expert's matrices can run on dot_rows_bf16_x16 tiles (see kMoeTileMaxTokens).
+bool tile_rows(const Context& c, const MoeExpertsArgs& a, const ExpertWeights& ew) {
+  const auto bf16 = [](const WeightView& w) { return w.format == WeightFormat::kBF16; };
+  return !a.exact && c.bf16_dot && c.k.dot_rows_bf16_x16 != nullptr && c.k.pack_bf16_x16 != nullptr &&
+         c.k.gemm_bf16_amx == nullptr && bf16(ew.gate) && bf16(ew.down) &&
+         (a.layout != GateUpLayout::kSeparate || bf16(ew.up));
+}
+
+// Experts with kMoeRowDotMaxTokens < n <= kMoeTileMaxTokens tokens (a prefill's, or a serving step that
+// mixes one in) in three passes over the pool for all of them together:
+//   0. each expert's x rows gathered (weighted where input_scaling) and packed into tiles of 16 tokens;
+//   1. gate and up rows of every expert in chunks of columns taken in turn by the threads, each chunk's
+//      rows against all of its expert's tiles, SwiGLU fused, the activations packed into tiles straight
+//      away (their K is the expert width);
+//   2. down rows split by output row, each chunk over every expert in expert order, weighted into out.
+// A token's sums are those gemm_bf16_few gives the same expert's matmuls (the same kernel, tiles and
+// order), and it adds its experts into out in expert order as the per-expert path does; only the fork-joins
+// (three per expert), the copies and the packing of each matmul are gone.
+// `tiled`: such experts, ascending, all of width `inter`; the dispatch is done.
+void moe_experts_tiles(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
+                       const std::vector<int64_t>& tiled, int64_t inter) {
+  const int64_t h = a.x.cols;
+  const int64_t x_words = (h + 1) / 2 * 16;        // one x tile: [pairs of hidden][16 lanes]
+  const int64_t act_words = (inter + 1) / 2 * 16;  // one activation tile: [pairs of inter][16 lanes]
+  // Tile j of tiled expert i is tile first[i] + j of both buffers.
+  std::vector<int64_t>& first = ws.moe_tile_first;
+  first.assign(tiled.size() + 1, 0);
+  int64_t max_tiles = 0;
+  for (size_t i = 0; i < tiled.size(); ++i) {
+    const auto e = static_cast<size_t>(tiled[i]);
+    const int64_t tiles = (ws.moe_start[e + 1] - ws.moe_start[e] + 15) / 16;
+    first[i + 1] = first[i] + tiles;
+    max_tiles = std::max(max_tiles, tiles);
+  }
+  const int64_t total_tiles = first.back();
+  uint32_t* xt = aligned_64<uint32_t>(ws.moe_x_tiles, total_tiles * x_words);
+  uint32_t* actt = aligned_64<uint32_t>(ws.moe_act_tiles, total_tiles * act_words);
+  if (static_cast<int64_t>(ws.thread.size()) < c.pool.size())
+    ws.thread.resize(static_cast<size_t>(c.pool.size()));
+  // The tiled expert and the tile of a global tile index.
+  const auto expert_of_tile = [&](int64_t tile) {
+    const auto it = std::upper_bound(first.begin(), first.end(), tile);
+    return static_cast<size_t>(it - first.begin() - 1);
+  };
+  const auto slot_range = [&](size_t i) {
+    const auto e = static_cast<size_t>(tiled[i]);
+    return std::pair<int64_t, int64_t>{ws.moe_start[e], ws.moe_start[e + 1]};
+  };
+
+  // Pass 0: x tiles. stage: [16][h] float32 rows of the tile's tokens.
+  std::atomic<int64_t> next_tile{0};
+  c.pool.run([&](int tid) {
+    float* stage = grown(ws.thread[static_cast<size_t>(tid)], 16 * h);
+    for (int64_t tile = next_tile.fetch_add(1); tile < total_tiles; tile = next_tile.fetch_add(1)) {
+      const size_t i = expert_of_tile(tile);
+      const auto [s0, s1] = slot_range(i);
+      const int64_t slot0 = s0 + (tile - first[i]) * 16, rows = std::min<int64_t>(16, s1 - slot0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t slot = slot0 + r;
+        const float* src = a.x.row(ws.moe_tokens[static_cast<size_t>(slot)]);
+        float* dst = stage + r * h;
+        if (a.input_scaling) {
+          const float wgt = ws.moe_weights[static_cast<size_t>(slot)];
+          for (int64_t col = 0; col < h; ++col) dst[col] = src[col] * wgt;
+        } else {
+          std::copy_n(src, h, dst);
+        }
+      }
+      c.k.pack_bf16_x16(stage, h, rows, h, xt + tile * x_words);
+    }
+  });
+
+  // Pass 1: gate and up, SwiGLU, activation tiles. Columns per item: 32, 16 past 8 tiles, so that
+  // gu stays 32 KiB; a multiple of 8, so items start on a pair.
+  const int64_t kc = max_tiles > 8 ? 16 : 32;
+  const int64_t chunks = (inter + kc - 1) / kc;
+  const int64_t items = static_cast<int64_t>(tiled.size()) * chunks;
+  const bool interleaved = a.layout == GateUpLayout::kInterleaved;
+  std::atomic<int64_t> next_item{0};
+  c.pool.run([&](int tid) {
+    // gu: [tiles][2 kc][16] (gate rows then up rows of the chunk; interleaved: g u g u ...); act: [16][kc]
+    float* gu = grown(ws.thread[static_cast<size_t>(tid)], max_tiles * 2 * kc * 16 + 16 * kc);
+    float* act = gu + max_tiles * 2 * kc * 16;
+    for (int64_t item = next_item.fetch_add(1); item < items; item = next_item.fetch_add(1)) {
+      const auto i = static_cast<size_t>(item / chunks);
+      const ExpertWeights& ew = a.experts[static_cast<size_t>(tiled[i])];
+      const int64_t c0 = item % chunks * kc, n = std::min(inter, c0 + kc) - c0;
+      const int64_t tiles = first[i + 1] - first[i];
+      const uint32_t* xe = xt + first[i] * x_words;
+      const auto* gate = static_cast<const uint16_t*>(ew.gate.data);
+      // Rows per tile in gu: 2n, gate's first then up's (or interleaved pairs of rows).
+      if (interleaved) {
+        c.k.dot_rows_bf16_x16(gate + 2 * c0 * h, h, 2 * n, h, xe, tiles, gu);
+      } else {
+        // One call per matrix writes [tiles][n][16]; the two are laid out [tiles][n] each, then merged
+        // per tile below by index arithmetic rather than copies.
+        const auto* up = a.layout == GateUpLayout::kSeparate
+                             ? static_cast<const uint16_t*>(ew.up.data) + c0 * h
+                             : gate + (inter + c0) * h;
+        c.k.dot_rows_bf16_x16(gate + c0 * h, h, n, h, xe, tiles, gu);
+        c.k.dot_rows_bf16_x16(up, h, n, h, xe, tiles, gu + tiles * n * 16);
+      }
+      const auto [s0, s1] = slot_range(i);
+      for (int64_t j = 0; j < tiles; ++j) {
+        const int64_t lanes = std::min<int64_t>(16, s1 - s0 - 16 * j);
+        for (int64_t col = 0; col < n; ++col) {
+          const int64_t c_abs = c0 + col;
+          // The gate and up sums of this column for tile j, lane 0 (lanes follow at stride 1).
+          const float* g;
+          const float* u;
+          float bg = 0.0f, bu = 0.0f;
+          if (interleaved) {
+            g = gu + (j * 2 * n + 2 * col) * 16;
+            u = g + 16;
+            if (ew.gate_bias) bg = ew.gate_bias[2 * c_abs], bu = ew.gate_bias[2 * c_abs + 1];
+          } else {
+            g = gu + (j * n + col) * 16;
+            u = gu + (tiles * n + j * n + col) * 16;
+            if (ew.gate_bias) bg = ew.gate_bias[c_abs];
+            if (a.layout == GateUpLayout::kSeparate) {
+              if (ew.up_bias) bu = ew.up_bias[c_abs];
+            } else if (ew.gate_bias) {
+              bu = ew.gate_bias[inter + c_abs];
+            }
+          }
+          for (int64_t lane = 0; lane < lanes; ++lane)
+            act[lane * kc + col] = swiglu_of(a, g[lane] + bg, u[lane] + bu);
+        }
+        c.k.pack_bf16_x16(act, kc, lanes, n, actt + (first[i] + j) * act_words + c0 / 2 * 16);
+      }
+    }
+  });
+
+  // Pass 2: down rows in chunks of 64 (out: [tiles][rows][16], up to 256 KiB at 16 tiles: the axpys into
+  // the tokens' rows of out get 64 elements each, where a stack buffer's 16 rows left them waiting on
+  // out's lines more than adding), experts in order within each chunk.
+  constexpr int64_t kChunkRows = 64;
+  std::atomic<int64_t> next_chunk{0};
+  const int64_t row_chunks = (h + kChunkRows - 1) / kChunkRows;
+  c.pool.run([&](int tid) {
+    float* out = grown(ws.thread[static_cast<size_t>(tid)], max_tiles * kChunkRows * 16 + kChunkRows);
+    float* d = out + max_tiles * kChunkRows * 16;  // one token's sums of the chunk's rows, bias added
+    for (int64_t ch = next_chunk.fetch_add(1); ch < row_chunks; ch = next_chunk.fetch_add(1)) {
+      const int64_t r0 = ch * kChunkRows, rows = std::min(kChunkRows, h - r0);
+      for (size_t i = 0; i < tiled.size(); ++i) {
+        const ExpertWeights& ew = a.experts[static_cast<size_t>(tiled[i])];
+        const int64_t tiles = first[i + 1] - first[i];
+        c.k.dot_rows_bf16_x16(static_cast<const uint16_t*>(ew.down.data) + r0 * inter, inter, rows, inter,
+                              actt + first[i] * act_words, tiles, out);
+        const auto [s0, s1] = slot_range(i);
+        for (int64_t slot = s0; slot < s1; ++slot) {
+          const int64_t t = slot - s0;
+          const float* lane = out + (t / 16 * rows) * 16 + t % 16;
+          for (int64_t r = 0; r < rows; ++r)
+            d[r] = lane[r * 16] + (ew.down_bias ? ew.down_bias[r0 + r] : 0.0f);
+          const float w = a.input_scaling ? 1.0f : ws.moe_weights[static_cast<size_t>(slot)];
+          c.k.axpy(w, d, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, rows);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void moe_experts(const Context& c, const MoeExpertsArgs& a) {
@@ -208,7 +371,8 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     }
   }
   // Experts with at most kMoeRowDotMaxTokens tokens and row-dot formats (all of the same width) take the
-  // two-pass path together; the others run their matmuls one expert at a time below.
+  // two-pass path together, those with up to kMoeTileMaxTokens the tiles; the others run their matmuls one
+  // expert at a time below.
   std::vector<int64_t>& small = ws.moe_active;
   small.clear();
   int64_t small_inter = -1;
@@ -223,7 +387,23 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     small.push_back(static_cast<int64_t>(e));
   }
   if (!small.empty()) moe_experts_gemv(c, a, ws, small, small_inter);
-  size_t next_small = 0;
+  // Experts with more tokens, up to kMoeTileMaxTokens, on tiles where the level has them (all of one width).
+  ws.moe_done.assign(n_experts, 0);
+  for (int64_t e : small) ws.moe_done[static_cast<size_t>(e)] = 1;
+  std::vector<int64_t>& tiled = ws.moe_tiled;
+  tiled.clear();
+  int64_t tiled_inter = -1;
+  for (size_t e = 0; e < n_experts; ++e) {
+    const int64_t n = ws.moe_start[e + 1] - ws.moe_start[e];
+    const ExpertWeights& ew = a.experts[e];
+    if (ws.moe_done[e] != 0 || n <= kMoeRowDotMaxTokens || n > kMoeTileMaxTokens || !tile_rows(c, a, ew) ||
+        (tiled_inter >= 0 && tiled_inter != ew.down.cols))
+      continue;
+    tiled_inter = ew.down.cols;
+    tiled.push_back(static_cast<int64_t>(e));
+    ws.moe_done[e] = 1;
+  }
+  if (!tiled.empty()) moe_experts_tiles(c, a, ws, tiled, tiled_inter);
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
   };
@@ -234,11 +414,7 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   for (size_t e = 0; e < n_experts; ++e) {
     const int64_t first = ws.moe_start[e];
     const int64_t n = ws.moe_start[e + 1] - first;
-    if (next_small < small.size() && small[next_small] == static_cast<int64_t>(e)) {
-      ++next_small;  // done above
-      continue;
-    }
-    if (n == 0) continue;
+    if (n == 0 || ws.moe_done[e] != 0) continue;  // none, or done above
     const int32_t* tokens_e = ws.moe_tokens.data() + first;
     const float* weights_e = ws.moe_weights.data() + first;
     const ExpertWeights& ew = a.experts[e];

@@ -28,10 +28,12 @@ struct Workspace {
   Int8Rows int8_x;                                // INT8 / INT4 weights: the activations quantized
   std::vector<float> int8_terms;                  // [T, groups] zero-point terms of those
   // moe_experts dispatch
-  std::vector<int64_t> moe_start, moe_fill, moe_active;
+  std::vector<int64_t> moe_start, moe_fill, moe_active, moe_tiled, moe_tile_first;
+  std::vector<uint8_t> moe_done;  // [experts]: run by the row dots or the tiles
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
-  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;  // [slots, hidden], [slots, inter] for dot_rows_bf16x
+  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;    // [slots, hidden], [slots, inter] for dot_rows_bf16x
+  std::vector<uint32_t> moe_x_tiles, moe_act_tiles;  // x and act of the tiled experts, pack_bf16_x16 tiles
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
   std::vector<uint32_t> amx_x;
   std::vector<float> amx_yt;
@@ -102,6 +104,11 @@ inline constexpr int64_t kFewMaxRows = 128;
 // MoE experts with at most this many tokens in a call run on row dots (cpu_moe.cpp) rather than a GEMM,
 // whose weight panels would be repacked for a handful of tokens.
 inline constexpr int64_t kMoeRowDotMaxTokens = 16;
+// MoE experts with more tokens than that, up to this many, BF16 weights and a call that is not `exact`
+// run on dot_rows_bf16_x16 tiles (cpu_moe.cpp) where the level has them and no AMX: all such experts of a
+// call in three passes over the pool instead of three matmuls each. Their x tiles (16 tokens x hidden
+// BF16 each) stay in L2 while 8 weight rows meet every tile.
+inline constexpr int64_t kMoeTileMaxTokens = 256;
 // y[t * ldy + i] = row n0 + i of w . xs[t] for t < nx, bit for bit dot_rows: the level's dot_rows_multi
 // where it has one, else dot_rows per x.
 inline void dot_rows_each(const SimdKernels& k, const WeightView& w, int64_t n0, int64_t n1,
