@@ -5,7 +5,7 @@
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]
 #                            [--quants "BF16 Q8_0 Q4_0"] [--day0-weights "bf16:BF16 int8-g32:Q8_0 ..."]
 #                            [--scratch DIR] [--llama-bin DIR] [--prepare-only] [--page-cache MODE]
-#                            [--decode-pairs N]
+#                            [--decode-pairs N] [--isa native|avx2]
 #
 # --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
 #    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
@@ -41,6 +41,10 @@
 #    alternating a few seconds apart (`day0 bench -p 1 -n 32 -r 1`, `llama-bench -p 0 -n 32 -r 1`), and
 #    the median of the pair ratios. A host whose bandwidth drifts within minutes scatters the rounds'
 #    decode ratios (they are a minute apart); pairs seconds apart resolve decode better.
+# --isa avx2: both engines limited to AVX2 + FMA on a machine that has more (an AVX-512 host standing in
+#    for the AVX2-only machines the project also gets): Day0 runs with DAY0_SIMD=avx2, llama.cpp is
+#    built without AVX-512 (GGML_NATIVE=OFF, AVX, AVX2, FMA, F16C, BMI2) into DIR/llama.cpp/build-avx2
+#    unless --llama-bin names such a build. The memory system stays the host's. Default: native.
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
 # does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
@@ -59,8 +63,9 @@ prepare_only=0
 page_cache=as-is
 decode_pairs=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+isa=native
 
-usage() { sed -n '2,45p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -74,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --page-cache) page_cache="$2"; shift 2 ;;
     --same-page-cache) page_cache=read; shift ;;
     --decode-pairs) decode_pairs="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "llama_cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -81,6 +87,17 @@ done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --rounds must be a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp.sh: --threads must be a positive integer" >&2; exit 2; }
 [[ "$decode_pairs" =~ ^[0-9]+$ ]] || { echo "llama_cpp.sh: --decode-pairs must be a count" >&2; exit 2; }
+[[ "$isa" =~ ^(native|avx2)$ ]] || { echo "llama_cpp.sh: --isa must be native or avx2, not '$isa'" >&2; exit 2; }
+if [[ "$isa" == avx2 ]]; then
+  grep -qw avx2 /proc/cpuinfo || { echo "llama_cpp.sh: --isa avx2: this CPU has no AVX2" >&2; exit 2; }
+  export DAY0_SIMD=avx2
+  llama_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+    -DGGML_AVX512=OFF)
+  llama_build_dir=build-avx2
+else
+  llama_flags=(-DGGML_NATIVE=ON)
+  llama_build_dir=build
+fi
 [[ "$page_cache" =~ ^(as-is|cold|read)$ ]] ||
   { echo "llama_cpp.sh: --page-cache must be as-is, cold or read, not '$page_cache'" >&2; exit 2; }
 case "$scratch" in "$root"|"$root"/*) echo "llama_cpp.sh: --scratch must be outside the repository" >&2; exit 2 ;; esac
@@ -96,19 +113,22 @@ log() { echo "[peers $(date +%H:%M:%S)] $*" >&2; }
 
 # --- llama.cpp ---------------------------------------------------------------------------------
 if [[ -z "$llama_bin" ]]; then
-  llama_bin="$scratch/llama.cpp/build/bin"
+  llama_bin="$scratch/llama.cpp/$llama_build_dir/bin"
   if [[ ! -x "$llama_bin/llama-bench" ]]; then
-    log "fetching llama-cpp-python $sdist_version (sdist) from PyPI"
-    mkdir -p "$scratch/sdist"
-    python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$sdist_version" -d "$scratch/sdist" >&2
-    rm -rf "$scratch/llama.cpp"
-    mkdir -p "$scratch/llama.cpp"
-    tar -xzf "$scratch/sdist/llama_cpp_python-$sdist_version.tar.gz" -C "$scratch/llama.cpp" --strip-components=1
-    log "building llama.cpp's CPU tools (native ISA)"
-    cmake -S "$scratch/llama.cpp/vendor/llama.cpp" -B "$scratch/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-      -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$llama_bin" -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$llama_bin" >&2
-    cmake --build "$scratch/llama.cpp/build" -j "$threads" \
+    if [[ ! -f "$scratch/llama.cpp/vendor/llama.cpp/CMakeLists.txt" ]]; then
+      log "fetching llama-cpp-python $sdist_version (sdist) from PyPI"
+      mkdir -p "$scratch/sdist"
+      python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$sdist_version" -d "$scratch/sdist" >&2
+      rm -rf "$scratch/llama.cpp"
+      mkdir -p "$scratch/llama.cpp"
+      tar -xzf "$scratch/sdist/llama_cpp_python-$sdist_version.tar.gz" -C "$scratch/llama.cpp" --strip-components=1
+    fi
+    log "building llama.cpp's CPU tools ($isa ISA)"
+    cmake -S "$scratch/llama.cpp/vendor/llama.cpp" -B "$scratch/llama.cpp/$llama_build_dir" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release "${llama_flags[@]}" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$llama_bin" \
+      -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$llama_bin" >&2
+    cmake --build "$scratch/llama.cpp/$llama_build_dir" -j "$threads" \
       --target llama-bench llama-perplexity llama-server llama-quantize >&2
   fi
 fi
@@ -248,11 +268,11 @@ for ((i = 1; i <= decode_pairs; ++i)); do
   done
 done
 
-"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" "$decode_pairs" <<'EOF'
+"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" "$decode_pairs" "$isa" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
 results, rounds, shapes, quants, threads = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
-page_cache, decode_pairs = sys.argv[7], int(sys.argv[8])
+page_cache, decode_pairs, isa = sys.argv[7], int(sys.argv[8]), sys.argv[9]
 # Day0 variant -> the llama.cpp weights its ratio is taken against ("" for none)
 variants = {}
 for w in sys.argv[6].split():
@@ -333,7 +353,8 @@ for shape in shapes if decode_pairs else []:
 (results / "summary.json").write_text(json.dumps(summary, indent=2))
 l = summary.get("llama_cpp", {})
 print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}), {l.get('cpu')}; {threads} threads; "
-      f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s; page cache {page_cache}")
+      f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s; page cache {page_cache}; "
+      f"ISA {isa}" + (" (Day0 DAY0_SIMD=avx2, llama.cpp built without AVX-512)" if isa == "avx2" else ""))
 for key, shares in summary["day0_huge_page_share"].items():
     print(f"Day0 {key}: files in 2 MiB page-table entries {min(shares):.0%}-{max(shares):.0%} over the rounds")
 print("| shape | test | engine | weights | tok/s (median) | Day0 / llama.cpp (median of rounds) | per-round ratios |")

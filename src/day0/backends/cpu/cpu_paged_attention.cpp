@@ -81,6 +81,25 @@ void check(const PagedAttentionArgs& a) {
 
 }  // namespace
 
+// The output rows of an item that is its tile's only key split, normalised where it ends (no second pass
+// over the pool): the merge below, for one split.
+void finish_unsplit(const PagedAttentionArgs& a, const PagedSequence& s, const PagedItem& item, int64_t rows,
+                    int64_t group, int64_t dv, const float* state_of, int64_t state, const SimdKernels& k) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < group; ++h) {
+      const float* x = state_of + (r * group + h) * state;
+      float* out = a.out.row(s.q_row0 + item.t0 + r) + (item.g * group + h) * dv;
+      const float m = std::max(-INFINITY, x[dv]);
+      std::fill(out, out + dv, 0.0f);
+      if ((std::isinf(m) && m < 0) || x[dv + 1] == 0.0f) continue;  // no visible key and no sink
+      const float w = std::exp(x[dv] - m);
+      const float sum = 0.0f + w * x[dv + 1];
+      k.axpy(w, x, out, dv);
+      if (sum > 0.0f) k.scale(1.0f / sum, out, dv);
+    }
+  }
+}
+
 void paged_attention(const Context& c, const PagedAttentionArgs& a) {
   check(a);
   Workspace local;
@@ -266,8 +285,10 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
         }
         p += in_block;
       }
+      if (splits == 1) finish_unsplit(a, s, item, rows, group, dv, state_of, state, c.k);
     }
   });
+  if (splits == 1) return;  // each item wrote its rows
 
   // Merge the key splits of each (sequence, tile, kv head) and normalise.
   const int64_t groups = n_items / splits;
