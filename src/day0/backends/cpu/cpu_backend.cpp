@@ -290,10 +290,16 @@ class CpuBackend final : public Backend {
       float* yr = a.y.row(r);
       constexpr int64_t kPiece = 512;
       uint16_t half[kPiece];
+      // Rounded by the level's to_bf16 and widened back by its dequant_row (a one-row BF16 matrix).
+      WeightView piece;
+      piece.format = WeightFormat::kBF16;
+      piece.rows = 1;
+      piece.data = half;
       for (int64_t c0 = 0; c0 < a.x.cols; c0 += kPiece) {
         const int64_t n = std::min(kPiece, a.x.cols - c0);
         ctx_.k.to_bf16(xr + c0, n, half);
-        for (int64_t i = 0; i < n; ++i) yr[c0 + i] = bf16_to_f32(half[i]);
+        piece.cols = n;
+        ctx_.k.dequant_row(piece, 0, 0, n, yr + c0);
       }
     });
   }
