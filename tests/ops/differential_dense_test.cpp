@@ -426,7 +426,7 @@ TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
 
 // key_query_dots (attention scores with the queries in lanes): every level gives each score the bits of
 // the fused multiply-add chain over the head's columns, whatever the key count (blocks of 8 / 6 and their
-// remainders), lane count (one or two 16-lane blocks at a time) and key stride.
+// remainders), lane count (16-lane blocks one or two at a time, an odd 8 after them) and key stride.
 TEST(SimdKernels, KeyQueryDotsAreTheFmaChainAtEveryLevel) {
   uint64_t seed = 2100;
   int levels = 0;
@@ -436,7 +436,7 @@ TEST(SimdKernels, KeyQueryDotsAreTheFmaChainAtEveryLevel) {
     ++levels;
     for (int64_t d : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{128}}) {
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{30}}) {
-        for (int64_t ldq : {int64_t{16}, int64_t{32}, int64_t{48}}) {
+        for (int64_t ldq : {int64_t{8}, int64_t{16}, int64_t{24}, int64_t{32}, int64_t{40}, int64_t{48}}) {
           const int64_t ldk = d + 3;
           const auto keys = random_vector(n * ldk, ++seed, 2.0f);
           const auto qt = random_vector(d * ldq, ++seed, 2.0f);

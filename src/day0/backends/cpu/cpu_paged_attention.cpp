@@ -148,7 +148,7 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
     int64_t cap = kSpanKeys;  // keys a span holds: kSpanKeys, or one page where pages are longer
     for (const PagedSequence& s : a.seqs) cap = std::max(cap, s.kv.block_tokens);
     // Lanes of the widest tile; an item's own (ldq below) cover just its rows (a decode step's one row).
-    const int64_t ldq_max = (kTileRows * group + 15) / 16 * 16;
+    const int64_t ldq_max = (kTileRows * group + 7) / 8 * 8;
     const auto need = static_cast<size_t>(cap * (d + dv) + cap + d * ldq_max + cap * ldq_max);
     if (buf.size() < need) buf.resize(need);
     float* kbuf = buf.data();         // [cap, d] dequantised keys of head g
@@ -168,7 +168,7 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
       const PagedSequence& s = a.seqs[static_cast<size_t>(item.seq)];
       const KvPages& kv = s.kv;
       const int64_t rows = std::min(kTileRows, s.q_rows - item.t0);
-      const int64_t ldq = (rows * group + 15) / 16 * 16;
+      const int64_t ldq = (rows * group + 7) / 8 * 8;
       float* state_of = ws.partial.data() + it * per_item;  // [rows][group][acc dv, m, sum]
       // Key positions the tile can see, then this split's share of them.
       int64_t lo_first = 0, hi_first = 0, lo_last = 0, hi_last = 0;

@@ -550,7 +550,7 @@ void attend_values_lanes_avx2(const float* p, int64_t ldq, int64_t n, const floa
 void attend_span_lanes_avx2(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
                             const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
                             float* states, int64_t stride) {
-  D0_CHECK(ldq % 16 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
+  D0_CHECK(ldq % 8 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
   alignas(32) float shift[kMaxAttentionLanes];  // each lane's largest visible score, then its m'
   const __m256 vscale = _mm256_set1_ps(scale);
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
@@ -660,12 +660,34 @@ void key_query_tile_avx2(const float* k, int64_t ldk, const float* qt, int64_t l
   }
 }
 
+// KB keys x 8 query lanes (one register): the last 8 lanes where ldq is an odd multiple of 8 (a decode
+// step of a group of up to 8 heads).
+template <int KB>
+void key_query_tile8_avx2(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
+  __m256 acc[KB];
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    const __m256 q = _mm256_loadu_ps(qt + c * ldq);
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + j * ldk + c), q, acc[j]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) _mm256_storeu_ps(st + j * ldq, acc[j]);
+}
+
 void key_query_dots_avx2(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                          float* st) {
-  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
+  int64_t i0 = 0;
+  for (; i0 + 16 <= ldq; i0 += 16) {
     int64_t j = 0;
     for (; j + 6 <= n; j += 6) key_query_tile_avx2<6>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
     for (; j < n; ++j) key_query_tile_avx2<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+  }
+  if (i0 < ldq) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) key_query_tile8_avx2<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j < n; ++j) key_query_tile8_avx2<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
   }
 }
 

@@ -562,10 +562,34 @@ void key_query_tile_avx512(const float* k, int64_t ldk, const float* qt, int64_t
   }
 }
 
+// KB keys x 8 query lanes in ymm registers: the last 8 lanes where ldq is an odd multiple of 8 (a decode
+// step of a group of up to 8 heads), at twice the zmm rate per useful lane on CPUs that split zmm.
+template <int KB>
+void key_query_tile8_avx512(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
+  __m256 acc[KB];
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    const __m256 q = _mm256_loadu_ps(qt + c * ldq);
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(k[j * ldk + c]), q, acc[j]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KB; ++j) _mm256_storeu_ps(st + j * ldq, acc[j]);
+}
+
 void key_query_dots_avx512(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                            float* st) {
-  for (int64_t i0 = 0; i0 < ldq; i0 += 32) {
-    const bool two = i0 + 32 <= ldq;
+  const int64_t whole = ldq / 16 * 16;  // lanes in zmm blocks; an odd 8 after them go to ymm
+  if (whole < ldq) {
+    const int64_t i0 = whole;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      key_query_tile8_avx512<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j < n; ++j) key_query_tile8_avx512<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+  }
+  for (int64_t i0 = 0; i0 < whole; i0 += 32) {
+    const bool two = i0 + 32 <= whole;
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
       if (two) {
@@ -663,44 +687,75 @@ void attend_values_lanes(const float* p, int64_t ldq, int64_t n, const float* v,
   }
 }
 
+// 16 lanes, or 8 (zero above them) as ymm.
+template <bool kFull>
+inline __m512 load_lanes(const float* p) {
+  if constexpr (kFull) return _mm512_loadu_ps(p);
+  return _mm512_zextps256_ps512(_mm256_loadu_ps(p));
+}
+template <bool kFull>
+inline void store_lanes(float* p, __m512 v) {
+  if constexpr (kFull) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
+  }
+}
+
 void attend_span_lanes_avx512(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
                               const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
                               float* states, int64_t stride) {
-  D0_CHECK(ldq % 16 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
+  D0_CHECK(ldq % 8 == 0 && ldq <= kMaxAttentionLanes && nq <= ldq);
   alignas(64) float shift[kMaxAttentionLanes];  // each lane's largest visible score, then its m'
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  // Blocks of 16 lanes, then an odd 8 (ldq is a multiple of 8), loaded and stored as ymm and computed in
+  // the low half of zmm (AVX-512 masked stores measured slower on Zen 4 than plain ones).
+  const int64_t whole = ldq / 16 * 16;
   // Scores scaled, -inf where the lane does not see the key; each lane's largest.
-  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
-    const __m512i vlo = _mm512_loadu_si512(lo + i0), vhi = _mm512_loadu_si512(hi + i0);
+  const auto scale_block = [&](int64_t i0, auto full) {
+    constexpr bool kFull = decltype(full)::value;
+    const __mmask16 m = kFull ? __mmask16(0xffff) : __mmask16(0x00ff);
+    const auto load_i = [&](const int32_t* p) {
+      if constexpr (kFull) return _mm512_loadu_si512(p);
+      return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    };
+    const __m512i vlo = load_i(lo + i0), vhi = load_i(hi + i0);
     __m512 best = neg_inf;
     for (int64_t j = 0; j < n; ++j) {
       const __m512i kp = _mm512_set1_epi32(static_cast<int32_t>(pos + j));
-      const __mmask16 seen = _mm512_cmpge_epi32_mask(kp, vlo) & _mm512_cmple_epi32_mask(kp, vhi);
+      const __mmask16 seen = _mm512_cmpge_epi32_mask(kp, vlo) & _mm512_cmple_epi32_mask(kp, vhi) & m;
       float* sj = st + j * ldq + i0;
-      const __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(sj), vscale);
+      const __m512 sv = _mm512_mul_ps(load_lanes<kFull>(sj), vscale);
       best = _mm512_mask_max_ps(best, seen, best, sv);
-      _mm512_storeu_ps(sj, _mm512_mask_blend_ps(seen, neg_inf, sv));
+      const __m512 kept = _mm512_mask_blend_ps(seen, neg_inf, sv);
+      store_lanes<kFull>(sj, kept);
     }
     _mm512_store_ps(shift + i0, best);
-  }
+  };
+  for (int64_t i0 = 0; i0 < whole; i0 += 16) scale_block(i0, std::true_type{});
+  if (whole < ldq) scale_block(whole, std::false_type{});
   rescale_lanes(shift, nq, dv, states, stride, scale_avx512);
   // Exponentials in place (0 where unseen), summed per lane in key order.
-  for (int64_t i0 = 0; i0 < ldq; i0 += 16) {
+  const auto exp_block = [&](int64_t i0, auto full) {
+    constexpr bool kFull = decltype(full)::value;
+    const __mmask16 m = kFull ? __mmask16(0xffff) : __mmask16(0x00ff);
     const __m512 vm = _mm512_load_ps(shift + i0);
     __m512 sums = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; ++j) {
       float* sj = st + j * ldq + i0;
-      const __m512 sv = _mm512_loadu_ps(sj);
-      const __mmask16 seen = _mm512_cmp_ps_mask(sv, neg_inf, _CMP_NEQ_OQ);
+      const __m512 sv = load_lanes<kFull>(sj);
+      const __mmask16 seen = _mm512_cmp_ps_mask(sv, neg_inf, _CMP_NEQ_OQ) & m;
       const __m512 e = _mm512_maskz_mov_ps(seen, exp_neg(_mm512_sub_ps(sv, vm)));
-      _mm512_storeu_ps(sj, e);
+      store_lanes<kFull>(sj, e);
       sums = _mm512_add_ps(sums, e);
     }
     alignas(64) float lane_sums[16];
     _mm512_store_ps(lane_sums, sums);
     for (int64_t i = i0; i < std::min(nq, i0 + 16); ++i) states[i * stride + dv + 1] += lane_sums[i - i0];
-  }
+  };
+  for (int64_t i0 = 0; i0 < whole; i0 += 16) exp_block(i0, std::true_type{});
+  if (whole < ldq) exp_block(whole, std::false_type{});
   // Values: four lanes at a time share each key's loads.
   int64_t i = 0;
   for (; i + 4 <= nq; i += 4) attend_values_lanes<4>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);

@@ -104,7 +104,7 @@ struct SimdKernels {
                             int64_t tiles, float* out) = nullptr;
   // Attention scores of a tile of queries against a span of keys, queries in lanes: st[j * ldq + i] = the
   // chain of fused multiply-adds over c < d, in order from 0, of k[j * ldk + c] * qt[c * ldq + i], for j < n
-  // and every i < ldq (a multiple of 16; qt holds the queries transposed, zeros past the last). Each score
+  // and every i < ldq (a multiple of 8; qt holds the queries transposed, zeros past the last). Each score
   // has the same bits at every level and whatever else the tile holds. Null: the driver runs the chain
   // with std::fma.
   void (*key_query_dots)(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
