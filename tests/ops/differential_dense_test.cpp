@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -422,6 +423,39 @@ TEST(SimdKernels, Bf16x16RowsSumTheRoundedPairsOfEveryLane) {
   }
   if (levels == 0)
     GTEST_SKIP() << "no SIMD level here has vdpbf16ps (AVX-512 BF16): dot_rows_bf16_x16 is not built";
+}
+
+// widen_bf16_rows (a page's rows of one KV head): every level gives each element's exact float32, for
+// rows `ld` apart, widths with vector tails and none, and reads nothing past the last row's columns.
+TEST(SimdKernels, WidenBf16RowsIsExactAtEveryLevel) {
+  int levels = 0;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    if (k.widen_bf16_rows == nullptr) continue;
+    ++levels;
+    for (int64_t cols :
+         {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{16}, int64_t{64}, int64_t{77}, int64_t{128}}) {
+      for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{32}}) {
+        const int64_t ld = cols + 5;
+        // Exactly what is read: the last row ends at its last column. NaN and infinity patterns too.
+        std::vector<uint16_t> src(static_cast<size_t>((rows - 1) * ld + cols));
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+        src[0] = 0x7fc1;                      // a NaN with payload
+        if (src.size() > 1) src[1] = 0xff80;  // -inf
+        std::vector<float> out(static_cast<size_t>(rows * cols), -7.0f);
+        k.widen_bf16_rows(src.data(), ld, rows, cols, out.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) {
+            const float want = bf16_to_f32(src[static_cast<size_t>(r * ld + c)]);
+            const float got = out[static_cast<size_t>(r * cols + c)];
+            ASSERT_EQ(std::memcmp(&want, &got, sizeof want), 0)
+                << simd_level_name(level) << " rows=" << rows << " cols=" << cols << " at " << r << "," << c;
+          }
+        }
+      }
+    }
+  }
+  if (levels == 0) GTEST_SKIP() << "no SIMD level here has widen_bf16_rows";
 }
 
 // key_query_dots (attention scores with the queries in lanes): every level gives each score the bits of

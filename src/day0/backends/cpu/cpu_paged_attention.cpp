@@ -225,6 +225,15 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
             const int64_t page_rel = rel + in_block;
             const int64_t take = std::min(bt - page_rel % bt, j1 - p - in_block);
             if (in_block > 0 && in_block + take > cap) break;
+            if (kv.dtype == KvDtype::kBF16 && c.k.widen_bf16_rows != nullptr) {
+              // The page's rows of head g, `width` apart: one call each for keys and values.
+              const auto* k0 = static_cast<const uint16_t*>(kv.first_row(page_rel)) + item.g * d;
+              const auto* v0 = static_cast<const uint16_t*>(kv.second_row(page_rel)) + item.g * dv;
+              c.k.widen_bf16_rows(k0, kv.first_width, take, d, kbuf + in_block * d);
+              c.k.widen_bf16_rows(v0, kv.second_width, take, dv, vbuf + in_block * dv);
+              in_block += take;
+              continue;
+            }
             for (int64_t j = 0; j < take; ++j) {
               const auto* krow =
                   static_cast<const unsigned char*>(kv.first_row(page_rel + j)) + item.g * d * elem;

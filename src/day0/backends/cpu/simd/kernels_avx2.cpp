@@ -691,6 +691,19 @@ void key_query_dots_avx2(const float* k, int64_t ldk, int64_t n, const float* qt
   }
 }
 
+void widen_bf16_rows_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* s = src + r * ld;
+    float* o = out + r * cols;
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + c)));
+      _mm256_storeu_ps(o + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; c < cols; ++c) o[c] = bf16_to_f32(s[c]);
+  }
+}
+
 SimdKernels make_avx2_kernels() {
   SimdKernels k{SimdLevel::kAvx2, dot_rows_avx2, dequant_row_avx2,  gemm_tile_avx2,
                 dot_avx2,         axpy_avx2,     scale_avx2,        nullptr,
@@ -698,6 +711,7 @@ SimdKernels make_avx2_kernels() {
   k.axpy_rows = axpy_rows_avx2;
   k.dot_many = dot_many_avx2;
   k.key_query_dots = key_query_dots_avx2;
+  k.widen_bf16_rows = widen_bf16_rows_avx2;
   k.attend_span_lanes = attend_span_lanes_avx2;
   k.dot_rows_multi = dot_rows_multi_avx2;
   k.silu_mul = silu_mul_avx2;

@@ -687,6 +687,19 @@ void attend_values_lanes(const float* p, int64_t ldq, int64_t n, const float* v,
   }
 }
 
+void widen_bf16_rows_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* s = src + r * ld;
+    float* o = out + r * cols;
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) _mm512_storeu_ps(o + c, load_bf16(s + c, __mmask16(0xffff)));
+    if (c < cols) {
+      const __mmask16 m = tail_mask(cols - c);
+      _mm512_mask_storeu_ps(o + c, m, load_bf16(s + c, m));
+    }
+  }
+}
+
 // 16 lanes, or 8 (zero above them) as ymm.
 template <bool kFull>
 inline __m512 load_lanes(const float* p) {
@@ -1206,6 +1219,7 @@ const SimdKernels& avx512_kernels() {
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;
     t.key_query_dots = key_query_dots_avx512;
+    t.widen_bf16_rows = widen_bf16_rows_avx512;
     t.attend_span_lanes = attend_span_lanes_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
     t.silu_mul = silu_mul_avx512;

@@ -109,6 +109,9 @@ struct SimdKernels {
   // with std::fma.
   void (*key_query_dots)(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                          float* st) = nullptr;
+  // BF16 rows widened to float32 (exact): out[r * cols + c] = src[r * ld + c] for r < rows, c < cols (a
+  // page's rows of one KV head, `ld` the cache row's width). Null: the driver widens element by element.
+  void (*widen_bf16_rows)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* out) = nullptr;
   // One span of keys against a tile of queries held in lanes (paged attention's online softmax, after
   // key_query_dots). Lane i < nq sees key j < n when pos + j lies in [lo[i], hi[i]]; its scores are
   // st[j * ldq + i] * scale. Lane i's state is states[i * stride ...]: acc [dv], m, sum. Per lane with a
