@@ -503,23 +503,22 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
           xe[static_cast<size_t>(i * c.hidden + col)] = c.input_scaling ? v * wts[static_cast<size_t>(i)] : v;
         }
       }
+      // y [n, w.rows] = x [n, w.cols] w^T + bias in calls of 5-128 rows.
       const int64_t parts = (n + 127) / 128;
-      for (int64_t p = 0; p < parts; ++p) {
-        const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
-        ASSERT_GT(rows, 4);  // past the row dots
-        be->matmul({.x = {xe.data() + r0 * c.hidden, rows, c.hidden},
-                    .w = ew.gate,
-                    .bias = ew.gate_bias,
-                    .y = {g.data() + r0 * gu_rows, rows, gu_rows},
-                    .exact = false});
-        if (!fused) {
-          be->matmul({.x = {xe.data() + r0 * c.hidden, rows, c.hidden},
-                      .w = ew.up,
-                      .bias = ew.up_bias,
-                      .y = {u.data() + r0 * c.inter, rows, c.inter},
+      ASSERT_GT(n / parts, 4);  // every call past the row dots
+      const auto matmul_parts = [&](const std::vector<float>& in, const WeightView& w, const float* bias,
+                                    std::vector<float>& y) {
+        for (int64_t p = 0; p < parts; ++p) {
+          const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
+          be->matmul({.x = {in.data() + r0 * w.cols, rows, w.cols},
+                      .w = w,
+                      .bias = bias,
+                      .y = {y.data() + r0 * w.rows, rows, w.rows},
                       .exact = false});
         }
-      }
+      };
+      matmul_parts(xe, ew.gate, ew.gate_bias, g);
+      if (!fused) matmul_parts(xe, ew.up, ew.up_bias, u);
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t col = 0; col < c.inter; ++col) {
           const float* gi = g.data() + i * gu_rows;
@@ -536,14 +535,7 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
                         : gv / (1.0f + std::exp(-gv)) * uv;
         }
       }
-      for (int64_t p = 0; p < parts; ++p) {
-        const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
-        be->matmul({.x = {act.data() + r0 * c.inter, rows, c.inter},
-                    .w = ew.down,
-                    .bias = ew.down_bias,
-                    .y = {down.data() + r0 * c.hidden, rows, c.hidden},
-                    .exact = false});
-      }
+      matmul_parts(act, ew.down, ew.down_bias, down);
       for (int64_t i = 0; i < n; ++i) {
         const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];
         float* o = expected.data() + tokens[static_cast<size_t>(i)] * c.hidden;

@@ -81,24 +81,29 @@ void check(const PagedAttentionArgs& a) {
 
 }  // namespace
 
-// The output rows of an item that is its tile's only key split, normalised where it ends (no second pass
-// over the pool): the merge below, for one split.
-void finish_unsplit(const PagedAttentionArgs& a, const PagedSequence& s, const PagedItem& item, int64_t rows,
-                    int64_t group, int64_t dv, const float* state_of, int64_t state, const SimdKernels& k) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t h = 0; h < group; ++h) {
-      const float* x = state_of + (r * group + h) * state;
-      float* out = a.out.row(s.q_row0 + item.t0 + r) + (item.g * group + h) * dv;
-      const float m = std::max(-INFINITY, x[dv]);
-      std::fill(out, out + dv, 0.0f);
-      if ((std::isinf(m) && m < 0) || x[dv + 1] == 0.0f) continue;  // no visible key and no sink
-      const float w = std::exp(x[dv] - m);
-      const float sum = 0.0f + w * x[dv + 1];
-      k.axpy(w, x, out, dv);
-      if (sum > 0.0f) k.scale(1.0f / sum, out, dv);
-    }
+namespace {
+
+// One query head's output from the partial softmax states of its key splits (split sp's at states + sp *
+// stride: acc [dv], max, sum), each rescaled to their common maximum, then normalised; zeros where no
+// split saw a key (and there is no sink).
+void merge_splits(const float* states, int64_t stride, int64_t splits, int64_t dv, float* out,
+                  const SimdKernels& k) {
+  float m = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) m = std::max(m, states[sp * stride + dv]);
+  std::fill(out, out + dv, 0.0f);
+  if (std::isinf(m) && m < 0) return;
+  float sum = 0.0f;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const float* x = states + sp * stride;
+    if (x[dv + 1] == 0.0f) continue;
+    const float w = std::exp(x[dv] - m);
+    sum += w * x[dv + 1];
+    k.axpy(w, x, out, dv);
   }
+  if (sum > 0.0f) k.scale(1.0f / sum, out, dv);
 }
+
+}  // namespace
 
 void paged_attention(const Context& c, const PagedAttentionArgs& a) {
   check(a);
@@ -294,10 +299,16 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
         }
         p += in_block;
       }
-      if (splits == 1) finish_unsplit(a, s, item, rows, group, dv, state_of, state, c.k);
+      if (splits == 1) {  // the tile's only split: its rows are done here, without a second pool pass
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t h = 0; h < group; ++h)
+            merge_splits(state_of + (r * group + h) * state, 0, 1, dv,
+                         a.out.row(s.q_row0 + item.t0 + r) + (item.g * group + h) * dv, c.k);
+        }
+      }
     }
   });
-  if (splits == 1) return;  // each item wrote its rows
+  if (splits == 1) return;
 
   // Merge the key splits of each (sequence, tile, kv head) and normalise.
   const int64_t groups = n_items / splits;
@@ -307,24 +318,9 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a) {
       const PagedSequence& s = a.seqs[static_cast<size_t>(first.seq)];
       const int64_t rows = std::min(kTileRows, s.q_rows - first.t0);
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t h = 0; h < group; ++h) {
-          float* out = a.out.row(s.q_row0 + first.t0 + r) + (first.g * group + h) * dv;
-          float m = -INFINITY;
-          for (int64_t sp = 0; sp < splits; ++sp)
-            m = std::max(m, ws.partial[static_cast<size_t>((gi * splits + sp) * per_item +
-                                                           (r * group + h) * state + dv)]);
-          std::fill(out, out + dv, 0.0f);
-          if (std::isinf(m) && m < 0) continue;  // no visible key and no sink
-          float sum = 0.0f;
-          for (int64_t sp = 0; sp < splits; ++sp) {
-            const float* x = ws.partial.data() + (gi * splits + sp) * per_item + (r * group + h) * state;
-            if (x[dv + 1] == 0.0f) continue;
-            const float w = std::exp(x[dv] - m);
-            sum += w * x[dv + 1];
-            c.k.axpy(w, x, out, dv);
-          }
-          if (sum > 0.0f) c.k.scale(1.0f / sum, out, dv);
-        }
+        for (int64_t h = 0; h < group; ++h)
+          merge_splits(ws.partial.data() + gi * splits * per_item + (r * group + h) * state, per_item, splits,
+                       dv, a.out.row(s.q_row0 + first.t0 + r) + (first.g * group + h) * dv, c.k);
       }
     }
   });
