@@ -110,6 +110,72 @@ BENCHMARK(BM_AttentionPrefillPaged)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// One decode step of `seqs` sequences, each `keys` tokens into a paged BF16 cache (32-row pages, every
+// sequence its own pages), bench-moe-a02b's heads (16 query / 2 KV, dim 128): a serving step's attention
+// per layer. Reports the KV bytes read per second. Args: sequences, keys.
+void BM_AttentionDecodePaged(benchmark::State& state) {
+  constexpr int64_t kPage = 32, kQHeads = 16, kGroupHeads = 2, kHeadDim = 128,
+                    kWidth = kGroupHeads * kHeadDim;
+  const int64_t seqs = state.range(0), keys = state.range(1), pages = (keys + kPage - 1) / kPage;
+  std::vector<std::vector<uint16_t>> k_pages, v_pages;  // [kPage, kWidth] BF16 each, seqs * pages of them
+  std::vector<const void*> k_ptrs, v_ptrs;
+  for (int64_t p = 0; p < seqs * pages; ++p) {
+    const auto k = day0::bench::make_activations(kPage * kWidth, static_cast<uint64_t>(2 * p + 2));
+    const auto v = day0::bench::make_activations(kPage * kWidth, static_cast<uint64_t>(2 * p + 3));
+    k_pages.emplace_back();
+    v_pages.emplace_back();
+    for (int64_t i = 0; i < kPage * kWidth; ++i) {
+      k_pages.back().push_back(day0::f32_to_bf16(k[static_cast<size_t>(i)]));
+      v_pages.back().push_back(day0::f32_to_bf16(v[static_cast<size_t>(i)]));
+    }
+  }
+  for (int64_t p = 0; p < seqs * pages; ++p) {
+    k_ptrs.push_back(k_pages[static_cast<size_t>(p)].data());
+    v_ptrs.push_back(v_pages[static_cast<size_t>(p)].data());
+  }
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(seqs));
+  std::vector<day0::PagedSequence> batch;
+  for (int64_t s = 0; s < seqs; ++s) {
+    for (int64_t p = 0; p < pages; ++p)
+      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(s * pages + p));
+  }
+  for (int64_t s = 0; s < seqs; ++s) {
+    const day0::KvPages kv{.dtype = day0::KvDtype::kBF16,
+                           .block_tokens = kPage,
+                           .first_width = kWidth,
+                           .second_width = kWidth,
+                           .first_blocks = k_ptrs.data(),
+                           .second_blocks = v_ptrs.data(),
+                           .table = tables[static_cast<size_t>(s)],
+                           .pos0 = 0,
+                           .length = keys};
+    batch.push_back(day0::PagedSequence{static_cast<int32_t>(s), 1, keys - 1, kv});
+  }
+  const auto q = day0::bench::make_activations(seqs * kQHeads * kHeadDim, 1);
+  std::vector<float> out(static_cast<size_t>(seqs * kQHeads * kHeadDim));
+  day0::BackendOptions opts;
+  opts.n_threads = 2;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  for (auto _ : state) {
+    be->paged_attention({.q = {q.data(), seqs, kQHeads * kHeadDim},
+                         .seqs = batch,
+                         .out = {out.data(), seqs, kQHeads * kHeadDim},
+                         .n_heads = kQHeads,
+                         .n_kv_heads = kGroupHeads,
+                         .head_dim = kHeadDim});
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double kv_bytes = 2.0 * 2.0 * static_cast<double>(seqs * keys * kWidth);  // keys and values, BF16
+  state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionDecodePaged)
+    ->Args({1, 4096})
+    ->Args({16, 100})
+    ->Args({16, 1000})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
