@@ -34,11 +34,13 @@ const int64_t kPrefetchBytes = software_prefetch_bytes();
 inline void prefetch_ahead(const void* p) {
   if (kPrefetchBytes != 0) _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
 }
-// Row dots that do more work per weight byte (several x at once, or weights to decode: FP8 blocks,
-// MXFP4, INT4 nibbles) issue their loads more slowly than the out-of-order window needs to keep enough
-// lines in flight, and prefetch 2 KiB on on every CPU. Zen 4, weights in 2 MiB pages: FP8 15-19 -> 18-21
-// GB/s and INT4 15-16 -> 16-20 with it (`day0_gemv_bench`), BF16 row dots of 4 tokens 84-97 -> 116-146
-// GFLOP/s and of 8 tokens 132-139 -> 167-187 (a 32000 x 1024 LM head, 3 alternating runs).
+// Row dots that do more work per weight byte (several float32 x at once, or weights to decode: FP8
+// blocks, MXFP4, INT4 nibbles) issue their loads more slowly than the out-of-order window needs to keep
+// enough lines in flight, and prefetch 2 KiB on on every CPU. Zen 4, weights in 2 MiB pages: FP8 15-19
+// -> 18-21 GB/s and INT4 15-16 -> 16-20 with it (`day0_gemv_bench`), BF16 weights against 4 float32 x
+// 84-97 -> 116-146 GFLOP/s and 8 x 132-139 -> 167-187 (a 32000 x 1024 LM head, 3 alternating runs), the
+// experts of a 16-token step with float32 x 1.06x (in-process alternation). Not the vdpbf16ps row dots
+// (bf16x_row).
 inline constexpr int64_t kBusyPrefetchBytes = 2048;
 inline void prefetch_ahead_busy(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kBusyPrefetchBytes, _MM_HINT_T0);
@@ -309,14 +311,18 @@ void dot_rows_multi_avx512(const WeightView& w, int64_t n0, int64_t n1, const fl
 
 // One BF16 row against NT x in BF16, 64 columns a step: per x two accumulators (columns 0-31 and 32-63
 // of each step) and a masked tail 32 columns at a time into the first, the same order whatever NT is,
-// so every result has the bits of NT = 1. One row at a time, prefetched row_prefetch_bytes<NT>() on,
-// keeps a thread's reads one stream (two rows at a time measured up to 30% slower on Zen 4 at 2-4 x).
+// so every result has the bits of NT = 1. One row at a time keeps a thread's reads one stream (two rows
+// at a time measured up to 30% slower on Zen 4 at 2-4 x). The prefetch distance is the CPU's at every
+// NT: a vdpbf16ps a 64-byte weight vector per x leaves the loads as fast as with one x, and on Zen 4 the
+// 2 KiB prefetch of the FMA row dots cost bandwidth here (in-process alternation, weights from DRAM: the
+// experts of a 16-token serving step 1.077x faster without it, a 32000 x 1024 LM head at 4 x 1.13-1.17x,
+// at 2 x 1.08x).
 template <int NT>
 void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, float* y, int64_t ldy) {
   __m512 a[NT], b[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) a[t] = b[t] = _mm512_setzero_ps();
-  const int64_t ahead = row_prefetch_bytes<NT>();
+  const int64_t ahead = kPrefetchBytes;
   int64_t k = 0;
   for (; k + 64 <= cols; k += 64) {
     if (ahead != 0) {
