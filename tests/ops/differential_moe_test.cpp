@@ -102,6 +102,10 @@ const ExpertsCase kExpertsCases[] = {
      false, true, true, 0, true},
     {"serving step interleaved clamped", 60, 16, 2, 64, 32, GateUpLayout::kInterleaved, true, false, true,
      false, 0, true},
+    // Rows of kilobytes: the cpu row-dot pass takes an expert's gate / up columns in several items (BF16:
+    // 64 and a short 32, float32: three of 32).
+    {"wide rows: an expert's columns in several items", 5, 8, 2, 1600, 96, GateUpLayout::kSeparate, false,
+     false, false, false},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {

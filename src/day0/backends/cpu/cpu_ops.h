@@ -104,6 +104,10 @@ inline constexpr int64_t kFewMaxRows = 128;
 // MoE experts with at most this many tokens in a call run on row dots (cpu_moe.cpp) rather than a GEMM,
 // whose weight panels would be repacked for a handful of tokens.
 inline constexpr int64_t kMoeRowDotMaxTokens = 16;
+// The least bytes of gate rows one work item of the row-dot experts' gate/up pass reads (cpu_moe.cpp):
+// a thread's run before it jumps past the other threads' items. bench-moe-a02b (hidden 1024, BF16):
+// 128 columns an item.
+inline constexpr int64_t kMoeItemBytes = 256 * 1024;
 // MoE experts with more tokens than that, up to this many, BF16 weights and a call that is not `exact`
 // run on dot_rows_bf16_x16 tiles (cpu_moe.cpp) where the level has them and no AMX: all such experts of a
 // call in three passes over the pool instead of three matmuls each. Their x tiles (16 tokens x hidden
