@@ -532,6 +532,26 @@ TEST(Bf16GemmRoute, FewTokenCallsGiveEachTokenTheBitsOfAnyOtherBatch) {
   for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], held[i] + all[3 * 150 + i]) << i;
 }
 
+// Decode matmuls of a matrix of several megabytes: the cpu backend takes its rows in chunks of about
+// kGemvChunkBytes from a shared counter (the last chunk short). Every row must be written once, with
+// the float32 sums of the reference, for one to four tokens, float32 and BF16 weights, every backend.
+TEST(Differential, DecodeMatmulRowsInSeveralChunks) {
+  Differential diff;
+  uint64_t seed = 900;
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16}) {
+    const TestWeight w = random_weight(format, 1000, 2048, ++seed);
+    for (int64_t t : {int64_t{1}, int64_t{3}}) {
+      GuardedMatrix x(t, 2048);
+      x.fill_random(++seed);
+      diff.check("matmul", fmt::format("{} T={} K=2048 N=1000", weight_format_name(format), t), t, 1000,
+                 kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+                   be.matmul({.x = x.cview(), .w = w.view(), .y = out.view(), .exact = true});
+                 });
+    }
+  }
+  diff.finish();
+}
+
 // Decode-sized BF16 matmuls that may round (not exact) take x in BF16 exactly where the GEMM does (its
 // dot route): then a row of a 3-token call has the bits of that token alone, differs from the exact
 // float32 result by about BF16's precision, and the FMA route keeps the exact path.

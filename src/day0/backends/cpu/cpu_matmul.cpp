@@ -71,7 +71,7 @@ void gemv(const Context& c, const MatmulArgs& a) {
     for (int64_t t = 0; t < t_rows; ++t) xs[static_cast<size_t>(t)] = a.x.row(t);
   }
   constexpr int64_t kRowsPerStep = 8;
-  c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
+  const auto dot_rows = [&](int64_t begin, int64_t end) {
     float dots[kGemvMaxRows][kRowsPerStep];
     for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
       const int64_t n1 = std::min(end, n0 + kRowsPerStep);
@@ -82,6 +82,23 @@ void gemv(const Context& c, const MatmulArgs& a) {
       }
       for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
     }
+  };
+  // Chunks of kGemvChunkBytes of rows (a multiple of kRowsPerStep), no larger than an even share.
+  const int64_t rows = a.w.rows, threads = c.pool.size();
+  const int64_t row_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.w.data_bytes()) / rows);
+  const int64_t share = (rows + threads - 1) / threads;
+  const int64_t chunk = std::max(kRowsPerStep, std::min((share + kRowsPerStep - 1) / kRowsPerStep,
+                                                        kGemvChunkBytes / row_bytes / kRowsPerStep) *
+                                                   kRowsPerStep);
+  const int64_t chunks = (rows + chunk - 1) / chunk;
+  if (chunks <= threads) {
+    c.pool.parallel_for(rows, 64, dot_rows);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  c.pool.run([&](int) {
+    for (int64_t i = next.fetch_add(1); i < chunks; i = next.fetch_add(1))
+      dot_rows(i * chunk, std::min(rows, (i + 1) * chunk));
   });
 }
 
