@@ -660,22 +660,6 @@ void key_query_tile_avx2(const float* k, int64_t ldk, const float* qt, int64_t l
   }
 }
 
-// KB keys x 8 query lanes (one register): the last 8 lanes where ldq is an odd multiple of 8 (a decode
-// step of a group of up to 8 heads).
-template <int KB>
-void key_query_tile8_avx2(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
-  __m256 acc[KB];
-#pragma GCC unroll 8
-  for (int j = 0; j < KB; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < d; ++c) {
-    const __m256 q = _mm256_loadu_ps(qt + c * ldq);
-#pragma GCC unroll 8
-    for (int j = 0; j < KB; ++j) acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + j * ldk + c), q, acc[j]);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < KB; ++j) _mm256_storeu_ps(st + j * ldq, acc[j]);
-}
-
 void key_query_dots_avx2(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                          float* st) {
   int64_t i0 = 0;
@@ -686,8 +670,8 @@ void key_query_dots_avx2(const float* k, int64_t ldk, int64_t n, const float* qt
   }
   if (i0 < ldq) {
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) key_query_tile8_avx2<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
-    for (; j < n; ++j) key_query_tile8_avx2<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j + 8 <= n; j += 8) key_query_tile8<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j < n; ++j) key_query_tile8<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
   }
 }
 

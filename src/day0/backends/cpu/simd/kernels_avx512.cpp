@@ -568,31 +568,16 @@ void key_query_tile_avx512(const float* k, int64_t ldk, const float* qt, int64_t
   }
 }
 
-// KB keys x 8 query lanes in ymm registers: the last 8 lanes where ldq is an odd multiple of 8 (a decode
-// step of a group of up to 8 heads), at twice the zmm rate per useful lane on CPUs that split zmm.
-template <int KB>
-void key_query_tile8_avx512(const float* k, int64_t ldk, const float* qt, int64_t ldq, int64_t d, float* st) {
-  __m256 acc[KB];
-#pragma GCC unroll 8
-  for (int j = 0; j < KB; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < d; ++c) {
-    const __m256 q = _mm256_loadu_ps(qt + c * ldq);
-#pragma GCC unroll 8
-    for (int j = 0; j < KB; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(k[j * ldk + c]), q, acc[j]);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < KB; ++j) _mm256_storeu_ps(st + j * ldq, acc[j]);
-}
-
 void key_query_dots_avx512(const float* k, int64_t ldk, int64_t n, const float* qt, int64_t ldq, int64_t d,
                            float* st) {
-  const int64_t whole = ldq / 16 * 16;  // lanes in zmm blocks; an odd 8 after them go to ymm
+  // Lanes in zmm blocks; an odd 8 after them go to ymm (key_query_tile8): twice the zmm rate per useful
+  // lane on CPUs that split zmm.
+  const int64_t whole = ldq / 16 * 16;
   if (whole < ldq) {
     const int64_t i0 = whole;
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-      key_query_tile8_avx512<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
-    for (; j < n; ++j) key_query_tile8_avx512<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j + 8 <= n; j += 8) key_query_tile8<8>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
+    for (; j < n; ++j) key_query_tile8<1>(k + j * ldk, ldk, qt + i0, ldq, d, st + j * ldq + i0);
   }
   for (int64_t i0 = 0; i0 < whole; i0 += 32) {
     const bool two = i0 + 32 <= whole;
