@@ -2,6 +2,7 @@
 // the routed experts (hidden 1024, expert width 512, BF16 and FP8 weights) at batch 1, 16 (a serving
 // step of 16 streams: a few tokens per expert) and 64.
 // Reports tokens/s and GB/s of the expert weights the batch actually touched. Args: format, batch.
+// BM_MoeServeStep and BM_MoeDecodeStepFromMemory: bench-moe-a02b's experts (64, top-8) in a serving step.
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "bench_weights.h"
 #include "day0/backends/backend.h"
+#include "day0/backends/thread_pool.h"
 
 namespace {
 
@@ -147,6 +149,76 @@ BENCHMARK(BM_MoeServeStep)
     ->Args({1024, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// A whole decode step's experts of bench-moe-a02b: 12 layers of 64 experts (2.4 GB of BF16, past any
+// L3), fresh uniform top-8 picks per token and layer each iteration, BF16 activations as `--dtype bf16`.
+// This is what a `day0 serve` step reads (51-59 of 64 experts a layer at 16 tokens), so expert_GB/s sits
+// beside the read probe of the same process (read_bw_GB/s) rather than above it as BM_MoeServeStep's
+// can. Args: tokens in the step (1: single-stream decode; 16: a 16-stream serving step).
+void BM_MoeDecodeStepFromMemory(benchmark::State& state) {
+  constexpr int64_t kLayers = 12, kServeExperts = 64;
+  static std::vector<day0::bench::OwnedWeight> store;  // built once: every size reads the same 2.4 GB
+  static std::vector<std::vector<day0::ExpertWeights>> layers;
+  if (layers.empty()) {
+    store.reserve(static_cast<size_t>(3 * kLayers * kServeExperts));
+    layers.assign(kLayers, std::vector<day0::ExpertWeights>(kServeExperts));
+    for (int64_t l = 0; l < kLayers; ++l) {
+      for (int64_t e = 0; e < kServeExperts; ++e) {
+        auto& ew = layers[static_cast<size_t>(l)][static_cast<size_t>(e)];
+        const auto seed = static_cast<uint64_t>(3 * (l * kServeExperts + e));
+        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed));
+        ew.gate = store.back().view;
+        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed + 1));
+        ew.up = store.back().view;
+        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kHidden, kInter, seed + 2));
+        ew.down = store.back().view;
+      }
+    }
+  }
+  const int64_t batch = state.range(0);
+  const auto x = day0::bench::make_activations(batch * kHidden, 6);
+  std::vector<int32_t> ids(static_cast<size_t>(batch * kTopK));  // [batch, top-k]
+  std::vector<float> weights(ids.size(), 1.0f / kTopK);          // [batch, top-k]
+  std::vector<float> out(static_cast<size_t>(batch * kHidden));  // [batch, hidden]
+  day0::BackendOptions opts;
+  opts.n_threads = 2;
+  auto be = std::move(day0::make_backend("cpu", opts).value());
+  day0::ThreadPool probe_pool(opts.n_threads);
+  day0::BandwidthProbe probe;
+  const double read_bw = probe.read_gbps(probe_pool, 3);
+  std::mt19937 rng(7);
+  std::vector<int32_t> perm(kServeExperts);
+  const auto& e0 = layers[0][0];
+  const double expert_bytes =
+      static_cast<double>(e0.gate.data_bytes() + e0.up.data_bytes() + e0.down.data_bytes());
+  double touched_bytes = 0;
+  for (auto _ : state) {
+    for (const auto& experts : layers) {
+      state.PauseTiming();
+      std::set<int32_t> unique;
+      for (int64_t t = 0; t < batch; ++t) {
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::copy_n(perm.begin(), kTopK, ids.begin() + t * kTopK);
+        unique.insert(perm.begin(), perm.begin() + kTopK);
+      }
+      touched_bytes += static_cast<double>(unique.size()) * expert_bytes;
+      state.ResumeTiming();
+      be->moe_experts({.x = {x.data(), batch, kHidden},
+                       .expert_ids = {ids.data(), batch, kTopK},
+                       .expert_weights = {weights.data(), batch, kTopK},
+                       .experts = experts,
+                       .out = {out.data(), batch, kHidden},
+                       .exact = false});
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["expert_GB/s"] = benchmark::Counter(touched_bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["read_bw_GB/s"] = read_bw;
+}
+BENCHMARK(BM_MoeDecodeStepFromMemory)->Arg(1)->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
