@@ -523,6 +523,9 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
       };
       matmul_parts(xe, ew.gate, ew.gate_bias, g);
       if (!fused) matmul_parts(xe, ew.up, ew.up_bias, u);
+      // SwiGLU: the clamped form, or the backend's own swiglu op (its level's silu_mul) on the gate and up
+      // halves.
+      std::vector<float> gh(static_cast<size_t>(n * c.inter)), uh(gh.size());
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t col = 0; col < c.inter; ++col) {
           const float* gi = g.data() + i * gu_rows;
@@ -534,11 +537,17 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
           } else {
             gv = gi[col], uv = u[static_cast<size_t>(i * c.inter + col)];
           }
-          act[static_cast<size_t>(i * c.inter + col)] =
-              c.clamped ? static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702))
-                        : gv / (1.0f + std::exp(-gv)) * uv;
+          gh[static_cast<size_t>(i * c.inter + col)] = gv;
+          uh[static_cast<size_t>(i * c.inter + col)] = uv;
+          if (c.clamped)
+            act[static_cast<size_t>(i * c.inter + col)] =
+                static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702));
         }
       }
+      if (!c.clamped)
+        be->swiglu({.gate = {gh.data(), n, c.inter},
+                    .up = {uh.data(), n, c.inter},
+                    .out = {act.data(), n, c.inter}});
       matmul_parts(act, ew.down, ew.down_bias, down);
       for (int64_t i = 0; i < n; ++i) {
         const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];

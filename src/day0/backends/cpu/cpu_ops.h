@@ -32,7 +32,8 @@ struct Workspace {
   std::vector<uint8_t> moe_done;  // [experts]: run by the row dots or the tiles
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
-  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;    // [slots, hidden], [slots, inter] for dot_rows_bf16x
+  std::vector<float> moe_halves;                   // one token's gate and up sums de-interleaved, [2, inter]
+  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;  // [slots, hidden], [slots, inter] for dot_rows_bf16x
   std::vector<uint32_t> moe_x_tiles, moe_act_tiles;  // x and act of the tiled experts, pack_bf16_x16 tiles
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
   std::vector<uint32_t> amx_x;

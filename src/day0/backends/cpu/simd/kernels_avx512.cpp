@@ -642,8 +642,6 @@ inline __m512 exp_neg(__m512 x) {
   return _mm512_scalef_ps(p, i);
 }
 
-// silu(g) u with the sigmoid from exp(-|g|) <= 1, which exp_neg covers: 1 / (1 + e) for g >= 0, e / (1 + e)
-// below (no overflow for large |g|; a NaN g stays NaN through the product).
 // G lanes' accumulators of 64 columns (4 registers each) over the span's keys: each key's 64 values loaded
 // once for the G lanes, p broadcast per lane.
 template <int G>
@@ -766,15 +764,22 @@ void attend_span_lanes_avx512(float* st, int64_t ldq, int64_t nq, int64_t n, int
   for (; i < nq; ++i) attend_values_lanes<1>(st + i, ldq, n, v, ldv, dv, states + i * stride, stride);
 }
 
-void silu_mul_avx512(const float* g, const float* u, int64_t n, float* out) {
+// silu(g) u with the sigmoid from exp(-|g|) <= 1, which exp_neg covers: 1 / (1 + e) for g >= 0, e / (1 + e)
+// below (no overflow for large |g|; a NaN g stays NaN through the product). Lane by lane: every caller
+// gets the same bits for the same g and u.
+inline __m512 silu_mul_lanes(__m512 gv, __m512 uv) {
   const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+  const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ), e, one);
+  const __m512 sig = _mm512_div_ps(num, _mm512_add_ps(one, e));
+  return _mm512_mul_ps(_mm512_mul_ps(gv, sig), uv);
+}
+
+void silu_mul_avx512(const float* g, const float* u, int64_t n, float* out) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
-    const __m512 e = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
-    const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ), e, one);
-    const __m512 sig = _mm512_div_ps(num, _mm512_add_ps(one, e));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(gv, sig), _mm512_maskz_loadu_ps(m, u + i)));
+    _mm512_mask_storeu_ps(out + i, m,
+                          silu_mul_lanes(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 
@@ -1030,6 +1035,45 @@ void dot_rows_bf16_x16_avx512(const uint16_t* w, int64_t ldw, int64_t rows, int6
   }
 }
 
+// SimdKernels::swiglu_pack_x16: two columns of 16 lanes at a time, each silu_mul_lanes of its g and u,
+// rounded to BF16 (vcvtneps2bf16: nearest even, as pack_bf16_x16) and zero-extended into the low and high
+// halves of the lanes' dwords.
+void swiglu_pack_x16_avx512(const float* g, const float* u, int64_t ld, int64_t n, int64_t lanes,
+                            uint32_t* act) {
+  const __mmask16 live = tail_mask(lanes);
+  const auto column = [&](int64_t c) {
+    if (c >= n) return _mm512_setzero_ps();
+    const __m512 a =
+        silu_mul_lanes(_mm512_maskz_loadu_ps(live, g + c * ld), _mm512_maskz_loadu_ps(live, u + c * ld));
+    return _mm512_maskz_mov_ps(live, a);
+  };
+  for (int64_t c = 0; c < n; c += 2) {
+    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(column(c)));
+    const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(column(c + 1)));
+    _mm512_storeu_si512(act + c / 2 * 16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
+// SimdKernels::axpy_lanes_x16: 16 rows of the tile at a time transposed in registers (a lane's 16 rows in
+// one register), then each live lane's fused multiply-add into its row.
+void axpy_lanes_x16_avx512(const float* tile, int64_t rows, int64_t lanes, const float* bias, const float* w,
+                           float* const* out_rows) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t n = std::min<int64_t>(16, rows - r0);
+    const __mmask16 m = tail_mask(n);
+    __m512i r[16];
+    for (int64_t i = 0; i < 16; ++i)
+      r[i] = i < n ? _mm512_loadu_si512(tile + (r0 + i) * 16) : _mm512_setzero_si512();
+    transpose_16x16_epi32(r);
+    const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(m, bias + r0) : _mm512_setzero_ps();
+    for (int64_t l = 0; l < lanes; ++l) {
+      float* y = out_rows[l] + r0;
+      const __m512 v = _mm512_add_ps(_mm512_castsi512_ps(r[l]), b);
+      _mm512_mask_storeu_ps(y, m, _mm512_fmadd_ps(_mm512_set1_ps(w[l]), v, _mm512_maskz_loadu_ps(m, y)));
+    }
+  }
+}
+
 // packed[k][j] = W[n0 + j][k0 + k] (see SimdKernels::pack_f32_panel): 16 rows x 16 columns at a time,
 // loaded as floats, transposed in registers. Masked loads and zero rows give the zeros past kc and past
 // rows.
@@ -1206,6 +1250,8 @@ const SimdKernels& avx512_kernels() {
     if (has_bf16) t.dot_rows_bf16x = dot_rows_bf16x_avx512;
     if (has_bf16) t.pack_bf16_x16 = pack_bf16_x16_avx512;
     if (has_bf16) t.dot_rows_bf16_x16 = dot_rows_bf16_x16_avx512;
+    if (has_bf16) t.swiglu_pack_x16 = swiglu_pack_x16_avx512;
+    if (has_bf16) t.axpy_lanes_x16 = axpy_lanes_x16_avx512;
     t.pack_f32_panel = pack_f32_panel_avx512;
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;

@@ -102,6 +102,17 @@ struct SimdKernels {
   void (*pack_bf16_x16)(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint32_t* xt) = nullptr;
   void (*dot_rows_bf16_x16)(const uint16_t* w, int64_t ldw, int64_t rows, int64_t cols, const uint32_t* xt,
                             int64_t tiles, float* out) = nullptr;
+  // SwiGLU of 16 token lanes straight into an activation tile of BF16 pairs (pack_bf16_x16's layout), for
+  // MoE experts on those tiles: a[c][l] = silu_mul of g[c * ld + l] and u[c * ld + l] for c < n, l < lanes
+  // (0 in lanes past them); act[c / 2 * 16 + l] = (bf16(a[c][l]), bf16(a[c + 1][l])) for even c, the upper
+  // half 0 past n. Each a has silu_mul's bits. Null where the level has no BF16 dot.
+  void (*swiglu_pack_x16)(const float* g, const float* u, int64_t ld, int64_t n, int64_t lanes,
+                          uint32_t* act) = nullptr;
+  // A tile of dot_rows_bf16_x16's out ([rows][16 lanes]) into its tokens' rows: for r < rows, l < lanes,
+  // out_rows[l][r] = fma(w[l], tile[r * 16 + l] + bias[r], out_rows[l][r]), bias null: + 0 (the bits of
+  // adding the bias, then axpy). Null where the level has no BF16 dot.
+  void (*axpy_lanes_x16)(const float* tile, int64_t rows, int64_t lanes, const float* bias, const float* w,
+                         float* const* out_rows) = nullptr;
   // Attention scores of a tile of queries against a span of keys, queries in lanes: st[j * ldq + i] = the
   // chain of fused multiply-adds over c < d, in order from 0, of k[j * ldk + c] * qt[c * ldq + i], for j < n
   // and every i < ldq (a multiple of 8; qt holds the queries transposed, zeros past the last). Each score
