@@ -532,6 +532,43 @@ TEST(Bf16GemmRoute, FewTokenCallsGiveEachTokenTheBitsOfAnyOtherBatch) {
   for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], held[i] + all[3 * 150 + i]) << i;
 }
 
+// A few-token BF16 matmul of a matrix of several megabytes: the threads take its rows in items of about
+// kGemvChunkBytes (512 rows here, several kernel calls each, the last item short and ending inside a call).
+// Every row must be written, within BF16 rounding of the exact float32 product, for 16 and 40 tokens.
+TEST(Bf16GemmRoute, FewTokenCallsCoverEveryRowOfALargeMatrix) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: the few-token path is not built";
+  const TestWeight w = random_weight(WeightFormat::kBF16, 1500, 1024, 35);
+  BackendOptions opts;
+  opts.n_threads = 2;
+  opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
+  opts.bf16_dot_gemm = true;
+  auto be = std::move(make_backend("cpu", opts).value());
+  for (int64_t t : {int64_t{16}, int64_t{40}}) {
+    GuardedMatrix x(t, 1024);
+    x.fill_random(36 + t);
+    const auto run = [&](bool exact) {
+      GuardedMatrix y(t, 1500);
+      y.fill_random(99);  // what a skipped row would keep
+      be->matmul({.x = x.cview(), .w = w.view(), .y = y.view(), .exact = exact});
+      EXPECT_TRUE(y.guards_intact());
+      return y.values();
+    };
+    const auto few = run(false), exact = run(true);
+    for (int64_t r = 0; r < t; ++r) {
+      const auto row = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + r * 1500, v.begin() + (r + 1) * 1500);
+      };
+      for (int64_t n0 = 0; n0 < 1500; n0 += 100) {  // every block of 100 outputs of every token
+        const auto part = [&](const std::vector<float>& v) {
+          const auto whole = row(v);
+          return std::vector<float>(whole.begin() + n0, whole.begin() + std::min<int64_t>(1500, n0 + 100));
+        };
+        ASSERT_LT(nmse(part(few), part(exact)), 1e-4) << "T=" << t << " token " << r << " rows from " << n0;
+      }
+    }
+  }
+}
+
 // Decode matmuls of a matrix of several megabytes: the cpu backend takes its rows in chunks of about
 // kGemvChunkBytes from a shared counter (the last chunk short). Every row must be written once, with
 // the float32 sums of the reference, for one to four tokens, float32 and BF16 weights, every backend.
