@@ -294,8 +294,18 @@ void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
       for (int64_t n0 = item * item_rows; n0 < end; n0 += call_rows) {
         const int64_t rows = std::min(call_rows, end - n0);
         c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, tiles, out);
-        for (int64_t t = 0; t < t_rows; ++t)
-          finish_row(a, t, n0, n0 + rows, out + (t / 16 * rows) * 16 + t % 16, 16);
+        if (c.k.lanes_to_rows_x16 == nullptr) {
+          for (int64_t t = 0; t < t_rows; ++t)
+            finish_row(a, t, n0, n0 + rows, out + (t / 16 * rows) * 16 + t % 16, 16);
+          continue;
+        }
+        for (int64_t j = 0; j < tiles; ++j) {  // finish_row's arithmetic, 16 rows of a tile at a time
+          const int64_t lanes = std::min<int64_t>(16, t_rows - 16 * j);
+          float* y_rows[16];
+          for (int64_t l = 0; l < lanes; ++l) y_rows[l] = a.y.row(16 * j + l) + n0;
+          c.k.lanes_to_rows_x16(out + j * rows * 16, rows, lanes, a.bias ? a.bias + n0 : nullptr, nullptr,
+                                a.accumulate, y_rows);
+        }
       }
     }
   });

@@ -192,7 +192,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
 bool tile_rows(const Context& c, const MoeExpertsArgs& a, const ExpertWeights& ew) {
   const auto bf16 = [](const WeightView& w) { return w.format == WeightFormat::kBF16; };
   return !a.exact && c.bf16_dot && c.k.dot_rows_bf16_x16 != nullptr && c.k.pack_bf16_x16 != nullptr &&
-         c.k.swiglu_pack_x16 != nullptr && c.k.axpy_lanes_x16 != nullptr && c.k.gemm_bf16_amx == nullptr &&
+         c.k.swiglu_pack_x16 != nullptr && c.k.lanes_to_rows_x16 != nullptr && c.k.gemm_bf16_amx == nullptr &&
          bf16(ew.gate) && bf16(ew.down) && (a.layout != GateUpLayout::kSeparate || bf16(ew.up));
 }
 
@@ -325,7 +325,7 @@ void moe_experts_tiles(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   });
 
   // Pass 2: down rows in chunks of 64 (out: [tiles][rows][16], up to 64 KiB at 16 tiles), experts in order
-  // within each chunk. Each tile goes into its tokens' rows through axpy_lanes_x16 (a register transpose
+  // within each chunk. Each tile goes into its tokens' rows through lanes_to_rows_x16 (a register transpose
   // per 16 rows) rather than a strided gather and an axpy per token. With both lane-wise steps, a 1024-token
   // call of bench-moe-a02b's experts (BM_MoeServeStep) went 80.7 -> 75.7 ms on Zen 4 and the tiles'
   // kernel from 63% to 79% of perf's samples.
@@ -351,8 +351,8 @@ void moe_experts_tiles(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
             w[l] = a.input_scaling ? 1.0f : ws.moe_weights[slot];
             rows_out[l] = a.out.row(ws.moe_tokens[slot]) + r0;
           }
-          c.k.axpy_lanes_x16(out + j * rows * 16, rows, lanes, ew.down_bias ? ew.down_bias + r0 : nullptr, w,
-                             rows_out);
+          c.k.lanes_to_rows_x16(out + j * rows * 16, rows, lanes, ew.down_bias ? ew.down_bias + r0 : nullptr,
+                                w, true, rows_out);
         }
       }
     }

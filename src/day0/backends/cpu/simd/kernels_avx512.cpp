@@ -1054,10 +1054,10 @@ void swiglu_pack_x16_avx512(const float* g, const float* u, int64_t ld, int64_t 
   }
 }
 
-// SimdKernels::axpy_lanes_x16: 16 rows of the tile at a time transposed in registers (a lane's 16 rows in
-// one register), then each live lane's fused multiply-add into its row.
-void axpy_lanes_x16_avx512(const float* tile, int64_t rows, int64_t lanes, const float* bias, const float* w,
-                           float* const* out_rows) {
+// SimdKernels::lanes_to_rows_x16: 16 rows of the tile at a time transposed in registers (a lane's 16 rows
+// in one register), then each live lane's row written.
+void lanes_to_rows_x16_avx512(const float* tile, int64_t rows, int64_t lanes, const float* bias,
+                              const float* w, bool accumulate, float* const* out_rows) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int64_t n = std::min<int64_t>(16, rows - r0);
     const __mmask16 m = tail_mask(n);
@@ -1069,7 +1069,10 @@ void axpy_lanes_x16_avx512(const float* tile, int64_t rows, int64_t lanes, const
     for (int64_t l = 0; l < lanes; ++l) {
       float* y = out_rows[l] + r0;
       const __m512 v = _mm512_add_ps(_mm512_castsi512_ps(r[l]), b);
-      _mm512_mask_storeu_ps(y, m, _mm512_fmadd_ps(_mm512_set1_ps(w[l]), v, _mm512_maskz_loadu_ps(m, y)));
+      const __m512 wl = _mm512_set1_ps(w != nullptr ? w[l] : 1.0f);
+      _mm512_mask_storeu_ps(y, m,
+                            accumulate ? _mm512_fmadd_ps(wl, v, _mm512_maskz_loadu_ps(m, y))
+                                       : (w != nullptr ? _mm512_mul_ps(wl, v) : v));
     }
   }
 }
@@ -1251,7 +1254,7 @@ const SimdKernels& avx512_kernels() {
     if (has_bf16) t.pack_bf16_x16 = pack_bf16_x16_avx512;
     if (has_bf16) t.dot_rows_bf16_x16 = dot_rows_bf16_x16_avx512;
     if (has_bf16) t.swiglu_pack_x16 = swiglu_pack_x16_avx512;
-    if (has_bf16) t.axpy_lanes_x16 = axpy_lanes_x16_avx512;
+    if (has_bf16) t.lanes_to_rows_x16 = lanes_to_rows_x16_avx512;
     t.pack_f32_panel = pack_f32_panel_avx512;
     t.axpy_rows = axpy_rows_avx512;
     t.dot_many = dot_many_avx512;

@@ -108,11 +108,12 @@ struct SimdKernels {
   // half 0 past n. Each a has silu_mul's bits. Null where the level has no BF16 dot.
   void (*swiglu_pack_x16)(const float* g, const float* u, int64_t ld, int64_t n, int64_t lanes,
                           uint32_t* act) = nullptr;
-  // A tile of dot_rows_bf16_x16's out ([rows][16 lanes]) into its tokens' rows: for r < rows, l < lanes,
-  // out_rows[l][r] = fma(w[l], tile[r * 16 + l] + bias[r], out_rows[l][r]), bias null: + 0 (the bits of
-  // adding the bias, then axpy). Null where the level has no BF16 dot.
-  void (*axpy_lanes_x16)(const float* tile, int64_t rows, int64_t lanes, const float* bias, const float* w,
-                         float* const* out_rows) = nullptr;
+  // A tile of dot_rows_bf16_x16's out ([rows][16 lanes]) into its tokens' rows, for r < rows, l < lanes:
+  // v = tile[r * 16 + l] + bias[r] (bias null: + 0), then out_rows[l][r] = fma(w[l], v, out_rows[l][r])
+  // when accumulating, else w[l] * v (w null: 1, so v itself, or out + v rounded once). The bits of the
+  // same arithmetic element by element. Null where the level has no BF16 dot.
+  void (*lanes_to_rows_x16)(const float* tile, int64_t rows, int64_t lanes, const float* bias, const float* w,
+                            bool accumulate, float* const* out_rows) = nullptr;
   // Attention scores of a tile of queries against a span of keys, queries in lanes: st[j * ldq + i] = the
   // chain of fused multiply-adds over c < d, in order from 0, of k[j * ldk + c] * qt[c * ldq + i], for j < n
   // and every i < ldq (a multiple of 8; qt holds the queries transposed, zeros past the last). Each score
