@@ -106,6 +106,12 @@ const ExpertsCase kExpertsCases[] = {
     // 64 and a short 32, float32: three of 32).
     {"wide rows: an expert's columns in several items", 5, 8, 2, 1600, 96, GateUpLayout::kSeparate, false,
      false, false, false},
+    // Short rows and a wide expert: one row-dot item takes all 608 columns, walked in pieces of 256, 256
+    // and 96; with biases (added per piece) and the interleaved layout (pieces of row pairs).
+    {"narrow rows: an item in several pieces", 3, 4, 2, 64, 608, GateUpLayout::kSeparate, false, false, true,
+     false},
+    {"narrow rows interleaved: pieces of row pairs", 3, 4, 2, 64, 608, GateUpLayout::kInterleaved, false,
+     false, true, false},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {

@@ -43,8 +43,9 @@ void swiglu_span(const Context& c, const MoeExpertsArgs& a, const float* g, cons
 //      differ in tokens), SwiGLU fused: act[slot][inter]; an item is at least kMoeItemBytes of gate
 //      rows (a thread reads a long run before it jumps past the other's: 32-column items of 64 KiB
 //      measured 1.11-1.13x slower at 1 and 16 tokens than 256 KiB on Zen 4, in-process alternation), walked
-//      in pieces of kCols columns, gate rows then up rows; within a piece each group of rows meets every
-//      token of the expert while it is in L1;
+//      in pieces of up to kMaxPiece columns, gate rows then up rows, so that a thread reads one stream at a
+//      time (pieces of 32 columns, 64 KiB of gate rows then 64 of up, were 1.02-1.05x slower at 4 and 16
+//      tokens); within a piece each group of rows meets every token of the expert while it is in L1;
 //   2. down rows split by output row, each chunk over every such expert in expert order, weighted into
 //      out (the order the per-expert path adds them in).
 // Each token's products are those of its own row dots, whatever else the batch holds.
@@ -52,8 +53,9 @@ void swiglu_span(const Context& c, const MoeExpertsArgs& a, const float* g, cons
 void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
                       const std::vector<int64_t>& active, int64_t inter) {
   const int64_t h = a.x.cols;
-  constexpr int64_t kCols = 32;  // act columns per piece of a pass 1 item
-  constexpr int64_t kStep = 8;   // weight rows per dot_rows call
+  constexpr int64_t kCols = 32;       // item columns come in multiples of this
+  constexpr int64_t kMaxPiece = 256;  // act columns per piece of a pass 1 item, at most
+  constexpr int64_t kStep = 8;        // weight rows per dot_rows call
   // Columns per item: a multiple of kCols, at least kMoeItemBytes of gate rows, at most all of them.
   const WeightView& gate0 = a.experts[static_cast<size_t>(active.front())].gate;
   const int64_t row_bytes = std::max<int64_t>(1, static_cast<int64_t>(gate0.data_bytes()) / gate0.rows);
@@ -61,6 +63,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       std::min((inter + kCols - 1) / kCols, std::max<int64_t>(1, kMoeItemBytes / (row_bytes * kCols))) *
       kCols;
   const int64_t chunks = (inter + item_cols - 1) / item_cols;
+  const int64_t piece = std::min(item_cols, kMaxPiece);
   const int64_t slots = ws.moe_start.back();
   if (static_cast<int64_t>(ws.moe_act.size()) < slots * inter)
     ws.moe_act.resize(static_cast<size_t>(slots * inter));
@@ -97,8 +100,8 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   const auto items = static_cast<int64_t>(active.size()) * chunks;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int) {
-    // [token of the expert][2 kCols]: gate then up dots of a piece (interleaved: g u g u ...)
-    float gu[kMoeRowDotMaxTokens][2 * kCols];
+    // [token of the expert][2 kMaxPiece]: gate then up dots of a piece (interleaved: g u g u ...)
+    float gu[kMoeRowDotMaxTokens][2 * kMaxPiece];
     for (int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) {
       const int64_t e = active[static_cast<size_t>(item / chunks)];
       const int64_t item0 = item % chunks * item_cols, item1 = std::min(inter, item0 + item_cols);
@@ -116,27 +119,27 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
         for (int64_t r = 0; r < rows; r += kStep) {
           const int64_t m = std::min(kStep, rows - r);
           if (bf16x) {
-            c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+            c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
           } else {
-            dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kCols);
+            dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
           }
         }
       };
-      for (int64_t c0 = item0; c0 < item1; c0 += kCols) {
-        const int64_t n = std::min(kCols, item1 - c0);
+      for (int64_t c0 = item0; c0 < item1; c0 += piece) {
+        const int64_t n = std::min(piece, item1 - c0);
         if (a.layout == GateUpLayout::kInterleaved) {
           dots(ew.gate, 2 * c0, 2 * n, 0);
         } else if (a.layout == GateUpLayout::kSeparate) {
           dots(ew.gate, c0, n, 0);
-          dots(ew.up, c0, n, kCols);
+          dots(ew.up, c0, n, piece);
         } else {
           dots(ew.gate, c0, n, 0);
-          dots(ew.gate, inter + c0, n, kCols);
+          dots(ew.gate, inter + c0, n, piece);
         }
         for (int64_t slot = s0; slot < s1; ++slot) {
           const float* d = gu[slot - s0];
           float* out = act + slot * inter;
-          float g[kCols], u[kCols];  // the piece's gate and up sums of this token, biases added
+          float g[kMaxPiece], u[kMaxPiece];  // the piece's gate and up sums of this token, biases added
           for (int64_t j = 0; j < n; ++j) {
             if (a.layout == GateUpLayout::kInterleaved) {
               g[j] = d[2 * j] + (ew.gate_bias ? ew.gate_bias[2 * (c0 + j)] : 0.0f);
@@ -145,7 +148,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
             }
             const bool separate = a.layout == GateUpLayout::kSeparate;
             g[j] = d[j] + (ew.gate_bias ? ew.gate_bias[c0 + j] : 0.0f);
-            u[j] = d[kCols + j] + (separate ? (ew.up_bias ? ew.up_bias[c0 + j] : 0.0f)
+            u[j] = d[piece + j] + (separate ? (ew.up_bias ? ew.up_bias[c0 + j] : 0.0f)
                                             : (ew.gate_bias ? ew.gate_bias[inter + c0 + j] : 0.0f));
           }
           swiglu_span(c, a, g, u, n, out + c0);
