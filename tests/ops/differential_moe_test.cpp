@@ -104,7 +104,7 @@ const ExpertsCase kExpertsCases[] = {
      false, 0, true},
     // Rows of kilobytes: the cpu row-dot pass takes an expert's gate / up columns in several items (BF16:
     // 64 and a short 32, float32: three of 32).
-    {"wide rows: an expert's columns in several items", 5, 8, 2, 1600, 96, GateUpLayout::kSeparate, false,
+    {"wide rows: an expert's columns in several items", 5, 8, 2, 3200, 96, GateUpLayout::kSeparate, false,
      false, false, false},
     // Short rows and a wide expert: one row-dot item takes all 608 columns, walked in pieces of 256, 256
     // and 96; with biases (added per piece) and the interleaved layout (pieces of row pairs).
