@@ -76,6 +76,15 @@ inline __m512 fp8_halves_to_ps(__m256i b16) {  // 16 bytes zero-extended to 16-b
 inline __m512 load_fp8(const uint8_t* p, __mmask16 m) {
   return fp8_halves_to_ps(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p)));
 }
+// fp8_halves_to_ps's F16 patterns for 32 bytes zero-extended to 16-bit lanes, in one register (the same
+// bits; one instruction per step instead of two half-width ones: an FP8 row dot 1.08x in cache on Zen 4).
+inline __m512i fp8_to_f16x32(__m512i b32) {
+  const __m512i u = _mm512_slli_epi16(b32, 7);
+  const __m512i h = _mm512_add_epi16(u, _mm512_and_si512(u, _mm512_set1_epi16(0x4000)));
+  const __mmask32 nan =
+      _mm512_cmpeq_epi16_mask(_mm512_and_si512(b32, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7f));
+  return _mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(-1));
+}
 inline __m512 fp4_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                         -3.0f, -4.0f, -6.0f);
@@ -153,14 +162,13 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
   const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
   const __m512 table = fp4_table();
-  const __m512i low4 = _mm512_set1_epi32(0x0f);
   __m512 acc0 = _mm512_setzero_ps();
   __m512 acc1 = _mm512_setzero_ps();
   const int64_t blocks = w.cols / 32;
   alignas(64) float scale_f[16];
   auto block = [&](int64_t b, float s, __m512& acc) {
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
-    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(v, low4), table);
+    const __m512 lo = _mm512_permutexvar_ps(v, table);  // vpermps reads the index's low 4 bits only
     const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
     const float* xb = x + b * 32;  // evens then odds (prepare_mxfp4_x)
     const __m512 p = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xb), _mm512_mul_ps(hi, _mm512_loadu_ps(xb + 16)));
@@ -192,9 +200,10 @@ float fp8_dot(const WeightView& w, int64_t n, const float* x) {
     int64_t k = k0;
     for (; k + 32 <= k1; k += 32) {
       prefetch_ahead_busy(r + k);
-      const __m512i b32 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + k)));
-      acc0 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_castsi512_si256(b32)), _mm512_loadu_ps(x + k), acc0);
-      acc1 = _mm512_fmadd_ps(fp8_halves_to_ps(_mm512_extracti64x4_epi64(b32, 1)), _mm512_loadu_ps(x + k + 16),
+      const __m512i h =
+          fp8_to_f16x32(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + k))));
+      acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_loadu_ps(x + k), acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), _mm512_loadu_ps(x + k + 16),
                              acc1);
     }
     for (; k < k1; k += 16) {
