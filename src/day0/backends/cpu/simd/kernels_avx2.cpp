@@ -39,12 +39,15 @@ inline __m256 load_fp8(const uint8_t* p) {
   const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
   return _mm256_cvtph_ps(_mm_or_si128(_mm_or_si128(sign, rest), nan));
 }
-// FP4 nibbles (as epi32) -> float: magnitude by table lookup, sign bit moved to bit 31.
-inline __m256 fp4_to_ps(__m256i nib) {
-  const __m256 table = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-  const __m256 mag = _mm256_permutevar8x32_ps(table, _mm256_and_si256(nib, _mm256_set1_epi32(7)));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(8)), 28);
-  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+// load_fp8's F16 patterns for 16 bytes at once, in 16-bit lanes of one register (sign to bit 15 by adding
+// bit 14 to itself; the same bits), for FP8 rows walked 16 columns a step.
+inline __m256i fp8_to_f16x16(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i u = _mm256_slli_epi16(b, 7);
+  const __m256i h = _mm256_add_epi16(u, _mm256_and_si256(u, _mm256_set1_epi16(0x4000)));
+  const __m256i nan =
+      _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+  return _mm256_or_si256(h, nan);
 }
 
 // Eight weights of a plain row from column k, for a format known at compile time (the hot loops are
@@ -80,6 +83,16 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   int64_t k = k0;
+  if (w.format == WeightFormat::kFp8Block) {
+    // 16 bytes decoded in one register: a row dot 1.5x faster in cache (Zen 4 at DAY0_SIMD=avx2), same bits.
+    const auto* bytes = static_cast<const uint8_t*>(row);
+    for (; k + 16 <= k1; k += 16) {
+      const __m256i h = fp8_to_f16x16(bytes + k);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc0);
+      acc1 =
+          _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + k + 8), acc1);
+    }
+  }
   for (; k + 16 <= k1; k += 16) {
     acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
     acc1 = _mm256_fmadd_ps(load_weights(w, row, k + 8), _mm256_loadu_ps(x + k + 8), acc1);
@@ -92,21 +105,29 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   return s;
 }
 
+// MXFP4 row: each 16-byte block's nibbles mapped by one vpshufb each to twice their E2M1 value as int8
+// (-12 .. 12, exact), widened and converted eight at a time; the block's products are scaled by half the
+// E8M0 scale. Doubling a value and halving the scale leaves every product, sum and rounding as they were,
+// so the bits are those of multiplying E2M1 values by x and the sum by the scale (a float table by
+// vpermps and a sign bit moved into place took 1.25x as long in cache on Zen 4 at DAY0_SIMD=avx2).
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
   const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+  const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const auto widen = [](__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); };  // 8 int8
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < w.cols / 32; ++b) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
-    const __m256i v0 = _mm256_cvtepu8_epi32(raw);                     // bytes 0..7
-    const __m256i v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(raw, 8));  // bytes 8..15
-    const float* xb = x + b * 32;                                     // evens then odds
-    const __m256 s = _mm256_set1_ps(e8m0_fast(scales[b]));
-    __m256 p = _mm256_mul_ps(fp4_to_ps(_mm256_and_si256(v0, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb));
-    p = _mm256_fmadd_ps(fp4_to_ps(_mm256_and_si256(v1, _mm256_set1_epi32(15))), _mm256_loadu_ps(xb + 8), p);
-    __m256 q = _mm256_mul_ps(fp4_to_ps(_mm256_srli_epi32(v0, 4)), _mm256_loadu_ps(xb + 16));
-    q = _mm256_fmadd_ps(fp4_to_ps(_mm256_srli_epi32(v1, 4)), _mm256_loadu_ps(xb + 24), q);
+    const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens
+    const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));  // x odds
+    const float* xb = x + b * 32;  // evens then odds
+    const __m256 s = _mm256_set1_ps(0.5f * e8m0_fast(scales[b]));
+    __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
+    p = _mm256_fmadd_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), p);
+    __m256 q = _mm256_mul_ps(widen(hi), _mm256_loadu_ps(xb + 16));
+    q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
     acc0 = _mm256_fmadd_ps(p, s, acc0);
     acc1 = _mm256_fmadd_ps(q, s, acc1);
   }
