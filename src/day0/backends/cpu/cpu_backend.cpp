@@ -288,6 +288,7 @@ class CpuBackend final : public Backend {
     rows(a.x.rows, a.x.cols, [&](int64_t r) {
       const float* xr = a.x.row(r);
       float* yr = a.y.row(r);
+      if (ctx_.k.round_bf16 != nullptr) return ctx_.k.round_bf16(xr, a.x.cols, yr);
       constexpr int64_t kPiece = 512;
       uint16_t half[kPiece];
       // Rounded by the level's to_bf16 and widened back by its dequant_row (a one-row BF16 matrix).

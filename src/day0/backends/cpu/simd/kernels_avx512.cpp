@@ -1142,6 +1142,15 @@ void to_bf16_portable(const float* x, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
+// to_bf16_avx512's rounding, widened straight back (a shift into the high half of each lane).
+void round_bf16_avx512(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  }
+}
+
 // Round to nearest even like f32_to_bf16 (vcvtneps2bf16 does the same for finite values).
 void to_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
   int64_t i = 0;
@@ -1272,6 +1281,7 @@ const SimdKernels& avx512_kernels() {
     t.attend_span_lanes = attend_span_lanes_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
     t.silu_mul = silu_mul_avx512;
+    if (has_bf16) t.round_bf16 = round_bf16_avx512;
     return t;
   }();
   return k;

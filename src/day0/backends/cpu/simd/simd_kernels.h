@@ -135,6 +135,9 @@ struct SimdKernels {
   void (*attend_span_lanes)(float* st, int64_t ldq, int64_t nq, int64_t n, int64_t pos, const int32_t* lo,
                             const int32_t* hi, float scale, const float* v, int64_t ldv, int64_t dv,
                             float* states, int64_t stride) = nullptr;
+  // y[i] = float(bf16(x[i])) for i < n, to nearest even (to_bf16 widened back, in registers; y may be x).
+  // Null: the driver goes through to_bf16 and dequant_row.
+  void (*round_bf16)(const float* x, int64_t n, float* y) = nullptr;
   // out[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (SwiGLU), the exponential by the level's polynomial
   // (relative error ~2e-7, as exp_sum's). Null: the driver calls std::exp per element.
   void (*silu_mul)(const float* g, const float* u, int64_t n, float* out) = nullptr;
