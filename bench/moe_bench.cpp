@@ -79,6 +79,40 @@ void BM_MoeLayer(benchmark::State& state) {
 }
 BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 16, 64}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
+constexpr int64_t kServeExperts = 64;  // bench-moe-a02b: experts a layer
+
+// One bench-moe-a02b layer's experts (BF16 gate, up, down), their weights kept in `store` (reserved by the
+// caller), seeds seed0 + 3 e + 0..2.
+std::vector<day0::ExpertWeights> make_serve_layer(std::vector<day0::bench::OwnedWeight>& store,
+                                                  uint64_t seed0) {
+  std::vector<day0::ExpertWeights> experts(kServeExperts);
+  for (int64_t e = 0; e < kServeExperts; ++e) {
+    auto& ew = experts[static_cast<size_t>(e)];
+    const uint64_t seed = seed0 + static_cast<uint64_t>(3 * e);
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed));
+    ew.gate = store.back().view;
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed + 1));
+    ew.up = store.back().view;
+    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kHidden, kInter, seed + 2));
+    ew.down = store.back().view;
+  }
+  return experts;
+}
+
+// Fresh uniform top-k picks, distinct per token, into ids [batch, top-k]; returns how many experts they
+// touch.
+size_t draw_serve_picks(std::mt19937& rng, int64_t batch, std::vector<int32_t>& ids) {
+  std::vector<int32_t> perm(kServeExperts);
+  std::set<int32_t> unique;
+  for (int64_t t = 0; t < batch; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::copy_n(perm.begin(), kTopK, ids.begin() + t * kTopK);
+    unique.insert(perm.begin(), perm.begin() + kTopK);
+  }
+  return unique.size();
+}
+
 // The experts of one bench-moe-a02b layer (64 experts, top-8, hidden 1024, expert width 512, BF16) at a
 // serving step of `batch` decode tokens, picks drawn afresh every iteration (uniform, distinct per
 // token) so that the touched experts come mostly from memory, as in `day0 serve`, not from the L3 a fixed
@@ -87,21 +121,11 @@ BENCHMARK(BM_MoeLayer)->ArgsProduct({{0, 1}, {1, 16, 64}})->UseRealTime()->Unit(
 // 4); 1024 tokens is the prefill of 16 streams' 64-token prompts (about 128 tokens an expert). Args:
 // batch, activations (0: exact float32, 1: BF16 as `--dtype bf16`).
 void BM_MoeServeStep(benchmark::State& state) {
-  constexpr int64_t kServeExperts = 64;
   const int64_t batch = state.range(0);
   const bool exact = state.range(1) == 0;
   std::vector<day0::bench::OwnedWeight> store;
   store.reserve(3 * kServeExperts);
-  std::vector<day0::ExpertWeights> experts(kServeExperts);
-  for (int64_t e = 0; e < kServeExperts; ++e) {
-    auto& ew = experts[static_cast<size_t>(e)];
-    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, 3 * e));
-    ew.gate = store.back().view;
-    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, 3 * e + 1));
-    ew.up = store.back().view;
-    store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kHidden, kInter, 3 * e + 2));
-    ew.down = store.back().view;
-  }
+  const std::vector<day0::ExpertWeights> experts = make_serve_layer(store, 0);
   const auto x = day0::bench::make_activations(batch * kHidden, 6);
   std::vector<int32_t> ids(static_cast<size_t>(batch * kTopK));  // [batch, top-k]
   std::vector<float> weights(ids.size(), 1.0f / kTopK);          // [batch, top-k]
@@ -110,21 +134,13 @@ void BM_MoeServeStep(benchmark::State& state) {
   opts.n_threads = 2;
   auto be = std::move(day0::make_backend("cpu", opts).value());
   std::mt19937 rng(7);
-  std::vector<int32_t> perm(kServeExperts);
   double touched_bytes = 0;
   const auto& e0 = experts[0];
   const double expert_bytes =
       static_cast<double>(e0.gate.data_bytes() + e0.up.data_bytes() + e0.down.data_bytes());
   for (auto _ : state) {
     state.PauseTiming();
-    std::set<int32_t> unique;
-    for (int64_t t = 0; t < batch; ++t) {
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::copy_n(perm.begin(), kTopK, ids.begin() + t * kTopK);
-      unique.insert(perm.begin(), perm.begin() + kTopK);
-    }
-    touched_bytes += static_cast<double>(unique.size()) * expert_bytes;
+    touched_bytes += static_cast<double>(draw_serve_picks(rng, batch, ids)) * expert_bytes;
     state.ResumeTiming();
     be->moe_experts({.x = {x.data(), batch, kHidden},
                      .expert_ids = {ids.data(), batch, kTopK},
@@ -156,24 +172,13 @@ BENCHMARK(BM_MoeServeStep)
 // beside the read probe of the same process (read_bw_GB/s) rather than above it as BM_MoeServeStep's
 // can. Args: tokens in the step (1: single-stream decode; 16: a 16-stream serving step).
 void BM_MoeDecodeStepFromMemory(benchmark::State& state) {
-  constexpr int64_t kLayers = 12, kServeExperts = 64;
+  constexpr int64_t kLayers = 12;
   static std::vector<day0::bench::OwnedWeight> store;  // built once: every size reads the same 2.4 GB
   static std::vector<std::vector<day0::ExpertWeights>> layers;
   if (layers.empty()) {
     store.reserve(static_cast<size_t>(3 * kLayers * kServeExperts));
-    layers.assign(kLayers, std::vector<day0::ExpertWeights>(kServeExperts));
-    for (int64_t l = 0; l < kLayers; ++l) {
-      for (int64_t e = 0; e < kServeExperts; ++e) {
-        auto& ew = layers[static_cast<size_t>(l)][static_cast<size_t>(e)];
-        const auto seed = static_cast<uint64_t>(3 * (l * kServeExperts + e));
-        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed));
-        ew.gate = store.back().view;
-        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kInter, kHidden, seed + 1));
-        ew.up = store.back().view;
-        store.push_back(day0::bench::make_weight(day0::WeightFormat::kBF16, kHidden, kInter, seed + 2));
-        ew.down = store.back().view;
-      }
-    }
+    for (int64_t l = 0; l < kLayers; ++l)
+      layers.push_back(make_serve_layer(store, static_cast<uint64_t>(3 * l * kServeExperts)));
   }
   const int64_t batch = state.range(0);
   const auto x = day0::bench::make_activations(batch * kHidden, 6);
@@ -187,7 +192,6 @@ void BM_MoeDecodeStepFromMemory(benchmark::State& state) {
   day0::BandwidthProbe probe;
   const double read_bw = probe.read_gbps(probe_pool, 3);
   std::mt19937 rng(7);
-  std::vector<int32_t> perm(kServeExperts);
   const auto& e0 = layers[0][0];
   const double expert_bytes =
       static_cast<double>(e0.gate.data_bytes() + e0.up.data_bytes() + e0.down.data_bytes());
@@ -195,14 +199,7 @@ void BM_MoeDecodeStepFromMemory(benchmark::State& state) {
   for (auto _ : state) {
     for (const auto& experts : layers) {
       state.PauseTiming();
-      std::set<int32_t> unique;
-      for (int64_t t = 0; t < batch; ++t) {
-        std::iota(perm.begin(), perm.end(), 0);
-        std::shuffle(perm.begin(), perm.end(), rng);
-        std::copy_n(perm.begin(), kTopK, ids.begin() + t * kTopK);
-        unique.insert(perm.begin(), perm.begin() + kTopK);
-      }
-      touched_bytes += static_cast<double>(unique.size()) * expert_bytes;
+      touched_bytes += static_cast<double>(draw_serve_picks(rng, batch, ids)) * expert_bytes;
       state.ResumeTiming();
       be->moe_experts({.x = {x.data(), batch, kHidden},
                        .expert_ids = {ids.data(), batch, kTopK},
