@@ -32,11 +32,11 @@ void for_panel_chunks(const Context& c, int64_t panels, Fn&& fn) {
   });
 }
 
-// y[t][n] (+)= dots[(n - n0) * step] + bias[n] for n0 <= n < n1.
-void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots, int64_t step = 1) {
+// y[t][n] (+)= dots[n - n0] + bias[n] for n0 <= n < n1.
+void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const float* dots) {
   float* y = a.y.row(t);
   for (int64_t n = n0; n < n1; ++n) {
-    float v = dots[(n - n0) * step] + (a.bias ? a.bias[n] : 0.0f);
+    float v = dots[n - n0] + (a.bias ? a.bias[n] : 0.0f);
     y[n] = a.accumulate ? y[n] + v : v;
   }
 }
@@ -294,11 +294,6 @@ void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
       for (int64_t n0 = item * item_rows; n0 < end; n0 += call_rows) {
         const int64_t rows = std::min(call_rows, end - n0);
         c.k.dot_rows_bf16_x16(w + n0 * k, k, rows, k, xt, tiles, out);
-        if (c.k.lanes_to_rows_x16 == nullptr) {
-          for (int64_t t = 0; t < t_rows; ++t)
-            finish_row(a, t, n0, n0 + rows, out + (t / 16 * rows) * 16 + t % 16, 16);
-          continue;
-        }
         for (int64_t j = 0; j < tiles; ++j) {  // finish_row's arithmetic, 16 rows of a tile at a time
           const int64_t lanes = std::min<int64_t>(16, t_rows - 16 * j);
           float* y_rows[16];
@@ -455,7 +450,7 @@ void matmul(const Context& c, const MatmulArgs& a) {
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_bf16_amx != nullptr) {
     gemm_bf16_amx(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.dot_rows_bf16_x16 != nullptr &&
-             c.bf16_dot && a.x.rows <= kFewMaxRows) {
+             c.k.lanes_to_rows_x16 != nullptr && c.bf16_dot && a.x.rows <= kFewMaxRows) {
     gemm_bf16_few(c, a);
   } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr && c.bf16_dot) {
     gemm_bf16(c, a);
