@@ -1,4 +1,4 @@
-// Decode speed at a given context length on the bench shapes (../shared/docs/benchmarks.md): the KV
+// Decode speed at a given context length on the bench shapes (bench/RESULTS.md, "Bench shapes"): the KV
 // cache is filled with random keys and values up to the context (decode speed does not depend on the
 // values, and pre-filling 32k tokens would take far longer than the measurement), then a few tokens
 // are decoded greedily one step at a time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end speed on the two bench shapes of ../shared/docs/benchmarks.md: synthesise them with
+# End-to-end speed on the two bench shapes (bench/RESULTS.md, "Bench shapes"): synthesise them with
 # `day0 synth` into /tmp (about 2.2 GB and 2.7 GB, not committed), then run day0_e2e_bench on 2 threads
 # (prefill of 512 tokens, decode of 64 tokens, read bandwidth measured in the same run for the roofline).
 # Note: synth keeps grouped-query models at 2 KV heads, so the dense shape has 2 (not 8) KV heads:

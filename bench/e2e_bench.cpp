@@ -1,5 +1,5 @@
 // End-to-end prefill and decode speed of the engine on real checkpoints (the bench shapes of
-// ../shared/docs/benchmarks.md, synthesised by bench/e2e.sh), stated against the roofline:
+// bench/RESULTS.md, "Bench shapes", synthesised by bench/e2e.sh), stated against the roofline:
 // bytes of weights a decoded token activates / measured read bandwidth (same threads, same minute).
 //   DAY0_E2E_MODELS=/tmp/bench-dense-1b:/tmp/bench-moe-a02b day0_e2e_bench
 // Threads: DAY0_THREADS (default 2); activations DAY0_E2E_DTYPE=bf16 (default) or f32. Counters: tok/s,

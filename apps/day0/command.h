@@ -12,7 +12,7 @@
 
 namespace day0::cli {
 
-// Exit codes shared by every subcommand (docs/conventions.md).
+// Exit codes shared by every subcommand (docs/commands.md, "Conventions").
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;  // verify / align / adapt verdict: the check failed
 inline constexpr int kExitBadInput = 2;     // bad usage or bad input

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Day0 and llama.cpp side by side on the bench shapes of ../shared/docs/benchmarks.md, same machine,
+# Day0 and llama.cpp side by side on the bench shapes (bench/RESULTS.md, "Bench shapes"), same machine,
 # same minutes, same weights. Never part of CI; nothing of llama.cpp enters the repository.
 #
 #   bench/peers/llama_cpp.sh [--rounds N] [--threads N] [--shapes "bench-dense-1b bench-moe-a02b"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `day0 serve` and llama.cpp's `llama-server` side by side on the bench shapes of
-# ../shared/docs/benchmarks.md: the same weights (BF16), the same threads, both driven by the same
+# bench/RESULTS.md, "Bench shapes": the same weights (BF16), the same threads, both driven by the same
 # client (`day0 bench serve`: streamed /v1/completions with token-id prompts, greedy, ignore_eos, so
 # both generate exactly the requested tokens). Never part of CI; nothing of llama.cpp enters the
 # repository.

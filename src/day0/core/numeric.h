@@ -1,6 +1,6 @@
 #pragma once
 // Scalar element conversions, exact and branch-light. The reference for every SIMD conversion.
-// Formats: ../shared/docs/architectures.md §10.3 (BF16, F16, F8_E4M3, E8M0, FP4 E2M1).
+// Formats: docs/models.md, "Element encodings" (BF16, F16, F8_E4M3, E8M0, FP4 E2M1).
 #include <cmath>
 #include <cstdint>
 #include <cstring>

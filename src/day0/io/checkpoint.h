@@ -1,6 +1,6 @@
 #pragma once
 // A Hugging Face checkpoint: one model.safetensors, or shards named by model.safetensors.index.json
-// (../shared/docs/architectures.md §10.2). Tensor lookup by name across shards, zero-copy.
+// (docs/models.md, "Safetensors files"). Tensor lookup by name across shards, zero-copy.
 #include <cstdint>
 #include <map>
 #include <memory>

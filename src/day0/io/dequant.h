@@ -1,6 +1,6 @@
 #pragma once
 // Whole-tensor conversions to F32 / BF16, and dequantization of the two block formats releases use
-// (../shared/docs/architectures.md §10.3-10.5):
+// (docs/models.md, "Element encodings", "FP8 blocks" and "MXFP4"):
 //  - F8_E4M3 weights [M, K] with F32 `weight_scale_inv` [ceil(M/128), ceil(K/128)] (edge blocks partial):
 //    W[i, j] = f8(Wq[i, j]) * S[i / 128, j / 128], the product rounded once to F32 as the reference does.
 //  - gpt-oss MXFP4: U8 blocks [..., G, 16] of e2m1 pairs (element 2j in the low nibble of byte j, 2j+1 in

@@ -1,5 +1,5 @@
 #pragma once
-// Parsing and validation of a safetensors header (../shared/docs/architectures.md §10.1). Nothing in a
+// Parsing and validation of a safetensors header (docs/models.md, "Safetensors files"). Nothing in a
 // header is trusted: the length is bounded, the JSON must be well formed and shallow, every dtype known,
 // every tensor's byte length must equal product(shape) x item size (overflow-checked), and the tensors
 // must tile the data buffer exactly: sorted, contiguous from 0, no gap, no overlap, ending at the end

@@ -19,8 +19,9 @@ namespace day0 {
 struct CatalogEntry {
   std::string name;         // "deepseek-v3"
   std::string description;  // one line for listings
-  // The config in ../shared/configs this entry transcribes ("deepseek-v3/config.json"); empty when
-  // no HF config was published in that folder (deepseek-v2-lite: formed from the release's values).
+  // The release config this entry transcribes, as a path in the folder of release configs the tests read
+  // (DAY0_SHARED_DIR/configs, e.g. "deepseek-v3/config.json"); empty when that folder has none
+  // (deepseek-v2-lite: formed from the release's values).
   std::string source;
   nlohmann::json (*config)();  // the entry as a Hugging Face config.json
 };

@@ -149,7 +149,7 @@ void add_deepseek_entries(std::vector<CatalogEntry>& out) {
                  "deepseek-v3/config.json", deepseek_v3});
   out.push_back({"deepseek-r1", "DeepSeek-R1: the DeepSeek-V3 architecture, reasoning-tuned",
                  "deepseek-r1/config.json", deepseek_v3});
-  // No release config.json in ../shared/configs.
+  // No release config.json in the release-config folder (DAY0_SHARED_DIR/configs).
   out.push_back({"deepseek-v3.2",
                  "DeepSeek-V3.2: DeepSeek-V3 + DeepSeek Sparse Attention (lightning indexer, top-2048), FP8",
                  "", deepseek_v32});

@@ -213,11 +213,11 @@ void add_other_entries(std::vector<CatalogEntry>& out) {
                  "gpt-oss-120b/config.json", gpt_oss_120b});
   out.push_back({"gpt-oss-20b", "gpt-oss-20b: 32 MXFP4 experts, top-4, sliding/full + sinks",
                  "gpt-oss-20b/config.json", gpt_oss_20b});
-  // No release config.json in ../shared/configs (minimax-m2.5 holds a trimmed variant only).
+  // No release config.json in DAY0_SHARED_DIR/configs (minimax-m2.5 holds a trimmed variant only).
   out.push_back({"minimax-m2", "MiniMax-M2: 230B MoE (256 experts, top-8, sigmoid), full-width q/k norm, FP8",
                  "", minimax_m2});
   out.push_back({"minimax-m2.5", "MiniMax-M2.5: the MiniMax-M2 architecture, FP8 blocks", "", minimax_m2});
-  // No release config.json in ../shared/configs.
+  // No release config.json in the release-config folder (DAY0_SHARED_DIR/configs).
   out.push_back({"longcat-flash",
                  "LongCat-Flash: 560B MoE (512 + 256 zero experts, top-12), MLA sublayer pairs, shortcut MoE",
                  "", longcat_flash});

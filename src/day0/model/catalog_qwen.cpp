@@ -78,7 +78,7 @@ json qwen2_57b() {
 
 // Qwen3-Next-80B-A3B: 48 layers, every 4th gated full attention (12), the others Gated DeltaNet (36);
 // 512 experts top-10 with a gated shared expert in every layer. The release's values (no config.json
-// in ../shared/configs); the v4 spelling it ships (full_attention_interval, top-level rope keys).
+// in DAY0_SHARED_DIR/configs); the v4 spelling it ships (full_attention_interval, top-level rope keys).
 json qwen3_next_80b() {
   json config = qwen({{"architectures", json::array({"Qwen3NextForCausalLM"})},
                       {"model_type", "qwen3_next"},
@@ -118,7 +118,7 @@ void add_qwen_entries(std::vector<CatalogEntry>& out) {
   out.push_back({"qwen3-coder-480b-a35b", "Qwen3-Coder-480B-A35B: 160 experts, top-8, BF16",
                  "qwen3-coder-480b-a35b/config.json", qwen3_coder_480b});
   out.push_back({"qwen3-8b", "Qwen3-8B: dense GQA with q/k norm, BF16", "qwen3-8b/config.json", qwen3_8b});
-  // No release config.json in ../shared/configs.
+  // No release config.json in the release-config folder (DAY0_SHARED_DIR/configs).
   out.push_back(
       {"qwen3-next-80b-a3b",
        "Qwen3-Next-80B-A3B: 36 Gated DeltaNet + 12 gated attention layers, 512 experts top-10, BF16", "",

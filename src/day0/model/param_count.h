@@ -1,7 +1,7 @@
 #pragma once
 // Parameter counts from the tensor manifest (the single source of truth).
 //
-// Conventions (the publishers' ones, see ../shared/configs/README.md):
+// Conventions (the publishers' ones, see docs/commands.md, "inspect"):
 // - total: every stored parameter of the main model: the input embedding and, when untied, the
 //   lm_head both count; MTP layers and quantization scales do not. MXFP4 blocks count two
 //   parameters a byte.

@@ -18,7 +18,7 @@ struct MetricRule {
 
 struct CompareMargins {
   double alignment = 0.25;   // alignment errors may grow 25% (plus slack) before it counts
-  double throughput = 0.20;  // tokens/s may fall 20%: the shared host drifts (docs/benchmarks.md)
+  double throughput = 0.20;  // tokens/s may fall 20%: hosts drift (bench/RESULTS.md, "Machines and noise")
 };
 
 // The metric rules used by default, built from the margins.
