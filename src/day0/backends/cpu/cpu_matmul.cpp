@@ -278,9 +278,8 @@ void gemm_bf16_few(const Context& c, const MatmulArgs& a) {
   const int64_t call_rows = std::clamp<int64_t>(kOutFloats / (16 * tiles) / 8 * 8, 8, 64);
   D0_CHECK(call_rows * 16 * tiles <= kOutFloats);
   // Work items of about kGemvChunkBytes of rows (whole calls), no larger than an even share: items of one
-  // call's 64 rows (128 KiB at hidden 1024), taken in turn, had each thread jump past the other's every
-  // 128 KiB. bench-moe-a02b's dense matmuls of a serving step on Zen 4, in-process alternation: 1.06x at
-  // 16 tokens, 1.03-1.09x at 8-128; 2 MiB, 4 MiB and even halves the same as 1 MiB.
+  // call's 64 rows (128 KiB at hidden 1024), taken in turn, would have each thread jump past the other's
+  // every 128 KiB; about 1 MiB keeps its reads one stream (2 MiB, 4 MiB and even halves do as well).
   const int64_t share = (a.w.rows + c.pool.size() - 1) / c.pool.size();
   const int64_t item_rows = std::max<int64_t>(1, std::min((share + call_rows - 1) / call_rows,
                                                           kGemvChunkBytes / (2 * k) / call_rows)) *

@@ -41,11 +41,10 @@ void swiglu_span(const Context& c, const MoeExpertsArgs& a, const float* g, cons
 // a handful of tokens:
 //   1. gate and up rows of every such expert in items of columns taken in turn by the threads (experts
 //      differ in tokens), SwiGLU fused: act[slot][inter]; an item is at least kMoeItemBytes of gate
-//      rows (a thread reads a long run before it jumps past the other's: 32-column items of 64 KiB
-//      measured 1.11-1.13x slower at 1 and 16 tokens than 256 KiB on Zen 4, in-process alternation), walked
-//      in pieces of up to kMaxPiece columns, gate rows then up rows, so that a thread reads one stream at a
-//      time (pieces of 32 columns, 64 KiB of gate rows then 64 of up, were 1.02-1.05x slower at 4 and 16
-//      tokens); within a piece each group of rows meets every token of the expert while it is in L1;
+//      rows (a thread reads a long run before it jumps past the other's; short items of 64 KiB are
+//      measurably slower), walked in pieces of up to kMaxPiece columns, gate rows then up rows, so that a
+//      thread reads one stream at a time (alternating 64 KiB of gate and up rows is slower too); within a
+//      piece each group of rows meets every token of the expert while it is in L1;
 //   2. down rows split by output row, each chunk over every such expert in expert order, weighted into
 //      out (the order the per-expert path adds them in).
 // Each token's products are those of its own row dots, whatever else the batch holds.
@@ -329,9 +328,8 @@ void moe_experts_tiles(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
 
   // Pass 2: down rows in chunks of 64 (out: [tiles][rows][16], up to 64 KiB at 16 tiles), experts in order
   // within each chunk. Each tile goes into its tokens' rows through lanes_to_rows_x16 (a register transpose
-  // per 16 rows) rather than a strided gather and an axpy per token. With both lane-wise steps, a 1024-token
-  // call of bench-moe-a02b's experts (BM_MoeServeStep) went 80.7 -> 75.7 ms on Zen 4 and the tiles'
-  // kernel from 63% to 79% of perf's samples.
+  // per 16 rows) rather than a strided gather and an axpy per token: with pass 1's SwiGLU into pair tiles,
+  // sums stay in lanes end to end, and the tiles' kernel, not the reshuffling, is where the time goes.
   constexpr int64_t kChunkRows = 64;
   std::atomic<int64_t> next_chunk{0};
   const int64_t row_chunks = (h + kChunkRows - 1) / kChunkRows;

@@ -61,8 +61,8 @@ T* aligned_64(std::vector<Word>& v, int64_t words) {
 }
 
 // Rows of BF16 activations for dot_rows_bf16x, each starting on a cache line: the row dots load 64 bytes
-// of every x per step, and a load split over two lines costs two (Zen 4, 4 x from L1: 56 -> 81 GB/s of
-// weights once aligned). Row t starts at element t * bf16_row_stride(cols) (cols rounded up to 32).
+// of every x per step, and a load split over two lines costs two, which shows even with x in L1.
+// Row t starts at element t * bf16_row_stride(cols) (cols rounded up to 32).
 inline int64_t bf16_row_stride(int64_t cols) {
   return (cols + 31) / 32 * 32;
 }
@@ -98,22 +98,22 @@ inline bool bf16x_rows(const Context& c, const WeightView& w, bool exact) {
 inline constexpr int64_t kGemvMaxRows = 4;
 // The row dots of up to kGemvMaxRows tokens take a matrix's rows in chunks of about this many weight
 // bytes (at least 8 rows, at most an even share of the threads), in turn from a shared counter, rather
-// than one contiguous share each: a thread that the host slows does not hold the other at the join.
-// bench-dense-1b's decode matmuls on Zen 4, in-process alternation: 1 token 1.04-1.09x, 4 tokens 1.14x.
+// than one contiguous share each: a thread that the host slows does not hold the other at the join
+// (on the shared 2-core hosts, decode matmuls of 1-4 tokens run faster this way than in halves).
 inline constexpr int64_t kGemvChunkBytes = 1 << 20;
 // From kGemvMaxRows + 1 up to this many tokens, BF16 calls on the dot route skip the GEMM's weight
 // packing: SimdKernels::dot_rows_bf16_x16 broadcasts each weight pair against tiles of 16 token lanes.
-// bench-moe-a02b's dense matmuls per serving step on Zen 4 (2 threads): 16 tokens 16.4 -> 8.7-9.5 ms,
-// 32 tokens 24.7 -> 15.7-16.1, 64 tokens 39.1 -> 30.8-31.6, 128 tokens 69.7 -> 62.9; at 512 the GEMM is
-// as fast or faster (254 against 266 ms).
+// Packing is a pass over the weights that a few tokens cannot pay back, so up to 128 tokens the row
+// route is faster (most at 8-32 tokens: a serving step's); by 512 tokens the GEMM's packed panels are
+// as fast or faster, hence the bound.
 inline constexpr int64_t kFewMaxRows = 128;
 // MoE experts with at most this many tokens in a call run on row dots (cpu_moe.cpp) rather than a GEMM,
 // whose weight panels would be repacked for a handful of tokens.
 inline constexpr int64_t kMoeRowDotMaxTokens = 16;
 // The least bytes of gate rows one work item of the row-dot experts' gate/up pass reads (cpu_moe.cpp):
 // a thread's run before it jumps past the other threads' items. bench-moe-a02b (hidden 1024, BF16):
-// 256 columns an item, half an expert. Against 256 KiB, in-process alternation on Zen 4: 1.01-1.03x at 1
-// token, 1.05x at 4, 1.01-1.04x at 16; 1 MiB (whole experts) the same at 4-16 tokens, 0.99-1.00x at 1.
+// 256 columns an item, half an expert. Longer runs keep each thread's reads one stream; half an expert
+// was at least as fast as smaller items and as whole experts at 1-16 tokens.
 inline constexpr int64_t kMoeItemBytes = 512 * 1024;
 // MoE experts with more tokens than that, up to this many, BF16 weights and a call that is not `exact`
 // run on dot_rows_bf16_x16 tiles (cpu_moe.cpp) where the level has them and no AMX: all such experts of a

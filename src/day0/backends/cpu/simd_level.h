@@ -33,9 +33,10 @@ bool cpu_has_avx512_vnni();
 bool cpu_has_amx_bf16();
 // How far ahead (bytes) the AVX-512 row dots of decode prefetch the weights they stream (float, BF16,
 // F16, INT8; the dequantizing FP8 / MXFP4 / INT4 ones always prefetch 2 KiB on); 0: not at all. Env
-// DAY0_PREFETCH_BYTES (0 to 65536) if set to a valid number, else 0 on AMD (Zen 4, weights in 2 MiB pages: a
-// GEMV streams 34-53 GB/s without, 28-37 with; dense decode +10-30%) and 2048 elsewhere (2-core Xeon, MoE
-// decode 21-25 -> 32-35 tok/s with it). Read once.
+// DAY0_PREFETCH_BYTES (0 to 65536) if set to a valid number, else 0 on AMD (Zen 4's hardware prefetchers
+// stream weights in 2 MiB pages faster alone: software prefetch there cost a GEMV bandwidth and dense
+// decode speed) and 2048 elsewhere (on the Xeons measured, the hardware prefetchers alone left decode
+// waiting on DRAM latency). Read once.
 int64_t software_prefetch_bytes();
 // The rule software_prefetch_bytes() applies, for a DAY0_PREFETCH_BYTES value (nullptr: unset; a value
 // that is not a whole number in range is ignored) and a CPUID vendor string.

@@ -84,7 +84,7 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   __m256 acc1 = _mm256_setzero_ps();
   int64_t k = k0;
   if (w.format == WeightFormat::kFp8Block) {
-    // 16 bytes decoded in one register: a row dot 1.5x faster in cache (Zen 4 at DAY0_SIMD=avx2), same bits.
+    // 16 bytes decoded in one register (same bits): FP8 row dots are bound by this decoding, not memory.
     const auto* bytes = static_cast<const uint8_t*>(row);
     for (; k + 16 <= k1; k += 16) {
       const __m256i h = fp8_to_f16x16(bytes + k);
@@ -109,7 +109,7 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
 // (-12 .. 12, exact), widened and converted eight at a time; the block's products are scaled by half the
 // E8M0 scale. Doubling a value and halving the scale leaves every product, sum and rounding as they were,
 // so the bits are those of multiplying E2M1 values by x and the sum by the scale (a float table by
-// vpermps and a sign bit moved into place took 1.25x as long in cache on Zen 4 at DAY0_SIMD=avx2).
+// vpermps and a sign bit moved into place is the slower way to the same values).
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
   const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
@@ -279,8 +279,8 @@ void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, 
   const bool plain =
       w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16 || w.format == WeightFormat::kF16;
   // Rows shorter than a page are read one after the other, as one sequential stream (Zen 3 streams
-  // them faster than four short rows side by side: SmolLM2-135M decode +12%); a page or more per row,
-  // four rows at a time keep four pages in flight (bench-dense-1b decode: 4-row groups +17%).
+  // them faster than four short rows side by side); a page or more per row, four rows at a time keep
+  // four pages in flight, which Zen 3 with 4 KiB pages needs to reach its bandwidth.
   const int64_t row_bytes = w.cols * (w.format == WeightFormat::kF32 ? 4 : 2);
   if (plain && row_bytes < 4096) {
     const auto one = w.format == WeightFormat::kF32    ? plain_dot_multi<WeightFormat::kF32, 1, 1>

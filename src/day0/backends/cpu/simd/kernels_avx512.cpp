@@ -26,8 +26,8 @@ inline __mmask16 tail_mask(int64_t n) {
 }
 
 // Decode streams weight rows from memory one after another. On some CPUs the hardware prefetchers
-// alone leave the loads waiting on DRAM latency (2-core Xeon, BF16: MoE decode 21-25 -> 32-35 tok/s
-// with software prefetch), on others software prefetch only gets in their way (Zen 4): where
+// alone leave the loads waiting on DRAM latency (the Xeons measured), on others software prefetch only
+// gets in their way (Zen 4), so the distance is the CPU's (software_prefetch_bytes()): where
 // kPrefetchBytes is not 0, each loop step of the row dots prefetches the line that far past the one it
 // reads (past a row's end that is the next row, or the next chunk's: harmless either way).
 const int64_t kPrefetchBytes = software_prefetch_bytes();
@@ -36,11 +36,9 @@ inline void prefetch_ahead(const void* p) {
 }
 // Row dots that do more work per weight byte (several float32 x at once, or weights to decode: FP8
 // blocks, MXFP4, INT4 nibbles) issue their loads more slowly than the out-of-order window needs to keep
-// enough lines in flight, and prefetch 2 KiB on on every CPU. Zen 4, weights in 2 MiB pages: FP8 15-19
-// -> 18-21 GB/s and INT4 15-16 -> 16-20 with it (`day0_gemv_bench`), BF16 weights against 4 float32 x
-// 84-97 -> 116-146 GFLOP/s and 8 x 132-139 -> 167-187 (a 32000 x 1024 LM head, 3 alternating runs), the
-// experts of a 16-token step with float32 x 1.06x (in-process alternation). Not the vdpbf16ps row dots
-// (bf16x_row).
+// enough lines in flight, so they prefetch 2 KiB ahead on every CPU, Zen 4 included: there it raises
+// both the bytes per second of the decoding row dots and the FLOP/s of several float32 x against BF16
+// rows. The vdpbf16ps row dots (bf16x_row) issue fast enough and take the CPU's distance instead.
 inline constexpr int64_t kBusyPrefetchBytes = 2048;
 inline void prefetch_ahead_busy(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kBusyPrefetchBytes, _MM_HINT_T0);
@@ -77,7 +75,8 @@ inline __m512 load_fp8(const uint8_t* p, __mmask16 m) {
   return fp8_halves_to_ps(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p)));
 }
 // fp8_halves_to_ps's F16 patterns for 32 bytes zero-extended to 16-bit lanes, in one register (the same
-// bits; one instruction per step instead of two half-width ones: an FP8 row dot 1.08x in cache on Zen 4).
+// bits; one instruction per step instead of two half-width ones, which FP8 row dots, bound by their
+// decoding rather than by memory, feel even in cache).
 inline __m512i fp8_to_f16x32(__m512i b32) {
   const __m512i u = _mm512_slli_epi16(b32, 7);
   const __m512i h = _mm512_add_epi16(u, _mm512_and_si512(u, _mm512_set1_epi16(0x4000)));
@@ -278,7 +277,7 @@ void plain_dot_row(const WeightView& w, int64_t n, const float* const* xs, float
 }
 
 // x in groups of four, three or two against one row at a time (a thread's reads stay one stream: two
-// rows at a time measured 15-20% slower on Zen 4 at 2-16 x); a single x left over goes through dot_rows.
+// rows at a time measured slower on Zen 4 at 2-16 x); a single x left over goes through dot_rows.
 template <WeightFormat F, int NT>
 void plain_rows_multi(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, float* y,
                       int64_t ldy) {
@@ -321,11 +320,9 @@ void dot_rows_multi_avx512(const WeightView& w, int64_t n0, int64_t n1, const fl
 // One BF16 row against NT x in BF16, 64 columns a step: per x two accumulators (columns 0-31 and 32-63
 // of each step) and a masked tail 32 columns at a time into the first, the same order whatever NT is,
 // so every result has the bits of NT = 1. One row at a time keeps a thread's reads one stream (two rows
-// at a time measured up to 30% slower on Zen 4 at 2-4 x). The prefetch distance is the CPU's at every
-// NT: a vdpbf16ps a 64-byte weight vector per x leaves the loads as fast as with one x, and on Zen 4 the
-// 2 KiB prefetch of the FMA row dots cost bandwidth here (in-process alternation, weights from DRAM: the
-// experts of a 16-token serving step 1.077x faster without it, a 32000 x 1024 LM head at 4 x 1.13-1.17x,
-// at 2 x 1.08x).
+// at a time measured slower on Zen 4 at 2-4 x). The prefetch distance is the CPU's at every NT: one
+// vdpbf16ps per 64-byte weight vector and x keeps the loads issuing as fast as with one x, so the 2 KiB
+// prefetch the FMA row dots need would only cost bandwidth here (as it does on Zen 4).
 template <int NT>
 void bf16x_row(const uint16_t* row, int64_t cols, const uint16_t* const* xs, float* y, int64_t ldy) {
   __m512 a[NT], b[NT];
@@ -936,9 +933,8 @@ void pack_bf16_x16_avx512(const float* x, int64_t ldx, int64_t rows, int64_t col
 
 // acc + x . (the BF16 pair at w, broadcast to every lane), the broadcast folded into the instruction's
 // memory operand ({1to16}): GCC has no such form of vdpbf16ps and issues a separate vpbroadcastd, one
-// per product where a single tile is in flight. Folded, bench-moe-a02b's dense matmuls of a 16-token
-// step went 9.5-10.0 -> 9.1-9.3 ms (weights from memory) and 5.8 -> 5.5 ms from L3 (Zen 4, three
-// alternations); with two tiles the broadcast serves both and stays as it is (no change measured).
+// per product where a single tile is in flight, which costs issue slots in a loop bound by them. With
+// two tiles one broadcast serves both, so those blocks keep the plain intrinsics.
 inline __m512 dpbf16_broadcast(__m512 acc, __m512bh x, const uint16_t* w) {
   asm("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*reinterpret_cast<const uint32_t*>(w)));
   return acc;
@@ -948,8 +944,7 @@ inline __m512 dpbf16_broadcast(__m512 acc, __m512bh x, const uint16_t* w) {
 // NT tiles of 16 x lanes (NT <= 2: 16 accumulators). Each step broadcasts one pair of every row, used by
 // every tile; the lines of a row last 16 steps, so loads come from L1 once a line is in. The next 8 rows
 // are fetched into L2 on the way, one line every other step (the hardware prefetchers alone leave a
-// block's 8 short streams waiting on DRAM: a 32000 x 1024 LM head at 16 tokens went from 4.5-4.8 to 3.3
-// ms on Zen 4 with it).
+// block's 8 short streams waiting on DRAM, even on Zen 4, where the one-x row dots do without).
 template <int R, int NT>
 void bf16_x16_block(const uint16_t* w, int64_t ldw, int64_t cols, const uint32_t* xt, int64_t tile_stride,
                     float* out, int64_t out_stride) {
