@@ -354,8 +354,22 @@ int run_command(const RunOptions& o) {
     ReferenceDump d;
     d.metadata["producer"] = "day0 run (" + o.backend + ")";
     d.metadata["version"] = DAY0_VERSION;
+    // Every setting that shaped the numbers, so that `align` can repeat them (reference_dump.h).
     d.metadata["dtype"] = o.dtype;
     d.metadata["kv_dtype"] = kv_dtype_name(eo.kv_dtype);
+    d.metadata["backend"] = o.backend;
+    if (model->spec.mla) {
+      d.metadata["mla"] = eo.mla == MlaMode::kNaive      ? "naive"
+                          : eo.mla == MlaMode::kAbsorbed ? "absorbed"
+                                                         : "auto";
+    }
+    d.metadata["tp"] = std::to_string(o.tp);
+    d.metadata["ep"] = std::to_string(o.ep);
+    if (o.ep > 1) {
+      d.metadata["moe_combine"] = moe_combine_name(eo.moe_combine);
+      d.metadata["dp_attention"] = eo.data_parallel_attention ? "true" : "false";
+      d.metadata["comm_overlap"] = eo.comm_overlap ? "true" : "false";
+    }
     auto dumped = run_prompt(*engine->engine, prompts->front(), sp.greedy ? o.max_new : 0);
     if (!dumped.is_ok()) return fail(dumped.status());
     d.prompts.push_back(std::move(dumped).value());

@@ -53,13 +53,21 @@ TEST(RunCli, DumpIsAReferenceAlignAccepts) {
   const auto a = run_cli({"align", kModel, "--reference", dump, "--backend", "cpu"});
   EXPECT_EQ(a.exit_code, 0) << a.out << a.err;
   EXPECT_NE(a.out.find("day0 run (reference)"), std::string::npos) << a.out;
-  EXPECT_NE(a.out.find("f32 KV cache"), std::string::npos) << a.out;  // align's own choice, stated
-  // A BF16-cache dump differs from the F32 engine by more than float32 noise: align says so.
+  EXPECT_NE(a.out.find("f32 KV cache"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("kv dtype f32 (from the dump's settings)"), std::string::npos) << a.out;
+  // Measuring another backend than the dump's is the point here, but it is said.
+  EXPECT_NE(a.out.find("--backend cpu differs from the dump's backend reference"), std::string::npos)
+      << a.out;
+  // A BF16-cache dump differs from an F32-cache engine by more than float32 noise: an explicit
+  // --kv-dtype f32 against it fails, and align names the difference of settings.
   const auto r16 = run_cli({"run", kModel, "--prompt-ids", "9,8,7,6,5", "--max-new", "3", "--dump", dump,
                             "--backend", "reference"});
   ASSERT_EQ(r16.exit_code, 0) << r16.err;
   EXPECT_NE(r16.out.find("bf16 KV cache"), std::string::npos) << r16.out;
-  EXPECT_EQ(run_cli({"align", kModel, "--reference", dump, "--backend", "cpu"}).exit_code, 1);
+  const auto f32 = run_cli({"align", kModel, "--reference", dump, "--backend", "cpu", "--kv-dtype", "f32"});
+  EXPECT_EQ(f32.exit_code, 1) << f32.out << f32.err;
+  EXPECT_NE(f32.out.find("--kv-dtype f32 differs from the dump's kv dtype bf16"), std::string::npos)
+      << f32.out;
   std::filesystem::remove_all(dir);
 }
 
@@ -70,6 +78,10 @@ TEST(AlignCli, PassesOnTheGoldenAndReportsJson) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["pass"].get<bool>());
   EXPECT_EQ(j["kv_dtype"], "f32");  // --dtype f32 compares with an exact cache
+  // A transformers dump records no engine settings: align's own defaults, as before.
+  EXPECT_FALSE(j["settings_from_dump"].get<bool>());
+  EXPECT_EQ(j["settings"]["kv_dtype"]["source"], "default");
+  EXPECT_TRUE(j["warnings"].empty());
   EXPECT_EQ(j["logits"]["same_top1"].get<double>(), 1.0);
   EXPECT_FALSE(j["layers"].empty());
   EXPECT_TRUE(j["first_failing_layer"].is_null());

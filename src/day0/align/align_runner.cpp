@@ -143,6 +143,16 @@ AlignReport compare_dumps(const ReferenceDump& ref, const ReferenceDump& engine,
   return r;
 }
 
+std::string align_setting_text(const AlignSetting& setting) {
+  std::string name = setting.key, flag = "--" + setting.key;
+  std::replace(name.begin(), name.end(), '_', ' ');
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  const std::string source = setting.source == "flag"   ? flag
+                             : setting.source == "dump" ? std::string("from the dump's settings")
+                                                        : setting.source;
+  return fmt::format("{} {} ({})", name, setting.value, source);
+}
+
 nlohmann::json align_report_json(const AlignReport& r) {
   using nlohmann::json;
   const LogitSummary& s = r.logits;
@@ -152,6 +162,13 @@ nlohmann::json align_report_json(const AlignReport& r) {
   j["precision"] = r.precision;
   j["kv_dtype"] = r.kv_dtype;
   j["reference"] = r.reference;
+  j["settings_from_dump"] = r.settings_from_dump;
+  json settings = json::object();
+  for (const AlignSetting& a : r.settings) {
+    settings[a.key] = {{"value", a.value}, {"source", a.source}, {"text", align_setting_text(a)}};
+  }
+  j["settings"] = settings;
+  j["warnings"] = r.warnings;
   j["prompts"] = r.prompts;
   j["pass"] = r.pass();
   j["failures"] = r.failures;
@@ -211,9 +228,17 @@ std::string align_report_text(const AlignReport& r) {
   std::string out;
   out += fmt::format(
       "model      {}\nbackend    {} ({} activations, {} KV cache)\nreference  {}\nprompts    {} ({} "
-      "positions)\n\n",
+      "positions)\n",
       r.model, r.backend, r.precision, r.kv_dtype.empty() ? "?" : r.kv_dtype, r.reference, r.prompts,
       s.positions);
+  // Where the settings came from, before the figures: a day0 dump's settings are repeated.
+  if (r.settings_from_dump) {
+    std::vector<std::string> items;
+    for (const AlignSetting& a : r.settings) items.push_back(align_setting_text(a));
+    out += fmt::format("settings   {}\n", fmt::join(items, ", "));
+  }
+  for (const std::string& w : r.warnings) out += fmt::format("warning    {}\n", w);
+  out += "\n";
   out += "logits\n";
   auto line = [&](const char* name, const std::string& value) {
     out += fmt::format("  {:<22} {}\n", name, value);

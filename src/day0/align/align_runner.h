@@ -30,12 +30,26 @@ struct AlignThresholds {
 // Defaults per activation precision (README `### align` gives the measurements behind them).
 AlignThresholds default_thresholds(ActivationPrecision precision);
 
+// One engine setting of the measured side and where it came from.
+struct AlignSetting {
+  std::string key;     // "dtype", "kv_dtype", "backend", "mla" (its flag: --dtype, --kv-dtype, ...)
+  std::string value;   // "bf16", "cpu", ...
+  std::string source;  // "flag" (given), "dump" (the dump's recorded settings), "default"
+};
+// "kv dtype bf16 (from the dump's settings)", "dtype f32 (--dtype)", "mla auto (default)".
+std::string align_setting_text(const AlignSetting& setting);
+
 struct AlignReport {
   std::string model;
   std::string backend;
   std::string precision;
   std::string kv_dtype;   // KV cache element type of the measured engine
   std::string reference;  // producer + version + dtype of the reference
+  std::vector<AlignSetting> settings;
+  bool settings_from_dump = false;  // the reference is a day0 dump that records its settings
+  // Where the two sides' settings differ on purpose or by necessity (an explicit flag against the
+  // dump's setting, a distributed dump): the comparison measures that difference too.
+  std::vector<std::string> warnings;
   int64_t prompts = 0;
   LogitSummary logits;
   LayerReport layers;

@@ -11,6 +11,9 @@
 //   prompt.<i>.greedy_logits  F32 [N, vocab]    logits each greedy token was chosen from
 // Tensors whose names do not start with "prompt." are ignored; malformed prompt.* names, wrong
 // dtypes or shapes and a missing or foreign format are rejected with a message naming the problem.
+// A dump of day0's own engine (`day0 run --dump`) also records the settings that shaped it, so that
+// `day0 align` can repeat them: dtype (activations), kv_dtype, backend, mla (MLA models), tp, ep and,
+// under EP, moe_combine, dp_attention, comm_overlap. Other tools' dumps have no kv_dtype.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -39,6 +42,8 @@ struct ReferenceDump {
   std::string producer() const { return value("producer"); }
   std::string version() const { return value("version"); }
   std::string dtype() const { return value("dtype"); }
+  // Whether the dump records day0 engine settings (above): only an engine has a KV cache.
+  bool has_engine_settings() const { return metadata.contains("kv_dtype"); }
   std::string value(const std::string& key) const {
     auto it = metadata.find(key);
     return it == metadata.end() ? std::string() : it->second;
