@@ -68,8 +68,16 @@ int run_adapt_command(AdaptCliOptions& options) {
   if (options.json) {
     fmt::print("{}\n", report::to_json(rep).dump(2));
   } else {
-    fmt::print("verdict: {}\nreport: {}/report.html ({}/report.json, {}/report.md)\n", mark(rep.verdict),
-               options.adapt.out_dir, options.adapt.out_dir, options.adapt.out_dir);
+    std::string verdict = "verdict: " + report::verdict_text(rep, true);
+    if (isatty(STDOUT_FILENO) != 0) {
+      // Green only for a pass that skipped no required stage.
+      const char* color = rep.verdict == report::Verdict::kFail ? "\033[31m"
+                          : rep.skipped_required.empty()        ? "\033[32m"
+                                                                : "\033[33m";
+      verdict = fmt::format("{}{}\033[0m", color, verdict);
+    }
+    fmt::print("{}\nreport: {}/report.html ({}/report.json, {}/report.md)\n", verdict, options.adapt.out_dir,
+               options.adapt.out_dir, options.adapt.out_dir);
   }
   return rep.verdict == report::Verdict::kPass ? kExitOk : kExitCheckFailed;
 }
@@ -117,8 +125,11 @@ const Registrar kAdapt(
           ->check(CLI::ExistingFile);
       app.add_option("--optional", o->adapt.optional_stages,
                      "Stages whose failure does not fail the run (ids: structure coverage weights miniature "
-                     "alignment generation plan performance stability)")
+                     "alignment generation plan distributed performance stability)")
           ->delimiter(',');
+      app.add_flag("--require-all", o->adapt.require_all,
+                   "A required stage that is skipped fails the run (exit 1), as a failing one does (default: "
+                   "the run passes, its verdict naming the skipped stages); --optional stages may skip");
       app.add_flag("--strict-ops", o->adapt.strict_ops, "Any operator fallback fails the coverage stage");
       app.add_flag("--strict-config", o->adapt.strict_config,
                    "A config key Day0 does not account for fails the structure stage");

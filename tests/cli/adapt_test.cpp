@@ -326,6 +326,19 @@ TEST_F(AdaptCli, EmbeddedDefaultReportRendersInChromiumWithTheSameVerdicts) {
   EXPECT_EQ(stage(report, "weights")["verdict"], "skipped");
   EXPECT_EQ(stage(report, "miniature")["verdict"], "pass");
   EXPECT_EQ(stage(report, "plan")["evidence"]["cluster"], "8xH200");
+  // A config alone cannot be checked whole: the pass names the required stages it skipped.
+  const std::vector<std::string> skipped = report["skipped_required"];
+  ASSERT_GE(skipped.size(), 3u) << report["skipped_required"];
+  EXPECT_EQ(std::vector<std::string>(skipped.begin(), skipped.begin() + 3),
+            (std::vector<std::string>{"weights", "alignment", "generation"}));
+  std::string names;
+  for (const auto& id : skipped) names += (names.empty() ? "" : ", ") + id;
+  const std::string verdict =
+      "verdict: PASS with " + std::to_string(skipped.size()) + " required stages skipped: " + names + "\n";
+  EXPECT_NE(r.out.find(verdict), std::string::npos) << r.out;
+  std::ifstream html_in(fs::path(out) / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("class=\"incomplete\" data-verdict=\"pass\""), std::string::npos);
   const std::string chromium = chromium_binary();
   if (chromium.empty()) GTEST_SKIP() << "chromium not installed: rendering check skipped";
   const auto rows = rendered_checklist(chromium_dump_dom(chromium, fs::path(out) / "report.html", dir_));
@@ -334,6 +347,27 @@ TEST_F(AdaptCli, EmbeddedDefaultReportRendersInChromiumWithTheSameVerdicts) {
     EXPECT_EQ(rows[i].first, report["stages"][i]["id"]);
     EXPECT_EQ(rows[i].second, report["stages"][i]["verdict"]);
   }
+}
+
+// --require-all: a required stage that was skipped fails the run; --optional ones may still skip.
+TEST_F(AdaptCli, RequireAllFailsOnASkippedRequiredStage) {
+  const std::string ckpt = synth("qwen3-8b", "ckpt");  // no tokenizer: the spot checks skip
+  CliResult r = run_cli(adapt_args(ckpt, dir_ + "/out", {"--require-all", "--optional", "distributed"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("verdict: FAIL: 1 required stage skipped: generation (--require-all)"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json report = read_json(fs::path(dir_) / "out" / "report.json");
+  EXPECT_TRUE(day0::report::validate_json(report, day0::report::report_json_schema()).empty());
+  EXPECT_EQ(report["verdict"], "fail");
+  EXPECT_EQ(report["require_all"], true);
+  EXPECT_EQ(report["skipped_required"], nlohmann::json({"generation"}));
+  CliResult optional = run_cli(
+      adapt_args(ckpt, dir_ + "/out2", {"--require-all", "--optional", "distributed,generation", "--json"}));
+  EXPECT_EQ(optional.exit_code, 0) << optional.err;
+  const auto doc = nlohmann::json::parse(optional.out);
+  EXPECT_EQ(doc["verdict"], "pass");
+  EXPECT_TRUE(doc["skipped_required"].empty());
 }
 
 TEST_F(AdaptCli, BadInputIsExitTwo) {

@@ -36,6 +36,7 @@ Report sample_report() {
   plan.evidence = {{"memory_per_device", {{"experts", 60e9}, {"kv_cache", 20e9}}},
                    {"device_memory_bytes", 141e9}};
   r.stages = {structure, weights, align, perf, plan};
+  r.skipped_required = skipped_required_stages(r.stages);
   r.verdict = overall_verdict(r.stages, r.regressions);
   return r;
 }
@@ -78,6 +79,80 @@ TEST(Report, OverallVerdictFollowsRequiredStages) {
   stages[0].required = false;
   EXPECT_EQ(overall_verdict(stages, {}), Verdict::kPass);
   EXPECT_EQ(overall_verdict(stages, {Regression{"x", "y", "1", "2", "worse"}}), Verdict::kFail);
+}
+
+// `weights` is a required stage that was skipped: the pass says so, and --require-all fails it.
+TEST(Report, APassWithRequiredStagesSkippedNamesThem) {
+  Report r = sample_report();
+  r.skipped_required = skipped_required_stages(r.stages);
+  ASSERT_EQ(r.skipped_required, std::vector<std::string>{"weights"});
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_EQ(verdict_text(r), "pass with 1 required stage skipped: weights");
+  EXPECT_EQ(verdict_text(r, true), "PASS with 1 required stage skipped: weights");
+  r.stages.push_back(
+      {"generation", "Generation spot checks", Verdict::kSkipped, true, "", "no tokenizer", 0, {}});
+  r.stages.push_back({"stability", "Stability soak", Verdict::kSkipped, false, "", "optional", 0, {}});
+  r.skipped_required = skipped_required_stages(r.stages);
+  EXPECT_EQ(verdict_text(r),
+            "pass with 2 required stages skipped: weights, generation");  // not the optional one
+
+  const nlohmann::json doc = to_json(r);
+  EXPECT_TRUE(validate_json(doc, report_json_schema()).empty()) << doc.dump(2);
+  EXPECT_EQ(doc["verdict"], "pass");
+  EXPECT_EQ(doc["skipped_required"], nlohmann::json({"weights", "generation"}));
+  EXPECT_EQ(doc["require_all"], false);
+  auto back = report_from_json(doc);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->skipped_required, r.skipped_required);
+  // A report written before the key existed: read from the stages.
+  nlohmann::json old_doc = doc;
+  old_doc.erase("skipped_required");
+  old_doc.erase("require_all");
+  EXPECT_TRUE(validate_json(old_doc, report_json_schema()).empty());
+  EXPECT_EQ(report_from_json(old_doc)->skipped_required, r.skipped_required);
+  nlohmann::json bad = doc;
+  bad["skipped_required"] = {"nonsense"};
+  EXPECT_FALSE(validate_json(bad, report_json_schema()).empty());
+
+  // Amber in HTML, with the list and the reasons; named in Markdown.
+  const std::string html = render_html(r);
+  EXPECT_NE(html.find("id=\"overall\" class=\"incomplete\" data-verdict=\"pass\" "
+                      "data-skipped-required=\"weights generation\""),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("Verdict: pass with 2 required stages skipped: weights, generation"),
+            std::string::npos);
+  EXPECT_NE(html.find("<li data-stage=\"generation\"><b>Generation spot checks</b> — no tokenizer</li>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(render_markdown(r).find("**Verdict: PASS with 2 required stages skipped: weights, generation**"),
+            std::string::npos);
+
+  // --require-all: the same stages fail the run.
+  r.require_all = true;
+  r.verdict = overall_verdict(r.stages, r.regressions, true);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(verdict_text(r), "fail: 2 required stages skipped: weights, generation (--require-all)");
+  EXPECT_TRUE(validate_json(to_json(r), report_json_schema()).empty());
+  EXPECT_NE(render_html(r).find("id=\"overall\" class=\"fail\""), std::string::npos);
+  // Optional stages may skip under --require-all.
+  std::vector<StageResult> all_optional = r.stages;
+  for (auto& s : all_optional) s.required = s.verdict != Verdict::kSkipped;
+  EXPECT_EQ(overall_verdict(all_optional, {}, true), Verdict::kPass);
+}
+
+TEST(Report, AFailNamesWhatFailed) {
+  Report r = sample_report();
+  r.stages[0].verdict = Verdict::kFail;
+  r.regressions = {Regression{"performance", "decode_tok_s", "20", "10", "fell"}};
+  r.skipped_required = skipped_required_stages(r.stages);
+  r.verdict = overall_verdict(r.stages, r.regressions);
+  EXPECT_EQ(verdict_text(r),
+            "fail: 1 required stage failed: structure; 1 regression against the previous report; 1 required "
+            "stage skipped: weights");
+  r.stages[0].verdict = Verdict::kPass;
+  r.skipped_required.clear();
+  EXPECT_EQ(verdict_text(r), "fail: 1 regression against the previous report");
 }
 
 TEST(Compare, NamesStageAndMetricRegressions) {

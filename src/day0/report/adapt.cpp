@@ -119,7 +119,9 @@ Result<Report> run_adapt(const AdaptOptions& options,
 
   if (old_report)
     report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));
-  report.verdict = overall_verdict(report.stages, report.regressions);
+  report.skipped_required = skipped_required_stages(report.stages);
+  report.require_all = options.require_all;
+  report.verdict = overall_verdict(report.stages, report.regressions, options.require_all);
   return report;
 }
 

@@ -37,6 +37,7 @@ struct AdaptOptions {
   std::string out_dir = "out";
   std::string compare_path;                  // --compare OLD/report.json
   std::vector<std::string> optional_stages;  // failures of these do not fail the run
+  bool require_all = false;                  // --require-all: a skipped required stage fails the run
   bool strict_ops = false;
   bool strict_config = false;  // --strict-config: an unknown config key fails the structure stage
   uint64_t seed = 0;

@@ -110,6 +110,12 @@ const nlohmann::json& report_json_schema() {
     "backend": {"type": "string"},
     "machine": {"type": "object"},
     "verdict": {"enum": ["pass", "fail"]},
+    "skipped_required": {
+      "type": "array",
+      "items": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "generation", "plan",
+                         "distributed", "performance", "stability"]}
+    },
+    "require_all": {"type": "boolean"},
     "stages": {
       "type": "array",
       "minItems": 1,

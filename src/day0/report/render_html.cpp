@@ -127,15 +127,35 @@ std::string render_html(const Report& report) {
       "</title>\n<style>\nbody{font-family:sans-serif;margin:2em;max-width:1100px}\n"
       "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;"
       "vertical-align:top}\n.pass{background:#d9f2d9}.fail{background:#f8d0d0}.skipped{background:#eee}\n"
+      ".incomplete{background:#fde3b0}\n"
       "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\n"
       "#spot-checks pre{white-space:pre-wrap;max-width:340px}\n</style></head><body>\n";
   html += fmt::format("<h1>Day-0 adaptation report: {}</h1>\n", html_escape(report.model));
+  // A pass with required stages skipped checked less than the checklist asks: amber, not green, with
+  // the stages and why each was skipped.
+  const bool incomplete = report.verdict == Verdict::kPass && !report.skipped_required.empty();
+  std::string skipped_ids;
+  for (const auto& id : report.skipped_required) skipped_ids += (skipped_ids.empty() ? "" : " ") + id;
   html += fmt::format(
-      "<p id=\"overall\" class=\"{}\" data-verdict=\"{}\"><b>Verdict: {}</b> — family <code>{}</code>, "
-      "backend <code>{}</code>, day0 {}, {}</p>\n",
-      verdict_name(report.verdict), verdict_name(report.verdict), verdict_name(report.verdict),
-      html_escape(report.family), html_escape(report.backend), html_escape(report.day0_version),
-      html_escape(report.created_at));
+      "<p id=\"overall\" class=\"{}\" data-verdict=\"{}\" data-skipped-required=\"{}\"><b>Verdict: {}</b> — "
+      "family <code>{}</code>, backend <code>{}</code>, day0 {}, {}</p>\n",
+      incomplete ? "incomplete" : verdict_name(report.verdict), verdict_name(report.verdict),
+      html_escape(skipped_ids), html_escape(verdict_text(report)), html_escape(report.family),
+      html_escape(report.backend), html_escape(report.day0_version), html_escape(report.created_at));
+  if (!report.skipped_required.empty()) {
+    html += fmt::format("<p>Required stages skipped{}:</p>\n<ul id=\"skipped-required\">\n",
+                        report.require_all ? " (they fail the run under --require-all)"
+                                           : " (--require-all makes them fail the run; --optional STAGE "
+                                             "accepts a skip)");
+    for (const auto& id : report.skipped_required) {
+      const StageResult* stage = report.find_stage(id);
+      html +=
+          fmt::format("<li data-stage=\"{}\"><b>{}</b>{}</li>\n", html_escape(id),
+                      html_escape(stage != nullptr ? stage->title : id),
+                      stage != nullptr && !stage->reason.empty() ? " — " + html_escape(stage->reason) : "");
+    }
+    html += "</ul>\n";
+  }
   html +=
       "<h2>Checklist</h2>\n<table id=\"checklist\">\n<tr><th>#</th><th>stage</th><th>verdict</th>"
       "<th>required</th><th>time</th><th>summary</th></tr>\n";

@@ -27,9 +27,9 @@ std::string one_line(std::string text) {
 
 std::string render_markdown(const Report& report) {
   std::string md = fmt::format("# Day-0 adaptation report: {}\n\n", report.model);
-  md += fmt::format("**Verdict: {}** — family `{}`, backend `{}`, day0 {}, {}\n\n",
-                    verdict_mark(report.verdict), report.family, report.backend, report.day0_version,
-                    report.created_at);
+  md +=
+      fmt::format("**Verdict: {}** — family `{}`, backend `{}`, day0 {}, {}\n\n", verdict_text(report, true),
+                  report.family, report.backend, report.day0_version, report.created_at);
   md += "| # | stage | verdict | required | time | summary |\n|---|---|---|---|---|---|\n";
   int index = 1;
   for (const auto& s : report.stages) {

@@ -1,5 +1,9 @@
 #include "day0/report/report.h"
 
+#include <fmt/format.h>
+
+#include <cctype>
+
 namespace day0::report {
 
 const char* verdict_name(Verdict verdict) {
@@ -28,12 +32,50 @@ const StageResult* Report::find_stage(const std::string& id) const {
   return nullptr;
 }
 
-Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vector<Regression>& regressions) {
+std::vector<std::string> skipped_required_stages(const std::vector<StageResult>& stages) {
+  std::vector<std::string> ids;
+  for (const auto& stage : stages) {
+    if (stage.required && stage.verdict == Verdict::kSkipped) ids.push_back(stage.id);
+  }
+  return ids;
+}
+
+Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vector<Regression>& regressions,
+                        bool require_all) {
   if (!regressions.empty()) return Verdict::kFail;
   for (const auto& stage : stages) {
     if (stage.required && stage.verdict == Verdict::kFail) return Verdict::kFail;
   }
+  if (require_all && !skipped_required_stages(stages).empty()) return Verdict::kFail;
   return Verdict::kPass;
+}
+
+std::string verdict_text(const Report& report, bool upper) {
+  std::string word = verdict_name(report.verdict);
+  if (upper) {
+    for (char& c : word) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  auto count = [](size_t n, const char* what) {
+    return fmt::format("{} required stage{} {}", n, n == 1 ? "" : "s", what);
+  };
+  const std::string skipped = report.skipped_required.empty()
+                                  ? std::string()
+                                  : fmt::format("{}: {}", count(report.skipped_required.size(), "skipped"),
+                                                fmt::join(report.skipped_required, ", "));
+  if (report.verdict != Verdict::kFail) return skipped.empty() ? word : word + " with " + skipped;
+  std::vector<std::string> why;
+  std::vector<std::string> failed;
+  for (const auto& stage : report.stages) {
+    if (stage.required && stage.verdict == Verdict::kFail) failed.push_back(stage.id);
+  }
+  if (!failed.empty())
+    why.push_back(fmt::format("{}: {}", count(failed.size(), "failed"), fmt::join(failed, ", ")));
+  if (!report.regressions.empty()) {
+    why.push_back(fmt::format("{} regression{} against the previous report", report.regressions.size(),
+                              report.regressions.size() == 1 ? "" : "s"));
+  }
+  if (!skipped.empty()) why.push_back(report.require_all ? skipped + " (--require-all)" : skipped);
+  return why.empty() ? word : fmt::format("{}: {}", word, fmt::join(why, "; "));
 }
 
 nlohmann::json to_json(const Report& report) {
@@ -46,6 +88,8 @@ nlohmann::json to_json(const Report& report) {
   doc["backend"] = report.backend;
   doc["machine"] = report.machine;
   doc["verdict"] = verdict_name(report.verdict);
+  doc["skipped_required"] = report.skipped_required;
+  doc["require_all"] = report.require_all;
   doc["stages"] = nlohmann::json::array();
   for (const auto& s : report.stages) {
     doc["stages"].push_back({{"id", s.id},
@@ -122,6 +166,17 @@ Result<Report> report_from_json(const nlohmann::json& doc) {
                                     r.value("new", ""), r.value("why", "")});
     }
   }
+  // Reports written before these keys existed: the skipped required stages are in the stages.
+  report.skipped_required = skipped_required_stages(report.stages);
+  if (doc.contains("skipped_required") && doc["skipped_required"].is_array()) {
+    report.skipped_required.clear();
+    for (const auto& id : doc["skipped_required"]) {
+      if (!id.is_string()) return invalid_argument("report.skipped_required: expected stage ids (strings)");
+      report.skipped_required.push_back(id.get<std::string>());
+    }
+  }
+  report.require_all =
+      doc.contains("require_all") && doc["require_all"].is_boolean() && doc["require_all"].get<bool>();
   return report;
 }
 

@@ -47,12 +47,26 @@ struct Report {
   std::vector<StageResult> stages;
   std::vector<Regression> regressions;
   Verdict verdict = Verdict::kSkipped;
+  // Ids of the required stages that were skipped, in run order: a pass names them (it checked less
+  // than the checklist asks), and under --require-all (require_all) they fail the run.
+  std::vector<std::string> skipped_required;
+  bool require_all = false;
 
   const StageResult* find_stage(const std::string& id) const;
 };
 
-// Overall verdict: fail if a required stage failed or a regression was found, else pass.
-Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vector<Regression>& regressions);
+// Ids of the required stages that were skipped, in run order.
+std::vector<std::string> skipped_required_stages(const std::vector<StageResult>& stages);
+
+// Overall verdict: fail if a required stage failed, a regression was found or, with require_all, a
+// required stage was skipped; else pass.
+Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vector<Regression>& regressions,
+                        bool require_all = false);
+
+// The verdict with what it rests on, as a person reads it: "pass", "pass with 4 required stages
+// skipped: weights, alignment, generation, distributed", "fail: 1 required stage failed: weights; 2
+// regressions". `upper` writes the verdict word in capitals (PASS / FAIL), as the text output does.
+std::string verdict_text(const Report& report, bool upper = false);
 
 nlohmann::json to_json(const Report& report);
 Result<Report> report_from_json(const nlohmann::json& doc);
