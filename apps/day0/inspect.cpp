@@ -9,6 +9,7 @@
 #include "command.h"
 #include "day0/core/human.h"
 #include "day0/model/catalog.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/model_summary.h"
 #include "day0/runtime/op_recording.h"
@@ -112,7 +113,7 @@ void print_human(const ModelSummary& m) {
   const ParamCounts& p = m.params;
   std::vector<std::vector<std::string>> info = {
       {"Model", m.source},
-      {"Family", fmt::format("{} ({}, model_type {})", family_name(s.family), s.architecture, s.model_type)},
+      {"Family", fmt::format("{} ({}, model_type {})", s.family, s.architecture, s.model_type)},
       {"Layer plan", layer_plan(s)},
       {"Attention", describe_attention(s)},
       {"MoE", describe_moe(s)},
@@ -223,12 +224,25 @@ void print_human(const ModelSummary& m) {
 struct InspectOptions {
   std::string model;
   bool json = false;
+  bool families = false;
   bool strict_config = false;
   int64_t context = kDefaultOpContext;
   std::string kv_dtype = "bf16";
 };
 
 int run_inspect(const InspectOptions& options) {
+  if (options.families) {
+    if (options.json) {
+      fmt::print("{}\n", supported_families_json().dump(2));
+    } else {
+      fmt::print("{}", supported_families_markdown());
+    }
+    return kExitOk;
+  }
+  if (options.model.empty()) {
+    return report_error("inspect",
+                        invalid_argument("MODEL is required (or --families for the supported list)"));
+  }
   auto resolved = resolve_model(options.model, options.strict_config);
   if (!resolved.is_ok()) return report_error("inspect", resolved.status());
   auto ops = record_op_list(resolved->spec, options.context);
@@ -256,8 +270,11 @@ const Registrar kInspect(
       auto options = std::make_shared<InspectOptions>();
       app.add_option("MODEL", options->model,
                      "A model folder (with config.json), a config.json file, or a catalog name (" +
-                         catalog_names_text() + ")")
-          ->required();
+                         catalog_names_text() + ")");
+      app.add_flag(
+             "--families", options->families,
+             "List the model families Day0 runs (a Markdown table; with --json, JSON) instead of a model")
+          ->excludes("MODEL");
       app.add_flag("--json", options->json, "Print everything as JSON");
       app.add_flag("--strict-config", options->strict_config,
                    "Fail (exit 2) on a config key Day0 does not account for");

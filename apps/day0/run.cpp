@@ -525,8 +525,7 @@ int run_command(const RunOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("model      {} ({}, {} layers)\n", o.model, family_name(model->spec.family),
-             model->spec.n_layers);
+  fmt::print("model      {} ({}, {} layers)\n", o.model, model->spec.family, model->spec.n_layers);
   fmt::print("backend    {} ({} activations, {} KV cache), {}\n", o.backend, o.dtype,
              kv_dtype_name(eo.kv_dtype),
              sp.greedy ? std::string("greedy")
@@ -589,7 +588,7 @@ int run_command(const RunOptions& o) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kRunCommand(
     "run", "Generate from token ids: ids, log-probabilities, prefill/decode speed, optional reference dump",
     50, [](CLI::App& app) -> CommandRunner {
       auto o = std::make_shared<RunOptions>();

@@ -67,7 +67,7 @@ int run_synth(const SynthArgs& args) {
   if (args.json) {
     nlohmann::json out = {{"source", resolved->source},
                           {"dir", r.dir},
-                          {"family", family_name(r.spec.family)},
+                          {"family", r.spec.family},
                           {"seed", args.seed},
                           {"shards", r.shards},
                           {"n_tensors", r.n_tensors},
@@ -78,7 +78,7 @@ int run_synth(const SynthArgs& args) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("Miniature of {} ({}), seed {}\n", resolved->source, family_name(r.spec.family), args.seed);
+  fmt::print("Miniature of {} ({}), seed {}\n", resolved->source, r.spec.family, args.seed);
   fmt::print("  structure  {}\n", structure_line(r.spec));
   fmt::print("  weights    {} parameters, {} tensors{}, {}\n", with_commas(r.params), r.n_tensors,
              r.n_mtp_tensors > 0
@@ -90,7 +90,7 @@ int run_synth(const SynthArgs& args) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kSynthCommand(
     "synth",
     "Write a miniature checkpoint with the same structure as MODEL (family, attention, routing, layer "
     "pattern, "

@@ -1,8 +1,11 @@
 // day0 inspect end to end: catalog names, folders, JSON output and every bad-input path (exit 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -112,6 +115,47 @@ TEST(Inspect, HelpAndMissingArgument) {
   EXPECT_NE(help.out.find("--json"), std::string::npos);
   CliResult missing = run_cli({"inspect"});
   EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("MODEL is required"), std::string::npos) << missing.err;
+  CliResult both = run_cli({"inspect", "llama-3.1-8b", "--families"});
+  EXPECT_EQ(both.exit_code, 2);
+}
+
+// The README's table of supported families is the output of `day0 inspect --families`, verbatim, between
+// its two markers: a family added without regenerating the README fails here.
+TEST(InspectFamilies, ReadmeTableIsTheCommandsOutput) {
+  CliResult r = run_cli({"inspect", "--families"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(std::string(DAY0_TEST_DATA_DIR) + "/../README.md");
+  ASSERT_TRUE(in) << "README.md not found beside tests/";
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string begin = "<!-- day0 inspect --families -->\n",
+                    end = "<!-- end of day0 inspect --families -->";
+  const size_t from = readme.find(begin), to = readme.find(end);
+  ASSERT_NE(from, std::string::npos) << "README.md lacks the marker " << begin;
+  ASSERT_NE(to, std::string::npos) << "README.md lacks the marker " << end;
+  EXPECT_EQ(readme.substr(from + begin.size(), to - from - begin.size()), r.out)
+      << "regenerate the README's table with `day0 inspect --families`";
+}
+
+TEST(InspectFamilies, JsonListsEveryFamilyOnceWithItsNames) {
+  CliResult r = run_cli({"inspect", "--families", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  EXPECT_GE(j.size(), 16u);
+  std::vector<std::string> order;
+  for (const auto& family : j) {
+    order.push_back(family["family"].get<std::string>());
+    EXPECT_EQ(family["model_types"][0], family["family"]);
+    EXPECT_FALSE(family["architectures"].empty());
+    EXPECT_FALSE(family["summary"].get<std::string>().empty());
+  }
+  const std::set<std::string> names(order.begin(), order.end());
+  EXPECT_EQ(names.size(), order.size()) << "a family is listed twice";
+  EXPECT_TRUE(names.count("deepseek_v3"));
+  EXPECT_TRUE(names.count("qwen3_next"));
+  // Sorted by name, so the table does not change with the link order.
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
 }
 
 }  // namespace

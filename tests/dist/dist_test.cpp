@@ -173,7 +173,7 @@ TEST(TensorShard, RangesSplitEvenlyAndTheVocabularyRoundsUp) {
 
 ModelSpec dense_spec() {
   ModelSpec s;
-  s.family = Family::kLlama;
+  s.family = "llama";
   s.n_layers = 2;
   s.hidden_size = 64;
   s.n_heads = 4;
@@ -239,7 +239,7 @@ TEST(TensorShard, MlaSplitsByWholeHeadsAndRefusesHeadsThatDoNotDivide) {
 
 ModelSpec moe_spec() {
   ModelSpec s = dense_spec();
-  s.family = Family::kQwen3Moe;
+  s.family = "qwen3_moe";
   s.moe = MoeSpec{.n_experts = 8, .experts_per_token = 2, .expert_intermediate = 32};
   for (LayerSpec& l : s.layers) {
     l.moe = true;

@@ -315,7 +315,7 @@ TEST(ConfigFidelity, Qwen3NextBothSpellings) {
   ASSERT_TRUE(v5.is_ok()) << v5.status().to_string();
   EXPECT_TRUE(*v4 == *v5);
   const ModelSpec& s = *v5;
-  EXPECT_EQ(s.family, Family::kQwen3Next);
+  EXPECT_EQ(s.family, "qwen3_next");
   ASSERT_TRUE(s.linear_attention && s.moe);
   EXPECT_EQ(s.linear_attention->n_key_heads, 2);
   EXPECT_EQ(s.linear_attention->n_value_heads, 4);

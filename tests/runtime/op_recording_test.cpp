@@ -81,11 +81,11 @@ Result<ModelSpec> config_of(const FamilyInfo& family) {
   for (const auto& entry : std::filesystem::directory_iterator(std::string(DAY0_TEST_DATA_DIR) + "/golden")) {
     if (!entry.is_directory() || !std::filesystem::exists(entry.path() / "config.json")) continue;
     auto spec = load_model_config(entry.path() / "config.json");
-    if (spec.is_ok() && spec->family == family.family) return spec;
+    if (spec.is_ok() && spec->family == family.name()) return spec;
   }
   for (const auto& entry : model_catalog()) {
     auto spec = catalog_model(entry.name);
-    if (spec.is_ok() && spec->family == family.family) return spec;
+    if (spec.is_ok() && spec->family == family.name()) return spec;
   }
   const nlohmann::json minimal = {{"architectures", {family.architectures.front()}},
                                   {"model_type", family.model_types.front()},
@@ -105,7 +105,7 @@ TEST(RecordedOpList, EqualsTheKernelsARealStepCallsForEveryFamily) {
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root);
   for (const FamilyInfo& family : family_registry()) {
-    const std::string name = family_name(family.family);
+    const std::string name = family.name();
     SCOPED_TRACE(name);
     auto full = config_of(family);
     ASSERT_TRUE(full.is_ok()) << full.status().to_string();

@@ -1,6 +1,7 @@
 #include "day0/model/config_parser.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -59,8 +60,6 @@ Status validate_model_spec(const ModelSpec& spec) {
 
 namespace {
 
-// Llama4ForConditionalGeneration nests the text model in text_config; dtype and quantization sit at
-// the top. Merge them so the family parser sees one object.
 // Keys any transformers config may carry that never change the forward pass at inference: generic
 // PretrainedConfig fields, token ids, training-only losses and noise.
 const std::set<std::string>& irrelevant_keys() {
@@ -122,12 +121,23 @@ void collect_unknown(const nlohmann::json& object, const std::string& path, cons
   }
 }
 
+// An image-text wrapper nests the text model in text_config; dtype and quantization sit at the top. Merge
+// them so the family parser sees one object.
 nlohmann::json text_config_of(const nlohmann::json& root) {
   nlohmann::json text = root.at("text_config");
   for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"}) {
     if (!text.contains(key) && root.contains(key)) text[key] = root[key];
   }
   return text;
+}
+
+std::string mxfp4_families() {
+  std::string out;
+  for (const FamilyInfo& info : family_registry()) {
+    if (!info.mxfp4_experts) continue;
+    out += (out.empty() ? "" : ", ") + info.name();
+  }
+  return out;
 }
 
 }  // namespace
@@ -149,13 +159,15 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
   ConfigReader root(config, source);
   D0_ASSIGN_OR_RETURN(const FamilyInfo* info, detect_family(root));
   ModelSpec spec;
-  spec.family = info->family;
+  spec.family = info->name();
   D0_ASSIGN_OR_RETURN(std::vector<std::string> architectures, root.optional_string_list("architectures"));
   spec.architecture = architectures.empty() ? info->architectures.front() : architectures.front();
   D0_ASSIGN_OR_RETURN(spec.model_type, root.optional_string("model_type", info->model_types.front()));
 
-  const bool nested = spec.family == Family::kLlama4Text &&
-                      (spec.architecture == "Llama4ForConditionalGeneration" || root.present("text_config"));
+  const auto& wrappers = info->wrapper_architectures;
+  const bool nested = !wrappers.empty() &&
+                      (std::find(wrappers.begin(), wrappers.end(), spec.architecture) != wrappers.end() ||
+                       root.present("text_config"));
   if (nested) {
     D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> text, root.optional_object("text_config"));
     if (!text) return root.mismatch("text_config", "an object with the text model's keys");
@@ -173,11 +185,11 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
   } else {
     D0_RETURN_IF_ERROR(info->parse(root, spec));
   }
-  if (spec.weights.format == WeightFormat::kMxfp4 && spec.family != Family::kGptOss) {
+  if (spec.weights.format == WeightFormat::kMxfp4 && !info->mxfp4_experts) {
     return unsupported(
-        fmt::format("{}: quantization_config.quant_method: mxfp4 is only defined for gpt_oss "
-                    "checkpoints, found it on {}",
-                    source, family_name(spec.family)));
+        fmt::format("{}: quantization_config.quant_method: mxfp4 is not defined for {} checkpoints "
+                    "(families with MXFP4 experts: {})",
+                    source, spec.family, mxfp4_families()));
   }
   spec.attention_scale = derive_attention_scale(spec);
   D0_RETURN_IF_ERROR(validate_model_spec(spec).with_context(source));

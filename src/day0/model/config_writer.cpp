@@ -16,8 +16,8 @@ nlohmann::json to_hf_config(const ModelSpec& spec, const HfConfigOptions& option
   info.write(spec, text);
   if (options.native_model_type && !spec.multimodal_wrapper) text["model_type"] = info.model_types.front();
   if (!spec.multimodal_wrapper) return text;
-  // Llama4ForConditionalGeneration: the text model nests under text_config; transformers builds a
-  // default vision tower from an absent vision_config.
+  // An image-text wrapper: the text model nests under text_config; transformers builds a default vision
+  // tower from an absent vision_config.
   nlohmann::json root = {{"architectures", text["architectures"]},
                          {"model_type", spec.model_type},
                          {"torch_dtype", text["torch_dtype"]},
@@ -27,7 +27,7 @@ nlohmann::json to_hf_config(const ModelSpec& spec, const HfConfigOptions& option
     text.erase("quantization_config");
   }
   text.erase("architectures");
-  text["model_type"] = "llama4_text";
+  text["model_type"] = info.name();
   root["text_config"] = text;
   return root;
 }

@@ -5,103 +5,40 @@
 #include <cctype>
 
 #include "day0/core/error.h"
-#include "day0/model/families/families.h"
 
 namespace day0 {
 
-const std::vector<FamilyInfo>& family_registry() {
-  namespace f = families;
-  static const std::vector<FamilyInfo> kRegistry = {
-      {Family::kLlama, {"llama"}, {"LlamaForCausalLM"}, f::parse_llama, f::write_llama, f::weights_llama},
-      {Family::kMistral,
-       {"mistral"},
-       {"MistralForCausalLM"},
-       f::parse_mistral,
-       f::write_mistral,
-       f::weights_mistral},
-      {Family::kQwen2, {"qwen2"}, {"Qwen2ForCausalLM"}, f::parse_qwen2, f::write_qwen2, f::weights_qwen2},
-      {Family::kQwen3, {"qwen3"}, {"Qwen3ForCausalLM"}, f::parse_qwen3, f::write_qwen3, f::weights_qwen3},
-      {Family::kMixtral,
-       {"mixtral"},
-       {"MixtralForCausalLM"},
-       f::parse_mixtral,
-       f::write_mixtral,
-       f::weights_mixtral},
-      {Family::kQwen2Moe,
-       {"qwen2_moe"},
-       {"Qwen2MoeForCausalLM"},
-       f::parse_qwen2_moe,
-       f::write_qwen2_moe,
-       f::weights_qwen2_moe},
-      {Family::kQwen3Moe,
-       {"qwen3_moe"},
-       {"Qwen3MoeForCausalLM"},
-       f::parse_qwen3_moe,
-       f::write_qwen3_moe,
-       f::weights_qwen3_moe},
-      {Family::kDeepseekV2,
-       {"deepseek_v2"},
-       {"DeepseekV2ForCausalLM"},
-       f::parse_deepseek_v2,
-       f::write_deepseek_v2,
-       f::weights_deepseek_v2},
-      {Family::kDeepseekV3,
-       {"deepseek_v3", "kimi_k2"},
-       {"DeepseekV3ForCausalLM"},
-       f::parse_deepseek_v3,
-       f::write_deepseek_v3,
-       f::weights_deepseek_v3},
-      {Family::kGlm4Moe,
-       {"glm4_moe"},
-       {"Glm4MoeForCausalLM"},
-       f::parse_glm4_moe,
-       f::write_glm4_moe,
-       f::weights_glm4_moe},
-      {Family::kGptOss,
-       {"gpt_oss"},
-       {"GptOssForCausalLM"},
-       f::parse_gpt_oss,
-       f::write_gpt_oss,
-       f::weights_gpt_oss},
-      {Family::kLlama4Text,
-       {"llama4_text", "llama4"},
-       {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"},
-       f::parse_llama4_text,
-       f::write_llama4_text,
-       f::weights_llama4_text},
-      {Family::kMinimaxM2,
-       {"minimax_m2"},
-       {"MiniMaxM2ForCausalLM"},
-       f::parse_minimax_m2,
-       f::write_minimax_m2,
-       f::weights_minimax_m2},
-      {Family::kLongcatFlash,
-       {"longcat_flash"},
-       {"LongcatFlashForCausalLM"},
-       f::parse_longcat_flash,
-       f::write_longcat_flash,
-       f::weights_longcat_flash},
-      {Family::kDeepseekV32,
-       {"deepseek_v32"},
-       {"DeepseekV32ForCausalLM"},
-       f::parse_deepseek_v32,
-       f::write_deepseek_v32,
-       f::weights_deepseek_v32},
-      {Family::kQwen3Next,
-       {"qwen3_next"},
-       {"Qwen3NextForCausalLM"},
-       f::parse_qwen3_next,
-       f::write_qwen3_next,
-       f::weights_qwen3_next},
-  };
-  return kRegistry;
+namespace {
+
+std::vector<FamilyInfo>& registry_storage() {
+  static std::vector<FamilyInfo> registry;  // constructed on first use, before any registrar adds to it
+  return registry;
 }
 
-const FamilyInfo& family_info(Family family) {
-  for (const auto& info : family_registry()) {
-    if (info.family == family) return info;
+}  // namespace
+
+FamilyRegistrar::FamilyRegistrar(FamilyInfo info) {
+  D0_CHECK_MSG(
+      !info.model_types.empty() && !info.architectures.empty() && info.parse && info.write && info.weights,
+      "a family registers a model_type, an architecture, a parser, a writer and a weight table");
+  std::vector<FamilyInfo>& registry = registry_storage();
+  for (const FamilyInfo& other : registry) {
+    D0_CHECK_MSG(other.name() != info.name(), "family " + info.name() + " registered twice");
   }
-  D0_CHECK_MSG(false, fmt::format("family {} missing from the registry", static_cast<int>(family)));
+  const auto at = std::find_if(registry.begin(), registry.end(),
+                               [&](const FamilyInfo& other) { return info.name() < other.name(); });
+  registry.insert(at, std::move(info));
+}
+
+const std::vector<FamilyInfo>& family_registry() {
+  return registry_storage();
+}
+
+const FamilyInfo& family_info(std::string_view name) {
+  for (const auto& info : family_registry()) {
+    if (info.name() == name) return info;
+  }
+  D0_CHECK_MSG(false, fmt::format("family \"{}\" missing from the registry", name));
   return family_registry().front();
 }
 
@@ -109,7 +46,36 @@ std::string supported_families_text() {
   std::string out;
   for (const auto& info : family_registry()) {
     if (!out.empty()) out += ", ";
-    out += family_name(info.family);
+    out += info.name();
+  }
+  return out;
+}
+
+std::string supported_families_markdown() {
+  const auto code_list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& name : names) out += (out.empty() ? "`" : ", `") + name + "`";
+    return out;
+  };
+  std::string out = "| family | architectures | model_type | what it is |\n|---|---|---|---|\n";
+  for (const auto& info : family_registry()) {
+    std::vector<std::string> architectures = info.architectures;
+    architectures.insert(architectures.end(), info.wrapper_architectures.begin(),
+                         info.wrapper_architectures.end());
+    out += fmt::format("| {} | {} | {} | {} |\n", info.name(), code_list(architectures),
+                       code_list(info.model_types), info.summary);
+  }
+  return out;
+}
+
+nlohmann::json supported_families_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& info : family_registry()) {
+    out.push_back({{"family", info.name()},
+                   {"architectures", info.architectures},
+                   {"wrapper_architectures", info.wrapper_architectures},
+                   {"model_types", info.model_types},
+                   {"summary", info.summary}});
   }
   return out;
 }
@@ -137,7 +103,7 @@ std::string nearest_name(std::string_view name) {
   std::string best;
   size_t best_distance = SIZE_MAX;
   for (const auto& info : family_registry()) {
-    for (const auto* names : {&info.architectures, &info.model_types}) {
+    for (const auto* names : {&info.architectures, &info.wrapper_architectures, &info.model_types}) {
       for (const auto& candidate : *names) {
         const size_t d = edit_distance(name, candidate);
         if (d < best_distance) {
@@ -162,8 +128,10 @@ Result<const FamilyInfo*> detect_family(const ConfigReader& cfg) {
   D0_ASSIGN_OR_RETURN(std::string model_type, cfg.optional_string("model_type", ""));
   if (!architectures.empty()) {
     for (const auto& info : family_registry()) {
-      for (const auto& arch : info.architectures) {
-        if (arch == architectures.front()) return &info;
+      for (const auto* names : {&info.architectures, &info.wrapper_architectures}) {
+        for (const auto& arch : *names) {
+          if (arch == architectures.front()) return &info;
+        }
       }
     }
     return unknown(cfg, "architecture", architectures.front());

@@ -1,13 +1,6 @@
 #include "day0/model/model_spec.h"
 
-#include "day0/model/family_registry.h"
-
 namespace day0 {
-
-const char* family_name(Family family) {
-  // The registry's first model_type: one place names a family.
-  return family_info(family).model_types.front().c_str();
-}
 
 const char* attention_mask_name(AttentionMask mask) {
   switch (mask) {

@@ -11,25 +11,6 @@
 
 namespace day0 {
 
-enum class Family {
-  kLlama,
-  kMistral,
-  kQwen2,
-  kQwen3,
-  kMixtral,
-  kQwen2Moe,
-  kQwen3Moe,
-  kDeepseekV2,
-  kDeepseekV3,
-  kGlm4Moe,
-  kGptOss,
-  kLlama4Text,
-  kMinimaxM2,
-  kLongcatFlash,
-  kDeepseekV32,
-  kQwen3Next,
-};
-
 enum class AttentionKind { kGqa, kMla };
 // Mask of one layer's attention.
 enum class AttentionMask { kCausal, kSliding, kChunked };
@@ -173,9 +154,9 @@ struct QuantSpec {
 
 struct ModelSpec {
   // Identity.
-  std::string architecture;  // e.g. "DeepseekV3ForCausalLM"
-  std::string model_type;    // e.g. "deepseek_v3", "kimi_k2"
-  Family family = Family::kLlama;
+  std::string architecture;      // e.g. "DeepseekV3ForCausalLM"
+  std::string model_type;        // e.g. "deepseek_v3", "kimi_k2"
+  std::string family = "llama";  // the registered family's name (family_registry.h)
   AttentionKind attention = AttentionKind::kGqa;
 
   // Sizes.
@@ -211,6 +192,11 @@ struct ModelSpec {
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
   bool tie_word_embeddings = false;
+  // Rounding points under BF16 activations: where the reference implementation keeps float32. Set by
+  // the family's parser (they are the family's code, not config keys).
+  bool norm_gain_f32 = false;            // the RMSNorm gain applies to the float32 normed row, then one cast
+  bool router_logits_f32 = false;        // the router's logits (and so its scores) stay float32
+  bool routing_weights_f32 = false;      // the top-k weights stay float32 until the expert sum is scaled
   int64_t sliding_window = 0;            // 0 = none
   int64_t attention_chunk_size = 0;      // Llama 4
   bool attn_temperature_tuning = false;  // Llama 4 NoPE layers
@@ -237,7 +223,6 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
-const char* family_name(Family family);               // "deepseek_v3", "llama", ...
 const char* attention_mask_name(AttentionMask mask);  // "causal", "sliding", "chunked"
 const char* rope_type_name(RopeType type);            // "default", "llama3", "yarn", ...
 const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", ...

@@ -137,7 +137,7 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
                       {"dense_intermediate", l.dense_intermediate}});
   }
   nlohmann::json j = {
-      {"family", family_name(s.family)},
+      {"family", s.family},
       {"architecture", s.architecture},
       {"model_type", s.model_type},
       {"attention", s.attention == AttentionKind::kMla ? "mla" : "gqa"},

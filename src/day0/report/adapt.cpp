@@ -115,7 +115,7 @@ Result<Report> run_adapt(const AdaptOptions& options,
     if (on_stage) on_stage(stage);
     report.stages.push_back(std::move(stage));
   }
-  if (ctx.model) report.family = family_name(ctx.model->spec.family);
+  if (ctx.model) report.family = ctx.model->spec.family;
 
   if (old_report)
     report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));

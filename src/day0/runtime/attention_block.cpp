@@ -28,7 +28,7 @@ void split_rms_norm(const Context& c, Matrix x, std::span<const float> weight, f
   for (float& f : sums) f = 1.0f / std::sqrt(f / static_cast<float>(ranks * x.cols) + eps);
   c.be.mul({x, factor.m, x});
   // As rms_norm(): BF16 Llama-style norms round the normed row before the weight.
-  if (c.bf16() && c.spec.family != Family::kGptOss && !c.spec.zero_centered_norms) round_activations(c, x);
+  if (c.bf16() && !c.spec.norm_gain_f32) round_activations(c, x);
   c.be.mul({x, ConstMatrix(weight.data(), 1, static_cast<int64_t>(weight.size())), x});
   round_activations(c, x);
 }

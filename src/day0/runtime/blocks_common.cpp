@@ -47,9 +47,8 @@ void round_activations(const Context& c, Matrix m) {
 
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
   // HF Llama-style norms cast x * rsqrt(...) to the activation dtype before multiplying by the weight;
-  // gpt-oss and Qwen3-Next's zero-centred norms (gain 1 + w, bound as such) apply the gain in float32
-  // and cast the weighted result.
-  if (!c.bf16() || weight.empty() || c.spec.family == Family::kGptOss || c.spec.zero_centered_norms) {
+  // families with norm_gain_f32 apply the gain in float32 and cast the weighted result.
+  if (!c.bf16() || weight.empty() || c.spec.norm_gain_f32) {
     c.be.rms_norm({x, weight, eps, y});
     round_activations(c, y);
     return;

@@ -38,14 +38,11 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   const int64_t t = h.rows, e = m.n_experts + m.n_zero_experts, k = m.experts_per_token;
   Buffer logits(c.arena, t, e);  // [T, E (+ zero experts)]
   matmul(c, h, w.router, logits.m);
-  // DeepSeek / GLM / LongCat-Flash compute router logits in float32; the others run the gate in the
-  // activation dtype.
-  const bool fp32_router = s.family == Family::kDeepseekV2 || s.family == Family::kDeepseekV3 ||
-                           s.family == Family::kDeepseekV32 || s.family == Family::kGlm4Moe ||
-                           s.family == Family::kLongcatFlash;
+  // The family's rounding points: float32 router logits, or the gate run in the activation dtype; float32
+  // routing weights scale the expert output before it is rounded.
+  const bool fp32_router = s.router_logits_f32;
   if (!fp32_router) round_activations(c, logits.m);
-  // MiniMax-M2 keeps its float32 routing weights: the expert output is scaled in float32, then rounded.
-  const bool fp32_weights = fp32_router || s.family == Family::kMinimaxM2;
+  const bool fp32_weights = s.routing_weights_f32;
 
   Routing out;
   out.ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));  // [T, k] expert ids (4-byte slots)

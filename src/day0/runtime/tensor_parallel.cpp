@@ -37,7 +37,7 @@ ShardRange kv_head_shard(int64_t rows, int64_t n_kv_heads, TensorShard shard) {
 Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp < 1) return invalid_argument(fmt::format("--tp {}: must be at least 1", tp));
   if (tp == 1) return Status::ok();
-  const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, family_name(s.family));
+  const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, s.family);
   if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
   if (s.linear_attention && s.linear_attention->n_key_heads % tp != 0) {
     // Gated DeltaNet splits by key heads (each with its value heads, conv channels and state).
@@ -115,7 +115,7 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
 Status check_expert_parallel(const ModelSpec& s, int ep) {
   if (ep < 1) return invalid_argument(fmt::format("--ep {}: must be at least 1", ep));
   if (ep == 1) return Status::ok();
-  const std::string what = fmt::format("expert parallelism over {} ranks ({})", ep, family_name(s.family));
+  const std::string what = fmt::format("expert parallelism over {} ranks ({})", ep, s.family);
   const bool moe_layers =
       s.moe && s.moe->n_experts > 0 &&
       std::any_of(s.layers.begin(), s.layers.end(), [](const LayerSpec& l) { return l.moe; });
@@ -139,7 +139,7 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
 Status check_pipeline_parallel(const ModelSpec& s, int pp) {
   if (pp < 1) return invalid_argument(fmt::format("--pp {}: must be at least 1", pp));
   if (pp == 1) return Status::ok();
-  const std::string what = fmt::format("pipeline parallelism over {} stages ({})", pp, family_name(s.family));
+  const std::string what = fmt::format("pipeline parallelism over {} stages ({})", pp, s.family);
   if (s.n_layers < pp) {
     return invalid_argument(
         fmt::format("{}: {} decoder layers cannot give each stage one (use --pp {} or fewer)", what,

@@ -391,7 +391,7 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   }
   WeightBinder b(spec, *out);
   TableBinder table(b, *out);
-  const std::string context = fmt::format("binding {} weights", family_name(spec.family));
+  const std::string context = fmt::format("binding {} weights", spec.family);
   // Tied: the head is the embedding, unless the checkpoint stores a copy anyway.
   const std::string head = spec.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
   const bool tied_head_from_embedding = spec.tie_word_embeddings && !b.has(head);

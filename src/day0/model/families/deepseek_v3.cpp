@@ -3,11 +3,15 @@
 // rope_interleave (default true) says the checkpoint's rope columns are in interleaved pair order.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
 Status parse_deepseek_v3(const ConfigReader& cfg, ModelSpec& spec) {
+  // The reference keeps the router in float32: its logits and the routing weights.
+  spec.router_logits_f32 = true;
+  spec.routing_weights_f32 = true;
   FamilyDefaults defaults;
   defaults.rms_norm_eps = 1e-6;
   defaults.rope_theta = 10000.0;
@@ -33,5 +37,14 @@ void weights_deepseek_v3(const ModelSpec& s, WeightTableBuilder& b) {
   weights::decoder(s, b, ffn);
   weights::deepseek_mtp_layers(s, b, ffn);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"deepseek_v3", "kimi_k2"},
+    .architectures = {"DeepseekV3ForCausalLM"},
+    .summary = "MLA, sigmoid noaux_tc MoE with a correction bias and shared experts",
+    .parse = parse_deepseek_v3,
+    .write = write_deepseek_v3,
+    .weights = weights_deepseek_v3,
+});
 
 }  // namespace day0::families

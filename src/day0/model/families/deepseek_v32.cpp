@@ -10,6 +10,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -48,6 +49,9 @@ Status apply_mlp_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
 }  // namespace
 
 Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
+  // The reference keeps the router in float32: its logits and the routing weights.
+  spec.router_logits_f32 = true;
+  spec.routing_weights_f32 = true;
   // DeepseekV32Config reroutes a num_experts keyword to n_routed_experts (it wins when both are given).
   nlohmann::json merged = cfg.json();
   if (cfg.present("num_experts")) {
@@ -140,5 +144,14 @@ void weights_deepseek_v32(const ModelSpec& s, WeightTableBuilder& b) {
   weights::decoder(s, b, layer);
   weights::deepseek_mtp_layers(s, b, layer);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"deepseek_v32"},
+    .architectures = {"DeepseekV32ForCausalLM"},
+    .summary = "MLA with sparse attention (lightning indexer, top-k keys), DeepSeek-V3 MoE",
+    .parse = parse_deepseek_v32,
+    .write = write_deepseek_v32,
+    .weights = weights_deepseek_v32,
+});
 
 }  // namespace day0::families

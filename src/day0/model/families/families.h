@@ -1,7 +1,8 @@
 #pragma once
-// One parser, one writer and one weight table per family. A parser receives the config object that holds the
-// text model's keys (Llama 4: text_config) with spec.architecture / model_type / family already set, and
-// fills the rest of the spec; the writer adds the family's keys on top of write_core().
+// What several family files share. Each family file registers its parser, writer and weight table
+// (family_registry.h). A parser receives the config object that holds the text model's keys (an image-text
+// wrapper's text_config) with spec.architecture / model_type / family already set, and fills the rest of
+// the spec; the writer adds the family's keys on top of write_core().
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
@@ -10,30 +11,6 @@
 #include "day0/model/weight_table.h"
 
 namespace day0::families {
-
-#define D0_DECLARE_FAMILY(name)                                  \
-  Status parse_##name(const ConfigReader& cfg, ModelSpec& spec); \
-  void write_##name(const ModelSpec& spec, nlohmann::json& out); \
-  void weights_##name(const ModelSpec& spec, WeightTableBuilder& b)
-
-D0_DECLARE_FAMILY(llama);
-D0_DECLARE_FAMILY(mistral);
-D0_DECLARE_FAMILY(qwen2);
-D0_DECLARE_FAMILY(qwen3);
-D0_DECLARE_FAMILY(mixtral);
-D0_DECLARE_FAMILY(qwen2_moe);
-D0_DECLARE_FAMILY(qwen3_moe);
-D0_DECLARE_FAMILY(deepseek_v2);
-D0_DECLARE_FAMILY(deepseek_v3);
-D0_DECLARE_FAMILY(glm4_moe);
-D0_DECLARE_FAMILY(gpt_oss);
-D0_DECLARE_FAMILY(llama4_text);
-D0_DECLARE_FAMILY(minimax_m2);
-D0_DECLARE_FAMILY(longcat_flash);
-D0_DECLARE_FAMILY(deepseek_v32);
-D0_DECLARE_FAMILY(qwen3_next);
-
-#undef D0_DECLARE_FAMILY
 
 // Shared by the DeepSeek-style MoE families (deepseek_v2, deepseek_v3, glm4_moe): routed + shared
 // experts, dense layers before first_k_dense_replace.

@@ -3,11 +3,15 @@
 // with shared experts after first_k_dense_replace dense layers.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
 Status parse_glm4_moe(const ConfigReader& cfg, ModelSpec& spec) {
+  // The reference keeps the router in float32: its logits and the routing weights.
+  spec.router_logits_f32 = true;
+  spec.routing_weights_f32 = true;
   FamilyDefaults defaults;
   defaults.rms_norm_eps = 1e-5;
   defaults.rope_theta = 10000.0;
@@ -50,5 +54,14 @@ void weights_glm4_moe(const ModelSpec& s, WeightTableBuilder& b) {
   weights::decoder(s, b, ffn);
   weights::deepseek_mtp_layers(s, b, ffn);  // num_nextn_predict_layers, laid out as DeepSeek-V3's
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"glm4_moe"},
+    .architectures = {"Glm4MoeForCausalLM"},
+    .summary = "GQA with partial RoPE and q/k norm, sigmoid noaux_tc MoE with shared experts",
+    .parse = parse_glm4_moe,
+    .write = write_glm4_moe,
+    .weights = weights_glm4_moe,
+});
 
 }  // namespace day0::families

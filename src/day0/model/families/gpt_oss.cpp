@@ -3,11 +3,14 @@
 // (MXFP4 in the release).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
 
 Status parse_gpt_oss(const ConfigReader& cfg, ModelSpec& spec) {
+  // RMSNorm gains apply in float32 to the normed row, then one cast.
+  spec.norm_gain_f32 = true;
   FamilyDefaults defaults;
   defaults.rms_norm_eps = 1e-5;
   defaults.rope_theta = 150000.0;
@@ -106,5 +109,15 @@ void weights_gpt_oss(const ModelSpec& s, WeightTableBuilder& b) {
            WeightSlot::kExpertsDownBias);
   });
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"gpt_oss"},
+    .architectures = {"GptOssForCausalLM"},
+    .summary = "GQA with sinks and alternating sliding windows, MXFP4 MoE of clamped SwiGLU experts",
+    .mxfp4_experts = true,
+    .parse = parse_gpt_oss,
+    .write = write_gpt_oss,
+    .weights = weights_gpt_oss,
+});
 
 }  // namespace day0::families

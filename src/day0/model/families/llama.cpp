@@ -2,6 +2,7 @@
 // any supported type (Llama 3.1: llama3).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -34,5 +35,14 @@ void dense_decoder_weights(const ModelSpec& s, WeightTableBuilder& b) {
 void weights_llama(const ModelSpec& s, WeightTableBuilder& b) {
   dense_decoder_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"llama"},
+    .architectures = {"LlamaForCausalLM"},
+    .summary = "GQA, SwiGLU MLP, RoPE with llama3 / linear / dynamic / YaRN scaling",
+    .parse = parse_llama,
+    .write = write_llama,
+    .weights = weights_llama,
+});
 
 }  // namespace day0::families

@@ -6,6 +6,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -111,5 +112,15 @@ void weights_llama4_text(const ModelSpec& s, WeightTableBuilder& b) {
     weights::shared_expert(s, lb, "feed_forward.shared_expert.", s.moe->shared_intermediate);
   });
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"llama4_text", "llama4"},
+    .architectures = {"Llama4ForCausalLM"},
+    .summary = "chunked GQA with NoPE layers, sigmoid top-1 MoE plus a shared expert",
+    .wrapper_architectures = {"Llama4ForConditionalGeneration"},
+    .parse = parse_llama4_text,
+    .write = write_llama4_text,
+    .weights = weights_llama4_text,
+});
 
 }  // namespace day0::families

@@ -11,6 +11,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -43,6 +44,9 @@ constexpr double kPublishedRealExpertShare = 8.0 / 12.0;
 }  // namespace
 
 Status parse_longcat_flash(const ConfigReader& cfg, ModelSpec& spec) {
+  // The reference keeps the router in float32: its logits and the routing weights.
+  spec.router_logits_f32 = true;
+  spec.routing_weights_f32 = true;
   // num_layers counts the Hugging Face layers; transformers 5 derives num_hidden_layers = 2 *
   // num_layers (not saved), transformers 4 saves both.
   D0_ASSIGN_OR_RETURN(int64_t n_hf_layers, cfg.optional_int("num_layers", 28, 1, kMaxLayers / 2));
@@ -193,5 +197,14 @@ void weights_longcat_flash(const ModelSpec& s, WeightTableBuilder& b) {
                    WeightSlot::kLmHead);
   }
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"longcat_flash"},
+    .architectures = {"LongcatFlashForCausalLM"},
+    .summary = "MLA sublayer pairs, MoE with zero-computation experts added after the pair",
+    .parse = parse_longcat_flash,
+    .write = write_longcat_flash,
+    .weights = weights_longcat_flash,
+});
 
 }  // namespace day0::families

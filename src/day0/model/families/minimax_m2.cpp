@@ -7,6 +7,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -51,6 +52,8 @@ Status check_attention_types(const ConfigReader& cfg, const ModelSpec& spec) {
 }  // namespace
 
 Status parse_minimax_m2(const ConfigReader& cfg, ModelSpec& spec) {
+  // The routing weights stay float32: the expert output is scaled in float32, then rounded.
+  spec.routing_weights_f32 = true;
   FamilyDefaults defaults;  // MiniMaxM2Config
   defaults.rms_norm_eps = 1e-6;
   defaults.rope_theta = 5e6;
@@ -133,5 +136,14 @@ void weights_minimax_m2(const ModelSpec& s, WeightTableBuilder& b) {
     weights::separate_experts(s, lb, "block_sparse_moe.experts.{E}.", {"w1", "w3", "w2"});
   });
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"minimax_m2"},
+    .architectures = {"MiniMaxM2ForCausalLM"},
+    .summary = "GQA with full-width q/k norm and partial RoPE, sigmoid MoE with a correction bias",
+    .parse = parse_minimax_m2,
+    .write = write_minimax_m2,
+    .weights = weights_minimax_m2,
+});
 
 }  // namespace day0::families

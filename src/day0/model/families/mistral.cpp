@@ -2,6 +2,7 @@
 // (MistralConfig defaults sliding_window to 4096 when the key is absent; null disables it).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -29,5 +30,14 @@ void write_mistral(const ModelSpec& spec, nlohmann::json& out) {
 void weights_mistral(const ModelSpec& s, WeightTableBuilder& b) {
   dense_decoder_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"mistral"},
+    .architectures = {"MistralForCausalLM"},
+    .summary = "GQA without biases, optional sliding window, SwiGLU MLP",
+    .parse = parse_mistral,
+    .write = write_mistral,
+    .weights = weights_mistral,
+});
 
 }  // namespace day0::families

@@ -2,6 +2,7 @@
 // renormalises the selected weights; experts are intermediate_size wide.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -43,5 +44,14 @@ void weights_mixtral(const ModelSpec& s, WeightTableBuilder& b) {
     weights::separate_experts(s, lb, "block_sparse_moe.experts.{E}.", {"w1", "w3", "w2"});
   });
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"mixtral"},
+    .architectures = {"MixtralForCausalLM"},
+    .summary = "GQA, softmax top-k MoE of SwiGLU experts",
+    .parse = parse_mixtral,
+    .write = write_mixtral,
+    .weights = weights_mixtral,
+});
 
 }  // namespace day0::families

@@ -3,6 +3,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -64,5 +65,14 @@ void write_qwen2(const ModelSpec& spec, nlohmann::json& out) {
 void weights_qwen2(const ModelSpec& s, WeightTableBuilder& b) {
   dense_decoder_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"qwen2"},
+    .architectures = {"Qwen2ForCausalLM"},
+    .summary = "GQA with q/k/v biases, sliding window on upper layers, SwiGLU MLP",
+    .parse = parse_qwen2,
+    .write = write_qwen2,
+    .weights = weights_qwen2,
+});
 
 }  // namespace day0::families

@@ -4,6 +4,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -81,5 +82,14 @@ void qwen_moe_weights(const ModelSpec& s, WeightTableBuilder& b) {
 void weights_qwen2_moe(const ModelSpec& s, WeightTableBuilder& b) {
   qwen_moe_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"qwen2_moe"},
+    .architectures = {"Qwen2MoeForCausalLM"},
+    .summary = "GQA with q/k/v biases, softmax top-k MoE plus a sigmoid-gated shared expert",
+    .parse = parse_qwen2_moe,
+    .write = write_qwen2_moe,
+    .weights = weights_qwen2_moe,
+});
 
 }  // namespace day0::families

@@ -2,6 +2,7 @@
 // attention_bias (default false) on all four projections.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -29,5 +30,14 @@ void write_qwen3(const ModelSpec& spec, nlohmann::json& out) {
 void weights_qwen3(const ModelSpec& s, WeightTableBuilder& b) {
   dense_decoder_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"qwen3"},
+    .architectures = {"Qwen3ForCausalLM"},
+    .summary = "GQA with per-head q/k RMSNorm, SwiGLU MLP",
+    .parse = parse_qwen3,
+    .write = write_qwen3,
+    .weights = weights_qwen3,
+});
 
 }  // namespace day0::families

@@ -3,6 +3,7 @@
 // transformers ignores it).
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -42,5 +43,14 @@ void write_qwen3_moe(const ModelSpec& spec, nlohmann::json& out) {
 void weights_qwen3_moe(const ModelSpec& s, WeightTableBuilder& b) {
   qwen_moe_weights(s, b);
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"qwen3_moe"},
+    .architectures = {"Qwen3MoeForCausalLM"},
+    .summary = "GQA with q/k RMSNorm, softmax top-k MoE",
+    .parse = parse_qwen3_moe,
+    .write = write_qwen3_moe,
+    .weights = weights_qwen3_moe,
+});
 
 }  // namespace day0::families

@@ -10,6 +10,7 @@
 
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -46,6 +47,8 @@ Status parse_layer_kinds(const ConfigReader& cfg, ModelSpec& spec) {
 }  // namespace
 
 Status parse_qwen3_next(const ConfigReader& cfg, ModelSpec& spec) {
+  // RMSNorm gains apply in float32 to the normed row, then one cast.
+  spec.norm_gain_f32 = true;
   FamilyDefaults defaults;  // Qwen3NextConfig
   defaults.rms_norm_eps = 1e-6;
   defaults.rope_theta = 10000.0;
@@ -163,5 +166,14 @@ void weights_qwen3_next(const ModelSpec& s, WeightTableBuilder& b) {
   }
   b.ignore_prefix("mtp.");
 }
+
+const FamilyRegistrar kFamily({
+    .model_types = {"qwen3_next"},
+    .architectures = {"Qwen3NextForCausalLM"},
+    .summary = "Gated DeltaNet layers with gated attention every 4th, MoE plus a shared expert",
+    .parse = parse_qwen3_next,
+    .write = write_qwen3_next,
+    .weights = weights_qwen3_next,
+});
 
 }  // namespace day0::families

@@ -21,7 +21,7 @@ void run_structure_stage(AdaptContext& ctx, StageResult& out) {
   const ModelSummary& s = *ctx.summary;
   const ModelSpec& spec = s.spec;
   out.evidence = {{"source", s.source},
-                  {"family", family_name(spec.family)},
+                  {"family", spec.family},
                   {"architecture", spec.architecture},
                   {"n_layers", spec.n_layers},
                   {"attention", describe_attention(spec)},
@@ -41,7 +41,7 @@ void run_structure_stage(AdaptContext& ctx, StageResult& out) {
                                                      unknown.size(), fmt::join(unknown, ", "));
   stage_pass(
       out,
-      fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors{}", family_name(spec.family),
+      fmt::format("{} ({}), {} layers, {} params total / {} active, {} tensors{}", spec.family,
                   describe_attention(spec), spec.n_layers, human_count(static_cast<double>(s.params.total)),
                   human_count(static_cast<double>(s.params.active)), with_commas(s.n_tensors), unknown_note));
 }
