@@ -246,7 +246,7 @@ int bench_serve(BenchArgs& a) {
   return r->failed > 0 ? kExitCheckFailed : kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kBenchCommand(
     "bench",
     "Benchmarks: `bench MODEL` runs llama-bench's pp / tg tests with the machine's limits beside them; "
     "`bench serve` loads an OpenAI-compatible server and reports throughput and latency",

@@ -34,7 +34,7 @@ int convert_command(const ConvertArgs& a) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kConvertCommand(
     "convert",
     "Convert a GGUF file to a Hugging Face folder (config.json, safetensors, tokenizer.json, chat template)",
     15, [](CLI::App& app) -> CommandRunner {

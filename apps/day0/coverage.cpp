@@ -54,7 +54,7 @@ int run_coverage(const CoverageOptions& o) {
   return report->failed() ? kExitCheckFailed : kExitOk;
 }
 
-const Registrar kRegistrar{
+const Registrar kCoverageCommand{
     "coverage",
     "Where each operator of MODEL runs on a backend: native, decomposed, host fallback or missing", 40,
     [](CLI::App& app) -> CommandRunner {

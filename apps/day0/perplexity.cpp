@@ -164,7 +164,7 @@ int perplexity_command(const PerplexityArgs& a) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kPerplexityCommand(
     "perplexity", "Perplexity of a text (llama-perplexity's protocol) and KL divergence against a base run",
     45, [](CLI::App& app) -> CommandRunner {
       auto a = std::make_shared<PerplexityArgs>();

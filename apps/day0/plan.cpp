@@ -200,7 +200,7 @@ int run_plan(const PlanArgs& a) {
   return kExitOk;
 }
 
-const Registrar kRegistrar{
+const Registrar kPlanCommand{
     "plan", "Parallel planner: which TP x PP x DP x EP layouts fit a cluster, KV room, TTFT/TPOT estimates",
     60, [](CLI::App& sub) -> CommandRunner {
       auto a = std::make_shared<PlanArgs>();

@@ -68,7 +68,7 @@ int run_quantize(const QuantizeArgs& args) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kQuantizeCommand(
     "quantize",
     "Quantize MODEL's projections to int8 or int4 (weight-only, per-group scales) into a compressed-tensors "
     "pack-quantized checkpoint that transformers and vLLM load",

@@ -161,7 +161,7 @@ int serve_command(ServeArgs& a) {
   return kExitOk;
 }
 
-const Registrar kRegistrar(
+const Registrar kServeCommand(
     "serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching, streaming, /metrics)",
     60, [](CLI::App& app) -> CommandRunner {
       auto a = std::make_shared<ServeArgs>();

@@ -151,7 +151,7 @@ int run_tokenize(const TokenizeOptions& o) {
   return kExitOk;
 }
 
-const Registrar kRegistrar{
+const Registrar kTokenizeCommand{
     "tokenize", "Text to token ids and back with the model's tokenizer and chat template", 80,
     [](CLI::App& app) -> CommandRunner {
       auto o = std::make_shared<TokenizeOptions>();

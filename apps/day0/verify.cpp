@@ -69,9 +69,9 @@ int run_verify(const VerifyArgs& args) {
   auto report = verify_checkpoint(args.model, options);
   if (!report.is_ok()) return report_error("verify", report.status());
   if (args.json) {
-    auto json = verify_report_json(*report);
-    json["model_config"] = config_arg.empty() ? nlohmann::json(nullptr) : nlohmann::json(structure_source);
-    fmt::print("{}\n", json.dump(2));
+    auto out = verify_report_json(*report);
+    out["model_config"] = config_arg.empty() ? nlohmann::json(nullptr) : nlohmann::json(structure_source);
+    fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("Model structure from: {}\n", structure_source);
     fmt::print("{}", format_verify_report(*report, args.max_listed));
@@ -79,7 +79,7 @@ int run_verify(const VerifyArgs& args) {
   return report->ok() ? kExitOk : kExitCheckFailed;
 }
 
-const Registrar kRegistrar(
+const Registrar kVerifyCommand(
     "verify",
     "Check a downloaded checkpoint: every shard present and complete, every tensor of the model with the "
     "right shape and dtype, and SHA-256 of every shard against SHA256SUMS / LFS pointers / a JSON map",

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "day0/align/logit_metrics.h"
 #include "day0/core/error.h"
 
 namespace day0 {
 namespace {
-
-constexpr double kRelEps = 1e-12;
 
 TensorCompare finish(double dot, double nr, double ne, double diff2, double max_abs, double max_rel,
                      int64_t n, int64_t n_0p1, int64_t n_0p5, bool finite) {
@@ -63,7 +62,7 @@ void LayerAccumulator::add(const std::string& name, int64_t layer, const FloatMa
       continue;
     }
     const double d = std::fabs(r - e);
-    const double rel = d / (std::fabs(r) + kRelEps);
+    const double rel = d / (std::fabs(r) + kRelativeErrorFloor);
     s.dot += r * e;
     s.nr += r * r;
     s.ne += e * e;

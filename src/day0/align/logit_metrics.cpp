@@ -20,8 +20,6 @@ double log_sum_exp(std::span<const float> row) {
   return mx + std::log(sum);
 }
 
-constexpr double kRelEps = 1e-12;  // relative error denominator floor (as msprobe: |b| + eps)
-
 }  // namespace
 
 std::vector<int64_t> top_n_indices(std::span<const float> values, int64_t n) {
@@ -45,7 +43,7 @@ PositionLogitMetrics compare_logit_row(std::span<const float> ref, std::span<con
     const double r = ref[i], e = engine[i];
     const double d = std::fabs(r - e);
     m.max_abs_err = std::max(m.max_abs_err, d);
-    m.max_rel_err = std::max(m.max_rel_err, d / (std::fabs(r) + kRelEps));
+    m.max_rel_err = std::max(m.max_rel_err, d / (std::fabs(r) + kRelativeErrorFloor));
     dot += r * e;
     nr += r * r;
     ne += e * e;

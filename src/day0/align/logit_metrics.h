@@ -14,6 +14,9 @@
 
 namespace day0 {
 
+// Floor of a relative error's denominator: |engine - ref| / (|ref| + kRelativeErrorFloor).
+inline constexpr double kRelativeErrorFloor = 1e-12;
+
 struct PositionLogitMetrics {
   double max_abs_err = 0;
   double max_rel_err = 0;

@@ -10,26 +10,26 @@
 namespace day0::serve {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-const char* type_name(const Json& v) {
+const char* type_name(const OrderedJson& v) {
   switch (v.type()) {
-    case Json::value_t::null:
+    case OrderedJson::value_t::null:
       return "null";
-    case Json::value_t::boolean:
+    case OrderedJson::value_t::boolean:
       return "a boolean";
-    case Json::value_t::string:
+    case OrderedJson::value_t::string:
       return "a string";
-    case Json::value_t::array:
+    case OrderedJson::value_t::array:
       return "an array";
-    case Json::value_t::object:
+    case OrderedJson::value_t::object:
       return "an object";
     default:
       return "a number";
   }
 }
 
-ApiError wrong_type(const std::string& key, const char* expected, const Json& found) {
+ApiError wrong_type(const std::string& key, const char* expected, const OrderedJson& found) {
   return bad_request(
       fmt::format("'{}' must be {}, found {} ({})", key, expected, type_name(found), json_excerpt(found, 40)),
       key, "invalid_type");
@@ -38,7 +38,7 @@ ApiError wrong_type(const std::string& key, const char* expected, const Json& fo
 // The parsers below return an error or fill `out`; an absent key or null leaves `out` as it is.
 using Maybe = std::optional<ApiError>;
 
-Maybe read_bool(const Json& body, const std::string& key, bool& out) {
+Maybe read_bool(const OrderedJson& body, const std::string& key, bool& out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_boolean()) return wrong_type(key, "a boolean", *it);
@@ -46,7 +46,7 @@ Maybe read_bool(const Json& body, const std::string& key, bool& out) {
   return std::nullopt;
 }
 
-Maybe read_float(const Json& body, const std::string& key, double lo, double hi, float& out) {
+Maybe read_float(const OrderedJson& body, const std::string& key, double lo, double hi, float& out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number()) return wrong_type(key, "a number", *it);
@@ -59,7 +59,7 @@ Maybe read_float(const Json& body, const std::string& key, double lo, double hi,
   return std::nullopt;
 }
 
-Maybe read_int(const Json& body, const std::string& key, int64_t lo, int64_t hi,
+Maybe read_int(const OrderedJson& body, const std::string& key, int64_t lo, int64_t hi,
                std::optional<int64_t>& out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
@@ -79,14 +79,14 @@ Maybe read_int(const Json& body, const std::string& key, int64_t lo, int64_t hi,
 
 // A message's content: a string, or an array of parts of which the text parts are joined (what the
 // chat templates of open models read).
-Maybe flatten_content(Json& message, size_t index) {
+Maybe flatten_content(OrderedJson& message, size_t index) {
   const std::string key = fmt::format("messages[{}].content", index);
   auto it = message.find("content");
   if (it == message.end() || it->is_null() || it->is_string()) return std::nullopt;
   if (!it->is_array()) return wrong_type(key, "a string or an array of content parts", *it);
   std::string text;
   for (size_t p = 0; p < it->size(); ++p) {
-    const Json& part = (*it)[p];
+    const OrderedJson& part = (*it)[p];
     const std::string part_key = fmt::format("{}[{}]", key, p);
     if (!part.is_object()) return wrong_type(part_key, "an object", part);
     auto type = part.find("type");
@@ -104,14 +104,14 @@ Maybe flatten_content(Json& message, size_t index) {
   return std::nullopt;
 }
 
-Maybe read_messages(Json& body, ApiRequest& out) {
+Maybe read_messages(OrderedJson& body, ApiRequest& out) {
   auto it = body.find("messages");
   if (it == body.end())
     return bad_request("'messages' is required", "messages", "missing_required_parameter");
   if (!it->is_array()) return wrong_type("messages", "an array of messages", *it);
   if (it->empty()) return bad_request("'messages' must hold at least one message", "messages", "empty_array");
   for (size_t i = 0; i < it->size(); ++i) {
-    Json& m = (*it)[i];
+    OrderedJson& m = (*it)[i];
     const std::string key = fmt::format("messages[{}]", i);
     if (!m.is_object()) return wrong_type(key, "an object", m);
     auto role = m.find("role");
@@ -124,11 +124,11 @@ Maybe read_messages(Json& body, ApiRequest& out) {
   return std::nullopt;
 }
 
-Maybe read_prompt(const Json& body, ApiRequest& out) {
+Maybe read_prompt(const OrderedJson& body, ApiRequest& out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null())
     return bad_request("'prompt' is required", "prompt", "missing_required_parameter");
-  const Json* p = &*it;
+  const OrderedJson* p = &*it;
   // One prompt in a list (what clients send for a single prompt) is that prompt.
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   if (p->is_string()) {
@@ -139,7 +139,7 @@ Maybe read_prompt(const Json& body, ApiRequest& out) {
   if (!p->is_array()) return wrong_type("prompt", "a string or an array of token ids", *p);
   if (p->empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
   for (size_t i = 0; i < p->size(); ++i) {
-    const Json& id = (*p)[i];
+    const OrderedJson& id = (*p)[i];
     if (id.is_string() || id.is_array())
       return bad_request("one prompt per request (n = 1, no prompt batches)", "prompt", "unsupported_value");
     if (!id.is_number_integer()) return wrong_type(fmt::format("prompt[{}]", i), "a token id (integer)", id);
@@ -155,10 +155,10 @@ Maybe read_prompt(const Json& body, ApiRequest& out) {
   return std::nullopt;
 }
 
-Maybe read_stop(const Json& body, ApiRequest& out) {
+Maybe read_stop(const OrderedJson& body, ApiRequest& out) {
   auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return std::nullopt;
-  auto add = [&](const Json& s, const std::string& key) -> Maybe {
+  auto add = [&](const OrderedJson& s, const std::string& key) -> Maybe {
     if (!s.is_string()) return wrong_type(key, "a string", s);
     std::string text = s.get<std::string>();
     if (text.empty()) return bad_request(key + " must not be empty", "stop", "invalid_value");
@@ -179,7 +179,7 @@ Maybe read_stop(const Json& body, ApiRequest& out) {
   return std::nullopt;
 }
 
-Maybe read_request(Json& body, Endpoint endpoint, ApiRequest& out) {
+Maybe read_request(OrderedJson& body, Endpoint endpoint, ApiRequest& out) {
   out.endpoint = endpoint;
   auto model = body.find("model");
   if (model == body.end()) return bad_request("'model' is required", "model", "missing_required_parameter");
@@ -276,7 +276,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(std::string_view body, Endp
   }
   auto parsed = parse_ordered_json_text(body, "request body", JsonLimits{kMaxRequestBytes, kMaxRequestDepth});
   if (!parsed.is_ok()) return bad_request(parsed.status().message(), "", "invalid_json");
-  Json doc = std::move(parsed).value();
+  OrderedJson doc = std::move(parsed).value();
   if (!doc.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
   ApiRequest out;
   if (auto e = read_request(doc, endpoint, out)) return *e;

@@ -16,7 +16,6 @@
 #include "day0/serve/timing_backend.h"
 
 namespace day0::serve {
-namespace {
 
 // cpp-httplib listens with a backlog of 5 (a compile-time constant of the packaged library): a burst
 // of hundreds of connections would see SYNs dropped and retried a second later. The socket is ours
@@ -28,6 +27,8 @@ class BackloggedServer : public httplib::Server {
     if (fd >= 0) ::listen(fd, backlog);
   }
 };
+
+namespace {
 
 constexpr int kListenBacklog = 1024;
 constexpr std::chrono::milliseconds kEventPoll{100};

@@ -127,11 +127,11 @@ class ByteLevelPre final : public PreTokenizer {
   std::optional<Regex> regex_;
 };
 
-enum class Prepend { kAlways, kFirst, kNever };
+enum class PrependScheme { kAlways, kFirst, kNever };
 
 class MetaspacePre final : public PreTokenizer {
  public:
-  MetaspacePre(std::string replacement, Prepend prepend, bool split, Regex splitter)
+  MetaspacePre(std::string replacement, PrependScheme prepend, bool split, Regex splitter)
       : replacement_(std::move(replacement)),
         prepend_(prepend),
         split_(split),
@@ -147,7 +147,8 @@ class MetaspacePre final : public PreTokenizer {
         }
       }
       const bool starts = replaced.rfind(replacement_, 0) == 0;
-      if (!starts && (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && p.at_origin))) {
+      if (!starts &&
+          (prepend_ == PrependScheme::kAlways || (prepend_ == PrependScheme::kFirst && p.at_origin))) {
         replaced.insert(0, replacement_);
       }
       p.text = std::move(replaced);
@@ -157,7 +158,7 @@ class MetaspacePre final : public PreTokenizer {
 
  private:
   std::string replacement_;
-  Prepend prepend_;
+  PrependScheme prepend_;
   bool split_;
   Regex splitter_;
 };
@@ -293,19 +294,19 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json& j, const st
     }
     if (type == "Metaspace") {
       const std::string replacement = j.value("replacement", std::string("\u2581"));
-      Prepend prepend = Prepend::kAlways;
+      PrependScheme prepend = PrependScheme::kAlways;
       if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
         const std::string scheme = j["prepend_scheme"].get<std::string>();
         if (scheme == "first") {
-          prepend = Prepend::kFirst;
+          prepend = PrependScheme::kFirst;
         } else if (scheme == "never") {
-          prepend = Prepend::kNever;
+          prepend = PrependScheme::kNever;
         } else if (scheme != "always") {
           return unsupported(
               fmt::format("{}: Metaspace prepend_scheme \"{}\" is not supported", where, scheme));
         }
       } else if (!j.value("add_prefix_space", true)) {
-        prepend = Prepend::kNever;
+        prepend = PrependScheme::kNever;
       }
       D0_ASSIGN_OR_RETURN(Regex splitter, Regex::compile(replacement, /*literal=*/true));
       return std::unique_ptr<PreTokenizer>(

@@ -458,7 +458,8 @@ class Parser {
         e->name = expect_name();
         while (is_op(".")) {  // dotted filter names
           ++i_;
-          e->name += "." + expect_name();
+          e->name += '.';  // two appends: GCC 12 misreads "." + string&& as an overlapping copy (-Wrestrict)
+          e->name += expect_name();
         }
         e->children.push_back(std::move(node));
         if (is_op("(")) parse_call_args(*e);
