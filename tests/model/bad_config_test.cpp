@@ -125,13 +125,64 @@ TEST(BadConfig, SizeProductsThatOverflowAreErrors) {
 TEST(BadConfig, UnknownArchitectureNamesNearestFamily) {
   json config = tiny_llama();
   config["architectures"] = {"LlamaForCausalLMX"};
-  expect_message(
-      parse_error_of(config), StatusCode::kUnsupported,
-      {"LlamaForCausalLMX", "supported families", "deepseek_v3", "nearest known: LlamaForCausalLM"});
+  // transformers saves every key of the class: with llama's two switches present, llama is the one family
+  // that reads all keys and lacks none (a config without them reads as Mistral's just as well).
+  config["attention_bias"] = false;
+  config["mlp_bias"] = false;
+  expect_message(parse_error_of(config), StatusCode::kUnsupported,
+                 {"LlamaForCausalLMX", "supported families", "deepseek_v3",
+                  "nearest known by structure: LlamaForCausalLM (family llama reads every key"});
   json no_identity = tiny_llama();
   no_identity.erase("architectures");
   no_identity.erase("model_type");
   expect_message(parse_error_of(no_identity), StatusCode::kInvalidArgument, {"architectures", "model_type"});
+}
+
+// The hint compares what each family's parser reads, not names: a Seed-OSS config under a new name is
+// nearest to seed_oss (not gpt_oss, whose name is closer), and a llama with two keys llama does not read
+// names llama and those two keys.
+TEST(BadConfig, NearestFamilyIsFoundByTheKeysItsParserReads) {
+  json seed = tiny_llama();
+  seed["architectures"] = {"SeedOssNextForCausalLM"};
+  seed["model_type"] = "seed_oss_next";
+  seed["attention_out_bias"] = true;
+  seed["residual_dropout"] = 0.1;
+  seed["attention_dropout"] = 0.1;
+  expect_message(
+      parse_error_of(seed), StatusCode::kUnsupported,
+      {"SeedOssNextForCausalLM", "nearest known by structure: SeedOssForCausalLM (family seed_oss"});
+  json hybrid = tiny_llama();
+  hybrid["architectures"] = {"MistralHybridForCausalLM"};
+  hybrid["model_type"] = "mistral_hybrid";
+  hybrid["hybrid_override_pattern"] = "M*M*";
+  hybrid["mamba_num_heads"] = 8;
+  hybrid["attention_bias"] = false;
+  hybrid["mlp_bias"] = false;
+  expect_message(parse_error_of(hybrid), StatusCode::kUnsupported,
+                 {"nearest known by structure: LlamaForCausalLM (family llama reads all but 2 of its keys",
+                  "hybrid_override_pattern", "mamba_num_heads"});
+  json nothing = {{"architectures", {"SomethingElse"}}, {"model_type", "something_else"}};
+  expect_message(parse_error_of(nothing), StatusCode::kUnsupported,
+                 {"SomethingElse", "no supported family's parser reads this config"});
+}
+
+// transformers saves some model types under an architecture string Day0 knows, with tensor names of
+// their own (exaone as LlamaForCausalLM with transformer.h.*, sarvam_moe as Glm4MoeForCausalLM with
+// attention.query_key_value): refused by model_type, before any tensor is looked up.
+TEST(BadConfig, KnownArchitectureUnderAForeignModelTypeIsRefusedByName) {
+  json exaone = tiny_llama();
+  exaone["model_type"] = "exaone";
+  expect_message(parse_error_of(exaone), StatusCode::kUnsupported,
+                 {"model_type \"exaone\"", "LlamaForCausalLM", "its own modules and tensor names"});
+  json sarvam = tiny_deepseek();
+  sarvam["architectures"] = {"Glm4MoeForCausalLM"};
+  sarvam["model_type"] = "sarvam_moe";
+  expect_message(parse_error_of(sarvam), StatusCode::kUnsupported,
+                 {"model_type \"sarvam_moe\"", "Glm4MoeForCausalLM", "glm4_moe"});
+  // The family's own aliases still read: kimi_k2 is a DeepseekV3ForCausalLM model type.
+  json kimi = tiny_deepseek();
+  kimi["model_type"] = "kimi_k2";
+  EXPECT_TRUE(parse_model_config(kimi, "kimi").is_ok());
 }
 
 TEST(BadConfig, UnsupportedQuantizationAndRope) {

@@ -5,6 +5,8 @@
 #include <cctype>
 
 #include "day0/core/error.h"
+#include "day0/model/config_parser.h"
+#include "day0/model/config_writer.h"
 
 namespace day0 {
 
@@ -99,26 +101,56 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 namespace {
 
-std::string nearest_name(std::string_view name) {
-  std::string best;
+// The family that reads this config best. Each family's parser runs on it under the family's own names;
+// a family is the further away the more of the config's keys it leaves unread and the more keys of its
+// own structure (what its writer emits) the config lacks. Names mislead (seed_oss is no gpt_oss); the
+// keys a parser reads and writes are the family's structure.
+std::string nearest_by_structure(const nlohmann::json& config) {
+  const FamilyInfo* best = nullptr;
   size_t best_distance = SIZE_MAX;
+  std::vector<std::string> best_unread;
   for (const auto& info : family_registry()) {
-    for (const auto* names : {&info.architectures, &info.wrapper_architectures, &info.model_types}) {
-      for (const auto& candidate : *names) {
-        const size_t d = edit_distance(name, candidate);
-        if (d < best_distance) {
-          best_distance = d;
-          best = candidate;
-        }
-      }
+    nlohmann::json as_family = config;
+    as_family["architectures"] = {info.architectures.front()};
+    as_family["model_type"] = info.name();
+    ConfigAudit audit;
+    auto spec = parse_model_config(as_family, "config.json", &audit);
+    if (!spec.is_ok()) continue;
+    size_t lacking = 0;
+    const nlohmann::json written = to_hf_config(*spec);
+    for (const auto& [key, value] : written.items()) lacking += config.contains(key) ? 0 : 1;
+    const size_t distance = audit.unknown_keys.size() + lacking;
+    if (distance < best_distance) {
+      best = &info;
+      best_distance = distance;
+      best_unread = std::move(audit.unknown_keys);
     }
   }
-  return best;
+  if (best == nullptr) return "no supported family's parser reads this config";
+  std::string out =
+      fmt::format("nearest known by structure: {} (family {}", best->architectures.front(), best->name());
+  if (best_unread.empty()) return out + " reads every key of this config)";
+  out += fmt::format(" reads all but {} of its keys:", best_unread.size());
+  for (size_t i = 0; i < best_unread.size() && i < 6; ++i) out += (i ? ", " : " ") + best_unread[i];
+  return out + (best_unread.size() > 6 ? ", ...)" : ")");
 }
 
 Status unknown(const ConfigReader& cfg, std::string_view what, std::string_view name) {
-  return unsupported(fmt::format("{}: {} \"{}\" is not supported; supported families: {}; nearest known: {}",
-                                 cfg.source(), what, name, supported_families_text(), nearest_name(name)));
+  return unsupported(fmt::format("{}: {} \"{}\" is not supported; supported families: {}; {}", cfg.source(),
+                                 what, name, supported_families_text(), nearest_by_structure(cfg.json())));
+}
+
+// An architecture Day0 knows under a model_type that is not its family's: transformers' AutoModel builds
+// the model_type's own class (another module tree, other tensor names), so reading the checkpoint as the
+// architecture's family would stop at a missing tensor or, worse, run the wrong math.
+Status foreign_model_type(const ConfigReader& cfg, const FamilyInfo& family, const std::string& architecture,
+                          const std::string& model_type) {
+  std::string reads;
+  for (const auto& type : family.model_types) reads += (reads.empty() ? "" : ", ") + type;
+  return unsupported(
+      fmt::format("{}: model_type \"{}\" with architecture \"{}\": transformers builds \"{}\" with its own "
+                  "modules and tensor names, and Day0 reads {} checkpoints only as model_type {}",
+                  cfg.source(), model_type, architecture, model_type, architecture, reads));
 }
 
 }  // namespace
@@ -130,7 +162,12 @@ Result<const FamilyInfo*> detect_family(const ConfigReader& cfg) {
     for (const auto& info : family_registry()) {
       for (const auto* names : {&info.architectures, &info.wrapper_architectures}) {
         for (const auto& arch : *names) {
-          if (arch == architectures.front()) return &info;
+          if (arch != architectures.front()) continue;
+          const auto& types = info.model_types;
+          if (!model_type.empty() && std::find(types.begin(), types.end(), model_type) == types.end()) {
+            return foreign_model_type(cfg, info, arch, model_type);
+          }
+          return &info;
         }
       }
     }
