@@ -217,9 +217,14 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
         fmt::format("{}: hidden_act: \"{}\" is not supported (expected \"silu\")", cfg.source(), act));
   }
   // Dropout is off at inference in transformers, but a non-zero rate says the config was written for
-  // training semantics Day0 does not reproduce: refuse rather than guess.
+  // training semantics Day0 does not reproduce: refuse rather than guess, unless the family's code was
+  // checked to drop only in training.
   D0_ASSIGN_OR_RETURN(double attention_dropout, cfg.optional_double("attention_dropout", 0.0));
-  if (attention_dropout != 0.0) {
+  if (defaults.training_only_attention_dropout) {
+    if (!(attention_dropout >= 0.0 && attention_dropout < 1.0)) {
+      return cfg.mismatch("attention_dropout", "a rate in [0, 1)");
+    }
+  } else if (attention_dropout != 0.0) {
     return unsupported(fmt::format("{}: attention_dropout: {} is not supported (Day0 implements 0)",
                                    cfg.source(), attention_dropout));
   }

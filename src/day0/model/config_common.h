@@ -22,6 +22,9 @@ struct FamilyDefaults {
   int64_t head_dim = 0;                // 0: hidden_size / num_attention_heads
   double partial_rotary_factor = 1.0;  // top level (v4) or inside rope_parameters (v5)
   bool require_intermediate = true;
+  // The family's modeling code applies attention_dropout in training only (checked there), and its
+  // releases ship a non-zero rate: any rate in [0, 1) is then accepted and has no effect.
+  bool training_only_attention_dropout = false;
 };
 
 inline constexpr int64_t kMaxLayers = 1 << 16;
