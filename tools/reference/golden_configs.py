@@ -44,6 +44,12 @@ CONFIGS = {
         architectures=["Qwen3ForCausalLM"], model_type="qwen3", num_hidden_layers=2, num_key_value_heads=2,
         head_dim=24, intermediate_size=128, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
         attention_bias=False, use_sliding_window=False, sliding_window=None, max_window_layers=2),
+    # Seed-OSS: q/k/v biases with the o_proj bias off (attention_out_bias, as released), explicit head_dim,
+    # and the release's training-only dropouts (0.1). make_golden randomises the projection biases.
+    "seed-oss": cfg(
+        architectures=["SeedOssForCausalLM"], model_type="seed_oss", num_hidden_layers=2, num_key_value_heads=2,
+        head_dim=24, intermediate_size=128, rms_norm_eps=1e-6, rope_theta=10000000.0, tie_word_embeddings=False,
+        attention_bias=True, attention_out_bias=False, mlp_bias=False, attention_dropout=0.1, residual_dropout=0.1),
     # YaRN-scaled Qwen2 (q/k/v bias): factor 4 over an original context of 32.
     "qwen2-yarn": cfg(
         max_position_embeddings=128,

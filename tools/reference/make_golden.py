@@ -101,6 +101,9 @@ def hf_init(folder, config):
                     p.normal_(0.0, 0.2)
                 elif name.endswith("dt_bias"):
                     p.normal_(0.0, 1.0)
+            # Projection biases start at zero, where a bias the engine skipped would go unseen.
+            if config["model_type"] == "seed_oss" and name.endswith("_proj.bias"):
+                p.normal_(0.0, 0.5)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
