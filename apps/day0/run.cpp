@@ -23,8 +23,8 @@
 #include "day0/runtime/distributed_model.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
-#include "day0/runtime/prompt_ids.h"
-#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/prompt_ids.h"
+#include "day0/tokenizer/text_prompt.h"
 #include "day0/tokenizer/tokenizer.h"
 
 namespace day0::cli {

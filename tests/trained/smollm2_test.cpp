@@ -28,7 +28,7 @@
 #include "day0/report/spot_check.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
-#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/text_prompt.h"
 #include "day0/tokenizer/tokenizer.h"
 
 namespace day0 {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "day0/runtime/model_loader.h"
-#include "day0/runtime/prompt_ids.h"
+#include "day0/tokenizer/prompt_ids.h"
 
 namespace day0 {
 

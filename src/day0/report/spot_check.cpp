@@ -3,7 +3,7 @@
 
 #include "day0/core/error.h"
 #include "day0/runtime/generate.h"
-#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/text_prompt.h"
 
 namespace day0::report {
 namespace {

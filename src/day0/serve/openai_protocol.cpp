@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/text_prompt.h"
 
 namespace day0::serve {
 namespace {

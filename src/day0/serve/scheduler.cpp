@@ -4,11 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "day0/runtime/text_prompt.h"
 #include "day0/serve/dp_lockstep.h"
 #include "day0/serve/prefix_cache.h"
 #include "day0/serve/step_mirror.h"
 #include "day0/serve/stop_matcher.h"
+#include "day0/tokenizer/text_prompt.h"
 
 namespace day0::serve {
 

@@ -1,4 +1,4 @@
-#include "day0/runtime/prompt_ids.h"
+#include "day0/tokenizer/prompt_ids.h"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "day0/runtime/text_prompt.h"
+#include "day0/tokenizer/text_prompt.h"
 
 #include <fmt/format.h>
 
