@@ -21,6 +21,7 @@
 #include "day0/dist/expert_load.h"
 #include "day0/dist/expert_placement.h"
 #include "day0/runtime/distributed_model.h"
+#include "day0/runtime/engine_settings.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/tokenizer/prompt_ids.h"
@@ -184,36 +185,21 @@ struct RankFigures {
 
 int run_command(const RunOptions& o) {
   const char* name = "run";
-  EngineOptions eo;
-  eo.precision = o.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
+  auto options = engine_options_from({.dtype = o.dtype,
+                                      .kv_dtype = o.kv_dtype,
+                                      .layout = {o.tp, o.pp, o.ep},
+                                      .dp_attention = o.dp_attention,
+                                      .moe_combine = o.moe_combine,
+                                      .comm_overlap = o.comm_overlap,
+                                      .micro_batches = o.micro_batches});
+  if (!options.is_ok()) return report_error(name, options.status());
+  EngineOptions eo = *options;
   if (o.interactive && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return report_error(name, unsupported("--interactive with --tp/--pp/--ep above 1: not yet"));
   if (o.pp > 1 && !o.dump.empty()) {
     return report_error(name,
                         unsupported("--dump with --pp above 1: each stage holds only its layers' hidden "
                                     "states; not yet (run the dump as one process)"));
-  }
-  if (o.micro_batches > 0 && o.pp < 2)
-    return report_error(name, invalid_argument("--micro-batches cuts steps between pipeline stages: it needs "
-                                               "--pp 2 or more"));
-  eo.pipeline_micro_batches = o.micro_batches;
-  eo.moe_combine = o.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
-  eo.comm_overlap = o.comm_overlap;
-  if (o.dp_attention != 1) {
-    if (o.dp_attention != o.ep || o.tp != 1 || o.pp != 1) {
-      return report_error(name,
-                          unsupported(fmt::format(
-                              "--dp-attention {} with --ep {}, --tp {}, --pp {}: attention data parallelism "
-                              "runs with DP = EP, TP 1 and PP 1; other layouts not yet",
-                              o.dp_attention, o.ep, o.tp, o.pp)));
-    }
-    // Every EP rank runs the prompt as its own sequence (a DP replica); MoE layers exchange their picks.
-    eo.data_parallel_attention = true;
-    eo.moe_combine = MoeCombine::kAllToAll;
-  }
-  if (eo.moe_combine == MoeCombine::kAllToAll && o.ep < 2) {
-    return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
-                                               "expert-parallel ranks: it needs --ep 2 or more"));
   }
   if (!o.record_expert_load.empty() && o.pp > 1) {
     return report_error(name,
@@ -242,12 +228,8 @@ int run_command(const RunOptions& o) {
     const int code = report_error(fmt::format("run (rank {})", dm.rank()), st);
     dist::abort_world(code);
   };
-  eo.tensor_parallel = dm.groups.tp.get();
-  eo.expert_parallel = dm.groups.ep.get();
-  eo.moe_group = dm.groups.stage.get();
-  eo.pipeline = dm.groups.pp.get();
+  attach_process_groups(eo, dm.groups);
   for (dist::Communicator* g : dist::compute_groups(dm.groups)) g->reset_stats();
-  eo.kv_dtype = parse_kv_dtype(o.kv_dtype).value_or(KvDtype::kBF16);
   if (o.interactive) {
     auto engine = open_engine(*model, o.backend, eo, o.threads);
     if (!engine.is_ok()) return fail(engine.status());

@@ -23,8 +23,6 @@ struct ServeArgs {
   std::string policy = "max-utilization";
   bool no_prefix_caching = false;
   double shutdown_timeout = 10.0;
-  // Under mpirun (`day0 plan`'s launch line): world = TP x PP x EP ranks.
-  int tp = 1, pp = 1, dp_attention = 1, ep = 1;
   std::string weights = "checkpoint";
   std::string page_cache = "keep";
 };
@@ -57,30 +55,16 @@ int follow(serve::ServedModel& m) {
 
 int serve_command(ServeArgs& a) {
   const char* name = "serve";
-  if (a.dp_attention != 1) {
-    if (a.dp_attention != a.ep || a.tp != 1 || a.pp != 1) {
-      return report_error(name, unsupported(fmt::format(
-                                    "--dp-attention {} with --ep {}, --tp {}, --pp {}: attention data "
-                                    "parallelism runs with DP = EP, TP 1 and PP 1 (each EP rank serves its "
-                                    "own requests); other layouts not yet",
-                                    a.dp_attention, a.ep, a.tp, a.pp)));
-    }
-    a.setup.dp_attention = true;
-  }
   if (a.weights != "checkpoint") {
     return report_error(name,
                         unsupported(fmt::format("--weights {}: serve runs the checkpoint's weights; quantize "
                                                 "first with `day0 quantize` and serve that folder",
                                                 a.weights)));
   }
-  if (a.setup.micro_batches > 0 && a.pp < 2)
-    return report_error(name, invalid_argument("--micro-batches cuts steps between pipeline stages: it needs "
-                                               "--pp 2 or more"));
-  if (a.setup.moe_combine == "all-to-all" && a.ep < 2) {
-    return report_error(name, invalid_argument("--moe-combine all-to-all dispatches tokens over "
-                                               "expert-parallel ranks: it needs --ep 2 or more"));
+  // The engine settings' combination is checked before anything is loaded (open_served_model repeats it).
+  if (auto checked = engine_options_from(a.setup.engine); !checked.is_ok()) {
+    return report_error(name, checked.status());
   }
-  a.setup.layout = dist::ParallelLayout{a.tp, a.pp, a.ep};
   a.setup.server.scheduler.policy = a.policy == "guaranteed-no-evict"
                                         ? serve::AdmissionPolicy::kGuaranteedNoEvict
                                         : serve::AdmissionPolicy::kMaxUtilization;
@@ -118,7 +102,7 @@ int serve_command(ServeArgs& a) {
       stderr,
       "serve: {} as '{}' ({} layers, {}, {} KV cache, {}), max {} sequences + {} waiting, {} tokens a step, "
       "KV pool {} blocks ({}), {}, prefix caching {}{}\n",
-      m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.dtype,
+      m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.engine.dtype,
       kv_dtype_name(m.engine->options().kv_dtype),
       m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
@@ -129,12 +113,12 @@ int serve_command(ServeArgs& a) {
         stderr,
         "serve: {} under mpirun, attention data-parallel: rank {} of {} serves its own requests on port "
         "{} (each rank on its own port), MoE layers meet the other ranks' steps\n",
-        a.setup.layout.to_string(), m.groups.world->rank(), m.groups.world->size(), *port);
+        a.setup.engine.layout.to_string(), m.groups.world->rank(), m.groups.world->size(), *port);
   } else if (m.distributed()) {
     fmt::print(stderr,
                "serve: {} under mpirun: this rank (0) serves HTTP and schedules; the others follow its "
                "steps with their shards\n",
-               a.setup.layout.to_string());
+               a.setup.engine.layout.to_string());
   }
   if (!m.prefix_caching_off.empty() && m.state_bytes_per_sequence == 0) {
     fmt::print(stderr, "serve: prefix caching off: {}\n", m.prefix_caching_off);
@@ -192,9 +176,9 @@ const Registrar kServeCommand(
                                     "KV pool capacity in bytes (default 1 GiB, at least one full context)")
                          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
       blocks->excludes(memory);
-      app.add_option("--kv-dtype", s.kv_dtype, "KV cache element type: bf16 (default), f32, fp8")
+      app.add_option("--kv-dtype", s.engine.kv_dtype, "KV cache element type: bf16 (default), f32, fp8")
           ->check(CLI::IsMember({"bf16", "f32", "fp8"}));
-      app.add_option("--dtype", s.dtype, "activation precision: f32 (default) or bf16")
+      app.add_option("--dtype", s.engine.dtype, "activation precision: f32 (default) or bf16")
           ->check(CLI::IsMember({"f32", "bf16"}));
       add_page_cache_option(app, a->page_cache);
       app.add_option("--backend", s.backend, "backend: cpu (default), reference, partial");
@@ -211,22 +195,24 @@ const Registrar kServeCommand(
       app.add_option("--shutdown-timeout", a->shutdown_timeout,
                      "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
           ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));
-      app.add_option("--tp", a->tp,
+      app.add_option("--tp", s.engine.layout.tp,
                      "tensor-parallel ranks (under mpirun -np TP x PP x EP; rank 0 serves HTTP; default 1)")
           ->check(CLI::Range(1, 4096));
-      app.add_option("--pp", a->pp, "pipeline-parallel stages (default 1)")->check(CLI::Range(1, 4096));
-      app.add_option("--micro-batches", s.micro_batches,
+      app.add_option("--pp", s.engine.layout.pp, "pipeline-parallel stages (default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--micro-batches", s.engine.micro_batches,
                      "under --pp: micro-batches a step's tokens are cut into (default: two per stage)")
           ->check(CLI::Range(0, 4096));
       app.add_option(
-             "--dp-attention", a->dp_attention,
+             "--dp-attention", s.engine.dp_attention,
              "attention data-parallel degree: equal to --ep (TP 1, PP 1), every EP rank serves its own "
              "requests on --port + its rank, MoE layers dispatched all-to-all (default 1)")
           ->check(CLI::Range(1, 4096));
-      app.add_option("--ep", a->ep, "expert-parallel ranks (default 1)")->check(CLI::Range(1, 4096));
-      app.add_option("--moe-combine", s.moe_combine, "under --ep: all-reduce (default) or all-to-all")
+      app.add_option("--ep", s.engine.layout.ep, "expert-parallel ranks (default 1)")
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--moe-combine", s.engine.moe_combine, "under --ep: all-reduce (default) or all-to-all")
           ->check(CLI::IsMember({"all-reduce", "all-to-all"}));
-      app.add_flag("--comm-overlap", s.comm_overlap,
+      app.add_flag("--comm-overlap", s.engine.comm_overlap,
                    "under --ep with a shared expert: every rank computes the whole shared expert while the "
                    "routed experts' sum is in flight (default: each rank its block of the rows, then one "
                    "blocking sum)");

@@ -48,20 +48,16 @@ ServedModel::~ServedModel() {
 }
 
 Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) {
-  ActivationPrecision precision = ActivationPrecision::kF32;
-  if (setup.dtype == "bf16") {
-    precision = ActivationPrecision::kBF16;
-  } else if (setup.dtype != "f32") {
-    return invalid_argument(fmt::format("serve: unknown activation dtype {:?} (f32 or bf16)", setup.dtype));
-  }
+  D0_ASSIGN_OR_RETURN(EngineOptions eo, engine_options_from(setup.engine));
+  const dist::ParallelLayout& layout = setup.engine.layout;
   auto out = std::make_unique<ServedModel>();
   // The same weight binding as `run` in this precision (a BF16 run of a quantized checkpoint keeps
   // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly); each rank's shard under
   // mpirun.
-  LoadOptions load = load_options_for(precision);
+  LoadOptions load = load_options_for(eo.precision);
   load.page_cache = setup.page_cache;
-  D0_ASSIGN_OR_RETURN(DistributedModel dm, load_distributed_model(setup.model, setup.layout, load, setup.comm,
-                                                                  setup.redundant_experts));
+  D0_ASSIGN_OR_RETURN(DistributedModel dm,
+                      load_distributed_model(setup.model, layout, load, setup.comm, setup.redundant_experts));
   out->groups = std::move(dm.groups);
   out->model = std::move(dm.model);
   const ModelSpec& spec = out->model.spec;
@@ -71,20 +67,7 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   } else if (auto tok = tokenizer::load_tokenizer(out->model.folder); tok.is_ok()) {
     out->tokenizer = *tok;
   }
-  const auto kv_dtype = parse_kv_dtype(setup.kv_dtype);
-  if (!kv_dtype) return invalid_argument(fmt::format("serve: unknown KV dtype {:?}", setup.kv_dtype));
-  EngineOptions eo;
-  eo.precision = precision;
-  eo.kv_dtype = *kv_dtype;
-  eo.tensor_parallel = out->groups.tp.get();
-  eo.expert_parallel = out->groups.ep.get();
-  eo.moe_group = out->groups.stage.get();
-  eo.pipeline = out->groups.pp.get();
-  eo.pipeline_micro_batches = setup.micro_batches;
-  eo.moe_combine = setup.moe_combine == "all-to-all" ? MoeCombine::kAllToAll : MoeCombine::kAllReduce;
-  eo.comm_overlap = setup.comm_overlap;
-  eo.data_parallel_attention = setup.dp_attention;
-  if (setup.dp_attention) eo.moe_combine = MoeCombine::kAllToAll;  // each rank's rows go to the experts'
+  attach_process_groups(eo, out->groups);
 
   BackendOptions bo;
   bo.n_threads = setup.threads;
@@ -120,13 +103,12 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
                                         sched.kv_blocks, kv_layers));
   }
   out->prefix_caching_off = prefix_caching_unsupported(spec);
-  if (out->prefix_caching_off.empty())
-    out->prefix_caching_off = stages_cut_back_unlike(spec, setup.layout.pp);
+  if (out->prefix_caching_off.empty()) out->prefix_caching_off = stages_cut_back_unlike(spec, layout.pp);
   if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
   out->kv_blocks = sched.kv_blocks;
-  if (setup.dp_attention) {
+  if (eo.data_parallel_attention) {
     out->lockstep = std::make_unique<DpLockstep>(*out->groups.ep, *out->engine);
     sched.lockstep = out->lockstep.get();
     if (so.port != 0) so.port += out->groups.world->rank();  // rank r on port + r (0: any free port)

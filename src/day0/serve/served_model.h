@@ -9,6 +9,7 @@
 #include "day0/core/status.h"
 #include "day0/dist/process_groups.h"
 #include "day0/runtime/distributed_model.h"
+#include "day0/runtime/engine_settings.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/serve/dp_lockstep.h"
 #include "day0/serve/openai_server.h"
@@ -21,22 +22,16 @@ struct ServeSetup {
   std::string model;      // checkpoint folder
   std::string tokenizer;  // folder with the tokenizer files; "" = the model folder (optional there)
   std::string backend = "cpu";
-  std::string dtype = "f32";  // activation precision
-  std::string kv_dtype = "bf16";
+  // Activation and KV dtypes, the TP x PP x EP layout (under mpirun: rank 0 serves HTTP, the others follow
+  // its steps; under attention data parallelism every rank serves on port + its rank, serve/dp_lockstep.h)
+  // and the MoE combine, as `run` takes them.
+  EngineSettings engine;
   PageCache page_cache = PageCache::kKeep;  // the checkpoint's cached pages (runtime/tensor_source.h)
   int threads = 0;
   int64_t kv_blocks = 0;   // pool capacity in blocks, or
   uint64_t kv_memory = 0;  // in bytes; neither: kDefaultKvMemory, raised to hold one full context
   ServerOptions server;
-  // Under mpirun: world = TP x PP x EP ranks; rank 0 serves HTTP, the others follow its steps.
-  dist::ParallelLayout layout;
   dist::CommOptions comm;
-  std::string moe_combine = "all-reduce";  // under EP: all-reduce or all-to-all (EngineOptions)
-  bool comm_overlap = false;               // EngineOptions::comm_overlap
-  // Attention data parallelism (DP = EP, TP 1, PP 1): every rank serves its own requests on port + its
-  // rank (serve/dp_lockstep.h), with the all-to-all MoE combine.
-  bool dp_attention = false;
-  int micro_batches = 0;               // under PP: micro-batches a step is cut into (0: two per stage)
   RedundantExperts redundant_experts;  // under EP: extra expert copies (distributed_model.h)
 };
 
