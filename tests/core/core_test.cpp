@@ -5,6 +5,7 @@
 #include "day0/core/checked_math.h"
 #include "day0/core/dtype.h"
 #include "day0/core/error.h"
+#include "day0/core/html_escape.h"
 #include "day0/core/human.h"
 #include "day0/core/status.h"
 
@@ -86,6 +87,14 @@ TEST(Human, FormatsCountsBytesAndSeconds) {
   EXPECT_EQ(with_commas(-1234), "-1,234");
   EXPECT_EQ(with_commas(0), "0");
   EXPECT_EQ(human_seconds(0.0123), "12.3 ms");
+}
+
+TEST(HtmlEscape, MatchesMarkupsafe) {
+  // markupsafe.escape("<a href=\"x\">Tom & Jerry's</a>"), the Jinja `escape` filter's reference.
+  EXPECT_EQ(html_escape("<a href=\"x\">Tom & Jerry's</a>"),
+            "&lt;a href=&#34;x&#34;&gt;Tom &amp; Jerry&#39;s&lt;/a&gt;");
+  EXPECT_EQ(html_escape("plain é"), "plain é");
+  EXPECT_EQ(html_escape(""), "");
 }
 
 }  // namespace

@@ -68,6 +68,9 @@ TEST(Jinja, FiltersTestsAndTojson) {
   EXPECT_EQ(ok("{{ d is mapping }}{{ 'x' is string }}{{ 3 is divisibleby 3 }}{{ u is not defined }}", vars),
             "TrueTrueTrueTrue");
   EXPECT_EQ(ok("{{ missing | default('dflt') }} {{ '  t ' | trim }} {{ 'ab' | upper }}"), "dflt t AB");
+  // Jinja2's escape is markupsafe's: numeric references for both quotes.
+  EXPECT_EQ(ok("{{ s | escape }}|{{ s | e }}", R"({"s": "<b a=\"1\">&'"})"),
+            "&lt;b a=&#34;1&#34;&gt;&amp;&#39;|&lt;b a=&#34;1&#34;&gt;&amp;&#39;");
 }
 
 TEST(Jinja, ScopingLoopsMacrosNamespace) {

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "day0/core/html_escape.h"
 #include "day0/core/human.h"
 #include "day0/report/render.h"
 #include "day0/report/svg_chart.h"

@@ -6,34 +6,9 @@
 #include <cmath>
 #include <limits>
 
-namespace day0::report {
+#include "day0/core/html_escape.h"
 
-std::string html_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
+namespace day0::report {
 
 namespace {
 constexpr double kWidth = 640, kHeight = 300, kLeft = 70, kRight = 20, kTop = 30, kBottom = 45;

@@ -24,6 +24,4 @@ struct Bar {
 std::string svg_bar_chart(const std::string& title, const std::vector<Bar>& bars, const std::string& unit,
                           double limit = 0.0, const std::string& limit_label = "");
 
-std::string html_escape(const std::string& text);
-
 }  // namespace day0::report

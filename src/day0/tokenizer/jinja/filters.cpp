@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/core/html_escape.h"
 #include "day0/tokenizer/jinja/builtins.h"
 #include "day0/tokenizer/utf8.h"
 
@@ -267,28 +268,7 @@ Value f_safe(const Value& v, const Args&) {
 }
 
 Value f_escape(const Value& v, const Args&) {
-  std::string out;
-  for (char c : v.str()) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
+  std::string out = html_escape(v.str());
   check_value_size(out.size());
   return Value(std::move(out));
 }
