@@ -90,6 +90,53 @@ TEST(PagedKv, AStagesCacheHoldsOnlyItsLayers) {
   EXPECT_EQ(cache.blocks_held(), 0);
 }
 
+// Appends `rows` to every layer `cache` keeps, as a step does; returns the blocks the pool handed out
+// (causal layers release nothing, so that is the growth of blocks_allocated).
+int64_t append_and_count(KvCache& cache, int64_t rows) {
+  const int64_t before = cache.pool().stats().blocks_allocated;
+  std::vector<int64_t> slots;
+  KvBlockCopies copies;
+  for (int64_t l = 0; l < cache.n_layers(); ++l)
+    if (cache.paged(l)) cache.append_slots(l, rows, slots, copies);
+  cache.commit(rows);
+  return cache.pool().stats().blocks_allocated - before;
+}
+
+// blocks_needed (what the scheduler plans with) against what an append then allocates: a fresh
+// sequence, a partial block, an exactly full one, and shared blocks after a fork or a prefix hit.
+TEST(PagedKv, BlocksNeededIsWhatAnAppendAllocates) {
+  ModelSpec spec;
+  spec.n_layers = 2;
+  spec.layers.resize(2);  // causal
+  auto pool = std::make_shared<KvBlockPool>(8, 8, KvCacheOptions{.dtype = KvDtype::kF32, .block_tokens = 4});
+  auto expect_append = [](KvCache& c, int64_t rows, int64_t blocks, const char* what) {
+    EXPECT_EQ(c.blocks_needed(rows), blocks) << what;
+    EXPECT_EQ(append_and_count(c, rows), blocks) << what;
+  };
+  KvCache a(pool, spec);
+  EXPECT_EQ(a.blocks_needed(0), 0);
+  expect_append(a, 6, 4, "fresh: 2 blocks a layer");
+  expect_append(a, 1, 0, "into the partial block");
+  expect_append(a, 1, 0, "filling it exactly");
+  expect_append(a, 1, 2, "past a full block");  // length 9
+
+  KvCache b = a.fork();  // shares 2 full blocks and the partial third, per layer
+  EXPECT_EQ(b.blocks_needed(1), 2) << "the shared partial block is copied";
+  EXPECT_EQ(b.blocks_needed(4), 4) << "copied, then one more block";
+  expect_append(b, 4, 4, "forked, partial last block");
+  expect_append(a, 1, 0, "the other holder, no longer shared");  // length 10
+
+  KvCache c = a.fork();
+  ASSERT_TRUE(c.truncate(8).is_ok());  // a prefix-cache hit: whole shared blocks
+  expect_append(c, 3, 2, "prefix hit on a block boundary: new blocks, no copy");
+  KvCache d = a.fork();
+  ASSERT_TRUE(d.truncate(5).is_ok());  // ends inside a shared block
+  expect_append(d, 4, 4, "prefix hit inside a block: a copy, then a new block");
+
+  KvCache stage(pool, spec, 1, 2);  // a pipeline stage keeps layer 1 only
+  expect_append(stage, 5, 2, "a stage's layers only");
+}
+
 TEST(PagedKv, TheEngineDefaultsToABf16Cache) {
   auto run = open_golden("llama3");
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();

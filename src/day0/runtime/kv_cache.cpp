@@ -324,6 +324,21 @@ void KvCache::reserve(int64_t tokens) {
   pool_->reserve(blocks);
 }
 
+int64_t KvCache::blocks_needed(int64_t tokens) const {
+  if (tokens <= 0) return 0;
+  const int64_t bt = pool_->options().block_tokens;
+  int64_t need = 0;
+  for (const Layer& l : layers_) {
+    if (!l.paged) continue;  // a linear-attention layer or another stage's: no blocks
+    const int64_t span = l.rows - l.first_block_pos;
+    need += std::max<int64_t>(0, (span + tokens + bt - 1) / bt - static_cast<int64_t>(l.blocks.size()));
+    // The block the first new row lands in, when it exists: written in place only if not shared.
+    const auto first = static_cast<size_t>(span / bt);
+    if (first < l.blocks.size() && pool_->ref_count(l.blocks[first]) > 1) ++need;
+  }
+  return need;
+}
+
 KvPages KvCache::pages(int64_t layer) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
   KvPages p;

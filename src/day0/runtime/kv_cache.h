@@ -161,6 +161,11 @@ class KvCache {
   Status truncate(int64_t tokens);
   // Makes room for `tokens` more tokens: pool blocks and table capacity (no allocation while they last).
   void reserve(int64_t tokens);
+  // Blocks the pool would hand out if every layer kept here appended `tokens` rows now, as append_slots
+  // does: new blocks past each table's end, plus a copy of a shared block the first row lands in (copy
+  // on write). Blocks windowed layers give back on the way are not subtracted, and a shared block counts
+  // as copied even if its other holder copies it first this step: both over-estimates, safe to plan with.
+  int64_t blocks_needed(int64_t tokens) const;
 
   // The paged view of a layer (valid until the next append or truncate on any cache of the pool).
   KvPages pages(int64_t layer) const;

@@ -169,24 +169,6 @@ int64_t Scheduler::free_blocks() const {
   return options_.kv_blocks - engine_.kv_pool().stats().blocks_allocated;
 }
 
-// Blocks the pool must hand out for `s` to take `new_tokens` more: new blocks past its last one, and a
-// private copy of a shared, partly filled last block (copy on write). Windowed layers giving blocks
-// back are not counted: an over-estimate, which is safe.
-int64_t Scheduler::blocks_needed(const Sequence& s, int64_t new_tokens) const {
-  if (!s.cache) return blocks_for(new_tokens);
-  const int64_t bt = engine_.options().kv_block_tokens;
-  int64_t need = 0;
-  for (int64_t l = 0; l < s.cache->n_layers(); ++l) {
-    // A linear-attention layer (a fixed state) or another pipeline stage's layer: no blocks here.
-    if (!s.cache->paged(l) || !s.cache->held(l)) continue;
-    const KvPages p = s.cache->pages(l);
-    const int64_t rows = p.length + new_tokens;
-    need += std::max<int64_t>(0, (rows + bt - 1) / bt - static_cast<int64_t>(p.table.size()));
-    if (p.length % bt != 0 && !p.table.empty() && engine_.kv_pool().ref_count(p.table.back()) > 1) ++need;
-  }
-  return need;
-}
-
 // Frees blocks until `blocks` more than `planned_` are free: prefix-cache entries first, then
 // (max-utilization) the newest running sequence that is newer than `for_seq` and not planned for this
 // step. False when that is not enough.
@@ -324,7 +306,7 @@ void Scheduler::admit() {
     if (!s.cache) s.cache.emplace(engine_.new_cache());
     if (options_.policy == AdmissionPolicy::kMaxUtilization) {
       // The whole pending prefill must fit now (nobody is preempted for a newcomer).
-      const int64_t need = blocks_needed(s, s.pending());
+      const int64_t need = s.cache->blocks_needed(s.pending());
       while (free_blocks() - admitted_need < need && prefix_->cache.evict_one()) {
       }
       if (free_blocks() - admitted_need < need) {
@@ -363,7 +345,7 @@ bool Scheduler::run_step() {
       const bool decode = s.pending() == 1 && s.generated > 0;
       if ((pass == 0) != decode || budget == 0) continue;
       const int64_t take = std::min(s.pending(), budget);
-      const int64_t need = blocks_needed(s, take);
+      const int64_t need = s.cache->blocks_needed(take);
       if (!make_room(need, &s)) {
         if (pass == 1) continue;  // the prefill waits for blocks
         const bool alone = std::none_of(running_.begin(), running_.end(),

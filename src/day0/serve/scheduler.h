@@ -134,7 +134,6 @@ class Scheduler {
   void finish(Sequence& s, const std::string& reason, std::optional<ApiError> error = std::nullopt);
   void preempt(Sequence& s);
   int64_t free_blocks() const;
-  int64_t blocks_needed(const Sequence& s, int64_t new_tokens) const;
   bool make_room(int64_t blocks, const Sequence* for_seq);
   void emit_token(Sequence& s, GenerationStep step);
   void publish_gauges();
