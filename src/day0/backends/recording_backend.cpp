@@ -302,7 +302,7 @@ void RecordingBackend::paged_mla_attention(const PagedMlaArgs& a) {
   set_weights(op, a.w_kv_b);
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.d_nope + a.d_rope}, {a.kv_lora_rank}, {a.d_rope}};
-  // DeepSeek Sparse Attention: each query attends to at most `sparse_topk` keys.
+  // Sparse attention (lightning indexer): each query attends to at most `sparse_topk` keys.
   if (a.selected.rows > 0) op.attrs["sparse_topk"] = std::to_string(a.selected.cols);
   op.bytes_per_token = weight_bytes(a.w_kv_b);
   for (const PagedSequence& s : a.seqs) {

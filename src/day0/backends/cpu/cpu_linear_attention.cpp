@@ -1,4 +1,4 @@
-// cpu Gated DeltaNet kernels (Qwen3-Next's linear attention), float32 throughout. The conv runs channel
+// cpu Gated DeltaNet kernels (the linear-attention layers), float32 throughout. The conv runs channel
 // ranges in parallel; the delta rule runs (sequence, value head) pairs in parallel, each pair's tokens in
 // order over its own [d_k, d_v] state, with the state's rows read and written once per token
 // (kv_mem and the update fused into two passes).

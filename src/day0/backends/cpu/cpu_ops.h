@@ -139,7 +139,7 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a);
 void paged_attention(const Context& c, const PagedAttentionArgs& a);
 // Absorbed form; the naive form runs as its decomposition (pages gathered, then mla_attention).
 void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a);
-// DeepSeek Sparse Attention's lightning indexer over the paged cache, one query row per work item.
+// The sparse-attention lightning indexer over the paged cache, one query row per work item.
 void indexer_topk(const Context& c, const IndexerTopkArgs& a);
 // Gated DeltaNet: the conv with channels in parallel, the delta rule with value heads in parallel (each
 // head's state is its own; tokens in order), the gated norm rows in parallel.

@@ -341,7 +341,7 @@ void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a) {
   ws.items.clear();
   for (size_t si = 0; si < a.seqs.size(); ++si) {
     const PagedSequence& s = a.seqs[si];
-    // k_pe leads the second tensor; DeepSeek-V3.2's indexer key follows it in the same rows.
+    // k_pe leads the second tensor; the lightning indexer's key, if any, follows it in the same rows.
     D0_CHECK_MSG(s.kv.first_width == r && s.kv.second_width >= a.d_rope, "paged_mla_attention: cache widths");
     D0_CHECK_MSG(s.kv.pos0 == 0, "paged_mla_attention: MLA layers keep every position");
     for (int64_t t = 0; t < s.q_rows; ++t)

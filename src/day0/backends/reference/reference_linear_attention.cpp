@@ -1,4 +1,4 @@
-// Reference Gated DeltaNet kernels (Qwen3-Next's linear attention): the causal depthwise conv with its
+// Reference Gated DeltaNet kernels (the linear-attention layers): the causal depthwise conv with its
 // per-sequence window, the gated delta rule token by token over the per-sequence float32 state, and the
 // gated output RMSNorm. Plain loops, double accumulation within a token; the state is float32 between
 // tokens, as the contract (ops/kernel_args.h) stores it.
