@@ -4,8 +4,8 @@
 //
 // Rule: contiguous balanced blocks. EP rank r of `ep` holds experts
 //   [floor(r * E / ep), floor((r + 1) * E / ep))
-// so every rank holds floor(E / ep) or ceil(E / ep) experts (E need not divide by ep: Qwen2-MoE's 60
-// experts over 8 ranks are blocks of 7 and 8), neighbouring experts stay on one rank, and expert e lives
+// so every rank holds floor(E / ep) or ceil(E / ep) experts (E need not divide by ep: 60 experts over
+// 8 ranks are blocks of 7 and 8), neighbouring experts stay on one rank, and expert e lives
 // on rank floor(((e + 1) * ep - 1) / E). Fewer experts than ranks would leave ranks idle: refused by the
 // callers (check_expert_parallel).
 //
@@ -83,10 +83,10 @@ Status check_redundant_experts(int64_t n_experts, int64_t ep, int64_t redundant)
 
 // The placement of one layer's `n_experts` + `redundant` physical experts over `ep` ranks
 // (check_redundant_experts must pass). `load` [n_experts] is how many tokens each expert took (a
-// recorded run, expert_load.h); empty: every expert weighs the same. Greedy, as DeepSeek's EPLB
-// replicates: each copy goes to the expert whose load per copy is highest (the lower id among equals)
-// that some rank with a free slot does not hold yet, on the rank among those with the least load so far
-// (sum of load per copy of what it holds; then the lowest rank). A rank has free slots while it holds
+// recorded run, expert_load.h); empty: every expert weighs the same. Greedy, as EPLB (the expert-parallel
+// load balancer) replicates: each copy goes to the expert whose load per copy is highest (the lower id among
+// equals) that some rank with a free slot does not hold yet, on the rank among those with the least load so
+// far (sum of load per copy of what it holds; then the lowest rank). A rank has free slots while it holds
 // fewer than max_slots_per_rank: the copies may gather on the ranks that lack the hot experts, never
 // past the memory the plan sized. Deterministic: every rank computes the same placement from the same
 // inputs.

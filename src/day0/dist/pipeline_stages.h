@@ -6,7 +6,7 @@
 // so stages differ by at most one layer and the first stage (which also holds the embedding) is never
 // the one with the extra layer. Count, not weight bytes: every layer caches the same KV rows and runs
 // the same attention per token, which is what a decode step's time follows; a model whose first layers
-// are dense and the rest MoE (DeepSeek-V3) puts more weight bytes on the later stages, which a byte
+// are dense and the rest MoE puts more weight bytes on the later stages, which a byte
 // balance would fix at the cost of uneven KV and attention. Fewer layers than stages is refused
 // (check_pipeline_parallel): a stage would hold nothing.
 #include <cstdint>
