@@ -125,7 +125,7 @@ void decompose_mla_attention(Backend& be, const MlaArgs& a) {
     be.scale({.x = kv.m.col_slice(h * per_head + a.d_nope, a.d_v), .y = v.m.col_slice(h * a.d_v, a.d_v)});
   }
   if (a.selected.rows > 0) {
-    // DeepSeek Sparse Attention: each query over its own selected keys (gathered), all visible to it.
+    // Sparse attention: each query over its own selected keys (gathered), all visible to it.
     std::vector<char> keep;
     std::vector<int32_t> rows;
     for (int64_t t = 0; t < a.q.rows; ++t) {

@@ -22,7 +22,7 @@ void decompose_mla_attention(Backend& be, const MlaArgs& a);            // matmu
 // `mla_attention` on them. The reference backend's paged kernels are exactly this (the oracle).
 void decompose_paged_attention(Backend& be, const PagedAttentionArgs& a);
 void decompose_paged_mla_attention(Backend& be, const PagedMlaArgs& a);
-// gather_rows, matmul, swiglu, mul, scatter_add; the clamped (gpt-oss) variant calls swiglu_clamped,
+// gather_rows, matmul, swiglu, mul, scatter_add; the clamped variant (swiglu_limit) calls swiglu_clamped,
 // which the resolver places on its own.
 void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a);
 
