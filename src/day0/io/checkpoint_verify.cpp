@@ -252,8 +252,8 @@ class Verifier {
     for (const auto& [name, loc] : where_) {
       if (expected_names.count(name)) continue;
       if (const auto u = unused.find(name); u != unused.end()) {
-        // Written by transformers' save_pretrained, never read (LongCat-Flash's zero-expert gate/up
-        // rows): accepted with the shape and dtype transformers gives it.
+        // Written by transformers' save_pretrained, never read (the gate/up rows transformers sizes
+        // for zero-computation experts): accepted with the shape and dtype transformers gives it.
         const TensorSpec& spec = *u->second;
         const bool shape_ok = std::equal(loc.entry->shape.begin(), loc.entry->shape.end(), spec.shape.begin(),
                                          spec.shape.end());
@@ -264,7 +264,7 @@ class Verifier {
         }
         continue;
       }
-      // Dropped by transformers on load (Qwen3-Next's mtp.* module): not the model's, not an error.
+      // Dropped by transformers on load (an mtp.* prediction module): not the model's, not an error.
       // (A plain loop: clang 14 cannot capture the structured binding `name` in a lambda.)
       bool ignored = false;
       for (const std::string& p : manifest.ignored_prefixes) ignored = ignored || name.starts_with(p);

@@ -3,7 +3,7 @@
 // (docs/models.md, "Element encodings", "FP8 blocks" and "MXFP4"):
 //  - F8_E4M3 weights [M, K] with F32 `weight_scale_inv` [ceil(M/128), ceil(K/128)] (edge blocks partial):
 //    W[i, j] = f8(Wq[i, j]) * S[i / 128, j / 128], the product rounded once to F32 as the reference does.
-//  - gpt-oss MXFP4: U8 blocks [..., G, 16] of e2m1 pairs (element 2j in the low nibble of byte j, 2j+1 in
+//  - MXFP4: U8 blocks [..., G, 16] of e2m1 pairs (element 2j in the low nibble of byte j, 2j+1 in
 //    the high one) and E8M0 scales [..., G]: value = fp4 * 2^(scale - 127); output [..., G * 32].
 // BF16 results round the F32 value to nearest even (what torch's .to(bfloat16) does).
 #include <cstdint>

@@ -30,7 +30,8 @@ ojson sequence(std::vector<ojson> parts) {
   return {{"type", "Sequence"}, {"pretokenizers", std::move(parts)}};
 }
 
-// The split patterns of the published tokenizer.json files (Llama 3, Qwen 2/3, DeepSeek V3).
+// The split patterns of the published tokenizer.json files, named by the tokenizer.ggml.pre value
+// that selects them.
 const char* const kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";

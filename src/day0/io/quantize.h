@@ -17,7 +17,7 @@ struct Fp8BlockQuantized {
   std::vector<float> scale_inv;  // ceil(rows/br) x ceil(cols/bc), multiplier per block
 };
 // Per block: scale = amax / 448 (1 for an all-zero block), value = f8(x / scale). With pow2_scales the
-// scale is rounded up to a power of two (DeepSeek V3.1 "ue8m0").
+// scale is rounded up to a power of two (scale_fmt "ue8m0").
 Fp8BlockQuantized quantize_fp8_block(std::span<const float> weight, int64_t rows, int64_t cols,
                                      int64_t block_rows, int64_t block_cols, bool pow2_scales = false);
 
