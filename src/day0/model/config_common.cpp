@@ -31,7 +31,7 @@ const char* torch_dtype_name(DType dtype) {
 }
 
 Result<RopeType> parse_rope_type(const ConfigReader& rope) {
-  // "type" is the legacy spelling (DeepSeek's remote code still reads it); both may be present.
+  // "type" is the legacy spelling (some releases' remote code still reads it); both may be present.
   const char* key = rope.present("rope_type") ? "rope_type" : "type";
   if (rope.present("rope_type") && rope.present("type")) {
     D0_ASSIGN_OR_RETURN(std::string a, rope.required_string("rope_type"));
@@ -86,7 +86,7 @@ Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
       D0_ASSIGN_OR_RETURN(r.low_freq_factor, rope.required_double("low_freq_factor"));
       D0_ASSIGN_OR_RETURN(r.high_freq_factor, rope.required_double("high_freq_factor"));
       D0_ASSIGN_OR_RETURN(r.original_max_position, rope.required_int("original_max_position_embeddings"));
-      // Equal factors (Llama 4 Scout: 1 and 1) leave no medium band: transformers accepts them.
+      // Equal factors (a release ships 1 and 1) leave no medium band: transformers accepts them.
       if (r.high_freq_factor < r.low_freq_factor) {
         return rope.invalid("high_freq_factor", "must be at least low_freq_factor");
       }
@@ -307,7 +307,7 @@ nlohmann::json write_rope_scaling(const ModelSpec& spec) {
     out["original_max_position_embeddings"] = r.original_max_position;
   }
   if (r.type == RopeType::kYarn) {
-    // Legacy "type" too: DeepSeek's remote code reads rope_scaling["type"].
+    // Legacy "type" too: some releases' remote code reads rope_scaling["type"].
     out["type"] = "yarn";
     if (r.original_max_position) out["original_max_position_embeddings"] = r.original_max_position;
     out["beta_fast"] = r.beta_fast;

@@ -1,8 +1,9 @@
 #pragma once
 // ModelSpec -> Hugging Face config.json. parse_model_config(to_hf_config(spec)) == spec, and the
 // output carries the model_type / architectures / keys transformers needs to build the model
-// (including quantization_config for FP8 block and MXFP4 checkpoints). Kimi K2's model_type
-// "kimi_k2" is kept as is; transformers loads it only with the release's remote code.
+// (including quantization_config for FP8 block and MXFP4 checkpoints). A model_type a family accepts
+// beside its own (FamilyInfo::model_types after the first) is kept as is, though transformers may load
+// it only with the release's remote code.
 #include <nlohmann/json.hpp>
 
 #include "day0/model/model_spec.h"
@@ -10,9 +11,9 @@
 namespace day0 {
 
 struct HfConfigOptions {
-  // Write the model_type transformers knows natively for the family (Kimi K2's "kimi_k2" becomes
-  // "deepseek_v3") so AutoConfig loads the file without remote code. Parsing it back then gives a
-  // spec that differs only in model_type.
+  // Write the model_type transformers knows natively for the family (an accepted alias becomes the
+  // family's own, its first model_type) so AutoConfig loads the file without remote code. Parsing it back
+  // then gives a spec that differs only in model_type.
   bool native_model_type = false;
 };
 

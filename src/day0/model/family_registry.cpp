@@ -103,8 +103,8 @@ namespace {
 
 // The family that reads this config best. Each family's parser runs on it under the family's own names;
 // a family is the further away the more of the config's keys it leaves unread and the more keys of its
-// own structure (what its writer emits) the config lacks. Names mislead (seed_oss is no gpt_oss); the
-// keys a parser reads and writes are the family's structure.
+// own structure (what its writer emits) the config lacks. Names mislead (a shared suffix says nothing of
+// structure); the keys a parser reads and writes are the family's structure.
 std::string nearest_by_structure(const nlohmann::json& config) {
   const FamilyInfo* best = nullptr;
   size_t best_distance = SIZE_MAX;

@@ -14,7 +14,7 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
   uint64_t elements = 0;
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
-    // DeepSeek-V3.2: the lightning indexer's key, cached in the same rows (beside k_pe).
+    // With a lightning indexer: its key, cached in the same rows (beside k_pe).
     if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
   } else {
     elements = 2u * static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim);

@@ -16,7 +16,7 @@ namespace day0 {
 // prints it and the planner budgets with it.
 uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
 // A sequence of `tokens` tokens: sliding and chunked layers hold at most their window; linear-attention
-// layers (Qwen3-Next's Gated DeltaNet) hold no KV rows.
+// layers (Gated DeltaNet) hold no KV rows.
 uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = KvDtype::kBF16);
 
 // The fixed-size recurrent state of ONE sequence, whatever its length: every linear-attention layer's
@@ -24,7 +24,8 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = K
 // transformers keeps it, F32 or BF16) and its delta-rule state (n_value_heads x key_head_dim x
 // value_head_dim float32). The engine's caches allocate exactly this (KvCache::state_bytes(), the window
 // in the run's activation precision); 0 without linear-attention layers. `inspect` and the planner count
-// a BF16 run: Qwen3-Next-80B-A3B 36 x (8192 x 3 x 2 B + 32 x 128 x 128 x 4 B) = 77,266,944 B.
+// a BF16 run: 36 such layers of 8192 conv channels (K = 4) and 32 value heads of 128 x 128 hold
+// 36 x (8192 x 3 x 2 B + 32 x 128 x 128 x 4 B) = 77,266,944 B.
 uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
 uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
 

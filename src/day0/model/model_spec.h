@@ -18,11 +18,11 @@ enum class RopeLayout { kHalfSplit, kInterleaved };
 enum class RopeType { kNone, kDefault, kLinear, kDynamic, kLlama3, kYarn };
 enum class RouterScoring { kSoftmax, kSigmoid };
 enum class TopkMethod {
-  kGreedy,              // top-k of the scores (Mixtral, Qwen-MoE, DeepSeek-V2-Lite)
-  kGroupLimitedGreedy,  // DeepSeek-V2: group max, keep topk_group groups
-  kNoauxTc,             // DeepSeek-V3 / Kimi K2 / GLM-4.5: + correction bias, top-2-sum groups
-  kLogitsThenSoftmax,   // gpt-oss: top-k on logits, softmax over the selected
-  kLogitsThenSigmoid,   // Llama 4: top-k on logits, sigmoid of the selected, input scaling
+  kGreedy,              // top-k of the scores, no groups
+  kGroupLimitedGreedy,  // group max, keep topk_group groups
+  kNoauxTc,             // + correction bias, top-2-sum groups
+  kLogitsThenSoftmax,   // top-k on logits, softmax over the selected
+  kLogitsThenSigmoid,   // top-k on logits, sigmoid of the selected, input scaling
 };
 // How the release stores the big projection weights.
 // kInt8 / kInt4 are integer weights kept quantized in memory (per-group scales, optional zero points),
@@ -37,8 +37,8 @@ struct RopeScaling {
   int64_t original_max_position = 0;       // llama3 / yarn (0 = max_position_embeddings)
   double beta_fast = 32.0;                 // yarn
   double beta_slow = 1.0;                  // yarn
-  double mscale = 0.0;                     // yarn (DeepSeek)
-  double mscale_all_dim = 0.0;             // yarn (DeepSeek)
+  double mscale = 0.0;                     // yarn: the attention factor as an mscale ratio
+  double mscale_all_dim = 0.0;             // yarn: the ratio's divisor (and the MLA scale)
   std::optional<double> attention_factor;  // yarn explicit override
   bool truncate = true;                    // yarn
   bool operator==(const RopeScaling&) const = default;
@@ -50,14 +50,14 @@ struct MlaSpec {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
-  // LongCat-Flash LoRA rescaling: q (after q_b_proj) times q_scale, the normed latent c_kv times
-  // latent_scale (sqrt(hidden / q_lora_rank), sqrt(hidden / kv_lora_rank)); 1 elsewhere.
+  // LoRA rescaling (mla_scale_q_lora / mla_scale_kv_lora): q (after q_b_proj) times q_scale, the normed
+  // latent c_kv times latent_scale (sqrt(hidden / q_lora_rank), sqrt(hidden / kv_lora_rank)); 1 elsewhere.
   double q_scale = 1.0;
   double latent_scale = 1.0;
   bool operator==(const MlaSpec&) const = default;
 };
 
-// DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2): every layer scores its cached tokens
+// Sparse attention's lightning indexer: every layer scores its cached tokens
 // with n_heads small heads over an own key (index_head_dim, cached beside the MLA latent) and lets
 // MLA attend to the top `topk` of them only.
 struct IndexerSpec {
@@ -67,7 +67,7 @@ struct IndexerSpec {
   bool operator==(const IndexerSpec&) const = default;
 };
 
-// Gated DeltaNet linear attention (Qwen3-Next's linear_attention layers): in_proj_qkvz / in_proj_ba grouped
+// Gated DeltaNet linear attention (layer_types "linear_attention"): in_proj_qkvz / in_proj_ba grouped
 // per key head, a causal depthwise conv of `conv_kernel` over [q | k | v] with silu, L2-normed q / k, the
 // gated delta rule over a float32 state of n_value_heads x key_head_dim x value_head_dim per sequence,
 // and a gated RMSNorm (silu(z)) per value head. Value head j reads key head j / (n_value / n_key).
@@ -86,10 +86,10 @@ struct LinearAttentionSpec {
 struct MoeSpec {
   int64_t n_experts = 0;
   int64_t experts_per_token = 0;
-  int64_t expert_intermediate = 0;  // moe_intermediate_size (Mixtral: intermediate_size)
-  int64_t n_shared_experts = 0;     // DeepSeek/GLM/Llama4: shared SwiGLU of n_shared * width
+  int64_t expert_intermediate = 0;  // moe_intermediate_size (in some configs intermediate_size)
+  int64_t n_shared_experts = 0;     // shared SwiGLU of n_shared * width
   int64_t shared_intermediate = 0;  // width of the shared expert MLP (0 = none)
-  bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(x . w) gates the shared expert
+  bool shared_expert_gate = false;  // sigmoid(x . w) gates the shared expert
   RouterScoring scoring = RouterScoring::kSoftmax;
   TopkMethod topk_method = TopkMethod::kGreedy;
   int64_t n_group = 1;
@@ -97,15 +97,15 @@ struct MoeSpec {
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
   bool correction_bias = false;  // e_score_correction_bias (selection only)
-  bool router_bias = false;      // gpt-oss router bias
-  bool expert_bias = false;      // gpt-oss expert biases
-  double swiglu_limit = 0.0;     // gpt-oss clamp (7.0); 0 = plain SwiGLU
-  double swiglu_alpha = 1.702;   // gpt-oss
-  // LongCat-Flash zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
+  bool router_bias = false;      // router bias
+  bool expert_bias = false;      // expert biases
+  double swiglu_limit = 0.0;     // clamped SwiGLU's limit (7.0); 0 = plain SwiGLU
+  double swiglu_alpha = 1.702;   // clamped SwiGLU's sigmoid slope
+  // Zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
   // past n_experts returns its input (times its weight), so a token uses 0 ... top-k real experts.
   int64_t n_zero_experts = 0;
   // Share of the top-k picks that go to real experts on average, for planning (1 without zero
-  // experts; LongCat-Flash: 2/3, its published average of ~27B activated).
+  // experts; else the release's published average, e.g. 2/3 for ~27B activated).
   double mean_real_expert_share = 1.0;
   bool operator==(const MoeSpec&) const = default;
 };
@@ -113,10 +113,10 @@ struct MoeSpec {
 struct LayerSpec {
   AttentionMask mask = AttentionMask::kCausal;
   int64_t window = 0;              // sliding window (keys including the current one) or chunk size
-  bool use_rope = true;            // Llama 4 NoPE layers: false
+  bool use_rope = true;            // false: a NoPE layer
   bool moe = false;                // FFN is MoE (else dense SwiGLU)
   int64_t dense_intermediate = 0;  // width of the dense MLP when !moe
-  // Qwen3-Next "linear_attention": a Gated DeltaNet layer (spec.linear_attention) with a fixed-size
+  // layer_types "linear_attention": a Gated DeltaNet layer (spec.linear_attention) with a fixed-size
   // recurrent state per sequence instead of KV rows; false: softmax attention over the paged KV cache.
   bool linear_attention = false;
   bool operator==(const LayerSpec&) const = default;
@@ -148,14 +148,14 @@ struct QuantSpec {
   PackedIntSpec packed;
   int64_t block_rows = 128;  // FP8 block scales
   int64_t block_cols = 128;
-  bool ue8m0_scales = false;  // DeepSeek V3.1 scale_fmt
+  bool ue8m0_scales = false;  // scale_fmt "ue8m0"
   bool operator==(const QuantSpec&) const = default;
 };
 
 struct ModelSpec {
   // Identity.
-  std::string architecture;      // e.g. "DeepseekV3ForCausalLM"
-  std::string model_type;        // e.g. "deepseek_v3", "kimi_k2"
+  std::string architecture;      // config.json's architectures[0] (else the family's first)
+  std::string model_type;        // config.json's model_type (the family's or an alias it accepts)
   std::string family = "llama";  // the registered family's name (family_registry.h)
   AttentionKind attention = AttentionKind::kGqa;
 
@@ -181,14 +181,14 @@ struct ModelSpec {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
-  bool qk_norm = false;                        // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
-  bool qk_norm_full_width = false;             // with qk_norm: one RMS over all heads (MiniMax-M2)
-  bool qk_norm_weightless_after_rope = false;  // Llama 4 L2 norm
-  bool attention_sinks = false;                // gpt-oss
-  // Qwen3-Next: q_proj gives per head [query (head_dim) | gate (head_dim)]; the attention output is
+  bool qk_norm = false;                        // per-head RMSNorm of q and k
+  bool qk_norm_full_width = false;             // with qk_norm: one RMS over all heads
+  bool qk_norm_weightless_after_rope = false;  // weightless RMS (L2) norm of q, k after RoPE
+  bool attention_sinks = false;                // a learned logit per head joins the softmax
+  // Gated attention: q_proj gives per head [query (head_dim) | gate (head_dim)]; the attention output is
   // multiplied by sigmoid(gate) before o_proj.
   bool attention_output_gate = false;
-  // Qwen3-Next: every RMSNorm but the gated one stores an offset w and applies the gain (1 + w) in
+  // Zero-centred norms: every RMSNorm but the gated one stores an offset w and applies the gain (1 + w) in
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
   bool tie_word_embeddings = false;
@@ -198,26 +198,26 @@ struct ModelSpec {
   bool router_logits_f32 = false;        // the router's logits (and so its scores) stay float32
   bool routing_weights_f32 = false;      // the top-k weights stay float32 until the expert sum is scaled
   int64_t sliding_window = 0;            // 0 = none
-  int64_t attention_chunk_size = 0;      // Llama 4
-  bool attn_temperature_tuning = false;  // Llama 4 NoPE layers
+  int64_t attention_chunk_size = 0;      // chunked attention's chunk
+  bool attn_temperature_tuning = false;  // NoPE layers scale q by position
   double attn_scale = 0.1;
   int64_t floor_scale = 8192;
 
   std::optional<MlaSpec> mla;
-  std::optional<IndexerSpec> indexer;                   // DeepSeek-V3.2 (with mla)
-  std::optional<LinearAttentionSpec> linear_attention;  // Qwen3-Next (layers with linear_attention)
+  std::optional<IndexerSpec> indexer;                   // lightning indexer (with mla)
+  std::optional<LinearAttentionSpec> linear_attention;  // Gated DeltaNet (layers with linear_attention)
   std::optional<MoeSpec> moe;
   std::vector<LayerSpec> layers;  // n_layers entries
 
   DType activation_dtype = DType::kBF16;  // torch_dtype
   QuantSpec weights;                      // how the release stores its projections
   int64_t n_mtp_layers = 0;               // stored after the last layer, skipped by plain decoding
-  // LongCat-Flash: layers come in pairs (2N, 2N + 1) = Hugging Face layer N with two attention
+  // Layer pairs (shortcut MoE): layers come in pairs (2N, 2N + 1) = Hugging Face layer N with two attention
   // sublayers. The MoE of the even layer reads its post-attention norm beside its dense MLP, and its
   // output is added to the residual after the odd layer's MLP (the shortcut).
   bool shortcut_moe = false;
-  // Llama4ForConditionalGeneration: text weights live under "language_model." and the config nests
-  // them in text_config; the vision tower is not part of this spec.
+  // Image-text wrappers (FamilyInfo::wrapper_architectures): text weights live under "language_model." and
+  // the config nests them in text_config; the vision tower is not part of this spec.
   bool multimodal_wrapper = false;
 
   bool operator==(const ModelSpec&) const = default;

@@ -6,9 +6,9 @@
 //   lm_head both count; MTP layers and quantization scales do not. MXFP4 blocks count two
 //   parameters a byte.
 // - active: what one token touches: everything except the routed experts it is not sent to (top-k
-//   of n_experts), with the embedding matrix and the lm_head each counted in full (DeepSeek-style).
-// - active_without_embedding: active minus the input embedding (gpt-oss's convention).
-// - active_without_embeddings: active minus the input embedding and the lm_head (GLM's convention).
+//   of n_experts), with the embedding matrix and the lm_head each counted in full.
+// - active_without_embedding: active minus the input embedding.
+// - active_without_embeddings: active minus the input embedding and the lm_head.
 #include <cstdint>
 
 #include "day0/core/status.h"
@@ -20,7 +20,7 @@ namespace day0 {
 struct ParamCounts {
   int64_t total = 0;
   int64_t active = 0;
-  // Zero-computation experts (LongCat-Flash) let a token use fewer real experts: the fewest
+  // Zero-computation experts let a token use fewer real experts: the fewest
   // (max(0, top-k - zero experts)) gives active_min; `active` is the most. Equal without them.
   int64_t active_min = 0;
   int64_t active_without_embedding = 0;

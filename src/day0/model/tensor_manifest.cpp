@@ -12,7 +12,7 @@ std::string decoder_prefix(const ModelSpec& spec) {
 
 namespace {
 
-// Upper bound on the tensors we are willing to list (Kimi K2 with FP8 scales holds ~140k).
+// Upper bound on the tensors we are willing to list (a trillion-parameter MoE with FP8 scales holds ~140k).
 constexpr int64_t kMaxTensors = 20'000'000;
 
 int64_t estimated_tensor_count(const ModelSpec& s) {

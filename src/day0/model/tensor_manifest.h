@@ -49,11 +49,11 @@ struct TensorManifest {
 // post-attention norm and FFN, then the final norm and lm_head (absent when tied), then the
 // multi-token-prediction layers the config declares (spec.n_mtp_layers, stored as
 // model.layers.{n_layers}...; marked `mtp`). FP8 block checkpoints list each quantized weight followed
-// by its F32 `weight_scale_inv`; gpt-oss MXFP4 lists `*_blocks` / `*_scales` (U8) beside BF16 biases.
+// by its F32 `weight_scale_inv`; MXFP4 checkpoints list `*_blocks` / `*_scales` (U8) beside BF16 biases.
 // Fails (never wraps) when a size product overflows or the tensor count is unreasonably large.
 Result<TensorManifest> build_tensor_manifest(const ModelSpec& spec);
 
-// Name prefix of the decoder ("model." or "language_model.model." for Llama 4 multimodal releases).
+// Name prefix of the decoder ("model." or "language_model.model." for image-text wrappers).
 std::string decoder_prefix(const ModelSpec& spec);
 
 }  // namespace day0

@@ -38,7 +38,7 @@ void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn) {
 
 void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   const int64_t H = s.hidden_size, q_out = s.n_heads * s.head_dim, kv_out = s.n_kv_heads * s.head_dim;
-  // With an output gate (Qwen3-Next) q_proj gives [query | gate] per head: twice the rows.
+  // With an output gate (attention_output_gate) q_proj gives [query | gate] per head: twice the rows.
   const int64_t q_rows = s.attention_output_gate ? 2 * q_out : q_out;
   const auto role = TensorRole::kAttention;
   b.add("self_attn.q_proj.weight", {q_rows, H}, kProj, role, kColumn, WeightSlot::kQ);
@@ -51,7 +51,7 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   // The bias is added once, after the all-reduce of the row-parallel projection.
   if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
   if (s.qk_norm && s.qk_norm_full_width) {
-    // One norm over all heads (MiniMax-M2): split with the heads, so TP all-reduces the sum of squares.
+    // One norm over all heads: split with the heads, so TP all-reduces the sum of squares.
     b.add("self_attn.q_norm.weight", {q_out}, kKeptF32, TensorRole::kNorm, kColumn, WeightSlot::kQNorm);
     b.add("self_attn.k_norm.weight", {kv_out}, kKeptF32, TensorRole::kNorm, kColumnKv, WeightSlot::kKNorm);
   } else if (s.qk_norm) {

@@ -29,7 +29,7 @@ void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
 // self_attn.{q,k,v,o}_proj (+ biases per spec.qkv_bias / o_bias), q_norm / k_norm, sinks.
 void gqa_attention(const ModelSpec& s, WeightTableBuilder& b);
 // self_attn.{q_a_proj, q_a_layernorm, q_b_proj | q_proj}, kv_a_proj_with_mqa, kv_a_layernorm,
-// kv_b_proj, o_proj, under `prefix` (LongCat-Flash's sublayers: "self_attn.0.").
+// kv_b_proj, o_proj, under `prefix` (layer pairs' sublayers: "self_attn.0.").
 void mla_attention(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix = "self_attn.");
 
 struct SwigluNames {
@@ -48,10 +48,10 @@ void router(const ModelSpec& s, WeightTableBuilder& b, const std::string& name, 
 void separate_experts(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix,
                       SwigluNames names = {});
 
-// DeepSeek-style MoE block under mlp.: gate (+ e_score_correction_bias), experts, shared_experts of
-// spec.moe->shared_intermediate (DeepSeek-V2/V3, Kimi K2, GLM-4.5).
+// The MoE block several families share, under mlp.: gate (+ e_score_correction_bias), experts,
+// shared_experts of spec.moe->shared_intermediate.
 void deepseek_moe(const ModelSpec& s, WeightTableBuilder& b);
-// DeepSeek-V3 multi-token-prediction layers (spec.n_mtp_layers, after the last decoder layer): a
+// Multi-token-prediction layers (spec.n_mtp_layers, after the last decoder layer): a
 // decoder layer like the last one plus embed_tokens, enorm, hnorm, eh_proj and shared_head.
 void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);
 

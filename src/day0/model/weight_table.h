@@ -24,7 +24,7 @@ enum class TensorRole {
   kDenseMlp,      // dense SwiGLU layers
   kRouter,        // router / gate weights and biases, correction bias
   kRoutedExpert,  // routed expert weights (and their biases)
-  kSharedExpert,  // shared expert weights (and Qwen2-MoE's shared gate)
+  kSharedExpert,  // shared expert weights (and its sigmoid gate)
   kQuantScale,    // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
 };
 
@@ -35,8 +35,8 @@ enum class WeightStorage {
   kKeptF32,      // written in the activation dtype, but publishers often keep it float32 inside a
                  // BF16 checkpoint (routers, sinks, norms): both are accepted
   kF32,          // float32 in the release (e_score_correction_bias); the activation dtype is accepted
-  kMxfp4Blocks,  // gpt-oss `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
-  kMxfp4Scales,  // gpt-oss `*_scales` [.., cols/32] U8 (E8M0)
+  kMxfp4Blocks,  // `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
+  kMxfp4Scales,  // `*_scales` [.., cols/32] U8 (E8M0)
   kPackedInt,    // compressed-tensors pack-quantized: a projection's `weight_packed` I32 and its
                  // `weight_scale` / `weight_zero_point` / `weight_shape` (spec.weights.packed)
 };
@@ -96,8 +96,8 @@ enum class WeightSlot {
   kExpertGate,                // one expert's [I, H]
   kExpertUp,                  // one expert's [I, H]
   kExpertDown,                // one expert's [H, I]
-  kExpertsGateUpConcat,       // stacked x @ W [E, H, 2I], gate the first half (Llama 4)
-  kExpertsGateUpInterleaved,  // stacked x @ W [E, H, 2I], gate at even columns (gpt-oss)
+  kExpertsGateUpConcat,       // stacked x @ W [E, H, 2I], gate the first half
+  kExpertsGateUpInterleaved,  // stacked x @ W [E, H, 2I], gate at even columns
   kExpertsDown,               // stacked x @ W [E, I, H]
   kExpertsGateUpBias,         // [E, 2I]
   kExpertsDownBias,           // [E, H]
@@ -106,14 +106,14 @@ enum class WeightSlot {
   kSharedGate,
   kSharedUp,
   kSharedDown,
-  kSharedExpertGate,  // Qwen2-MoE sigmoid gate [1, H]
-  // DeepSeek-V3.2 lightning indexer.
+  kSharedExpertGate,  // the shared expert's sigmoid gate [1, H]
+  // Lightning indexer (sparse attention).
   kIndexerQ,          // wq_b [n_I * d_I, q_lora_rank]
   kIndexerK,          // wk [d_I, H]
   kIndexerKNorm,      // k_norm.weight [d_I] (LayerNorm)
   kIndexerKNormBias,  // k_norm.bias [d_I]
   kIndexerWeights,    // weights_proj [n_I, H]
-  // Qwen3-Next Gated DeltaNet (linear_attn.*).
+  // Gated DeltaNet (linear_attn.*).
   kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
   kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head
   kLinearConv,    // conv1d.weight [C, 1, K] (depthwise, no bias)
@@ -140,10 +140,10 @@ class WeightTableBuilder {
   const ModelSpec& spec() const { return spec_; }
   // Enters decoder layer `layer` (MTP layers are those at or past num_hidden_layers). `hf_layer`, when
   // given, is the index in the tensor names ("model.layers.{hf_layer}."), for families whose
-  // engine layers are sublayers of one Hugging Face layer (LongCat-Flash: layer 2N + i is N).
+  // engine layers are sublayers of one Hugging Face layer (layer pairs: layer 2N + i is N).
   void begin_layer(int64_t layer, int64_t hf_layer = -1);
   void end_layer();
-  // Absolute name for tensors outside the decoder prefix (Llama 4's language_model.lm_head).
+  // Absolute name for tensors outside the decoder prefix (an image-text wrapper's language_model.lm_head).
   void add_absolute(std::string name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
                     ShardSpec shard, WeightSlot slot);
   // `name` relative to the scope; a `{E}` in it expands over spec.moe->n_experts experts, or names
@@ -151,13 +151,13 @@ class WeightTableBuilder {
   void add(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
            ShardSpec shard, WeightSlot slot, int64_t expert = -1);
 
-  // A tensor transformers' save_pretrained writes that the model never reads (LongCat-Flash's
-  // gate/up rows of its zero experts): `verify` accepts it when present (shape and dtype checked),
+  // A tensor transformers' save_pretrained writes that the model never reads (the gate/up
+  // rows of zero-computation experts): `verify` accepts it when present (shape and dtype checked),
   // nothing requires, counts, binds or synthesises it. `expert` names the expert index in `{E}`.
   void add_unused(const std::string& name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,
                   int64_t expert = -1);
 
-  // Top-level tensor names starting with `prefix` that transformers drops on load (Qwen3-Next's
+  // Top-level tensor names starting with `prefix` that transformers drops on load (e.g. a
   // multi-token-prediction module "mtp."): `verify` accepts them unchecked; nothing counts, binds or
   // synthesises them.
   void ignore_prefix(std::string prefix);
