@@ -41,7 +41,7 @@ struct MatmulArgs {
 };
 
 // ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------
-// Per-head norms (Qwen3 q/k norm) pass x as [T * n_heads, head_dim]. y may alias x (in place).
+// Per-head norms (q/k norm) pass x as [T * n_heads, head_dim]. y may alias x (in place).
 struct RmsNormArgs {
   ConstMatrix x;                  // [R, n]
   std::span<const float> weight;  // [n] or empty
@@ -79,7 +79,7 @@ struct RopeArgs {
 // keys of the current tokens (keys are appended before attention, after RoPE).
 // Query head h reads kv head h / (n_heads / n_kv_heads). Key j is visible to query position i when
 // j <= i, and additionally i - window < j (kSliding) or j / window == i / window (kChunked).
-// Sinks (gpt-oss): one logit per query head joins the softmax denominator but has no value.
+// Sinks: one logit per query head joins the softmax denominator but has no value.
 // A query with no visible key (possible only with k_pos0 > its position) gets zeros.
 struct AttentionArgs {
   ConstMatrix q;  // [T, n_heads * head_dim]
@@ -98,14 +98,14 @@ struct AttentionArgs {
   std::span<const float> sinks;  // [n_heads] or empty
 };
 
-// ---- mla_attention: DeepSeek multi-head latent attention over the latent cache --------------------
+// ---- mla_attention: multi-head latent attention over the latent cache -----------------------------
 // Inputs are what MLA caches (§6.3): c_kv (after kv_a_layernorm) and k_pe (after RoPE), plus the
 // query already split per head as [q_nope ; q_pe] (q_pe after RoPE) and kv_b_proj.
 //   kNaive:    expand k_nope = c_kv W_UK[h]^T, v = c_kv W_UV[h]^T for every cached token, then
 //              ordinary causal attention with k_h = [k_nope_h ; k_pe].
 //   kAbsorbed: q_abs_h = W_UK[h]^T q_nope_h, scores q_abs_h . c_kv + q_pe_h . k_pe, o_h = W_UV[h] sum P c_kv.
 // Both forms give the same result; decode uses kAbsorbed.
-// DeepSeek Sparse Attention: with `selected` (an indexer_topk output), query t attends only to the
+// Sparse attention: with `selected` (an indexer_topk output), query t attends only to the
 // keys listed in row t (key indices j of c_kv / k_pe, -1 entries unused) that the causal mask also
 // admits; the others get no weight. Empty: every causal key (dense MLA).
 enum class MlaForm { kNaive, kAbsorbed };
@@ -167,7 +167,7 @@ struct PagedMlaArgs {
   MatrixView<const int32_t> selected;
 };
 
-// ---- indexer_topk: DeepSeek Sparse Attention's lightning indexer, every sequence of a step -------
+// ---- indexer_topk: the sparse-attention lightning indexer, every sequence of a step ---------------
 // For query row t of sequence s (position p = q_pos0 + t) and each key row j of its cache that the
 // causal mask admits (j <= p; MLA caches keep every position, kv.pos0 = 0):
 //   I[t, j] = sum_h weights[t, h] * relu(scale * q[t, h, :] . key[j])        (float32)
@@ -282,10 +282,10 @@ struct UnaryArgs {
   GeluApprox gelu = GeluApprox::kErf;  // gelu only
 };
 
-// ---- swiglu: out = silu(gate) * up; swiglu_clamped (gpt-oss):
+// ---- swiglu: out = silu(gate) * up; swiglu_clamped (swiglu_limit):
 //   g = min(gate, limit); u = clamp(up, -limit, limit); out = (u + 1) * g * sigmoid(alpha * g).
 // Gate and up are two views (e.g. halves of a fused [T, 2I] projection) or, with interleaved = true,
-// `gate` is [T, 2I] holding gate at even and up at odd columns (gpt-oss) and `up` is unused.
+// `gate` is [T, 2I] holding gate at even and up at odd columns and `up` is unused.
 struct SwigluArgs {
   ConstMatrix gate;  // [T, I] ([T, 2I] when interleaved)
   ConstMatrix up;    // [T, I]
@@ -310,8 +310,8 @@ struct BinaryArgs {
 //           group score = max (kGroupLimitedGreedy) or sum of top-2 (kNoauxTc); keep topk_group
 //           groups, masked experts can never be chosen), top-k of select (ties: lower index first)
 //  weights = scores[idx]; if norm_topk_prob: w /= (sum w + renorm_eps); w *= routed_scaling_factor.
-// kLogitsThenSoftmax (gpt-oss): top-k on logits, weights = softmax over the k selected logits.
-// kLogitsThenSigmoid (Llama 4): top-k on logits, weights = sigmoid of the selected logits.
+// kLogitsThenSoftmax: top-k on logits, weights = softmax over the k selected logits.
+// kLogitsThenSigmoid: top-k on logits, weights = sigmoid of the selected logits.
 // Indices are written in descending order of the selection score.
 struct MoeRouterArgs {
   ConstMatrix logits;                      // [T, E]
@@ -322,7 +322,7 @@ struct MoeRouterArgs {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   bool norm_topk_prob = false;
-  float renorm_eps = 0.0f;  // DeepSeek/GLM: 1e-20
+  float renorm_eps = 0.0f;  // 1e-20 with float32 router logits (router_logits_f32)
   float routed_scaling_factor = 1.0f;
   MatrixView<int32_t> expert_ids;  // [T, top_k]
   Matrix expert_weights;           // [T, top_k]
@@ -330,10 +330,10 @@ struct MoeRouterArgs {
 
 // ---- moe_experts: dispatch tokens to their experts, expert SwiGLU MLPs, weighted combine ----------
 // out[t] (+)= sum_k w[t,k] * Expert_{ids[t,k]}(x[t])   (input_scaling: Expert(w * x[t]) unweighted)
-// Ids in [E, E + n_zero_experts) are zero-computation experts (LongCat-Flash): Expert(x) = x.
+// Ids in [E, E + n_zero_experts) are zero-computation experts: Expert(x) = x.
 // Expert_e(x) = down_e( act(gate_e x + b, up_e x + b) ) + down_bias. An expert with zero tokens costs
 // nothing. Gate/up are either two weights or one fused weight `gate_up` [2I, H] whose rows are
-// interleaved (gpt-oss: gate = even rows) or concatenated (gate = first I rows).
+// interleaved (gate = even rows) or concatenated (gate = first I rows).
 enum class GateUpLayout { kSeparate, kInterleaved, kConcatenated };
 struct ExpertWeights {
   WeightView gate;                   // [I, H], or the fused [2I, H] for the fused layouts
@@ -366,10 +366,10 @@ struct MoeExpertsArgs {
     return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
-  bool clamped = false;  // gpt-oss clamped SwiGLU (limit, alpha)
+  bool clamped = false;  // clamped SwiGLU (limit, alpha)
   float limit = 7.0f;
   float alpha = 1.702f;
-  bool input_scaling = false;  // Llama 4: scale the input, not the output
+  bool input_scaling = false;  // kLogitsThenSigmoid: scale the input, not the output
   int64_t n_zero_experts = 0;  // identity experts numbered after the real ones
   Matrix out;                  // [T, H]
   bool accumulate = false;     // out += instead of out =

@@ -1,5 +1,5 @@
 #pragma once
-// DeepSeek Sparse Attention's key selection as the attention kernels apply it: row t of an
+// Sparse attention's key selection as the attention kernels apply it: row t of an
 // indexer_topk output lists the key indices query t may attend to (-1 entries unused); an empty
 // selection (rows == 0) admits every key.
 #include <cstdint>

@@ -15,9 +15,9 @@ inline constexpr std::string_view kMlaAttention = "mla_attention";
 // The same two over a paged KV cache, one call for all sequences of a step.
 inline constexpr std::string_view kPagedAttention = "paged_attention";
 inline constexpr std::string_view kPagedMlaAttention = "paged_mla_attention";
-// DeepSeek Sparse Attention's lightning indexer: scores a paged cache's indexer keys, top-k per query.
+// Sparse attention's lightning indexer: scores a paged cache's indexer keys, top-k per query.
 inline constexpr std::string_view kIndexerTopk = "indexer_topk";
-// Gated DeltaNet (Qwen3-Next's linear attention): the causal depthwise conv with its per-sequence
+// Gated DeltaNet (linear attention): the causal depthwise conv with its per-sequence
 // window, the delta-rule recurrence over its per-sequence state, and the gated output RMSNorm.
 inline constexpr std::string_view kCausalConv1d = "causal_conv1d";
 inline constexpr std::string_view kGatedDeltaRule = "gated_delta_rule";
@@ -27,7 +27,7 @@ inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";
 inline constexpr std::string_view kSigmoid = "sigmoid";
 inline constexpr std::string_view kSwiglu = "swiglu";                 // silu(gate) * up
-inline constexpr std::string_view kSwigluClamped = "swiglu_clamped";  // gpt-oss
+inline constexpr std::string_view kSwigluClamped = "swiglu_clamped";  // swiglu with swiglu_limit
 inline constexpr std::string_view kMoeRouter = "moe_router";          // scoring + top-k + weights
 inline constexpr std::string_view kMoeExperts = "moe_experts";        // dispatch, expert MLPs, combine
 inline constexpr std::string_view kAdd = "add";

@@ -45,8 +45,8 @@ void for_each_gathered_sequence(const PagedMlaArgs& a, Run&& run) {
     gather_kv_pages(s.kv, c_kv, k_pe);
     run(MlaArgs{.q = a.q.row_slice(s.q_row0, s.q_rows),
                 .c_kv = ConstMatrix(c_kv.data(), s.kv.length, s.kv.first_width),
-                // k_pe is the first d_rope columns of the second tensor (DeepSeek-V3.2's indexer
-                // key follows it in the same rows).
+                // k_pe is the first d_rope columns of the second tensor (the lightning indexer's
+                // key, if any, follows it in the same rows).
                 .k_pe = ConstMatrix(k_pe.data(), s.kv.length, s.kv.second_width).col_slice(0, a.d_rope),
                 .w_kv_b = a.w_kv_b,
                 .out = a.out.row_slice(s.q_row0, s.q_rows),
