@@ -24,7 +24,7 @@ bool dns_label(const std::string& s) {
                      [](unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '-'; });
 }
 
-// The folder's last component ("deepseek-v3" for a catalog name, "m" for "/data/m/").
+// The folder's last component (the name itself for a catalog name, "m" for "/data/m/").
 std::string base_name(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.find_last_of('/');

@@ -42,7 +42,7 @@ struct LayerCost {
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
   bool moe = false;
-  // q/k RMSNorm over all heads (MiniMax-M2): heads split over TP ranks, so each norm all-reduces its
+  // q/k RMSNorm over all heads (qk_norm_full_width): heads split over TP ranks, so each norm all-reduces its
   // per-token sum of squares (one float32 for q and one for k).
   bool heads_norm_all_reduce = false;
   double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
@@ -63,7 +63,7 @@ struct ModelCost {
   int64_t v_head_dim = 0;
   int64_t n_experts = 0;  // routed experts (0: dense)
   // Real routed experts a token uses, on average: top-k, fewer with zero-computation experts
-  // (LongCat-Flash: its published average).
+  // (then the release's published average, MoeSpec::mean_real_expert_share).
   double experts_per_token = 0;
   int64_t expert_intermediate = 0;
   int64_t dense_intermediate = 0;   // widest dense MLP (0: none)
@@ -81,7 +81,7 @@ struct ModelCost {
   int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
   double total_params() const;
   double active_params_per_token() const;  // dense parts + shared + top-k routed experts
-  // Cached bytes a token leaves in all layers (ignoring windows): DeepSeek-V3 BF16 = 70,272.
+  // Cached bytes a token leaves in all layers (ignoring windows): 61 MLA layers of 576 BF16 values = 70,272.
   double kv_bytes_per_token(KvPrecision kv) const;
   // Fixed bytes a sequence holds whatever its length (linear-attention states; 0 for most models).
   double state_bytes_per_sequence() const;

@@ -24,7 +24,7 @@ constexpr double kTera = 1e12;
 constexpr double kNvlinkLatency = 3e-6;
 constexpr double kNetworkLatency = 10e-6;
 // Measured, not a spec figure: a two-rank all-reduce over shared memory took 0.76 us on this project's
-// 2-core host (Llama miniature, TP 2, 384 all-reduces in 0.29-0.32 ms). The ring model charges a
+// 2-core host (a dense miniature, TP 2, 384 all-reduces in 0.29-0.32 ms). The ring model charges a
 // two-rank all-reduce two messages (estimate.cpp), so 0.38 us a message; an upper bound, since the
 // 0.76 us include the ranks' waits for each other.
 constexpr double kSharedMemoryLatency = 0.38e-6;
@@ -60,8 +60,8 @@ const std::vector<NodePreset>& node_presets() {
        {"H100", 80 * kGiB, 3.35e12, 989 * kTera, 1979 * kTera, 1979 * kTera},
        {450 * kGB, kNvlinkLatency},
        {50 * kGB, kNetworkLatency}},
-      // NVIDIA H800 SXM5 (China variant of H100): same HBM3 and Tensor Cores, NVLink 400 GB/s. DeepSeek-V3
-      // technical report §3.1: H800 nodes, NVLink ~160 GB/s achieved, InfiniBand 50 GB/s per GPU.
+      // NVIDIA H800 SXM5 (China variant of H100): same HBM3 and Tensor Cores, NVLink 400 GB/s.
+      // arXiv:2412.19437 §3.1: H800 nodes, NVLink ~160 GB/s achieved, InfiniBand 50 GB/s per GPU.
       {"H800",
        8,
        {"H800", 80 * kGiB, 3.35e12, 989 * kTera, 1979 * kTera, 1979 * kTera},
