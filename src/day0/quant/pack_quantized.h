@@ -1,6 +1,6 @@
 #pragma once
 // The compressed-tensors `pack-quantized` layout (what llm-compressor writes and vLLM / transformers
-// load; Kimi-K2-Thinking ships its routed experts this way), weight-only integer quantization per group:
+// load; some releases ship their routed experts this way), weight-only integer quantization per group:
 //
 //   <module>.weight_packed      I32 [rows, ceil(cols / f)]   f = 32 / bits values per int32
 //   <module>.weight_scale       the model dtype [rows, cols / group]
