@@ -1,5 +1,5 @@
-// GQA attention block: projections, q/k RMSNorm per head (Qwen3, GLM-4.5) or over all heads at once
-// (MiniMax-M2; under TP a sum of squares over the group), (partial) RoPE or NoPE, Llama 4's weightless
+// GQA attention block: projections, q/k RMSNorm per head or over all heads at once
+// (under TP a sum of squares over the group), (partial) RoPE or NoPE, the weightless
 // post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
 // (causal / sliding / chunked, sinks) for every sequence of the step, output projection.
 #include <cmath>
@@ -10,7 +10,7 @@
 namespace day0::blocks {
 namespace {
 
-// RMSNorm of rows whose columns are split over the TP group (MiniMax-M2's q / k norm over all heads,
+// RMSNorm of rows whose columns are split over the TP group (the q / k norm over all heads,
 // x [T, this rank's heads * head_dim]): each rank's sum of squares, summed over the group ([T] floats),
 // then this rank's columns scaled and weighted as rms_norm() does. KV heads copied over ranks count
 // once a copy: over tp ranks of `x.cols` columns either way.
@@ -27,7 +27,7 @@ void split_rms_norm(const Context& c, Matrix x, std::span<const float> weight, f
   dist::check_comm(c.tp->all_reduce_sum(sums));
   for (float& f : sums) f = 1.0f / std::sqrt(f / static_cast<float>(ranks * x.cols) + eps);
   c.be.mul({x, factor.m, x});
-  // As rms_norm(): BF16 Llama-style norms round the normed row before the weight.
+  // As rms_norm(): BF16 norms without norm_gain_f32 round the normed row before the weight.
   if (c.bf16() && !c.spec.norm_gain_f32) round_activations(c, x);
   c.be.mul({x, ConstMatrix(weight.data(), 1, static_cast<int64_t>(weight.size())), x});
   round_activations(c, x);
@@ -40,7 +40,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
   const int64_t t = h.rows, nh = s.n_heads, nkv = s.n_kv_heads, d = s.head_dim;
   Buffer q(c.arena, t, nh * d), k(c.arena, t, nkv * d), v(c.arena, t, nkv * d);  // [T, heads * head_dim]
-  Buffer gate;  // [T, heads * head_dim] the output gate (Qwen3-Next), before its sigmoid
+  Buffer gate;  // [T, heads * head_dim] the output gate (attention_output_gate), before its sigmoid
   if (s.attention_output_gate) {
     // q_proj gives per head [query (d) | gate (d)]: split into two dense matrices.
     Buffer qg(c.arena, t, 2 * nh * d);  // [T, heads * 2 * head_dim]
@@ -71,12 +71,12 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
     rope_rows(c, k.m, nkv, d, rotary);
     round_activations(c, q.m);
     round_activations(c, k.m);
-    if (s.qk_norm_weightless_after_rope) {  // Llama 4 L2 norm on RoPE layers
+    if (s.qk_norm_weightless_after_rope) {  // weightless L2 norm on RoPE layers
       rms_norm(c, ConstMatrix(q.data(), t * nh, d), {}, eps, Matrix(q.data(), t * nh, d));
       rms_norm(c, ConstMatrix(k.data(), t * nkv, d), {}, eps, Matrix(k.data(), t * nkv, d));
     }
   } else if (s.attn_temperature_tuning) {
-    // Llama 4 NoPE layers: q *= 1 + attn_scale * ln(1 + floor((p + 1) / floor_scale)).
+    // NoPE temperature tuning: q *= 1 + attn_scale * ln(1 + floor((p + 1) / floor_scale)).
     for (int64_t r = 0; r < t; ++r) {
       const auto p = static_cast<double>(c.layout.positions[static_cast<size_t>(r)]);
       const double factor =

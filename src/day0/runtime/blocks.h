@@ -97,7 +97,7 @@ struct Context {
 // Rounds every element to bfloat16 (round to nearest even) when the context runs in BF16.
 void round_activations(const Context& c, Matrix m);
 
-// RMSNorm as the family computes it (Llama-style casts before the weight in BF16, gpt-oss after).
+// RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);
 // y = x W^T (+ bias), float32, not rounded; exact in F32 precision (MatmulArgs::exact), the backend's
 // fast path (BF16-rounded activations allowed) in BF16 precision.
@@ -112,7 +112,7 @@ void finish_row_parallel(const Context& c, Matrix y);
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);
 // RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic
 // scaling (its frequencies depend on the sequence's length).
-// `layout` overrides the model's (DeepSeek-V3.2's indexer rotates half-split beside interleaved MLA).
+// `layout` overrides the model's (the lightning indexer rotates half-split beside interleaved MLA).
 void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
                std::optional<RopeLayout> layout = std::nullopt);
 // Appends each sequence's rows of `first` / `second` [T, width] to its cache for `layer` and sets
@@ -121,7 +121,7 @@ void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMa
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
-// Gated DeltaNet (Qwen3-Next's linear attention) over each sequence's recurrent state of `layer`.
+// Gated DeltaNet (linear attention) over each sequence's recurrent state of `layer`.
 void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
                     Matrix out);
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out);

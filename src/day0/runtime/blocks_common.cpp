@@ -46,8 +46,8 @@ void round_activations(const Context& c, Matrix m) {
 }
 
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
-  // HF Llama-style norms cast x * rsqrt(...) to the activation dtype before multiplying by the weight;
-  // families with norm_gain_f32 apply the gain in float32 and cast the weighted result.
+  // The usual transformers RMSNorm casts x * rsqrt(...) to the activation dtype before multiplying by the
+  // weight; families with norm_gain_f32 apply the gain in float32 and cast the weighted result.
   if (!c.bf16() || weight.empty() || c.spec.norm_gain_f32) {
     c.be.rms_norm({x, weight, eps, y});
     round_activations(c, y);

@@ -44,7 +44,7 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   // Each rank caches only its own KV heads; MLA's latent and rope key are per token, whole on every rank.
   const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
   const int64_t first = mla ? local_.mla->kv_lora_rank : local_.n_kv_heads * local_.head_dim;
-  // MLA's second tensor: k_pe, then (DeepSeek-V3.2) the indexer key, so that one block table pages both.
+  // MLA's second tensor: k_pe, then any lightning indexer key, so that one block table pages both.
   const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
                              : local_.n_kv_heads * local_.head_dim;
   pool_ = std::make_shared<KvBlockPool>(
@@ -402,7 +402,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     blocks::rms_norm(c, x.m, lw.post_norm, eps, h.m);
     const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
     if (spec_.shortcut_moe && moe) {
-      // LongCat-Flash: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
+      // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
       blocks::moe(c, l, lw.moe, h.m, shortcut.m);
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     } else if (moe) {

@@ -68,7 +68,7 @@ struct EngineOptions {
   // when both degrees are above 1 (otherwise the group of the one that is serves).
   dist::Communicator* moe_group = nullptr;
   MoeCombine moe_combine = MoeCombine::kAllReduce;
-  // Attention data parallelism (DP = EP, as DeepSeek-V3 deployments run it): each EP rank runs its own
+  // Attention data parallelism (DP = EP, as large MoE deployments run it): each EP rank runs its own
   // sequences (its own batch and KV cache) through embedding, attention, dense layers and LM head;
   // MoE layers dispatch its rows' picks to the experts' ranks and combine them back (the all-to-all
   // combine, which it requires), and each rank keeps its own rows. Needs EP above 1, TP 1 and PP 1.

@@ -1,5 +1,5 @@
-// Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert that
-// Qwen2-MoE gates with sigmoid(x . w)).
+// Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert, optionally
+// gated with sigmoid(x . w)).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -34,7 +34,7 @@ struct Routing {
 Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   const ModelSpec& s = c.spec;
   const MoeSpec& m = *s.moe;
-  // LongCat-Flash scores its zero-computation experts beside the real ones.
+  // Zero-computation experts are scored beside the real ones.
   const int64_t t = h.rows, e = m.n_experts + m.n_zero_experts, k = m.experts_per_token;
   Buffer logits(c.arena, t, e);  // [T, E (+ zero experts)]
   matmul(c, h, w.router, logits.m);
@@ -66,7 +66,7 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
 }
 
 // The routing weights the all-reduce combine's kernel call takes on this rank: `r`'s, except that
-// zero-computation experts (LongCat-Flash: their output is the input itself, added by every call) weigh 0
+// zero-computation experts (their output is the input itself, added by every call) weigh 0
 // on all ranks of the group but its first, which adds them once for the sum.
 ConstMatrix weights_for_sum(const Context& c, const Routing& r) {
   const MoeSpec& m = *c.spec.moe;
@@ -167,7 +167,7 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   return a;
 }
 
-// Qwen2-MoE's per-token sigmoid gate of the shared expert: g [T, 1].
+// The per-token sigmoid gate of the shared expert (shared_expert_gate): g [T, 1].
 void shared_gate(const Context& c, const MoeWeights& w, ConstMatrix h, Matrix g) {
   linear(c, h, w.shared_gate, g);
   c.be.sigmoid({g, g});
@@ -356,7 +356,7 @@ void moe_all_to_all(const Context& c, int64_t layer, const MoeWeights& w, ConstM
                                    std::as_writable_bytes(floats_of(got.m)), row_bytes(arriving, width)));
 
   // My experts on the picks that arrived: one pick per row. The output is unweighted (the owner
-  // weights it, in expert order) unless the family scales the input (Llama 4).
+  // weights it, in expert order) unless the family scales the input (input_scaling).
   Buffer x(c.arena, n_arriving, hidden);                             // [picks arriving, H]
   auto* ids = reinterpret_cast<int32_t*>(c.arena.take(n_arriving));  // [picks arriving, 1]
   Buffer weights(c.arena, n_arriving, 1);                            // [picks arriving, 1]

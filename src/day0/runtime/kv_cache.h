@@ -109,7 +109,7 @@ class KvBlockPool {
   std::vector<int32_t> free_;                    // ids with refs_ == 0
 };
 
-// The fixed-size state one linear-attention layer (Qwen3-Next's Gated DeltaNet) keeps for one
+// The fixed-size state one linear-attention layer (Gated DeltaNet) keeps for one
 // sequence instead of KV rows: its conv window and its delta-rule state. Its size does not depend on
 // the sequence's length; it lives and dies with the sequence's KvCache.
 struct RecurrentLayerState {

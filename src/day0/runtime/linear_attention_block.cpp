@@ -1,4 +1,4 @@
-// Gated DeltaNet block (Qwen3-Next's "linear_attention" layers): in_proj_qkvz and in_proj_ba (grouped
+// Gated DeltaNet block (layer_types "linear_attention"): in_proj_qkvz and in_proj_ba (grouped
 // per key head) split into [q | k | v], z, b and a; the causal depthwise conv with silu over each
 // sequence's conv window; beta = sigmoid(b); the gated delta rule over each sequence's float32 state
 // (decay from a, A_log and dt_bias inside the kernel); the gated RMSNorm with silu(z) per value head;

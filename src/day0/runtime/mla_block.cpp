@@ -1,7 +1,7 @@
-// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, LongCat-Flash). The cache holds only the normed
+// Multi-head latent attention (MLA). The cache holds only the normed
 // latent c_kv and the roped shared key k_pe; the kernel expands them per head (naive form) or absorbs W_UK /
 // W_UV into the query and output (absorbed form). Both read the same paged cache, one call per layer for
-// every sequence of the step. DeepSeek-V3.2 adds its lightning indexer: its key is cached in the same
+// every sequence of the step. A lightning indexer (sparse attention) has its key cached in the same
 // rows after k_pe, and MLA attends to the top index_topk keys it selects.
 //
 // Tensor parallelism splits by heads: each rank holds its heads' rows of q_b (or q) and kv_b and their
@@ -42,7 +42,7 @@ void gather_heads(const Context& c, Matrix wide, int64_t groups, int64_t group_w
   }
 }
 
-// DeepSeek-V3.2's lightning indexer for the step's rows: queries [T, n_I * d_I] and per-head weights
+// The lightning indexer for the step's rows: queries [T, n_I * d_I] and per-head weights
 // [T, n_I] (times n_I^-1/2, float32) to score with, and the key [T, d_I] to cache.
 struct Indexer {
   Buffer q, weights, key;
@@ -111,7 +111,7 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   } else {
     linear(c, h, w.q, q.m);
   }
-  if (m.q_scale != 1.0) {  // LongCat-Flash LoRA rescaling, nope and rope parts alike
+  if (m.q_scale != 1.0) {  // LoRA rescaling, nope and rope parts alike
     c.be.scale({.x = q.m, .y = q.m, .scale = static_cast<float>(m.q_scale)});
     round_activations(c, q.m);
   }
@@ -121,7 +121,7 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   gather_heads(c, kv.m, 1, r + dr, 0, r, ckv.m, true);
   gather_heads(c, kv.m, 1, r + dr, r, dr, kpe.m, true);
   rms_norm(c, ckv.m, w.kv_a_norm, kLatentEps, ckv.m);
-  if (m.latent_scale != 1.0) {  // LongCat-Flash: the normed latent (cached so), not k_pe
+  if (m.latent_scale != 1.0) {  // LoRA rescaling: the normed latent (cached so), not k_pe
     c.be.scale({.x = ckv.m, .y = ckv.m, .scale = static_cast<float>(m.latent_scale)});
     round_activations(c, ckv.m);
   }

@@ -158,7 +158,7 @@ Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64
 
 Result<std::span<const float>> WeightBinder::vector(const std::string& name, int64_t n) {
   D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
-  // A [1, n] vector (Qwen2-MoE's shared_expert_gate) reads as [n].
+  // A [1, n] vector (a shared_expert_gate) reads as [n].
   if (t.numel() != n || (t.shape.size() != 1 && !(t.shape.size() == 2 && t.shape[0] == 1))) {
     return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found {}", out_.source->origin(),
                                         name, n, shape_text(t.shape)));
@@ -421,7 +421,7 @@ Result<WeightView> WeightBinder::mxfp4_part(const std::string& prefix, int64_t e
     w.scales = out_.byte_store.back().data();
     return w;
   }
-  // A split inside a 32-column group (gpt-oss's 2880 columns over 4 ranks, a 32-wide miniature over
+  // A split inside a 32-column group (2880 columns over 4 ranks, a 32-wide miniature over
   // 2): the part as BF16, which holds every MXFP4 value exactly (2 significant bits, an E8M0 scale),
   // at 2 bytes an element instead of 17/32.
   w.format = WeightFormat::kBF16;

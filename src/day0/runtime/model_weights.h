@@ -99,17 +99,17 @@ struct Linear {
 struct AttentionWeights {
   // GQA.
   Linear q, k, v, o;
-  std::span<const float> q_norm, k_norm;  // [head_dim] (Qwen3, GLM-4.5) or empty
-  std::span<const float> sinks;           // [n_heads] (gpt-oss) or empty
+  std::span<const float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
+  std::span<const float> sinks;           // [n_heads] (attention_sinks) or empty
   // MLA.
   Linear q_a, q_b, kv_a, kv_b;                 // q_a/q_b absent without q_lora_rank (then q is used)
   std::span<const float> q_a_norm, kv_a_norm;  // [q_lora_rank], [kv_lora_rank]
-  // DeepSeek-V3.2 lightning indexer: wq_b [n_I * d_I, q_lora_rank], wk [d_I, H], weights_proj [n_I, H].
+  // Lightning indexer: wq_b [n_I * d_I, q_lora_rank], wk [d_I, H], weights_proj [n_I, H].
   Linear index_q, index_k, index_weights;
   std::span<const float> index_k_norm, index_k_norm_bias;  // [d_I] LayerNorm weight and bias
 };
 
-// Qwen3-Next Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key
+// Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key
 // head, conv [C * K] (C = 2 n_k d_k + n_v d_v channels [q | k | v], K taps each), a_log / dt_bias [n_v],
 // norm [d_v] (the gated RMSNorm's plain gain), out [H, n_v d_v].
 struct LinearAttentionWeights {
@@ -124,7 +124,7 @@ struct DenseMlpWeights {
 };
 
 struct MoeWeights {
-  Linear router;                           // [E, H] (+ bias for gpt-oss)
+  Linear router;                           // [E, H] (+ bias with router_bias)
   std::span<const float> correction_bias;  // [E] (noaux_tc) or empty
   std::vector<ExpertWeights> experts;      // [slots held]: the experts held_experts names (all E unless EP)
   // Expert parallelism (empty in one process: `experts` is every expert in order):
@@ -141,13 +141,13 @@ struct MoeWeights {
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
   DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
-  Linear shared_gate;      // Qwen2-MoE sigmoid gate [1, H], or absent
+  Linear shared_gate;      // the shared expert's sigmoid gate [1, H], or absent
 };
 
 struct LayerWeights {
   std::span<const float> input_norm, post_norm;  // [H]
   AttentionWeights attn;
-  LinearAttentionWeights linear;  // linear-attention layers (Qwen3-Next)
+  LinearAttentionWeights linear;  // linear-attention layers (Gated DeltaNet)
   DenseMlpWeights mlp;            // dense layers
   MoeWeights moe;                 // MoE layers
 };
@@ -214,7 +214,7 @@ class WeightBinder {
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
   Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                              int64_t cols);
-  // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation, Llama 4): transposed copy.
+  // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation): transposed copy.
   Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                                         int64_t cols);
   // The same, rows `row_parts` (concatenated in order: the gate and up halves of a concatenated
@@ -222,7 +222,7 @@ class WeightBinder {
   Result<WeightView> stacked_transposed_part(const std::string& name, int64_t e, int64_t n_experts,
                                              int64_t rows, int64_t cols,
                                              std::span<const ShardRange> row_parts, ShardRange col_part);
-  // gpt-oss MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
+  // MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
   // cols/32].
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                            int64_t cols);

@@ -66,7 +66,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.
     const MoeSpec& m = *s.moe;
-    // Zero-computation experts (LongCat-Flash) are added by one rank of the sum (weights_for_sum).
+    // Zero-computation experts are added by one rank of the sum (weights_for_sum).
     if (m.expert_intermediate % tp != 0) {
       return invalid_argument(fmt::format("{}: the expert width {} does not divide into {} parts", what,
                                           m.expert_intermediate, tp));
@@ -75,11 +75,11 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
       return invalid_argument(fmt::format("{}: the shared expert width {} does not divide into {} parts",
                                           what, m.shared_intermediate, tp));
     }
-    // Experts stacked in one tensor (gpt-oss, Llama 4) split the same way, expert by expert.
+    // Experts stacked in one tensor split the same way, expert by expert.
   }
-  // MiniMax-M2's q/k RMSNorm over all heads sums each rank's squares over the group (split_rms_norm).
+  // A q/k RMSNorm over all heads sums each rank's squares over the group (split_rms_norm).
   // FP8 block weights split anywhere (a part's scale grid is re-blocked, WeightBinder::linear_part);
-  // gpt-oss's MXFP4 experts in whole 32-column groups, or as exact BF16 where a split cuts a group.
+  // MXFP4 experts in whole 32-column groups, or as exact BF16 where a split cuts a group.
   if (s.weights.format != WeightFormat::kBF16 && s.weights.format != WeightFormat::kF16 &&
       s.weights.format != WeightFormat::kF32 && s.weights.format != WeightFormat::kFp8Block &&
       s.weights.format != WeightFormat::kMxfp4) {
@@ -124,10 +124,10 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
                             ": the model has no routed experts (a dense model); --ep places the experts of a "
                             "mixture-of-experts model over ranks, --tp splits a dense one");
   }
-  // Gated DeltaNet layers (Qwen3-Next) are replicated like attention: each rank keeps the whole
+  // Gated DeltaNet layers are replicated like attention: each rank keeps the whole
   // recurrent state of every sequence.
-  // LongCat-Flash's zero-computation experts are added once (by one rank of the sum, or by the row's
-  // owner under the all-to-all combine) and its shortcut MoE is a MoE like any other.
+  // Zero-computation experts are added once (by one rank of the sum, or by the row's
+  // owner under the all-to-all combine) and a shortcut MoE is a MoE like any other.
   if (s.moe->n_experts < ep) {
     return invalid_argument(
         fmt::format("{}: {} routed experts cannot give each of {} ranks one (use --ep {} or fewer)", what,

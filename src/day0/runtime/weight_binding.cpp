@@ -222,7 +222,7 @@ class TableBinder {
     }
     return Status::ok();
   }
-  // An RMSNorm weight; a zero-centred one (Qwen3-Next) is stored as the offset w of the gain 1 + w.
+  // An RMSNorm weight; a zero-centred one (zero_centered_norms) is stored as the offset w of the gain 1 + w.
   Status norm(const TensorSpec& t, std::span<const float>& into) {
     D0_RETURN_IF_ERROR(vector(t, into));
     if (b_.spec().zero_centered_norms) into = b_.plus_one(into);
@@ -334,7 +334,7 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
                                         model_spec.n_layers));
   }
   ModelSpec spec = model_spec;
-  // Llama 4 (and other multimodal releases) keep the text model under language_model.
+  // Multimodal releases keep the text model under language_model.
   if (!spec.multimodal_wrapper && !source->contains("model.embed_tokens.weight") &&
       source->contains("language_model.model.embed_tokens.weight")) {
     spec.multimodal_wrapper = true;
