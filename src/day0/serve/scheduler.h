@@ -43,7 +43,7 @@ class StepMirror;
 class DpLockstep;
 
 // Why prefix caching cannot serve `spec`, or "" when it can: a model with linear-attention layers
-// (Qwen3-Next's Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
+// (Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
 // the KV blocks of a shared prefix alone cannot restart a sequence there. The scheduler turns prefix
 // caching off for such a model, and `serve` prints this reason.
 std::string prefix_caching_unsupported(const ModelSpec& spec);
