@@ -16,7 +16,7 @@ int64_t or_default(int64_t value, int64_t fallback) {
   return value > 0 ? value : fallback;
 }
 
-// Layer pattern: a leading run of dense layers (DeepSeek, GLM, Kimi) shrinks to one dense layer,
+// Layer pattern: a leading run of dense layers shrinks to one dense layer,
 // then the pattern continues from the first MoE layer, so periodic patterns (sliding/full,
 // NoPE every 4th, MoE every 2nd) survive in the first few layers.
 std::vector<LayerSpec> shrink_layers(const std::vector<LayerSpec>& full, int64_t n) {
@@ -42,8 +42,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       return invalid_argument(fmt::format("miniature size {} is out of range", v));
   }
   ModelSpec m = full;
-  // Kimi K2 declares model_type "kimi_k2", which transformers builds only with the release's remote
-  // code; its architecture is DeepseekV3ForCausalLM, so the miniature says deepseek_v3 and loads as is.
+  // An alias model_type that transformers builds only with the release's remote code: its architecture
+  // is the native family's, so the miniature says that family's model_type and loads as is.
   if (m.model_type == "kimi_k2") m.model_type = "deepseek_v3";
   const int64_t hidden = or_default(o.hidden, 64);
   const int64_t dense_width = or_default(o.intermediate, 128);
@@ -84,20 +84,20 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     mla.qk_nope_head_dim = 16;
     mla.qk_rope_head_dim = 8;
     mla.v_head_dim = 16;
-    if (full.mla->latent_scale != 1.0) {  // LongCat-Flash LoRA rescaling, from the new sizes
+    if (full.mla->latent_scale != 1.0) {  // LoRA rescaling, from the new sizes
       mla.q_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.q_lora_rank));
       mla.latent_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.kv_lora_rank));
     }
     m.mla = mla;
     m.head_dim = mla.qk_rope_head_dim;
-    // DeepSeek-V3.2's indexer: 4 heads of 16 (rope on the first 8), and a top-k short enough for the
+    // The lightning indexer: 4 heads of 16 (rope on the first 8), and a top-k short enough for the
     // miniature's prompts to exercise the sparse selection.
     if (full.indexer) m.indexer = IndexerSpec{.n_heads = 4, .head_dim = 16, .topk = 4};
     m.n_kv_heads = m.n_heads;
   } else {
     m.head_dim = or_default(o.head_dim, 16);
   }
-  // Qwen3-Next's Gated DeltaNet: 2 key heads of 16, value heads in the release's ratio, its conv width.
+  // Gated DeltaNet: 2 key heads of 16, value heads in the release's ratio, its conv width.
   if (full.linear_attention) {
     const LinearAttentionSpec& fl = *full.linear_attention;
     const int64_t ratio = fl.n_value_heads / fl.n_key_heads;
@@ -115,7 +115,7 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     LayerSpec& layer = m.layers[n];
     if (layer.mask == AttentionMask::kSliding) layer.window = m.sliding_window;
     if (layer.mask == AttentionMask::kChunked) layer.window = m.attention_chunk_size;
-    // A shortcut-MoE layer (LongCat-Flash) keeps its dense MLP beside the MoE.
+    // A shortcut-MoE layer keeps its dense MLP beside the MoE.
     if ((layer.moe && !full.shortcut_moe) || layer.dense_intermediate == 0) {
       layer.dense_intermediate = 0;
     } else {
@@ -142,7 +142,7 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       mm.experts_per_token = std::min(mm.experts_per_token, reachable);
     }
     mm.expert_intermediate = expert_width;
-    // Zero-computation experts keep the release's proportion (LongCat-Flash: half as many as real).
+    // Zero-computation experts keep the release's proportion (e.g. half as many as real).
     if (fm.n_zero_experts > 0) {
       mm.n_zero_experts = std::max<int64_t>(1, mm.n_experts * fm.n_zero_experts / fm.n_experts);
     }

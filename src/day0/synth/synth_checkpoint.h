@@ -19,7 +19,7 @@ namespace day0 {
 struct SynthOptions {
   uint64_t seed = 0;
   int n_shards = 3;        // target shard count (the index is written even for one)
-  bool mtp_layers = true;  // write the release's multi-token-prediction layers (DeepSeek-V3, GLM)
+  bool mtp_layers = true;  // write the release's multi-token-prediction layers (spec.n_mtp_layers)
   float init_std = 0.02f;  // N(0, std^2) for matrices and biases; norms are 1
 };
 
