@@ -1,5 +1,5 @@
 #pragma once
-// Whole-file reads for tokenizer files; *.gz files are inflated (gpt-oss ships tokenizer.json.gz).
+// Whole-file reads for tokenizer files; *.gz files are inflated (some releases ship tokenizer.json.gz).
 #include <filesystem>
 #include <string>
 

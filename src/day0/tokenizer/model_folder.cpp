@@ -113,7 +113,7 @@ Result<TiktokenSpec> spec_for(const fs::path& dir, const fs::path& rank_file) {
   if (fs::exists(dir / "tokenizer_spec.json")) return read_tiktoken_spec(dir / "tokenizer_spec.json");
   const std::string stem = rank_file.stem().string();
   if (stem == "o200k_base") {
-    // gpt-oss folders ship o200k_base.tiktoken but speak harmony.
+    // Model folders (with a tokenizer_config.json) ship o200k_base.tiktoken but speak harmony.
     return builtin_tiktoken_spec(fs::exists(dir / "tokenizer_config.json") ? "o200k_harmony" : "o200k_base");
   }
   if (stem == "cl100k_base") return builtin_tiktoken_spec("cl100k_base");

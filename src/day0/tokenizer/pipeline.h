@@ -65,8 +65,8 @@ Result<Regex> compile_pattern(const nlohmann::json& pattern, const std::string& 
 
 // Pre-tokenizer that splits on a regex and keeps only the matches (tiktoken's behaviour).
 std::unique_ptr<PreTokenizer> make_regex_match_pre_tokenizer(Regex regex);
-// Kimi's TikTokenTokenizer cuts text into chunks of at most `max_chunk_chars` characters and cuts
-// runs of more than `max_run_chars` whitespace or non-whitespace characters.
+// The chunking of a remote-code TikTokenTokenizer: cuts text into chunks of at most `max_chunk_chars`
+// characters and cuts runs of more than `max_run_chars` whitespace or non-whitespace characters.
 std::unique_ptr<PreTokenizer> make_chunking_pre_tokenizer(size_t max_chunk_chars, size_t max_run_chars);
 std::unique_ptr<PreTokenizer> make_sequence_pre_tokenizer(std::vector<std::unique_ptr<PreTokenizer>> stages);
 std::unique_ptr<PreTokenizer> make_byte_level_marker();

@@ -1,5 +1,5 @@
 // Pre-tokenizers of tokenizer.json (Split, ByteLevel, Metaspace, Digits, Sequence) and the tiktoken
-// splitters (regex matches only, Kimi's chunking).
+// splitters (regex matches only, the remote-code chunking).
 #include <fmt/format.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -187,7 +187,7 @@ class RegexMatchPre final : public PreTokenizer {
   Regex regex_;
 };
 
-// Python's str.isspace() for the characters that matter (Kimi's run splitting is written in Python).
+// Python's str.isspace() for the characters that matter (the remote-code run splitting is written in Python).
 bool python_isspace(char32_t cp) {
   return is_unicode_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F);
 }

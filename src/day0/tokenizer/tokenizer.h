@@ -2,7 +2,7 @@
 // Text <-> token ids for a model folder: Hugging Face tokenizer.json (also gzipped) or a tiktoken rank
 // file, plus the special tokens and chat template of tokenizer_config.json / generation_config.json.
 //
-//   D0_ASSIGN_OR_RETURN(auto tok, load_tokenizer("models/qwen3"));
+//   D0_ASSIGN_OR_RETURN(auto tok, load_tokenizer("models/my-model"));
 //   std::vector<int32_t> ids = tok->encode("Hello", {.add_special_tokens = true});
 //   std::string text = tok->decode(ids);
 //
@@ -95,14 +95,14 @@ Result<TokenizerParts> parse_tokenizer_json(std::string_view text, const std::st
 struct TiktokenSpec {
   std::string pattern;
   std::vector<std::pair<std::string, int32_t>> special_tokens;
-  size_t max_chunk_chars = 0;  // 0: no chunking (Kimi uses 400000 and 25000)
+  size_t max_chunk_chars = 0;  // 0: no chunking (e.g. 400000, with max_run_chars 25000)
   size_t max_run_chars = 0;
   std::string bos, eos, pad, unk;
 };
 
 // The built-in encodings a bare *.tiktoken file can stand for: "o200k_base", "o200k_harmony", "cl100k_base".
 Result<TiktokenSpec> builtin_tiktoken_spec(std::string_view name);
-// Reads a spec file like kimi-k2/tokenizer_spec.json (pat_str, special_tokens, reserved range, chunking).
+// Reads a tokenizer_spec.json (pat_str, special_tokens, reserved range, chunking).
 Result<TiktokenSpec> read_tiktoken_spec(const std::filesystem::path& file);
 Result<TokenizerParts> load_tiktoken(const std::filesystem::path& rank_file, const TiktokenSpec& spec);
 
