@@ -69,9 +69,15 @@ int main(int argc, char** argv) {
   std::sort(registry.begin(), registry.end(),
             [](const CommandInfo& a, const CommandInfo& b) { return a.order < b.order; });
   std::vector<std::pair<CLI::App*, CommandRunner>> runners;
-  for (auto& info : registry) {
-    CLI::App* sub = app.add_subcommand(info.name, info.description);
-    runners.emplace_back(sub, info.setup(*sub));
+  // Set-up reads embedded data too (inspect's help lists the catalog): a bug there also exits 3.
+  try {
+    for (auto& info : registry) {
+      CLI::App* sub = app.add_subcommand(info.name, info.description);
+      runners.emplace_back(sub, info.setup(*sub));
+    }
+  } catch (const day0::InternalError& e) {
+    fmt::print(stderr, "day0: internal error: {}\n", e.what());
+    return kExitInternal;
   }
 
   try {
