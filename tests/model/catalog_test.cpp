@@ -2,7 +2,10 @@
 // through to_hf_config, and MODEL arguments resolve to folders, files or catalog names.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "day0/model/catalog.h"
 #include "day0/model/config_parser.h"
@@ -20,6 +23,31 @@ TEST(Catalog, ListsTheReleasesTheIssueNames) {
                            "llama-3.1-405b", "deepseek-v2", "deepseek-v2-lite"}) {
     EXPECT_NE(find_catalog_entry(name), nullptr) << name;
   }
+}
+
+// The catalog is data/catalog/<name>.json, embedded in the order of its entries.txt: a file left out
+// of that list, or an entry whose file is gone, fails here.
+TEST(Catalog, EveryDataFileIsAnEntryAndEveryEntryAFile) {
+  const auto dir = std::filesystem::path(DAY0_SOURCE_DIR) / "data" / "catalog";
+  std::set<std::string> files;
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    if (file.path().extension() != ".json") continue;
+    const std::string name = file.path().stem().string();
+    files.insert(name);
+    const CatalogEntry* entry = find_catalog_entry(name);
+    EXPECT_NE(entry, nullptr) << file.path() << " is not embedded: add its name to data/catalog/entries.txt";
+    if (entry == nullptr) continue;
+    std::ifstream in(file.path());
+    const auto doc = nlohmann::json::parse(in);
+    EXPECT_EQ(doc.at("config"), entry->config) << name << ": the embedded copy differs from the file";
+    EXPECT_EQ(doc.at("description"), entry->description) << name;
+    EXPECT_EQ(doc.at("source"), entry->source) << name;
+  }
+  for (const auto& entry : model_catalog()) {
+    EXPECT_EQ(files.count(entry.name), 1u)
+        << entry.name << " is embedded without data/catalog/" << entry.name << ".json";
+  }
+  EXPECT_EQ(files.size(), model_catalog().size());
 }
 
 TEST(Catalog, EveryEntryEqualsTheConfigItCameFrom) {

@@ -1,8 +1,8 @@
 #pragma once
-// Built-in catalog of well-known releases, so `day0 inspect deepseek-v3` works offline. Each entry's
-// dimensions are written in our own code (catalog_*.cpp) as the Hugging Face config keys that differ
-// from the family defaults, then go through the same parser as a config.json; tests check that
-// every entry parses to exactly the ModelSpec of the release config it was taken from.
+// Built-in catalog of well-known releases, so `day0 inspect deepseek-v3` works offline. Each entry is
+// a data file, data/catalog/<name>.json (its README says what it holds), embedded in the library at
+// build time; its config goes through the same parser as a config.json, and tests check that every
+// entry parses to exactly the ModelSpec of the release config it was taken from.
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -23,19 +23,16 @@ struct CatalogEntry {
   // (DAY0_SHARED_DIR/configs, e.g. "deepseek-v3/config.json"); empty when that folder has none
   // (deepseek-v2-lite: formed from the release's values).
   std::string source;
-  nlohmann::json (*config)();  // the entry as a Hugging Face config.json
+  nlohmann::json config;  // the entry as a Hugging Face config.json
 };
 
+// The embedded entries in the order of data/catalog/entries.txt, parsed on first use; an embedded file
+// that does not parse is an InternalError naming it.
 const std::vector<CatalogEntry>& model_catalog();
 const CatalogEntry* find_catalog_entry(std::string_view name);
 // Parses a catalog entry; unknown names give kNotFound listing the catalog and the nearest name.
 Result<ModelSpec> catalog_model(std::string_view name, ConfigAudit* audit = nullptr, bool strict = false);
 std::string catalog_names_text();  // "deepseek-v3, deepseek-r1, ..."
-
-// Entry groups, one file each.
-void add_deepseek_entries(std::vector<CatalogEntry>& out);
-void add_qwen_entries(std::vector<CatalogEntry>& out);
-void add_other_entries(std::vector<CatalogEntry>& out);
 
 // MODEL as the CLI takes it: a folder holding config.json, a config.json path, or a catalog name.
 struct ResolvedModel {
