@@ -107,6 +107,18 @@ CONFIGS = {
         topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1,
         rms_norm_eps=1e-5, rope_theta=1000000.0, rope_scaling=None, num_nextn_predict_layers=0,
         tie_word_embeddings=False),
+    # GLM-4.7-Flash: DeepSeek-V3's MLA (q LoRA, interleaved rope, nope wider than rope, v as wide as q/k)
+    # under GLM's sigmoid noaux_tc MoE (one group, x1.8) with a shared expert after one dense layer, BF16.
+    # The release's keys transformers never reads (first_k_dense_replace, topk_method) as released; no MTP
+    # layer (the release has one, which transformers neither builds nor saves).
+    "glm-4.7-flash": cfg(
+        architectures=["Glm4MoeLiteForCausalLM"], model_type="glm4_moe_lite", num_hidden_layers=3,
+        num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, topk_method="noaux_tc",
+        norm_topk_prob=True, routed_scaling_factor=1.8, first_k_dense_replace=1, q_lora_rank=48,
+        kv_lora_rank=32, qk_nope_head_dim=24, qk_rope_head_dim=8, v_head_dim=32, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, rope_scaling=None, partial_rotary_factor=1.0, num_nextn_predict_layers=0,
+        tie_word_embeddings=False, attention_bias=False, max_position_embeddings=202752),
     # gpt-oss: sinks, alternating sliding (window 8) / full layers, YaRN (truncate false), MXFP4 experts.
     "gpt-oss": cfg(
         architectures=["GptOssForCausalLM"], model_type="gpt_oss", num_hidden_layers=2, num_key_value_heads=2,

@@ -1,0 +1,146 @@
+// Glm4MoeLiteForCausalLM (GLM-4.7-Flash): DeepSeek-V3's MLA (q LoRA, rope_interleave) under GLM-4.5's
+// sigmoid noaux_tc MoE with shared experts. Checked against transformers' models/glm4_moe_lite
+// (configuration_glm4_moe_lite.py, modular_glm4_moe_lite.py). mlp_layer_types places the MoE (class
+// default: the first layer dense); transformers hard-codes the router and never reads the release's
+// first_k_dense_replace, topk_method or scoring_func, so those are accepted only where they agree.
+#include <fmt/format.h>
+
+#include "day0/model/config_common.h"
+#include "day0/model/families/families.h"
+#include "day0/model/family_registry.h"
+#include "day0/model/weight_blocks.h"
+
+namespace day0::families {
+namespace {
+
+// Glm4MoeLiteConfig defaults q_lora_rank to 768: absent means compressed queries, only an explicit
+// null means none (the shared MLA reader takes absent as none). The other sizes are required, as for
+// DeepSeek-V3, rather than taken from the class's GLM-4.7-Flash defaults.
+nlohmann::json with_q_lora_default(const ConfigReader& cfg) {
+  nlohmann::json out = cfg.json();
+  if (!cfg.contains("q_lora_rank")) out["q_lora_rank"] = 768;
+  return out;
+}
+
+// A switch Glm4MoeLite never reads (it routes with sigmoid + noaux_tc): only that value is accepted.
+Status require_glm_router(const ConfigReader& cfg, const char* key, const char* released) {
+  cfg.mark_used(key);
+  if (!cfg.present(key) || cfg.json().at(key) == released) return Status::ok();
+  return unsupported(fmt::format("{}: {}: {} is not supported (transformers' Glm4MoeLite implements \"{}\")",
+                                 cfg.source(), cfg.key_path(key), describe_json(cfg.json().at(key)),
+                                 released));
+}
+
+// mlp_layer_types ("dense" / "sparse" per layer) decides; absent, the class makes layer 0 dense.
+Status apply_glm_mlp_layers(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("mlp_layer_types"));
+  if (types.empty()) {
+    types.assign(static_cast<size_t>(spec.n_layers), "sparse");
+    types[0] = "dense";
+  }
+  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("mlp_layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                      spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "dense" && types[i] != "sparse") {
+      return cfg.mismatch(fmt::format("mlp_layer_types[{}]", i), "\"dense\" or \"sparse\"");
+    }
+    LayerSpec& layer = spec.layers[i];
+    layer.moe = types[i] == "sparse";
+    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
+  }
+  // The release also ships first_k_dense_replace, which transformers ignores: it must say the same.
+  if (cfg.present("first_k_dense_replace")) {
+    D0_ASSIGN_OR_RETURN(int64_t k, cfg.required_int("first_k_dense_replace", 0));
+    for (int64_t n = 0; n < spec.n_layers; ++n) {
+      if (spec.layers[static_cast<size_t>(n)].moe != (n >= k)) {
+        return unsupported(fmt::format(
+            "{}: first_k_dense_replace: {} disagrees with the MoE layers transformers builds from "
+            "mlp_layer_types (layer {} is {}); Day0 will not guess which one the checkpoint follows",
+            cfg.source(), k, n, spec.layers[static_cast<size_t>(n)].moe ? "sparse" : "dense"));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
+  // Glm4MoeLiteTopkRouter keeps its logits and the routing weights in float32.
+  spec.router_logits_f32 = true;
+  spec.routing_weights_f32 = true;
+  const nlohmann::json merged = with_q_lora_default(cfg);
+  const ConfigReader core = cfg.derived(merged, "");
+  FamilyDefaults defaults;  // Glm4MoeLiteConfig
+  defaults.rms_norm_eps = 1e-5;
+  defaults.rope_theta = 10000.0;
+  defaults.max_position_embeddings = 202752;
+  // hidden_size need not divide by the heads (2048 / 20): head_dim is qk_rope_head_dim's alias.
+  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.required_int("qk_rope_head_dim"));
+  D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
+  // The rotary embedding spans head_dim (= qk_rope_head_dim) times the factor, which must cover the
+  // whole rope part of every head.
+  if (spec.partial_rotary_factor != 1.0) {
+    return unsupported(
+        fmt::format("{}: partial_rotary_factor: {} is not supported (Glm4MoeLite rotates all "
+                    "qk_rope_head_dim dimensions; Day0 implements 1.0)",
+                    cfg.source(), spec.partial_rotary_factor));
+  }
+  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  // head_dim is an attribute_map alias of qk_rope_head_dim: both given, they must agree.
+  if (cfg.present("head_dim")) {
+    D0_ASSIGN_OR_RETURN(int64_t head_dim, cfg.required_int("head_dim"));
+    if (head_dim != spec.mla->qk_rope_head_dim) {
+      return cfg.invalid("head_dim",
+                         fmt::format("{} disagrees with qk_rope_head_dim ({}); they name the same "
+                                     "setting",
+                                     head_dim, spec.mla->qk_rope_head_dim));
+    }
+  }
+  D0_ASSIGN_OR_RETURN(bool interleave, cfg.optional_bool("rope_interleave", true));
+  spec.rope_layout = interleave ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 1.8;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 1;
+  D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
+  D0_RETURN_IF_ERROR(require_glm_router(cfg, "scoring_func", "sigmoid"));
+  D0_RETURN_IF_ERROR(require_glm_router(cfg, "topk_method", "noaux_tc"));
+  return apply_glm_mlp_layers(cfg, spec);
+}
+
+void write_glm4_moe_lite(const ModelSpec& spec, nlohmann::json& out) {
+  write_mla(spec, out);
+  write_deepseek_moe(spec, out);
+  out["rope_interleave"] = spec.rope_layout == RopeLayout::kInterleaved;
+  // transformers ignores these; mlp_layer_types says where the MoE is.
+  for (const char* key : {"first_k_dense_replace", "scoring_func", "moe_layer_freq"}) out.erase(key);
+  nlohmann::json types = nlohmann::json::array();
+  for (const LayerSpec& l : spec.layers) types.push_back(l.moe ? "sparse" : "dense");
+  out["mlp_layer_types"] = types;
+}
+
+// Weights: DeepSeek-V3's names (MLA, mlp.gate + e_score_correction_bias, experts, shared_experts), then
+// num_nextn_predict_layers MTP layers (model.layers.47 in the release), which transformers skips.
+void weights_glm4_moe_lite(const ModelSpec& s, WeightTableBuilder& b) {
+  const weights::LayerFfn ffn = [&](WeightTableBuilder& lb, const LayerSpec& l) {
+    deepseek_ffn_weights(s, lb, l);
+  };
+  weights::decoder(s, b, ffn);
+  weights::deepseek_mtp_layers(s, b, ffn);
+}
+
+const FamilyRegistrar kFamily({
+    .model_types = {"glm4_moe_lite"},
+    .architectures = {"Glm4MoeLiteForCausalLM"},
+    .summary = "MLA, sigmoid noaux_tc MoE with shared experts placed by mlp_layer_types",
+    .parse = parse_glm4_moe_lite,
+    .write = write_glm4_moe_lite,
+    .weights = weights_glm4_moe_lite,
+});
+
+}  // namespace
+}  // namespace day0::families
