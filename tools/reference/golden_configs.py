@@ -207,6 +207,16 @@ CONFIGS = {
         linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
         rms_norm_eps=1e-6, rope_theta=10000000.0, attention_bias=False, tie_word_embeddings=False,
         router_aux_loss_coef=0.001, output_router_logits=False),
+    # ERNIE 4.5 MoE (21B-A3B's structure): layer 0 dense, MoE from moe_layer_start_index 1 to the end (-1, as
+    # the class default), float32 softmax router whose correction bias (moe_statics, made non-zero by
+    # make_golden) only selects, top-2 of 8 renormalised, two shared experts, interleaved RoPE over the whole
+    # head (head_dim derived), no biases, tied embeddings.
+    "ernie-4.5-moe": cfg(
+        architectures=["Ernie4_5_MoeForCausalLM"], model_type="ernie4_5_moe", num_hidden_layers=3,
+        num_key_value_heads=2, intermediate_size=96, moe_intermediate_size=32, moe_num_experts=8, moe_k=2,
+        moe_num_shared_experts=2, moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1,
+        moe_norm_min=1e-12, use_bias=False, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
+        pad_token_id=0, router_aux_loss_coef=0.001, output_router_logits=False),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than

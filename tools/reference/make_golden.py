@@ -104,6 +104,10 @@ def hf_init(folder, config):
             # Projection biases start at zero, where a bias the engine skipped would go unseen.
             if config["model_type"] == "seed_oss" and name.endswith("_proj.bias"):
                 p.normal_(0.0, 0.5)
+            # ERNIE 4.5's correction bias (moe_statics) is a parameter, which the buffer loop above misses;
+            # random for the same reason.
+            if config["model_type"] == "ernie4_5_moe" and name.endswith("e_score_correction_bias"):
+                p.normal_(0.0, 0.1)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
