@@ -217,6 +217,17 @@ CONFIGS = {
         moe_num_shared_experts=2, moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1,
         moe_norm_min=1e-12, use_bias=False, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
         pad_token_id=0, router_aux_loss_coef=0.001, output_router_logits=False),
+    # Solar Open (100B's structure): Llama attention without biases, every layer GLM's sigmoid noaux_tc MoE
+    # (one group, top-2 of 8, renormalised, x1) with one shared expert; YaRN factor 2 (here over an original
+    # 128); the keys the release inherits from GLM as released: intermediate_size and first_k_dense_replace,
+    # which transformers never reads, and partial_rotary_factor 1.
+    "solar-open": cfg(
+        architectures=["SolarOpenForCausalLM"], model_type="solar_open", num_hidden_layers=2,
+        num_key_value_heads=2, head_dim=16, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, norm_topk_prob=True,
+        routed_scaling_factor=1.0, first_k_dense_replace=0, partial_rotary_factor=1.0, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, tie_word_embeddings=False,
+        rope_scaling={"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 128}),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
