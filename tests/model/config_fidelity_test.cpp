@@ -390,5 +390,62 @@ TEST(ConfigAudit, DisagreeingAliasesAreAnError) {
   EXPECT_NE(spec.status().message().find("num_experts"), std::string::npos) << spec.status().to_string();
 }
 
+// Kimi K2.5 (an image-text wrapper): the wrapper's tie_word_embeddings and quantization_config decide, as
+// transformers applies them to the whole model; a text_config copy of the quantization that says something
+// else, or a text model of another family, is refused; the release's placeholder keys are accounted for.
+TEST(ConfigAudit, KimiK25WrapperKeysDecide) {
+  const nlohmann::json base = read_json(configs_dir() / "kimi-k2.5.v5.json");
+  nlohmann::json config = base;
+  config["tie_word_embeddings"] = true;  // text_config still says false
+  auto tied = parse_model_config(config, "k25.json");
+  ASSERT_TRUE(tied.is_ok()) << tied.status().to_string();
+  EXPECT_TRUE(tied->tie_word_embeddings);
+
+  // As released: INT4 experts, the same quantization_config at the top and in text_config.
+  const nlohmann::json quant = {
+      {"quant_method", "compressed-tensors"},
+      {"format", "pack-quantized"},
+      {"quantization_status", "compressed"},
+      {"kv_cache_scheme", nullptr},
+      {"ignore",
+       {"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"}},
+      {"config_groups",
+       {{"group_0",
+         {{"targets", {"Linear"}},
+          {"input_activations", nullptr},
+          {"output_activations", nullptr},
+          {"weights",
+           {{"num_bits", 4},
+            {"group_size", 32},
+            {"strategy", "group"},
+            {"symmetric", true},
+            {"type", "int"},
+            {"dynamic", false},
+            {"actorder", nullptr},
+            {"block_structure", nullptr},
+            {"observer", "minmax"},
+            {"observer_kwargs", nlohmann::json::object()}}}}}}}};
+  config = base;
+  config["quantization_config"] = quant;
+  config["text_config"]["quantization_config"] = quant;
+  ConfigAudit audit;
+  auto packed = parse_model_config(config, "k25.json", &audit);
+  ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+  EXPECT_EQ(packed->weights.packed.bits, 4);
+  EXPECT_TRUE(audit.unknown_keys.empty()) << unknown_keys_text(audit);
+
+  config["text_config"]["quantization_config"]["ignore"] = {"lm_head"};
+  auto differs = parse_model_config(config, "k25.json");
+  ASSERT_FALSE(differs.is_ok());
+  EXPECT_NE(differs.status().message().find("text_config.quantization_config"), std::string::npos);
+
+  config = base;
+  config["text_config"]["model_type"] = "qwen3";
+  auto foreign = parse_model_config(config, "k25.json");
+  ASSERT_FALSE(foreign.is_ok());
+  EXPECT_EQ(foreign.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(foreign.status().message().find("text_config.model_type"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace day0

@@ -30,6 +30,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
 
 FORMAT = "day0-reference/1"
 PRODUCER = "day0 tools/reference/dump_reference.py"
@@ -43,11 +44,18 @@ def versions():
 def architecture_fallback(model_dir):
     """Releases whose model_type transformers does not register (Kimi K2: "kimi_k2", shipped with remote
     code) but whose `architectures` names a class transformers has: load through that class and its
-    config class. Returns (class, config) or (None, None)."""
+    config class. Image-text wrappers AutoModelForCausalLM does not map (Kimi K2.5) load through their
+    own class. Returns (class, config) or (None, None)."""
     with open(os.path.join(model_dir, "config.json")) as f:
         raw = json.load(f)
     try:
-        AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+        if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            return None, None
+        for name in raw.get("architectures") or []:
+            cls = getattr(transformers, name, None)
+            if cls is not None:
+                return cls, config
         return None, None
     except (ValueError, KeyError):
         pass
@@ -79,6 +87,8 @@ def load_model(model_dir, dtype):
 
 def decoder_layers(model):
     inner = getattr(model, "model", None)
+    # An image-text wrapper's decoder is its language model (model.language_model).
+    inner = getattr(inner, "language_model", inner)
     layers = getattr(inner, "layers", None)
     if layers is None:
         raise SystemExit(f"error: {type(model).__name__} has no model.layers; not a decoder model we know")

@@ -99,6 +99,33 @@ CONFIGS = {
         rope_scaling={"type": "yarn", "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
         quantization_config=FP8),
+    # Kimi K2.5: the Kimi K2 text model (its text_config still says kimi_k2, which transformers reads as
+    # deepseek_v3; YaRN x64, beta_fast 32) inside the image-text wrapper, with a one-block vision tower 32 wide,
+    # the release's placeholder / projector keys and tie_word_embeddings false at both levels, as released.
+    # Stored BF16: the release's compressed-tensors INT4 experts need a package the reference venv lacks.
+    # transformers 5.24 saves the text layers as language_model.model.blocks.N (the release: ...layers.N).
+    "kimi-k2.5": {
+        "architectures": ["Kimi_K25ForConditionalGeneration"], "model_type": "kimi_k25", "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False, "initializer_range": 0.16, "bos_token_id": 1, "eos_token_id": 2,
+        "image_token_id": 163605, "video_token_id": 163840, "vision_start_token_id": 163602,
+        "vision_end_token_id": 163604, "media_placeholder_token_id": 163605, "use_unified_vision_chunk": True,
+        "video_placeholder": "<|kimi_k25_video_placeholder|>", "ignore_index": -100,
+        "projection_hidden_size": 32, "projection_layer_norm_eps": 1e-5,
+        "text_config": cfg(
+            architectures=["DeepseekV3ForCausalLM"], model_type="kimi_k2", num_hidden_layers=2,
+            num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=12,
+            n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, topk_method="noaux_tc",
+            scoring_func="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.827, first_k_dense_replace=1,
+            moe_layer_freq=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+            v_head_dim=16, rms_norm_eps=1e-5, rope_theta=50000.0, num_nextn_predict_layers=0,
+            tie_word_embeddings=False, attention_bias=False, max_position_embeddings=262144,
+            rope_scaling={"type": "yarn", "factor": 64.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+                          "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}),
+        "vision_config": {
+            "model_type": "kimi_k25_vision", "patch_size": 14, "pos_emb_height": 4, "pos_emb_width": 4,
+            "pos_emb_time": 2, "num_attention_heads": 2, "num_hidden_layers": 1, "hidden_size": 32,
+            "intermediate_size": 64, "merge_kernel_size": [2, 2]},
+    },
     # GLM-4.5: partial RoPE 0.5, q/k/v bias, q/k norm, V3-style MoE after one dense layer.
     "glm-4.5": cfg(
         architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_hidden_layers=2, num_key_value_heads=2,

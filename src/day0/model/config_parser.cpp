@@ -102,7 +102,8 @@ const std::set<std::string>& irrelevant_keys() {
                                               "pretraining_tp",
                                               "num_labels",
                                               "torch_compile",
-                                              "use_return_dict"};
+                                              "use_return_dict",
+                                              "tf_legacy_loss"};
   return kKeys;
 }
 
@@ -122,13 +123,29 @@ void collect_unknown(const nlohmann::json& object, const std::string& path, cons
 }
 
 // An image-text wrapper nests the text model in text_config; dtype and quantization sit at the top. Merge
-// them so the family parser sees one object.
+// them so the family parser sees one object. The wrapper's own quantization_config (the one transformers
+// quantizes the whole model by) and tie_word_embeddings (its head sits beside model.language_model) win
+// over text_config's.
 nlohmann::json text_config_of(const nlohmann::json& root) {
   nlohmann::json text = root.at("text_config");
-  for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"}) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
     if (!text.contains(key) && root.contains(key)) text[key] = root[key];
   }
+  for (const char* key : {"quantization_config", "tie_word_embeddings"}) {
+    if (root.contains(key)) text[key] = root[key];
+  }
   return text;
+}
+
+// Marks every key under `reader`, nested objects included: a part of the config (an image-text wrapper's
+// vision tower) that no text-only spec reads and that changes nothing Day0 runs.
+void mark_subtree_used(const ConfigReader& reader) {
+  for (const auto& [key, value] : reader.json().items()) {
+    reader.mark_used(key);
+    if (!value.is_object()) continue;
+    auto nested = reader.optional_object(key);
+    if (nested.is_ok() && nested->has_value()) mark_subtree_used(**nested);
+  }
 }
 
 std::string mxfp4_families() {
@@ -171,14 +188,52 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
   if (nested) {
     D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> text, root.optional_object("text_config"));
     if (!text) return root.mismatch("text_config", "an object with the text model's keys");
+    // The wrapper builds whatever text model_type text_config names: it must be this family's.
+    D0_ASSIGN_OR_RETURN(std::string text_type, text->optional_string("model_type", info->name()));
+    const auto& types = info->model_types;
+    if (std::find(types.begin(), types.end(), text_type) == types.end()) {
+      return unsupported(
+          fmt::format("{}: text_config.model_type: \"{}\" is not supported inside {} (Day0 reads "
+                      "its text model as {})",
+                      source, text_type, spec.architecture, fmt::join(types, ", ")));
+    }
     spec.multimodal_wrapper = true;
     const nlohmann::json merged = text_config_of(config);
     const ConfigReader cfg = root.derived(merged, "text_config");
     D0_RETURN_IF_ERROR(info->parse(cfg, spec));
+    // The parser read the wrapper's quantization_config under text_config's path: account for the
+    // wrapper's keys, and refuse a text_config copy that says something else (Kimi K2.5 ships both).
+    if (config.contains("quantization_config")) {
+      const auto& inner = config["text_config"];
+      if (inner.contains("quantization_config") &&
+          inner["quantization_config"] != config["quantization_config"]) {
+        return unsupported(
+            fmt::format("{}: text_config.quantization_config differs from quantization_config, "
+                        "which transformers applies to the whole wrapper",
+                        source));
+      }
+      const std::string inside = "text_config.";
+      for (const std::string& used : std::set<std::string>(root.used_keys())) {
+        if (used.starts_with(inside + "quantization_config")) root.mark_used(used.substr(inside.size()));
+      }
+    }
     // The top-level keys the text model takes (merged above), and the vision tower's, which a
     // text-only spec does not use.
     for (const char* key : {"torch_dtype", "dtype", "quantization_config", "tie_word_embeddings",
-                            "vision_config", "boi_token_index", "eoi_token_index", "image_token_index"}) {
+                            "boi_token_index", "eoi_token_index", "image_token_index"}) {
+      root.mark_used(key);
+    }
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> vision, root.optional_object("vision_config"));
+    if (vision) mark_subtree_used(*vision);
+    // The wrapper builds its text model from text_config's model_type; the class named there is unused.
+    text->mark_used("architectures");
+    // Kimi K2.5's image / video placeholders and projector, as transformers and the release's remote code
+    // spell them. Day0 takes token ids only; transformers embeds a placeholder id as token 0 when no
+    // pixels come with it (a text-only run here embeds the id itself).
+    for (const char* key :
+         {"image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id",
+          "projection_hidden_size", "projection_layer_norm_eps", "media_placeholder_token_id",
+          "video_placeholder", "use_unified_vision_chunk", "ignore_index"}) {
       root.mark_used(key);
     }
 

@@ -1,5 +1,7 @@
 #include "day0/model/tensor_manifest.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "day0/model/family_registry.h"
@@ -23,6 +25,22 @@ int64_t estimated_tensor_count(const ModelSpec& s) {
 }
 
 }  // namespace
+
+void adopt_stored_prefixes(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored) {
+  for (const auto& [canonical, alternative] : manifest.prefix_aliases) {
+    const auto first = std::find_if(manifest.tensors.begin(), manifest.tensors.end(),
+                                    [&](const TensorSpec& t) { return t.name.starts_with(canonical); });
+    if (first == manifest.tensors.end()) continue;
+    const std::string renamed = alternative + first->name.substr(canonical.size());
+    if (stored(first->name) || !stored(renamed)) continue;
+    for (auto* list : {&manifest.tensors, &manifest.unused}) {
+      for (TensorSpec& t : *list) {
+        if (t.name.starts_with(canonical)) t.name = alternative + t.name.substr(canonical.size());
+        if (t.pattern.starts_with(canonical)) t.pattern = alternative + t.pattern.substr(canonical.size());
+      }
+    }
+  }
+}
 
 Result<TensorManifest> build_tensor_manifest(const ModelSpec& s) {
   if (s.n_layers <= 0 || s.layers.size() != static_cast<size_t>(s.n_layers)) {

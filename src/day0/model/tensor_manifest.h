@@ -4,7 +4,9 @@
 // (weight_table.h). Single source of truth for parameter counts, verification, synth, loading and the
 // planner's weight groups.
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "day0/core/dtype.h"
@@ -43,7 +45,15 @@ struct TensorManifest {
   // Name prefixes transformers ignores on load (_keys_to_ignore_on_load_unexpected, e.g. "mtp."):
   // verify accepts such tensors without a shape to check.
   std::vector<std::string> ignored_prefixes;
+  // {canonical, alternative} name prefixes: a checkpoint may hold the tensors under the alternative
+  // (transformers 5.24 saves Kimi K2.5's text layers as language_model.model.blocks.N, the release
+  // as ...layers.N). adopt_stored_prefixes() renames the manifest to the one a checkpoint uses.
+  std::vector<std::pair<std::string, std::string>> prefix_aliases;
 };
+
+// Renames every tensor under an aliased canonical prefix to its alternative when the checkpoint
+// (`stored`: does it hold this name?) holds the first such tensor under the alternative only.
+void adopt_stored_prefixes(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored);
 
 // Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,
 // post-attention norm and FFN, then the final norm and lm_head (absent when tied), then the

@@ -136,6 +136,10 @@ void WeightTableBuilder::ignore_prefix(std::string prefix) {
   out_.ignored_prefixes.push_back(std::move(prefix));
 }
 
+void WeightTableBuilder::alias_prefix(std::string canonical, std::string alternative) {
+  out_.prefix_aliases.emplace_back(std::move(canonical), std::move(alternative));
+}
+
 void WeightTableBuilder::push_weight(std::string name, std::string pattern, std::vector<int64_t> shape,
                                      WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot,
                                      int64_t expert) {

@@ -161,6 +161,8 @@ class WeightTableBuilder {
   // multi-token-prediction module "mtp."): `verify` accepts them unchecked; nothing counts, binds or
   // synthesises them.
   void ignore_prefix(std::string prefix);
+  // Tensors under `canonical` may be stored under `alternative` instead (TensorManifest::prefix_aliases).
+  void alias_prefix(std::string canonical, std::string alternative);
 
   // Prefix of the current scope, e.g. "model.layers.3.".
   const std::string& scope() const { return scope_; }

@@ -340,6 +340,7 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
     spec.multimodal_wrapper = true;
   }
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  adopt_stored_prefixes(manifest, [&](const std::string& name) { return source->contains(name); });
   if (shard.size < 1 || shard.rank < 0 || shard.rank >= shard.size)
     return invalid_argument(fmt::format("tensor-parallel rank {} of {}", shard.rank, shard.size));
   if (!shard.whole()) D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));

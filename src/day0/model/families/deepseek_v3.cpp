@@ -1,6 +1,8 @@
 // DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi K2 with model_type kimi_k2): MLA + DeepSeekMoE with
 // sigmoid scoring, noaux_tc selection (correction bias), renormalisation and routed scaling.
 // rope_interleave (default true) says the checkpoint's rope columns are in interleaved pair order.
+// Kimi K2.5 (model_type kimi_k25) is this text model inside an image-text wrapper (text_config,
+// tensors under language_model.); its vision tower and projector are not run.
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
 #include "day0/model/family_registry.h"
@@ -36,12 +38,21 @@ void weights_deepseek_v3(const ModelSpec& s, WeightTableBuilder& b) {
   };
   weights::decoder(s, b, ffn);
   weights::deepseek_mtp_layers(s, b, ffn);
+  if (!s.multimodal_wrapper) return;
+  // Kimi K2.5's vision tower and projector: loaded by transformers, never by a text-only run.
+  // transformers 5.24 saves the projector's pre_norm as model.mm_projector.*, and the text layers as
+  // language_model.model.blocks.N (its inverse of the vision tower's blocks -> layers rename).
+  for (const char* prefix : {"vision_tower.", "mm_projector.", "model.mm_projector."})
+    b.ignore_prefix(prefix);
+  b.alias_prefix("language_model.model.layers.", "language_model.model.blocks.");
 }
 
 const FamilyRegistrar kFamily({
-    .model_types = {"deepseek_v3", "kimi_k2"},
+    .model_types = {"deepseek_v3", "kimi_k2", "kimi_k25"},
     .architectures = {"DeepseekV3ForCausalLM"},
     .summary = "MLA, sigmoid noaux_tc MoE with a correction bias and shared experts",
+    // Kimi K2.5: transformers' class, and the release's remote-code spelling.
+    .wrapper_architectures = {"Kimi_K25ForConditionalGeneration", "KimiK25ForConditionalGeneration"},
     .parse = parse_deepseek_v3,
     .write = write_deepseek_v3,
     .weights = weights_deepseek_v3,
