@@ -20,7 +20,7 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
       {op::kPagedMlaAttention, "kv_lora_rank, q_lora_rank, qk_rope_head_dim"},
       {op::kMoeRouter, "num_experts / n_routed_experts, scoring_func, topk_method"},
       {op::kMoeExperts, "num_experts_per_tok, moe_intermediate_size"},
-      {op::kSwigluClamped, "swiglu_limit (gpt-oss)"},
+      {op::kSwigluClamped, "swiglu_limit, swiglu_alpha"},
       {op::kLayerNorm, "norm type"},
       {op::kGelu, "hidden_act"},
       {op::kRope, "rope_scaling, partial_rotary_factor, rope_theta"},

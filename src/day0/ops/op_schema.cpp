@@ -320,7 +320,7 @@ std::vector<OpSchema> build_table() {
        swiglu_shape,
        {kSilu, kMul}},
       {kSwigluClamped,
-       "gpt-oss (clamp(up)+1) * g * sigmoid(alpha g), g = min(gate, limit)",
+       "clamped SwiGLU: (clamp(up)+1) * g * sigmoid(alpha g), g = min(gate, limit)",
        {"gate [T, I]", "up [T, I]"},
        {"out [T, I]"},
        {"interleaved", "limit", "alpha"},

@@ -147,8 +147,7 @@ Status check_pipeline_parallel(const ModelSpec& s, int pp) {
   }
   // The MoE of a layer pair is added after the pair's second layer: a stage boundary between them would
   // have to send it too.
-  if (s.shortcut_moe)
-    return unsupported(what + ": shortcut-MoE layer pairs (LongCat-Flash) are not split yet");
+  if (s.shortcut_moe) return unsupported(what + ": shortcut-MoE layer pairs are not split yet");
   // Every sequence's cache allocates the recurrent state of every linear-attention layer up front, so
   // each stage would hold all of them.
   if (s.linear_attention)

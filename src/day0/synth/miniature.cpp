@@ -1,4 +1,5 @@
 #include "day0/synth/miniature.h"
+#include "day0/model/family_registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,9 +43,10 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       return invalid_argument(fmt::format("miniature size {} is out of range", v));
   }
   ModelSpec m = full;
-  // An alias model_type that transformers builds only with the release's remote code: its architecture
-  // is the native family's, so the miniature says that family's model_type and loads as is.
-  if (m.model_type == "kimi_k2") m.model_type = "deepseek_v3";
+  // An alias model_type (one transformers builds only with the release's remote code) becomes the
+  // family's own, whose class the architecture names, so that the miniature loads as is. An image-text
+  // wrapper keeps its model_type: it names the wrapper's config, not the text model's.
+  if (!m.multimodal_wrapper) m.model_type = family_info(m.family).name();
   const int64_t hidden = or_default(o.hidden, 64);
   const int64_t dense_width = or_default(o.intermediate, 128);
   const int64_t expert_width = or_default(o.expert_intermediate, 64);
@@ -61,7 +63,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     return invalid_argument("--layers must be at least 2 to keep one dense layer before the MoE layers");
   }
   if (full.shortcut_moe && n_layers % 2 != 0) {
-    return invalid_argument("--layers must be even: LongCat-Flash layers come in pairs of MLA sublayers");
+    return invalid_argument(
+        "--layers must be even: shortcut-MoE layers come in pairs of attention sublayers");
   }
   m.layers = shrink_layers(full.layers, n_layers);
   m.n_layers = n_layers;
