@@ -233,6 +233,15 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
   return Status::ok();
 }
 
+Status require_released(const ConfigReader& cfg, const char* key, const nlohmann::json& released,
+                        std::string_view implementation) {
+  cfg.mark_used(key);
+  if (!cfg.present(key) || cfg.json().at(key) == released) return Status::ok();
+  return unsupported(fmt::format("{}: {}: {} is not supported ({} implements {})", cfg.source(),
+                                 cfg.key_path(key), describe_json(cfg.json().at(key)), implementation,
+                                 released.dump()));
+}
+
 void ignore_keys(const ConfigReader& cfg, std::initializer_list<const char*> keys) {
   for (const char* key : keys) cfg.mark_used(key);
 }

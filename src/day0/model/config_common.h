@@ -43,6 +43,11 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec);
 Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec);
 // Keys the family knows to be irrelevant to inference (read nothing; accounted for in the audit).
 void ignore_keys(const ConfigReader& cfg, std::initializer_list<const char*> keys);
+// A key a release carries that the reference code never reads, because it hard-codes the released value:
+// absent or equal passes (and is accounted for); any other value describes a model the reference would
+// silently misrun, so it is kUnsupported, naming `implementation` ("LongCat-Flash implements true").
+Status require_released(const ConfigReader& cfg, const char* key, const nlohmann::json& released,
+                        std::string_view implementation);
 // An integer saved under one of several names (transformers' attribute_map aliases, e.g.
 // num_experts / num_local_experts); two present with different values is an error.
 Result<int64_t> aliased_int(const ConfigReader& cfg, std::initializer_list<const char*> keys, int64_t min,

@@ -15,16 +15,11 @@
 
 namespace day0::families {
 
-namespace {
+// Switches transformers' DeepseekV32 model never reads: only the values it hard-codes are accepted
+// (require_released), and refusals name this code.
+constexpr const char* kImplementation = "transformers' DeepSeek-V3.2";
 
-// A switch transformers' DeepseekV32 model never reads: only the value it hard-codes is accepted.
-Status require_released(const ConfigReader& cfg, const char* key, const nlohmann::json& released) {
-  cfg.mark_used(key);
-  if (!cfg.present(key) || cfg.json().at(key) == released) return Status::ok();
-  return unsupported(fmt::format("{}: {}: {} is not supported (transformers' DeepSeek-V3.2 implements {})",
-                                 cfg.source(), cfg.key_path(key), describe_json(cfg.json().at(key)),
-                                 released.dump()));
-}
+namespace {
 
 // mlp_layer_types (transformers 5): "dense" or "sparse" per layer; it decides over
 // first_k_dense_replace, as in DeepseekV32DecoderLayer.
@@ -73,10 +68,10 @@ Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
         cfg.source()));
   }
   spec.rope_layout = RopeLayout::kInterleaved;
-  D0_RETURN_IF_ERROR(require_released(cfg, "rope_interleave", true));
+  D0_RETURN_IF_ERROR(require_released(cfg, "rope_interleave", true, kImplementation));
   D0_RETURN_IF_ERROR(parse_deepseek_moe(core, deepseek_v3_moe_defaults(), spec));
-  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid"));
-  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc"));
+  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
   D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, spec));
 
   IndexerSpec ix;

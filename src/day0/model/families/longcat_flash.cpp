@@ -16,19 +16,11 @@
 
 namespace day0::families {
 
-namespace {
+// The release carries switches that transformers' LongcatFlash model never reads (it hard-codes their
+// released value): require_released refuses another value, naming this code.
+constexpr const char* kImplementation = "LongCat-Flash";
 
-// The release carries switches that transformers' LongcatFlash model never reads (it hard-codes
-// their released value); another value describes a model transformers would silently misrun.
-template <typename T>
-Status require_released(const ConfigReader& cfg, const char* key, const T& released) {
-  cfg.mark_used(key);
-  if (!cfg.present(key)) return Status::ok();
-  const nlohmann::json& value = cfg.json().at(key);
-  if (value == nlohmann::json(released)) return Status::ok();
-  return unsupported(fmt::format("{}: {}: {} is not supported (LongCat-Flash implements {})", cfg.source(),
-                                 cfg.key_path(key), describe_json(value), nlohmann::json(released).dump()));
-}
+namespace {
 
 // LongcatFlashConfig class defaults for the MLA sizes (parse_mla requires them present).
 constexpr std::pair<const char*, int64_t> kMlaDefaults[] = {{"q_lora_rank", 1536},
@@ -99,11 +91,11 @@ Status parse_longcat_flash(const ConfigReader& cfg, ModelSpec& spec) {
   const auto h = static_cast<double>(spec.hidden_size);
   mla.q_scale = std::sqrt(h / static_cast<double>(mla.q_lora_rank));
   mla.latent_scale = std::sqrt(h / static_cast<double>(mla.kv_lora_rank));
-  D0_RETURN_IF_ERROR(require_released(cfg, "mla_scale_q_lora", true));
-  D0_RETURN_IF_ERROR(require_released(cfg, "mla_scale_kv_lora", true));
-  D0_RETURN_IF_ERROR(require_released(cfg, "zero_expert_type", "identity"));
+  D0_RETURN_IF_ERROR(require_released(cfg, "mla_scale_q_lora", true, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "mla_scale_kv_lora", true, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "zero_expert_type", "identity", kImplementation));
   // transformers allocates classifier.bias for router_bias: true but never adds it.
-  D0_RETURN_IF_ERROR(require_released(cfg, "router_bias", false));
+  D0_RETURN_IF_ERROR(require_released(cfg, "router_bias", false, kImplementation));
 
   MoeSpec moe;
   D0_ASSIGN_OR_RETURN(moe.n_experts, aliased_int(cfg, {"n_routed_experts", "num_local_experts"}, 1,

@@ -12,22 +12,11 @@
 
 namespace day0::families {
 
-namespace {
+// The release carries switches that transformers' MiniMaxM2 model never reads (it hard-codes the released
+// values): require_released refuses another value, naming this code.
+constexpr const char* kImplementation = "MiniMax-M2";
 
-// The release carries switches that transformers' MiniMaxM2 model never reads: it hard-codes the
-// released values. Any other value describes a model transformers would silently misrun.
-template <typename T>
-Status require_released(const ConfigReader& cfg, const char* key, const T& released) {
-  if (!cfg.present(key)) {
-    cfg.mark_used(key);
-    return Status::ok();
-  }
-  const nlohmann::json& value = cfg.json().at(key);
-  cfg.mark_used(key);
-  if (value == nlohmann::json(released)) return Status::ok();
-  return unsupported(fmt::format("{}: {}: {} is not supported (MiniMax-M2 implements {})", cfg.source(),
-                                 cfg.key_path(key), describe_json(value), nlohmann::json(released).dump()));
-}
+namespace {
 
 // attn_type_list: 1 = softmax attention in every layer (0, MiniMax-M1's lightning attention, is
 // another family).
@@ -83,11 +72,11 @@ Status parse_minimax_m2(const ConfigReader& cfg, ModelSpec& spec) {
   }
   spec.qk_norm = true;
   spec.qk_norm_full_width = true;
-  D0_RETURN_IF_ERROR(require_released(cfg, "use_qk_norm", true));
-  D0_RETURN_IF_ERROR(require_released(cfg, "qk_norm_type", "per_layer"));
-  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid"));
-  D0_RETURN_IF_ERROR(require_released(cfg, "use_routing_bias", true));
-  D0_RETURN_IF_ERROR(require_released(cfg, "shared_intermediate_size", 0));
+  D0_RETURN_IF_ERROR(require_released(cfg, "use_qk_norm", true, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "qk_norm_type", "per_layer", kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "use_routing_bias", true, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "shared_intermediate_size", 0, kImplementation));
   D0_RETURN_IF_ERROR(check_attention_types(cfg, spec));
   // Multi-token-prediction modules: transformers builds none and the release publishes no usable
   // weights for them (MiniMax-AI/MiniMax-M2 issue 47); decoding never uses them.

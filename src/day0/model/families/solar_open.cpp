@@ -12,19 +12,12 @@
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
-namespace {
 
-// Keys the release inherits from GLM-4.5's config that SolarOpen's code never reads: any value but the
-// one it hard-codes would describe a model transformers silently misruns.
-template <typename T>
-Status require_released(const ConfigReader& cfg, const char* key, const T& released) {
-  cfg.mark_used(key);
-  if (!cfg.present(key)) return Status::ok();
-  const nlohmann::json& value = cfg.json().at(key);
-  if (value == nlohmann::json(released)) return Status::ok();
-  return unsupported(fmt::format("{}: {}: {} is not supported (Solar Open implements {})", cfg.source(),
-                                 cfg.key_path(key), describe_json(value), nlohmann::json(released).dump()));
-}
+// Keys the release inherits from GLM-4.5's config that SolarOpen's code never reads (it hard-codes one
+// value): require_released refuses another value, naming this code.
+constexpr const char* kImplementation = "Solar Open";
+
+namespace {
 
 Status parse_solar_open(const ConfigReader& cfg, ModelSpec& spec) {
   // The reference keeps the router in float32: its logits and the routing weights.
@@ -49,10 +42,10 @@ Status parse_solar_open(const ConfigReader& cfg, ModelSpec& spec) {
   }
   D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("attention_bias", false));
   spec.o_bias = false;
-  D0_RETURN_IF_ERROR(require_released(cfg, "use_qk_norm", false));
-  D0_RETURN_IF_ERROR(require_released(cfg, "first_k_dense_replace", 0));
-  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid"));
-  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc"));
+  D0_RETURN_IF_ERROR(require_released(cfg, "use_qk_norm", false, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "first_k_dense_replace", 0, kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
   DeepseekMoeDefaults moe;
   moe.scoring = "sigmoid";
   moe.topk_method = "noaux_tc";
