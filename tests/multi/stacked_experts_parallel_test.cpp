@@ -1,6 +1,7 @@
 // Experts stacked in one tensor under tensor parallelism (expert-TP): gpt-oss (attention sinks split
-// with their heads, sliding layers, biased clamped experts in MXFP4) and Llama 4 (BF16 experts stored
-// x @ W with gate and up concatenated), against one process over two ranks, and TP 2 x EP 2 over four.
+// with their heads, sliding layers, biased clamped experts in MXFP4), Llama 4 (BF16 experts stored
+// x @ W with gate and up concatenated) and Mistral 4 (stored as nn.Linear weights [E, 2I, H] / [E, H, I]),
+// against one process over two ranks, and TP 2 x EP 2 over four.
 // The gpt-oss miniature's 32-wide experts split inside an MXFP4 group (its parts are exact BF16); a
 // 64-wide one written here splits on group boundaries (its parts stay MXFP4).
 #include <gtest/gtest.h>
@@ -130,7 +131,7 @@ TEST_P(StackedExpertsTensorParallel, Bf16GreedyTokensMatchOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stacked, StackedExpertsTensorParallel,
-                         ::testing::Values("gpt-oss", kWideGptOss, "llama4-text"),
+                         ::testing::Values("gpt-oss", kWideGptOss, "llama4-text", "mistral4"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return name_of(p.param); });
 
 struct Case {
@@ -153,7 +154,7 @@ TEST_P(FourRanksStackedExperts, TensorTimesExpertParallelMatchesOneProcess) {
 
 std::vector<Case> four_rank_cases() {
   std::vector<Case> out;
-  for (const char* m : {"gpt-oss", kWideGptOss, "llama4-text"})
+  for (const char* m : {"gpt-oss", kWideGptOss, "llama4-text", "mistral4"})
     for (MoeCombine c : {MoeCombine::kAllReduce, MoeCombine::kAllToAll}) out.push_back({m, c});
   return out;
 }

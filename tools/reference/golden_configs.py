@@ -255,6 +255,20 @@ CONFIGS = {
         routed_scaling_factor=1.0, first_k_dense_replace=0, partial_rotary_factor=1.0, rms_norm_eps=1e-5,
         rope_theta=1000000.0, tie_word_embeddings=False,
         rope_scaling={"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 128}),
+    # Mistral Small 4 (119B's structure): MLA with q LoRA and interleaved RoPE, every layer a softmax top-4 MoE
+    # (one group, renormalised, x1) with one shared expert; YaRN x128 with mscale and the Llama 4 attention
+    # temperature (beta 0.1). The original context is 4 here (8192 released) so that the prompts cross its
+    # multiples and the golden sees the temperature applied.
+    "mistral4": cfg(
+        architectures=["Mistral4ForCausalLM"], model_type="mistral4", num_hidden_layers=2, num_key_value_heads=4,
+        intermediate_size=96, moe_intermediate_size=32, n_routed_experts=16, n_shared_experts=1,
+        num_experts_per_tok=4, n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=1.0,
+        first_k_dense_replace=0, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+        v_head_dim=16, rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False, rope_interleave=True,
+        max_position_embeddings=512, pad_token_id=11, rope_theta=10000.0,
+        rope_scaling={"type": "yarn", "factor": 128.0, "original_max_position_embeddings": 4,
+                      "max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0,
+                      "mscale": 1.0, "llama_4_scaling_beta": 0.1, "partial_rotary_factor": 8 / 24}),
 }
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than

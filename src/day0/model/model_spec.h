@@ -194,14 +194,20 @@ struct ModelSpec {
   bool tie_word_embeddings = false;
   // Rounding points under BF16 activations: where the reference implementation keeps float32. Set by
   // the family's parser (they are the family's code, not config keys).
-  bool norm_gain_f32 = false;            // the RMSNorm gain applies to the float32 normed row, then one cast
-  bool router_logits_f32 = false;        // the router's logits (and so its scores) stay float32
-  bool routing_weights_f32 = false;      // the top-k weights stay float32 until the expert sum is scaled
-  int64_t sliding_window = 0;            // 0 = none
-  int64_t attention_chunk_size = 0;      // chunked attention's chunk
-  bool attn_temperature_tuning = false;  // NoPE layers scale q by position
+  bool norm_gain_f32 = false;        // the RMSNorm gain applies to the float32 normed row, then one cast
+  bool router_logits_f32 = false;    // the router's logits (and so its scores) stay float32
+  bool routing_weights_f32 = false;  // the top-k weights stay float32 until the expert sum is scaled
+  int64_t sliding_window = 0;        // 0 = none
+  int64_t attention_chunk_size = 0;  // chunked attention's chunk
+  // q *= 1 + attn_scale * ln(1 + floor((p + offset) / floor_scale)): GQA on NoPE layers only
+  // (Llama 4, offset 1), MLA on every layer (Mistral 4's llama_4_scaling_beta, offset 0).
+  bool attn_temperature_tuning = false;
   double attn_scale = 0.1;
   int64_t floor_scale = 8192;
+  int64_t attn_temperature_position_offset = 1;
+  // The factor is rounded to the activation dtype before the product (Mistral 4), not the product
+  // alone (Llama 4).
+  bool attn_temperature_factor_rounded = false;
 
   std::optional<MlaSpec> mla;
   std::optional<IndexerSpec> indexer;                   // lightning indexer (with mla)

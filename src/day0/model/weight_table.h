@@ -99,6 +99,8 @@ enum class WeightSlot {
   kExpertsGateUpConcat,       // stacked x @ W [E, H, 2I], gate the first half
   kExpertsGateUpInterleaved,  // stacked x @ W [E, H, 2I], gate at even columns
   kExpertsDown,               // stacked x @ W [E, I, H]
+  kExpertsGateUpRows,         // stacked nn.Linear [E, 2I, H], gate the first I rows
+  kExpertsDownRows,           // stacked nn.Linear [E, H, I]
   kExpertsGateUpBias,         // [E, 2I]
   kExpertsDownBias,           // [E, H]
   kExpertsGateUpMxfp4,        // `gate_up_proj_blocks` (+ `_scales`), gate at even rows

@@ -76,15 +76,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
       rms_norm(c, ConstMatrix(k.data(), t * nkv, d), {}, eps, Matrix(k.data(), t * nkv, d));
     }
   } else if (s.attn_temperature_tuning) {
-    // NoPE temperature tuning: q *= 1 + attn_scale * ln(1 + floor((p + 1) / floor_scale)).
-    for (int64_t r = 0; r < t; ++r) {
-      const auto p = static_cast<double>(c.layout.positions[static_cast<size_t>(r)]);
-      const double factor =
-          1.0 + s.attn_scale * std::log1p(std::floor((p + 1.0) / static_cast<double>(s.floor_scale)));
-      Matrix row = q.m.row_slice(r, 1);
-      c.be.scale({row, row, -INFINITY, INFINITY, static_cast<float>(factor), 0.0f, 0.0f});
-    }
-    round_activations(c, q.m);
+    scale_q_by_temperature(c, q.m);  // NoPE layers only
   }
   append_and_page(c, layer, k.m, v.m);
   Buffer attn(c.arena, t, nh * d);

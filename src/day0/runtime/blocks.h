@@ -108,6 +108,10 @@ void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y);
 // parallelism a partial sum, summed over the group (all-reduce), then rounded like linear().
 void finish_row_parallel(const Context& c, Matrix y);
 
+// Position-dependent attention temperature (ModelSpec::attn_temperature_tuning): each row of q [T, *]
+// times 1 + attn_scale * ln(1 + floor((p + offset) / floor_scale)), then rounded.
+void scale_q_by_temperature(const Context& c, Matrix q);
+
 // RoPE frequencies for sequence s (recomputed for dynamic NTK scaling when it grows past M).
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);
 // RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic

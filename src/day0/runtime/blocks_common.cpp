@@ -1,5 +1,6 @@
 // Blocks every family uses: activation rounding, RMSNorm, projections, RoPE frequencies per sequence.
 #include <algorithm>
+#include <cmath>
 
 #include "day0/core/numeric.h"
 #include "day0/dist/communicator.h"
@@ -43,6 +44,20 @@ void StepArena::release(const Mark& m) {
 void round_activations(const Context& c, Matrix m) {
   if (!c.bf16()) return;
   c.be.round_bf16({.x = m, .y = m});
+}
+
+void scale_q_by_temperature(const Context& c, Matrix q) {
+  const ModelSpec& s = c.spec;
+  for (int64_t r = 0; r < q.rows; ++r) {
+    const auto p = static_cast<double>(c.layout.positions[static_cast<size_t>(r)]);
+    const double offset = static_cast<double>(s.attn_temperature_position_offset);
+    auto factor = static_cast<float>(
+        1.0 + s.attn_scale * std::log1p(std::floor((p + offset) / static_cast<double>(s.floor_scale))));
+    if (s.attn_temperature_factor_rounded && c.bf16()) factor = bf16_to_f32(f32_to_bf16(factor));
+    Matrix row = q.row_slice(r, 1);
+    c.be.scale({row, row, -INFINITY, INFINITY, factor, 0.0f, 0.0f});
+  }
+  round_activations(c, q);
 }
 
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {

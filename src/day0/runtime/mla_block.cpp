@@ -133,6 +133,7 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   rope_rows(c, qpe.m, nh, dr, dr);
   round_activations(c, qpe.m);
   gather_heads(c, q.m, nh, dqk, dn, dr, qpe.m, false);
+  if (s.attn_temperature_tuning) scale_q_by_temperature(c, q.m);  // every MLA layer, nope and rope parts
   rope_rows(c, kpe.m, 1, dr, dr);
   round_activations(c, kpe.m);
   Indexer indexer;

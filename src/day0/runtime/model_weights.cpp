@@ -310,6 +310,55 @@ Result<WeightView> WeightBinder::stacked(const std::string& name, int64_t e, int
   return w;
 }
 
+Result<WeightView> WeightBinder::stacked_part(const std::string& name, int64_t e, int64_t n_experts,
+                                              int64_t rows, int64_t cols,
+                                              std::span<const ShardRange> row_parts, ShardRange col_part) {
+  bool whole = col_part.begin == 0 && col_part.end == cols;
+  int64_t next = 0;
+  for (const ShardRange& r : row_parts) {
+    whole = whole && r.begin == next;
+    next = r.end;
+  }
+  if (whole && next == rows) return stacked(name, e, n_experts, rows, cols);
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, rows, cols}));
+  WeightView w;
+  D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
+  int64_t part_rows = 0;
+  for (const ShardRange& r : row_parts) {
+    if (r.begin < 0 || r.end > rows || r.size() <= 0)
+      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
+    part_rows += r.size();
+  }
+  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
+    return internal_error(
+        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
+  }
+  const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
+  const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;  // [rows, cols]
+  const int64_t part_cols = col_part.size();
+  bytes_bound_ += static_cast<uint64_t>(part_rows * part_cols) * item;
+  w.rows = part_rows;
+  w.cols = part_cols;
+  w.name = keep_name(name);
+  if (!out_.source->has_values()) {  // shape only: the view is never read
+    w.data = src;
+    return w;
+  }
+  std::vector<uint8_t> dst(static_cast<size_t>(part_rows * part_cols) * item);
+  int64_t out_row = 0;
+  for (const ShardRange& r : row_parts) {
+    for (int64_t i = 0; i < r.size(); ++i) {
+      std::memcpy(&dst[static_cast<size_t>((out_row + i) * part_cols) * item],
+                  src + static_cast<size_t>((r.begin + i) * cols + col_part.begin) * item,
+                  static_cast<size_t>(part_cols) * item);
+    }
+    out_row += r.size();
+  }
+  out_.byte_store.push_back(std::move(dst));
+  w.data = out_.byte_store.back().data();
+  return w;
+}
+
 Result<WeightView> WeightBinder::stacked_transposed(const std::string& name, int64_t e, int64_t n_experts,
                                                     int64_t rows, int64_t cols) {
   const ShardRange all_rows{0, rows};

@@ -214,6 +214,10 @@ class WeightBinder {
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.
   Result<WeightView> stacked(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                              int64_t cols);
+  // Rows `row_parts` (concatenated in order) and columns `col_part` of it: a view when they are the
+  // whole expert, else a copy of those elements (expert-TP).
+  Result<WeightView> stacked_part(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
+                                  int64_t cols, std::span<const ShardRange> row_parts, ShardRange col_part);
   // Expert e of a stacked tensor stored [E, cols, rows] (x @ W orientation): transposed copy.
   Result<WeightView> stacked_transposed(const std::string& name, int64_t e, int64_t n_experts, int64_t rows,
                                         int64_t cols);

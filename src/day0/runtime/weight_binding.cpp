@@ -265,9 +265,10 @@ class TableBinder {
     }
     const WeightSlot slot = t.slot;
     if (slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpInterleaved ||
-        slot == WeightSlot::kExpertsGateUpMxfp4) {
-      moe.layout =
-          slot == WeightSlot::kExpertsGateUpConcat ? GateUpLayout::kConcatenated : GateUpLayout::kInterleaved;
+        slot == WeightSlot::kExpertsGateUpMxfp4 || slot == WeightSlot::kExpertsGateUpRows) {
+      moe.layout = slot == WeightSlot::kExpertsGateUpConcat || slot == WeightSlot::kExpertsGateUpRows
+                       ? GateUpLayout::kConcatenated
+                       : GateUpLayout::kInterleaved;
     }
     for (int64_t held = 0; held < static_cast<int64_t>(moe.experts.size()); ++held) {
       const int64_t e = moe.expert_of_slot(held);  // block, then replicas (zero-copy views again)
@@ -277,6 +278,14 @@ class TableBinder {
         const std::vector<ShardRange> rows = gate_up_rows(moe.layout, t.shape[2] / 2);
         D0_ASSIGN_OR_RETURN(w.gate, b_.stacked_transposed_part(t.name, e, n_experts, t.shape[2], t.shape[1],
                                                                rows, {0, t.shape[1]}));
+      } else if (slot == WeightSlot::kExpertsGateUpRows) {  // [E, 2I, H]: this rank's gate and up rows
+        const std::vector<ShardRange> rows = gate_up_rows(moe.layout, t.shape[1] / 2);
+        D0_ASSIGN_OR_RETURN(
+            w.gate, b_.stacked_part(t.name, e, n_experts, t.shape[1], t.shape[2], rows, {0, t.shape[2]}));
+      } else if (slot == WeightSlot::kExpertsDownRows) {  // [E, H, I]: this rank's columns
+        const ShardRange all_rows{0, t.shape[1]};
+        D0_ASSIGN_OR_RETURN(w.down, b_.stacked_part(t.name, e, n_experts, t.shape[1], t.shape[2],
+                                                    std::span(&all_rows, 1), width_part(t.shape[2])));
       } else if (slot == WeightSlot::kExpertsDown) {  // [E, I, H] -> [H, I] (this rank's columns)
         const ShardRange all_rows{0, t.shape[2]};
         D0_ASSIGN_OR_RETURN(w.down,
