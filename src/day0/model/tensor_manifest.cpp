@@ -27,7 +27,10 @@ int64_t estimated_tensor_count(const ModelSpec& s) {
 }  // namespace
 
 void adopt_stored_prefixes(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored) {
-  for (const auto& [canonical, alternative] : manifest.prefix_aliases) {
+  for (const auto& alias : manifest.prefix_aliases) {
+    // Plain names, not a structured binding: clang 14 cannot capture those in the lambda below.
+    const std::string& canonical = alias.first;
+    const std::string& alternative = alias.second;
     const auto first = std::find_if(manifest.tensors.begin(), manifest.tensors.end(),
                                     [&](const TensorSpec& t) { return t.name.starts_with(canonical); });
     if (first == manifest.tensors.end()) continue;
