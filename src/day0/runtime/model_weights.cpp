@@ -61,6 +61,23 @@ Result<WeightFormat> plain_format(const RawTensor& t) {
   }
 }
 
+// The rows one rank's part of a [rows, cols] expert matrix takes, once its row ranges and its column range
+// are checked to lie inside (the ranges come from our own shard rules: a bad one is a bug).
+Result<int64_t> rows_of_part(const std::string& name, int64_t rows, int64_t cols,
+                             std::span<const ShardRange> row_parts, ShardRange col_part) {
+  int64_t part_rows = 0;
+  for (const ShardRange& r : row_parts) {
+    if (r.begin < 0 || r.end > rows || r.size() <= 0)
+      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
+    part_rows += r.size();
+  }
+  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
+    return internal_error(
+        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
+  }
+  return part_rows;
+}
+
 }  // namespace
 
 void IntProjections::count(const WeightView& w) {
@@ -323,16 +340,7 @@ Result<WeightView> WeightBinder::stacked_part(const std::string& name, int64_t e
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, rows, cols}));
   WeightView w;
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
-  int64_t part_rows = 0;
-  for (const ShardRange& r : row_parts) {
-    if (r.begin < 0 || r.end > rows || r.size() <= 0)
-      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
-    part_rows += r.size();
-  }
-  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
-    return internal_error(
-        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
-  }
+  D0_ASSIGN_OR_RETURN(const int64_t part_rows, rows_of_part(name, rows, cols, row_parts, col_part));
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;  // [rows, cols]
   const int64_t part_cols = col_part.size();
@@ -372,16 +380,7 @@ Result<WeightView> WeightBinder::stacked_transposed_part(const std::string& name
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {n_experts, cols, rows}));
   WeightView w;
   D0_ASSIGN_OR_RETURN(w.format, plain_format(t));
-  int64_t part_rows = 0;
-  for (const ShardRange& r : row_parts) {
-    if (r.begin < 0 || r.end > rows || r.size() <= 0)
-      return internal_error(fmt::format("tensor {}: rows [{}, {}) outside {}", name, r.begin, r.end, rows));
-    part_rows += r.size();
-  }
-  if (col_part.begin < 0 || col_part.end > cols || col_part.size() <= 0) {
-    return internal_error(
-        fmt::format("tensor {}: columns [{}, {}) outside {}", name, col_part.begin, col_part.end, cols));
-  }
+  D0_ASSIGN_OR_RETURN(const int64_t part_rows, rows_of_part(name, rows, cols, row_parts, col_part));
   const size_t item = static_cast<size_t>(dtype_bits(t.dtype) / 8);
   const uint8_t* src = t.data.data() + static_cast<size_t>(e * rows * cols) * item;  // [cols, rows]
   const int64_t part_cols = col_part.size();

@@ -35,6 +35,23 @@ int64_t first_moe_layer(const ModelSpec& spec) {
   return spec.n_layers;
 }
 
+Status apply_mlp_layer_types(const ConfigReader& cfg, const std::vector<std::string>& types,
+                             ModelSpec& spec) {
+  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("mlp_layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                      spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "dense" && types[i] != "sparse") {
+      return cfg.mismatch(fmt::format("mlp_layer_types[{}]", i), "\"dense\" or \"sparse\"");
+    }
+    LayerSpec& layer = spec.layers[i];
+    layer.moe = types[i] == "sparse";
+    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
+  }
+  return Status::ok();
+}
+
 Status parse_mla(const ConfigReader& cfg, ModelSpec& spec) {
   MlaSpec mla;
   D0_ASSIGN_OR_RETURN(mla.q_lora_rank, cfg.optional_int("q_lora_rank", 0, 1));

@@ -21,24 +21,12 @@ constexpr const char* kImplementation = "transformers' DeepSeek-V3.2";
 
 namespace {
 
-// mlp_layer_types (transformers 5): "dense" or "sparse" per layer; it decides over
-// first_k_dense_replace, as in DeepseekV32DecoderLayer.
-Status apply_mlp_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
+// mlp_layer_types (transformers 5), when given, decides over first_k_dense_replace, as in
+// DeepseekV32DecoderLayer.
+Status apply_saved_mlp_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("mlp_layer_types"));
   if (types.empty()) return Status::ok();
-  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
-    return cfg.invalid("mlp_layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
-                                                      spec.n_layers, types.size()));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (types[i] != "dense" && types[i] != "sparse") {
-      return cfg.mismatch(fmt::format("mlp_layer_types[{}]", i), "\"dense\" or \"sparse\"");
-    }
-    LayerSpec& layer = spec.layers[i];
-    layer.moe = types[i] == "sparse";
-    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
-  }
-  return Status::ok();
+  return apply_mlp_layer_types(cfg, types, spec);
 }
 
 }  // namespace
@@ -72,7 +60,7 @@ Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(parse_deepseek_moe(core, deepseek_v3_moe_defaults(), spec));
   D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
   D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
-  D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, spec));
+  D0_RETURN_IF_ERROR(apply_saved_mlp_layer_types(cfg, spec));
 
   IndexerSpec ix;
   D0_ASSIGN_OR_RETURN(ix.n_heads, cfg.optional_int("index_n_heads", 64, 1, 4096));

@@ -46,6 +46,9 @@ void qwen_moe_weights(const ModelSpec& spec, WeightTableBuilder& b);
 // and the sigmoid-gated mlp.shared_expert (qwen2_moe, qwen3_moe, qwen3_next).
 void qwen_moe_ffn(const ModelSpec& spec, WeightTableBuilder& b, const LayerSpec& layer);
 void deepseek_ffn_weights(const ModelSpec& spec, WeightTableBuilder& b, const LayerSpec& layer);
+// mlp_layer_types ("dense" / "sparse" per layer, as transformers 5 saves them) sets each layer's FFN: a dense
+// SwiGLU of intermediate_size or the MoE. `types` must have n_layers entries.
+Status apply_mlp_layer_types(const ConfigReader& cfg, const std::vector<std::string>& types, ModelSpec& spec);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);
 

@@ -22,14 +22,9 @@ nlohmann::json with_q_lora_default(const ConfigReader& cfg) {
   return out;
 }
 
-// A switch Glm4MoeLite never reads (it routes with sigmoid + noaux_tc): only that value is accepted.
-Status require_glm_router(const ConfigReader& cfg, const char* key, const char* released) {
-  cfg.mark_used(key);
-  if (!cfg.present(key) || cfg.json().at(key) == released) return Status::ok();
-  return unsupported(fmt::format("{}: {}: {} is not supported (transformers' Glm4MoeLite implements \"{}\")",
-                                 cfg.source(), cfg.key_path(key), describe_json(cfg.json().at(key)),
-                                 released));
-}
+// Switches Glm4MoeLite never reads (it routes with sigmoid + noaux_tc): only those values are accepted
+// (require_released), and refusals name this code.
+constexpr const char* kImplementation = "transformers' Glm4MoeLite";
 
 // mlp_layer_types ("dense" / "sparse" per layer) decides; absent, the class makes layer 0 dense.
 Status apply_glm_mlp_layers(const ConfigReader& cfg, ModelSpec& spec) {
@@ -38,18 +33,7 @@ Status apply_glm_mlp_layers(const ConfigReader& cfg, ModelSpec& spec) {
     types.assign(static_cast<size_t>(spec.n_layers), "sparse");
     types[0] = "dense";
   }
-  if (static_cast<int64_t>(types.size()) != spec.n_layers) {
-    return cfg.invalid("mlp_layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
-                                                      spec.n_layers, types.size()));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (types[i] != "dense" && types[i] != "sparse") {
-      return cfg.mismatch(fmt::format("mlp_layer_types[{}]", i), "\"dense\" or \"sparse\"");
-    }
-    LayerSpec& layer = spec.layers[i];
-    layer.moe = types[i] == "sparse";
-    layer.dense_intermediate = layer.moe ? 0 : spec.intermediate_size;
-  }
+  D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, types, spec));
   // The release also ships first_k_dense_replace, which transformers ignores: it must say the same.
   if (cfg.present("first_k_dense_replace")) {
     D0_ASSIGN_OR_RETURN(int64_t k, cfg.required_int("first_k_dense_replace", 0));
@@ -107,8 +91,8 @@ Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   moe.n_shared_experts = 1;
   moe.first_k_dense_replace = 1;
   D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
-  D0_RETURN_IF_ERROR(require_glm_router(cfg, "scoring_func", "sigmoid"));
-  D0_RETURN_IF_ERROR(require_glm_router(cfg, "topk_method", "noaux_tc"));
+  D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
+  D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
   return apply_glm_mlp_layers(cfg, spec);
 }
 
