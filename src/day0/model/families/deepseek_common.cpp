@@ -107,6 +107,17 @@ DeepseekMoeDefaults deepseek_v3_moe_defaults() {
   return moe;
 }
 
+DeepseekMoeDefaults glm4_moe_defaults() {
+  DeepseekMoeDefaults moe;
+  moe.scoring = "sigmoid";
+  moe.topk_method = "noaux_tc";
+  moe.norm_topk_prob = true;
+  moe.routed_scaling_factor = 1.0;
+  moe.n_shared_experts = 1;
+  moe.first_k_dense_replace = 1;
+  return moe;
+}
+
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec) {
   MoeSpec moe;
   D0_ASSIGN_OR_RETURN(moe.n_experts,

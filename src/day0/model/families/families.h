@@ -27,6 +27,9 @@ struct DeepseekMoeDefaults {
 // DeepSeek-V3's class defaults (sigmoid noaux_tc routing in 8 groups keeping 4, 2.5x, one shared
 // expert, three dense layers), which DeepSeek-V3.2 keeps.
 DeepseekMoeDefaults deepseek_v3_moe_defaults();
+// GLM-4.5's router (sigmoid + correction bias, noaux_tc, renormalised, scaling 1), one shared expert after
+// one dense layer: the class defaults that GLM-4.7-Flash and Solar Open start from too.
+DeepseekMoeDefaults glm4_moe_defaults();
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec);
 void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out);
 // Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).

@@ -21,14 +21,7 @@ Status parse_glm4_moe(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
   D0_ASSIGN_OR_RETURN(spec.qkv_bias, cfg.optional_bool("attention_bias", false));
   D0_ASSIGN_OR_RETURN(spec.qk_norm, cfg.optional_bool("use_qk_norm", false));
-  DeepseekMoeDefaults moe;
-  moe.scoring = "sigmoid";
-  moe.topk_method = "noaux_tc";
-  moe.norm_topk_prob = true;
-  moe.routed_scaling_factor = 1.0;
-  moe.n_shared_experts = 1;
-  moe.first_k_dense_replace = 1;
-  D0_RETURN_IF_ERROR(parse_deepseek_moe(cfg, moe, spec));
+  D0_RETURN_IF_ERROR(parse_deepseek_moe(cfg, glm4_moe_defaults(), spec));
   // Glm4Moe always routes with sigmoid + noaux_tc; its config has no such keys.
   spec.moe->scoring = RouterScoring::kSigmoid;
   spec.moe->topk_method = TopkMethod::kNoauxTc;

@@ -83,13 +83,8 @@ Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   }
   D0_ASSIGN_OR_RETURN(bool interleave, cfg.optional_bool("rope_interleave", true));
   spec.rope_layout = interleave ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
-  DeepseekMoeDefaults moe;
-  moe.scoring = "sigmoid";
-  moe.topk_method = "noaux_tc";
-  moe.norm_topk_prob = true;
-  moe.routed_scaling_factor = 1.8;
-  moe.n_shared_experts = 1;
-  moe.first_k_dense_replace = 1;
+  DeepseekMoeDefaults moe = glm4_moe_defaults();
+  moe.routed_scaling_factor = 1.8;  // Glm4MoeLiteConfig's default
   D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
   D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
   D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));

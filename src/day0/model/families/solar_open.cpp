@@ -46,13 +46,8 @@ Status parse_solar_open(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(require_released(cfg, "first_k_dense_replace", 0, kImplementation));
   D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
   D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
-  DeepseekMoeDefaults moe;
-  moe.scoring = "sigmoid";
-  moe.topk_method = "noaux_tc";
-  moe.norm_topk_prob = true;
-  moe.routed_scaling_factor = 1.0;
-  moe.n_shared_experts = 1;
-  moe.first_k_dense_replace = 0;
+  DeepseekMoeDefaults moe = glm4_moe_defaults();
+  moe.first_k_dense_replace = 0;  // every layer a MoE
   return parse_deepseek_moe(cfg, moe, spec);
 }
 
