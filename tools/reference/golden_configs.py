@@ -271,6 +271,10 @@ CONFIGS = {
                       "mscale": 1.0, "llama_4_scaling_beta": 0.1, "partial_rotary_factor": 8 / 24}),
 }
 
+# Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
+# that the index and tensors split over files are exercised). Quantized ones stay single-file.
+SHARD_SIZES = {}
+
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.
 PROMPT_LENGTHS = {name: [5, 11, 17] for name in CONFIGS}

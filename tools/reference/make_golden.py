@@ -21,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from golden_configs import CONFIGS, PROMPT_LENGTHS  # noqa: E402
+from golden_configs import CONFIGS, PROMPT_LENGTHS, SHARD_SIZES  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -74,7 +74,7 @@ def quantize_mxfp4(w):
     return packed.contiguous(), (exp + 127).to(torch.uint8).contiguous()
 
 
-def hf_init(folder, config):
+def hf_init(name, folder, config):
     import torch
     import transformers
     from safetensors.torch import load_file, save_file
@@ -112,8 +112,12 @@ def hf_init(folder, config):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
                 p.normal_(0.0, 0.5)
-    model.save_pretrained(folder)
     quant = (config.get("quantization_config") or {}).get("quant_method")
+    shard = SHARD_SIZES.get(name)
+    if shard and quant:
+        raise SystemExit(f"{name}: a sharded golden is written unquantized (the quantizer reads one file)")
+    # Sharded as save_pretrained writes a release: model-0000i-of-0000n.safetensors + the index.
+    model.save_pretrained(folder, max_shard_size=shard) if shard else model.save_pretrained(folder)
     path = os.path.join(folder, "model.safetensors")
     if quant:
         tensors = load_file(path)
@@ -154,7 +158,7 @@ def main():
             json.dump(config, f, indent=2)
             f.write("\n")
         if args.hf_init:
-            if not hf_init(folder, config):
+            if not hf_init(name, folder, config):
                 continue
         else:
             run([args.day0, "synth", config_path, "--out", folder, "--seed", str(1000 + i)])
@@ -163,6 +167,10 @@ def main():
         run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
              os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths, "--seed", str(i),
              "--greedy", str(args.greedy)])
+    if args.only:
+        # VERSIONS describes the whole set; a partial run leaves it to be edited by hand (each
+        # reference.safetensors also names the transformers version that wrote it).
+        return
     import accelerate
     import safetensors
     import torch
