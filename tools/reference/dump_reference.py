@@ -82,7 +82,23 @@ def load_model(model_dir, dtype):
         output_loading_info=True,
     )
     model.eval()
+    # An image-text wrapper saved without its vision tower (`day0 synth` writes the text model only):
+    # a text-only prompt never reaches the tower, so its missing weights cannot change the logits.
+    # Accepted only when every weight outside the language model is missing and every weight of it
+    # loaded; anything else stays an error.
+    missing = set(info.get("missing_keys") or ())
+    if missing and getattr(model.config, "text_config", None) is not None:
+        outside = {n for n, _ in model.named_parameters() if not text_path(n)}
+        if outside and missing == outside:
+            print(f"note: {model_dir}: no weights outside the language model ({len(outside)} absent): "
+                  "a text-only reference", file=sys.stderr)
+            info["missing_keys"] = set()
     return model, info
+
+
+def text_path(name):
+    """True for a parameter on the language-model path of an image-text wrapper."""
+    return ".language_model." in f".{name}" or name.startswith("lm_head.")
 
 
 def decoder_layers(model):

@@ -115,6 +115,11 @@ void write_mistral4(const ModelSpec& spec, nlohmann::json& out) {
   if (!out["rope_scaling"].is_object()) out["rope_scaling"] = {{"rope_type", "default"}};
   out["rope_scaling"]["llama_4_scaling_beta"] = spec.attn_temperature_tuning ? spec.attn_scale : 0.0;
   out["rope_scaling"]["original_max_position_embeddings"] = spec.floor_scale;
+  // transformers sizes the rotary table from head_dim times this factor: without it the table is the
+  // full qk width, not qk_rope_head_dim.
+  out["rope_scaling"]["partial_rotary_factor"] =
+      static_cast<double>(mla.qk_rope_head_dim) /
+      static_cast<double>(mla.qk_nope_head_dim + mla.qk_rope_head_dim);
   const MoeSpec& moe = *spec.moe;
   out["n_routed_experts"] = moe.n_experts;
   out["num_experts_per_tok"] = moe.experts_per_token;
