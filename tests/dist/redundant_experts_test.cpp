@@ -56,6 +56,28 @@ TEST(RedundantExperts, CopiesGoToTheRanksWithTheFewestSlots) {
   EXPECT_EQ(std::accumulate(r.begin(), r.end(), int64_t{0}), 32);
 }
 
+// The closed form equals placing copies one at a time on the first rank with the fewest slots.
+TEST(RedundantExperts, ClosedFormEqualsCopyByCopyFilling) {
+  for (int64_t n : {1, 7, 8, 60, 256, 384}) {
+    for (int64_t ep : {1, 2, 3, 5, 8, 32, 64}) {
+      for (int64_t redundant : {0, 1, 3, 4, 5, 31, 32, 33, 100, 1000}) {
+        std::vector<int64_t> slots(static_cast<size_t>(ep)), want(static_cast<size_t>(ep), 0);
+        for (int64_t r = 0; r < ep; ++r) slots[static_cast<size_t>(r)] = expert_block(n, ep, r).size();
+        for (int64_t i = 0; i < redundant; ++i) {
+          const auto r = static_cast<size_t>(std::min_element(slots.begin(), slots.end()) - slots.begin());
+          ++slots[r];
+          ++want[r];
+        }
+        EXPECT_EQ(replicas_per_rank(n, ep, redundant), want)
+            << n << " experts, EP " << ep << ", " << redundant;
+      }
+    }
+  }
+  // The largest count the CLI accepts (2^16) costs no more than a small one.
+  const std::vector<int64_t> big = replicas_per_rank(256, 8, int64_t{1} << 16);
+  EXPECT_EQ(std::accumulate(big.begin(), big.end(), int64_t{0}), int64_t{1} << 16);
+}
+
 TEST(RedundantExperts, ImpossibleCountsAreRefusedWithTheNumbers) {
   EXPECT_TRUE(check_redundant_experts(8, 2, 0).is_ok());
   EXPECT_TRUE(check_redundant_experts(8, 2, 8).is_ok());  // every expert on both ranks
