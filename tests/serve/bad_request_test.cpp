@@ -82,7 +82,7 @@ TEST_F(BadRequests, EachClassGetsItsStatusAndErrorObject) {
   expect_error(post(path, R"({"model":"mini","prompt":[]})"), 400, "empty_prompt", "prompt");
   // The golden's context is 256 tokens.
   nlohmann::json long_prompt = {{"model", "mini"}, {"prompt", std::vector<int>(300, 5)}};
-  expect_error(post(path, long_prompt.dump()), 400, "context_length_exceeded");
+  expect_error(post(path, long_prompt.dump()), 400, "context_length_exceeded", "prompt");
   nlohmann::json too_many = {{"model", "mini"}, {"prompt", std::vector<int>(200, 5)}, {"max_tokens", 100}};
   expect_error(post(path, too_many.dump()), 400, "context_length_exceeded", "max_tokens");
   const std::string chat = "/v1/chat/completions";

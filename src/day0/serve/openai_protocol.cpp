@@ -13,11 +13,12 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-ApiError context_error(int64_t prompt, int64_t completion, int64_t context) {
+// `prompt_param` names the prompt's field of the endpoint ("messages" for chat, "prompt" otherwise).
+ApiError context_error(int64_t prompt, int64_t completion, int64_t context, const char* prompt_param) {
   return bad_request(fmt::format("this model's maximum context length is {} tokens; the request asks for {} "
                                  "({} in the prompt, {} in the completion)",
                                  context, prompt + completion, prompt, completion),
-                     completion > 0 ? "max_tokens" : "messages", "context_length_exceeded");
+                     completion > 0 ? "max_tokens" : prompt_param, "context_length_exceeded");
 }
 
 }  // namespace
@@ -56,12 +57,13 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
     out.prompt = std::move(ids).value();
   }
   const auto prompt = static_cast<int64_t>(out.prompt.size());
-  if (prompt > limits.context) return context_error(prompt, 0, limits.context);
+  const char* prompt_param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (prompt > limits.context) return context_error(prompt, 0, limits.context, prompt_param);
   if (r.max_tokens && prompt + *r.max_tokens > limits.context)
-    return context_error(prompt, *r.max_tokens, limits.context);
+    return context_error(prompt, *r.max_tokens, limits.context, prompt_param);
   // Unset: completions stop at 16 tokens (OpenAI's default), chat at the context.
   out.max_new = r.max_tokens.value_or(r.endpoint == Endpoint::kCompletion ? 16 : limits.context - prompt);
-  if (out.max_new < 1) return context_error(prompt, 1, limits.context);
+  if (out.max_new < 1) return context_error(prompt, 1, limits.context, prompt_param);
   out.sampling.greedy = r.temperature <= 0.0f;
   out.sampling.temperature = r.temperature;
   out.sampling.top_p = r.top_p;
