@@ -178,7 +178,10 @@ const Registrar kTokenizeCommand{
       app.callback([&app, o] {
         const int sources = !o->text.empty() + !o->file.empty() + !o->decode.empty() + !o->chat.empty();
         if (sources > 1) throw CLI::ValidationError("give only one of TEXT, --file, --decode, --chat");
-        (void)app;
+        // An explicit "" encodes the empty text (BOS alone where the model adds one); no input at all
+        // is a mistake, not an empty answer.
+        if (sources == 0 && app.get_option("TEXT")->count() == 0)
+          throw CLI::ValidationError("nothing to tokenize: give TEXT, --file, --decode or --chat");
       });
       return [o] { return run_tokenize(*o); };
     }};

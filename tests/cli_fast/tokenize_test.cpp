@@ -32,6 +32,19 @@ TEST(TokenizeCli, PrintsIdsWithBosAndPiecesTable) {
   EXPECT_NE(r.out.find("2 tokens"), std::string::npos) << r.out;
 }
 
+// No input is a usage error (exit 2, the sources named); an explicit "" is the empty text.
+TEST(TokenizeCli, NoInputIsAnErrorAndEmptyTextIsNot) {
+  const std::string model = shared_model("llama-3");
+  SKIP_WITHOUT(model);
+  CliResult r = run_cli({"tokenize", model});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("give TEXT, --file, --decode or --chat"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = run_cli({"tokenize", model, ""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "128000\n");
+}
+
 TEST(TokenizeCli, JsonEncodeDecodeAndFile) {
   const std::string model = shared_model("llama-3");
   SKIP_WITHOUT(model);
