@@ -119,6 +119,15 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   ASSERT_FALSE(slow.is_ok());
   EXPECT_NE(slow.status().message().find("budget"), std::string::npos) << slow.status().to_string();
   EXPECT_FALSE(render("{{ 'ab' * 100000000000 }}").is_ok());
+  // An indentation wider than any template needs fails with the width, never clamped in silence.
+  for (const char* t :
+       {"{{ 'a\\nb' | indent(1000000000000) }}", "{{ [1] | tojson(indent=1000000000000) }}"}) {
+    auto wide = render(t);
+    ASSERT_FALSE(wide.is_ok()) << t;
+    EXPECT_NE(wide.status().message().find("indent 1000000000000 is wider than"), std::string::npos)
+        << wide.status().to_string();
+  }
+  EXPECT_EQ(ok("{{ 'a\\nb' | indent(-3) }}|{{ 'a\\nb' | indent(2) }}"), "a\nb|a\n  b");
 }
 
 TEST(Jinja, ApplyChatTemplateUsesTheFolderTemplateAndSpecialTokens) {

@@ -23,6 +23,17 @@ Args shift_args(const Args& a, size_t n) {
   return out;
 }
 
+// The widest indentation a template may ask for: a chat template indents by a few spaces, and a
+// width from a hostile template must fail clearly instead of being clamped without a word.
+constexpr int64_t kMaxIndentWidth = 1024;
+
+int64_t indent_width(const char* filter, int64_t width) {
+  if (width > kMaxIndentWidth)
+    throw TemplateError(
+        fmt::format("{}: indent {} is wider than the {} Day0 allows", filter, width, kMaxIndentWidth));
+  return std::max<int64_t>(width, 0);  // Python repeats a string a negative number of times as ""
+}
+
 const Value* require(const Args& a, size_t i, const std::string& name, const std::string& what) {
   const Value* v = a.get(i, name);
   if (v == nullptr) throw TemplateError(fmt::format("{}: missing argument '{}'", what, name));
@@ -59,7 +70,7 @@ Value f_tojson(const Value& v, const Args& a) {
   std::optional<int> indent;
   if (const Value* i = a.get(0, "indent"); i && !i->is_none()) {
     if (!i->is_int()) throw TemplateError("tojson: indent must be an integer");
-    indent = static_cast<int>(std::clamp<int64_t>(i->as_int(), 0, 64));
+    indent = static_cast<int>(indent_width("tojson", i->as_int()));
   }
   std::string item_sep = indent ? "," : ", ", key_sep = ": ";
   if (const Value* s = a.kw("separators"); s && s->is_list() && s->as_list().size() == 2) {
@@ -280,7 +291,7 @@ Value f_indent(const Value& v, const Args& a) {
   const std::string pad =
       w && w->is_string()
           ? w->as_string()
-          : std::string(static_cast<size_t>(w ? std::clamp<int64_t>(w->as_int(), 0, 256) : 4), ' ');
+          : std::string(static_cast<size_t>(w ? indent_width("indent", w->as_int()) : 4), ' ');
   const std::string s = v.str();
   std::string out;
   size_t pos = 0;
