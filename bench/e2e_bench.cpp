@@ -31,8 +31,9 @@ double read_bandwidth_gbs(int threads) {
   return probe.read_gbps(pool, 3);
 }
 
-// Weight bytes one decoded token reads: every projection of every layer, the top-k experts' share of
-// the routed experts, router, LM head (the embedding contributes one row).
+// Weight bytes one decoded token reads: every projection of every layer (attention, MLA, the sparse-
+// attention indexer, linear attention), the top-k experts' share of the routed experts, router, LM
+// head (the embedding contributes one row).
 double activated_bytes_per_token(const day0::LoadedModel& m) {
   const auto& spec = m.spec;
   double bytes = static_cast<double>(m.weights->lm_head.w.data_bytes() + m.weights->lm_head.w.scale_bytes());
@@ -45,13 +46,18 @@ double activated_bytes_per_token(const day0::LoadedModel& m) {
   for (size_t l = 0; l < m.weights->layers.size(); ++l) {
     const auto& lw = m.weights->layers[l];
     const auto& a = lw.attn;
-    for (const auto* x : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b}) bytes += lin(*x);
+    for (const auto* x :
+         {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.index_q, &a.index_k, &a.index_weights})
+      bytes += lin(*x);
+    const auto& la = lw.linear;
+    for (const auto* x : {&la.in_qkvz, &la.in_ba, &la.out}) bytes += lin(*x);
     if (spec.layers[l].moe) {
       double experts = 0;
       for (const auto& e : lw.moe.experts) experts += view(e.gate) + view(e.up) + view(e.down);
       bytes += experts / static_cast<double>(lw.moe.experts.size()) *
                static_cast<double>(spec.moe->experts_per_token);
-      bytes += lin(lw.moe.router) + lin(lw.moe.shared.gate) + lin(lw.moe.shared.up) + lin(lw.moe.shared.down);
+      bytes += lin(lw.moe.router) + lin(lw.moe.shared.gate) + lin(lw.moe.shared.up) +
+               lin(lw.moe.shared.down) + lin(lw.moe.shared_gate);
     } else {
       bytes += lin(lw.mlp.gate) + lin(lw.mlp.up) + lin(lw.mlp.down);
     }
