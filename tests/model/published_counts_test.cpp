@@ -289,5 +289,26 @@ TEST(PublishedCounts, Qwen3NextCatalogEntryAndItsCaches) {
   EXPECT_EQ(kv_cache_bytes(*spec, 1000, KvDtype::kBF16), uint64_t{24'576} * 1000);
 }
 
+// HY3: the model card (Tencent-Hunyuan/Hy3 README.md) gives 295B total, 21B active and 3.8B for its one
+// MTP layer. Our total 295.03B (0.01% off). Active: 20.68B with both embeddings, 20.18B without the
+// input one: two significant digits write 20.68B as 21B, but it is 1.5% under; with the MTP layer's
+// per-token share (attention, 8 + 1 experts, eh_proj: 0.28B) 20.96B. The MTP layer (listed after layer
+// 79, not counted in the total): attention 75.5M + 192 experts and the shared one 3.64B + eh_proj 33.6M
+// + norms = 3.75B.
+TEST(PublishedCounts, Hy3CatalogEntryAndItsMtpLayer) {
+  auto spec = catalog_model("hy3");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  auto counts = count_params(*spec, *manifest);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->total, 295'033'543'488);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 295e9), 0.5e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 21e9), 0.5e9) << counts->active;
+  int64_t mtp = 0;
+  for (const auto& t : manifest->tensors) mtp += t.mtp ? t.params : 0;
+  EXPECT_LE(std::fabs(static_cast<double>(mtp) - 3.8e9), 0.05e9) << mtp;
+}
+
 }  // namespace
 }  // namespace day0

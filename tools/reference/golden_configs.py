@@ -269,11 +269,25 @@ CONFIGS = {
         rope_scaling={"type": "yarn", "factor": 128.0, "original_max_position_embeddings": 4,
                       "max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0,
                       "mscale": 1.0, "llama_4_scaling_beta": 0.1, "partial_rotary_factor": 8 / 24}),
+    # HY3 (Hy3-preview's structure): GQA with per-head q/k RMSNorm (made non-unit by make_golden), layer 0
+    # dense (mlp_layer_types, and the release's first_k_dense_replace agreeing), then a float32 sigmoid
+    # router whose correction bias (mlp.expert_bias, made non-zero by make_golden) only selects, top-2 of 8
+    # renormalised x 2.826, one ungated shared expert; saved under the release's names (mlp.router.gate,
+    # mlp.expert_bias, mlp.shared_mlp), as transformers' save writes them. No MTP layer (the release has
+    # one, which transformers neither builds nor saves).
+    "hy3": cfg(
+        architectures=["HYV3ForCausalLM"], model_type="hy_v3", num_hidden_layers=3, num_key_value_heads=2,
+        head_dim=16, intermediate_size=96, moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2,
+        num_shared_experts=1, router_scaling_factor=2.826, enable_moe_fp32_combine=True,
+        mlp_layer_types=["dense", "sparse", "sparse"], first_k_dense_replace=1, num_nextn_predict_layers=0,
+        rms_norm_eps=1e-5, rope_theta=11158840.0, attention_bias=False, mlp_bias=False,
+        tie_word_embeddings=False, output_router_logits=False),
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
 # that the index and tensors split over files are exercised). Quantized ones stay single-file.
 SHARD_SIZES = {}
+SHARD_SIZES["hy3"] = "150KB"  # 0.41 MB in BF16: 3 shards
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.

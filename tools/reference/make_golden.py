@@ -74,12 +74,17 @@ def quantize_mxfp4(w):
     return packed.contiguous(), (exp + 127).to(torch.uint8).contiguous()
 
 
+# Families whose golden gets random norm gains (make_golden's hf_init).
+RANDOM_NORM_GAINS = ("hy_v3",)
+
+
 def hf_init(name, folder, config):
     import torch
     import transformers
     from safetensors.torch import load_file, save_file
 
     torch.manual_seed(0)
+    golden = name  # the loops below reuse `name` for parameter names
     cls = getattr(transformers, config["architectures"][0])
     fields = {k: v for k, v in config.items() if k not in ("model_type", "quantization_config")}
     model = cls(cls.config_class(**fields)).to(torch.bfloat16)
@@ -108,14 +113,17 @@ def hf_init(name, folder, config):
             # random for the same reason.
             if config["model_type"] == "ernie4_5_moe" and name.endswith("e_score_correction_bias"):
                 p.normal_(0.0, 0.1)
+            # Norm gains start at 1, where a gain the engine skipped (a per-head q/k norm) would go unseen.
+            if config["model_type"] in RANDOM_NORM_GAINS and name.endswith("norm.weight"):
+                p.normal_(1.0, 0.2)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
                 p.normal_(0.0, 0.5)
     quant = (config.get("quantization_config") or {}).get("quant_method")
-    shard = SHARD_SIZES.get(name)
+    shard = SHARD_SIZES.get(golden)
     if shard and quant:
-        raise SystemExit(f"{name}: a sharded golden is written unquantized (the quantizer reads one file)")
+        raise SystemExit(f"{golden}: a sharded golden is written unquantized (the quantizer reads one file)")
     # Sharded as save_pretrained writes a release: model-0000i-of-0000n.safetensors + the index.
     model.save_pretrained(folder, max_shard_size=shard) if shard else model.save_pretrained(folder)
     path = os.path.join(folder, "model.safetensors")

@@ -52,6 +52,28 @@ Status apply_mlp_layer_types(const ConfigReader& cfg, const std::vector<std::str
   return Status::ok();
 }
 
+Status apply_mlp_layer_types_or_first_dense(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("mlp_layer_types"));
+  if (types.empty()) {
+    types.assign(static_cast<size_t>(spec.n_layers), "sparse");
+    types[0] = "dense";
+  }
+  D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, types, spec));
+  // Releases also ship first_k_dense_replace, which transformers ignores: it must say the same.
+  if (cfg.present("first_k_dense_replace")) {
+    D0_ASSIGN_OR_RETURN(int64_t k, cfg.required_int("first_k_dense_replace", 0));
+    for (int64_t n = 0; n < spec.n_layers; ++n) {
+      if (spec.layers[static_cast<size_t>(n)].moe != (n >= k)) {
+        return unsupported(fmt::format(
+            "{}: first_k_dense_replace: {} disagrees with the MoE layers transformers builds from "
+            "mlp_layer_types (layer {} is {}); Day0 will not guess which one the checkpoint follows",
+            cfg.source(), k, n, spec.layers[static_cast<size_t>(n)].moe ? "sparse" : "dense"));
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Status parse_mla(const ConfigReader& cfg, ModelSpec& spec) {
   MlaSpec mla;
   D0_ASSIGN_OR_RETURN(mla.q_lora_rank, cfg.optional_int("q_lora_rank", 0, 1));

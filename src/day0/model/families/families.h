@@ -52,6 +52,10 @@ void deepseek_ffn_weights(const ModelSpec& spec, WeightTableBuilder& b, const La
 // mlp_layer_types ("dense" / "sparse" per layer, as transformers 5 saves them) sets each layer's FFN: a dense
 // SwiGLU of intermediate_size or the MoE. `types` must have n_layers entries.
 Status apply_mlp_layer_types(const ConfigReader& cfg, const std::vector<std::string>& types, ModelSpec& spec);
+// mlp_layer_types when the config lists them, else layer 0 dense and the others MoE (the class default of
+// GLM-4.7-Flash and HY3); a first_k_dense_replace the release ships beside them, which transformers never
+// reads, must agree.
+Status apply_mlp_layer_types_or_first_dense(const ConfigReader& cfg, ModelSpec& spec);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);
 

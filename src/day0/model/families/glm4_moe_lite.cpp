@@ -26,29 +26,6 @@ nlohmann::json with_q_lora_default(const ConfigReader& cfg) {
 // (require_released), and refusals name this code.
 constexpr const char* kImplementation = "transformers' Glm4MoeLite";
 
-// mlp_layer_types ("dense" / "sparse" per layer) decides; absent, the class makes layer 0 dense.
-Status apply_glm_mlp_layers(const ConfigReader& cfg, ModelSpec& spec) {
-  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("mlp_layer_types"));
-  if (types.empty()) {
-    types.assign(static_cast<size_t>(spec.n_layers), "sparse");
-    types[0] = "dense";
-  }
-  D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, types, spec));
-  // The release also ships first_k_dense_replace, which transformers ignores: it must say the same.
-  if (cfg.present("first_k_dense_replace")) {
-    D0_ASSIGN_OR_RETURN(int64_t k, cfg.required_int("first_k_dense_replace", 0));
-    for (int64_t n = 0; n < spec.n_layers; ++n) {
-      if (spec.layers[static_cast<size_t>(n)].moe != (n >= k)) {
-        return unsupported(fmt::format(
-            "{}: first_k_dense_replace: {} disagrees with the MoE layers transformers builds from "
-            "mlp_layer_types (layer {} is {}); Day0 will not guess which one the checkpoint follows",
-            cfg.source(), k, n, spec.layers[static_cast<size_t>(n)].moe ? "sparse" : "dense"));
-      }
-    }
-  }
-  return Status::ok();
-}
-
 Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   // Glm4MoeLiteTopkRouter keeps its logits and the routing weights in float32.
   spec.router_logits_f32 = true;
@@ -88,7 +65,7 @@ Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   D0_RETURN_IF_ERROR(parse_deepseek_moe(core, moe, spec));
   D0_RETURN_IF_ERROR(require_released(cfg, "scoring_func", "sigmoid", kImplementation));
   D0_RETURN_IF_ERROR(require_released(cfg, "topk_method", "noaux_tc", kImplementation));
-  return apply_glm_mlp_layers(cfg, spec);
+  return apply_mlp_layer_types_or_first_dense(cfg, spec);
 }
 
 void write_glm4_moe_lite(const ModelSpec& spec, nlohmann::json& out) {
