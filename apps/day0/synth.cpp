@@ -119,6 +119,9 @@ const Registrar kSynthCommand(
           ->check(CLI::Range(2, 1 << 24));
       app.add_option("--window", args->dims.window, "Cap on sliding window / attention chunk (default 16)")
           ->check(CLI::Range(1, 1 << 24));
+      app.add_flag("--release-attention", args->dims.release_attention,
+                   "Keep the release's MLA ranks, head widths and sparse-attention indexer (bench shapes): "
+                   "attention then costs per head what it does in the release");
       app.add_option("--shards", args->shards, "Number of shards to aim for (default 3)")
           ->check(CLI::Range(1, 10000));
       app.add_flag("--no-mtp", args->no_mtp, "Leave out the release's multi-token-prediction layers");

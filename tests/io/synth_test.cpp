@@ -169,6 +169,33 @@ TEST(Synth, Fp8AndMxfp4WeightsDequantizeToRealisticValues) {
   }
 }
 
+// Bench shapes keep the release's attention widths (MLA ranks, head dims, the indexer) under the
+// miniature's head count; the default miniature shrinks them.
+TEST(Synth, ReleaseAttentionKeepsMlaAndIndexerWidths) {
+  auto full = catalog_model("deepseek-v3.2");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  ASSERT_TRUE(full->mla && full->indexer);
+  MiniatureOptions dims;
+  dims.hidden = 256;
+  dims.heads = 4;
+  auto small = make_miniature_spec(*full, dims);
+  ASSERT_TRUE(small.is_ok()) << small.status().to_string();
+  EXPECT_LT(small->mla->kv_lora_rank, full->mla->kv_lora_rank);
+  dims.release_attention = true;
+  auto wide = make_miniature_spec(*full, dims);
+  ASSERT_TRUE(wide.is_ok()) << wide.status().to_string();
+  EXPECT_EQ(wide->n_heads, 4);
+  EXPECT_EQ(wide->mla->q_lora_rank, full->mla->q_lora_rank);
+  EXPECT_EQ(wide->mla->kv_lora_rank, full->mla->kv_lora_rank);
+  EXPECT_EQ(wide->mla->qk_nope_head_dim, full->mla->qk_nope_head_dim);
+  EXPECT_EQ(wide->mla->qk_rope_head_dim, full->mla->qk_rope_head_dim);
+  EXPECT_EQ(wide->mla->v_head_dim, full->mla->v_head_dim);
+  ASSERT_TRUE(wide->indexer.has_value());
+  EXPECT_EQ(wide->indexer->n_heads, full->indexer->n_heads);
+  EXPECT_EQ(wide->indexer->head_dim, full->indexer->head_dim);
+  EXPECT_EQ(wide->indexer->topk, full->indexer->topk);
+}
+
 TEST(Synth, OptionsShapeTheMiniatureAndBadOptionsAreRejected) {
   auto full = catalog_model("deepseek-v3");
   ASSERT_TRUE(full.is_ok());

@@ -156,6 +156,19 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
           multiple ? expert_width * (fm.shared_intermediate / fm.expert_intermediate) : expert_width;
     }
   }
+  // Bench shapes (--release-attention): the release's MLA ranks and head widths and its indexer (heads,
+  // width, top-k) under the miniature's head count, so that attention reads and computes per head what
+  // it does in the release.
+  if (o.release_attention && full.mla) {
+    MlaSpec mla = *full.mla;
+    if (full.mla->latent_scale != 1.0) {
+      mla.q_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.q_lora_rank));
+      mla.latent_scale = std::sqrt(static_cast<double>(hidden) / static_cast<double>(mla.kv_lora_rank));
+    }
+    m.mla = mla;
+    m.head_dim = mla.qk_rope_head_dim;
+    m.indexer = full.indexer;
+  }
   if (m.weights.format == WeightFormat::kMxfp4 &&
       (m.hidden_size % 32 != 0 || (m.moe && m.moe->expert_intermediate % 32 != 0))) {
     return invalid_argument("MXFP4 experts need --hidden and --expert-intermediate to be multiples of 32");

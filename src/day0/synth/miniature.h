@@ -22,6 +22,7 @@ struct MiniatureOptions {
   int64_t expert_intermediate = 0;  // default 64
   int64_t vocab = 0;                // default 256
   int64_t window = 0;               // cap on sliding window / attention chunk, default 16
+  bool release_attention = false;   // keep the release's MLA ranks, head widths and indexer (bench shapes)
 };
 
 // The miniature spec, canonical: it is exactly what config.json written from it parses back to.
