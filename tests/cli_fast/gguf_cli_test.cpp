@@ -2,6 +2,8 @@
 // them: the written folder, the refusals (exit 2 naming the file), and a perplexity run whose saved
 // log-probabilities, read back as the KL base of the same model, give zero divergence.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -132,6 +134,25 @@ TEST_F(GgufCli, PerplexityOfTheSameModelAgainstItsOwnSavedRunHasZeroDivergence) 
   // A text shorter than two windows cannot be scored.
   r = day0({"perplexity", gguf_, "--file", text_, "--context", "32"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// What a killed convert left (a hidden staging folder named with its dead pid) goes with the next run
+// into the same folder; the written folder is as readable as mkdir makes one.
+TEST_F(GgufCli, ConvertSweepsTheStagingFolderOfAKilledRun) {
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  int status = 0;
+  waitpid(dead, &status, 0);
+  const fs::path stale = fs::path(dir_) / (".hf.tmp-" + std::to_string(dead) + "-ABCDEF");
+  fs::create_directories(stale);
+  std::ofstream(stale / "model.safetensors") << "partial";
+  CliResult r = day0({"convert", gguf_, "--out", dir_ + "/hf", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(stale)) << "the dead run's staging folder is still there";
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_NE(e.path().filename().string()[0], '.') << "left: " << e.path();
+  const fs::perms p = fs::status(dir_ + "/hf").permissions();
+  EXPECT_NE(p & fs::perms::others_read, fs::perms::none) << "the folder kept mkdtemp's 0700";
 }
 
 }  // namespace

@@ -234,6 +234,13 @@ Status TempDir::commit_to(const std::filesystem::path& target) {
   if (std::filesystem::is_directory(target, ec) && std::filesystem::is_empty(target, ec)) {
     std::filesystem::remove(target, ec);
   }
+  // mkdtemp made the folder 0700; a checkpoint folder is as readable as one mkdir makes under the usual
+  // umask (0755).
+  std::filesystem::permissions(path_,
+                               std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                   std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                   std::filesystem::perms::others_exec,
+                               ec);
   if (::rename(path_.c_str(), target.c_str()) != 0) {
     return io_error("cannot rename " + path_.string() + " to " + target.string() + ": " +
                     std::strerror(errno));

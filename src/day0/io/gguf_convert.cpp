@@ -313,16 +313,13 @@ Status convert_gguf_to_hf(const std::string& gguf_path, const std::string& out_d
     return failed_precondition(
         fmt::format("{}: exists and is not an empty folder; choose another --out", out_dir));
   }
-  const fs::path tmp = target.string() + fmt::format(".tmp-{}", ::getpid());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directories(tmp, ec) || ec) {
-    return io_error(fmt::format("{}: cannot create the folder: {}", tmp.string(), ec.message()));
-  }
-  auto cleanup =
-      std::unique_ptr<const fs::path, std::function<void(const fs::path*)>>(&tmp, [](const fs::path* p) {
-        std::error_code e;
-        fs::remove_all(*p, e);
-      });
+  // A hidden sibling ".<name>.tmp-<pid>-XXXXXX" that a signal removes and a later run sweeps when
+  // its process is gone (a SIGKILL); renamed into place only once complete.
+  const fs::path parent = fs::absolute(target, ec).parent_path();
+  if (!fs::is_directory(parent, ec)) return not_found(parent.string() + ": no such folder (parent of --out)");
+  remove_stale_temps(parent, target.filename().string());
+  D0_ASSIGN_OR_RETURN(TempDir staging, TempDir::create(parent, target.filename().string()));
+  const fs::path tmp = staging.path();
   ojson config = plan.config;
   config["torch_dtype"] = options.dtype == DType::kF32 ? "float32" : "bfloat16";
   D0_RETURN_IF_ERROR(write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n"));
@@ -360,11 +357,7 @@ Status convert_gguf_to_hf(const std::string& gguf_path, const std::string& out_d
   D0_ASSIGN_OR_RETURN(std::vector<std::string> shards, writer.write(tmp.string()));
   (void)shards;
   progress.finish();
-  if (fs::exists(target, ec)) fs::remove(target, ec);  // the empty folder checked above
-  fs::rename(tmp, target, ec);
-  if (ec) return io_error(fmt::format("{}: cannot rename into place: {}", out_dir, ec.message()));
-  cleanup.release();
-  return Status::ok();
+  return staging.commit_to(fs::absolute(target, ec));
 }
 
 bool is_gguf_file(const std::string& path) {
