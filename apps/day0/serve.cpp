@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -139,7 +140,20 @@ int serve_command(ServeArgs& a) {
   sigwait(&stop_signals, &signal_number);
   fmt::print(stderr, "serve: {} received: no new requests; running ones get {:.0f} s to finish\n",
              signal_number == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout);
-  m.server->shutdown();
+  // The grace period runs on its own thread so that a second signal can cut it short.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    m.server->shutdown();
+    stopped = true;
+  });
+  const timespec poll{0, 100'000'000};
+  while (!stopped) {
+    if (sigtimedwait(&stop_signals, nullptr, &poll) > 0) {
+      fmt::print(stderr, "serve: second signal: cancelling the running requests now\n");
+      m.server->end_grace();
+    }
+  }
+  stopper.join();
   http.join();
   fmt::print(stderr, "serve: stopped\n");
   return kExitOk;

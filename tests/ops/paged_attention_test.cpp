@@ -236,6 +236,61 @@ TEST(PagedAttention, KvDtypesStayWithinTheirTolerance) {
   }
 }
 
+// A pool shared by layers with different KV head counts has rows for the widest: a layer with fewer
+// heads reads its first columns (sliding layers with twice the full layers' KV heads, values narrower
+// than keys). Every backend against the contiguous oracle on those columns.
+TEST(PagedAttention, RowsWiderThanTheLayersHeads) {
+  Differential diff;
+  auto ref = reference_backend();
+  const int64_t n_heads = 4, n_kv = 2, pool_kv = 4, d = 24, dv = 16, s_len = 21, t = 5;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    for (bool sliding : {false, true}) {
+      KvBlockPool pool(pool_kv * d, pool_kv * dv, KvCacheOptions{.dtype = dtype, .block_tokens = 8});
+      GuardedMatrix k(s_len, pool_kv * d), v(s_len, pool_kv * dv);
+      k.fill_random(31, 0.5f);
+      v.fill_random(32);
+      const PagedSeq stored = write_pages(pool, k.cview(), v.cview(), 0);
+      const PagedSequence seq{0, t, s_len - t, pages_of(pool, stored)};
+      GuardedMatrix q(t, n_heads * d);
+      q.fill_random(33, 0.5f);
+      const AttentionMask mask = sliding ? AttentionMask::kSliding : AttentionMask::kCausal;
+      const PagedAttentionArgs args{.q = q.cview(),
+                                    .seqs = std::span(&seq, 1),
+                                    .n_heads = n_heads,
+                                    .n_kv_heads = n_kv,
+                                    .head_dim = d,
+                                    .v_head_dim = dv,
+                                    .mask = mask,
+                                    .window = sliding ? 9 : 0};
+      const std::string name = fmt::format("{} {}", kv_dtype_name(dtype), sliding ? "sliding" : "causal");
+      diff.check("paged_attention", "rows wider than the heads " + name, t, n_heads * dv, kTolFloat,
+                 [&](Backend& be, GuardedMatrix& out) {
+                   PagedAttentionArgs a = args;
+                   a.out = out.view();
+                   be.paged_attention(a);
+                 });
+      if (dtype != KvDtype::kF32) continue;
+      GuardedMatrix paged(t, n_heads * dv), contiguous(t, n_heads * dv);
+      PagedAttentionArgs a = args;
+      a.out = paged.view();
+      ref->paged_attention(a);
+      ref->attention({.q = q.cview(),
+                      .k = k.cview().col_slice(0, n_kv * d),
+                      .v = v.cview().col_slice(0, n_kv * dv),
+                      .out = contiguous.view(),
+                      .n_heads = n_heads,
+                      .n_kv_heads = n_kv,
+                      .head_dim = d,
+                      .v_head_dim = dv,
+                      .q_pos0 = s_len - t,
+                      .mask = mask,
+                      .window = sliding ? 9 : 0});
+      EXPECT_LE(nmse(paged.values(), contiguous.values()), 1e-12) << name;
+    }
+  }
+  diff.finish();
+}
+
 TEST(PagedAttention, MlaOverPagesMatchesTheOracleInBothForms) {
   Differential diff;
   const int64_t n_heads = 4, d_nope = 16, d_rope = 8, d_v = 12, rank = 32;

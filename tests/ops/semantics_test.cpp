@@ -107,6 +107,19 @@ TEST_F(Semantics, RmsNormAndSoftmax) {
   }
 }
 
+// softplus(x) = log(1 + e^x): log 2 at 0, log(1 + e) at 1, and x itself past torch's threshold of 20.
+TEST_F(Semantics, SoftplusOfAnAttentionGate) {
+  const float x[] = {0.0f, 1.0f, -30.0f, 25.0f};
+  for (auto& nb : backends_) {
+    float y[4];
+    nb.backend->softplus({{x, 1, 4}, {y, 1, 4}});
+    EXPECT_NEAR(y[0], std::log(2.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(y[1], std::log1p(std::exp(1.0f)), 1e-6) << nb.label;
+    EXPECT_NEAR(y[2], std::exp(-30.0f), 1e-18) << nb.label;
+    EXPECT_EQ(y[3], 25.0f) << nb.label;
+  }
+}
+
 TEST_F(Semantics, RopeRotatesPairsOfTheChosenLayout) {
   const float inv_freq[] = {1.0f, 0.0f};
   const int64_t pos[] = {1};

@@ -356,6 +356,41 @@ TEST(ServeScheduler, ShutdownLetsRunningRequestsFinishAndRefusesNewOnes) {
   EXPECT_EQ(http_post(h.port(), "/v1/completions", completion_body(prompt_for(5, 4), 2, false)).status, 0);
 }
 
+// A second signal (end_grace) cuts the grace period: the running request is cancelled at the next
+// step instead of decoding on for the minute the grace period allows.
+TEST(ServeScheduler, EndGraceCancelsTheRunningRequestsAtOnce) {
+  StepGate gate(1, std::chrono::milliseconds(20));  // once open, each step takes 20 ms: 200 tokens, 4 s
+  HarnessOptions o;
+  o.before_embedding = gate.hook();
+  o.server.shutdown_grace = std::chrono::seconds(60);
+  ServeHarness h(o);
+  SseReply running;
+  std::thread client([&] {
+    running = http_stream(h.port(), "/v1/completions", completion_body(prompt_for(4, 10), 200, true));
+  });
+  EXPECT_TRUE(eventually(h, [](const std::string& m) {
+    return metric_value(m, "day0:num_requests_running", "model_name=\"mini\"") == 1.0;
+  }));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([&] { h.stop(); });
+  bool stopping = false;
+  for (const auto deadline = t0 + std::chrono::seconds(30);
+       !stopping && std::chrono::steady_clock::now() < deadline;) {
+    stopping = http_get(h.port(), "/health").status == 503;
+    if (!stopping) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(stopping);
+  gate.open();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few paced steps run in the grace period
+  h.server().end_grace();
+  stopper.join();
+  client.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 3.0) << "the shutdown waited for the request instead of cancelling it";
+  EXPECT_LT(tokens_of(running).size(), 200u);
+  EXPECT_TRUE(running.done) << running.raw.substr(0, 300);
+}
+
 }  // namespace
 }  // namespace day0::testing
 

@@ -20,6 +20,7 @@
   X(silu, UnaryArgs, kSilu)                                \
   X(gelu, UnaryArgs, kGelu)                                \
   X(sigmoid, UnaryArgs, kSigmoid)                          \
+  X(softplus, UnaryArgs, kSoftplus)                        \
   X(swiglu, SwigluArgs, kSwiglu)                           \
   X(swiglu_clamped, SwigluArgs, kSwigluClamped)            \
   X(moe_router, MoeRouterArgs, kMoeRouter)                 \

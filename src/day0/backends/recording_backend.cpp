@@ -394,6 +394,11 @@ void RecordingBackend::sigmoid(const UnaryArgs& a) {
   if (inner_) inner_->sigmoid(a);
 }
 
+void RecordingBackend::softplus(const UnaryArgs& a) {
+  note(elementwise(op::kSoftplus, a.x.rows, a.x.cols, 4.0));
+  if (inner_) inner_->softplus(a);
+}
+
 void RecordingBackend::swiglu(const SwigluArgs& a) {
   OpSpec op = elementwise(op::kSwiglu, a.out.rows, a.out.cols, 5.0);
   if (a.interleaved) op.attrs["layout"] = "interleaved";

@@ -53,16 +53,11 @@ Result<RopeType> parse_rope_type(const ConfigReader& rope) {
 
 }  // namespace
 
-Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
-  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> params, cfg.optional_object("rope_parameters"));
-  if (params) {
-    D0_ASSIGN_OR_RETURN(spec.rope_theta, params->optional_double("rope_theta", spec.rope_theta));
-  } else {
-    D0_ASSIGN_OR_RETURN(params, cfg.optional_object("rope_scaling"));
-  }
-  spec.rope = RopeScaling{};
-  if (!params) return Status::ok();
-  const ConfigReader& rope = *params;
+namespace {
+
+// One rope_parameters / rope_scaling object into spec.rope (and spec.partial_rotary_factor when it
+// holds one).
+Status parse_rope_object(const ConfigReader& rope, ModelSpec& spec) {
   // transformers 5 moves partial_rotary_factor into rope_parameters.
   if (rope.present("partial_rotary_factor")) {
     D0_ASSIGN_OR_RETURN(spec.partial_rotary_factor, rope.required_double("partial_rotary_factor"));
@@ -115,6 +110,76 @@ Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
   }
   if (!(r.factor > 0.0)) return rope.mismatch("factor", "a positive number");
   return Status::ok();
+}
+
+}  // namespace
+
+Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> params, cfg.optional_object("rope_parameters"));
+  if (params) {
+    D0_ASSIGN_OR_RETURN(spec.rope_theta, params->optional_double("rope_theta", spec.rope_theta));
+  } else {
+    D0_ASSIGN_OR_RETURN(params, cfg.optional_object("rope_scaling"));
+  }
+  spec.rope = RopeScaling{};
+  if (!params) return Status::ok();
+  return parse_rope_object(*params, spec);
+}
+
+Status parse_rope_by_layer_type(const ConfigReader& cfg, const LayerRope& full, const LayerRope& sliding,
+                                ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> params, cfg.optional_object("rope_parameters"));
+  auto one = [&](const char* type, const LayerRope& fallback) -> Result<LayerRope> {
+    ModelSpec kind = spec;  // the sizes a derived YaRN factor reads
+    kind.rope_theta = fallback.theta;
+    kind.partial_rotary_factor = fallback.partial_rotary_factor;
+    kind.rope = fallback.scaling;
+    std::optional<ConfigReader> entry;
+    if (params) {
+      D0_ASSIGN_OR_RETURN(entry, params->optional_object(type));
+    }
+    if (entry) {
+      D0_ASSIGN_OR_RETURN(kind.rope_theta, entry->optional_double("rope_theta", fallback.theta));
+      kind.rope = RopeScaling{};
+      D0_RETURN_IF_ERROR(parse_rope_object(*entry, kind));
+      if (!(kind.rope_theta > 0.0)) return entry->mismatch("rope_theta", "a positive number");
+    }
+    return LayerRope{kind.rope_theta, kind.partial_rotary_factor, kind.rope};
+  };
+  D0_ASSIGN_OR_RETURN(LayerRope f, one("full_attention", full));
+  D0_ASSIGN_OR_RETURN(LayerRope s, one("sliding_attention", sliding));
+  spec.rope_theta = f.theta;
+  spec.partial_rotary_factor = f.partial_rotary_factor;
+  spec.rope = f.scaling;
+  spec.sliding_rope.reset();
+  if (!(s == f)) spec.sliding_rope = s;
+  return Status::ok();
+}
+
+namespace {
+
+// One entry of a keyed rope_parameters.
+nlohmann::json write_typed_rope(double theta, double partial_rotary_factor, const RopeScaling& scaling) {
+  ModelSpec kind;
+  kind.rope = scaling;
+  nlohmann::json out = write_rope_scaling(kind);
+  if (out.is_null()) out = {{"rope_type", "default"}};
+  out.erase("type");
+  out["rope_theta"] = theta;
+  out["partial_rotary_factor"] = partial_rotary_factor;
+  return out;
+}
+
+}  // namespace
+
+void write_rope_by_layer_type(const ModelSpec& spec, nlohmann::json& out) {
+  const LayerRope sliding =
+      spec.sliding_rope.value_or(LayerRope{spec.rope_theta, spec.partial_rotary_factor, spec.rope});
+  out["rope_parameters"] = {
+      {"full_attention", write_typed_rope(spec.rope_theta, spec.partial_rotary_factor, spec.rope)},
+      {"sliding_attention", write_typed_rope(sliding.theta, sliding.partial_rotary_factor, sliding.scaling)}};
+  out.erase("rope_theta");
+  out.erase("rope_scaling");
 }
 
 Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {

@@ -36,6 +36,14 @@ inline constexpr int64_t kMaxExperts = 1 << 20;
 Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, ModelSpec& spec);
 // rope_scaling (legacy) or rope_parameters (transformers v5) into spec.rope / spec.rope_theta.
 Status parse_rope(const ConfigReader& cfg, ModelSpec& spec);
+// rope_parameters keyed by layer type (transformers 5: {"full_attention": {...}, "sliding_attention":
+// {...}}, each a rope_parameters object, its partial_rotary_factor included): the full-attention entry
+// into spec.rope_theta / partial_rotary_factor / rope, the sliding one into spec.sliding_rope where it
+// differs. `full` / `sliding` are the config class's defaults for an absent entry.
+Status parse_rope_by_layer_type(const ConfigReader& cfg, const LayerRope& full, const LayerRope& sliding,
+                                ModelSpec& spec);
+// The inverse (replaces rope_theta / rope_scaling with the keyed rope_parameters).
+void write_rope_by_layer_type(const ModelSpec& spec, nlohmann::json& out);
 // quantization_config into spec.weights (fp8 block, mxfp4); absent = the activation dtype.
 Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec);
 // Applies `layer_types` when the config lists them ("full_attention", "sliding_attention",

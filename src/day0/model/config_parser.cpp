@@ -40,6 +40,10 @@ Status validate_model_spec(const ModelSpec& spec) {
   bool any_moe = false;
   for (const auto& layer : spec.layers) {
     any_moe = any_moe || layer.moe;
+    if (layer.n_heads < 0 || layer.n_kv_heads < 0 ||
+        layer_heads(spec, layer) % layer_kv_heads(spec, layer) != 0) {
+      return invalid_argument("model spec: a layer's query heads must be a multiple of its KV heads");
+    }
     if (!layer.moe && layer.dense_intermediate <= 0) {
       return invalid_argument("model spec: a dense layer needs a positive intermediate size");
     }

@@ -17,7 +17,9 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
     // With a lightning indexer: its key, cached in the same rows (beside k_pe).
     if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
   } else {
-    elements = 2u * static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim);
+    // Rows as wide as the layer with the most KV heads (the pool's; other layers leave columns unused).
+    elements = static_cast<uint64_t>(max_kv_heads(spec)) *
+               static_cast<uint64_t>(spec.head_dim + value_head_dim(spec));
   }
   return elements * static_cast<uint64_t>(kv_dtype_bytes(dtype));
 }
@@ -57,7 +59,11 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
                            spec.mla->qk_rope_head_dim);
     if (spec.indexer) s.layout += fmt::format(" + indexer key {}", spec.indexer->head_dim);
   } else {
-    s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", spec.n_kv_heads, spec.head_dim);
+    s.layout = fmt::format("GQA: K+V, {} KV heads x {} per layer", max_kv_heads(spec), spec.head_dim);
+    if (value_head_dim(spec) != spec.head_dim) s.layout += fmt::format(" (values {})", value_head_dim(spec));
+    if (max_kv_heads(spec) != spec.n_kv_heads) {
+      s.layout += fmt::format(", rows sized for the widest layer ({} KV heads in others)", spec.n_kv_heads);
+    }
   }
   s.kv_layers = count_kv_layers(spec);
   s.state_layers = spec.n_layers - s.kv_layers;

@@ -1,5 +1,7 @@
 #include "day0/model/model_spec.h"
 
+#include <algorithm>
+
 namespace day0 {
 
 const char* attention_mask_name(AttentionMask mask) {
@@ -64,6 +66,30 @@ int64_t count_kv_layers(const ModelSpec& spec) {
   int64_t n = 0;
   for (const auto& layer : spec.layers) n += layer.linear_attention ? 0 : 1;
   return n;
+}
+
+int64_t layer_heads(const ModelSpec& spec, const LayerSpec& layer) {
+  return layer.n_heads > 0 ? layer.n_heads : spec.n_heads;
+}
+
+int64_t layer_kv_heads(const ModelSpec& spec, const LayerSpec& layer) {
+  return layer.n_kv_heads > 0 ? layer.n_kv_heads : spec.n_kv_heads;
+}
+
+int64_t max_kv_heads(const ModelSpec& spec) {
+  int64_t n = spec.n_kv_heads;
+  for (const auto& layer : spec.layers) {
+    if (!layer.linear_attention) n = std::max(n, layer_kv_heads(spec, layer));
+  }
+  return n;
+}
+
+int64_t value_head_dim(const ModelSpec& spec) {
+  return spec.value_head_dim > 0 ? spec.value_head_dim : spec.head_dim;
+}
+
+int64_t rotary_dims(int64_t head_dim, double factor) {
+  return static_cast<int64_t>(static_cast<double>(head_dim) * factor) / 2 * 2;
 }
 
 }  // namespace day0

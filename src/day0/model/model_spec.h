@@ -101,6 +101,8 @@ struct MoeSpec {
   bool expert_bias = false;      // expert biases
   double swiglu_limit = 0.0;     // clamped SwiGLU's limit (7.0); 0 = plain SwiGLU
   double swiglu_alpha = 1.702;   // clamped SwiGLU's sigmoid slope
+  // Router logits soft-capped before scoring: c * tanh(z / c) in float32 (0: none).
+  double router_logit_softcap = 0.0;
   // Zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
   // past n_experts returns its input (times its weight), so a token uses 0 ... top-k real experts.
   int64_t n_zero_experts = 0;
@@ -119,8 +121,25 @@ struct LayerSpec {
   // layer_types "linear_attention": a Gated DeltaNet layer (spec.linear_attention) with a fixed-size
   // recurrent state per sequence instead of KV rows; false: softmax attention over the paged KV cache.
   bool linear_attention = false;
+  // Head counts of this layer where they differ from the model's (0: spec.n_heads / spec.n_kv_heads):
+  // per-layer query heads, or more KV heads on sliding layers. layer_heads() / layer_kv_heads() read them.
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  bool sinks = true;  // with spec.attention_sinks: whether this layer has them
   bool operator==(const LayerSpec&) const = default;
 };
+
+// RoPE of one kind of layer when it differs from the model's (rope_parameters keyed by layer type).
+struct LayerRope {
+  double theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  RopeScaling scaling;
+  bool operator==(const LayerRope&) const = default;
+};
+
+// An attention output gate from a projection of its own (gate_proj / g_proj of the layer's input):
+// the heads' outputs times act(x W_g^T) before o_proj, one gate an element or one a head.
+enum class OutputGate { kNone, kSigmoid, kSoftplus };
 
 // How integer weights are packed into int32 words (quant/pack_quantized.h, runtime/packed_int_source.h).
 enum class PackedIntLayout {
@@ -188,6 +207,18 @@ struct ModelSpec {
   // Gated attention: q_proj gives per head [query (head_dim) | gate (head_dim)]; the attention output is
   // multiplied by sigmoid(gate) before o_proj.
   bool attention_output_gate = false;
+  // The gate from its own projection: [heads * head_dim, H] (per element) or [heads, H] (per head).
+  OutputGate output_gate = OutputGate::kNone;
+  bool output_gate_per_head = false;
+  int64_t value_head_dim = 0;  // GQA: a value head's width where it differs from head_dim (0: head_dim)
+  double value_scale = 1.0;    // v = x W_v^T times this before attention (attention_value_scale)
+  bool embedding_sqrt_scale = false;  // the embedded rows times sqrt(hidden_size) (muP input scaling)
+  // Sandwich norms: the attention and the FFN outputs each pass an RMSNorm of their own before the
+  // residual add (LayerWeights::attn_out_norm, ffn_out_norm).
+  bool sandwich_norms = false;
+  // Sliding-window layers' RoPE where it differs from the model's (rope_theta, partial_rotary_factor,
+  // rope apply to the other layers).
+  std::optional<LayerRope> sliding_rope;
   // Zero-centred norms: every RMSNorm but the gated one stores an offset w and applies the gain (1 + w) in
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
@@ -239,5 +270,13 @@ int64_t count_moe_layers(const ModelSpec& spec);
 int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask);
 // Layers whose attention caches K/V rows in the paged pool (all but linear-attention layers).
 int64_t count_kv_layers(const ModelSpec& spec);
+// A GQA layer's query / KV heads (LayerSpec overrides, else the model's), the most KV heads of any
+// layer (the width of the KV pool's rows), a value head's width.
+int64_t layer_heads(const ModelSpec& spec, const LayerSpec& layer);
+int64_t layer_kv_heads(const ModelSpec& spec, const LayerSpec& layer);
+int64_t max_kv_heads(const ModelSpec& spec);
+int64_t value_head_dim(const ModelSpec& spec);
+// RoPE's rotated dimensions of a head of `head_dim` at `factor`: int(head_dim * factor), even.
+int64_t rotary_dims(int64_t head_dim, double factor);
 
 }  // namespace day0

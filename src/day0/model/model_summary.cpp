@@ -59,6 +59,20 @@ std::string describe_attention(const ModelSpec& s) {
   if (s.qk_norm) out += s.qk_norm_full_width ? ", q/k RMSNorm over all heads" : ", q/k RMSNorm";
   if (s.qk_norm_weightless_after_rope) out += ", q/k L2 norm after RoPE";
   if (s.attention_sinks) out += ", sinks";
+  if (value_head_dim(s) != s.head_dim) out += fmt::format(", values x {}", value_head_dim(s));
+  if (s.value_scale != 1.0) out += fmt::format(", values x {:g} scale", s.value_scale);
+  for (const LayerSpec& l : s.layers) {
+    if (layer_heads(s, l) != s.n_heads || layer_kv_heads(s, l) != s.n_kv_heads) {
+      out += ", per-layer head counts";
+      break;
+    }
+  }
+  if (s.output_gate != OutputGate::kNone) {
+    out +=
+        fmt::format(", {} output gate per {}", s.output_gate == OutputGate::kSigmoid ? "sigmoid" : "softplus",
+                    s.output_gate_per_head ? "head" : "element");
+  }
+  if (s.sandwich_norms) out += ", sandwich norms";
   return out;
 }
 
@@ -69,6 +83,11 @@ std::string describe_rope(const ModelSpec& s) {
       "theta {}, {}", whole ? fmt::format("{:.0f}", s.rope_theta) : fmt::format("{}", s.rope_theta),
       s.rope_layout == RopeLayout::kInterleaved ? "interleaved pairs" : "half-split");
   if (s.partial_rotary_factor != 1.0) out += fmt::format(", partial {:g}", s.partial_rotary_factor);
+  if (s.sliding_rope) {
+    const LayerRope& sr = *s.sliding_rope;
+    out += fmt::format(" (sliding layers: theta {:g}, partial {:g}, {})", sr.theta, sr.partial_rotary_factor,
+                       rope_type_name(sr.scaling.type));
+  }
   switch (r.type) {
     case RopeType::kNone:
     case RopeType::kDefault:

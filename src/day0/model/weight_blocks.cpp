@@ -14,7 +14,7 @@ void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
   if (s.attention == AttentionKind::kMla) {
     mla_attention(s, b);
   } else {
-    gqa_attention(s, b);
+    gqa_attention(s, b, &layer);
   }
   b.add("post_attention_layernorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated,
         WeightSlot::kPostNorm);
@@ -36,8 +36,12 @@ void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn) {
   }
 }
 
-void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
-  const int64_t H = s.hidden_size, q_out = s.n_heads * s.head_dim, kv_out = s.n_kv_heads * s.head_dim;
+void gqa_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec* layer) {
+  const LayerSpec model_wide;
+  const LayerSpec& l = layer != nullptr ? *layer : model_wide;
+  const int64_t nh = layer_heads(s, l), nkv = layer_kv_heads(s, l);
+  const int64_t H = s.hidden_size, q_out = nh * s.head_dim, kv_out = nkv * s.head_dim;
+  const int64_t v_out = nkv * value_head_dim(s), o_in = nh * value_head_dim(s);
   // With an output gate (attention_output_gate) q_proj gives [query | gate] per head: twice the rows.
   const int64_t q_rows = s.attention_output_gate ? 2 * q_out : q_out;
   const auto role = TensorRole::kAttention;
@@ -45,9 +49,9 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
   if (s.qkv_bias) b.add("self_attn.q_proj.bias", {q_rows}, kPlain, role, kColumn, WeightSlot::kQBias);
   b.add("self_attn.k_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kK);
   if (s.qkv_bias) b.add("self_attn.k_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kKBias);
-  b.add("self_attn.v_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kV);
-  if (s.qkv_bias) b.add("self_attn.v_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kVBias);
-  b.add("self_attn.o_proj.weight", {H, q_out}, kProj, role, kRow, WeightSlot::kO);
+  b.add("self_attn.v_proj.weight", {v_out, H}, kProj, role, kColumnKv, WeightSlot::kV);
+  if (s.qkv_bias) b.add("self_attn.v_proj.bias", {v_out}, kPlain, role, kColumnKv, WeightSlot::kVBias);
+  b.add("self_attn.o_proj.weight", {H, o_in}, kProj, role, kRow, WeightSlot::kO);
   // The bias is added once, after the all-reduce of the row-parallel projection.
   if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
   if (s.qk_norm && s.qk_norm_full_width) {
@@ -60,7 +64,8 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b) {
     b.add("self_attn.k_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
           WeightSlot::kKNorm);
   }
-  if (s.attention_sinks) b.add("self_attn.sinks", {s.n_heads}, kKeptF32, role, kColumn, WeightSlot::kSinks);
+  if (s.attention_sinks && l.sinks)
+    b.add("self_attn.sinks", {nh}, kKeptF32, role, kColumn, WeightSlot::kSinks);
 }
 
 void mla_attention(const ModelSpec& s, WeightTableBuilder& b, const std::string& p) {

@@ -26,8 +26,9 @@ void decoder(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);
 // One pre-norm decoder layer's norms and attention (GQA or MLA from the spec) followed by `ffn`.
 void decoder_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& layer, const LayerFfn& ffn);
 
-// self_attn.{q,k,v,o}_proj (+ biases per spec.qkv_bias / o_bias), q_norm / k_norm, sinks.
-void gqa_attention(const ModelSpec& s, WeightTableBuilder& b);
+// self_attn.{q,k,v,o}_proj (+ biases per spec.qkv_bias / o_bias), q_norm / k_norm, sinks, sized for
+// `layer`'s heads (LayerSpec overrides) or, without one, the model's.
+void gqa_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec* layer = nullptr);
 // self_attn.{q_a_proj, q_a_layernorm, q_b_proj | q_proj}, kv_a_proj_with_mqa, kv_a_layernorm,
 // kv_b_proj, o_proj, under `prefix` (layer pairs' sublayers: "self_attn.0.").
 void mla_attention(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix = "self_attn.");

@@ -76,6 +76,9 @@ enum class WeightSlot {
   kQNorm,
   kKNorm,
   kSinks,
+  kAttnGate,     // the output gate's own projection (gate_proj / g_proj)
+  kAttnOutNorm,  // sandwich norms: the attention output's RMSNorm gain
+  kFfnOutNorm,   // and the FFN output's
   kQA,
   kQABias,
   kQANorm,

@@ -274,7 +274,8 @@ struct SoftmaxArgs {
   Matrix x;  // [R, C]
 };
 
-// ---- elementwise unary: silu, gelu, sigmoid. y may alias x. ---------------------------------------
+// ---- elementwise unary: silu, gelu, sigmoid, softplus (log(1 + e^x), x itself above 20, as
+// torch's threshold). y may alias x. ---------------------------------------
 enum class GeluApprox { kErf, kTanh };
 struct UnaryArgs {
   ConstMatrix x;

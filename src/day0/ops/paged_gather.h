@@ -11,16 +11,19 @@
 
 namespace day0 {
 
-// Calls run(const AttentionArgs&) once per sequence of `a` that has query rows.
+// Calls run(const AttentionArgs&) once per sequence of `a` that has query rows. The call's heads are the
+// first columns of the cache rows (a pool shared with layers of more KV heads is wider).
 template <class Run>
 void for_each_gathered_sequence(const PagedAttentionArgs& a, Run&& run) {
-  std::vector<float> k, v;  // [S, n_kv_heads * head_dim], [S, n_kv_heads * v_head_dim], reused
+  std::vector<float> k, v;  // [S, first_width], [S, second_width], reused
+  const int64_t kw = a.n_kv_heads * a.head_dim;
+  const int64_t vw = a.n_kv_heads * (a.v_head_dim > 0 ? a.v_head_dim : a.head_dim);
   for (const PagedSequence& s : a.seqs) {
     if (s.q_rows == 0) continue;
     gather_kv_pages(s.kv, k, v);
     run(AttentionArgs{.q = a.q.row_slice(s.q_row0, s.q_rows),
-                      .k = ConstMatrix(k.data(), s.kv.length, s.kv.first_width),
-                      .v = ConstMatrix(v.data(), s.kv.length, s.kv.second_width),
+                      .k = ConstMatrix(k.data(), s.kv.length, s.kv.first_width).col_slice(0, kw),
+                      .v = ConstMatrix(v.data(), s.kv.length, s.kv.second_width).col_slice(0, vw),
                       .out = a.out.row_slice(s.q_row0, s.q_rows),
                       .n_heads = a.n_heads,
                       .n_kv_heads = a.n_kv_heads,

@@ -60,7 +60,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     m.v_head_dim = spec.mla->v_head_dim;
   } else {
     m.qk_head_dim = spec.head_dim;
-    m.v_head_dim = spec.head_dim;
+    m.v_head_dim = value_head_dim(spec);
   }
   if (spec.moe) {
     m.n_experts = spec.moe->n_experts;
@@ -99,10 +99,12 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       l.attn_flops_per_pair_decode = heads * (2 * (latent + rope) + 2 * latent);
       l.attn_flops_per_pair_prefill =
           heads * (2 * static_cast<double>(m.qk_head_dim) + 2 * static_cast<double>(m.v_head_dim));
-    } else {
-      const auto hd = static_cast<double>(spec.head_dim);
-      l.attn_flops_per_pair_decode = heads * 4 * hd;
-      l.attn_flops_per_pair_prefill = heads * 4 * hd;
+    } else {  // scores over head_dim, the weighted sum over the value width; the layer's own heads
+      const auto width =
+          2 * static_cast<double>(spec.head_dim) + 2 * static_cast<double>(value_head_dim(spec));
+      const auto layer_heads_d = static_cast<double>(layer_heads(spec, ls));
+      l.attn_flops_per_pair_decode = layer_heads_d * width;
+      l.attn_flops_per_pair_prefill = layer_heads_d * width;
     }
   }
   for (const TensorSpec& t : manifest.tensors) {

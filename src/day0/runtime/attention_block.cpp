@@ -33,13 +33,25 @@ void split_rms_norm(const Context& c, Matrix x, std::span<const float> weight, f
   round_activations(c, x);
 }
 
+// The rows [T, heads * width] of k or v as the KV pool stores them: `x` itself, or a copy padded with
+// zeros to the pool's row when this layer has fewer KV heads than the widest layer.
+ConstMatrix kv_pool_rows(const Context& c, ConstMatrix x, int64_t pool_width) {
+  if (x.cols == pool_width) return x;
+  Buffer padded(c.arena, x.rows, pool_width);  // [T, pool width], zeros past x's columns
+  c.be.copy_columns(
+      {.x = x, .y = padded.m, .groups = 1, .width = x.cols, .x_stride = x.cols, .y_stride = x.cols});
+  return padded.m;
+}
+
 }  // namespace
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
-  const int64_t t = h.rows, nh = s.n_heads, nkv = s.n_kv_heads, d = s.head_dim;
-  Buffer q(c.arena, t, nh * d), k(c.arena, t, nkv * d), v(c.arena, t, nkv * d);  // [T, heads * head_dim]
+  const int64_t t = h.rows, nh = layer_heads(s, ls), nkv = layer_kv_heads(s, ls), d = s.head_dim;
+  const int64_t dv = value_head_dim(s);
+  // [T, heads * head_dim]; v [T, KV heads * value head dim]
+  Buffer q(c.arena, t, nh * d), k(c.arena, t, nkv * d), v(c.arena, t, nkv * dv);
   Buffer gate;  // [T, heads * head_dim] the output gate (attention_output_gate), before its sigmoid
   if (s.attention_output_gate) {
     // q_proj gives per head [query (d) | gate (d)]: split into two dense matrices.
@@ -54,6 +66,16 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   }
   linear(c, h, w.k, k.m);
   linear(c, h, w.v, v.m);
+  if (s.value_scale != 1.0) {  // attention_value_scale, rounded like the product it is
+    c.be.scale({.x = v.m, .y = v.m, .scale = static_cast<float>(s.value_scale)});
+    round_activations(c, v.m);
+  }
+  // The output gate's own projection (output_gate): [T, heads] or [T, heads * value head dim].
+  Buffer own_gate;
+  if (s.output_gate != OutputGate::kNone) {
+    own_gate = Buffer(c.arena, t, s.output_gate_per_head ? nh : nh * dv);
+    linear(c, h, w.gate, own_gate.m);
+  }
   const float eps = static_cast<float>(s.rms_norm_eps);
   if (!w.q_norm.empty() && s.qk_norm_full_width && c.tp != nullptr && c.tp->size() > 1) {
     split_rms_norm(c, q.m, w.q_norm, eps);  // this rank's heads of one RMS over all heads
@@ -65,10 +87,14 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
     rms_norm(c, ConstMatrix(q.data(), t * nh, d), w.q_norm, eps, Matrix(q.data(), t * nh, d));
     rms_norm(c, ConstMatrix(k.data(), t * nkv, d), w.k_norm, eps, Matrix(k.data(), t * nkv, d));
   }
-  const auto rotary = static_cast<int64_t>(static_cast<double>(d) * s.partial_rotary_factor) / 2 * 2;
+  // Sliding layers rotate with their own frequencies when the model gives them some (sliding_rope).
+  const bool own_rope = ls.mask == AttentionMask::kSliding && s.sliding_rope && c.sliding_rope != nullptr;
+  const int64_t rotary =
+      rotary_dims(d, own_rope ? s.sliding_rope->partial_rotary_factor : s.partial_rotary_factor);
   if (ls.use_rope) {
-    rope_rows(c, q.m, nh, d, rotary);
-    rope_rows(c, k.m, nkv, d, rotary);
+    const RopeFrequencies* freqs = own_rope ? c.sliding_rope : nullptr;
+    rope_rows(c, q.m, nh, d, rotary, std::nullopt, freqs);
+    rope_rows(c, k.m, nkv, d, rotary, std::nullopt, freqs);
     round_activations(c, q.m);
     round_activations(c, k.m);
     if (s.qk_norm_weightless_after_rope) {  // weightless L2 norm on RoPE layers
@@ -78,8 +104,10 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   } else if (s.attn_temperature_tuning) {
     scale_q_by_temperature(c, q.m);  // NoPE layers only
   }
-  append_and_page(c, layer, k.m, v.m);
-  Buffer attn(c.arena, t, nh * d);
+  // The pool's rows hold the widest layer's KV heads; a layer with fewer fills their first columns.
+  const int64_t pool_kv = max_kv_heads(s);
+  append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), kv_pool_rows(c, v.m, pool_kv * dv));
+  Buffer attn(c.arena, t, nh * dv);
   PagedAttentionArgs a;
   a.q = q.m;
   a.seqs = c.layout.paged;
@@ -87,6 +115,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.n_heads = nh;
   a.n_kv_heads = nkv;
   a.head_dim = d;
+  a.v_head_dim = dv;
   a.scale = static_cast<float>(s.attention_scale);
   a.mask = ls.mask;
   a.window = ls.window;
@@ -97,6 +126,21 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
     c.be.sigmoid({gate.m, gate.m});
     round_activations(c, gate.m);
     c.be.mul({attn.m, gate.m, attn.m});
+    round_activations(c, attn.m);
+  }
+  if (s.output_gate != OutputGate::kNone) {  // attn * act(x W_g), per element or broadcast over a head
+    if (s.output_gate == OutputGate::kSigmoid) {
+      c.be.sigmoid({own_gate.m, own_gate.m});
+    } else {
+      c.be.softplus({own_gate.m, own_gate.m});
+    }
+    round_activations(c, own_gate.m);
+    if (s.output_gate_per_head) {  // rows [T * heads, value head dim] times [T * heads, 1]
+      const Matrix per_head(attn.data(), t * nh, dv);
+      c.be.mul({per_head, ConstMatrix(own_gate.data(), t * nh, 1), per_head});
+    } else {
+      c.be.mul({attn.m, own_gate.m, attn.m});
+    }
     round_activations(c, attn.m);
   }
   matmul(c, attn.m, w.o, out);  // [T, hidden]: this rank's heads' share under tensor parallelism

@@ -88,7 +88,8 @@ struct Context {
   dist::Communicator* ep = nullptr;  // the expert-parallel group, or null without EP
   // The group that sums partial MoE outputs (TP x EP of the stage), or null in a single process.
   dist::Communicator* moe = nullptr;
-  ExpertPickCounts* picks = nullptr;  // counted here when the engine's options ask for it
+  ExpertPickCounts* picks = nullptr;              // counted here when the engine's options ask for it
+  const RopeFrequencies* sliding_rope = nullptr;  // sliding layers' own frequencies (spec.sliding_rope)
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -117,8 +118,9 @@ RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_di
 // RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic
 // scaling (its frequencies depend on the sequence's length).
 // `layout` overrides the model's (the lightning indexer rotates half-split beside interleaved MLA).
+// `freqs` overrides the model's frequencies (a sliding layer's own RoPE; not with dynamic scaling).
 void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-               std::optional<RopeLayout> layout = std::nullopt);
+               std::optional<RopeLayout> layout = std::nullopt, const RopeFrequencies* freqs = nullptr);
 // Appends each sequence's rows of `first` / `second` [T, width] to its cache for `layer` and sets
 // layout.paged to the caches' paged views of that layer (what the attention call reads).
 void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second);

@@ -104,12 +104,12 @@ RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_di
 }
 
 void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
-               std::optional<RopeLayout> layout) {
+               std::optional<RopeLayout> layout, const RopeFrequencies* freqs) {
   const ModelSpec& s = c.spec;
   const RopeLayout order = layout.value_or(s.rope_layout);
-  if (s.rope.type != RopeType::kDynamic) {
-    c.be.rope({x, c.layout.positions, n_heads, head_dim, rotary_dim, order, c.rope.inv_freq,
-               c.rope.attention_factor});
+  if (freqs != nullptr || s.rope.type != RopeType::kDynamic) {
+    const RopeFrequencies& f = freqs != nullptr ? *freqs : c.rope;
+    c.be.rope({x, c.layout.positions, n_heads, head_dim, rotary_dim, order, f.inv_freq, f.attention_factor});
     return;
   }
   for (size_t sq = 0; sq < c.layout.caches.size(); ++sq) {

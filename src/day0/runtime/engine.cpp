@@ -43,10 +43,11 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
       arena_(std::make_unique<blocks::StepArena>()) {
   // Each rank caches only its own KV heads; MLA's latent and rope key are per token, whole on every rank.
   const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
-  const int64_t first = mla ? local_.mla->kv_lora_rank : local_.n_kv_heads * local_.head_dim;
+  // GQA rows hold the widest layer's KV heads (layers with fewer use their first columns).
+  const int64_t first = mla ? local_.mla->kv_lora_rank : max_kv_heads(local_) * local_.head_dim;
   // MLA's second tensor: k_pe, then any lightning indexer key, so that one block table pages both.
   const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
-                             : local_.n_kv_heads * local_.head_dim;
+                             : max_kv_heads(local_) * value_head_dim(local_);
   pool_ = std::make_shared<KvBlockPool>(
       first, second,
       KvCacheOptions{
@@ -168,6 +169,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           fmt::format("engine: linear-attention layer {} without its sizes or weights", n));
     }
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
+    const LayerWeights& lw = weights->layers[n];
+    if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
+      return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
+    }
+    if (!l.linear_attention && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
+      return invalid_argument(fmt::format("engine: layer {} without its output gate projection", n));
+    }
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
       return invalid_argument("engine: sliding or chunked layer without a window");
     }
@@ -183,6 +191,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     D0_ASSIGN_OR_RETURN(e->rope_,
                         rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
                                          spec.max_position_embeddings));
+  }
+  if (spec.sliding_rope && spec.attention == AttentionKind::kGqa) {
+    const LayerRope& r = *spec.sliding_rope;
+    if (r.scaling.type == RopeType::kDynamic || spec.rope.type == RopeType::kDynamic) {
+      return unsupported("engine: dynamic RoPE scaling with a sliding layers' RoPE of their own: not yet");
+    }
+    const int64_t sliding_rotary = rotary_dims(spec.head_dim, r.partial_rotary_factor);
+    if (sliding_rotary > 0) {
+      D0_ASSIGN_OR_RETURN(e->sliding_rope_,
+                          rope_frequencies(r.theta, sliding_rotary, r.scaling, spec.max_position_embeddings,
+                                           spec.max_position_embeddings));
+    }
   }
   return e;
 }
@@ -361,7 +381,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
                           options_.tensor_parallel,
                           options_.expert_parallel,
                           moe_group_,
-                          options_.count_expert_picks ? &picks_ : nullptr};
+                          options_.count_expert_picks ? &picks_ : nullptr,
+                          sliding_rope_ ? &*sliding_rope_ : nullptr};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -380,6 +401,11 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   if (stage.first()) {
     embed(ids, x.m);
     blocks::round_activations(c, x.m);
+    if (spec_.embedding_sqrt_scale) {  // muP input scaling, rounded like the product it is
+      const auto scale = static_cast<float>(std::sqrt(static_cast<double>(spec_.hidden_size)));
+      backend_.scale({.x = x.m, .y = x.m, .scale = scale});
+      blocks::round_activations(c, x.m);
+    }
   } else {
     dist::check_comm(
         options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
@@ -397,6 +423,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     } else {
       blocks::gqa_attention(c, l, lw.attn, h.m, y.m);
     }
+    // Sandwich norms: the block's output is normed before the residual add.
+    if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
     backend_.add({x.m, y.m, x.m});
     blocks::round_activations(c, x.m);
     blocks::rms_norm(c, x.m, lw.post_norm, eps, h.m);
@@ -410,6 +438,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     } else {
       blocks::dense_mlp(c, lw.mlp, h.m, y.m);
     }
+    if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
     backend_.add({x.m, y.m, x.m});
     blocks::round_activations(c, x.m);
     if (spec_.shortcut_moe && !moe) {

@@ -179,7 +179,8 @@ class Engine {
   std::shared_ptr<ModelWeights> weights_;
   Backend& backend_;
   EngineOptions options_;
-  RopeFrequencies rope_;  // fixed frequencies (all rope types but dynamic)
+  RopeFrequencies rope_;                         // fixed frequencies (all rope types but dynamic)
+  std::optional<RopeFrequencies> sliding_rope_;  // sliding layers' own (spec.sliding_rope)
   std::shared_ptr<KvBlockPool> pool_;
   std::unique_ptr<blocks::StepLayout> layout_;  // reused between steps
   std::unique_ptr<blocks::StepArena> arena_;    // activations of a step

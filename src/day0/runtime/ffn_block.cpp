@@ -42,6 +42,12 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   // routing weights scale the expert output before it is rounded.
   const bool fp32_router = s.router_logits_f32;
   if (!fp32_router) round_activations(c, logits.m);
+  if (m.router_logit_softcap > 0.0) {  // c tanh(z / c) = 2c sigmoid(2z / c) - c, float32 like the scores
+    const auto cap = static_cast<float>(m.router_logit_softcap);
+    c.be.scale({.x = logits.m, .y = logits.m, .scale = 2.0f / cap});
+    c.be.sigmoid({logits.m, logits.m});
+    c.be.scale({.x = logits.m, .y = logits.m, .scale = 2.0f * cap, .shift = -cap});
+  }
   const bool fp32_weights = s.routing_weights_f32;
 
   Routing out;

@@ -101,6 +101,7 @@ struct AttentionWeights {
   Linear q, k, v, o;
   std::span<const float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
   std::span<const float> sinks;           // [n_heads] (attention_sinks) or empty
+  Linear gate;  // the output gate's projection (spec.output_gate): [n_heads (* head_dim), H], or absent
   // MLA.
   Linear q_a, q_b, kv_a, kv_b;                 // q_a/q_b absent without q_lora_rank (then q is used)
   std::span<const float> q_a_norm, kv_a_norm;  // [q_lora_rank], [kv_lora_rank]
@@ -145,7 +146,8 @@ struct MoeWeights {
 };
 
 struct LayerWeights {
-  std::span<const float> input_norm, post_norm;  // [H]
+  std::span<const float> input_norm, post_norm;        // [H]
+  std::span<const float> attn_out_norm, ffn_out_norm;  // [H] sandwich norms (spec.sandwich_norms), or empty
   AttentionWeights attn;
   LinearAttentionWeights linear;  // linear-attention layers (Gated DeltaNet)
   DenseMlpWeights mlp;            // dense layers

@@ -62,6 +62,13 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     return invalid_argument(fmt::format(
         "{}: {} KV heads neither divide into {} parts nor into their multiple", what, s.n_kv_heads, tp));
   }
+  for (const LayerSpec& l : s.layers) {  // layers with head counts of their own
+    const int64_t heads = layer_heads(s, l), kv = layer_kv_heads(s, l);
+    if (heads % tp != 0 || (kv % tp != 0 && tp % kv != 0)) {
+      return invalid_argument(fmt::format("{}: a layer's {} heads / {} KV heads do not split into {} parts",
+                                          what, heads, kv, tp));
+    }
+  }
   if (moe_layers && s.moe) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.
@@ -100,7 +107,11 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
   local.n_heads = spec.n_heads / shard.size;
   local.n_kv_heads = spec.n_kv_heads % shard.size == 0 ? spec.n_kv_heads / shard.size : 1;
   local.intermediate_size = spec.intermediate_size / shard.size;
-  for (LayerSpec& l : local.layers) l.dense_intermediate /= shard.size;
+  for (LayerSpec& l : local.layers) {
+    l.dense_intermediate /= shard.size;
+    if (l.n_heads > 0) l.n_heads /= shard.size;
+    if (l.n_kv_heads > 0) l.n_kv_heads = l.n_kv_heads % shard.size == 0 ? l.n_kv_heads / shard.size : 1;
+  }
   if (local.linear_attention) {  // whole key heads, each with its value heads
     local.linear_attention->n_key_heads /= shard.size;
     local.linear_attention->n_value_heads /= shard.size;

@@ -89,6 +89,12 @@ class TableBinder {
         return norm(t, a.k_norm);
       case WeightSlot::kSinks:
         return vector(t, a.sinks);
+      case WeightSlot::kAttnGate:
+        return linear(t, a.gate);
+      case WeightSlot::kAttnOutNorm:
+        return norm(t, layer->attn_out_norm);
+      case WeightSlot::kFfnOutNorm:
+        return norm(t, layer->ffn_out_norm);
       case WeightSlot::kQA:
         return linear(t, a.q_a);
       case WeightSlot::kQABias:
@@ -183,8 +189,13 @@ class TableBinder {
       case ShardRule::kColumn:
       case ShardRule::kRow:
         return even_shard(n, shard);
-      case ShardRule::kColumnKv:
-        return kv_head_shard(n, b_.spec().n_kv_heads, shard);
+      case ShardRule::kColumnKv: {  // the KV heads of the tensor's layer (some layers have more)
+        const ModelSpec& s = b_.spec();
+        const int64_t kv = t.layer >= 0 && t.layer < s.n_layers
+                               ? layer_kv_heads(s, s.layers[static_cast<size_t>(t.layer)])
+                               : s.n_kv_heads;
+        return kv_head_shard(n, kv, shard);
+      }
       case ShardRule::kVocab:
         return out_.vocab;
       case ShardRule::kExpert:  // expert-TP: each expert's width, like a dense FFN (EP picks experts)

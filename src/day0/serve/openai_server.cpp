@@ -267,6 +267,10 @@ bool OpenAiServer::serve() {
   return impl_->http.listen_after_bind();
 }
 
+void OpenAiServer::end_grace() {
+  if (impl_) impl_->scheduler.end_grace();
+}
+
 void OpenAiServer::shutdown() {
   if (!impl_) return;
   std::lock_guard lock(impl_->shutdown_mutex);

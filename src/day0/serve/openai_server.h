@@ -54,6 +54,9 @@ class OpenAiServer {
   // Stops admitting (503), lets running requests finish within the grace period, cancels the rest,
   // then stops the HTTP server (serve() returns).
   void shutdown();
+  // While shutdown() runs on another thread: cancel the running requests now instead of at the end of
+  // the grace period.
+  void end_grace();
 
   ServeMetrics& metrics() { return metrics_; }
   const ServerOptions& options() const { return options_; }

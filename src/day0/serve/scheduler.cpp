@@ -165,6 +165,15 @@ void Scheduler::shutdown(std::chrono::milliseconds grace) {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void Scheduler::end_grace() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) return;
+    deadline_ = std::min(deadline_, Clock::now());
+  }
+  wake_.notify_one();
+}
+
 int64_t Scheduler::free_blocks() const {
   return options_.kv_blocks - engine_.kv_pool().stats().blocks_allocated;
 }

@@ -120,6 +120,9 @@ class Scheduler {
   // Stops admitting; running and waiting requests go on for up to `grace`, then the rest are cancelled
   // (503); returns when the engine thread is done.
   void shutdown(std::chrono::milliseconds grace);
+  // During a shutdown: ends the grace period now (a second SIGINT); the running requests are cancelled
+  // at the next step. Safe beside a shutdown() in progress on another thread.
+  void end_grace();
   bool shutting_down() const { return stopping_; }
 
   const SchedulerOptions& options() const { return options_; }

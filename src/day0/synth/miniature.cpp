@@ -99,6 +99,32 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     m.n_kv_heads = m.n_heads;
   } else {
     m.head_dim = or_default(o.head_dim, 16);
+    // Partial RoPE rotates int(head_dim * factor) dimensions, which transformers rounds up to even and Day0
+    // down: a default head width grows until every factor gives an even count (0.334 of 24 is 8).
+    auto odd_rotary = [&](int64_t d) {
+      const auto odd = [d](double f) { return static_cast<int64_t>(static_cast<double>(d) * f) % 2 != 0; };
+      return odd(full.partial_rotary_factor) ||
+             (full.sliding_rope && odd(full.sliding_rope->partial_rotary_factor));
+    };
+    while (o.head_dim == 0 && odd_rotary(m.head_dim) && m.head_dim < 256) m.head_dim += 8;
+    // Value heads of another width than the keys keep the release's ratio (128 / 192 of 24 is 16).
+    if (full.value_head_dim > 0 && full.value_head_dim != full.head_dim) {
+      m.value_head_dim = std::max<int64_t>(2, m.head_dim * full.value_head_dim / full.head_dim / 2 * 2);
+    }
+  }
+  // Layers with head counts of their own keep being more or fewer than the model's.
+  for (LayerSpec& layer : m.layers) {
+    const bool more_kv = layer.n_kv_heads > full.n_kv_heads, fewer_kv = layer.n_kv_heads > 0 && !more_kv;
+    layer.n_kv_heads = layer.n_kv_heads == 0 || layer.n_kv_heads == full.n_kv_heads ? 0
+                       : more_kv ? std::min(m.n_heads, 2 * m.n_kv_heads)
+                                 : std::max<int64_t>(1, m.n_kv_heads / 2);
+    if (fewer_kv && layer.n_kv_heads == m.n_kv_heads) layer.n_kv_heads = 0;
+    const int64_t kv = layer_kv_heads(m, layer);
+    if (layer.n_heads > 0 && layer.n_heads != full.n_heads) {
+      layer.n_heads = layer.n_heads > full.n_heads ? 2 * m.n_heads : std::max(kv, m.n_heads / 2 / kv * kv);
+    } else {
+      layer.n_heads = 0;
+    }
   }
   // Gated DeltaNet: 2 key heads of 16, value heads in the release's ratio, its conv width.
   if (full.linear_attention) {

@@ -150,6 +150,9 @@ class CpuBackend final : public Backend {
   void sigmoid(const UnaryArgs& a) override {
     unary(a.x, a.y, "sigmoid", [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   }
+  void softplus(const UnaryArgs& a) override {
+    unary(a.x, a.y, "softplus", [](float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); });
+  }
   void gelu(const UnaryArgs& a) override {
     if (a.gelu == GeluApprox::kErf) {
       unary(a.x, a.y, "gelu", [](float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); });

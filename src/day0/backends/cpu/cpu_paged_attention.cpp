@@ -72,8 +72,9 @@ void check(const PagedAttentionArgs& a) {
   for (const PagedSequence& s : a.seqs) {
     D0_CHECK_MSG(s.q_row0 >= 0 && s.q_rows >= 0 && s.q_row0 + s.q_rows <= a.q.rows,
                  "paged_attention: a sequence's rows are outside q");
-    D0_CHECK_MSG(s.kv.first_width == a.n_kv_heads * a.head_dim && s.kv.second_width == a.n_kv_heads * dv,
-                 "paged_attention: cache widths do not match the heads");
+    // Rows at least as wide as this call's heads: a pool shared with layers of more KV heads is wider.
+    D0_CHECK_MSG(s.kv.first_width >= a.n_kv_heads * a.head_dim && s.kv.second_width >= a.n_kv_heads * dv,
+                 "paged_attention: cache rows narrower than the heads");
     D0_CHECK_MSG(s.kv.length <= static_cast<int64_t>(s.kv.table.size()) * s.kv.block_tokens,
                  "paged_attention: length past the block table");
   }

@@ -28,6 +28,7 @@ void softmax(const SoftmaxArgs& a);
 void silu(const UnaryArgs& a);
 void gelu(const UnaryArgs& a);
 void sigmoid(const UnaryArgs& a);
+void softplus(const UnaryArgs& a);
 void swiglu(const SwigluArgs& a);
 void swiglu_clamped(const SwigluArgs& a);
 void moe_router(const MoeRouterArgs& a);
