@@ -310,5 +310,19 @@ TEST(PublishedCounts, Hy3CatalogEntryAndItsMtpLayer) {
   EXPECT_LE(std::fabs(static_cast<double>(mtp) - 3.8e9), 0.05e9) << mtp;
 }
 
+// Arcee Trinity Large (catalog trinity-large): the model card and the technical report (arXiv 2602.17004)
+// give 400B total and 13B activated, two significant digits. Our count of the entry: 398.64B total (0.34%
+// under 400B); active 13.37B with both embeddings (12.76B without the input one), within half the last
+// digit of 13B but 2.9% over it.
+TEST(PublishedCounts, TrinityLargeCatalogEntry) {
+  auto spec = catalog_model("trinity-large");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->total, 398'635'286'016);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 400e9), 0.005 * 400e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 13e9), 0.5e9) << counts->active;
+}
+
 }  // namespace
 }  // namespace day0

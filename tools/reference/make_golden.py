@@ -116,6 +116,15 @@ def hf_init(name, folder, config):
             # Norm gains start at 1, where a gain the engine skipped (a per-head q/k norm) would go unseen.
             if config["model_type"] in RANDOM_NORM_GAINS and name.endswith("norm.weight"):
                 p.normal_(1.0, 0.2)
+            # AFMoE: the router starts at zero (every score 0.5, the picks by the bias alone), the expert bias (a
+            # parameter) at zero and the norm gains at one: random ones make the golden see each applied.
+            if config["model_type"] == "afmoe":
+                if name.endswith("router.gate.weight"):
+                    p.normal_(0.0, config["initializer_range"])
+                elif name.endswith("expert_bias"):
+                    p.normal_(0.0, 0.1)
+                elif name.endswith("norm.weight"):
+                    p.normal_(1.0, 0.2)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
