@@ -209,6 +209,11 @@ const Registrar kServeCommand(
       app.add_option("--shutdown-timeout", a->shutdown_timeout,
                      "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
           ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));
+      app.add_option(
+             "--max-tokens-default", s.server.max_tokens_default,
+             "tokens a chat request without max_tokens may generate, at most the rest of the context; "
+             "shown by /v1/models (default 4096; completions keep OpenAI's 16)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
       app.add_option("--tp", s.engine.layout.tp,
                      "tensor-parallel ranks (under mpirun -np TP x PP x EP; rank 0 serves HTTP; default 1)")
           ->check(CLI::Range(1, 4096));

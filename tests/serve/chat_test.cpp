@@ -7,8 +7,10 @@
 #include <filesystem>
 
 #include "day0/model/catalog.h"
+#include "day0/serve/openai_protocol.h"
 #include "day0/serve/stop_matcher.h"
 #include "day0/synth/synth_checkpoint.h"
+#include "day0/tokenizer/tokenizer.h"
 #include "serve_harness.h"
 
 namespace day0::testing {
@@ -115,6 +117,32 @@ TEST_F(ChatServer, AStopStringEndsTheReplyAndIsNotEmitted) {
                                  chat_body("Tell me a story", 16, true, {{"stop", stop}}).dump());
   EXPECT_EQ(streamed_text(s), expected);
   EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], "stop");
+}
+
+// A chat request without max_tokens is bounded by the server's default (and by the context); /v1/models
+// says the default; completions keep OpenAI's 16.
+TEST_F(ChatServer, MaxTokensDefaultBoundsAnUnboundedChat) {
+  auto tok = tokenizer::load_tokenizer(tokenizer_);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
+  serve::ApiRequest chat;
+  chat.endpoint = serve::Endpoint::kChat;
+  chat.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "Hi"}])");
+  serve::ModelLimits limits{.vocab = 32768, .context = 1000, .max_tokens_default = 50};
+  auto seq = serve::to_sequence_request(chat, tok->get(), limits, 1);
+  ASSERT_TRUE(std::holds_alternative<serve::SequenceRequest>(seq));
+  EXPECT_EQ(std::get<serve::SequenceRequest>(seq).max_new, 50);
+  limits.max_tokens_default = 100000;  // the context bounds it first
+  seq = serve::to_sequence_request(chat, tok->get(), limits, 1);
+  const auto& bounded = std::get<serve::SequenceRequest>(seq);
+  EXPECT_EQ(bounded.max_new, 1000 - static_cast<int64_t>(bounded.prompt.size()));
+  serve::ApiRequest completion;
+  completion.endpoint = serve::Endpoint::kCompletion;
+  completion.prompt_ids = {1, 2, 3};
+  completion.prompt_is_ids = true;
+  seq = serve::to_sequence_request(completion, tok->get(), limits, 1);
+  EXPECT_EQ(std::get<serve::SequenceRequest>(seq).max_new, 16);
+  const auto models = http_get(harness_->port(), "/v1/models").json();
+  EXPECT_EQ(models["data"][0]["max_tokens_default"], 4096) << models.dump();
 }
 
 TEST_F(ChatServer, CompletionsTakeTextAndAnUnknownModelIs404) {

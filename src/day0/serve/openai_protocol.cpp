@@ -1,5 +1,7 @@
 #include "day0/serve/openai_protocol.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "day0/tokenizer/text_prompt.h"
@@ -61,8 +63,10 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
   if (prompt > limits.context) return context_error(prompt, 0, limits.context, prompt_param);
   if (r.max_tokens && prompt + *r.max_tokens > limits.context)
     return context_error(prompt, *r.max_tokens, limits.context, prompt_param);
-  // Unset: completions stop at 16 tokens (OpenAI's default), chat at the context.
-  out.max_new = r.max_tokens.value_or(r.endpoint == Endpoint::kCompletion ? 16 : limits.context - prompt);
+  // Unset: completions stop at 16 tokens (OpenAI's default), chat at --max-tokens-default or the context.
+  out.max_new = r.max_tokens.value_or(r.endpoint == Endpoint::kCompletion
+                                          ? 16
+                                          : std::min(limits.max_tokens_default, limits.context - prompt));
   if (out.max_new < 1) return context_error(prompt, 1, limits.context, prompt_param);
   out.sampling.greedy = r.temperature <= 0.0f;
   out.sampling.temperature = r.temperature;

@@ -19,6 +19,9 @@ namespace day0::serve {
 struct ModelLimits {
   int64_t vocab = 0;
   int64_t context = 0;  // tokens a sequence may hold
+  // A chat request without max_tokens generates at most this many (and never past the context), so that
+  // a request nobody bounds cannot hold the engine for the whole context. Completions keep OpenAI's 16.
+  int64_t max_tokens_default = 4096;
 };
 
 // 400 for a prompt longer than the context, max_tokens past it, token ids outside the vocabulary, a

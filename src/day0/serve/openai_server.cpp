@@ -54,7 +54,8 @@ struct OpenAiServer::Impl {
                     if (timing != nullptr) m.add_op_seconds(timing->take());
                   }),
         limits{e.spec().vocab_size,
-               o.scheduler.context > 0 ? o.scheduler.context : e.spec().max_position_embeddings} {}
+               o.scheduler.context > 0 ? o.scheduler.context : e.spec().max_position_embeddings,
+               o.max_tokens_default} {}
 
   Engine& engine;
   const tokenizer::Tokenizer* tokenizer;
@@ -184,7 +185,8 @@ struct OpenAiServer::Impl {
                           {"object", "model"},
                           {"created", static_cast<int64_t>(std::time(nullptr))},
                           {"owned_by", "day0"},
-                          {"max_model_len", limits.context}};
+                          {"max_model_len", limits.context},
+                          {"max_tokens_default", limits.max_tokens_default}};
       r.set_content(nlohmann::json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {

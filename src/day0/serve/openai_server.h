@@ -34,6 +34,7 @@ struct ServerOptions {
   std::string served_model_name;  // what `model` must say in requests
   SchedulerOptions scheduler;
   std::chrono::milliseconds shutdown_grace{10000};  // running requests get this long to finish
+  int64_t max_tokens_default = 4096;                // a chat request's max_tokens when it gives none
 };
 
 class OpenAiServer {
