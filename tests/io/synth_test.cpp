@@ -74,6 +74,12 @@ TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
     auto full = catalog_model(entry.name);
     ASSERT_TRUE(full.is_ok()) << full.status().to_string();
     TempDir dir;
+    if (full->weights.packed.bits != 0) {
+      // Kimi K2.5's INT4 experts: synth refuses a pack-quantized spec (`day0 quantize` packs an
+      // unquantized miniature), so the entry's structure goes through unquantized.
+      EXPECT_FALSE(synthesize_miniature(*full, {}, {}, dir.file("refused")).is_ok());
+      full->weights.packed = PackedIntSpec{};
+    }
     const std::string out = dir.file("mini");
     auto result = synthesize_miniature(*full, {}, {}, out);
     ASSERT_TRUE(result.is_ok()) << result.status().to_string();

@@ -120,7 +120,24 @@ TEST(PublishedCounts, Mixtral8x7bStoredBytesMatchTheReleaseIndex) {
 // the release's config as its publisher documents it, held to the publisher's counts. Tolerances are
 // half of the publisher's last digit, at most 0.5%.
 const std::map<std::string, Published>& published_catalog() {
-  static const std::map<std::string, Published> kPublished = {};
+  static const std::map<std::string, Published> kPublished = {
+      // Model card: "Parameters 36B", dense (active = total); 0.5% of 36B is tighter than half its
+      // last digit. Our count 36.15B.
+      {"seed-oss-36b", {36e9, 0.18e9, 36e9, 0.18e9, Active::kAll}},
+      // Model card: 300B total, 47B activated. 300B is a round figure (its zeros are not digits): 0.5%
+      // of it; our 299.48B. Baidu does not say which embeddings the 47B holds: our 47.08B without the
+      // input embedding fits it (47.93B with both, 46.23B with neither do not).
+      {"ernie-4.5-300b-a47b", {300e9, 1.5e9, 47e9, 0.235e9, Active::kWithoutInputEmbedding}},
+      // Model card: "Total Parameters: 102.6B", "Active Parameters: 12B". Our 102.652B would round to
+      // 102.7B: read as cut, not rounded (as Qwen's 3.35B -> 3.3B), the total lies in [102.6B,
+      // 102.7B), written as its middle +- 0.05B. Active with both embeddings 12.05B.
+      {"solar-open-100b", {102.65e9, 0.05e9, 12e9, 0.06e9, Active::kAll}},
+      // Moonshot gives 1T / 32B (the 1T with its MoonViT encoder, about 0.4B, which Day0 neither runs
+      // nor counts). The text model is Kimi K2's, whose total its publisher gives to the parameter
+      // (1,026,408,232,448, the kimi-k2 row above); NVIDIA's Kimi K2.5 model card gives 32.86B
+      // active, both embeddings counted.
+      {"kimi-k2.5", {1026408232448.0, 0.0, 32.86e9, 0.005e9, Active::kAll}},
+  };
   return kPublished;
 }
 
@@ -248,6 +265,44 @@ TEST(PublishedCounts, DeepseekV32CatalogEntryAndItsCache) {
   EXPECT_LE(std::fabs(static_cast<double>(counts->total + mtp) - 685e9), 1e9) << counts->total + mtp;
   EXPECT_EQ(kv_bytes_per_token_per_layer(*spec, KvDtype::kBF16), uint64_t{(512 + 64 + 128) * 2});
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{85'888});
+}
+
+// 2026 catalog entries whose publishers give only one significant digit for a count (more than 0.5%
+// from ours), so they cannot join published_catalog(): each pins our count and checks the coarse figure.
+//  - ERNIE-4.5-21B-A3B: 21B / 3B on the model card; model listings of ERNIE-4.5-21B-A3B-PT give
+//    21.8B (e.g. haimaker.ai). Our total 21.83B (embeddings tied: one 264.8M matrix); active 3.35B,
+//    3.09B without the embedding.
+//  - GLM-4.7-Flash: "30B-A3B". Our total 29.94B (the MTP layer listed, not counted); active 3.90B
+//    with both embeddings, 3.26B with neither.
+//  - Mistral Small 4: 119B with 6.5B activated (Hugging Face model card); Mistral's announcement says
+//    6B active, "8B including embedding and output layers". Our text model: 118.97B total; active
+//    5.56B without the embeddings, 6.63B with both (2% over 6.5B; the announcement's 8B matches no
+//    count of this config). The Pixtral vision encoder is not counted.
+TEST(PublishedCounts, CatalogEntriesWithCoarsePublishedCounts) {
+  struct Case {
+    const char* name;
+    int64_t total;                      // our count, exact
+    double published_total, total_tol;  // the publisher's figure and half its last digit
+    double published_active, active_tol;
+    Active convention;
+  };
+  for (const Case& c :
+       {Case{"ernie-4.5-21b-a3b", 21'825'437'888, 21.8e9, 0.05e9, 3e9, 0.5e9, Active::kWithoutEmbeddings},
+        Case{"glm-4.7-flash", 29'943'393'920, 30e9, 0.15e9, 3e9, 0.5e9, Active::kWithoutEmbeddings},
+        Case{"mistral-small-4", 118'972'826'624, 119e9, 0.5e9, 6e9, 0.5e9, Active::kWithoutEmbeddings}}) {
+    SCOPED_TRACE(c.name);
+    const CatalogEntry* entry = find_catalog_entry(c.name);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_TRUE(entry->source.empty());
+    auto spec = catalog_model(c.name);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    auto counts = count_params(*spec);
+    ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+    EXPECT_EQ(counts->total, c.total);
+    EXPECT_LE(std::fabs(static_cast<double>(counts->total) - c.published_total), c.total_tol);
+    const int64_t active = active_of(*counts, c.convention);
+    EXPECT_LE(std::fabs(static_cast<double>(active) - c.published_active), c.active_tol) << active;
+  }
 }
 
 // Qwen3-Next-80B-A3B: transformers' count of the class defaults is 79.67B (§6 of the family notes): per
