@@ -224,6 +224,21 @@ TEST(ServeScheduler, ARepeatedPromptIsServedFromThePrefixCacheWithTheSameTokens)
   EXPECT_EQ(again, fresh[0]);
   EXPECT_EQ(branch, fresh[1]);
   EXPECT_NEAR(metric(h, "day0:prefix_cache_hit_rate"), 128.0 / 240.0, 1e-9);
+  // A longer prompt that extends the first makes an entry of three blocks sharing the first entry's two:
+  // each block counts once, and with no request running every used block is the cache's alone (used =
+  // sequences' blocks + exclusive ones).
+  std::vector<int32_t> longer = prompt;
+  for (int32_t i = 0; i < 30; ++i) longer.push_back((i * 37 + 11) % 250);
+  EXPECT_EQ(tokens_of(http_post(h.port(), "/v1/completions", completion_body(longer, 6, false))).size(), 6u);
+  EXPECT_TRUE(eventually(h, [](const std::string& m) {
+    return metric_value(m, "day0:num_requests_running", "model_name=\"mini\"") == 0.0;
+  }));
+  const double used = metric(h, "day0:kv_cache_used_blocks");
+  EXPECT_GT(used, 0.0);
+  EXPECT_EQ(metric(h, "day0:prefix_cache_blocks"), used);
+  EXPECT_EQ(metric(h, "day0:prefix_cache_exclusive_blocks"), used) << http_get(h.port(), "/metrics").body;
+  EXPECT_NEAR(metric(h, "day0:kv_cache_usage_perc"), used / metric(h, "day0:kv_cache_capacity_blocks"),
+              1e-12);
 }
 
 // A hybrid model (Qwen3-Next's golden: three Gated DeltaNet layers, one attention layer): sequences

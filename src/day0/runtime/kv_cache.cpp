@@ -358,6 +358,10 @@ uint64_t KvCache::bytes() const {
   return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes();
 }
 
+void KvCache::collect_blocks(std::vector<int32_t>& out) const {
+  for (const Layer& l : layers_) out.insert(out.end(), l.blocks.begin(), l.blocks.end());
+}
+
 int64_t KvCache::blocks_held() const {
   int64_t n = 0;
   for (const Layer& l : layers_) n += static_cast<int64_t>(l.blocks.size());

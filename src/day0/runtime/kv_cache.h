@@ -172,6 +172,9 @@ class KvCache {
   // Bytes of the blocks this sequence holds (shared blocks counted in full), and blocks held.
   uint64_t bytes() const;
   int64_t blocks_held() const;
+  // Appends the pool block of every layer's table entry (a block shared between layers or with another
+  // sequence appears as often as it is referenced here).
+  void collect_blocks(std::vector<int32_t>& out) const;
 
   // Whether layer `layer` keeps K/V rows in the pool (false: a linear-attention layer).
   bool paged(int64_t layer) const { return layers_[static_cast<size_t>(layer)].paged; }

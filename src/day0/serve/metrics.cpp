@@ -155,8 +155,13 @@ std::string ServeMetrics::render(const std::string& model_name) const {
         "1 when prefix caching runs; 0 when turned off, or impossible for the model (linear-attention "
         "layers keep a recurrent state that KV blocks cannot restore).",
         gauges_.prefix_caching ? 1.0 : 0.0);
-  gauge("day0:prefix_cache_blocks", "KV blocks held by the prefix cache.",
+  gauge("day0:prefix_cache_blocks",
+        "KV blocks the prefix cache references, each once (some shared with sequences).",
         static_cast<double>(gauges_.prefix_cache_blocks));
+  gauge("day0:prefix_cache_exclusive_blocks",
+        "KV blocks only the prefix cache references (freed if it is cleared): kv_cache_used_blocks = the "
+        "sequences' blocks + these.",
+        static_cast<double>(gauges_.prefix_cache_exclusive_blocks));
   counter("day0:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
           static_cast<double>(prefix_queries_));
   counter("day0:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not pre-filled again).",

@@ -33,8 +33,9 @@ struct SchedulerGauges {
   int64_t waiting = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
-  double kv_fragmentation = 0;  // allocated-but-unused token slots / allocated slots
-  int64_t prefix_cache_blocks = 0;
+  double kv_fragmentation = 0;                // allocated-but-unused token slots / allocated slots
+  int64_t prefix_cache_blocks = 0;            // distinct blocks the cache's entries reference
+  int64_t prefix_cache_exclusive_blocks = 0;  // of those, the ones no sequence references
   bool prefix_caching = true;  // off by option, or for a model it cannot serve (linear attention)
   // Under mpirun: the share of rank 0's forward time spent waiting on communication (0 in one process).
   double communication_idle_ratio = 0;

@@ -90,6 +90,22 @@ void PrefixCache::clear() {
   lru_.clear();
 }
 
+PrefixCache::BlockCounts PrefixCache::block_counts(const KvBlockPool& pool) const {
+  std::vector<int32_t> blocks;
+  for (const Entry& e : lru_) e.cache.collect_blocks(blocks);
+  std::sort(blocks.begin(), blocks.end());
+  BlockCounts out;
+  for (size_t i = 0; i < blocks.size();) {
+    size_t j = i;
+    while (j < blocks.size() && blocks[j] == blocks[i]) ++j;
+    ++out.distinct;
+    // Every reference to the block is one of the entries': nothing else would keep it.
+    if (pool.ref_count(blocks[i]) == static_cast<int32_t>(j - i)) ++out.exclusive;
+    i = j;
+  }
+  return out;
+}
+
 int64_t PrefixCache::blocks_held() const {
   int64_t n = 0;
   for (const Entry& e : lru_) n += e.cache.blocks_held();

@@ -43,6 +43,14 @@ class PrefixCache {
   size_t entries() const { return lru_.size(); }
   // Blocks referenced by entries (a block shared by two entries counts twice).
   int64_t blocks_held() const;
+  // Pool blocks the entries reference, each once (`distinct`), and those no sequence outside the cache
+  // references (`exclusive`: what clearing the cache would free). With the pool's allocated blocks:
+  // allocated = blocks of the live sequences (each once) + exclusive.
+  struct BlockCounts {
+    int64_t distinct = 0;
+    int64_t exclusive = 0;
+  };
+  BlockCounts block_counts(const KvBlockPool& pool) const;
 
  private:
   struct Entry {

@@ -447,7 +447,9 @@ void Scheduler::publish_gauges() {
   g.kv_blocks_total = options_.kv_blocks;
   g.kv_blocks_used = st.blocks_allocated;
   g.kv_fragmentation = st.fragmentation();
-  g.prefix_cache_blocks = prefix_->cache.blocks_held();
+  const PrefixCache::BlockCounts cached = prefix_->cache.block_counts(engine_.kv_pool());
+  g.prefix_cache_blocks = cached.distinct;
+  g.prefix_cache_exclusive_blocks = cached.exclusive;
   g.prefix_caching = options_.prefix_caching;
   if (options_.mirror != nullptr) g.communication_idle_ratio = options_.mirror->idle_ratio();
   if (options_.lockstep != nullptr) g.communication_idle_ratio = options_.lockstep->idle_ratio();
