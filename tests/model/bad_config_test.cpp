@@ -167,22 +167,54 @@ TEST(BadConfig, NearestFamilyIsFoundByTheKeysItsParserReads) {
 }
 
 // transformers saves some model types under an architecture string Day0 knows, with tensor names of
-// their own (exaone as LlamaForCausalLM with transformer.h.*, sarvam_moe as Glm4MoeForCausalLM with
-// attention.query_key_value): refused by model_type, before any tensor is looked up.
+// their own (sarvam_mla as DeepseekV3ForCausalLM): refused by model_type, before any tensor is looked
+// up. Those with a family of their own (exaone as LlamaForCausalLM, sarvam_moe as Glm4MoeForCausalLM)
+// are that family, whatever the architecture string: transformers builds them by model_type.
 TEST(BadConfig, KnownArchitectureUnderAForeignModelTypeIsRefusedByName) {
+  json sarvam_mla = tiny_deepseek();
+  sarvam_mla["model_type"] = "sarvam_mla";
+  expect_message(parse_error_of(sarvam_mla), StatusCode::kUnsupported,
+                 {"model_type \"sarvam_mla\"", "DeepseekV3ForCausalLM", "its own modules and tensor names"});
   json exaone = tiny_llama();
   exaone["model_type"] = "exaone";
-  expect_message(parse_error_of(exaone), StatusCode::kUnsupported,
-                 {"model_type \"exaone\"", "LlamaForCausalLM", "its own modules and tensor names"});
-  json sarvam = tiny_deepseek();
-  sarvam["architectures"] = {"Glm4MoeForCausalLM"};
-  sarvam["model_type"] = "sarvam_moe";
-  expect_message(parse_error_of(sarvam), StatusCode::kUnsupported,
-                 {"model_type \"sarvam_moe\"", "Glm4MoeForCausalLM", "glm4_moe"});
+  auto spec = parse_model_config(exaone, "exaone");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->family, "exaone");
+  exaone["architectures"] = {"ExaoneForCausalLM"};
+  spec = parse_model_config(exaone, "exaone");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->family, "exaone");
   // The family's own aliases still read: kimi_k2 is a DeepseekV3ForCausalLM model type.
   json kimi = tiny_deepseek();
   kimi["model_type"] = "kimi_k2";
   EXPECT_TRUE(parse_model_config(kimi, "kimi").is_ok());
+  // A Llama config without a model_type stays Llama's.
+  json llama = tiny_llama();
+  llama.erase("model_type");
+  spec = parse_model_config(llama, "llama");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->family, "llama");
+}
+
+// A fused q/k/v tensor splits into row views of unquantized or FP8 weights (whole scale blocks only);
+// packed integers have no such rows: refused naming the model_type and the layout.
+TEST(BadConfig, FusedQkvLayoutRefusesWhatItCannotSplit) {
+  json sarvam = tiny_llama();
+  sarvam["architectures"] = {"SarvamMoEForCausalLM"};
+  sarvam["model_type"] = "sarvam_moe";
+  sarvam["num_experts"] = 4;
+  sarvam["num_experts_per_tok"] = 2;
+  sarvam["moe_intermediate_size"] = 16;
+  sarvam["head_dim"] = 8;  // q 32 rows, k and v 16: no whole 128-row scale block
+  ASSERT_TRUE(parse_model_config(sarvam, "sarvam").is_ok());
+  json packed = sarvam;
+  packed["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 32}};
+  expect_message(parse_error_of(packed), StatusCode::kUnsupported,
+                 {"model_type sarvam_moe", "attention.query_key_value", "packed integer weights"});
+  json fp8 = sarvam;
+  fp8["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  expect_message(parse_error_of(fp8), StatusCode::kUnsupported,
+                 {"model_type sarvam_moe", "attention.query_key_value", "scale blocks"});
 }
 
 TEST(BadConfig, UnsupportedQuantizationAndRope) {

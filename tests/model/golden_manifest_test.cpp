@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 std::vector<std::string> golden_folders() {
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(fs::path(DAY0_TEST_DATA_DIR) / "golden")) {
-    if (entry.is_directory() && fs::exists(entry.path() / "model.safetensors")) {
+    // One file, or shards with their index (SHARD_SIZES in golden_configs.py).
+    if (entry.is_directory() && (fs::exists(entry.path() / "model.safetensors") ||
+                                 fs::exists(entry.path() / "model.safetensors.index.json"))) {
       out.push_back(entry.path().filename().string());
     }
   }
@@ -44,8 +46,9 @@ TEST_P(GoldenManifest, WeightTableEqualsTheCheckpointTransformersWrote) {
   ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
   auto ckpt = Checkpoint::open(dir.string());
   ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
-  // Names under the prefixes this save uses (Kimi K2.5's text layers as transformers writes them).
-  adopt_stored_prefixes(*manifest, [&](const std::string& name) { return ckpt->contains(name); });
+  // Names under the layout this save uses (Kimi K2.5's text layers as transformers writes them, a
+  // release's own names).
+  adopt_stored_layout(*manifest, [&](const std::string& name) { return ckpt->contains(name); });
 
   std::map<std::string, const TensorSpec*> expected, unused;
   for (const auto& t : manifest->tensors) expected[t.name] = &t;
@@ -95,8 +98,8 @@ TEST(GoldenManifestAliases, KimiK25TextLayersReadUnderEitherPrefix) {
   ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
   const std::string layers = "language_model.model.layers.", blocks = "language_model.model.blocks.";
   TensorManifest release = *manifest, saved = *manifest;
-  adopt_stored_prefixes(release, [&](const std::string& n) { return !n.starts_with(blocks); });
-  adopt_stored_prefixes(saved, [&](const std::string& n) { return !n.starts_with(layers); });
+  adopt_stored_layout(release, [&](const std::string& n) { return !n.starts_with(blocks); });
+  adopt_stored_layout(saved, [&](const std::string& n) { return !n.starts_with(layers); });
   size_t moved = 0;
   for (size_t i = 0; i < manifest->tensors.size(); ++i) {
     const std::string& name = manifest->tensors[i].name;

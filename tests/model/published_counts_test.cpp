@@ -379,5 +379,30 @@ TEST(PublishedCounts, TrinityLargeCatalogEntry) {
   EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 13e9), 0.5e9) << counts->active;
 }
 
+// EXAONE 3.5 7.8B: the model card gives 6.98B parameters without embeddings (and 7.8B in its name); ours
+// 6.9796B without the embedding and the untied head, 7.818B in all. Sarvam-30B: Sarvam gives 30B total and
+// 2.4B active (docs.sarvam.ai); the config transformers documents as Sarvam-30B's counts 32.15B in all (its
+// 262,144 x 4096 embedding and head alone 2.15B; "30B" is the release's name, 7% under our count) and 2.37B
+// active without the embeddings, which two significant digits write 2.4B.
+TEST(PublishedCounts, ExaoneAndSarvamCatalogEntries) {
+  struct Case {
+    const char* name;
+    int64_t total;
+    double published_active, active_tol;
+  };
+  for (const Case& c : {Case{"exaone-3.5-7.8b", 7'818'448'896, 6.98e9, 0.005e9},
+                        Case{"sarvam-30b", 32'152'650'368, 2.4e9, 0.05e9}}) {
+    SCOPED_TRACE(c.name);
+    auto spec = catalog_model(c.name);
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    auto counts = count_params(*spec);
+    ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+    EXPECT_EQ(counts->total, c.total);
+    EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embeddings) - c.published_active),
+              c.active_tol)
+        << counts->active_without_embeddings;
+  }
+}
+
 }  // namespace
 }  // namespace day0

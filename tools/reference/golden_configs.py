@@ -295,12 +295,53 @@ CONFIGS = {
         sliding_window=4, mup_enabled=True, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
         attention_bias=False, score_func="sigmoid", route_norm=True, n_group=1, topk_group=1,
         num_expert_groups=1, num_limited_groups=1, load_balance_coeff=0.001, output_router_logits=False),
+    # EXAONE 3.5 (7.8B's structure): Llama's GQA decoder with llama3 RoPE scaling (original context 16 here,
+    # 8192 released), under the release's key spellings (num_layers, layer_norm_epsilon, activation_function)
+    # and tensor names (transformer.h.N.attn.attention.*, ln_1 / ln_2, mlp.c_fc_0 / c_fc_1 / c_proj), which
+    # transformers' save writes back; make_golden checks that and randomises the norm gains.
+    "exaone-3.5": {k: v for k, v in cfg(
+        architectures=["ExaoneForCausalLM"], model_type="exaone", num_layers=2, num_key_value_heads=2,
+        head_dim=16, intermediate_size=128, layer_norm_epsilon=1e-5, activation_function="silu",
+        rope_theta=1000000.0, attention_bias=False, mlp_bias=False, tie_word_embeddings=False,
+        embed_dropout=0.0,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 16}).items() if k != "hidden_act"},
+    # Sarvam-30B (its structure): GLM-4.5's GQA with per-head q/k norm (made non-unit by make_golden) over the
+    # whole head, one dense layer, then a float32 sigmoid router with a correction bias (made non-zero), top-2
+    # of 8 renormalised x 2.5, one shared expert; the release's key spellings (num_experts, num_shared_experts,
+    # use_qkv_bias) and switches, and its tensor names (model.word_embeddings, attention.query_key_value with
+    # q, k, v stacked, attention.dense, query_layernorm / key_layernorm, mlp.gate.expert_bias). The dense width
+    # (112) is chosen for the random weights it draws: with 96 a token sat 0.0008 from a top-2 tie (2nd / 3rd
+    # selection score), which the BF16 rounding flips; now the closest gap is 0.0076.
+    "sarvam-30b": cfg(
+        architectures=["SarvamMoEForCausalLM"], model_type="sarvam_moe", num_hidden_layers=3,
+        num_key_value_heads=2, head_dim=16, intermediate_size=112, moe_intermediate_size=32, num_experts=8,
+        num_experts_per_tok=2, num_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=1,
+        norm_topk_prob=True, routed_scaling_factor=2.5, use_qk_norm=True, use_qkv_bias=False, use_bias=False,
+        moe_router_enable_expert_bias=True, embedding_dropout=0.0, output_dropout=0.0, max_window_layers=3,
+        rms_norm_eps=1e-6, rope_theta=8000000.0, tie_word_embeddings=False),
+    # Param-2-17B-A2.4B (its structure): Sarvam's layout and math with Param-2's defaults (tied embeddings, two
+    # shared experts) and the keys its Megatron export writes (score_function, router_dtype, use_rmsnorm,
+    # moe_shared_expert_intermediate_size, ...). Dense width 128 for its weights: with 96 the first prompt token
+    # sat 0.0004 from a top-2 tie; now the closest gap is 0.0041.
+    "param2-17b": cfg(
+        architectures=["Param2MoEForCausalLM"], model_type="param2moe", num_hidden_layers=3,
+        num_key_value_heads=2, head_dim=16, intermediate_size=128, moe_intermediate_size=32, num_experts=8,
+        num_experts_per_tok=2, num_shared_experts=2, moe_shared_expert_intermediate_size=64, n_group=1,
+        topk_group=1, first_k_dense_replace=1, norm_topk_prob=True, routed_scaling_factor=2.5, use_qk_norm=True,
+        use_qkv_bias=False, use_bias=False, use_rmsnorm=True, score_function="sigmoid", router_dtype="fp32",
+        moe_router_enable_expert_bias=True, embedding_dropout=0.0, output_dropout=0.0, max_window_layers=2,
+        partial_rotary_factor=1.0, num_nextn_predict_layers=0, mtp_loss_scaling_factor=0.0, rms_norm_eps=1e-6,
+        rope_theta=500000.0, tie_word_embeddings=True),
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
 # that the index and tensors split over files are exercised). Quantized ones stay single-file.
 SHARD_SIZES = {}
 SHARD_SIZES["hy3"] = "150KB"  # 0.41 MB in BF16: 3 shards
+SHARD_SIZES["exaone-3.5"] = "100KB"
+SHARD_SIZES["sarvam-30b"] = "150KB"
+SHARD_SIZES["param2-17b"] = "150KB"
 SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
@@ -317,3 +358,12 @@ PROMPT_LENGTHS["minimax-m2"] = [6, 13, 24]
 # differences between any two implementations (the BF16 engine and transformers' BF16 run pick differently);
 # with [5, 7, 12] the closest boundary gap is 0.6%.
 PROMPT_LENGTHS["deepseek-v32"] = [5, 7, 12]
+# Param-2 (top-2 of 8 sigmoid + bias): with [5, 11, 17] a token's 2nd / 3rd selection scores in layer 2 sit
+# 0.004 apart, which the BF16 engine and transformers' BF16 run both flip (max |dlogit| 1.4 against the F32
+# dump); with [5, 7, 12] the closest gap is 0.008.
+PROMPT_LENGTHS["param2-17b"] = [5, 7, 12]
+# Laguna (sigmoid over soft-capped logits + bias, top-2 of 8, logits in BF16 as released): transformers' own
+# BF16 run leaves its F32 greedy path within a few tokens on most prompt sets of this miniature (router gaps
+# under a BF16 ulp of the logits). [5, 6, 10] has the widest closest router gap of the sets tried (2.2e-3;
+# [5, 11, 17]: 2.8e-4, [4, 7, 12]: 1.7e-3) and every prompt passes the window of 4.
+PROMPT_LENGTHS["laguna"] = [5, 6, 10]

@@ -75,7 +75,7 @@ def quantize_mxfp4(w):
 
 
 # Families whose golden gets random norm gains (make_golden's hf_init).
-RANDOM_NORM_GAINS = ("hy_v3",)
+RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe")
 
 
 def hf_init(name, folder, config):
@@ -85,9 +85,15 @@ def hf_init(name, folder, config):
 
     torch.manual_seed(0)
     golden = name  # the loops below reuse `name` for parameter names
-    cls = getattr(transformers, config["architectures"][0])
+    cls = getattr(transformers, config["architectures"][0], None)
     fields = {k: v for k, v in config.items() if k not in ("model_type", "quantization_config")}
-    model = cls(cls.config_class(**fields)).to(torch.bfloat16)
+    if cls is None:
+        # A release's remote-code class that transformers builds as its model_type's own (exaone as
+        # LlamaForCausalLM): through the model_type, as AutoModelForCausalLM loads the release.
+        auto_config = transformers.AutoConfig.for_model(config["model_type"], **fields)
+        model = transformers.AutoModelForCausalLM.from_config(auto_config).to(torch.bfloat16)
+    else:
+        model = cls(cls.config_class(**fields)).to(torch.bfloat16)
     with torch.no_grad():
         # Correction biases start at zero, where they select nothing; random ones make the golden see
         # selection by sigmoid + bias against weighting by the unbiased sigmoid.
@@ -151,7 +157,47 @@ def hf_init(name, folder, config):
         save_file(out, path, metadata={"format": "pt"})
     with open(os.path.join(folder, "config.json"), "w") as f:  # keep our config text, not the re-serialised one
         json.dump(config, f, indent=2)
+    if config["model_type"] in RELEASE_NAMES:
+        check_release_layout(folder, config, model)
     return True
+
+
+# Model types whose releases keep their own tensor names, which transformers converts on load and writes
+# back on save (conversion_mapping.py): one name of the release's layout and the table's name it stands for.
+RELEASE_NAMES = {
+    "exaone": ("transformer.h.0.attn.attention.q_proj.weight", "model.layers.0.self_attn.q_proj.weight"),
+    "sarvam_moe": ("model.layers.0.attention.query_key_value.weight", "model.layers.0.self_attn.q_proj.weight"),
+    "param2moe": ("model.layers.0.attention.query_key_value.weight", "model.layers.0.self_attn.q_proj.weight"),
+}
+
+
+def check_release_layout(folder, config, model):
+    """The golden holds the release's names (save_pretrained writes them back: nothing to rename here), and
+    transformers loads that folder into the model it saved: equal weights, equal logits."""
+    import torch
+    import transformers
+    from safetensors import safe_open
+
+    release, converted = RELEASE_NAMES[config["model_type"]]
+    names = set()
+    for file in os.listdir(folder):
+        if file.endswith(".safetensors"):
+            with safe_open(os.path.join(folder, file), "pt") as f:
+                names.update(f.keys())
+    if release not in names or converted in names:
+        raise SystemExit(f"{folder}: expected the release's {release}, not transformers' {converted}")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    mine, theirs = model.state_dict(), loaded.state_dict()
+    if mine.keys() != theirs.keys() or any(not torch.equal(mine[k].float(), theirs[k]) for k in mine):
+        raise SystemExit(f"{folder}: transformers loads other weights than it saved")
+    # The saved model's weights put straight into a fresh float32 model (no renaming, no splitting) compute
+    # what the folder loaded through conversion_mapping.py computes.
+    direct = transformers.AutoModelForCausalLM.from_config(loaded.config).float().eval()
+    direct.load_state_dict({k: v.float() for k, v in mine.items()})
+    ids = torch.tensor([[1, 7, 3, 11, 5]])
+    with torch.no_grad():
+        if not torch.equal(direct(ids).logits, loaded(ids).logits):
+            raise SystemExit(f"{folder}: the reloaded model computes other logits")
 
 
 def main():

@@ -201,9 +201,9 @@ class Verifier {
   }
 
   void check_manifest() {
-    // Under the name prefixes this checkpoint uses where the table allows two (prefix_aliases).
+    // Under the names this checkpoint uses where the table allows another layout (stored_layouts).
     TensorManifest manifest = *options_.manifest;
-    adopt_stored_prefixes(manifest, [&](const std::string& name) { return where_.count(name) != 0; });
+    adopt_stored_layout(manifest, [&](const std::string& name) { return where_.count(name) != 0; });
     report_.n_manifest_tensors = static_cast<int64_t>(manifest.tensors.size());
     std::set<std::string> expected_names;
     int64_t n_layers = 0;

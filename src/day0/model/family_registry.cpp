@@ -64,6 +64,8 @@ std::string supported_families_markdown() {
     std::vector<std::string> architectures = info.architectures;
     architectures.insert(architectures.end(), info.wrapper_architectures.begin(),
                          info.wrapper_architectures.end());
+    architectures.insert(architectures.end(), info.loaded_as_architectures.begin(),
+                         info.loaded_as_architectures.end());
     out += fmt::format("| {} | {} | {} | {} |\n", info.name(), code_list(architectures),
                        code_list(info.model_types), info.summary);
   }
@@ -76,6 +78,7 @@ nlohmann::json supported_families_json() {
     out.push_back({{"family", info.name()},
                    {"architectures", info.architectures},
                    {"wrapper_architectures", info.wrapper_architectures},
+                   {"loaded_as_architectures", info.loaded_as_architectures},
                    {"model_types", info.model_types},
                    {"summary", info.summary}});
   }
@@ -120,7 +123,10 @@ std::string nearest_by_structure(const nlohmann::json& config) {
     const nlohmann::json written = to_hf_config(*spec);
     for (const auto& [key, value] : written.items()) lacking += config.contains(key) ? 0 : 1;
     const size_t distance = audit.unknown_keys.size() + lacking;
-    if (distance < best_distance) {
+    // On a tie the family that owns its architecture wins over one built as another's (exaone as Llama).
+    const bool owner_beats_variant =
+        best != nullptr && !best->loaded_as_architectures.empty() && info.loaded_as_architectures.empty();
+    if (distance < best_distance || (distance == best_distance && owner_beats_variant)) {
       best = &info;
       best_distance = distance;
       best_unread = std::move(audit.unknown_keys);
@@ -155,9 +161,45 @@ Status foreign_model_type(const ConfigReader& cfg, const FamilyInfo& family, con
 
 }  // namespace
 
+namespace {
+
+bool lists(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Does any family name this architecture as its own (or as an image-text wrapper's)?
+bool known_architecture(const std::string& architecture) {
+  for (const auto& info : family_registry()) {
+    if (lists(info.architectures, architecture) || lists(info.wrapper_architectures, architecture))
+      return true;
+  }
+  return false;
+}
+
+// A family that transformers builds as another family's class (loaded_as_architectures): decided by the
+// model_type, as AutoModelForCausalLM decides, when the architecture is that class, the family's own or
+// a remote-code class no family knows.
+const FamilyInfo* model_type_family(const std::string& model_type, const std::string& architecture) {
+  if (model_type.empty()) return nullptr;
+  for (const auto& info : family_registry()) {
+    if (info.loaded_as_architectures.empty() || !lists(info.model_types, model_type)) continue;
+    if (architecture.empty() || lists(info.architectures, architecture) ||
+        lists(info.loaded_as_architectures, architecture) || !known_architecture(architecture)) {
+      return &info;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Result<const FamilyInfo*> detect_family(const ConfigReader& cfg) {
   D0_ASSIGN_OR_RETURN(std::vector<std::string> architectures, cfg.optional_string_list("architectures"));
   D0_ASSIGN_OR_RETURN(std::string model_type, cfg.optional_string("model_type", ""));
+  if (const FamilyInfo* info =
+          model_type_family(model_type, architectures.empty() ? "" : architectures.front())) {
+    return info;
+  }
   if (!architectures.empty()) {
     for (const auto& info : family_registry()) {
       for (const auto* names : {&info.architectures, &info.wrapper_architectures}) {

@@ -23,6 +23,11 @@ struct FamilyInfo {
   // Image-text wrappers whose config nests this text model under text_config and whose tensors sit under
   // "language_model." (the text model runs; the vision tower is not part of the spec).
   std::vector<std::string> wrapper_architectures;
+  // Another family's classes that transformers builds for this family's model_types (AutoModelForCausalLM
+  // maps the model_type onto them and converts the release's tensor names on load; its save writes that
+  // class into `architectures`). A config with one of `model_types` and one of these, one of
+  // `architectures` or a remote-code class no family knows is this family.
+  std::vector<std::string> loaded_as_architectures;
   bool mxfp4_experts = false;  // the family defines MXFP4 expert weights (quant_method mxfp4)
   Status (*parse)(const ConfigReader& cfg, ModelSpec& spec) = nullptr;
   void (*write)(const ModelSpec& spec, nlohmann::json& out) = nullptr;

@@ -1,6 +1,7 @@
 #include "day0/model/tensor_manifest.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,22 +27,135 @@ int64_t estimated_tensor_count(const ModelSpec& s) {
 
 }  // namespace
 
-void adopt_stored_prefixes(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored) {
-  for (const auto& alias : manifest.prefix_aliases) {
-    // Plain names, not a structured binding: clang 14 cannot capture those in the lambda below.
-    const std::string& canonical = alias.first;
-    const std::string& alternative = alias.second;
-    const auto first = std::find_if(manifest.tensors.begin(), manifest.tensors.end(),
-                                    [&](const TensorSpec& t) { return t.name.starts_with(canonical); });
-    if (first == manifest.tensors.end()) continue;
-    const std::string renamed = alternative + first->name.substr(canonical.size());
-    if (stored(first->name) || !stored(renamed)) continue;
-    for (auto* list : {&manifest.tensors, &manifest.unused}) {
-      for (TensorSpec& t : *list) {
-        if (t.name.starts_with(canonical)) t.name = alternative + t.name.substr(canonical.size());
-        if (t.pattern.starts_with(canonical)) t.pattern = alternative + t.pattern.substr(canonical.size());
+std::string renamed_for_layout(const StoredLayout& layout, const std::string& name) {
+  std::string out = name;
+  for (const NameRename& r : layout.renames) {
+    if (r.prefix) {
+      if (out.starts_with(r.canonical)) out = r.stored + out.substr(r.canonical.size());
+      continue;
+    }
+    if (const size_t at = out.find(r.canonical); at != std::string::npos) {
+      out.replace(at, r.canonical.size(), r.stored);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The fused group `name` is a part of: {group, part index, the scope before the part}, or nullopt.
+struct FusedMatch {
+  const FusedRows* group = nullptr;
+  size_t part = 0;
+  std::string scope;
+};
+
+std::optional<FusedMatch> fused_match(const StoredLayout& layout, const std::string& name) {
+  for (const FusedRows& f : layout.fused) {
+    for (size_t i = 0; i < f.parts.size(); ++i) {
+      const std::string& part = f.parts[i];
+      if (name.size() > part.size() && name.ends_with(part) && name[name.size() - part.size() - 1] == '.') {
+        return FusedMatch{&f, i, name.substr(0, name.size() - part.size())};
       }
     }
+  }
+  return std::nullopt;
+}
+
+// The stored tensor's name (without its rows): what a checkpoint in `layout` holds for `name`.
+std::string stored_name(const StoredLayout& layout, const std::string& name) {
+  if (const auto m = fused_match(layout, name))
+    return renamed_for_layout(layout, m->scope) + m->group->stored;
+  return renamed_for_layout(layout, name);
+}
+
+}  // namespace
+
+const StoredLayout* stored_layout_in_use(const TensorManifest& manifest,
+                                         const std::function<bool(const std::string&)>& stored) {
+  for (const StoredLayout& layout : manifest.stored_layouts) {
+    for (const TensorSpec& t : manifest.tensors) {
+      const std::string where = stored_name(layout, t.name);
+      if (where == t.name) continue;
+      // The first tensor the layout moves decides: under the table's name, another layout (or none).
+      if (!stored(t.name) && stored(where)) return &layout;
+      break;
+    }
+  }
+  return nullptr;
+}
+
+const StoredLayout* release_layout(const TensorManifest& manifest) {
+  for (const StoredLayout& layout : manifest.stored_layouts) {
+    if (layout.release) return &layout;
+  }
+  return nullptr;
+}
+
+std::map<std::string, StoredLocation> stored_locations(const TensorManifest& manifest,
+                                                       const StoredLayout& layout) {
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const auto* list : {&manifest.tensors, &manifest.unused}) {
+    for (const TensorSpec& t : *list) by_name[t.name] = &t;
+  }
+  std::map<std::string, StoredLocation> out;
+  for (const auto& [name, t] : by_name) {
+    StoredLocation loc{stored_name(layout, name)};
+    if (const auto m = fused_match(layout, name)) {
+      // Rows of the parts before this one, and of all of them; a part the table lacks is zero rows.
+      loc.rows = t->shape.empty() ? 0 : t->shape[0];
+      loc.stored_rows = 0;
+      for (size_t i = 0; i < m->group->parts.size(); ++i) {
+        const auto sibling = by_name.find(m->scope + m->group->parts[i]);
+        const int64_t rows =
+            sibling == by_name.end() || sibling->second->shape.empty() ? 0 : sibling->second->shape[0];
+        if (i < m->part) loc.row_begin += rows;
+        loc.stored_rows += rows;
+      }
+    }
+    out.emplace(name, std::move(loc));
+  }
+  return out;
+}
+
+TensorManifest to_stored_layout(const TensorManifest& manifest, const StoredLayout& layout) {
+  const std::map<std::string, StoredLocation> where = stored_locations(manifest, layout);
+  TensorManifest out = manifest;
+  for (auto* list : {&out.tensors, &out.unused}) {
+    std::vector<TensorSpec> moved;
+    std::map<std::string, size_t> fused_at;  // stored name -> its entry in `moved`
+    for (TensorSpec& t : *list) {
+      const StoredLocation& loc = where.at(t.name);
+      const std::string pattern = stored_name(layout, t.pattern);
+      if (!loc.view()) {
+        t.name = loc.name;
+        t.pattern = pattern;
+        moved.push_back(std::move(t));
+        continue;
+      }
+      const auto at = fused_at.find(loc.name);
+      if (at == fused_at.end()) {
+        fused_at.emplace(loc.name, moved.size());
+        t.name = loc.name;
+        t.pattern = pattern;
+        t.shape[0] = loc.stored_rows;
+        t.slot = WeightSlot::kNone;  // bound through its parts' views
+        moved.push_back(std::move(t));
+        continue;
+      }
+      TensorSpec& group = moved[at->second];
+      group.params += t.params;
+      group.bytes += t.bytes;
+    }
+    *list = std::move(moved);
+  }
+  return out;
+}
+
+void adopt_stored_layout(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored) {
+  if (const StoredLayout* layout = stored_layout_in_use(manifest, stored)) {
+    const StoredLayout copy = *layout;  // `manifest` is replaced below
+    manifest = to_stored_layout(manifest, copy);
   }
 }
 

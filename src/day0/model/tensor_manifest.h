@@ -5,6 +5,7 @@
 // planner's weight groups.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "day0/core/dtype.h"
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/stored_layout.h"
 #include "day0/model/weight_table.h"
 
 namespace day0 {
@@ -45,15 +47,29 @@ struct TensorManifest {
   // Name prefixes transformers ignores on load (_keys_to_ignore_on_load_unexpected, e.g. "mtp."):
   // verify accepts such tensors without a shape to check.
   std::vector<std::string> ignored_prefixes;
-  // {canonical, alternative} name prefixes: a checkpoint may hold the tensors under the alternative
-  // (transformers 5.24 saves Kimi K2.5's text layers as language_model.model.blocks.N, the release
-  // as ...layers.N). adopt_stored_prefixes() renames the manifest to the one a checkpoint uses.
-  std::vector<std::pair<std::string, std::string>> prefix_aliases;
+  // Other names a checkpoint may hold the tensors under (stored_layout.h): an image-text save's other
+  // prefix (transformers 5.24 writes Kimi K2.5's text layers as language_model.model.blocks.N, the
+  // release ...layers.N), a release's own names that transformers converts on load (exaone's
+  // transformer.h.N, sarvam_moe's fused attention.query_key_value).
+  std::vector<StoredLayout> stored_layouts;
 };
 
-// Renames every tensor under an aliased canonical prefix to its alternative when the checkpoint
-// (`stored`: does it hold this name?) holds the first such tensor under the alternative only.
-void adopt_stored_prefixes(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored);
+// The stored layout a checkpoint uses (`stored`: does it hold this name?): the first of
+// manifest.stored_layouts whose first moved tensor the checkpoint holds under its stored name and not
+// under the table's; null when it holds the table's own names.
+const StoredLayout* stored_layout_in_use(const TensorManifest& manifest,
+                                         const std::function<bool(const std::string&)>& stored);
+// The layout the family's releases ship (StoredLayout::release), or null.
+const StoredLayout* release_layout(const TensorManifest& manifest);
+// Where each tensor (and unused tensor) of `manifest` lives under `layout`, by the table's name.
+std::map<std::string, StoredLocation> stored_locations(const TensorManifest& manifest,
+                                                       const StoredLayout& layout);
+// `manifest` under `layout`'s names: every tensor renamed, each fused group one tensor of its parts' rows
+// stacked (at the first part's place, bound to no slot). What verify, synth and the golden checks compare
+// with a checkpoint; the binder keeps the table's names and reads through a view instead.
+TensorManifest to_stored_layout(const TensorManifest& manifest, const StoredLayout& layout);
+// Replaces `manifest` by its form under the layout the checkpoint uses (stored_layout_in_use), if any.
+void adopt_stored_layout(TensorManifest& manifest, const std::function<bool(const std::string&)>& stored);
 
 // Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,
 // post-attention norm and FFN, then the final norm and lm_head (absent when tied), then the

@@ -137,7 +137,14 @@ void WeightTableBuilder::ignore_prefix(std::string prefix) {
 }
 
 void WeightTableBuilder::alias_prefix(std::string canonical, std::string alternative) {
-  out_.prefix_aliases.emplace_back(std::move(canonical), std::move(alternative));
+  StoredLayout layout;
+  layout.name = "tensors under " + alternative;
+  layout.renames.push_back(NameRename{std::move(canonical), std::move(alternative), true});
+  out_.stored_layouts.push_back(std::move(layout));
+}
+
+void WeightTableBuilder::stored_layout(StoredLayout layout) {
+  out_.stored_layouts.push_back(std::move(layout));
 }
 
 void WeightTableBuilder::push_weight(std::string name, std::string pattern, std::vector<int64_t> shape,

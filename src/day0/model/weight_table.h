@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "day0/core/dtype.h"
+#include "day0/model/stored_layout.h"
 
 namespace day0 {
 
@@ -166,8 +167,11 @@ class WeightTableBuilder {
   // multi-token-prediction module "mtp."): `verify` accepts them unchecked; nothing counts, binds or
   // synthesises them.
   void ignore_prefix(std::string prefix);
-  // Tensors under `canonical` may be stored under `alternative` instead (TensorManifest::prefix_aliases).
+  // Tensors under `canonical` may be stored under `alternative` instead (a StoredLayout of one prefix
+  // renaming).
   void alias_prefix(std::string canonical, std::string alternative);
+  // The checkpoint may hold the table's tensors under `layout`'s names (TensorManifest::stored_layouts).
+  void stored_layout(StoredLayout layout);
 
   // Prefix of the current scope, e.g. "model.layers.3.".
   const std::string& scope() const { return scope_; }

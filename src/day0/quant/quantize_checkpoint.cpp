@@ -171,6 +171,14 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
 
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
   D0_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(resolved.folder.string()));
+  // The output is written under the weight table's names, with a config whose module lists name them.
+  if (const StoredLayout* layout =
+          stored_layout_in_use(manifest, [&](const std::string& name) { return ckpt.contains(name); })) {
+    return unsupported(fmt::format(
+        "{}: model_type {} holds its tensors under {}; day0 quantize writes the weight table's own names "
+        "only, which this model_type's loaders do not all read",
+        resolved.source, spec.model_type, layout->name));
+  }
 
   // Which projections are packed, decided from the weight table's storage and roles.
   std::set<std::string> packed_stems;

@@ -15,6 +15,7 @@
 namespace day0 {
 
 struct TensorManifest;  // model/tensor_manifest.h
+struct StoredLayout;    // model/stored_layout.h
 struct IntWeight;       // runtime/int_weight.h
 
 struct RawTensor {
@@ -61,6 +62,13 @@ enum class PageCache {
 // per token.
 Result<std::unique_ptr<TensorSource>> open_checkpoint_source(const std::string& path,
                                                              PageCache page_cache = PageCache::kKeep);
+
+// The tensors of `manifest` under the weight table's names, read from `inner`, a checkpoint that holds
+// them under `layout` (model/stored_layout.h): renamed ones as they are, the parts of a fused tensor as
+// views of its row blocks. Nothing is copied.
+std::shared_ptr<const TensorSource> stored_layout_source(std::shared_ptr<const TensorSource> inner,
+                                                         const TensorManifest& manifest,
+                                                         const StoredLayout& layout);
 
 // Tensors held in memory; copies of another source's tensors can be edited (weight perturbation).
 class MemoryTensorSource : public TensorSource {

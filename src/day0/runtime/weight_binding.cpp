@@ -360,7 +360,12 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
     spec.multimodal_wrapper = true;
   }
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
-  adopt_stored_prefixes(manifest, [&](const std::string& name) { return source->contains(name); });
+  // A checkpoint under another layout of the table's names (a release's own, stored_layout.h): read
+  // through views under the table's names.
+  if (const StoredLayout* layout =
+          stored_layout_in_use(manifest, [&](const std::string& name) { return source->contains(name); })) {
+    source = stored_layout_source(std::move(source), manifest, *layout);
+  }
   if (shard.size < 1 || shard.rank < 0 || shard.rank >= shard.size)
     return invalid_argument(fmt::format("tensor-parallel rank {} of {}", shard.rank, shard.size));
   if (!shard.whole()) D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));

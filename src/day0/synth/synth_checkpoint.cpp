@@ -228,6 +228,8 @@ Status check_synth_resources(const fs::path& parent, uint64_t total, uint64_t la
 Result<TensorManifest> synth_tensor_list(const ModelSpec& spec, bool mtp_layers) {
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
   if (!mtp_layers) std::erase_if(manifest.tensors, [](const TensorSpec& t) { return t.mtp; });
+  // Under the names the family's releases ship, where they differ from the table's.
+  if (const StoredLayout* layout = release_layout(manifest)) return to_stored_layout(manifest, *layout);
   return manifest;
 }
 

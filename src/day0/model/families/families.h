@@ -3,6 +3,9 @@
 // (family_registry.h). A parser receives the config object that holds the text model's keys (an image-text
 // wrapper's text_config) with spec.architecture / model_type / family already set, and fills the rest of
 // the spec; the writer adds the family's keys on top of write_core().
+#include <initializer_list>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
@@ -56,6 +59,11 @@ Status apply_mlp_layer_types(const ConfigReader& cfg, const std::vector<std::str
 // GLM-4.7-Flash and HY3); a first_k_dense_replace the release ships beside them, which transformers never
 // reads, must agree.
 Status apply_mlp_layer_types_or_first_dense(const ConfigReader& cfg, ModelSpec& spec);
+// The config with each {alias, canonical} key (transformers' attribute_map, the spelling of releases
+// written by remote code) under its canonical name, for a reader derived from `cfg` (the aliases count
+// as read). Both present with different values is an error.
+Result<nlohmann::json> with_canonical_keys(
+    const ConfigReader& cfg, std::initializer_list<std::pair<const char*, const char*>> aliases);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);
 
