@@ -404,5 +404,19 @@ TEST(PublishedCounts, ExaoneAndSarvamCatalogEntries) {
   }
 }
 
+// Poolside Laguna XS.2 (catalog laguna-xs.2): the model card gives 33B total and 3B activated, two and one
+// significant digits. Our count of the entry: 33.44B total (1.3% over 33B: the 64 query heads of the sliding
+// layers weigh 0.25B more than 48 would); 3.02B active with both embeddings (0.6% over), 2.81B without the
+// input one.
+TEST(PublishedCounts, LagunaXs2CatalogEntry) {
+  auto spec = catalog_model("laguna-xs.2");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->total, 33'442'617'088);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 33e9), 0.5e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 3e9), 0.5e9) << counts->active;
+}
+
 }  // namespace
 }  // namespace day0

@@ -131,6 +131,12 @@ def hf_init(name, folder, config):
                     p.normal_(0.0, 0.1)
                 elif name.endswith("norm.weight"):
                     p.normal_(1.0, 0.2)
+            # Laguna: its correction bias is a parameter at zero and its norm gains start at one.
+            if config["model_type"] == "laguna":
+                if name.endswith("e_score_correction_bias"):
+                    p.normal_(0.0, 0.1)
+                elif name.endswith("norm.weight"):
+                    p.normal_(1.0, 0.2)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
