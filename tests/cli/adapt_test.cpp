@@ -184,6 +184,15 @@ TEST_F(AdaptCli, MiniatureIsAlsoAlignedAgainstTransformersWhenAPythonHasIt) {
   EXPECT_TRUE(hf.contains("alignment")) << hf.dump(2);
 }
 
+// A pack-quantized release (Kimi K2.5: INT4 group-32 routed experts): the miniature is synthesised
+// unquantized and packed as the release is, then run and aligned packed.
+TEST_F(AdaptCli, APackQuantizedReleaseGetsAPackedMiniature) {
+  CliResult r = run_cli(adapt_args("kimi-k2.5", dir_ + "/kimi", {"--cluster", "8xH200"}));
+  const nlohmann::json s = stage(read_json(fs::path(dir_) / "kimi" / "report.json"), "miniature");
+  EXPECT_EQ(s["verdict"], "pass") << s.dump(2);
+  EXPECT_NE(s.dump().find("packed INT4 g32 by day0 quantize"), std::string::npos) << s.dump(2) << r.err;
+}
+
 TEST_F(AdaptCli, CorruptedShardFailsTheWeightsStageNamingTheShard) {
   const std::string ckpt = synth("qwen3-30b-a3b", "ckpt");
   std::string shard;
