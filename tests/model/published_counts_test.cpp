@@ -211,6 +211,24 @@ TEST(PublishedCounts, MinimaxM2CatalogEntry) {
   EXPECT_TRUE(*variant == *entry);
 }
 
+// MiniMax-M3: NVIDIA's Megatron Bridge documentation (and the release announcements) give 428B total and
+// ~23B active. Our text model (the vision tower, about 0.9B with its projectors, is neither run nor counted):
+// 426.17B, 0.43% under 428B; active 23.50B without the embeddings (25.96B with both), which "23B" gives with
+// its digits cut, not rounded (as Qwen's 3.35B -> 3.3B): [23B, 24B) written as its middle +- 0.5%. Per
+// sparse layer the indexer adds 4 x 128 + 128 query / key rows of 6144 (3.9M); the KV cache holds K, V and
+// the 128-wide index key: 60 x (2 x 4 x 128 + 128) x 2 B = 138,240 B a token in BF16.
+TEST(PublishedCounts, MinimaxM3CatalogEntry) {
+  auto spec = catalog_model("minimax-m3");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_EQ(counts->total, 426'174'572'928);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 428e9), 0.005 * 428e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embeddings) - 23.5e9), 0.005 * 23.5e9)
+      << counts->active_without_embeddings;
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, 138'240u);
+}
+
 // LongCat-Flash: the model card gives 560B total and 18.6B ... 31.3B activated a token (without the
 // input embedding), depending on how many of the 12 picks are zero-computation experts. No release
 // config in ../shared/configs: the catalog entry's counts. transformers allocates 741.05B (its

@@ -22,7 +22,7 @@ TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
         "gpt-oss",      "llama3",     "qwen3",     "qwen2-yarn",    "minimax-m2", "longcat-flash",
         "deepseek-v32", "qwen3-next", "seed-oss",  "ernie-4.5-moe", "solar-open", "glm-4.7-flash",
         "kimi-k2.5",    "mistral4",   "hy3",       "trinity",       "laguna",     "exaone-3.5",
-        "sarvam-30b",   "param2-17b"}) {
+        "sarvam-30b",   "param2-17b", "minimax-m3"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "missing golden " << want;
   }
 }
@@ -77,6 +77,34 @@ TEST(GoldenSparseAttention, DeepseekV32SelectionChangesTheLogits) {
   ASSERT_TRUE(sparse.is_ok()) << sparse.status().to_string();
   ModelSpec dense_spec = run->model.spec;
   dense_spec.indexer->topk = 1 << 20;
+  auto dense_engine = Engine::create(dense_spec, run->model.weights, *run->backend, exact);
+  ASSERT_TRUE(dense_engine.is_ok()) << dense_engine.status().to_string();
+  auto dense = run_reference_prompts(**dense_engine, run->reference, "dense");
+  ASSERT_TRUE(dense.is_ok()) << dense.status().to_string();
+  const AlignThresholds t = default_thresholds(ActivationPrecision::kF32);
+  const AlignReport with_selection = compare_dumps(run->reference, *sparse, t);
+  const AlignReport without = compare_dumps(run->reference, *dense, t);
+  EXPECT_TRUE(with_selection.pass()) << align_report_text(with_selection);
+  EXPECT_FALSE(without.pass()) << align_report_text(without);
+  EXPECT_GT(without.logits.max_abs_err, 1e-2 * without.logits.logit_range) << align_report_text(without);
+  EXPECT_GT(without.logits.max_abs_err, 100.0 * with_selection.logits.max_abs_err);
+}
+
+// MiniMax-M3's golden keeps index_topk_blocks = 3 blocks of 4 keys per query head group while its prompts
+// and their continuations reach 30 tokens (8 blocks): the same weights attending to every causal key
+// (every block selected) must miss transformers by far more than the block-sparse engine does, or the
+// golden could not tell whether the selection is applied.
+TEST(GoldenSparseAttention, MinimaxM3BlockSelectionChangesTheLogits) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("minimax-m3", "cpu", exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_TRUE(run->model.spec.block_indexer.has_value());
+  ASSERT_EQ(run->model.spec.block_indexer->topk_blocks, 3);
+  auto sparse = run_reference_prompts(*run->engine, run->reference, "sparse");
+  ASSERT_TRUE(sparse.is_ok()) << sparse.status().to_string();
+  ModelSpec dense_spec = run->model.spec;
+  dense_spec.block_indexer->topk_blocks = 1 << 20;
   auto dense_engine = Engine::create(dense_spec, run->model.weights, *run->backend, exact);
   ASSERT_TRUE(dense_engine.is_ok()) << dense_engine.status().to_string();
   auto dense = run_reference_prompts(**dense_engine, run->reference, "dense");

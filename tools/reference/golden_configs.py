@@ -192,6 +192,36 @@ CONFIGS = {
         router_aux_loss_coef=0.001, output_router_logits=False,
         quantization_config=dict(FP8, fmt="float8_e4m3fn",
                                  modules_to_not_convert=["gate", "e_score_correction_bias", "lm_head"])),
+    # MiniMax-M3 (428B's structure, its text model inside the image-text wrapper as released): 3 layers, the
+    # first dense (moe_layer_freq) with full attention, then two MoE layers with block-sparse attention
+    # (sparse_attention_config as released: 2 index heads of 16, one per KV head, blocks of 4, top-3 with one
+    # local block, so that the prompts exercise the selection); GQA 4 / 2 with Gemma per-head q/k norms,
+    # partial RoPE 8 of 16 (rotary_dim and the factor transformers reads); sigmoid + correction bias top-2 of
+    # 8, renormalised, x2, one shared expert; SwiGLU-OAI everywhere; zero-centred norms (made non-zero by
+    # make_golden). The release's switches transformers hard-codes as released; a one-layer vision tower.
+    "minimax-m3": {
+        "architectures": ["MiniMaxM3SparseForConditionalGeneration"], "model_type": "minimax_m3_vl",
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False, "image_token_index": 200025,
+        "video_token_index": 200026, "projector_hidden_size": 64,
+        "text_config": cfg(
+            model_type="minimax_m3_vl_text", num_hidden_layers=3, num_key_value_heads=2, head_dim=16,
+            rotary_dim=8, partial_rotary_factor=0.5, rope_theta=5000000.0, intermediate_size=32,
+            dense_intermediate_size=96, shared_intermediate_size=32, num_local_experts=8, num_experts_per_tok=2,
+            n_shared_experts=1, routed_scaling_factor=2.0, scoring_func="sigmoid", use_routing_bias=True,
+            hidden_act="swigluoai", swiglu_alpha=1.702, swiglu_beta=1.0, swiglu_limit=7.0, use_gemma_norm=True,
+            use_qk_norm=True, qk_norm_type="per_head", attention_output_gate=False, moe_layer_freq=[0, 1, 1],
+            sparse_attention_config={
+                "use_sparse_attention": True, "sparse_index_dim": 16, "sparse_num_index_heads": 2,
+                "sparse_topk_blocks": 3, "sparse_block_size": 4, "sparse_score_type": "max",
+                "sparse_init_block": 0, "sparse_local_block": 1, "sparse_attention_freq": [0, 1, 1],
+                "sparse_disable_index_value": [0, 1, 1]},
+            num_mtp_modules=0, rms_norm_eps=1e-6, tie_word_embeddings=False, max_position_embeddings=1048576,
+            router_aux_loss_coef=0.001, output_router_logits=False),
+        "vision_config": {
+            "model_type": "minimax_m3_vl_vision", "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 56, "patch_size": 14,
+            "temporal_patch_size": 2, "spatial_merge_size": 2},
+    },
     # LongCat-Flash: 2 layers of two MLA sublayers (q LoRA, interleaved rope, LoRA rescaling) with a dense
     # MLP each, and a shortcut MoE per layer: softmax router over 8 real + 4 zero experts, top-3, correction
     # bias (made non-zero by make_golden) for selection only, weights x 6 not renormalised. The release's
@@ -379,6 +409,14 @@ PROMPT_LENGTHS["llama4-text"] = [6, 13, 24]
 # near-tie in layer 0 (2nd / 3rd selection scores 0.8471 / 0.8457) that transformers' own BF16 run
 # flips (cosine 0.63 to its F32 run at that token), so no BF16 engine could meet the BF16 thresholds.
 PROMPT_LENGTHS["minimax-m2"] = [6, 13, 24]
+# MiniMax-M3 (top-3 of 4-key blocks, one local): every prompt and continuation outgrows the 3 blocks (4 to 8
+# blocks). With [8, 15, 24] the closest block-selection boundary gap, over the prompts and their greedy
+# continuations, is 0.95% (9.1333 / 9.0461, layer 1, position 17) and the closest router gap (2nd / 3rd of 8)
+# 1.5e-3; of the sets tried it is the one whose transformers BF16 run stays nearest its F32 run (logit cosine
+# >= 0.978; others down to 0.73, where BF16 rounding flips a router or block choice), and the BF16 engine
+# matches that run (max |dlogit| 0.8% of the range).
+PROMPT_LENGTHS["minimax-m3"] = [8, 15, 24]
+SHARD_SIZES["minimax-m3"] = "250KB"  # 0.57 MB in BF16, vision tower included: 3 shards
 # DeepSeek-V3.2 (top-4 of the indexer scores, 8 heads): with [5, 11, 17] a token of the third prompt has its
 # 4th and 5th indexer scores in layer 0 within 2e-4 (relative) of each other, under the BF16 rounding
 # differences between any two implementations (the BF16 engine and transformers' BF16 run pick differently);

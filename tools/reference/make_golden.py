@@ -141,6 +141,10 @@ def hf_init(name, folder, config):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
                 p.normal_(0.0, 0.5)
+            # MiniMax-M3's zero-centred RMSNorms (the indexer's q / k norms too) store the offset w of the gain
+            # 1 + w, 0 at init: random offsets make the golden see each gain applied.
+            if config["model_type"] == "minimax_m3_vl" and name.endswith("norm.weight") and "language_model" in name:
+                p.normal_(0.0, 0.2)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     shard = SHARD_SIZES.get(golden)
     if shard and quant:

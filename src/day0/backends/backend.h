@@ -54,6 +54,7 @@ class Backend {
   virtual void paged_attention(const PagedAttentionArgs& a) = 0;
   virtual void paged_mla_attention(const PagedMlaArgs& a) = 0;
   virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
+  virtual void block_indexer_topk(const BlockIndexerTopkArgs& a) = 0;
   virtual void causal_conv1d(const CausalConv1dArgs& a) = 0;
   virtual void gated_delta_rule(const GatedDeltaRuleArgs& a) = 0;
   virtual void gated_rms_norm(const GatedRmsNormArgs& a) = 0;

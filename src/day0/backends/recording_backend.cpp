@@ -245,8 +245,15 @@ void RecordingBackend::paged_attention(const PagedAttentionArgs& a) {
   op.attrs = attention_attrs(a.mask, a.window, a.n_heads, a.n_kv_heads, a.scale, !a.sinks.empty());
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.n_kv_heads, a.head_dim}, {a.n_kv_heads, dv}};
+  // Block-sparse attention: each query head reads at most its selected blocks' keys.
+  const bool sparse = !a.selection.empty();
+  if (sparse) {
+    op.attrs["block_size"] = std::to_string(a.selection.block_size);
+    op.attrs["topk_blocks"] = std::to_string(a.selection.k());
+  }
   for (const PagedSequence& s : a.seqs) {
-    const double keys = keys_for(s.kv, a.mask, a.window);
+    double keys = keys_for(s.kv, a.mask, a.window);
+    if (sparse) keys = std::min(keys, d(a.selection.k() * a.selection.block_size));
     op.flops_per_token += 2.0 * d(s.q_rows) * d(a.n_heads) * keys * d(a.head_dim + dv);
     op.bytes_per_token += keys * d((s.kv.first_width + s.kv.second_width) * kv_dtype_bytes(s.kv.dtype));
   }
@@ -331,6 +338,27 @@ void RecordingBackend::indexer_topk(const IndexerTopkArgs& a) {
   }
   note(std::move(op));
   if (inner_) inner_->indexer_topk(a);
+}
+
+void RecordingBackend::block_indexer_topk(const BlockIndexerTopkArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kBlockIndexerTopk);
+  const int64_t k = a.selected.cols / std::max<int64_t>(a.n_heads, 1);
+  op.attrs = {{"n_heads", std::to_string(a.n_heads)},
+              {"head_dim", std::to_string(a.head_dim)},
+              {"block_size", std::to_string(a.block_size)},
+              {"topk_blocks", std::to_string(k)},
+              {"local_blocks", std::to_string(a.local_blocks)}};
+  if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
+  op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.head_dim}, {a.n_heads, k}};
+  for (const PagedSequence& s : a.seqs) {
+    const double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
+    // Per query and key: n_heads dot products of head_dim and a max; then the blocks' selection.
+    op.flops_per_token += d(s.q_rows) * keys * d(a.n_heads) * d(2 * a.head_dim + 1);
+    op.bytes_per_token += keys * d(a.head_dim * kv_dtype_bytes(s.kv.dtype));
+  }
+  note(std::move(op));
+  if (inner_) inner_->block_indexer_topk(a);
 }
 
 void RecordingBackend::causal_conv1d(const CausalConv1dArgs& a) {

@@ -26,6 +26,7 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
       {op::kRope, "rope_scaling, partial_rotary_factor, rope_theta"},
       {op::kAttention, "sliding_window, layer_types, attention_chunk_size"},
       {op::kPagedAttention, "sliding_window, layer_types, attention_chunk_size"},
+      {op::kBlockIndexerTopk, "layer_types, index_block_size, index_topk_blocks, index_local_blocks"},
   };
   auto it = kFields.find(op);
   std::string out = it != kFields.end() ? std::string(it->second) : "unknown to the op registry";

@@ -158,6 +158,7 @@ D0_ROUTE_DECOMPOSED(mla_attention, MlaArgs, (OpKey{op::kMlaAttention, a.w_kv_b.f
 D0_ROUTE_DECOMPOSED(paged_attention, PagedAttentionArgs, OpKey{op::kPagedAttention})
 D0_ROUTE_DECOMPOSED(paged_mla_attention, PagedMlaArgs, (OpKey{op::kPagedMlaAttention, a.w_kv_b.format}))
 D0_ROUTE_SIMPLE(indexer_topk, IndexerTopkArgs, OpKey{op::kIndexerTopk})
+D0_ROUTE_SIMPLE(block_indexer_topk, BlockIndexerTopkArgs, OpKey{op::kBlockIndexerTopk})
 D0_ROUTE_SIMPLE(causal_conv1d, CausalConv1dArgs, OpKey{op::kCausalConv1d})
 D0_ROUTE_SIMPLE(gated_delta_rule, GatedDeltaRuleArgs, OpKey{op::kGatedDeltaRule})
 D0_ROUTE_DECOMPOSED(gated_rms_norm, GatedRmsNormArgs, OpKey{op::kGatedRmsNorm})

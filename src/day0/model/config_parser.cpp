@@ -29,6 +29,37 @@ double derive_attention_scale(const ModelSpec& spec) {
   return 1.0 / std::sqrt(static_cast<double>(spec.head_dim));
 }
 
+namespace {
+
+// Block-sparse attention: GQA layers, index heads that divide every block-sparse layer's query heads,
+// index keys at least as wide as the rotated part, no more local blocks than selected ones.
+Status validate_block_indexer(const ModelSpec& spec) {
+  const bool any =
+      std::any_of(spec.layers.begin(), spec.layers.end(), [](auto& l) { return l.block_sparse; });
+  if (!spec.block_indexer) {
+    return any ? invalid_argument("model spec: block-sparse layers without a block indexer") : Status::ok();
+  }
+  const BlockIndexerSpec& ix = *spec.block_indexer;
+  if (spec.attention != AttentionKind::kGqa) return invalid_argument("model spec: a block indexer needs GQA");
+  if (ix.n_heads <= 0 || ix.head_dim <= 0 || ix.block_size <= 0 || ix.topk_blocks <= 0 ||
+      ix.local_blocks < 0 || ix.local_blocks > ix.topk_blocks) {
+    return invalid_argument(
+        "model spec: block indexer sizes must be positive, with at most topk_blocks local blocks");
+  }
+  if (ix.head_dim < rotary_dims(spec.head_dim, spec.partial_rotary_factor)) {
+    return invalid_argument("model spec: block index keys narrower than the rotated dimensions");
+  }
+  for (const LayerSpec& l : spec.layers) {
+    if (l.block_sparse && (l.linear_attention || layer_heads(spec, l) % ix.n_heads != 0)) {
+      return invalid_argument(
+          "model spec: a block-sparse layer's query heads must be a multiple of index heads");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate_model_spec(const ModelSpec& spec) {
   if (spec.n_layers <= 0 || static_cast<int64_t>(spec.layers.size()) != spec.n_layers) {
     return invalid_argument(fmt::format("model spec: {} layer entries for num_hidden_layers = {}",
@@ -56,6 +87,7 @@ Status validate_model_spec(const ModelSpec& spec) {
   if ((spec.attention == AttentionKind::kMla) != spec.mla.has_value()) {
     return invalid_argument("model spec: MLA attention and MLA sizes must come together");
   }
+  D0_RETURN_IF_ERROR(validate_block_indexer(spec));
   // Building the manifest runs every size product through checked arithmetic.
   auto manifest = build_tensor_manifest(spec);
   if (!manifest.is_ok()) return manifest.status();
@@ -238,6 +270,13 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
          {"image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id",
           "projection_hidden_size", "projection_layer_norm_eps", "media_placeholder_token_id",
           "video_placeholder", "use_unified_vision_chunk", "ignore_index"}) {
+      root.mark_used(key);
+    }
+    // Other wrappers' spellings of the same: placeholder indices, the projector's width and the vision
+    // tower's patch merge repeated at the top level.
+    for (const char* key : {"video_token_index", "projector_hidden_size", "merged_hidden_size",
+                            "image_token_compression_method", "spatial_merge_size", "temporal_patch_size",
+                            "image_seq_length"}) {
       root.mark_used(key);
     }
 

@@ -20,6 +20,8 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
     // Rows as wide as the layer with the most KV heads (the pool's; other layers leave columns unused).
     elements = static_cast<uint64_t>(max_kv_heads(spec)) *
                static_cast<uint64_t>(spec.head_dim + value_head_dim(spec));
+    // Block-sparse attention: the token's index key after V, in every layer's rows (one pool).
+    if (spec.block_indexer) elements += static_cast<uint64_t>(spec.block_indexer->head_dim);
   }
   return elements * static_cast<uint64_t>(kv_dtype_bytes(dtype));
 }
@@ -64,6 +66,7 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
     if (max_kv_heads(spec) != spec.n_kv_heads) {
       s.layout += fmt::format(", rows sized for the widest layer ({} KV heads in others)", spec.n_kv_heads);
     }
+    if (spec.block_indexer) s.layout += fmt::format(" + block index key {}", spec.block_indexer->head_dim);
   }
   s.kv_layers = count_kv_layers(spec);
   s.state_layers = spec.n_layers - s.kv_layers;

@@ -67,6 +67,21 @@ struct IndexerSpec {
   bool operator==(const IndexerSpec&) const = default;
 };
 
+// Block-sparse attention: on LayerSpec::block_sparse layers an indexer of n_heads heads (its own q / k
+// projections and per-head RMSNorms, the model's RoPE on its first rotary dims) scores every visible key
+// against one index key per token (cached after V in the same rows), takes each block of block_size keys
+// at its best score, and the query heads of index head i (n_heads / this n_heads of them: a KV group when
+// the counts agree) attend only to the keys of its top topk_blocks blocks; the local_blocks blocks ending
+// at the query's own always win.
+struct BlockIndexerSpec {
+  int64_t n_heads = 0;       // index_n_heads
+  int64_t head_dim = 0;      // index_head_dim
+  int64_t block_size = 0;    // index_block_size
+  int64_t topk_blocks = 0;   // index_topk_blocks
+  int64_t local_blocks = 0;  // index_local_blocks
+  bool operator==(const BlockIndexerSpec&) const = default;
+};
+
 // Gated DeltaNet linear attention (layer_types "linear_attention"): in_proj_qkvz / in_proj_ba grouped
 // per key head, a causal depthwise conv of `conv_kernel` over [q | k | v] with silu, L2-normed q / k, the
 // gated delta rule over a float32 state of n_value_heads x key_head_dim x value_head_dim per sequence,
@@ -126,6 +141,8 @@ struct LayerSpec {
   int64_t n_heads = 0;
   int64_t n_kv_heads = 0;
   bool sinks = true;  // with spec.attention_sinks: whether this layer has them
+  // Attends through spec.block_indexer's block selection (block-sparse attention).
+  bool block_sparse = false;
   bool operator==(const LayerSpec&) const = default;
 };
 
@@ -222,6 +239,10 @@ struct ModelSpec {
   // Zero-centred norms: every RMSNorm but the gated one stores an offset w and applies the gain (1 + w) in
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
+  // SwiGLU-OAI in the dense MLPs and shared experts too (the routed experts' is MoeSpec::swiglu_limit):
+  // (clamp(up) + 1) * g * sigmoid(alpha * g), g = min(gate, limit); 0 = plain SwiGLU.
+  double mlp_swiglu_limit = 0.0;
+  double mlp_swiglu_alpha = 1.702;
   bool tie_word_embeddings = false;
   // Rounding points under BF16 activations: where the reference implementation keeps float32. Set by
   // the family's parser (they are the family's code, not config keys).
@@ -243,6 +264,7 @@ struct ModelSpec {
   std::optional<MlaSpec> mla;
   std::optional<IndexerSpec> indexer;                   // lightning indexer (with mla)
   std::optional<LinearAttentionSpec> linear_attention;  // Gated DeltaNet (layers with linear_attention)
+  std::optional<BlockIndexerSpec> block_indexer;        // block-sparse attention (layers with block_sparse)
   std::optional<MoeSpec> moe;
   std::vector<LayerSpec> layers;  // n_layers entries
 

@@ -73,6 +73,14 @@ std::string describe_attention(const ModelSpec& s) {
                     s.output_gate_per_head ? "head" : "element");
   }
   if (s.sandwich_norms) out += ", sandwich norms";
+  if (s.block_indexer) {
+    const BlockIndexerSpec& ix = *s.block_indexer;
+    const auto sparse =
+        std::count_if(s.layers.begin(), s.layers.end(), [](auto& l) { return l.block_sparse; });
+    out +=
+        fmt::format(", block-sparse in {} layers (top {} blocks of {} keys, {} local; {} index heads x {})",
+                    sparse, ix.topk_blocks, ix.block_size, ix.local_blocks, ix.n_heads, ix.head_dim);
+  }
   return out;
 }
 

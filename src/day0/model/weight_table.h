@@ -119,6 +119,10 @@ enum class WeightSlot {
   kIndexerKNorm,      // k_norm.weight [d_I] (LayerNorm)
   kIndexerKNormBias,  // k_norm.bias [d_I]
   kIndexerWeights,    // weights_proj [n_I, H]
+  // Block-sparse attention's indexer: q_proj / k_proj bind to kIndexerQ / kIndexerK ([n_I * d_I, H],
+  // [d_I, H]); its per-head RMSNorms of q and k (zero-centred like the model's other norms).
+  kIndexerQNorm,     // [d_I]
+  kIndexerKRmsNorm,  // [d_I]
   // Gated DeltaNet (linear_attn.*).
   kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
   kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head

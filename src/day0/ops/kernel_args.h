@@ -81,6 +81,17 @@ struct RopeArgs {
 // j <= i, and additionally i - window < j (kSliding) or j / window == i / window (kChunked).
 // Sinks: one logit per query head joins the softmax denominator but has no value.
 // A query with no visible key (possible only with k_pos0 > its position) gets zeros.
+// Block-sparse attention: with `selected_blocks` (a block_indexer_topk output, [T, groups * k]), query
+// head h of row t attends only to the visible keys whose block (key position / block_size) is listed in
+// entries [g * k, (g + 1) * k) of row t, g = h / (n_heads / groups) (-1 entries unused); empty: every
+// visible key.
+struct BlockSelection {
+  MatrixView<const int32_t> blocks;  // [T, groups * k], or empty (rows == 0)
+  int64_t block_size = 0;
+  int64_t groups = 0;  // selection groups per row; n_heads is a multiple of it
+  bool empty() const { return blocks.rows == 0; }
+  int64_t k() const { return groups > 0 ? blocks.cols / groups : 0; }
+};
 struct AttentionArgs {
   ConstMatrix q;  // [T, n_heads * head_dim]
   ConstMatrix k;  // [S, n_kv_heads * head_dim]  (KV cache, float32)
@@ -96,6 +107,7 @@ struct AttentionArgs {
   AttentionMask mask = AttentionMask::kCausal;
   int64_t window = 0;            // sliding window (keys incl. the current one) or chunk size
   std::span<const float> sinks;  // [n_heads] or empty
+  BlockSelection selection;      // block-sparse attention, or empty
 };
 
 // ---- mla_attention: multi-head latent attention over the latent cache -----------------------------
@@ -150,6 +162,7 @@ struct PagedAttentionArgs {
   AttentionMask mask = AttentionMask::kCausal;
   int64_t window = 0;
   std::span<const float> sinks;  // [n_heads] or empty
+  BlockSelection selection;      // block-sparse attention (rows of q), or empty: as AttentionArgs
 };
 struct PagedMlaArgs {
   ConstMatrix q;                        // [T, n_heads * (d_nope + d_rope)]
@@ -183,6 +196,27 @@ struct IndexerTopkArgs {
   int64_t head_dim = 0;
   int64_t key_col0 = 0;
   float scale = 0.0f;  // required, > 0 (d^-1/2)
+};
+
+// ---- block_indexer_topk: block-sparse attention's indexer, every sequence of a step ---------------
+// For query row t of sequence s (position p = q_pos0 + t; causal caches keep every position, kv.pos0 = 0),
+// index head h and each key row j <= p of its cache, in float32:
+//   score(h, j) = q[t, h, :] . key[j]     key[j] = columns [key_col0, key_col0 + head_dim) of the second
+//   tensor
+// Block b (key positions [b * block_size, (b + 1) * block_size)) scores the max of its keys' scores (keys
+// past p excluded); the local_blocks blocks p / block_size - i (i < local_blocks, clamped at 0) score
+// +inf. With k = selected.cols / n_heads: selected[t, h * k .. h * k + n) = the n = min(k, p / block_size
+// + 1) blocks of highest score, highest first (ties: lower block first); entries n .. k - 1 are -1.
+// local_blocks <= k. T = 0 does nothing.
+struct BlockIndexerTopkArgs {
+  ConstMatrix q;                        // [T, n_heads * head_dim] index queries after norm and RoPE
+  std::span<const PagedSequence> seqs;  // [B]
+  MatrixView<int32_t> selected;         // [T, n_heads * k]
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t key_col0 = 0;
+  int64_t block_size = 0;
+  int64_t local_blocks = 0;
 };
 
 // ---- causal_conv1d: Gated DeltaNet's causal depthwise convolution, every sequence of a step -------

@@ -88,6 +88,17 @@ void check_args(const AttentionArgs& a) {
   D0_CHECK_MSG(a.mask == AttentionMask::kCausal || a.window > 0,
                "attention: sliding/chunked mask needs window > 0");
   D0_CHECK_MSG(a.sinks.empty() || static_cast<int64_t>(a.sinks.size()) == a.n_heads, "attention: sinks size");
+  check_selection(a.selection, a.q.rows, a.n_heads, "attention");
+}
+
+void check_selection(const BlockSelection& s, int64_t rows, int64_t n_heads, const char* op) {
+  if (s.empty()) return;
+  D0_CHECK_MSG(
+      s.block_size > 0 && s.groups > 0 && n_heads % s.groups == 0,
+      fmt::format("{}: a block selection needs a positive block size and groups dividing the heads", op));
+  D0_CHECK_MSG(s.blocks.rows == rows && s.blocks.cols > 0 && s.blocks.cols % s.groups == 0,
+               fmt::format("{}: block selection [{}, {}] for {} rows of {} groups", op, s.blocks.rows,
+                           s.blocks.cols, rows, s.groups));
 }
 
 void check_args(const MlaArgs& a) {
@@ -119,6 +130,22 @@ void check_args(const IndexerTopkArgs& a) {
                  "indexer_topk: cache rows narrower than the key");
     D0_CHECK_MSG(s.q_row0 >= 0 && s.q_rows >= 0 && s.q_row0 + s.q_rows <= a.q.rows,
                  "indexer_topk: query rows");
+  }
+}
+
+void check_args(const BlockIndexerTopkArgs& a) {
+  D0_CHECK_MSG(a.n_heads > 0 && a.head_dim > 0 && a.key_col0 >= 0 && a.block_size > 0 && a.local_blocks >= 0,
+               "block_indexer_topk: dimensions must be positive");
+  D0_EXPECT_SHAPE("block_indexer_topk", "q", a.q, a.q.rows, a.n_heads * a.head_dim);
+  D0_CHECK_MSG(a.selected.rows == a.q.rows && a.selected.cols > 0 && a.selected.cols % a.n_heads == 0,
+               "block_indexer_topk: selected must be [T, n_heads * k]");
+  D0_CHECK_MSG(a.local_blocks <= a.selected.cols / a.n_heads,
+               "block_indexer_topk: more local blocks than selected blocks");
+  for (const PagedSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.kv.second_width >= a.key_col0 + a.head_dim,
+                 "block_indexer_topk: cache rows narrower than the key");
+    D0_CHECK_MSG(s.q_row0 >= 0 && s.q_rows >= 0 && s.q_row0 + s.q_rows <= a.q.rows,
+                 "block_indexer_topk: query rows");
   }
 }
 

@@ -13,6 +13,9 @@ void check_args(const RopeArgs& a);
 void check_args(const AttentionArgs& a);
 void check_args(const MlaArgs& a);
 void check_args(const IndexerTopkArgs& a);
+void check_args(const BlockIndexerTopkArgs& a);
+// A block-sparse selection of `rows` query rows over `n_heads` heads (empty passes).
+void check_selection(const BlockSelection& s, int64_t rows, int64_t n_heads, const char* op);
 void check_args(const CausalConv1dArgs& a);
 void check_args(const GatedDeltaRuleArgs& a);
 void check_args(const GatedRmsNormArgs& a);

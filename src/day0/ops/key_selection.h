@@ -1,10 +1,13 @@
 #pragma once
 // Sparse attention's key selection as the attention kernels apply it: row t of an
 // indexer_topk output lists the key indices query t may attend to (-1 entries unused); an empty
-// selection (rows == 0) admits every key.
+// selection (rows == 0) admits every key. Block-sparse attention's selection (a block_indexer_topk
+// output) lists key blocks per group of query heads instead.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "day0/ops/kernel_args.h"
 #include "day0/ops/tensor.h"
 
 namespace day0 {
@@ -28,6 +31,20 @@ inline void selected_key_list(MatrixView<const int32_t> selected, int64_t t, int
   keys.clear();
   for (int64_t j = 0; j < n_keys; ++j)
     if (keep[static_cast<size_t>(j)]) keys.push_back(j);
+}
+
+// The blocks query head h (of n_heads) of row t attends to under a block-sparse selection: its group's
+// valid entries, ascending, each once, into `blocks`.
+inline void selected_block_list(const BlockSelection& sel, int64_t t, int64_t h, int64_t n_heads,
+                                std::vector<int64_t>& blocks) {
+  blocks.clear();
+  const int64_t k = sel.k();
+  const int64_t g = h / (n_heads / sel.groups);
+  const int32_t* row = sel.blocks.row(t) + g * k;
+  for (int64_t i = 0; i < k; ++i)
+    if (row[i] >= 0) blocks.push_back(row[i]);
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
 }
 
 }  // namespace day0

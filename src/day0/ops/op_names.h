@@ -17,6 +17,9 @@ inline constexpr std::string_view kPagedAttention = "paged_attention";
 inline constexpr std::string_view kPagedMlaAttention = "paged_mla_attention";
 // Sparse attention's lightning indexer: scores a paged cache's indexer keys, top-k per query.
 inline constexpr std::string_view kIndexerTopk = "indexer_topk";
+// Block-sparse attention's indexer: scores a paged cache's index keys, max-pools them over key blocks and
+// keeps the top-k blocks (local blocks first) per query and index head.
+inline constexpr std::string_view kBlockIndexerTopk = "block_indexer_topk";
 // Gated DeltaNet (linear attention): the causal depthwise conv with its per-sequence
 // window, the delta-rule recurrence over its per-sequence state, and the gated output RMSNorm.
 inline constexpr std::string_view kCausalConv1d = "causal_conv1d";

@@ -115,6 +115,17 @@ Out indexer_shape(Shapes in, const OpAttributes& a) {
   return std::vector<Shape>{{in[0][0], k}};
 }
 
+Out block_indexer_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "block_indexer_topk"));
+  const auto n_heads = static_cast<int64_t>(attr(a, "n_heads"));
+  const auto k = static_cast<int64_t>(attr(a, "topk_blocks"));
+  if (n_heads <= 0 || k <= 0 || in[0][1] % n_heads != 0) {
+    return invalid_argument(
+        fmt::format("block_indexer_topk: {} heads, top-{} blocks over q {}", n_heads, k, dims(in[0])));
+  }
+  return std::vector<Shape>{{in[0][0], n_heads * k}};
+}
+
 Out gated_delta_shape(Shapes in, const OpAttributes& a) {
   D0_RETURN_IF_ERROR(expect_rank(in, 2, 2, "gated_delta_rule"));
   const auto hv = static_cast<int64_t>(attr(a, "n_value_heads")),
@@ -277,6 +288,16 @@ std::vector<OpSchema> build_table() {
        false,
        false,
        indexer_shape,
+       {}},
+      {kBlockIndexerTopk,
+       "block-sparse indexer: max over each key block of q_h . k over a paged cache, top-k blocks (local "
+       "blocks first) per query and head",
+       {"q [T, H*D]", "index key pages [S, D]"},
+       {"selected [T, H*topk] i32"},
+       {"n_heads", "head_dim", "block_size", "topk_blocks", "local_blocks"},
+       false,
+       false,
+       block_indexer_shape,
        {}},
       {kCausalConv1d,
        "causal depthwise conv over a per-sequence window of K-1 inputs, silu (Gated DeltaNet)",

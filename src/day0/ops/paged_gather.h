@@ -34,7 +34,11 @@ void for_each_gathered_sequence(const PagedAttentionArgs& a, Run&& run) {
                       .scale = a.scale,
                       .mask = a.mask,
                       .window = a.window,
-                      .sinks = a.sinks});
+                      .sinks = a.sinks,
+                      .selection = a.selection.empty()
+                                       ? a.selection
+                                       : BlockSelection{a.selection.blocks.row_slice(s.q_row0, s.q_rows),
+                                                        a.selection.block_size, a.selection.groups}});
   }
 }
 

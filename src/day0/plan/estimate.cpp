@@ -27,6 +27,7 @@ LayerSums stage_sums(const std::vector<LayerSums>& prefix, int64_t first, int64_
     out.params[g] = b.params[g] - a.params[g];
   }
   out.kv_seq_bytes = b.kv_seq_bytes - a.kv_seq_bytes;
+  out.kv_read_bytes = b.kv_read_bytes - a.kv_read_bytes;
   out.attn_decode_flops = b.attn_decode_flops - a.attn_decode_flops;
   out.attn_prefill_flops = b.attn_prefill_flops - a.attn_prefill_flops;
   out.n_layers = b.n_layers - a.n_layers;
@@ -225,11 +226,19 @@ std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
       next.params[g] += layer.params[g];
     }
     next.kv_seq_bytes += p.kv_seq_bytes[i];
+    next.kv_read_bytes += p.kv_read_bytes[i];
     const double window =
         layer.kv_window > 0 ? std::min(prompt, static_cast<double>(layer.kv_window)) : prompt;
-    next.attn_decode_flops += layer.attn_flops_per_pair_decode * window;
-    // Causal pairs of a prompt of P tokens with a window w: P*w - w*w/2 (w = P: P*P/2).
-    next.attn_prefill_flops += layer.attn_flops_per_pair_prefill * (prompt * window - window * window / 2);
+    // Block-sparse layers attend to at most their selected keys, after scoring every one.
+    const double attended =
+        layer.attended_keys > 0 ? std::min(window, static_cast<double>(layer.attended_keys)) : window;
+    next.attn_decode_flops +=
+        layer.attn_flops_per_pair_decode * attended + layer.index_flops_per_pair * window;
+    // Causal pairs of a prompt of P tokens with a window w: P*w - w*w/2 (w = P: P*P/2); a cap on the keys
+    // a query attends to counts the same way.
+    next.attn_prefill_flops +=
+        layer.attn_flops_per_pair_prefill * (prompt * attended - attended * attended / 2) +
+        layer.index_flops_per_pair * (prompt * window - window * window / 2);
     next.n_layers += 1;
     next.n_moe_layers += layer.moe ? 1 : 0;
     next.n_heads_norm_layers += layer.heads_norm_all_reduce ? 1 : 0;
@@ -263,6 +272,12 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
     // A sequence's cache: its KV rows, plus the fixed state of a linear-attention layer.
     p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + layer.state_bytes_per_sequence);
+    // A decode step reads the keys it attends to (block-sparse: its selected blocks, and every index key).
+    const double attended =
+        layer.attended_keys > 0 ? std::min(cached, static_cast<double>(layer.attended_keys)) : cached;
+    const double share = layer.index_key_share;
+    p.kv_read_bytes.push_back(layer.kv_bytes(w.kv) * (attended * (1 - share) + cached * share) +
+                              layer.state_bytes_per_sequence);
   }
   const bool checkpoint = precision == WeightPrecision::kCheckpoint;
   p.embedding_bytes = checkpoint ? model.embedding_checkpoint_bytes : model.embedding_params * 2;
@@ -493,7 +508,7 @@ TimeEstimate estimate_time(const PreparedModel& p, const ClusterSpec& c, const W
   for (int64_t stage = 0; stage < par.pp; ++stage) {
     const auto [first, last] = stage_layers(m.n_layers(), par.pp, stage);
     const LayerSums s = stage_sums(p.prefix, first, last);
-    const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_seq_bytes * kv_factor,
+    const StepCost d = stage_step(s, stage, batch, group_tokens, batch * s.kv_read_bytes * kv_factor,
                                   batch * s.attn_decode_flops, decode_load);
     decode_sum += d.time();
     decode_compute += d.compute;

@@ -116,6 +116,7 @@ struct LayerSums {
   std::array<double, kWeightGroups> bytes{};  // at the workload's weight precision
   std::array<double, kWeightGroups> params{};
   double kv_seq_bytes = 0;        // cached bytes of one full-context sequence (workload's KV dtype)
+  double kv_read_bytes = 0;       // what one decode step reads of them (block-sparse: fewer keys)
   double attn_decode_flops = 0;   // one new token against the full context
   double attn_prefill_flops = 0;  // a whole context-long prompt, causal
   double n_layers = 0;
@@ -128,7 +129,8 @@ struct LayerSums {
 struct PreparedModel {
   const ModelCost* model = nullptr;
   std::vector<std::array<double, kWeightGroups>> layer_bytes;  // at the workload's weight precision
-  std::vector<double> kv_seq_bytes;  // cached bytes one full-context sequence leaves, per layer
+  std::vector<double> kv_seq_bytes;   // cached bytes one full-context sequence leaves, per layer
+  std::vector<double> kv_read_bytes;  // what one decode step of that sequence reads of them, per layer
   double embedding_bytes = 0;
   double lm_head_bytes = 0;  // tied: the embedding's (a last stage of PP > 1 needs its own copy)
   double final_norm_bytes = 0;

@@ -41,6 +41,12 @@ struct LayerCost {
   int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
+  // Block-sparse attention (attended_keys 0: dense): a token attends to at most `attended_keys` cached keys
+  // (its selected blocks), after an indexer scores every cached key at `index_flops_per_pair` FLOPs
+  // reading its index key, `index_key_share` of the layer's KV bytes per token.
+  int64_t attended_keys = 0;
+  double index_flops_per_pair = 0;
+  double index_key_share = 0;
   bool moe = false;
   // q/k RMSNorm over all heads (qk_norm_full_width): heads split over TP ranks, so each norm all-reduces its
   // per-token sum of squares (one float32 for q and one for k).

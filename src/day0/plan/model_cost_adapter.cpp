@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "day0/model/catalog.h"
+#include "day0/model/model_memory.h"
 
 namespace day0::plan {
 
@@ -91,6 +92,13 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
     set_kv_bytes_per_token(l, spec, ls.linear_attention);
+    if (ls.block_sparse && spec.block_indexer) {
+      const BlockIndexerSpec& ix = *spec.block_indexer;
+      l.attended_keys = ix.topk_blocks * ix.block_size;
+      l.index_flops_per_pair = 2.0 * static_cast<double>(ix.n_heads * ix.head_dim);
+      l.index_key_share = static_cast<double>(ix.head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
+                          static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
+    }
     if (ls.linear_attention) {
       // Gated DeltaNet: no attention over cached tokens; a fixed state read and written per token.
     } else if (m.mla) {

@@ -1,7 +1,9 @@
 // GQA attention block: projections, q/k RMSNorm per head or over all heads at once
 // (under TP a sum of squares over the group), (partial) RoPE or NoPE, the weightless
 // post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
-// (causal / sliding / chunked, sinks) for every sequence of the step, output projection.
+// (causal / sliding / chunked, sinks) for every sequence of the step, output projection. Block-sparse
+// layers first pick each query's key blocks with their indexer (its key cached after V, paged with it).
+#include <algorithm>
 #include <cmath>
 
 #include "day0/dist/communicator.h"
@@ -41,6 +43,78 @@ ConstMatrix kv_pool_rows(const Context& c, ConstMatrix x, int64_t pool_width) {
   c.be.copy_columns(
       {.x = x, .y = padded.m, .groups = 1, .width = x.cols, .x_stride = x.cols, .y_stride = x.cols});
   return padded.m;
+}
+
+// Block-sparse attention's indexer for the step's rows: its queries [T, n_I * d_I] and the token's
+// index key [T, d_I], each through its per-head RMSNorm and the layer's RoPE (the first `rotary` dims),
+// rounded like the activations.
+struct BlockIndex {
+  Buffer q, key;
+};
+
+BlockIndex block_index_queries_and_key(const Context& c, const AttentionWeights& w, ConstMatrix h,
+                                       int64_t rotary) {
+  const BlockIndexerSpec& ix = *c.spec.block_indexer;
+  const int64_t t = h.rows, n = ix.n_heads, di = ix.head_dim;
+  const auto eps = static_cast<float>(c.spec.rms_norm_eps);
+  BlockIndex out{Buffer(c.arena, t, n * di), Buffer(c.arena, t, di)};
+  linear(c, h, w.index_q, out.q.m);
+  rms_norm(c, ConstMatrix(out.q.data(), t * n, di), w.index_q_norm, eps, Matrix(out.q.data(), t * n, di));
+  linear(c, h, w.index_k, out.key.m);
+  rms_norm(c, out.key.m, w.index_k_norm, eps, out.key.m);
+  rope_rows(c, out.q.m, n, di, rotary);
+  rope_rows(c, out.key.m, 1, di, rotary);
+  round_activations(c, out.q.m);
+  round_activations(c, out.key.m);
+  return out;
+}
+
+// The second tensor's rows of a model with block-sparse layers: v in the first columns (zeros up to
+// `v_width`, the pool's V part), then the index key, or zeros on a layer without the indexer.
+ConstMatrix with_index_key(const Context& c, ConstMatrix v, int64_t v_width, const BlockIndex& index) {
+  const int64_t di = c.spec.block_indexer->head_dim;
+  Buffer rows(c.arena, v.rows, v_width + di);  // [T, V part + d_I]
+  c.be.copy_columns(
+      {.x = v, .y = rows.m, .groups = 1, .width = v.cols, .x_stride = v.cols, .y_stride = v.cols});
+  if (index.key.data() != nullptr) {
+    c.be.copy_columns({.x = index.key.m,
+                       .y = rows.m,
+                       .groups = 1,
+                       .width = di,
+                       .x_stride = di,
+                       .y_col0 = v_width,
+                       .y_stride = di});
+  }
+  return rows.m;
+}
+
+// The top blocks of every row and index head over the layer's paged cache (index keys after the V
+// part, `key_col0`), as this rank's `n_heads` query heads read them: all index heads in one process,
+// under tensor parallelism the columns of the index heads its query heads belong to.
+BlockSelection select_blocks(const Context& c, const BlockIndex& index, int64_t key_col0, int64_t n_heads) {
+  const BlockIndexerSpec& ix = *c.spec.block_indexer;
+  const int64_t t = index.q.m.rows, bs = ix.block_size;
+  int64_t longest = 1;
+  for (const PagedSequence& p : c.layout.paged) longest = std::max(longest, p.q_pos0 + p.q_rows);
+  // Width: top-k, or every block the longest sequence has when fewer (never under the local blocks).
+  const int64_t k = std::min(ix.topk_blocks, std::max((longest + bs - 1) / bs, ix.local_blocks));
+  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * ix.n_heads * k));  // [T, n_I * k] (4-byte slots)
+  c.be.block_indexer_topk({.q = index.q.m,
+                           .seqs = c.layout.paged,
+                           .selected = MatrixView<int32_t>(ids, t, ix.n_heads * k),
+                           .n_heads = ix.n_heads,
+                           .head_dim = ix.head_dim,
+                           .key_col0 = key_col0,
+                           .block_size = bs,
+                           .local_blocks = ix.local_blocks});
+  const MatrixView<const int32_t> all(ids, t, ix.n_heads * k);
+  const int ranks = c.tp != nullptr ? c.tp->size() : 1;
+  if (ranks == 1) return {all, bs, ix.n_heads};
+  // Global query head h reads index head h / (heads / n_I); this rank holds heads [rank * n_heads, ...).
+  const int64_t per_index_head = n_heads * ranks / ix.n_heads;
+  const int64_t first = c.tp->rank() * n_heads / per_index_head;
+  const int64_t groups = std::max<int64_t>(1, n_heads / per_index_head);
+  return {all.col_slice(first * k, groups * k), bs, groups};
 }
 
 }  // namespace
@@ -106,7 +180,13 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   }
   // The pool's rows hold the widest layer's KV heads; a layer with fewer fills their first columns.
   const int64_t pool_kv = max_kv_heads(s);
-  append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), kv_pool_rows(c, v.m, pool_kv * dv));
+  BlockIndex index;  // block-sparse attention's index queries and key
+  if (ls.block_sparse) index = block_index_queries_and_key(c, w, h, rotary);
+  if (s.block_indexer) {  // V, then the token's index key (zeros on layers without the indexer)
+    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), with_index_key(c, v.m, pool_kv * dv, index));
+  } else {
+    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), kv_pool_rows(c, v.m, pool_kv * dv));
+  }
   Buffer attn(c.arena, t, nh * dv);
   PagedAttentionArgs a;
   a.q = q.m;
@@ -120,6 +200,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.mask = ls.mask;
   a.window = ls.window;
   a.sinks = w.sinks;
+  if (ls.block_sparse) a.selection = select_blocks(c, index, pool_kv * dv, nh);
   c.be.paged_attention(a);
   round_activations(c, attn.m);
   if (s.attention_output_gate) {  // attn * sigmoid(gate), head-major like the heads' outputs

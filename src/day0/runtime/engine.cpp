@@ -46,8 +46,10 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
   // GQA rows hold the widest layer's KV heads (layers with fewer use their first columns).
   const int64_t first = mla ? local_.mla->kv_lora_rank : max_kv_heads(local_) * local_.head_dim;
   // MLA's second tensor: k_pe, then any lightning indexer key, so that one block table pages both.
+  // GQA's second tensor: V, then any block-sparse index key (blocks::block_index_key_col0).
   const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
-                             : max_kv_heads(local_) * value_head_dim(local_);
+                             : max_kv_heads(local_) * value_head_dim(local_) +
+                                   (local_.block_indexer ? local_.block_indexer->head_dim : 0);
   pool_ = std::make_shared<KvBlockPool>(
       first, second,
       KvCacheOptions{
@@ -172,6 +174,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     const LayerWeights& lw = weights->layers[n];
     if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
       return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
+    }
+    if (l.block_sparse && (!spec.block_indexer || spec.attention != AttentionKind::kGqa ||
+                           !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
+      return invalid_argument(fmt::format("engine: block-sparse layer {} without its indexer (GQA only)", n));
     }
     if (!l.linear_attention && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
       return invalid_argument(fmt::format("engine: layer {} without its output gate projection", n));

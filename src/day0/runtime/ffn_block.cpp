@@ -19,7 +19,15 @@ void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, M
   Buffer gate(c.arena, t, width), up(c.arena, t, width), act(c.arena, t, width);  // [T, intermediate]
   linear(c, h, w.gate, gate.m);
   linear(c, h, w.up, up.m);
-  c.be.swiglu({gate.m, up.m, act.m});
+  if (c.spec.mlp_swiglu_limit > 0) {  // SwiGLU-OAI in the dense MLPs and shared experts too
+    c.be.swiglu_clamped({.gate = gate.m,
+                         .up = up.m,
+                         .out = act.m,
+                         .limit = static_cast<float>(c.spec.mlp_swiglu_limit),
+                         .alpha = static_cast<float>(c.spec.mlp_swiglu_alpha)});
+  } else {
+    c.be.swiglu({gate.m, up.m, act.m});
+  }
   round_activations(c, act.m);
   matmul(c, act.m, w.down, out);  // [T, hidden]
 }

@@ -108,6 +108,9 @@ struct AttentionWeights {
   // Lightning indexer: wq_b [n_I * d_I, q_lora_rank], wk [d_I, H], weights_proj [n_I, H].
   Linear index_q, index_k, index_weights;
   std::span<const float> index_k_norm, index_k_norm_bias;  // [d_I] LayerNorm weight and bias
+  // Block-sparse attention's indexer: index_q [n_I * d_I, H], index_k [d_I, H], and its per-head
+  // RMSNorm gains of q (here) and k (index_k_norm).
+  std::span<const float> index_q_norm;  // [d_I]
 };
 
 // Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key

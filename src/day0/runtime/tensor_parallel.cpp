@@ -69,6 +69,14 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
                                           what, heads, kv, tp));
     }
   }
+  if (s.block_indexer && s.block_indexer->n_heads % tp != 0 && tp % s.block_indexer->n_heads != 0) {
+    // The indexer is whole on every rank; a rank's query heads must read whole index heads or one part
+    // of one.
+    return invalid_argument(
+        fmt::format("{}: {} block-sparse index heads neither divide into {} parts nor into "
+                    "their multiple",
+                    what, s.block_indexer->n_heads, tp));
+  }
   if (moe_layers && s.moe) {
     // Every routed expert is split like a dense FFN (gate / up by output rows, down by input
     // columns): expert-TP. The shared expert is a dense FFN.

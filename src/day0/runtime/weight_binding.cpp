@@ -121,6 +121,10 @@ class TableBinder {
         return vector(t, a.index_k_norm);
       case WeightSlot::kIndexerKNormBias:
         return vector(t, a.index_k_norm_bias);
+      case WeightSlot::kIndexerQNorm:
+        return norm(t, a.index_q_norm);
+      case WeightSlot::kIndexerKRmsNorm:
+        return norm(t, a.index_k_norm);
       case WeightSlot::kLinearQkvz:
         return linear(t, layer->linear.in_qkvz);
       case WeightSlot::kLinearBa:

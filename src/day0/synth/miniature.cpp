@@ -126,6 +126,20 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       layer.n_heads = 0;
     }
   }
+  // Block-sparse attention: index heads as the release relates them to the heads (one per KV head), keys
+  // at least as wide as the rotated part, and blocks of 4 with a top-3 short enough for the miniature's
+  // prompts to exercise the selection.
+  if (full.block_indexer) {
+    const BlockIndexerSpec& fi = *full.block_indexer;
+    const int64_t heads = fi.n_heads == full.n_kv_heads ? m.n_kv_heads
+                          : fi.n_heads == full.n_heads  ? m.n_heads
+                                                        : (m.n_heads % 2 == 0 ? 2 : 1);
+    m.block_indexer = BlockIndexerSpec{.n_heads = heads,
+                                       .head_dim = std::max<int64_t>(16, m.head_dim),
+                                       .block_size = 4,
+                                       .topk_blocks = 3,
+                                       .local_blocks = std::min<int64_t>(fi.local_blocks, 3)};
+  }
   // Gated DeltaNet: 2 key heads of 16, value heads in the release's ratio, its conv width.
   if (full.linear_attention) {
     const LinearAttentionSpec& fl = *full.linear_attention;

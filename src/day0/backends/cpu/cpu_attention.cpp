@@ -50,6 +50,7 @@ void attention(const Context& c, const AttentionArgs& a) {
     std::vector<float> acc(static_cast<size_t>(group * dv));
     std::vector<float> scores(static_cast<size_t>(group * kKeyBlock));
     std::vector<OnlineSoftmax> state(static_cast<size_t>(group));
+    std::vector<std::vector<int64_t>> blocks(static_cast<size_t>(group));  // block-sparse: per head
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / a.n_kv_heads;
       const int64_t g = item % a.n_kv_heads;
@@ -61,6 +62,9 @@ void attention(const Context& c, const AttentionArgs& a) {
       const int64_t j_begin = std::max<int64_t>(0, lo - a.k_pos0);
       const int64_t j_end = std::min<int64_t>(a.k.rows, hi - a.k_pos0 + 1);
       std::fill(acc.begin(), acc.end(), 0.0f);
+      const bool sparse = !a.selection.empty();
+      for (int64_t h = 0; h < group && sparse; ++h)
+        selected_block_list(a.selection, t, g * group + h, a.n_heads, blocks[static_cast<size_t>(h)]);
       for (int64_t h = 0; h < group; ++h) {
         const int64_t head = g * group + h;
         // A sink joins the denominator as exp(sink - m): start from it.
@@ -75,11 +79,18 @@ void attention(const Context& c, const AttentionArgs& a) {
           float* s = scores.data() + h * kKeyBlock;
           for (int64_t j = 0; j < nb; ++j)
             s[j] = c.k.dot(q, a.k.row(jb + j) + g * a.head_dim, a.head_dim) * scale;
+          if (!sparse) continue;
+          const std::vector<int64_t>& kept = blocks[static_cast<size_t>(h)];
+          for (int64_t j = 0; j < nb; ++j) {  // keys outside the head's selected blocks weigh nothing
+            const int64_t block = (a.k_pos0 + jb + j) / a.selection.block_size;
+            if (!std::binary_search(kept.begin(), kept.end(), block)) s[j] = -INFINITY;
+          }
         }
         for (int64_t h = 0; h < group; ++h) {
           OnlineSoftmax& st = state[static_cast<size_t>(h)];
           float* s = scores.data() + h * kKeyBlock;
           const float block_max = *std::max_element(s, s + nb);
+          if (std::isinf(block_max) && block_max < 0) continue;  // every key of the span left out
           const float new_m = std::max(st.m, block_max);
           if (new_m > st.m) {
             const float factor = std::isinf(st.m) ? 0.0f : std::exp(st.m - new_m);

@@ -141,6 +141,8 @@ void paged_attention(const Context& c, const PagedAttentionArgs& a);
 void paged_mla_absorbed(const Context& c, const PagedMlaArgs& a);
 // The sparse-attention lightning indexer over the paged cache, one query row per work item.
 void indexer_topk(const Context& c, const IndexerTopkArgs& a);
+// Block-sparse attention's indexer over the paged cache, one (query row, index head) per work item.
+void block_indexer_topk(const Context& c, const BlockIndexerTopkArgs& a);
 // Gated DeltaNet: the conv with channels in parallel, the delta rule with value heads in parallel (each
 // head's state is its own; tokens in order), the gated norm rows in parallel.
 void causal_conv1d(const Context& c, const CausalConv1dArgs& a);

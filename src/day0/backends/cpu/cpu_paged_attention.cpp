@@ -106,8 +106,105 @@ void merge_splits(const float* states, int64_t stride, int64_t splits, int64_t d
 
 }  // namespace
 
+namespace {
+
+// Block-sparse attention (a.selection): one work item per (query row, kv head). The query heads of the
+// head that share a selection group read the keys of its selected blocks only, each key row dequantised
+// once for all of them: a decode step touches at most its top-k blocks of the cache, however long.
+void paged_block_sparse_attention(const Context& c, const PagedAttentionArgs& a) {
+  const int64_t d = a.head_dim, dv = a.v_head_dim > 0 ? a.v_head_dim : a.head_dim;
+  const int64_t group = a.n_heads / a.n_kv_heads, per_group = a.n_heads / a.selection.groups;
+  const int64_t bs = a.selection.block_size;
+  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<int32_t> seq_of_row(static_cast<size_t>(a.q.rows), -1);
+  for (size_t si = 0; si < a.seqs.size(); ++si) {
+    for (int64_t r = 0; r < a.seqs[si].q_rows; ++r)
+      seq_of_row[static_cast<size_t>(a.seqs[si].q_row0 + r)] = static_cast<int32_t>(si);
+  }
+  c.pool.parallel_for(a.q.rows * a.n_kv_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> keys(static_cast<size_t>(bs * d)), values(static_cast<size_t>(bs * dv));
+    std::vector<float> scores(static_cast<size_t>(bs)), acc(static_cast<size_t>(group * dv));
+    std::vector<float> m(static_cast<size_t>(group)), sum(static_cast<size_t>(group));
+    std::vector<int64_t> blocks;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / a.n_kv_heads, g = item % a.n_kv_heads;
+      const int32_t si = seq_of_row[static_cast<size_t>(t)];
+      if (si < 0) continue;  // a row no sequence owns
+      const PagedSequence& s = a.seqs[static_cast<size_t>(si)];
+      const KvPages& kv = s.kv;
+      int64_t lo = 0, hi = 0;
+      visible(a.mask, a.window, s.q_pos0 + (t - s.q_row0), lo, hi);
+      lo = std::max(lo, kv.pos0);
+      hi = std::min(hi, kv.pos0 + kv.length - 1);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t h = 0; h < group; ++h) {
+        const bool sink = !a.sinks.empty();
+        m[static_cast<size_t>(h)] = sink ? a.sinks[static_cast<size_t>(g * group + h)] : -INFINITY;
+        sum[static_cast<size_t>(h)] = sink ? 1.0f : 0.0f;
+      }
+      // Runs of the group's heads with one selection group each.
+      for (int64_t h0 = 0; h0 < group;) {
+        const int64_t sel = (g * group + h0) / per_group;
+        int64_t h1 = h0 + 1;
+        while (h1 < group && (g * group + h1) / per_group == sel) ++h1;
+        selected_block_list(a.selection, t, g * group + h0, a.n_heads, blocks);
+        for (int64_t b : blocks) {
+          const int64_t k0 = std::max(b * bs, lo), k1 = std::min((b + 1) * bs - 1, hi);
+          const int64_t n = k1 - k0 + 1;
+          if (n <= 0) continue;
+          for (int64_t j = 0; j < n; ++j) {  // head g's key and value rows of the block, float32
+            const int64_t rel = k0 + j - kv.pos0;
+            const auto* kr = static_cast<const unsigned char*>(kv.first_row(rel));
+            const auto* vr = static_cast<const unsigned char*>(kv.second_row(rel));
+            const int64_t elem = kv_dtype_bytes(kv.dtype);
+            if (kv.dtype == KvDtype::kBF16) {  // the level's widening (the same values as kv_row_to_f32)
+              c.k.dequant_row(bf16_row(kr + g * d * elem, d), 0, 0, d, keys.data() + j * d);
+              c.k.dequant_row(bf16_row(vr + g * dv * elem, dv), 0, 0, dv, values.data() + j * dv);
+            } else {
+              kv_row_to_f32(kv.dtype, kr + g * d * elem, d, keys.data() + j * d);
+              kv_row_to_f32(kv.dtype, vr + g * dv * elem, dv, values.data() + j * dv);
+            }
+          }
+          for (int64_t h = h0; h < h1; ++h) {
+            const float* q = a.q.row(t) + (g * group + h) * d;
+            float block_max = -INFINITY;
+            for (int64_t j = 0; j < n; ++j) {
+              scores[static_cast<size_t>(j)] = c.k.dot(q, keys.data() + j * d, d) * scale;
+              block_max = std::max(block_max, scores[static_cast<size_t>(j)]);
+            }
+            float& mh = m[static_cast<size_t>(h)];
+            float& sh = sum[static_cast<size_t>(h)];
+            float* x = acc.data() + h * dv;
+            if (block_max > mh) {
+              const float factor = std::isinf(mh) ? 0.0f : std::exp(mh - block_max);
+              sh *= factor;
+              c.k.scale(factor, x, dv);
+              mh = block_max;
+            }
+            sh += c.k.exp_sum(scores.data(), n, mh);
+            for (int64_t j = 0; j < n; ++j)
+              c.k.axpy(scores[static_cast<size_t>(j)], values.data() + j * dv, x, dv);
+          }
+        }
+        h0 = h1;
+      }
+      for (int64_t h = 0; h < group; ++h) {
+        const float sh = sum[static_cast<size_t>(h)];
+        float* out = a.out.row(t) + (g * group + h) * dv;
+        const float* x = acc.data() + h * dv;
+        const float inv = sh > 0.0f ? 1.0f / sh : 0.0f;
+        for (int64_t i = 0; i < dv; ++i) out[i] = x[i] * inv;
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void paged_attention(const Context& c, const PagedAttentionArgs& a) {
   check(a);
+  check_selection(a.selection, a.q.rows, a.n_heads, "paged_attention");
+  if (!a.selection.empty()) return paged_block_sparse_attention(c, a);
   Workspace local;
   Workspace& ws = c.ws ? *c.ws : local;
   const int64_t d = a.head_dim;
@@ -469,6 +566,52 @@ void indexer_topk(const Context& c, const IndexerTopkArgs& a) {
         });
         int32_t* out = a.selected.row(t);
         for (int64_t j = 0; j < k; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
+      }
+    });
+  }
+}
+
+void block_indexer_topk(const Context& c, const BlockIndexerTopkArgs& a) {
+  check_args(a);
+  const int64_t k = a.selected.cols / a.n_heads, d = a.head_dim, bs = a.block_size;
+  for (const PagedSequence& s : a.seqs) {
+    if (s.q_rows == 0) continue;
+    D0_CHECK_MSG(s.kv.pos0 == 0, "block_indexer_topk: block-sparse layers keep every position");
+    c.pool.parallel_for(s.q_rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> key(static_cast<size_t>(s.kv.second_width));  // one dequantised cache row
+      std::vector<float> best;                                         // [heads, blocks] of the row
+      std::vector<int32_t> order;
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t t = s.q_row0 + i, p = s.q_pos0 + i;
+        const int64_t n_keys = std::min<int64_t>(s.kv.length, p + 1), n_blocks = p / bs + 1;
+        best.assign(static_cast<size_t>(a.n_heads * n_blocks), -INFINITY);
+        // Each key row once, scored by every head: a block's score is its best key's.
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float* kr;
+          if (s.kv.dtype == KvDtype::kF32) {
+            kr = static_cast<const float*>(s.kv.second_row(j)) + a.key_col0;
+          } else {
+            kv_row_to_f32(s.kv.dtype, s.kv.second_row(j), s.kv.second_width, key.data());
+            kr = key.data() + a.key_col0;
+          }
+          for (int64_t h = 0; h < a.n_heads; ++h) {
+            float& b = best[static_cast<size_t>(h * n_blocks + j / bs)];
+            b = std::max(b, c.k.dot(a.q.row(t) + h * d, kr, d));
+          }
+        }
+        const int64_t n = std::min(k, n_blocks);
+        for (int64_t h = 0; h < a.n_heads; ++h) {
+          float* score = best.data() + h * n_blocks;
+          for (int64_t l = 0; l < a.local_blocks; ++l) score[std::max<int64_t>(0, p / bs - l)] = INFINITY;
+          // The n best blocks, best first; ties to the lower block (the reference's order).
+          order.resize(static_cast<size_t>(n_blocks));
+          std::iota(order.begin(), order.end(), 0);
+          std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t x, int32_t y) {
+            return score[x] > score[y] || (score[x] == score[y] && x < y);
+          });
+          int32_t* out = a.selected.row(t) + h * k;
+          for (int64_t j = 0; j < k; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
+        }
       }
     });
   }

@@ -69,6 +69,7 @@ void attention(const AttentionArgs& a) {
   const int64_t dv = v_head_dim_of(a);
   const int64_t group = a.n_heads / a.n_kv_heads;
   const double scale = attention_scale_of(a);
+  std::vector<int64_t> blocks;  // block-sparse: the head's selected blocks
   for (int64_t t = 0; t < a.q.rows; ++t) {
     const int64_t qpos = a.q_pos0 + t;
     for (int64_t h = 0; h < a.n_heads; ++h) {
@@ -76,8 +77,13 @@ void attention(const AttentionArgs& a) {
       const float* q = a.q.row(t) + h * a.head_dim;
       std::vector<int64_t> keys;
       std::vector<double> scores;
+      if (!a.selection.empty()) selected_block_list(a.selection, t, h, a.n_heads, blocks);
       for (int64_t j = 0; j < a.k.rows; ++j) {
         if (!visible(a.mask, a.window, qpos, a.k_pos0 + j)) continue;
+        if (!a.selection.empty() &&
+            !std::binary_search(blocks.begin(), blocks.end(), (a.k_pos0 + j) / a.selection.block_size)) {
+          continue;
+        }
         const float* k = a.k.row(j) + g * a.head_dim;
         double dot = 0.0;
         for (int64_t c = 0; c < a.head_dim; ++c) dot += static_cast<double>(q[c]) * k[c];
@@ -200,6 +206,42 @@ void indexer_topk(const IndexerTopkArgs& a) {
       int32_t* out = a.selected.row(t);
       for (int64_t i = 0; i < k; ++i) {
         out[i] = i < n_keys ? static_cast<int32_t>(scored[static_cast<size_t>(i)].second) : -1;
+      }
+    }
+  }
+}
+
+void block_indexer_topk(const BlockIndexerTopkArgs& a) {
+  check_args(a);
+  const int64_t k = a.selected.cols / a.n_heads, bs = a.block_size;
+  std::vector<float> first, second;  // one sequence's cache, dequantised
+  for (const PagedSequence& s : a.seqs) {
+    if (s.q_rows == 0) continue;
+    D0_CHECK_MSG(s.kv.pos0 == 0, "block_indexer_topk: block-sparse layers keep every position");
+    gather_kv_pages(s.kv, first, second);
+    for (int64_t t = s.q_row0; t < s.q_row0 + s.q_rows; ++t) {
+      const int64_t p = s.q_pos0 + (t - s.q_row0);
+      const int64_t n_keys = std::min<int64_t>(s.kv.length, p + 1);
+      const int64_t n_blocks = p / bs + 1;
+      for (int64_t h = 0; h < a.n_heads; ++h) {
+        const float* q = a.q.row(t) + h * a.head_dim;
+        std::vector<double> best(static_cast<size_t>(n_blocks), -INFINITY);
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float* key = second.data() + j * s.kv.second_width + a.key_col0;
+          double dot = 0.0;
+          for (int64_t c = 0; c < a.head_dim; ++c) dot += static_cast<double>(q[c]) * key[c];
+          double& b = best[static_cast<size_t>(j / bs)];
+          b = std::max(b, dot);
+        }
+        for (int64_t i = 0; i < a.local_blocks; ++i)
+          best[static_cast<size_t>(std::max<int64_t>(0, p / bs - i))] = INFINITY;
+        std::vector<std::pair<double, int64_t>> scored;  // (-score, block): sorted, highest first
+        for (int64_t b = 0; b < n_blocks; ++b) scored.emplace_back(-best[static_cast<size_t>(b)], b);
+        std::sort(scored.begin(), scored.end());
+        int32_t* out = a.selected.row(t) + h * k;
+        for (int64_t i = 0; i < k; ++i) {
+          out[i] = i < n_blocks ? static_cast<int32_t>(scored[static_cast<size_t>(i)].second) : -1;
+        }
       }
     }
   }

@@ -21,6 +21,7 @@ void mla_attention(const MlaArgs& a);
 void paged_attention(const PagedAttentionArgs& a);
 void paged_mla_attention(const PagedMlaArgs& a);
 void indexer_topk(const IndexerTopkArgs& a);
+void block_indexer_topk(const BlockIndexerTopkArgs& a);
 void causal_conv1d(const CausalConv1dArgs& a);
 void gated_delta_rule(const GatedDeltaRuleArgs& a);
 void gated_rms_norm(const GatedRmsNormArgs& a);
