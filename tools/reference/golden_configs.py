@@ -388,6 +388,19 @@ CONFIGS = {
                                "original_max_position_embeddings": 8192, "beta_slow": 1.0, "beta_fast": 64.0,
                                "attention_factor": 1.3465735902799727, "partial_rotary_factor": 0.5},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}),
+    # Cohere2-MoE (Command A+'s structure, as configuration_cohere2_moe.py documents it): 5 layers, the first
+    # a dense prefix layer (first_k_dense_replace 1, pattern 1: full attention that still rotates), then
+    # sliding (window 4, interleaved RoPE) x 3 and one full NoPE layer; parallel attention + FFN on one
+    # LayerNorm (rms_norm_eps null; gains made non-unit by make_golden); MoE of 8 experts, top-2 of the
+    # logits with a softmax over the picks, one shared expert averaged in; logits x 0.0625; tied embeddings.
+    "cohere2-moe": cfg(
+        architectures=["Cohere2MoeForCausalLM"], model_type="cohere2_moe", num_hidden_layers=5,
+        num_key_value_heads=2, head_dim=16, intermediate_size=32, prefix_dense_intermediate_size=96,
+        num_experts=8, num_experts_per_tok=2, num_shared_experts=1, shared_expert_combination_strategy="average",
+        expert_selection_fn="softmax", norm_topk_prob=True, first_k_dense_replace=1,
+        prefix_dense_sliding_window_pattern=1, sliding_window_pattern=4, sliding_window=4, logit_scale=0.0625,
+        layer_norm_eps=1e-5, rms_norm_eps=None, rope_theta=50000.0, attention_bias=False,
+        tie_word_embeddings=True, pad_token_id=0),
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
@@ -397,6 +410,7 @@ SHARD_SIZES["hy3"] = "150KB"  # 0.41 MB in BF16: 3 shards
 SHARD_SIZES["exaone-3.5"] = "100KB"
 SHARD_SIZES["sarvam-30b"] = "150KB"
 SHARD_SIZES["param2-17b"] = "150KB"
+SHARD_SIZES["cohere2-moe"] = "250KB"
 SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
 SHARD_SIZES["laguna"] = "200KB"  # 0.74 MB in BF16: 4 shards
 

@@ -124,6 +124,9 @@ struct MoeSpec {
   // Share of the top-k picks that go to real experts on average, for planning (1 without zero
   // experts; else the release's published average, e.g. 2/3 for ~27B activated).
   double mean_real_expert_share = 1.0;
+  // With a shared expert, (routed + shared) x this: 0.5 averages the two (Cohere2-MoE's "average"). A
+  // power of two, so that scaling the rounded sum rounds as scaling the exact one.
+  double shared_combine_scale = 1.0;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -278,6 +281,14 @@ struct ModelSpec {
   // Image-text wrappers (FamilyInfo::wrapper_architectures): text weights live under "language_model." and
   // the config nests them in text_config; the vision tower is not part of this spec.
   bool multimodal_wrapper = false;
+  // Decoder norms (each layer's input norm, the final norm) are LayerNorms: mean removed, biased variance,
+  // no bias, the gain applied in float32 and one cast; rms_norm_eps holds their eps (Cohere's).
+  bool layer_norm_decoder = false;
+  // Parallel block: attention and FFN both read the layer's one input norm and join the residual
+  // together, x + attn + ffn, summed in that order; no post-attention norm (Cohere's).
+  bool parallel_attention_ffn = false;
+  // The LM head's logits times this (Cohere's logit_scale); 1 = none.
+  double logit_scale = 1.0;
 
   bool operator==(const ModelSpec&) const = default;
 };

@@ -100,6 +100,9 @@ void round_activations(const Context& c, Matrix m);
 
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);
+// A decoder norm (input, post-attention, final): the RMSNorm above, or with spec.layer_norm_decoder a
+// LayerNorm without bias whose gain applies in float32 before the one cast.
+void decoder_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);
 // y = x W^T (+ bias), float32, not rounded; exact in F32 precision (MatmulArgs::exact), the backend's
 // fast path (BF16-rounded activations allowed) in BF16 precision.
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y);

@@ -75,6 +75,12 @@ void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, fl
   round_activations(c, y);
 }
 
+void decoder_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
+  if (!c.spec.layer_norm_decoder) return rms_norm(c, x, weight, eps, y);
+  c.be.layer_norm({.x = x, .weight = weight, .bias = {}, .eps = eps, .y = y});
+  round_activations(c, y);
+}
+
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
   c.be.matmul({.x = x, .w = w.w, .bias = w.bias, .y = y, .exact = c.exact()});
 }

@@ -421,7 +421,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   for (int64_t l = held_.begin; l < held_.end; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
-    blocks::rms_norm(c, x.m, lw.input_norm, eps, h.m);
+    blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
     if (spec_.layers[static_cast<size_t>(l)].linear_attention) {
       blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
     } else if (spec_.attention == AttentionKind::kMla) {
@@ -431,25 +431,39 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     }
     // Sandwich norms: the block's output is normed before the residual add.
     if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
-    backend_.add({x.m, y.m, x.m});
-    blocks::round_activations(c, x.m);
-    blocks::rms_norm(c, x.m, lw.post_norm, eps, h.m);
     const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
-    if (spec_.shortcut_moe && moe) {
-      // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-      blocks::moe(c, l, lw.moe, h.m, shortcut.m);
-      blocks::dense_mlp(c, lw.mlp, h.m, y.m);
-    } else if (moe) {
-      blocks::moe(c, l, lw.moe, h.m, y.m);
-    } else {
-      blocks::dense_mlp(c, lw.mlp, h.m, y.m);
-    }
-    if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
-    backend_.add({x.m, y.m, x.m});
-    blocks::round_activations(c, x.m);
-    if (spec_.shortcut_moe && !moe) {
-      backend_.add({x.m, shortcut.m, x.m});
+    if (spec_.parallel_attention_ffn) {
+      // The FFN reads the attention's normed input; x + attn, rounded, + ffn, rounded, as summed there.
+      Buffer z(*arena_, t, hidden);  // [T, H] the FFN's output
+      if (moe) {
+        blocks::moe(c, l, lw.moe, h.m, z.m);
+      } else {
+        blocks::dense_mlp(c, lw.mlp, h.m, z.m);
+      }
+      backend_.add({x.m, y.m, x.m});
       blocks::round_activations(c, x.m);
+      backend_.add({x.m, z.m, x.m});
+      blocks::round_activations(c, x.m);
+    } else {
+      backend_.add({x.m, y.m, x.m});
+      blocks::round_activations(c, x.m);
+      blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
+      if (spec_.shortcut_moe && moe) {
+        // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
+        blocks::moe(c, l, lw.moe, h.m, shortcut.m);
+        blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+      } else if (moe) {
+        blocks::moe(c, l, lw.moe, h.m, y.m);
+      } else {
+        blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+      }
+      if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
+      backend_.add({x.m, y.m, x.m});
+      blocks::round_activations(c, x.m);
+      if (spec_.shortcut_moe && !moe) {
+        backend_.add({x.m, shortcut.m, x.m});
+        blocks::round_activations(c, x.m);
+      }
     }
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
     if (capture && capture->want_hidden && (l + 1) % per_hf_layer == 0) {
@@ -467,7 +481,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     return {};
   }
 
-  blocks::rms_norm(c, x.m, w.final_norm, eps, h.m);
+  blocks::decoder_norm(c, x.m, w.final_norm, eps, h.m);
   if (capture && capture->want_final_norm) {
     backend_.synchronize();
     capture->final_norm = FloatMatrix(t, hidden);
@@ -532,8 +546,15 @@ void Engine::lm_head(ConstMatrix rows, Matrix logits) {
                           options_.expert_parallel,
                           moe_group_};
   const ModelWeights& w = *weights_;
+  // logit_scale multiplies the head's rounded logits, the product rounded again.
+  const auto scaled = [&] {
+    if (spec_.logit_scale == 1.0) return;
+    backend_.scale({.x = logits, .y = logits, .scale = static_cast<float>(spec_.logit_scale)});
+    blocks::round_activations(c, logits);
+  };
   if (w.shard.whole()) {
     blocks::linear(c, rows, w.lm_head, logits);
+    scaled();
     return;
   }
   // Each rank's logits over its vocabulary rows [rows, its share], padded to the largest share
@@ -552,6 +573,7 @@ void Engine::lm_head(ConstMatrix rows, Matrix logits) {
     const float* part = all.data() + r * n * per;  // [rows, v.size()]
     for (int64_t i = 0; i < n; ++i) std::copy_n(part + i * v.size(), v.size(), logits.row(i) + v.begin);
   }
+  scaled();
 }
 
 }  // namespace day0

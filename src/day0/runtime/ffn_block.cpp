@@ -451,6 +451,14 @@ void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix
   finish_row_parallel(c, out);
 }
 
+// (routed + shared) x shared_combine_scale, after whichever path summed them: a power of two scales the
+// rounded sum exactly as it would the exact one.
+void average_with_shared(const Context& c, const MoeWeights& w, Matrix out) {
+  const double scale = c.spec.moe->shared_combine_scale;
+  if (!w.shared.present() || scale == 1.0) return;
+  c.be.scale({.x = out, .y = out, .scale = static_cast<float>(scale)});
+}
+
 void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out) {
   const Routing r = route(c, w, h);
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
@@ -462,12 +470,14 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
     } else {
       moe_all_reduce(c, layer, w, h, r, out);
     }
+    average_with_shared(c, w, out);
     return;
   }
   count_computed(c, layer, w, r.ids, t * k);
   c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
   round_activations(c, out);
   if (w.shared.present()) add_shared_expert(c, w, h, out);
+  average_with_shared(c, w, out);
 }
 
 }  // namespace day0::blocks
