@@ -137,6 +137,10 @@ const std::map<std::string, Published>& published_catalog() {
       // (1,026,408,232,448, the kimi-k2 row above); NVIDIA's Kimi K2.5 model card gives 32.86B
       // active, both embeddings counted.
       {"kimi-k2.5", {1026408232448.0, 0.0, 32.86e9, 0.005e9, Active::kAll}},
+      // Zhipu's GLM-5 README: 744B parameters, 40B activated ("from 355B (32B active) to 744B (40B
+      // active)"). Our 743.91B (MTP layer 78 not counted); active 39.88B without the embedding and the
+      // head, as GLM-4.5's 32B (41.78B with both).
+      {"glm-5", {744e9, 0.5e9, 40e9, 0.2e9, Active::kWithoutEmbeddings}},
   };
   return kPublished;
 }
@@ -434,6 +438,24 @@ TEST(PublishedCounts, LagunaXs2CatalogEntry) {
   EXPECT_EQ(counts->total, 33'442'617'088);
   EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 33e9), 0.5e9) << counts->total;
   EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 3e9), 0.5e9) << counts->active;
+}
+
+// GLM-5: the KV cache holds the latent, k_pe and the indexer key in every layer, 78 x (512 + 64 + 128) x 2 B
+// = 109,824 B a token in BF16; the MTP layer (model.layers.78, DeepSeek-V3's layout with an indexer) is
+// listed, not counted.
+TEST(PublishedCounts, Glm5CatalogEntryCacheAndMtpLayer) {
+  auto spec = catalog_model("glm-5");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, uint64_t{109'824});
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  int64_t mtp_tensors = 0;
+  for (const auto& t : manifest->tensors) {
+    if (!t.mtp) continue;
+    ++mtp_tensors;
+    EXPECT_TRUE(t.name.starts_with("model.layers.78.")) << t.name;
+  }
+  EXPECT_GT(mtp_tensors, 256 * 3);
 }
 
 }  // namespace

@@ -299,6 +299,30 @@ CONFIGS = {
         rope_scaling={"type": "yarn", "factor": 128.0, "original_max_position_embeddings": 4,
                       "max_position_embeddings": 512, "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0,
                       "mscale": 1.0, "llama_4_scaling_beta": 0.1, "partial_rotary_factor": 8 / 24}),
+    # GLM-5 (744B's structure): DeepSeek-V3.2's MLA (q LoRA, interleaved rope, v as wide as nope + rope) with
+    # the sparse-attention indexer in every layer, 8 indexer heads of 16 rotating their first 8 dims
+    # interleaved (V3.2: half-split), index_topk 4 below every prompt length; GLM's sigmoid noaux_tc MoE (one
+    # group, top-2 of 8, renormalised, x2.5) with one shared expert after two dense layers (three released).
+    # No MTP layer: transformers neither builds nor saves it.
+    "glm-5": cfg(
+        architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa", num_hidden_layers=4,
+        num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, norm_topk_prob=True,
+        routed_scaling_factor=2.5, first_k_dense_replace=2, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=24, qk_rope_head_dim=8, v_head_dim=32, index_n_heads=8, index_head_dim=16,
+        index_topk=4, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False,
+        max_position_embeddings=202752),
+    # GLM-5.2's IndexShare on the GLM-5 miniature: the schedule of index_topk_freq 2 / index_skip_topk_offset 2
+    # (as transformers' config class derives indexer_types from them) makes layers 2 and 4 "shared": no indexer
+    # of their own, they attend to the keys layer 1 / 3 selected. One file, unsharded.
+    "glm-5-indexshare": cfg(
+        architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa", num_hidden_layers=5,
+        num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, norm_topk_prob=True,
+        routed_scaling_factor=2.5, first_k_dense_replace=2, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=24, qk_rope_head_dim=8, v_head_dim=32, index_n_heads=8, index_head_dim=16,
+        index_topk=4, index_topk_freq=2, index_skip_topk_offset=2, rms_norm_eps=1e-5, rope_theta=10000.0,
+        tie_word_embeddings=False, attention_bias=False, max_position_embeddings=202752),
     # HY3 (Hy3-preview's structure): GQA with per-head q/k RMSNorm (made non-unit by make_golden), layer 0
     # dense (mlp_layer_types, and the release's first_k_dense_replace agreeing), then a float32 sigmoid
     # router whose correction bias (mlp.expert_bias, made non-zero by make_golden) only selects, top-2 of 8
@@ -414,6 +438,12 @@ SHARD_SIZES["cohere2-moe"] = "250KB"
 SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
 SHARD_SIZES["laguna"] = "200KB"  # 0.74 MB in BF16: 4 shards
 
+SHARD_SIZES["glm-5"] = "250KB"  # 0.67 MB in BF16: 3 shards
+
+# Seeds of a miniature's random prompts, pinned where its PROMPT_LENGTHS were chosen for the prompts they give
+# (without one, the seed is the miniature's index in sorted(CONFIGS), which moves as miniatures are added).
+PROMPT_SEEDS = {"glm-5": 6, "glm-5-indexshare": 7}
+
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.
 PROMPT_LENGTHS = {name: [5, 11, 17] for name in CONFIGS}
@@ -436,6 +466,15 @@ SHARD_SIZES["minimax-m3"] = "250KB"  # 0.57 MB in BF16, vision tower included: 3
 # differences between any two implementations (the BF16 engine and transformers' BF16 run pick differently);
 # with [5, 7, 12] the closest boundary gap is 0.6%.
 PROMPT_LENGTHS["deepseek-v32"] = [5, 7, 12]
+# GLM-5 (top-4 of the indexer scores, sigmoid + bias top-2 of 8): every set whose first prompt has 4 or more
+# tokens holds its 4th token, whose 2nd / 3rd router scores in layer 3 are 0.7086 / 0.7076: the BF16 engine
+# picks the other expert (transformers' BF16 run does not), 5.5 off in that row. With [3, 6, 7] the closest
+# router gap over the prompts and greedy continuations is 2.5e-3 and the closest indexer boundary gap 0.76%;
+# both F32 and BF16 pass ([5, 11, 17]: an indexer gap of 0.13%, layer 3).
+PROMPT_LENGTHS["glm-5"] = [3, 6, 7]
+# GLM-5 with IndexShare, for the same reasons: [3, 5, 9] keeps the closest router gap at 2.6e-3 and the closest
+# indexer boundary gap at 0.41% ([4, 9, 14]: router gap 8.9e-4, which the BF16 engine flips).
+PROMPT_LENGTHS["glm-5-indexshare"] = [3, 5, 9]
 # Param-2 (top-2 of 8 sigmoid + bias): with [5, 11, 17] a token's 2nd / 3rd selection scores in layer 2 sit
 # 0.004 apart, which the BF16 engine and transformers' BF16 run both flip (max |dlogit| 1.4 against the F32
 # dump); with [5, 7, 12] the closest gap is 0.008.

@@ -21,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from golden_configs import CONFIGS, PROMPT_LENGTHS, SHARD_SIZES  # noqa: E402
+from golden_configs import CONFIGS, PROMPT_LENGTHS, PROMPT_SEEDS, SHARD_SIZES  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -119,6 +119,11 @@ def hf_init(name, folder, config):
             # random for the same reason.
             if config["model_type"] == "ernie4_5_moe" and name.endswith("e_score_correction_bias"):
                 p.normal_(0.0, 0.1)
+            # RMSNorm gains start at 1, where a gain the engine skipped would go unseen (GLM-5's q / kv latent
+            # norms).
+            if config["model_type"] in ("glm_moe_dsa",) and name.endswith("norm.weight") \
+                    and "indexer" not in name:
+                p.normal_(1.0, 0.2)
             # Norm gains start at 1, where a gain the engine skipped (a per-head q/k norm) would go unseen.
             if config["model_type"] in RANDOM_NORM_GAINS and name.endswith("norm.weight"):
                 p.normal_(1.0, 0.2)
@@ -238,8 +243,8 @@ def main():
         run([python, os.path.join(HERE, "dump_reference.py"), "check-load", folder])
         lengths = [str(n) for n in PROMPT_LENGTHS[name]]
         run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
-             os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths, "--seed", str(i),
-             "--greedy", str(args.greedy)])
+             os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths,
+             "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy)])
     if args.only:
         # VERSIONS describes the whole set; a partial run leaves it to be edited by hand (each
         # reference.safetensors also names the transformers version that wrote it).

@@ -62,8 +62,11 @@ struct MlaSpec {
 // MLA attend to the top `topk` of them only.
 struct IndexerSpec {
   int64_t n_heads = 0;   // index_n_heads
-  int64_t head_dim = 0;  // index_head_dim (RoPE half-split on its first qk_rope_head_dim dims)
+  int64_t head_dim = 0;  // index_head_dim (RoPE on its first qk_rope_head_dim dims)
   int64_t topk = 0;      // index_topk
+  // How the indexer rotates its rope part: half-split (DeepSeek-V3.2, beside interleaved MLA) or
+  // interleaved (GLM-5), the family's code, not a config key.
+  RopeLayout rope_layout = RopeLayout::kHalfSplit;
   bool operator==(const IndexerSpec&) const = default;
 };
 
@@ -139,6 +142,9 @@ struct LayerSpec {
   // layer_types "linear_attention": a Gated DeltaNet layer (spec.linear_attention) with a fixed-size
   // recurrent state per sequence instead of KV rows; false: softmax attention over the paged KV cache.
   bool linear_attention = false;
+  // Sparse attention (spec.indexer) without an indexer of its own: the layer attends to the keys the
+  // nearest earlier layer with one selected (IndexShare, indexer_types "shared").
+  bool shared_key_selection = false;
   // Head counts of this layer where they differ from the model's (0: spec.n_heads / spec.n_kv_heads):
   // per-layer query heads, or more KV heads on sliding layers. layer_heads() / layer_kv_heads() read them.
   int64_t n_heads = 0;

@@ -61,6 +61,10 @@ struct StepLayout {
   KvBlockCopies kv_copies;           // the current layer's copy-on-write copies
   std::vector<ConvSequence> conv;    // [sequences] the current linear-attention layer's conv windows
   std::vector<DeltaSequence> delta;  // [sequences] and its delta-rule states
+  // [total_rows, key_selection_cols] the sparse key selection of the step's last layer with an indexer,
+  // which the layers sharing it (LayerSpec::shared_key_selection) attend to.
+  std::vector<int32_t> key_selection;
+  int64_t key_selection_cols = 0;
   int64_t total_rows = 0;
   void clear() {
     caches.clear();
@@ -73,6 +77,8 @@ struct StepLayout {
     kv_copies.clear();
     conv.clear();
     delta.clear();
+    key_selection.clear();
+    key_selection_cols = 0;
     total_rows = 0;
   }
 };
@@ -120,7 +126,7 @@ void scale_q_by_temperature(const Context& c, Matrix q);
 RopeFrequencies rope_for_sequence(const Context& c, int64_t s, int64_t rotary_dim);
 // RoPE of every row of the step at its position, in place: one call, or one per sequence with dynamic
 // scaling (its frequencies depend on the sequence's length).
-// `layout` overrides the model's (the lightning indexer rotates half-split beside interleaved MLA).
+// `layout` overrides the model's (the lightning indexer rotates in its own layout beside MLA).
 // `freqs` overrides the model's frequencies (a sliding layer's own RoPE; not with dynamic scaling).
 void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim,
                std::optional<RopeLayout> layout = std::nullopt, const RopeFrequencies* freqs = nullptr);

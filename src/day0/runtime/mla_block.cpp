@@ -56,13 +56,13 @@ Indexer index_queries_and_key(const Context& c, const AttentionWeights& w, Const
   Indexer out{Buffer(c.arena, t, ix.n_heads * ix.head_dim), Buffer(c.arena, t, ix.n_heads),
               Buffer(c.arena, t, ix.head_dim)};
   linear(c, cq, w.index_q, out.q.m);
-  // RoPE half-split on the first d_rope dims of every head (MLA rotates its last, interleaved).
-  rope_rows(c, out.q.m, ix.n_heads, ix.head_dim, dr, RopeLayout::kHalfSplit);
+  // RoPE on the first d_rope dims of every head, in the indexer's own layout (MLA rotates its last).
+  rope_rows(c, out.q.m, ix.n_heads, ix.head_dim, dr, ix.rope_layout);
   round_activations(c, out.q.m);
   linear(c, h, w.index_k, out.key.m);
   c.be.layer_norm({out.key.m, w.index_k_norm, w.index_k_norm_bias, kKeyNormEps, out.key.m});
   round_activations(c, out.key.m);
-  rope_rows(c, out.key.m, 1, ix.head_dim, dr, RopeLayout::kHalfSplit);
+  rope_rows(c, out.key.m, 1, ix.head_dim, dr, ix.rope_layout);
   round_activations(c, out.key.m);
   linear(c, h, w.index_weights, out.weights.m);  // in the activation dtype, then scaled in float32
   c.be.scale({.x = out.weights.m,
@@ -73,13 +73,16 @@ Indexer index_queries_and_key(const Context& c, const AttentionWeights& w, Const
 
 // The top-index_topk keys of every row over the layer's paged cache (the indexer keys after k_pe), as
 // paged_mla_attention's selection. Its width is index_topk, or the longest visible length when shorter.
+// Kept in the step's layout (not the layer's arena) for the later layers that share it.
 MatrixView<const int32_t> select_keys(const Context& c, const Indexer& ix, int64_t key_col0) {
   const IndexerSpec& spec = *c.spec.indexer;
   const int64_t t = ix.q.m.rows;
   int64_t longest = 1;
   for (const PagedSequence& p : c.layout.paged) longest = std::max(longest, p.q_pos0 + p.q_rows);
   const int64_t k = std::min(spec.topk, longest);
-  auto* ids = reinterpret_cast<int32_t*>(c.arena.take(t * k));  // [T, k] (4-byte slots)
+  c.layout.key_selection.assign(static_cast<size_t>(t * k), -1);
+  c.layout.key_selection_cols = k;
+  int32_t* ids = c.layout.key_selection.data();  // [T, k]
   c.be.indexer_topk({.q = ix.q.m,
                      .weights = ix.weights.m,
                      .seqs = c.layout.paged,
@@ -137,13 +140,17 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   rope_rows(c, kpe.m, 1, dr, dr);
   round_activations(c, kpe.m);
   Indexer indexer;
+  // IndexShare: no indexer here; the key slot of its cache rows stays zero, never read.
+  const bool shared = s.indexer && s.layers[static_cast<size_t>(layer)].shared_key_selection;
   if (s.indexer) {
-    D0_CHECK_MSG(cq.data() != nullptr, "mla_attention: the indexer needs the q-LoRA latent");
-    indexer = index_queries_and_key(c, w, h, cq.m);
     // One cache row: k_pe, then the indexer key (paged by the same block table).
     Buffer second(c.arena, t, dr + s.indexer->head_dim);  // [T, d_rope + index_head_dim]
     gather_heads(c, second.m, 1, dr + s.indexer->head_dim, 0, dr, kpe.m, false);
-    gather_heads(c, second.m, 1, dr + s.indexer->head_dim, dr, s.indexer->head_dim, indexer.key.m, false);
+    if (!shared) {
+      D0_CHECK_MSG(cq.data() != nullptr, "mla_attention: the indexer needs the q-LoRA latent");
+      indexer = index_queries_and_key(c, w, h, cq.m);
+      gather_heads(c, second.m, 1, dr + s.indexer->head_dim, dr, s.indexer->head_dim, indexer.key.m, false);
+    }
     append_and_page(c, layer, ckv.m, second.m);
   } else {
     append_and_page(c, layer, ckv.m, kpe.m);
@@ -161,7 +168,13 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.d_v = dv;
   a.kv_lora_rank = r;
   a.scale = static_cast<float>(scale);
-  if (s.indexer) a.selected = select_keys(c, indexer, dr);
+  if (s.indexer && !shared) a.selected = select_keys(c, indexer, dr);
+  if (shared) {
+    D0_CHECK_MSG(c.layout.key_selection_cols > 0 &&
+                     static_cast<int64_t>(c.layout.key_selection.size()) == t * c.layout.key_selection_cols,
+                 "mla_attention: a layer sharing the sparse key selection runs before any indexer layer");
+    a.selected = MatrixView<const int32_t>(c.layout.key_selection.data(), t, c.layout.key_selection_cols);
+  }
   bool multi_token = false;
   for (const PagedSequence& p : c.layout.paged) multi_token = multi_token || p.q_rows > 1;
   switch (c.options.mla) {

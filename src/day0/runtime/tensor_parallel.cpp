@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/dist/pipeline_stages.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/ops/tensor.h"
 #include "day0/runtime/model_weights.h"
@@ -171,6 +172,16 @@ Status check_pipeline_parallel(const ModelSpec& s, int pp) {
   // each stage would hold all of them.
   if (s.linear_attention)
     return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet split into stages");
+  // A layer sharing the sparse key selection of the layer before it needs that layer's stage to send it.
+  for (int st = 1; st < pp; ++st) {
+    const int64_t first = dist::stage_layers(s.n_layers, pp, st).begin;
+    if (s.layers[static_cast<size_t>(first)].shared_key_selection) {
+      return unsupported(fmt::format(
+          "{}: stage {} would start at layer {}, which reuses the sparse key selection of the layer before "
+          "it (IndexShare); stages do not pass it on yet",
+          what, st, first));
+    }
+  }
   return Status::ok();
 }
 

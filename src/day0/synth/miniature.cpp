@@ -93,9 +93,14 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     }
     m.mla = mla;
     m.head_dim = mla.qk_rope_head_dim;
-    // The lightning indexer: 4 heads of 16 (rope on the first 8), and a top-k short enough for the
-    // miniature's prompts to exercise the sparse selection.
-    if (full.indexer) m.indexer = IndexerSpec{.n_heads = 4, .head_dim = 16, .topk = 4};
+    // The lightning indexer: 8 heads of 16 (rope on the first 8), and a top-k short enough for the
+    // miniature's prompts to exercise the sparse selection. With 4 heads, a key whose every head's dot
+    // product is negative scores exactly 0 often enough to tie at the top-k boundary, where transformers'
+    // pick is unspecified.
+    if (full.indexer) {
+      m.indexer =
+          IndexerSpec{.n_heads = 8, .head_dim = 16, .topk = 4, .rope_layout = full.indexer->rope_layout};
+    }
     m.n_kv_heads = m.n_heads;
   } else {
     m.head_dim = or_default(o.head_dim, 16);
