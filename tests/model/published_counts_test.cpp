@@ -458,5 +458,20 @@ TEST(PublishedCounts, Glm5CatalogEntryCacheAndMtpLayer) {
   EXPECT_GT(mtp_tensors, 256 * 3);
 }
 
+// Xiaomi MiMo-V2-Flash (catalog mimo-v2-flash): 309B total and 15B activated (the model card and the SGLang
+// launch post). Our count of the entry: 308.78B total (0.07% under 309B); active 14.82B without the input
+// embedding (15.45B with it, 14.20B with neither), within half the last digit of 15B. The MTP layers are
+// not part of the model transformers builds, so not of these counts.
+TEST(PublishedCounts, MimoV2FlashCatalogEntry) {
+  auto spec = catalog_model("mimo-v2-flash");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->total, 308'778'780'864);
+  EXPECT_LE(std::fabs(static_cast<double>(counts->total) - 309e9), 0.005 * 309e9) << counts->total;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active_without_embedding) - 15e9), 0.5e9)
+      << counts->active_without_embedding;
+}
+
 }  // namespace
 }  // namespace day0

@@ -142,6 +142,9 @@ def hf_init(name, folder, config):
                     p.normal_(0.0, 0.1)
                 elif name.endswith("norm.weight"):
                     p.normal_(1.0, 0.2)
+            # MiMo-V2-Flash: norm gains start at one (the correction bias is a buffer, randomised above).
+            if config["model_type"] == "mimo_v2_flash" and name.endswith("norm.weight"):
+                p.normal_(1.0, 0.2)
             if name.endswith("indexer.k_norm.weight"):
                 p.normal_(1.0, 0.2)
             elif name.endswith("indexer.k_norm.bias"):
