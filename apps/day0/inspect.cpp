@@ -12,6 +12,7 @@
 #include "day0/model/family_registry.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/model_summary.h"
+#include "day0/model/tensor_manifest.h"
 #include "day0/runtime/op_recording.h"
 
 namespace day0::cli {
@@ -124,10 +125,19 @@ void print_human(const ModelSummary& m) {
       {"Weights", describe_weights(s)},
   };
   if (s.n_mtp_layers > 0) {
-    info.push_back(
-        {"MTP", fmt::format("{} multi-token-prediction layer(s) stored as model.layers.{}+; skipped by "
-                            "decoding, not counted",
-                            s.n_mtp_layers, s.n_layers)});
+    // After the decoder's layers (DeepSeek's layout) or in a module of their own (mtp.*).
+    std::string where = fmt::format("model.layers.{}+", s.n_layers);
+    if (auto manifest = build_tensor_manifest(s); manifest.is_ok()) {
+      for (const TensorSpec& t : manifest->tensors) {
+        if (!t.mtp) continue;
+        if (!t.name.starts_with(decoder_prefix(s) + "layers."))
+          where = t.name.substr(0, t.name.find('.')) + ".*";
+        break;
+      }
+    }
+    info.push_back({"MTP", fmt::format("{} multi-token-prediction layer(s) stored as {}; skipped by "
+                                       "decoding, not counted",
+                                       s.n_mtp_layers, where)});
   }
   print_table(info, {false, false}, "");
 

@@ -440,6 +440,29 @@ TEST(PublishedCounts, LagunaXs2CatalogEntry) {
   EXPECT_LE(std::fabs(static_cast<double>(counts->active) - 3e9), 0.5e9) << counts->active;
 }
 
+// K-EXAONE (catalog k-exaone-236b-a23b): the model card gives 236B in total, 234B without embeddings and 23B
+// activated. Our counts of the entry, 236.57B, 234.68B without the embedding and the head and 23.67B active
+// with both, are those figures cut, not rounded (23.67B is 2.9% over 23B, 22.72B without the input
+// embedding). The MTP module (mtp.*: fc over [embedding | hidden], three norms, one layer with a dense MLP
+// of 18,432) is listed, not counted: 527.6M.
+TEST(PublishedCounts, KExaoneCatalogEntryCutFigures) {
+  auto spec = catalog_model("k-exaone-236b-a23b");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  auto counts = count_params(*spec, *manifest);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  EXPECT_EQ(counts->total, 236'571'156'352);
+  const auto cut = [](int64_t n) { return std::floor(static_cast<double>(n) / 1e9); };
+  EXPECT_EQ(cut(counts->total), 236);
+  EXPECT_EQ(cut(counts->total - counts->embedding - counts->lm_head), 234);
+  EXPECT_EQ(cut(counts->active), 23);
+  int64_t mtp = 0;
+  for (const auto& t : manifest->tensors) mtp += t.mtp ? t.params : 0;
+  const int64_t h = 6144, layer = 8192 * h + 2 * 1024 * h + h * 8192 + 2 * 128 + 2 * h + 3 * h * 18432;
+  EXPECT_EQ(mtp, 2 * h * h + 3 * h + layer);
+}
+
 // GLM-5: the KV cache holds the latent, k_pe and the indexer key in every layer, 78 x (512 + 64 + 128) x 2 B
 // = 109,824 B a token in BF16; the MTP layer (model.layers.78, DeepSeek-V3's layout with an indexer) is
 // listed, not counted.

@@ -32,7 +32,8 @@ class FaultyBackend final : public Backend {
 #undef D0_FORWARD_KERNEL
 
   bool throw_in_matmul = false;  // a worker of the pool throws bad_alloc inside the matmul's job
-  int64_t poison_add = -1;       // the n-th add call (1-based) writes a NaN into its output
+  int64_t poison_add = -1;       // the n-th add of hidden rows (1-based) writes a NaN into its output (the
+                            // engine's [T, 1] finiteness sums are not counted)
   bool throw_in_swiglu = false;  // throws in the first FFN, after layer 0 appended to the KV cache
 
  private:
@@ -48,7 +49,8 @@ class FaultyBackend final : public Backend {
   template <typename Args>
   void after(std::string_view, const Args&) {}
   void after(std::string_view op, const BinaryArgs& a) {
-    if (op == "add" && ++adds_ == poison_add) a.out.row(a.out.rows - 1)[0] = NAN;  // the row that gets logits
+    if (op == "add" && a.out.cols > 1 && ++adds_ == poison_add)
+      a.out.row(a.out.rows - 1)[0] = NAN;  // the row that gets logits
   }
 
   Backend& inner_;

@@ -120,8 +120,8 @@ def hf_init(name, folder, config):
             if config["model_type"] == "ernie4_5_moe" and name.endswith("e_score_correction_bias"):
                 p.normal_(0.0, 0.1)
             # RMSNorm gains start at 1, where a gain the engine skipped would go unseen (GLM-5's q / kv latent
-            # norms).
-            if config["model_type"] in ("glm_moe_dsa",) and name.endswith("norm.weight") \
+            # norms, K-EXAONE's per-head q / k norms).
+            if config["model_type"] in ("glm_moe_dsa", "exaone_moe") and name.endswith("norm.weight") \
                     and "indexer" not in name:
                 p.normal_(1.0, 0.2)
             # Norm gains start at 1, where a gain the engine skipped (a per-head q/k norm) would go unseen.

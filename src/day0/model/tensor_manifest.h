@@ -74,9 +74,10 @@ void adopt_stored_layout(TensorManifest& manifest, const std::function<bool(cons
 // Every tensor of the model in checkpoint order: embedding, then per layer input norm, attention,
 // post-attention norm and FFN, then the final norm and lm_head (absent when tied), then the
 // multi-token-prediction layers the config declares (spec.n_mtp_layers, stored as
-// model.layers.{n_layers}...; marked `mtp`). FP8 block checkpoints list each quantized weight followed
-// by its F32 `weight_scale_inv`; MXFP4 checkpoints list `*_blocks` / `*_scales` (U8) beside BF16 biases.
-// Fails (never wraps) when a size product overflows or the tensor count is unreasonably large.
+// model.layers.{n_layers}... or in a module of their own such as mtp.*; marked `mtp`). FP8 block checkpoints
+// list each quantized weight followed by its F32 `weight_scale_inv`; MXFP4 checkpoints list `*_blocks` /
+// `*_scales` (U8) beside BF16 biases. Fails (never wraps) when a size product overflows or the tensor count
+// is unreasonably large.
 Result<TensorManifest> build_tensor_manifest(const ModelSpec& spec);
 
 // Name prefix of the decoder ("model." or "language_model.model." for image-text wrappers).

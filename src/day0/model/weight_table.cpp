@@ -1,5 +1,7 @@
 #include "day0/model/weight_table.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "day0/core/checked_math.h"
@@ -90,6 +92,12 @@ void WeightTableBuilder::begin_layer(int64_t layer, int64_t hf_layer) {
   layer_ = layer;
   scope_ = fmt::format("{}layers.{}.", prefix_, hf_layer >= 0 ? hf_layer : layer);
   scope_pattern_ = prefix_ + "layers.{L}.";
+}
+
+void WeightTableBuilder::begin_mtp_scope(int64_t layer, std::string scope) {
+  layer_ = std::max(layer, spec_.n_layers);  // marks the tensors `mtp`
+  scope_ = std::move(scope);
+  scope_pattern_ = scope_;
 }
 
 void WeightTableBuilder::end_layer() {

@@ -152,6 +152,9 @@ class WeightTableBuilder {
   // given, is the index in the tensor names ("model.layers.{hf_layer}."), for families whose
   // engine layers are sublayers of one Hugging Face layer (layer pairs: layer 2N + i is N).
   void begin_layer(int64_t layer, int64_t hf_layer = -1);
+  // Enters multi-token-prediction layer `layer` (>= num_hidden_layers) for a release that stores its MTP
+  // module outside the decoder: names are relative to the absolute `scope` ("mtp." or "mtp.layers.0.").
+  void begin_mtp_scope(int64_t layer, std::string scope);
   void end_layer();
   // Absolute name for tensors outside the decoder prefix (an image-text wrapper's language_model.lm_head).
   void add_absolute(std::string name, std::vector<int64_t> shape, WeightStorage storage, TensorRole role,

@@ -96,6 +96,7 @@ struct Context {
   dist::Communicator* moe = nullptr;
   ExpertPickCounts* picks = nullptr;              // counted here when the engine's options ask for it
   const RopeFrequencies* sliding_rope = nullptr;  // sliding layers' own frequencies (spec.sliding_rope)
+  FiniteWatch* watch = nullptr;                   // the engine's finiteness record of the current layer
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -103,6 +104,8 @@ struct Context {
 
 // Rounds every element to bfloat16 (round to nearest even) when the context runs in BF16.
 void round_activations(const Context& c, Matrix m);
+// Adds y's row means into the layer's finiteness record (Context::watch), when y has its rows.
+void watch_finite(const Context& c, ConstMatrix y);
 
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);

@@ -60,12 +60,23 @@ void scale_q_by_temperature(const Context& c, Matrix q) {
   round_activations(c, q);
 }
 
+void watch_finite(const Context& c, ConstMatrix y) {
+  if (c.watch == nullptr || c.watch->sum.data == nullptr || y.cols == 0) return;
+  const int64_t t = c.watch->sum.rows;
+  // Per-head rows ([T * heads, d], contiguous) are read as [T, heads * d].
+  if (y.rows != t && y.rows % t == 0 && y.stride == y.cols) y = ConstMatrix(y.data, t, y.rows / t * y.cols);
+  if (y.rows != t) return;
+  c.be.row_mean({.x = y, .y = c.watch->scratch});
+  c.be.add({c.watch->sum, c.watch->scratch, c.watch->sum});
+}
+
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
   // The usual transformers RMSNorm casts x * rsqrt(...) to the activation dtype before multiplying by the
   // weight; families with norm_gain_f32 apply the gain in float32 and cast the weighted result.
   if (!c.bf16() || weight.empty() || c.spec.norm_gain_f32) {
     c.be.rms_norm({x, weight, eps, y});
     round_activations(c, y);
+    watch_finite(c, y);
     return;
   }
   c.be.rms_norm({x, {}, eps, y});
@@ -73,6 +84,7 @@ void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, fl
   const ConstMatrix w(weight.data(), 1, static_cast<int64_t>(weight.size()));
   c.be.mul({y, w, y});
   round_activations(c, y);
+  watch_finite(c, y);
 }
 
 void decoder_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
@@ -83,6 +95,7 @@ void decoder_norm(const Context& c, ConstMatrix x, std::span<const float> weight
 
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
   c.be.matmul({.x = x, .w = w.w, .bias = w.bias, .y = y, .exact = c.exact()});
+  watch_finite(c, y);
 }
 
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {

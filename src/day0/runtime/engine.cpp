@@ -276,16 +276,13 @@ int64_t Engine::first_nonfinite() const {
       if (!std::isfinite(finite_[static_cast<size_t>(stage * rows + r)])) return true;
     return false;
   };
-  // Layers a stage does not hold keep their zeros.
-  if (!bad(spec_.n_layers) && pipelined()) {
-    for (int64_t l = held_.begin; l < held_.end; ++l)
-      if (bad(l)) return l;
-    return -1;
-  }
-  if (!bad(spec_.n_layers)) return -1;
-  for (int64_t l = 0; l < spec_.n_layers; ++l)
+  // Every layer's rows are read, not only when the logits are bad: with last_only the logits cover the
+  // last row alone, and a NaN in an earlier row (a poisoned embedding row, a key no later query weighs)
+  // must fail the step too. Layers a stage does not hold keep their zeros.
+  const int64_t first = pipelined() ? held_.begin : 0, last = pipelined() ? held_.end : spec_.n_layers;
+  for (int64_t l = first; l < last; ++l)
     if (bad(l)) return l;
-  return spec_.n_layers;
+  return bad(spec_.n_layers) ? spec_.n_layers : -1;
 }
 
 ConstMatrix Engine::forward_pipelined(std::span<const SequenceStep> batch, bool last_only) {
@@ -388,7 +385,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
                           options_.expert_parallel,
                           moe_group_,
                           options_.count_expert_picks ? &picks_ : nullptr,
-                          sliding_rope_ ? &*sliding_rope_ : nullptr};
+                          sliding_rope_ ? &*sliding_rope_ : nullptr,
+                          &watch_};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -401,6 +399,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
   const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
+  inner_finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);  // the last row: scratch
+  watch_.scratch = Matrix(inner_finite_.data() + spec_.n_layers * t, t, 1);
   const PipelineStage stage = w.stage;
   // Activations cross stages as float32 [T, H] in row order (both sides' buffers have this layout).
   auto activations = [&] { return std::span<float>(x.data(), static_cast<size_t>(t * hidden)); };
@@ -421,6 +421,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   for (int64_t l = held_.begin; l < held_.end; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
+    watch_.sum = Matrix(inner_finite_.data() + l * t, t, 1);
     blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
     if (spec_.layers[static_cast<size_t>(l)].linear_attention) {
       blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
@@ -466,6 +467,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
       }
     }
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
+    backend_.add({Matrix(finite_.data() + l * t, t, 1), watch_.sum, Matrix(finite_.data() + l * t, t, 1)});
+    watch_.sum = Matrix();
     if (capture && capture->want_hidden && (l + 1) % per_hf_layer == 0) {
       backend_.synchronize();
       FloatMatrix& out = capture->hidden[static_cast<size_t>(l / per_hf_layer)];

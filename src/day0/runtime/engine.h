@@ -15,6 +15,7 @@
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
 #include "day0/ops/rope_table.h"
+#include "day0/runtime/finite_watch.h"
 #include "day0/runtime/kv_cache.h"
 #include "day0/runtime/model_weights.h"
 
@@ -206,7 +207,11 @@ class Engine {
   // Reused between steps (no allocation once the largest step shape was seen).
   FloatMatrix logits_;         // [rows, vocab]
   std::vector<float> finite_;  // [n_layers + 1, rows]: row means of each layer's output, then logits
-  std::vector<int32_t> ids_;   // [rows] token ids of the step
+  // [n_layers + 1, rows]: per layer, the summed row means of its projections and norms
+  // (blocks::watch_finite), added into finite_ at the layer's end; the last row is the watch's scratch.
+  std::vector<float> inner_finite_;
+  blocks::FiniteWatch watch_;
+  std::vector<int32_t> ids_;  // [rows] token ids of the step
   // Pipeline parallelism.
   PipelineFigures pipeline_;
   FloatMatrix pipeline_logits_;                   // [rows, vocab] assembled over micro-batches

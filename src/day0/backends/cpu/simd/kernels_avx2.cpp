@@ -512,7 +512,7 @@ void scale_avx2(float alpha, float* y, int64_t n) {
 // exp(x) for x <= 0 (softmax after subtracting the max): 2^(x log2 e) = 2^i * p(f), degree-6 polynomial,
 // relative error ~2e-7; inputs below -87 flush to 0.
 inline __m256 exp_neg(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);  // max returns its second operand for NaN: keep it
   const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f));
   const __m256 i = _mm256_floor_ps(t);
   const __m256 f = _mm256_sub_ps(t, i);

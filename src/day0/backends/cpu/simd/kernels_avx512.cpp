@@ -634,7 +634,7 @@ void scale_avx512(float alpha, float* y, int64_t n) {
 
 // exp(x) for x <= 0, as in kernels_avx2.cpp, with scalef doing the 2^i.
 inline __m512 exp_neg(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // max returns its second operand for NaN: keep it
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 i = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, i);
