@@ -3,6 +3,9 @@
 // post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
 // (causal / sliding / chunked, sinks) for every sequence of the step, output projection. Block-sparse
 // layers first pick each query's key blocks with their indexer (its key cached after V, paged with it).
+// Per layer: its own query / KV heads (the pool's rows sized for the widest), sliding layers' own RoPE;
+// values narrower than keys and scaled; an output gate from q_proj or from a projection of its own
+// (sigmoid / softplus, per element or per head).
 #include <algorithm>
 #include <cmath>
 
