@@ -426,19 +426,6 @@ CONFIGS = {
                                "original_max_position_embeddings": 8192, "beta_slow": 1.0, "beta_fast": 64.0,
                                "attention_factor": 1.3465735902799727, "partial_rotary_factor": 0.5},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}),
-    # Cohere2-MoE (Command A+'s structure, as configuration_cohere2_moe.py documents it): 5 layers, the first
-    # a dense prefix layer (first_k_dense_replace 1, pattern 1: full attention that still rotates), then
-    # sliding (window 4, interleaved RoPE) x 3 and one full NoPE layer; parallel attention + FFN on one
-    # LayerNorm (rms_norm_eps null; gains made non-unit by make_golden); MoE of 8 experts, top-2 of the
-    # logits with a softmax over the picks, one shared expert averaged in; logits x 0.0625; tied embeddings.
-    "cohere2-moe": cfg(
-        architectures=["Cohere2MoeForCausalLM"], model_type="cohere2_moe", num_hidden_layers=5,
-        num_key_value_heads=2, head_dim=16, intermediate_size=32, prefix_dense_intermediate_size=96,
-        num_experts=8, num_experts_per_tok=2, num_shared_experts=1, shared_expert_combination_strategy="average",
-        expert_selection_fn="softmax", norm_topk_prob=True, first_k_dense_replace=1,
-        prefix_dense_sliding_window_pattern=1, sliding_window_pattern=4, sliding_window=4, logit_scale=0.0625,
-        layer_norm_eps=1e-5, rms_norm_eps=None, rope_theta=50000.0, attention_bias=False,
-        tie_word_embeddings=True, pad_token_id=0),
     # MiMo-V2-Flash (its structure): 6 layers as the class lays them out (full, sliding x 4, full), GQA 4 / 2
     # with keys of 24 and values of 16 (192 / 128 released), values x 0.707, twice the KV heads and a sink
     # per head on sliding layers, sliding_window_size 4 (the class attends to 5 keys; 128 / 129 released),
@@ -457,20 +444,34 @@ CONFIGS = {
         add_full_attention_sink_bias=False, layernorm_epsilon=1e-5, rope_theta=5000000.0,
         swa_rope_theta=10000.0, partial_rotary_factor=0.334, scoring_func="sigmoid", topk_method="noaux_tc",
         output_router_logits=False),
+    # Cohere2-MoE (Command A+'s structure, as configuration_cohere2_moe.py documents it): 5 layers, the first
+    # a dense prefix layer (first_k_dense_replace 1, pattern 1: full attention that still rotates), then
+    # sliding (window 4, interleaved RoPE) x 3 and one full NoPE layer; parallel attention + FFN on one
+    # LayerNorm (rms_norm_eps null; gains made non-unit by make_golden); MoE of 8 experts, top-2 of the
+    # logits with a softmax over the picks, one shared expert averaged in; logits x 0.0625; tied embeddings.
+    "cohere2-moe": cfg(
+        architectures=["Cohere2MoeForCausalLM"], model_type="cohere2_moe", num_hidden_layers=5,
+        num_key_value_heads=2, head_dim=16, intermediate_size=32, prefix_dense_intermediate_size=96,
+        num_experts=8, num_experts_per_tok=2, num_shared_experts=1, shared_expert_combination_strategy="average",
+        expert_selection_fn="softmax", norm_topk_prob=True, first_k_dense_replace=1,
+        prefix_dense_sliding_window_pattern=1, sliding_window_pattern=4, sliding_window=4, logit_scale=0.0625,
+        layer_norm_eps=1e-5, rms_norm_eps=None, rope_theta=50000.0, attention_bias=False,
+        tie_word_embeddings=True, pad_token_id=0),
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
 # that the index and tensors split over files are exercised). Quantized ones stay single-file.
 SHARD_SIZES = {}
 SHARD_SIZES["hy3"] = "150KB"  # 0.41 MB in BF16: 3 shards
+SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
+SHARD_SIZES["laguna"] = "200KB"  # 0.74 MB in BF16: 4 shards
+SHARD_SIZES["mimo-v2-flash"] = "250KB"  # 0.85 MB in BF16: 4 shards
+
 SHARD_SIZES["exaone-3.5"] = "100KB"
 SHARD_SIZES["sarvam-30b"] = "150KB"
 SHARD_SIZES["param2-17b"] = "150KB"
 
 SHARD_SIZES["cohere2-moe"] = "250KB"
-SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
-SHARD_SIZES["laguna"] = "200KB"  # 0.74 MB in BF16: 4 shards
-SHARD_SIZES["mimo-v2-flash"] = "250KB"  # 0.85 MB in BF16: 4 shards
 
 SHARD_SIZES["glm-5"] = "250KB"  # 0.67 MB in BF16: 3 shards
 SHARD_SIZES["k-exaone"] = "220KB"  # 0.59 MB: 3 shards
@@ -520,11 +521,6 @@ PROMPT_LENGTHS["glm-5-indexshare"] = [3, 5, 9]
 # 0.004 apart, which the BF16 engine and transformers' BF16 run both flip (max |dlogit| 1.4 against the F32
 # dump); with [5, 7, 12] the closest gap is 0.008.
 PROMPT_LENGTHS["param2-17b"] = [5, 7, 12]
-# Laguna (sigmoid over soft-capped logits + bias, top-2 of 8, logits in BF16 as released): transformers' own
-# BF16 run leaves its F32 greedy path within a few tokens on most prompt sets of this miniature (router gaps
-# under a BF16 ulp of the logits). [5, 6, 10] has the widest closest router gap of the sets tried (2.2e-3;
-# [5, 11, 17]: 2.8e-4, [4, 7, 12]: 1.7e-3) and every prompt passes the window of 4.
-PROMPT_LENGTHS["laguna"] = [5, 6, 10]
 # Laguna (sigmoid over soft-capped logits + bias, top-2 of 8, logits in BF16 as released): transformers' own
 # BF16 run leaves its F32 greedy path within a few tokens on most prompt sets of this miniature (router gaps
 # under a BF16 ulp of the logits). [5, 6, 10] has the widest closest router gap of the sets tried (2.2e-3;
