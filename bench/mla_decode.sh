@@ -14,7 +14,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then sed -n 2,8p "$0" | sed '
 if [ "${1:-}" = "--rounds" ]; then ROUNDS=$2; shift 2; fi
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
-  MODELS=(deepseek-v3 deepseek-v3.2 kimi-k2.5 mistral-small-4 glm-4.7-flash glm-5)
+  MODELS=(deepseek-v3 deepseek-v3.2 kimi-k2 mistral-small-4 glm-4.7-flash glm-5)
 fi
 dirs=()
 for m in "${MODELS[@]}"; do
