@@ -33,7 +33,7 @@ class FaultyBackend final : public Backend {
 
   bool throw_in_matmul = false;  // a worker of the pool throws bad_alloc inside the matmul's job
   int64_t poison_add = -1;       // the n-th add of hidden rows (1-based) writes a NaN into its output (the
-                            // engine's [T, 1] finiteness sums are not counted)
+                                 // engine's [T, 1] finiteness sums are not counted)
   bool throw_in_swiglu = false;  // throws in the first FFN, after layer 0 appended to the KV cache
 
  private:
