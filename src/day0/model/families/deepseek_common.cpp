@@ -140,6 +140,35 @@ DeepseekMoeDefaults glm4_moe_defaults() {
   return moe;
 }
 
+Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLayout rope, ModelSpec& spec) {
+  IndexerSpec ix;
+  D0_ASSIGN_OR_RETURN(ix.n_heads, cfg.optional_int("index_n_heads", default_heads, 1, 4096));
+  D0_ASSIGN_OR_RETURN(ix.head_dim, cfg.optional_int("index_head_dim", 128, 1, 4096));
+  D0_ASSIGN_OR_RETURN(ix.topk, cfg.optional_int("index_topk", 2048, 1));
+  ix.rope_layout = rope;
+  if (ix.head_dim < spec.mla->qk_rope_head_dim) {
+    return cfg.invalid("index_head_dim",
+                       fmt::format("{} is narrower than qk_rope_head_dim ({}), the indexer's rotary part",
+                                   ix.head_dim, spec.mla->qk_rope_head_dim));
+  }
+  spec.indexer = ix;
+  return Status::ok();
+}
+
+Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("layer_types"));
+  if (!types.empty() && static_cast<int64_t>(types.size()) != spec.n_layers) {
+    return cfg.invalid("layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
+                                                  spec.n_layers, types.size()));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "indexed_attention") {
+      return cfg.mismatch(fmt::format("layer_types[{}]", i), "\"indexed_attention\"");
+    }
+  }
+  return Status::ok();
+}
+
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec) {
   MoeSpec moe;
   D0_ASSIGN_OR_RETURN(moe.n_experts,

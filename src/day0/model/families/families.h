@@ -35,6 +35,12 @@ DeepseekMoeDefaults deepseek_v3_moe_defaults();
 DeepseekMoeDefaults glm4_moe_defaults();
 Status parse_deepseek_moe(const ConfigReader& cfg, const DeepseekMoeDefaults& defaults, ModelSpec& spec);
 void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out);
+// DeepSeek's sparse-attention (DSA) lightning indexer: index_n_heads (the class's default_heads),
+// index_head_dim (128, at least the rotary width), index_topk (2048), rotated with `rope`; sets spec.indexer.
+Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLayout rope, ModelSpec& spec);
+// transformers 5 writes every layer of a DSA model as layer_types "indexed_attention": anything else is
+// refused.
+Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec);
 // Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).
 Status parse_mla(const ConfigReader& cfg, ModelSpec& spec);
 void write_mla(const ModelSpec& spec, nlohmann::json& out);

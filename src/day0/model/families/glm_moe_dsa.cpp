@@ -129,30 +129,10 @@ Status parse_glm_moe_dsa(const ConfigReader& cfg, ModelSpec& spec) {
     D0_RETURN_IF_ERROR(apply_mlp_layer_types(cfg, mlp, spec));
   }
 
-  IndexerSpec ix;
-  D0_ASSIGN_OR_RETURN(ix.n_heads, cfg.optional_int("index_n_heads", 32, 1, 4096));
-  D0_ASSIGN_OR_RETURN(ix.head_dim, cfg.optional_int("index_head_dim", 128, 1, 4096));
-  D0_ASSIGN_OR_RETURN(ix.topk, cfg.optional_int("index_topk", 2048, 1));
-  ix.rope_layout = RopeLayout::kInterleaved;  // GlmMoeDsaIndexer (DeepSeek-V3.2's is half-split)
-  if (ix.head_dim < spec.mla->qk_rope_head_dim) {
-    return cfg.invalid("index_head_dim",
-                       fmt::format("{} is narrower than qk_rope_head_dim ({}), the indexer's rotary part",
-                                   ix.head_dim, spec.mla->qk_rope_head_dim));
-  }
-  spec.indexer = ix;
+  // GlmMoeDsaIndexer rotates interleaved pairs (DeepSeek-V3.2's is half-split).
+  D0_RETURN_IF_ERROR(parse_dsa_indexer(cfg, 32, RopeLayout::kInterleaved, spec));
   D0_RETURN_IF_ERROR(apply_indexer_types(cfg, spec));
-  // Every layer is DSA; transformers 5 writes that as layer_types (it picks the indexed cache).
-  D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("layer_types"));
-  if (!types.empty() && static_cast<int64_t>(types.size()) != spec.n_layers) {
-    return cfg.invalid("layer_types", fmt::format("expected {} entries (num_hidden_layers), found {}",
-                                                  spec.n_layers, types.size()));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (types[i] != "indexed_attention") {
-      return cfg.mismatch(fmt::format("layer_types[{}]", i), "\"indexed_attention\"");
-    }
-  }
-  return Status::ok();
+  return check_indexed_layer_types(cfg, spec);
 }
 
 void write_glm_moe_dsa(const ModelSpec& spec, nlohmann::json& out) {
