@@ -140,6 +140,21 @@ DeepseekMoeDefaults glm4_moe_defaults() {
   return moe;
 }
 
+Status parse_core_rope_head_dim(const ConfigReader& core, FamilyDefaults defaults, const char* cls,
+                                ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.required_int("qk_rope_head_dim"));
+  D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
+  // The rotary embedding spans head_dim (= qk_rope_head_dim) times the factor: it must cover the whole
+  // rope part of every head.
+  if (spec.partial_rotary_factor != 1.0) {
+    return unsupported(
+        fmt::format("{}: partial_rotary_factor: {} is not supported ({} rotates all "
+                    "qk_rope_head_dim dimensions; Day0 implements 1.0)",
+                    core.source(), spec.partial_rotary_factor, cls));
+  }
+  return Status::ok();
+}
+
 Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLayout rope, ModelSpec& spec) {
   IndexerSpec ix;
   D0_ASSIGN_OR_RETURN(ix.n_heads, cfg.optional_int("index_n_heads", default_heads, 1, 4096));

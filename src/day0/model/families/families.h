@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
+#include "day0/model/config_common.h"
 #include "day0/model/config_reader.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/weight_table.h"
@@ -41,6 +42,10 @@ Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLay
 // transformers 5 writes every layer of a DSA model as layer_types "indexed_attention": anything else is
 // refused.
 Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec);
+// parse_core for the GLM MLA classes whose head_dim is qk_rope_head_dim (hidden need not divide by the
+// heads): the rotary part must be all of it (partial_rotary_factor 1; `cls` names the class in the refusal).
+Status parse_core_rope_head_dim(const ConfigReader& core, FamilyDefaults defaults, const char* cls,
+                                ModelSpec& spec);
 // Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).
 Status parse_mla(const ConfigReader& cfg, ModelSpec& spec);
 void write_mla(const ModelSpec& spec, nlohmann::json& out);

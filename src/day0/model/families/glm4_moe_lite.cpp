@@ -36,17 +36,8 @@ Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rms_norm_eps = 1e-5;
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 202752;
-  // hidden_size need not divide by the heads (2048 / 20): head_dim is qk_rope_head_dim's alias.
-  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.required_int("qk_rope_head_dim"));
-  D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
-  // The rotary embedding spans head_dim (= qk_rope_head_dim) times the factor, which must cover the
-  // whole rope part of every head.
-  if (spec.partial_rotary_factor != 1.0) {
-    return unsupported(
-        fmt::format("{}: partial_rotary_factor: {} is not supported (Glm4MoeLite rotates all "
-                    "qk_rope_head_dim dimensions; Day0 implements 1.0)",
-                    cfg.source(), spec.partial_rotary_factor));
-  }
+  // head_dim is qk_rope_head_dim's alias (2048 / 20 heads need not divide).
+  D0_RETURN_IF_ERROR(parse_core_rope_head_dim(core, defaults, "Glm4MoeLite", spec));
   D0_RETURN_IF_ERROR(parse_mla(core, spec));
   // head_dim is an attribute_map alias of qk_rope_head_dim: both given, they must agree.
   if (cfg.present("head_dim")) {

@@ -99,15 +99,8 @@ Status parse_glm_moe_dsa(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rms_norm_eps = 1e-5;
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 202752;
-  // hidden_size need not divide by the heads: the class overwrites head_dim with qk_rope_head_dim.
-  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.required_int("qk_rope_head_dim"));
-  D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
-  if (spec.partial_rotary_factor != 1.0) {
-    return unsupported(
-        fmt::format("{}: partial_rotary_factor: {} is not supported (GlmMoeDsa rotates all "
-                    "qk_rope_head_dim dimensions; Day0 implements 1.0)",
-                    cfg.source(), spec.partial_rotary_factor));
-  }
+  // The class overwrites head_dim with qk_rope_head_dim.
+  D0_RETURN_IF_ERROR(parse_core_rope_head_dim(core, defaults, "GlmMoeDsa", spec));
   D0_RETURN_IF_ERROR(parse_mla(core, spec));
   if (spec.mla->q_lora_rank <= 0) {
     return unsupported(
