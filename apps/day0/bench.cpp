@@ -12,12 +12,14 @@
 #include "command.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/thread_pool.h"
+#include "day0/core/atomic_file.h"
 #include "day0/core/human.h"
 #include "day0/io/mapped_file.h"
 #include "day0/model/param_count.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/speed_bench.h"
 #include "day0/serve/bench_client.h"
+#include "day0/serve/soak.h"
 
 namespace day0::cli {
 namespace {
@@ -27,7 +29,103 @@ struct BenchArgs {
   std::string prompt_len = "32";
   std::string output_len = "64";
   bool json = false;
+  std::string soak;  // DURATION: a soak instead of one run
+  double sample_every = 10;
+  int server_pid = 0;
+  double max_rss_slope = 0.5;
+  std::string samples_csv;
 };
+
+// "90", "90s", "15m", "24h" -> seconds; -1 when malformed.
+double parse_duration(const std::string& text) {
+  if (text.empty()) return -1;
+  double unit = 1;
+  std::string number = text;
+  switch (text.back()) {
+    case 's':
+      number.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      number.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      number.pop_back();
+      break;
+    default:
+      break;
+  }
+  try {
+    size_t used = 0;
+    const double v = std::stod(number, &used);
+    if (used != number.size() || !(v > 0) || v * unit > 30 * 24 * 3600.0) return -1;
+    return v * unit;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+int bench_soak(BenchArgs& a) {
+  const char* name = "bench serve --soak";
+  serve::SoakOptions o;
+  o.load = a.options;
+  o.duration_s = parse_duration(a.soak);
+  if (o.duration_s <= 0) {
+    return report_error(name,
+                        invalid_argument(fmt::format("--soak {:?}: expected a duration such as 3600, 90s, "
+                                                     "15m or 24h (at most 30 days)",
+                                                     a.soak)));
+  }
+  o.sample_every_s = a.sample_every;
+  o.server_pid = a.server_pid;
+  o.max_rss_slope_mb_per_min = a.max_rss_slope;
+  if (o.server_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}/status", o.server_pid)))
+    return report_error(
+        name, not_found(fmt::format("--server-pid {}: no such process on this host", o.server_pid)));
+  if (!a.json) {
+    fmt::print("soak  {} for {:.0f} s, rounds of {} requests at concurrency {}, a sample every {:.0f} s{}\n",
+               o.load.url, o.duration_s, o.load.requests, o.load.concurrency, o.sample_every_s,
+               o.server_pid > 0 ? fmt::format(", server pid {}", o.server_pid)
+                                : std::string(", no --server-pid: "
+                                              "no memory, threads or files"));
+    std::fflush(stdout);
+  }
+  auto r = serve::run_soak(o);
+  if (!r.is_ok()) return report_error(name, r.status());
+  if (!a.samples_csv.empty()) {
+    std::string csv = "t_s,rss_mb,threads,open_files,kv_used_blocks,e2e_p50_s,e2e_p99_s,requests,failed\n";
+    for (const serve::SoakSample& s : r->samples) {
+      csv += fmt::format("{:.3f},{:.3f},{},{},{},{:.6f},{:.6f},{},{}\n", s.t_s, s.rss_mb, s.threads,
+                         s.open_files, s.kv_used_blocks, s.e2e_p50_s, s.e2e_p99_s, s.requests, s.failed);
+    }
+    if (auto st = write_file_atomic(a.samples_csv, csv); !st.is_ok()) return report_error(name, st);
+  }
+  if (a.json) {
+    nlohmann::json j = serve::to_json(*r);
+    j["url"] = o.load.url;
+    j["duration_s"] = o.duration_s;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{:>9} {:>9} {:>8} {:>6} {:>9} {:>10} {:>10} {:>9}\n", "t (s)", "RSS (MB)", "threads", "files",
+               "KV used", "e2e p50", "e2e p99", "requests");
+    auto num = [](double v, int digits) {
+      return v < 0 ? std::string("-") : fmt::format("{:.{}f}", v, digits);
+    };
+    for (const serve::SoakSample& s : r->samples) {
+      fmt::print("{:>9.1f} {:>9} {:>8} {:>6} {:>9} {:>8.1f}ms {:>8.1f}ms {:>9}\n", s.t_s, num(s.rss_mb, 1),
+                 num(s.threads, 0), num(s.open_files, 0), num(s.kv_used_blocks, 0), 1e3 * s.e2e_p50_s,
+                 1e3 * s.e2e_p99_s, s.requests);
+    }
+    const serve::SoakSlopes& k = r->slopes;
+    fmt::print(
+        "slopes over the second half, per minute: RSS {:+.3f} MB, threads {:+.2f}, open files {:+.2f}, "
+        "KV blocks {:+.1f}, e2e p50 {:+.2f} ms\n",
+        k.rss_mb, k.threads, k.open_files, k.kv_used_blocks, 1e3 * k.e2e_p50_s);
+    fmt::print("requests {} ({} failed)\nverdict: {}\n", r->requests, r->failed, r->verdict);
+  }
+  return r->pass ? kExitOk : kExitCheckFailed;
+}
 
 struct BenchModelArgs {
   std::string model;
@@ -298,7 +396,24 @@ const Registrar kBenchCommand(
                     "ask for log-probabilities: the chosen token's and N alternatives (default: none)")
           ->check(CLI::Range(0, 20));
       s->add_flag("--json", a->json, "JSON output");
+      s->add_option(
+          "--soak", a->soak,
+          "soak for DURATION (3600, 90s, 15m, 24h): rounds of --requests until it is over, a sample of "
+          "the server between rounds, slopes over the second half and a verdict (exit 1 on failure)");
+      s->add_option("--sample-every", a->sample_every, "with --soak: seconds between samples (default 10)")
+          ->check(finite_number(0.0, 86400.0, "--sample-every"));
+      s->add_option(
+           "--server-pid", a->server_pid,
+           "with --soak: the server's pid on this host, for its resident memory, threads and open files")
+          ->check(CLI::Range(1, 1 << 30));
+      s->add_option(
+           "--max-rss-slope", a->max_rss_slope,
+           "with --soak: the most MB/min resident memory may grow over the second half (default 0.5)")
+          ->check(finite_number(0.0, 1e6, "--max-rss-slope"));
+      s->add_option("--samples-csv", a->samples_csv,
+                    "with --soak: write every sample to this CSV file (for a plot)");
       return [a, m, s] {
+        if (s->parsed() && !a->soak.empty()) return bench_soak(*a);
         if (s->parsed()) return bench_serve(*a);
         if (m->model.empty()) {
           return report_error("bench",

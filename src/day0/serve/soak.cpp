@@ -1,0 +1,197 @@
+#include "day0/serve/soak.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+namespace day0::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "VmRSS:" (kB) and "Threads:" of /proc/PID/status; false when the process is gone.
+bool read_status(int pid, double& rss_mb, double& threads) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  if (!in) return false;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    double value = 0;
+    fields >> key >> value;
+    if (key == "VmRSS:") rss_mb = value * 1024.0 / 1e6;
+    if (key == "Threads:") threads = value;
+  }
+  return rss_mb >= 0 && threads >= 0;
+}
+
+double open_files(int pid) {
+  std::error_code ec;
+  double n = 0;
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/fd", pid), ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
+  return ec ? -1 : n;
+}
+
+// day0:kv_cache_used_blocks from /metrics, or -1 (another engine, or no answer).
+double kv_used_blocks(const std::string& url) {
+  httplib::Client cli(url);
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(10, 0);
+  auto res = cli.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::istringstream in(res->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("day0:kv_cache_used_blocks{", 0) != 0) continue;
+    try {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+double slope_per_minute(std::span<const double> t_s, std::span<const double> y) {
+  const size_t n = std::min(t_s.size(), y.size());
+  if (n < 2) return 0;
+  double mt = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mt += t_s[i];
+    my += y[i];
+  }
+  mt /= static_cast<double>(n);
+  my /= static_cast<double>(n);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (t_s[i] - mt) * (y[i] - my);
+    den += (t_s[i] - mt) * (t_s[i] - mt);
+  }
+  return den > 0 ? 60.0 * num / den : 0;
+}
+
+void judge_soak(SoakResult& r, const SoakOptions& o) {
+  // The second half of the samples: warm-up (allocator arenas, the prefix cache filling) is over.
+  const size_t from = r.samples.size() / 2;
+  auto slope = [&](double SoakSample::*field) {
+    std::vector<double> t, y;
+    for (size_t i = from; i < r.samples.size(); ++i) {
+      if (r.samples[i].*field < 0) continue;
+      t.push_back(r.samples[i].t_s);
+      y.push_back(r.samples[i].*field);
+    }
+    return slope_per_minute(t, y);
+  };
+  r.slopes = {slope(&SoakSample::rss_mb), slope(&SoakSample::threads), slope(&SoakSample::open_files),
+              slope(&SoakSample::kv_used_blocks), slope(&SoakSample::e2e_p50_s)};
+  std::vector<std::string> why;
+  if (r.samples.size() < 4)
+    why.push_back(fmt::format("{} samples (at least 4 are needed)", r.samples.size()));
+  if (r.failed > 0)
+    why.push_back(fmt::format("{} of {} requests failed: {}", r.failed, r.requests, r.first_error));
+  if (r.slopes.rss_mb > o.max_rss_slope_mb_per_min) {
+    why.push_back(fmt::format("resident memory grows {:.2f} MB/min over the second half (bound {:.2f})",
+                              r.slopes.rss_mb, o.max_rss_slope_mb_per_min));
+  }
+  // Threads and open files: counts jitter with the connections in flight at a sample, so growth is the
+  // smallest of the last third of the second half above the largest of its first third.
+  auto grew = [&](double SoakSample::*field, const char* what) {
+    const size_t n = r.samples.size() - from;
+    if (n < 2 || r.samples[from].*field < 0) return;
+    const size_t k = std::max<size_t>(1, n / 3);
+    double early = r.samples[from].*field, late = r.samples.back().*field;
+    for (size_t i = 0; i < k; ++i) {
+      early = std::max(early, r.samples[from + i].*field);
+      late = std::min(late, r.samples[r.samples.size() - 1 - i].*field);
+    }
+    if (late > early) {
+      why.push_back(fmt::format("{} grew from {:.0f} to {:.0f} over the second half", what, early, late));
+    }
+  };
+  grew(&SoakSample::threads, "threads");
+  grew(&SoakSample::open_files, "open files");
+  r.pass = why.empty();
+  r.verdict = "pass";
+  if (!why.empty()) {
+    r.verdict.clear();
+    for (const std::string& w : why) r.verdict += (r.verdict.empty() ? "" : "; ") + w;
+  }
+}
+
+Result<SoakResult> run_soak(const SoakOptions& o) {
+  if (!(o.duration_s > 0) || !(o.sample_every_s >= 0))
+    return invalid_argument("bench serve --soak: the duration must be positive");
+  SoakResult r;
+  const auto start = Clock::now();
+  auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  double last_sample = -1e300;
+  int64_t since_requests = 0, since_failed = 0;
+  for (uint64_t round = 0; now_s() < o.duration_s; ++round) {
+    BenchOptions load = o.load;
+    load.seed = o.load.seed + round;  // other prompts each round
+    auto b = run_serve_bench(load);
+    if (!b.is_ok()) return b.status().with_context(fmt::format("soak round {}", round));
+    r.requests += b->requests;
+    r.failed += b->failed;
+    since_requests += b->requests;
+    since_failed += b->failed;
+    if (r.first_error.empty()) r.first_error = b->first_error;
+    const double t = now_s();
+    if (t - last_sample < o.sample_every_s && t < o.duration_s) continue;
+    SoakSample s;
+    s.t_s = t;
+    if (o.server_pid > 0) {
+      if (!read_status(o.server_pid, s.rss_mb, s.threads))
+        return not_found(fmt::format("bench serve --soak: process {} is gone (/proc/{}/status)", o.server_pid,
+                                     o.server_pid));
+      s.open_files = open_files(o.server_pid);
+    }
+    s.kv_used_blocks = kv_used_blocks(o.load.url);
+    s.e2e_p50_s = b->e2e.p50;
+    s.e2e_p99_s = b->e2e.p99;
+    s.requests = since_requests;
+    s.failed = since_failed;
+    since_requests = since_failed = 0;
+    r.samples.push_back(s);
+    last_sample = t;
+  }
+  judge_soak(r, o);
+  return r;
+}
+
+nlohmann::json to_json(const SoakResult& r) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const SoakSample& s : r.samples) {
+    samples.push_back({{"t_s", s.t_s},
+                       {"rss_mb", s.rss_mb},
+                       {"threads", s.threads},
+                       {"open_files", s.open_files},
+                       {"kv_used_blocks", s.kv_used_blocks},
+                       {"e2e_p50_s", s.e2e_p50_s},
+                       {"e2e_p99_s", s.e2e_p99_s},
+                       {"requests", s.requests},
+                       {"failed", s.failed}});
+  }
+  nlohmann::json j = {{"requests", r.requests},
+                      {"failed", r.failed},
+                      {"samples", samples},
+                      {"slopes_per_min",
+                       {{"rss_mb", r.slopes.rss_mb},
+                        {"threads", r.slopes.threads},
+                        {"open_files", r.slopes.open_files},
+                        {"kv_used_blocks", r.slopes.kv_used_blocks},
+                        {"e2e_p50_s", r.slopes.e2e_p50_s}}},
+                      {"pass", r.pass},
+                      {"verdict", r.verdict}};
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  return j;
+}
+
+}  // namespace day0::serve
