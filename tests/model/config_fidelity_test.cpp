@@ -449,3 +449,47 @@ TEST(ConfigAudit, KimiK25WrapperKeysDecide) {
 
 }  // namespace
 }  // namespace day0
+
+namespace day0 {
+namespace {
+
+// An absent MLA size is the config class's default, as transformers reads it (an absent q_lora_rank is
+// not "no query compression": only an explicit null is); the golden configs state every key, so each is
+// read with its keys erased and compared with the class defaults of transformers 5.25.
+TEST(ConfigFidelity, AbsentMlaKeysTakeTheClassDefaults) {
+  struct Case {
+    const char* golden;
+    int64_t q_lora, kv_lora, nope, rope, v;
+  };
+  for (const Case& c :
+       {Case{"deepseek-v3", 1536, 512, 128, 64, 128}, Case{"deepseek-v32", 1536, 512, 128, 64, 128},
+        Case{"deepseek-v2-lite", 1536, 512, 128, 64, 128}, Case{"mistral4", 1024, 256, 64, 64, 128},
+        Case{"glm-4.7-flash", 768, 512, 192, 64, 256}, Case{"glm-5", 2048, 512, 192, 64, 256}}) {
+    SCOPED_TRACE(c.golden);
+    std::ifstream in(std::filesystem::path(DAY0_TEST_DATA_DIR) / "golden" / c.golden / "config.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    for (const char* k : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                          "qk_head_dim", "head_dim", "index_head_dim"})
+      j.erase(k);
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object())
+      j["rope_scaling"].erase("partial_rotary_factor");
+    if (j.contains("rope_parameters") && j["rope_parameters"].is_object())
+      j["rope_parameters"].erase("partial_rotary_factor");
+    auto spec = parse_model_config(j, std::string(c.golden) + " without MLA sizes");
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    ASSERT_TRUE(spec->mla.has_value());
+    EXPECT_EQ(spec->mla->q_lora_rank, c.q_lora);
+    EXPECT_EQ(spec->mla->kv_lora_rank, c.kv_lora);
+    EXPECT_EQ(spec->mla->qk_nope_head_dim, c.nope);
+    EXPECT_EQ(spec->mla->qk_rope_head_dim, c.rope);
+    EXPECT_EQ(spec->mla->v_head_dim, c.v);
+    j["q_lora_rank"] = nullptr;  // explicit null: no query compression, where the family allows it
+    auto none = parse_model_config(j, std::string(c.golden) + " with q_lora_rank null");
+    if (none.is_ok()) {
+      EXPECT_EQ(none->mla->q_lora_rank, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace day0

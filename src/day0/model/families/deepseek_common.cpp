@@ -74,13 +74,20 @@ Status apply_mlp_layer_types_or_first_dense(const ConfigReader& cfg, ModelSpec& 
   return Status::ok();
 }
 
-Status parse_mla(const ConfigReader& cfg, ModelSpec& spec) {
+Status parse_mla(const ConfigReader& cfg, const MlaDefaults& defaults, ModelSpec& spec) {
   MlaSpec mla;
-  D0_ASSIGN_OR_RETURN(mla.q_lora_rank, cfg.optional_int("q_lora_rank", 0, 1));
-  D0_ASSIGN_OR_RETURN(mla.kv_lora_rank, cfg.required_int("kv_lora_rank"));
-  D0_ASSIGN_OR_RETURN(mla.qk_nope_head_dim, cfg.required_int("qk_nope_head_dim"));
-  D0_ASSIGN_OR_RETURN(mla.qk_rope_head_dim, cfg.required_int("qk_rope_head_dim"));
-  D0_ASSIGN_OR_RETURN(mla.v_head_dim, cfg.required_int("v_head_dim"));
+  // Absent: the class default; null: no query compression (q_proj).
+  if (cfg.contains("q_lora_rank")) {
+    D0_ASSIGN_OR_RETURN(mla.q_lora_rank, cfg.optional_int("q_lora_rank", 0, 1));
+  } else {
+    mla.q_lora_rank = defaults.q_lora_rank;
+  }
+  D0_ASSIGN_OR_RETURN(mla.kv_lora_rank, cfg.optional_int("kv_lora_rank", defaults.kv_lora_rank, 1));
+  D0_ASSIGN_OR_RETURN(mla.qk_nope_head_dim,
+                      cfg.optional_int("qk_nope_head_dim", defaults.qk_nope_head_dim, 1));
+  D0_ASSIGN_OR_RETURN(mla.qk_rope_head_dim,
+                      cfg.optional_int("qk_rope_head_dim", defaults.qk_rope_head_dim, 1));
+  D0_ASSIGN_OR_RETURN(mla.v_head_dim, cfg.optional_int("v_head_dim", defaults.v_head_dim, 1));
   if (mla.qk_rope_head_dim % 2 != 0) return cfg.mismatch("qk_rope_head_dim", "an even integer");
   // transformers 5 also writes the derived qk_head_dim = qk_nope_head_dim + qk_rope_head_dim.
   D0_ASSIGN_OR_RETURN(int64_t qk_head_dim,
@@ -142,7 +149,7 @@ DeepseekMoeDefaults glm4_moe_defaults() {
 
 Status parse_core_rope_head_dim(const ConfigReader& core, FamilyDefaults defaults, const char* cls,
                                 ModelSpec& spec) {
-  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.required_int("qk_rope_head_dim"));
+  D0_ASSIGN_OR_RETURN(defaults.head_dim, core.optional_int("qk_rope_head_dim", 64, 1));
   D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
   // The rotary embedding spans head_dim (= qk_rope_head_dim) times the factor: it must cover the whole
   // rope part of every head.

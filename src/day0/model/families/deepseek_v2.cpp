@@ -16,7 +16,7 @@ Status parse_deepseek_v2(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 2048;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  D0_RETURN_IF_ERROR(parse_mla(cfg, spec));
+  D0_RETURN_IF_ERROR(parse_mla(cfg, MlaDefaults{}, spec));
   spec.rope_layout = RopeLayout::kInterleaved;
   DeepseekMoeDefaults moe;
   moe.scoring = "softmax";

@@ -19,7 +19,7 @@ Status parse_deepseek_v3(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 4096;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  D0_RETURN_IF_ERROR(parse_mla(cfg, spec));
+  D0_RETURN_IF_ERROR(parse_mla(cfg, MlaDefaults{}, spec));
   D0_ASSIGN_OR_RETURN(bool interleave, cfg.optional_bool("rope_interleave", true));
   spec.rope_layout = interleave ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
   return parse_deepseek_moe(cfg, deepseek_v3_moe_defaults(), spec);

@@ -48,7 +48,7 @@ Status parse_deepseek_v32(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.max_position_embeddings = 163840;
   D0_RETURN_IF_ERROR(parse_core(core, defaults, spec));
   // head_dim is overwritten with qk_rope_head_dim by the config class whatever it says.
-  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  D0_RETURN_IF_ERROR(parse_mla(core, MlaDefaults{}, spec));
   if (spec.mla->q_lora_rank <= 0) {
     return unsupported(fmt::format(
         "{}: q_lora_rank: null is not supported (DeepSeek-V3.2 always compresses the queries; the "

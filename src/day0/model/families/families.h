@@ -47,7 +47,16 @@ Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec)
 Status parse_core_rope_head_dim(const ConfigReader& core, FamilyDefaults defaults, const char* cls,
                                 ModelSpec& spec);
 // Multi-head latent attention keys (q_lora_rank, kv_lora_rank, qk_*_head_dim, v_head_dim).
-Status parse_mla(const ConfigReader& cfg, ModelSpec& spec);
+// The config class's defaults for absent MLA keys (transformers reads an absent q_lora_rank as its class
+// default, an explicit null as no query compression).
+struct MlaDefaults {
+  int64_t q_lora_rank = 1536;  // DeepseekV2/V3/V32Config, LongcatFlashConfig
+  int64_t kv_lora_rank = 512;
+  int64_t qk_nope_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;
+  int64_t v_head_dim = 128;
+};
+Status parse_mla(const ConfigReader& cfg, const MlaDefaults& defaults, ModelSpec& spec);
 void write_mla(const ModelSpec& spec, nlohmann::json& out);
 // Qwen MoE placement: sparse iff not in mlp_only_layers and (N + 1) % decoder_sparse_step == 0.
 Status parse_qwen_moe_layers(const ConfigReader& cfg, ModelSpec& spec);

@@ -13,15 +13,6 @@
 namespace day0::families {
 namespace {
 
-// Glm4MoeLiteConfig defaults q_lora_rank to 768: absent means compressed queries, only an explicit
-// null means none (the shared MLA reader takes absent as none). The other sizes are required, as for
-// DeepSeek-V3, rather than taken from the class's GLM-4.7-Flash defaults.
-nlohmann::json with_q_lora_default(const ConfigReader& cfg) {
-  nlohmann::json out = cfg.json();
-  if (!cfg.contains("q_lora_rank")) out["q_lora_rank"] = 768;
-  return out;
-}
-
 // Switches Glm4MoeLite never reads (it routes with sigmoid + noaux_tc): only those values are accepted
 // (require_released), and refusals name this code.
 constexpr const char* kImplementation = "transformers' Glm4MoeLite";
@@ -30,15 +21,14 @@ Status parse_glm4_moe_lite(const ConfigReader& cfg, ModelSpec& spec) {
   // Glm4MoeLiteTopkRouter keeps its logits and the routing weights in float32.
   spec.router_logits_f32 = true;
   spec.routing_weights_f32 = true;
-  const nlohmann::json merged = with_q_lora_default(cfg);
-  const ConfigReader core = cfg.derived(merged, "");
+  const ConfigReader& core = cfg;
   FamilyDefaults defaults;  // Glm4MoeLiteConfig
   defaults.rms_norm_eps = 1e-5;
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 202752;
   // head_dim is qk_rope_head_dim's alias (2048 / 20 heads need not divide).
   D0_RETURN_IF_ERROR(parse_core_rope_head_dim(core, defaults, "Glm4MoeLite", spec));
-  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  D0_RETURN_IF_ERROR(parse_mla(core, {.q_lora_rank = 768, .qk_nope_head_dim = 192, .v_head_dim = 256}, spec));
   // head_dim is an attribute_map alias of qk_rope_head_dim: both given, they must agree.
   if (cfg.present("head_dim")) {
     D0_ASSIGN_OR_RETURN(int64_t head_dim, cfg.required_int("head_dim"));

@@ -17,11 +17,9 @@ namespace {
 
 constexpr const char* kGlmDsaCode = "transformers' GlmMoeDsa";
 
-// GlmMoeDsaConfig reroutes num_experts to n_routed_experts and defaults q_lora_rank to 2048: absent
-// means compressed queries (the shared MLA reader takes absent as none).
+// GlmMoeDsaConfig reroutes num_experts to n_routed_experts.
 Result<nlohmann::json> glm_dsa_merged(const ConfigReader& cfg) {
   nlohmann::json out = cfg.json();
-  if (!cfg.contains("q_lora_rank")) out["q_lora_rank"] = 2048;
   if (cfg.present("num_experts")) {
     D0_ASSIGN_OR_RETURN(int64_t n, cfg.required_int("num_experts", 1, kMaxExperts));
     out["n_routed_experts"] = n;
@@ -101,7 +99,8 @@ Status parse_glm_moe_dsa(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.max_position_embeddings = 202752;
   // The class overwrites head_dim with qk_rope_head_dim.
   D0_RETURN_IF_ERROR(parse_core_rope_head_dim(core, defaults, "GlmMoeDsa", spec));
-  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  D0_RETURN_IF_ERROR(
+      parse_mla(core, {.q_lora_rank = 2048, .qk_nope_head_dim = 192, .v_head_dim = 256}, spec));
   if (spec.mla->q_lora_rank <= 0) {
     return unsupported(
         fmt::format("{}: q_lora_rank: null is not supported (the indexer reads the q-LoRA "

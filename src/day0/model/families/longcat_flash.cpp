@@ -75,7 +75,7 @@ Status parse_longcat_flash(const ConfigReader& cfg, ModelSpec& spec) {
                     "latent to one key head per query head",
                     spec.n_kv_heads, spec.n_heads));
   }
-  D0_RETURN_IF_ERROR(parse_mla(core, spec));
+  D0_RETURN_IF_ERROR(parse_mla(core, MlaDefaults{}, spec));
   MlaSpec& mla = *spec.mla;
   if (mla.q_lora_rank <= 0) {
     return unsupported(

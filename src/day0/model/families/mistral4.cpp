@@ -63,7 +63,8 @@ Status parse_mistral4(const ConfigReader& cfg, ModelSpec& spec) {
   }
   // transformers sets head_dim to qk_nope + qk_rope (Day0's MLA head_dim is the RoPE width).
   D0_ASSIGN_OR_RETURN(int64_t head_dim, cfg.optional_int("head_dim", 0, 0));
-  D0_RETURN_IF_ERROR(parse_mla(cfg, spec));
+  D0_RETURN_IF_ERROR(
+      parse_mla(cfg, {.q_lora_rank = 1024, .kv_lora_rank = 256, .qk_nope_head_dim = 64}, spec));
   const MlaSpec& mla = *spec.mla;
   const int64_t qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
   if (head_dim != 0 && head_dim != qk) return cfg.mismatch("head_dim", fmt::format("{}", qk));
