@@ -181,6 +181,8 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   } else if (s.attn_temperature_tuning) {
     scale_q_by_temperature(c, q.m);  // NoPE layers only
   }
+  watch_finite(c, q.m);  // attention's running max would drop a NaN score
+  watch_finite(c, k.m);
   // The pool's rows hold the widest layer's KV heads; a layer with fewer fills their first columns.
   const int64_t pool_kv = max_kv_heads(s);
   BlockIndex index;  // block-sparse attention's index queries and key

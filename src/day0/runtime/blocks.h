@@ -104,7 +104,10 @@ struct Context {
 
 // Rounds every element to bfloat16 (round to nearest even) when the context runs in BF16.
 void round_activations(const Context& c, Matrix m);
-// Adds y's row means into the layer's finiteness record (Context::watch), when y has its rows.
+// Adds y's row means into the layer's finiteness record (Context::watch), when y has its rows. Called
+// only where a kernel could drop a NaN instead of passing it on: the queries and keys attention takes
+// (its running max skips NaN scores) and the router logits (top-k skips NaN). Elsewhere a NaN reaches
+// the layer's output, which the engine reads anyway.
 void watch_finite(const Context& c, ConstMatrix y);
 
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).

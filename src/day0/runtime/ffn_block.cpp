@@ -46,6 +46,7 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   const int64_t t = h.rows, e = m.n_experts + m.n_zero_experts, k = m.experts_per_token;
   Buffer logits(c.arena, t, e);  // [T, E (+ zero experts)]
   matmul(c, h, w.router, logits.m);
+  watch_finite(c, logits.m);  // top-k would skip a NaN logit
   // The family's rounding points: float32 router logits, or the gate run in the activation dtype; float32
   // routing weights scale the expert output before it is rounded.
   const bool fp32_router = s.router_logits_f32;

@@ -156,6 +156,9 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
     append_and_page(c, layer, ckv.m, kpe.m);
   }
 
+  watch_finite(c, q.m);  // attention's running max would drop a NaN score
+  watch_finite(c, ckv.m);
+  watch_finite(c, kpe.m);
   Buffer attn(c.arena, t, nh * dv);
   PagedMlaArgs a;
   a.q = q.m;
