@@ -177,6 +177,22 @@ Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLay
   return Status::ok();
 }
 
+void dsa_indexer_weights(const ModelSpec& s, WeightTableBuilder& lb, WeightStorage weights_proj) {
+  const IndexerSpec& ix = *s.indexer;
+  const int64_t H = s.hidden_size;
+  const auto role = TensorRole::kAttention;
+  lb.add("self_attn.indexer.wq_b.weight", {ix.n_heads * ix.head_dim, s.mla->q_lora_rank},
+         WeightStorage::kProjection, role, weights::kReplicated, WeightSlot::kIndexerQ);
+  lb.add("self_attn.indexer.wk.weight", {ix.head_dim, H}, WeightStorage::kProjection, role,
+         weights::kReplicated, WeightSlot::kIndexerK);
+  lb.add("self_attn.indexer.k_norm.weight", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
+         weights::kReplicated, WeightSlot::kIndexerKNorm);
+  lb.add("self_attn.indexer.k_norm.bias", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
+         weights::kReplicated, WeightSlot::kIndexerKNormBias);
+  lb.add("self_attn.indexer.weights_proj.weight", {ix.n_heads, H}, weights_proj, role, weights::kReplicated,
+         WeightSlot::kIndexerWeights);
+}
+
 Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(std::vector<std::string> types, cfg.optional_string_list("layer_types"));
   if (!types.empty() && static_cast<int64_t>(types.size()) != spec.n_layers) {

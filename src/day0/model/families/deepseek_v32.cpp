@@ -83,25 +83,11 @@ void write_deepseek_v32(const ModelSpec& spec, nlohmann::json& out) {
   out["index_topk"] = spec.indexer->topk;
 }
 
-// Weights: DeepSeek-V3's, plus per layer (MTP layers included) self_attn.indexer.*: wq_b
-// [n_I * d_I, q_lora] and wk [d_I, H] (FP8 blocks in an FP8 release), the key LayerNorm's weight and
-// bias [d_I], and weights_proj [n_I, H], which the release keeps in BF16. The layer callback adds them
-// beside the FFN (the table is by name, not by order).
+// Weights: DeepSeek-V3's, plus the indexer's rows in every layer, MTP layers included (dsa_indexer_weights;
+// the release keeps weights_proj in BF16).
 void weights_deepseek_v32(const ModelSpec& s, WeightTableBuilder& b) {
-  const IndexerSpec& ix = *s.indexer;
-  const int64_t H = s.hidden_size;
-  const auto role = TensorRole::kAttention;
   const weights::LayerFfn layer = [&](WeightTableBuilder& lb, const LayerSpec& l) {
-    lb.add("self_attn.indexer.wq_b.weight", {ix.n_heads * ix.head_dim, s.mla->q_lora_rank},
-           WeightStorage::kProjection, role, weights::kReplicated, WeightSlot::kIndexerQ);
-    lb.add("self_attn.indexer.wk.weight", {ix.head_dim, H}, WeightStorage::kProjection, role,
-           weights::kReplicated, WeightSlot::kIndexerK);
-    lb.add("self_attn.indexer.k_norm.weight", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
-           weights::kReplicated, WeightSlot::kIndexerKNorm);
-    lb.add("self_attn.indexer.k_norm.bias", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
-           weights::kReplicated, WeightSlot::kIndexerKNormBias);
-    lb.add("self_attn.indexer.weights_proj.weight", {ix.n_heads, H}, WeightStorage::kPlain, role,
-           weights::kReplicated, WeightSlot::kIndexerWeights);
+    dsa_indexer_weights(s, lb, WeightStorage::kPlain);
     deepseek_ffn_weights(s, lb, l);
   };
   weights::decoder(s, b, layer);

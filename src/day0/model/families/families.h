@@ -39,6 +39,10 @@ void write_deepseek_moe(const ModelSpec& spec, nlohmann::json& out);
 // DeepSeek's sparse-attention (DSA) lightning indexer: index_n_heads (the class's default_heads),
 // index_head_dim (128, at least the rotary width), index_topk (2048), rotated with `rope`; sets spec.indexer.
 Status parse_dsa_indexer(const ConfigReader& cfg, int64_t default_heads, RopeLayout rope, ModelSpec& spec);
+// The indexer's rows of one layer (scope "model.layers.{L}."): self_attn.indexer.wq_b [n_I * d_I, q_lora],
+// wk [d_I, H] (FP8 blocks in an FP8 release), k_norm weight and bias [d_I] (float32), weights_proj [n_I, H]
+// stored as `weights_proj` says (a BF16 projection, or float32 where the class keeps it so).
+void dsa_indexer_weights(const ModelSpec& spec, WeightTableBuilder& b, WeightStorage weights_proj);
 // transformers 5 writes every layer of a DSA model as layer_types "indexed_attention": anything else is
 // refused.
 Status check_indexed_layer_types(const ConfigReader& cfg, const ModelSpec& spec);

@@ -152,28 +152,13 @@ void write_glm_moe_dsa(const ModelSpec& spec, nlohmann::json& out) {
 // indexer, mlp.gate + e_score_correction_bias, experts, shared_experts), then num_nextn_predict_layers MTP
 // layers with an indexer each (model.layers.78 in the release), which transformers skips on load.
 void weights_glm_moe_dsa(const ModelSpec& s, WeightTableBuilder& b) {
-  const IndexerSpec& ix = *s.indexer;
-  const int64_t H = s.hidden_size;
-  const auto role = TensorRole::kAttention;
-  const auto indexer = [&](WeightTableBuilder& lb) {
-    lb.add("self_attn.indexer.wq_b.weight", {ix.n_heads * ix.head_dim, s.mla->q_lora_rank},
-           WeightStorage::kProjection, role, weights::kReplicated, WeightSlot::kIndexerQ);
-    lb.add("self_attn.indexer.wk.weight", {ix.head_dim, H}, WeightStorage::kProjection, role,
-           weights::kReplicated, WeightSlot::kIndexerK);
-    lb.add("self_attn.indexer.k_norm.weight", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
-           weights::kReplicated, WeightSlot::kIndexerKNorm);
-    lb.add("self_attn.indexer.k_norm.bias", {ix.head_dim}, WeightStorage::kKeptF32, TensorRole::kNorm,
-           weights::kReplicated, WeightSlot::kIndexerKNormBias);
-    // _keep_in_fp32_modules: a release may store it float32.
-    lb.add("self_attn.indexer.weights_proj.weight", {ix.n_heads, H}, WeightStorage::kKeptF32, role,
-           weights::kReplicated, WeightSlot::kIndexerWeights);
-  };
+  // weights_proj is in _keep_in_fp32_modules: a release may store it float32.
   weights::decoder(s, b, [&](WeightTableBuilder& lb, const LayerSpec& l) {
-    if (!l.shared_key_selection) indexer(lb);
+    if (!l.shared_key_selection) dsa_indexer_weights(s, lb, WeightStorage::kKeptF32);
     deepseek_ffn_weights(s, lb, l);
   });
   weights::deepseek_mtp_layers(s, b, [&](WeightTableBuilder& lb, const LayerSpec& l) {
-    indexer(lb);
+    dsa_indexer_weights(s, lb, WeightStorage::kKeptF32);
     deepseek_ffn_weights(s, lb, l);
   });
 }
