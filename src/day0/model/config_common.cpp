@@ -237,6 +237,13 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
                   cfg.source(), method));
 }
 
+Status parse_attention_bias(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
+  spec.qkv_bias = bias;
+  spec.o_bias = bias;
+  return Status::ok();
+}
+
 Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(spec.vocab_size, cfg.required_int("vocab_size"));
   D0_ASSIGN_OR_RETURN(spec.hidden_size, cfg.required_int("hidden_size"));

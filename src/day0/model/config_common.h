@@ -34,6 +34,8 @@ inline constexpr int64_t kMaxExperts = 1 << 20;
 // intermediate_size, max_position_embeddings, rms_norm_eps, rope_theta + rope_scaling,
 // tie_word_embeddings, torch_dtype, quantization_config. Layers start as causal dense layers.
 Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, ModelSpec& spec);
+// attention_bias (default false): biases on q, k, v and o together, as most transformers classes read it.
+Status parse_attention_bias(const ConfigReader& cfg, ModelSpec& spec);
 // rope_scaling (legacy) or rope_parameters (transformers v5) into spec.rope / spec.rope_theta.
 Status parse_rope(const ConfigReader& cfg, ModelSpec& spec);
 // rope_parameters keyed by layer type (transformers 5: {"full_attention": {...}, "sliding_attention":

@@ -106,9 +106,7 @@ Status parse_mla(const ConfigReader& cfg, const MlaDefaults& defaults, ModelSpec
     return unsupported(fmt::format(
         "{}: mlp_bias: true is not supported for MLA families (Day0 implements false)", cfg.source()));
   }
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   return Status::ok();
 }
 

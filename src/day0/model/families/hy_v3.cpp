@@ -34,9 +34,7 @@ Status parse_hy_v3(const ConfigReader& cfg, ModelSpec& spec) {
                     "Day0 implements 1)",
                     cfg.source(), spec.partial_rotary_factor));
   }
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   spec.qk_norm = true;  // per-head q_norm / k_norm, always built
   // mlp_bias also gives the shared experts biases, which the shared expert block does not bind.
   D0_ASSIGN_OR_RETURN(bool mlp_bias, cfg.optional_bool("mlp_bias", false));

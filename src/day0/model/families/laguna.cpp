@@ -82,9 +82,7 @@ Status parse_laguna(const ConfigReader& cfg, ModelSpec& spec) {
                       cfg.source(), f, spec.head_dim));
     }
   }
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   spec.qk_norm = true;
   D0_RETURN_IF_ERROR(parse_laguna_gating(cfg, spec));
   D0_RETURN_IF_ERROR(parse_laguna_layer_kinds(cfg, spec));

@@ -13,9 +13,7 @@ Status parse_llama(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.rope_theta = 10000.0;
   defaults.max_position_embeddings = 2048;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   D0_ASSIGN_OR_RETURN(spec.mlp_bias, cfg.optional_bool("mlp_bias", false));
   return Status::ok();
 }

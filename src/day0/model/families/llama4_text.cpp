@@ -19,9 +19,7 @@ Status parse_llama4_text(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.head_dim = 128;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
   spec.rope_layout = RopeLayout::kInterleaved;
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   D0_ASSIGN_OR_RETURN(spec.qk_norm_weightless_after_rope, cfg.optional_bool("use_qk_norm", true));
   // transformers' class default is the number 4 and the code only tests its truth: accept both forms.
   if (cfg.present("attn_temperature_tuning") && cfg.json()["attn_temperature_tuning"].is_number()) {

@@ -14,9 +14,7 @@ Status parse_qwen3(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.max_position_embeddings = 32768;
   defaults.head_dim = 128;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   spec.qk_norm = true;
   return parse_qwen_sliding(cfg, spec);
 }

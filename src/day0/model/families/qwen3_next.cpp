@@ -56,9 +56,7 @@ Status parse_qwen3_next(const ConfigReader& cfg, ModelSpec& spec) {
   defaults.head_dim = 256;
   defaults.partial_rotary_factor = 0.25;
   D0_RETURN_IF_ERROR(parse_core(cfg, defaults, spec));
-  D0_ASSIGN_OR_RETURN(bool bias, cfg.optional_bool("attention_bias", false));
-  spec.qkv_bias = bias;
-  spec.o_bias = bias;
+  D0_RETURN_IF_ERROR(parse_attention_bias(cfg, spec));
   spec.qk_norm = true;
   spec.attention_output_gate = true;
   spec.zero_centered_norms = true;
