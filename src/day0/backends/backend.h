@@ -58,6 +58,7 @@ class Backend {
   virtual void causal_conv1d(const CausalConv1dArgs& a) = 0;
   virtual void gated_delta_rule(const GatedDeltaRuleArgs& a) = 0;
   virtual void gated_rms_norm(const GatedRmsNormArgs& a) = 0;
+  virtual void ssm_scan(const SsmScanArgs& a) = 0;
   virtual void softmax(const SoftmaxArgs& a) = 0;
   virtual void silu(const UnaryArgs& a) = 0;
   virtual void gelu(const UnaryArgs& a) = 0;

@@ -17,6 +17,7 @@
   X(causal_conv1d, CausalConv1dArgs, kCausalConv1d)              \
   X(gated_delta_rule, GatedDeltaRuleArgs, kGatedDeltaRule)       \
   X(gated_rms_norm, GatedRmsNormArgs, kGatedRmsNorm)             \
+  X(ssm_scan, SsmScanArgs, kSsmScan)                             \
   X(softmax, SoftmaxArgs, kSoftmax)                              \
   X(silu, UnaryArgs, kSilu)                                      \
   X(gelu, UnaryArgs, kGelu)                                      \

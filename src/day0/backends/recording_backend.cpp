@@ -366,7 +366,8 @@ void RecordingBackend::causal_conv1d(const CausalConv1dArgs& a) {
   op.attrs = {{"kernel", std::to_string(a.kernel)}, {"window_dtype", kv_dtype_name(a.window_dtype)}};
   if (a.silu) op.attrs["activation"] = "silu";
   // The taps, and each sequence's window read and written once.
-  op.bytes_per_token = 4.0 * d(static_cast<int64_t>(a.weight.size())) +
+  if (!a.bias.empty()) op.attrs["bias"] = "true";
+  op.bytes_per_token = 4.0 * d(static_cast<int64_t>(a.weight.size() + a.bias.size())) +
                        2.0 * d(static_cast<int64_t>(a.seqs.size())) * d((a.kernel - 1) * a.x.cols) *
                            d(kv_dtype_bytes(a.window_dtype));
   note(std::move(op));
@@ -390,6 +391,24 @@ void RecordingBackend::gated_delta_rule(const GatedDeltaRuleArgs& a) {
   op.bytes_per_token = d(a.q.rows) * 8.0 * state;
   note(std::move(op));
   if (inner_) inner_->gated_delta_rule(a);
+}
+
+void RecordingBackend::ssm_scan(const SsmScanArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kSsmScan);
+  op.attrs = {{"n_heads", std::to_string(a.n_heads)},
+              {"head_dim", std::to_string(a.head_dim)},
+              {"n_groups", std::to_string(a.n_groups)},
+              {"state_size", std::to_string(a.state_size)},
+              {"state", "f32"}};
+  op.shapes = {{a.x.rows, a.n_heads, a.head_dim, a.state_size}};
+  // Per token and head: decay, the rank-1 update and S c over head_dim x state_size (about 5 flops
+  // each), the state read and written once.
+  const double state = d(a.n_heads) * d(a.head_dim) * d(a.state_size);
+  op.flops_per_token = d(a.x.rows) * 5.0 * state;
+  op.bytes_per_token = d(a.x.rows) * 8.0 * state;
+  note(std::move(op));
+  if (inner_) inner_->ssm_scan(a);
 }
 
 void RecordingBackend::gated_rms_norm(const GatedRmsNormArgs& a) {

@@ -219,11 +219,12 @@ struct BlockIndexerTopkArgs {
   int64_t local_blocks = 0;
 };
 
-// ---- causal_conv1d: Gated DeltaNet's causal depthwise convolution, every sequence of a step -------
+// ---- causal_conv1d: the causal depthwise convolution (Gated DeltaNet, Mamba-2), every sequence -----
 // Sequence s owns rows [row0, row0 + rows) of x and a window W_s [K - 1, C]: the K - 1 inputs before
 // its first row, oldest first (zeros at the sequence start), stored in window_dtype. With u = W_s
 // followed by its rows, for its t-th row and channel c (float32):
-//   y[row0 + t, c] = act(sum_{m < K} weight[c * K + m] * u[t + m, c]),   act = silu or the identity
+//   y[row0 + t, c] = act(bias[c] + sum_{m < K} weight[c * K + m] * u[t + m, c]),   act = silu or the
+//   identity, bias[c] = 0 when bias is empty
 // and afterwards W_s holds the last K - 1 rows of u (converted to window_dtype: BF16 rounds to nearest
 // even). y must not overlap x. Sequences with rows = 0 are left as they are; T = 0 does nothing.
 struct ConvSequence {
@@ -234,6 +235,7 @@ struct ConvSequence {
 struct CausalConv1dArgs {
   ConstMatrix x;                       // [T, C]
   std::span<const float> weight;       // [C * K] channel-major (conv1d.weight [C, 1, K] flattened)
+  std::span<const float> bias;         // [C] (Mamba-2's conv1d.bias) or empty
   std::span<const ConvSequence> seqs;  // [B]
   Matrix y;                            // [T, C]
   int64_t kernel = 0;                  // K >= 1
@@ -269,6 +271,30 @@ struct GatedDeltaRuleArgs {
   int64_t key_head_dim = 0;
   int64_t value_head_dim = 0;
   bool l2_normalize = true;
+};
+
+// ---- ssm_scan: Mamba-2's selective state-space scan, every sequence of a step ------------------------
+// Head h reads group g = h / (n_heads / n_groups). For token t of sequence s, in order, in float32 (S =
+// the sequence's state for head h, [head_dim, state_size], zero at the sequence start):
+//   decay = exp(-exp(a_log[h]) * dt[t, h])
+//   S <- decay S + dt[t, h] x[t, h] b[t, g]^T;    y[t, h] = S c[t, g] + d[h] x[t, h]   (d empty: no skip)
+// dt is the step after dt_bias, softplus and the time-step limits (the caller's, so that it rounds where
+// the model rounds). `state` is updated in place ([n_heads, head_dim, state_size] row-major, the layout
+// of transformers' recurrent state). y must not overlap the inputs. This is the recurrence token by
+// token for prefill too: the chunked SSD form is the same sums regrouped for parallel hardware.
+struct SsmScanArgs {
+  ConstMatrix x;                        // [T, n_heads * head_dim]
+  ConstMatrix dt;                       // [T, n_heads] > 0
+  ConstMatrix b;                        // [T, n_groups * state_size]
+  ConstMatrix c;                        // [T, n_groups * state_size]
+  std::span<const float> a_log;         // [n_heads]
+  std::span<const float> d;             // [n_heads] or empty
+  std::span<const DeltaSequence> seqs;  // [B], state [n_heads, head_dim, state_size]
+  Matrix y;                             // [T, n_heads * head_dim]
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t n_groups = 0;
+  int64_t state_size = 0;
 };
 
 // ---- gated_rms_norm: y = weight * (x / sqrt(mean(x^2) + eps)) * silu(z), row by row (float32) -----

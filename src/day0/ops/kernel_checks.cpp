@@ -156,6 +156,8 @@ void check_args(const CausalConv1dArgs& a) {
   D0_CHECK_MSG(static_cast<int64_t>(a.weight.size()) == a.x.cols * a.kernel,
                fmt::format("causal_conv1d: weight has {} values, expected {} channels x {} taps",
                            a.weight.size(), a.x.cols, a.kernel));
+  D0_CHECK_MSG(a.bias.empty() || static_cast<int64_t>(a.bias.size()) == a.x.cols,
+               "causal_conv1d: bias needs one value per channel");
   for (const ConvSequence& s : a.seqs) {
     D0_CHECK_MSG(s.row0 >= 0 && s.rows >= 0 && s.row0 + s.rows <= a.x.rows, "causal_conv1d: sequence rows");
     D0_CHECK_MSG(s.rows == 0 || a.kernel == 1 || s.window != nullptr,
@@ -180,6 +182,24 @@ void check_args(const GatedDeltaRuleArgs& a) {
   for (const DeltaSequence& s : a.seqs) {
     D0_CHECK_MSG(s.row0 >= 0 && s.rows >= 0 && s.row0 + s.rows <= t, "gated_delta_rule: sequence rows");
     D0_CHECK_MSG(s.rows == 0 || s.state != nullptr, "gated_delta_rule: a sequence without a state");
+  }
+}
+
+void check_args(const SsmScanArgs& a) {
+  const int64_t nh = a.n_heads, p = a.head_dim, g = a.n_groups, n = a.state_size;
+  D0_CHECK_MSG(nh > 0 && p > 0 && g > 0 && n > 0 && nh % g == 0,
+               "ssm_scan: head counts and sizes must be positive, n_heads a multiple of n_groups");
+  const int64_t t = a.x.rows;
+  D0_EXPECT_SHAPE("ssm_scan", "x", a.x, t, nh * p);
+  D0_EXPECT_SHAPE("ssm_scan", "dt", a.dt, t, nh);
+  D0_EXPECT_SHAPE("ssm_scan", "b", a.b, t, g * n);
+  D0_EXPECT_SHAPE("ssm_scan", "c", a.c, t, g * n);
+  D0_EXPECT_SHAPE("ssm_scan", "y", a.y, t, nh * p);
+  D0_CHECK_MSG(static_cast<int64_t>(a.a_log.size()) == nh, "ssm_scan: a_log needs one value per head");
+  D0_CHECK_MSG(a.d.empty() || static_cast<int64_t>(a.d.size()) == nh, "ssm_scan: d needs one value per head");
+  for (const DeltaSequence& s : a.seqs) {
+    D0_CHECK_MSG(s.row0 >= 0 && s.rows >= 0 && s.row0 + s.rows <= t, "ssm_scan: sequence rows");
+    D0_CHECK_MSG(s.rows == 0 || s.state != nullptr, "ssm_scan: a sequence without a state");
   }
 }
 

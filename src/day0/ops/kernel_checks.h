@@ -18,6 +18,7 @@ void check_args(const BlockIndexerTopkArgs& a);
 void check_selection(const BlockSelection& s, int64_t rows, int64_t n_heads, const char* op);
 void check_args(const CausalConv1dArgs& a);
 void check_args(const GatedDeltaRuleArgs& a);
+void check_args(const SsmScanArgs& a);
 void check_args(const GatedRmsNormArgs& a);
 void check_args(const SwigluArgs& a);
 void check_args(const BinaryArgs& a);

@@ -25,6 +25,8 @@ inline constexpr std::string_view kBlockIndexerTopk = "block_indexer_topk";
 inline constexpr std::string_view kCausalConv1d = "causal_conv1d";
 inline constexpr std::string_view kGatedDeltaRule = "gated_delta_rule";
 inline constexpr std::string_view kGatedRmsNorm = "gated_rms_norm";
+// Mamba-2: the selective state-space scan over a per-sequence float32 state (conv: causal_conv1d).
+inline constexpr std::string_view kSsmScan = "ssm_scan";
 inline constexpr std::string_view kSoftmax = "softmax";
 inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";

@@ -134,6 +134,13 @@ Out gated_delta_shape(Shapes in, const OpAttributes& a) {
   return std::vector<Shape>{in[2]};
 }
 
+Out ssm_scan_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "ssm_scan"));
+  const auto nh = static_cast<int64_t>(attr(a, "n_heads")), p = static_cast<int64_t>(attr(a, "head_dim"));
+  if (nh <= 0 || p <= 0 || in[0][1] != nh * p) return invalid_argument("ssm_scan: x width");
+  return std::vector<Shape>{in[0]};
+}
+
 Out experts_shape(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "moe_experts"));
   D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "moe_experts"));
@@ -300,8 +307,8 @@ std::vector<OpSchema> build_table() {
        block_indexer_shape,
        {}},
       {kCausalConv1d,
-       "causal depthwise conv over a per-sequence window of K-1 inputs, silu (Gated DeltaNet)",
-       {"x [T, C]", "weight [C*K]", "window [K-1, C] per sequence"},
+       "causal depthwise conv over a per-sequence window of K-1 inputs, bias, silu (GDN, Mamba-2)",
+       {"x [T, C]", "weight [C*K]", "bias [C]", "window [K-1, C] per sequence"},
        {"y [T, C]", "window [K-1, C] per sequence"},
        {"kernel", "silu"},
        false,
@@ -317,6 +324,16 @@ std::vector<OpSchema> build_table() {
        false,
        false,
        gated_delta_shape,
+       {}},
+      {kSsmScan,
+       "selective state-space scan over a per-sequence float32 state (Mamba-2)",
+       {"x [T, H*P]", "dt [T, H]", "b [T, G*N]", "c [T, G*N]", "a_log [H]", "d [H]",
+        "state [H, P, N] per sequence"},
+       {"y [T, H*P]", "state [H, P, N] per sequence"},
+       {"n_heads", "head_dim", "n_groups", "state_size"},
+       false,
+       false,
+       ssm_scan_shape,
        {}},
       {kGatedRmsNorm,
        "x / rms(x) * w * silu(z) (Gated DeltaNet output norm)",

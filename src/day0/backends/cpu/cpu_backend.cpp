@@ -71,6 +71,7 @@ class CpuBackend final : public Backend {
   void block_indexer_topk(const BlockIndexerTopkArgs& a) override { cpu::block_indexer_topk(ctx_, a); }
   void causal_conv1d(const CausalConv1dArgs& a) override { cpu::causal_conv1d(ctx_, a); }
   void gated_delta_rule(const GatedDeltaRuleArgs& a) override { cpu::gated_delta_rule(ctx_, a); }
+  void ssm_scan(const SsmScanArgs& a) override { cpu::ssm_scan(ctx_, a); }
   void gated_rms_norm(const GatedRmsNormArgs& a) override { cpu::gated_rms_norm(ctx_, a); }
 
   void rms_norm(const RmsNormArgs& a) override {

@@ -36,7 +36,7 @@ void causal_conv1d(const Context& c, const CausalConv1dArgs& a) {
         float* y = a.y.row(s.row0 + t) + c0;
         for (int64_t ch = 0; ch < n; ++ch) {
           const float* w = a.weight.data() + (c0 + ch) * k;
-          float acc = 0.0f;
+          float acc = a.bias.empty() ? 0.0f : a.bias[static_cast<size_t>(c0 + ch)];
           for (int64_t m = 0; m < k; ++m) acc += w[m] * u[static_cast<size_t>((t + m) * n + ch)];
           y[ch] = a.silu ? acc / (1.0f + std::exp(-acc)) : acc;
         }

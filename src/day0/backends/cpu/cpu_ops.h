@@ -147,6 +147,7 @@ void block_indexer_topk(const Context& c, const BlockIndexerTopkArgs& a);
 // head's state is its own; tokens in order), the gated norm rows in parallel.
 void causal_conv1d(const Context& c, const CausalConv1dArgs& a);
 void gated_delta_rule(const Context& c, const GatedDeltaRuleArgs& a);
+void ssm_scan(const Context& c, const SsmScanArgs& a);
 void gated_rms_norm(const Context& c, const GatedRmsNormArgs& a);
 
 }  // namespace day0::cpu

@@ -24,6 +24,7 @@ void indexer_topk(const IndexerTopkArgs& a);
 void block_indexer_topk(const BlockIndexerTopkArgs& a);
 void causal_conv1d(const CausalConv1dArgs& a);
 void gated_delta_rule(const GatedDeltaRuleArgs& a);
+void ssm_scan(const SsmScanArgs& a);
 void gated_rms_norm(const GatedRmsNormArgs& a);
 void softmax(const SoftmaxArgs& a);
 void silu(const UnaryArgs& a);

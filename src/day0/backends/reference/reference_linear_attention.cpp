@@ -28,7 +28,7 @@ void causal_conv1d(const CausalConv1dArgs& a) {
     for (int64_t t = 0; t < s.rows; ++t) {
       float* y = a.y.row(s.row0 + t);
       for (int64_t c = 0; c < c_n; ++c) {
-        double acc = 0.0;
+        double acc = a.bias.empty() ? 0.0 : a.bias[static_cast<size_t>(c)];
         for (int64_t m = 0; m < k; ++m)
           acc += static_cast<double>(a.weight[static_cast<size_t>(c * k + m)]) *
                  u[static_cast<size_t>((t + m) * c_n + c)];
