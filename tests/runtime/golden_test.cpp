@@ -24,7 +24,7 @@ TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
         "deepseek-v32",     "qwen3-next", "seed-oss",   "ernie-4.5-moe", "solar-open",  "glm-4.7-flash",
         "kimi-k2.5",        "mistral4",   "hy3",        "trinity",       "laguna",      "mimo-v2-flash",
         "exaone-3.5",       "sarvam-30b", "param2-17b", "minimax-m3",    "cohere2-moe", "glm-5",
-        "glm-5-indexshare", "k-exaone"}) {
+        "glm-5-indexshare", "k-exaone",   "qwen3.5",    "qwen3.5-moe"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "missing golden " << want;
   }
 }
@@ -56,9 +56,11 @@ TEST_P(Golden, Bf16WithinDocumentedThresholds) {
   const AlignThresholds t = default_thresholds(ActivationPrecision::kBF16);
   const AlignReport r = compare_dumps(run->reference, mine, t);
   EXPECT_TRUE(r.pass()) << align_report_text(r);
-  // Without routing there are no near-ties to flip: dense models stay within the issue's KL 1e-3.
+  // Without routing there are no near-ties to flip: dense models stay within the issue's KL 1e-3. A Gated
+  // DeltaNet carries BF16 rounding along the sequence: transformers' own BF16 run of the dense Qwen3.5
+  // miniature stays 2.9e-3 to 6.5e-3 from its F32 run (every prompt seed tried), so those get 1e-2.
   if (run->model.spec.moe == std::nullopt) {
-    EXPECT_LE(r.logits.kl_mean, 1e-3) << align_report_text(r);
+    EXPECT_LE(r.logits.kl_mean, run->model.spec.linear_attention ? 1e-2 : 1e-3) << align_report_text(r);
   }
   // BF16 must actually change something: the F32 engine is far closer.
   EXPECT_GT(r.logits.max_abs_err, 1e-5);

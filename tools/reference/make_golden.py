@@ -103,7 +103,7 @@ def hf_init(name, folder, config):
         # LayerNorms start as weight 1, bias 0 (DeepSeek-V3.2's indexer key norm): random ones make the
         # golden see both applied.
         for name, p in model.named_parameters():
-            if config["model_type"] == "qwen3_next":
+            if config["model_type"] in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe") and "visual" not in name:
                 # Zero-centred RMSNorms store the offset w of the gain 1 + w (0 at init), the gated norm a plain
                 # gain (1) and dt_bias starts at 1: random ones make the golden see each applied as it is.
                 if name.endswith("linear_attn.norm.weight"):

@@ -126,11 +126,27 @@ enum class WeightSlot {
   // Gated DeltaNet (linear_attn.*).
   kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
   kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head
+  kLinearQkv,     // in_proj_qkv [2 * n_k * d_k + n_v * d_v, H]: q, k of every key head, v of every value head
+  kLinearZ,       // in_proj_z [n_v * d_v, H]
+  kLinearB,       // in_proj_b [n_v, H]
+  kLinearA,       // in_proj_a [n_v, H]
   kLinearConv,    // conv1d.weight [C, 1, K] (depthwise, no bias)
   kLinearALog,    // A_log [n_v]
   kLinearDtBias,  // dt_bias [n_v]
   kLinearNorm,    // norm.weight [d_v] (gated RMSNorm, plain gain)
   kLinearOut,     // out_proj [H, n_v * d_v]
+  // Mamba-2 (mixer.* of a Mamba layer).
+  kMambaIn,        // in_proj [I + C + n_heads, H]: z, x B C (the conv's C channels), dt
+  kMambaConv,      // conv1d.weight [C, 1, K]
+  kMambaConvBias,  // conv1d.bias [C]
+  kMambaDtBias,    // dt_bias [n_heads]
+  kMambaALog,      // A_log [n_heads]
+  kMambaD,         // D [n_heads]
+  kMambaNorm,      // norm.weight [I] (gated RMSNorm per group)
+  kMambaOut,       // out_proj [H, I]
+  // Latent MoE: the routed experts run in a latent space of their own.
+  kMoeLatentIn,   // fc1_latent_proj [latent, H]
+  kMoeLatentOut,  // fc2_latent_proj [H, latent]
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

@@ -1,8 +1,9 @@
 // Gated DeltaNet block (layer_types "linear_attention"): in_proj_qkvz and in_proj_ba (grouped
-// per key head) split into [q | k | v], z, b and a; the causal depthwise conv with silu over each
-// sequence's conv window; beta = sigmoid(b); the gated delta rule over each sequence's float32 state
-// (decay from a, A_log and dt_bias inside the kernel); the gated RMSNorm with silu(z) per value head;
-// out_proj. The states live in the sequences' KvCaches (RecurrentLayerState), not in the paged pool.
+// per key head, Qwen3-Next) or the separate in_proj_qkv / z / b / a (Qwen3.5) give [q | k | v], z, b and a;
+// the causal depthwise conv with silu over each sequence's conv window; beta = sigmoid(b); the gated delta
+// rule over each sequence's float32 state (decay from a, A_log and dt_bias inside the kernel); the gated
+// RMSNorm with silu(z) per value head; out_proj. The states live in the sequences' KvCaches
+// (RecurrentLayerState), not in the paged pool.
 #include <fmt/format.h>
 
 #include "day0/model/model_memory.h"
@@ -10,21 +11,22 @@
 
 namespace day0::blocks {
 
-void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
-                    Matrix out) {
+namespace {
+
+// Qwen3-Next's grouped projections: per key head [q | k | v of its value heads | z of them] and [b | a].
+// u = [q of every key head | k of every key head | v of every value head] (the conv's channels).
+void split_grouped(const Context& c, const LinearAttentionWeights& w, ConstMatrix h, Matrix u, Matrix z,
+                   Matrix a, Matrix beta) {
   const LinearAttentionSpec& la = *c.spec.linear_attention;
   const int64_t t = h.rows, nk = la.n_key_heads, nv = la.n_value_heads, dk = la.key_head_dim;
-  const int64_t dv = la.value_head_dim, r = nv / nk, kd = la.key_dim(), vd = la.value_dim();
-  const int64_t ch = la.conv_channels(), group = 2 * dk + 2 * r * dv;
+  const int64_t dv = la.value_head_dim, r = nv / nk, kd = la.key_dim();
+  const int64_t group = 2 * dk + 2 * r * dv;
   Buffer qkvz(c.arena, t, nk * group), ba(c.arena, t, nk * 2 * r);  // [T, per key head [q|k|v|z]], [b|a]
   linear(c, h, w.in_qkvz, qkvz.m);
   linear(c, h, w.in_ba, ba.m);
-  // u = [q of every key head | k of every key head | v of every value head] (the conv's channels).
-  Buffer u(c.arena, t, ch), z(c.arena, t, vd), a(c.arena, t, nv),
-      beta(c.arena, t, nv);  // [T, C], [T, n_v d_v], [T, n_v] x 2
-  c.be.copy_columns({.x = qkvz.m, .y = u.m, .groups = nk, .width = dk, .x_stride = group, .y_stride = dk});
+  c.be.copy_columns({.x = qkvz.m, .y = u, .groups = nk, .width = dk, .x_stride = group, .y_stride = dk});
   c.be.copy_columns({.x = qkvz.m,
-                     .y = u.m,
+                     .y = u,
                      .groups = nk,
                      .width = dk,
                      .x_col0 = dk,
@@ -32,7 +34,7 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
                      .y_col0 = kd,
                      .y_stride = dk});
   c.be.copy_columns({.x = qkvz.m,
-                     .y = u.m,
+                     .y = u,
                      .groups = nk,
                      .width = r * dv,
                      .x_col0 = 2 * dk,
@@ -40,15 +42,37 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
                      .y_col0 = 2 * kd,
                      .y_stride = r * dv});
   c.be.copy_columns({.x = qkvz.m,
-                     .y = z.m,
+                     .y = z,
                      .groups = nk,
                      .width = r * dv,
                      .x_col0 = 2 * dk + r * dv,
                      .x_stride = group,
                      .y_stride = r * dv});
-  c.be.copy_columns({.x = ba.m, .y = beta.m, .groups = nk, .width = r, .x_stride = 2 * r, .y_stride = r});
+  c.be.copy_columns({.x = ba.m, .y = beta, .groups = nk, .width = r, .x_stride = 2 * r, .y_stride = r});
   c.be.copy_columns(
-      {.x = ba.m, .y = a.m, .groups = nk, .width = r, .x_col0 = r, .x_stride = 2 * r, .y_stride = r});
+      {.x = ba.m, .y = a, .groups = nk, .width = r, .x_col0 = r, .x_stride = 2 * r, .y_stride = r});
+}
+
+}  // namespace
+
+void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
+                    Matrix out) {
+  const LinearAttentionSpec& la = *c.spec.linear_attention;
+  const int64_t t = h.rows, nk = la.n_key_heads, nv = la.n_value_heads, dk = la.key_head_dim;
+  const int64_t dv = la.value_head_dim, kd = la.key_dim(), vd = la.value_dim();
+  const int64_t ch = la.conv_channels();
+  Buffer u(c.arena, t, ch), z(c.arena, t, vd), a(c.arena, t, nv),
+      beta(c.arena, t, nv);  // [T, C] = [q | k | v], [T, n_v d_v], [T, n_v] x 2
+  if (w.separate()) {        // Qwen3.5: the conv's channels are in_proj_qkv's rows, each part straight into u
+    linear(c, h, w.in_q, u.m.col_slice(0, kd));
+    linear(c, h, w.in_k, u.m.col_slice(kd, kd));
+    linear(c, h, w.in_v, u.m.col_slice(2 * kd, vd));
+    linear(c, h, w.in_z, z.m);
+    linear(c, h, w.in_b, beta.m);
+    linear(c, h, w.in_a, a.m);
+  } else {
+    split_grouped(c, w, h, u.m, z.m, a.m, beta.m);
+  }
 
   // Each sequence's state of this layer must hold exactly its tokens so far.
   StepLayout& l = c.layout;

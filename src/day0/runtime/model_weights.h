@@ -114,12 +114,24 @@ struct AttentionWeights {
 };
 
 // Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key
-// head, conv [C * K] (C = 2 n_k d_k + n_v d_v channels [q | k | v], K taps each), a_log / dt_bias [n_v],
-// norm [d_v] (the gated RMSNorm's plain gain), out [H, n_v d_v].
+// head (Qwen3-Next), or the separate projections of Qwen3.5: in_q / in_k [n_k d_k, H] and in_v [n_v d_v, H]
+// (row views of one in_proj_qkv), in_z [n_v d_v, H], in_b / in_a [n_v, H]; conv [C * K] (C = 2 n_k d_k +
+// n_v d_v channels [q | k | v], K taps each), a_log / dt_bias [n_v], norm [d_v] (the gated RMSNorm's plain
+// gain), out [H, n_v d_v].
 struct LinearAttentionWeights {
   Linear in_qkvz, in_ba, out;
+  Linear in_q, in_k, in_v, in_z, in_b, in_a;
   std::span<const float> conv, a_log, dt_bias, norm;
-  bool present() const { return in_qkvz.present(); }
+  bool separate() const { return in_q.present(); }
+  bool present() const { return in_qkvz.present() || separate(); }
+};
+
+// Mamba-2: in [I + C + n_heads, H] giving [z | x B C | dt], conv [C * K] and conv_bias [C] (or empty),
+// dt_bias / a_log / d [n_heads], norm [I] (the grouped gated RMSNorm's gain), out [H, I].
+struct MambaWeights {
+  Linear in, out;
+  std::span<const float> conv, conv_bias, dt_bias, a_log, d, norm;
+  bool present() const { return in.present(); }
 };
 
 struct DenseMlpWeights {

@@ -129,6 +129,24 @@ class TableBinder {
         return linear(t, layer->linear.in_qkvz);
       case WeightSlot::kLinearBa:
         return linear(t, layer->linear.in_ba);
+      case WeightSlot::kLinearQkv: {  // [q | k | v]: this rank's key heads' q and k, its value heads' v
+        const LinearAttentionSpec& la = *b_.spec().linear_attention;
+        const int64_t kd = la.key_dim(), vd = la.value_dim(), cols = t.shape[1];
+        const ShardRange q = even_shard(kd, out_.shard), v = even_shard(vd, out_.shard);
+        LinearAttentionWeights& w = layer->linear;
+        D0_ASSIGN_OR_RETURN(w.in_q, b_.linear_part(t.name, t.shape[0], cols, q, {0, cols}));
+        D0_ASSIGN_OR_RETURN(w.in_k,
+                            b_.linear_part(t.name, t.shape[0], cols, {kd + q.begin, kd + q.end}, {0, cols}));
+        D0_ASSIGN_OR_RETURN(
+            w.in_v, b_.linear_part(t.name, t.shape[0], cols, {2 * kd + v.begin, 2 * kd + v.end}, {0, cols}));
+        return Status::ok();
+      }
+      case WeightSlot::kLinearZ:
+        return linear(t, layer->linear.in_z);
+      case WeightSlot::kLinearB:
+        return linear(t, layer->linear.in_b);
+      case WeightSlot::kLinearA:
+        return linear(t, layer->linear.in_a);
       case WeightSlot::kLinearOut:
         return linear(t, layer->linear.out);
       case WeightSlot::kLinearConv: {

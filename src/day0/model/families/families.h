@@ -62,6 +62,11 @@ struct MlaDefaults {
 };
 Status parse_mla(const ConfigReader& cfg, const MlaDefaults& defaults, ModelSpec& spec);
 void write_mla(const ModelSpec& spec, nlohmann::json& out);
+// Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5): the linear_* sizes into spec.linear_attention (the
+// classes' defaults: kernel 4, 16 key heads and 32 value heads of 128) and each layer's kind from layer_types
+// or full_attention_interval (default 4: every 4th layer full attention); both given must agree.
+Status parse_gated_deltanet(const ConfigReader& cfg, ModelSpec& spec);
+void write_gated_deltanet(const ModelSpec& spec, nlohmann::json& out);
 // Qwen MoE placement: sparse iff not in mlp_only_layers and (N + 1) % decoder_sparse_step == 0.
 Status parse_qwen_moe_layers(const ConfigReader& cfg, ModelSpec& spec);
 void write_qwen_moe_layers(const ModelSpec& spec, nlohmann::json& out);

@@ -46,6 +46,35 @@ Status parse_layer_kinds(const ConfigReader& cfg, ModelSpec& spec) {
 
 }  // namespace
 
+Status parse_gated_deltanet(const ConfigReader& cfg, ModelSpec& spec) {
+  LinearAttentionSpec la;
+  D0_ASSIGN_OR_RETURN(la.conv_kernel, cfg.optional_int("linear_conv_kernel_dim", 4, 1, 1024));
+  D0_ASSIGN_OR_RETURN(la.key_head_dim, cfg.optional_int("linear_key_head_dim", 128, 1));
+  D0_ASSIGN_OR_RETURN(la.value_head_dim, cfg.optional_int("linear_value_head_dim", 128, 1));
+  D0_ASSIGN_OR_RETURN(la.n_key_heads, cfg.optional_int("linear_num_key_heads", 16, 1));
+  D0_ASSIGN_OR_RETURN(la.n_value_heads, cfg.optional_int("linear_num_value_heads", 32, 1));
+  if (la.n_value_heads % la.n_key_heads != 0) {
+    return cfg.invalid(
+        "linear_num_value_heads",
+        fmt::format("{} is not a multiple of linear_num_key_heads ({})", la.n_value_heads, la.n_key_heads));
+  }
+  spec.linear_attention = la;
+  return parse_layer_kinds(cfg, spec);
+}
+
+void write_gated_deltanet(const ModelSpec& spec, nlohmann::json& out) {
+  const LinearAttentionSpec& la = *spec.linear_attention;
+  out["linear_conv_kernel_dim"] = la.conv_kernel;
+  out["linear_key_head_dim"] = la.key_head_dim;
+  out["linear_value_head_dim"] = la.value_head_dim;
+  out["linear_num_key_heads"] = la.n_key_heads;
+  out["linear_num_value_heads"] = la.n_value_heads;
+  nlohmann::json types = nlohmann::json::array();
+  for (const LayerSpec& l : spec.layers)
+    types.push_back(l.linear_attention ? "linear_attention" : "full_attention");
+  out["layer_types"] = types;
+}
+
 Status parse_qwen3_next(const ConfigReader& cfg, ModelSpec& spec) {
   // RMSNorm gains apply in float32 to the normed row, then one cast.
   spec.norm_gain_f32 = true;
@@ -61,19 +90,7 @@ Status parse_qwen3_next(const ConfigReader& cfg, ModelSpec& spec) {
   spec.attention_output_gate = true;
   spec.zero_centered_norms = true;
 
-  LinearAttentionSpec la;
-  D0_ASSIGN_OR_RETURN(la.conv_kernel, cfg.optional_int("linear_conv_kernel_dim", 4, 1, 1024));
-  D0_ASSIGN_OR_RETURN(la.key_head_dim, cfg.optional_int("linear_key_head_dim", 128, 1));
-  D0_ASSIGN_OR_RETURN(la.value_head_dim, cfg.optional_int("linear_value_head_dim", 128, 1));
-  D0_ASSIGN_OR_RETURN(la.n_key_heads, cfg.optional_int("linear_num_key_heads", 16, 1));
-  D0_ASSIGN_OR_RETURN(la.n_value_heads, cfg.optional_int("linear_num_value_heads", 32, 1));
-  if (la.n_value_heads % la.n_key_heads != 0) {
-    return cfg.invalid(
-        "linear_num_value_heads",
-        fmt::format("{} is not a multiple of linear_num_key_heads ({})", la.n_value_heads, la.n_key_heads));
-  }
-  spec.linear_attention = la;
-  D0_RETURN_IF_ERROR(parse_layer_kinds(cfg, spec));
+  D0_RETURN_IF_ERROR(parse_gated_deltanet(cfg, spec));
 
   // Layer i is MoE iff num_experts > 0, i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
   D0_ASSIGN_OR_RETURN(int64_t n_experts, cfg.optional_int("num_experts", 512, 0, kMaxExperts));
@@ -98,16 +115,7 @@ Status parse_qwen3_next(const ConfigReader& cfg, ModelSpec& spec) {
 void write_qwen3_next(const ModelSpec& spec, nlohmann::json& out) {
   out["attention_bias"] = spec.qkv_bias;
   out["partial_rotary_factor"] = spec.partial_rotary_factor;
-  const LinearAttentionSpec& la = *spec.linear_attention;
-  out["linear_conv_kernel_dim"] = la.conv_kernel;
-  out["linear_key_head_dim"] = la.key_head_dim;
-  out["linear_value_head_dim"] = la.value_head_dim;
-  out["linear_num_key_heads"] = la.n_key_heads;
-  out["linear_num_value_heads"] = la.n_value_heads;
-  nlohmann::json types = nlohmann::json::array();
-  for (const LayerSpec& l : spec.layers)
-    types.push_back(l.linear_attention ? "linear_attention" : "full_attention");
-  out["layer_types"] = types;
+  write_gated_deltanet(spec, out);
   out["num_experts"] = spec.moe ? spec.moe->n_experts : 0;
   if (spec.moe) {
     out["num_experts_per_tok"] = spec.moe->experts_per_token;
