@@ -366,6 +366,63 @@ TEST(PublishedCounts, Qwen3NextCatalogEntryAndItsCaches) {
   EXPECT_EQ(kv_cache_bytes(*spec, 1000, KvDtype::kBF16), uint64_t{24'576} * 1000);
 }
 
+// Qwen3.5-MoE (catalog qwen3.5-397b-a17b, qwen3.5-35b-a3b): the model cards give 397B total / 17B activated
+// and 35B / 3B for the released image-text models. Those totals count the vision tower and not the MTP
+// layer: our text count plus transformers' vision tower (Qwen3_5MoeVisionModel of the entry's
+// vision_config, counted below) is 396.80B (0.05% under 397B) and 35.11B (0.31% over 35B); the text model
+// alone is 396.35B and 34.66B. Active with both embeddings (what runs per token): 17.35B and 3.45B, within
+// half the last digit of 17B and 3B. Per gated DeltaNet layer: in_proj_qkv (2 x 16 x 128 + n_v x 128) x H,
+// in_proj_z n_v x 128 x H, in_proj_b / a n_v x H, conv1d 4 per channel, A_log / dt_bias n_v, the gated norm
+// 128, out_proj H x n_v x 128; per gated attention layer q_proj 2 x heads x 256 x H, k / v 2 x 256 x H each,
+// o_proj H x heads x 256, q / k norms 256; every layer E experts of 3 x H x I, the router, the shared expert
+// of I and its gate, two norms. The one MTP layer (mtp.*: fc [H, 2H], three norms, a gated attention layer
+// with the MoE) is in the manifest, verified, not counted.
+int64_t qwen3_5_vision_params(int64_t out_hidden) {  // depth 27, hidden 1152, MLP 4304, 2304 positions
+  const int64_t h = 1152, i = 4304;
+  const int64_t block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h);
+  const int64_t merger = 2 * h + (16 * h * h + 4 * h) + (4 * h * out_hidden + out_hidden);
+  return (3 * 2 * 16 * 16 * h + h) + 2304 * h + 27 * block + merger;
+}
+
+void expect_qwen3_5_moe_entry(const std::string& name, int64_t h, int64_t layers, int64_t heads, int64_t nv,
+                              int64_t experts, int64_t top_k, int64_t inter, double published_total,
+                              double published_active) {
+  SCOPED_TRACE(name);
+  auto spec = catalog_model(name);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto counts = count_params(*spec);
+  ASSERT_TRUE(counts.is_ok()) << counts.status().to_string();
+  const int64_t moe = experts * h + experts * 3 * h * inter + 3 * h * inter + h + 2 * h;
+  const int64_t conv = 2 * 16 * 128 + nv * 128;
+  const int64_t gdn = conv * h + nv * 128 * h + 2 * nv * h + conv * 4 + 2 * nv + 128 + h * nv * 128;
+  const int64_t full = 2 * heads * 256 * h + 2 * 2 * 256 * h + h * heads * 256 + 2 * 256;
+  const int64_t embeddings = 2 * int64_t{248320} * h;
+  EXPECT_EQ(counts->total, embeddings + h + layers / 4 * 3 * (gdn + moe) + layers / 4 * (full + moe));
+  EXPECT_EQ(counts->active, counts->total - layers * (experts - top_k) * 3 * h * inter);
+  const double with_vision = static_cast<double>(counts->total + qwen3_5_vision_params(h));
+  EXPECT_LE(std::fabs(with_vision - published_total), 0.005 * published_total) << with_vision;
+  EXPECT_LE(std::fabs(static_cast<double>(counts->active) - published_active), 0.5e9) << counts->active;
+  EXPECT_EQ(spec->n_mtp_layers, 1);
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
+  int64_t mtp = 0;
+  for (const auto& t : manifest->tensors) {
+    if (!t.mtp) continue;
+    EXPECT_TRUE(t.name.starts_with("mtp.")) << t.name;
+    mtp += t.params;
+  }
+  EXPECT_EQ(mtp, 2 * h * h + 3 * h + full + moe);
+}
+
+TEST(PublishedCounts, Qwen3_5MoeCatalogEntries) {
+  expect_qwen3_5_moe_entry("qwen3.5-397b-a17b", 4096, 60, 32, 64, 512, 10, 1024, 397e9, 17e9);
+  expect_qwen3_5_moe_entry("qwen3.5-35b-a3b", 2048, 40, 16, 32, 256, 8, 512, 35e9, 3e9);
+  auto spec = catalog_model("qwen3.5-35b-a3b");
+  ASSERT_TRUE(spec.is_ok());
+  EXPECT_EQ(qwen3_5_vision_params(2048), 446'571'248);  // transformers' Qwen3_5MoeVisionModel, counted
+  EXPECT_EQ(count_params(*spec)->total, 34'660'610'688);
+}
+
 // HY3: the model card (Tencent-Hunyuan/Hy3 README.md) gives 295B total, 21B active and 3.8B for its one
 // MTP layer. Our total 295.03B (0.01% off). Active: 20.68B with both embeddings, 20.18B without the
 // input one: two significant digits write 20.68B as 21B, but it is 1.5% under; with the MTP layer's
