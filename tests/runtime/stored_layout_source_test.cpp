@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "day0/model/config_parser.h"
 #include "day0/model/tensor_manifest.h"
@@ -106,6 +107,78 @@ TEST(StoredLayout, SourceReadsTheTableNamesAsViewsOfTheStoredRows) {
   }
   EXPECT_TRUE(view->contains("model.layers.0.self_attn.o_proj.weight"));   // renamed: attention.dense
   EXPECT_FALSE(view->contains("model.layers.1.self_attn.q_proj.weight"));  // not stored here
+}
+
+// Qwen3.5-MoE's wrapper: the BF16 releases stack each layer's experts ([E, 2I, H] gate then up rows per
+// expert, [E, H, I]) under model.language_model.; transformers' save keeps one tensor per expert. The
+// stacked layout is chosen only when the checkpoint holds the stacked tensors, and an expert's gate, up
+// and down are views of its rows.
+TEST(StoredLayout, StackedExpertsAreRowsOfOneTensorPerLayer) {
+  nlohmann::json text = {{"model_type", "qwen3_5_moe_text"},
+                         {"vocab_size", 64},
+                         {"hidden_size", 16},
+                         {"num_hidden_layers", 4},
+                         {"num_attention_heads", 2},
+                         {"num_key_value_heads", 1},
+                         {"head_dim", 8},
+                         {"linear_key_head_dim", 8},
+                         {"linear_value_head_dim", 8},
+                         {"linear_num_key_heads", 1},
+                         {"linear_num_value_heads", 2},
+                         {"num_experts", 4},
+                         {"num_experts_per_tok", 2},
+                         {"moe_intermediate_size", 4},
+                         {"shared_expert_intermediate_size", 8}};
+  const nlohmann::json config = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                                 {"model_type", "qwen3_5_moe"},
+                                 {"text_config", text}};
+  auto spec = parse_model_config(config, "qwen3.5-moe");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok());
+  const StoredLayout* stacked = release_layout(*manifest);
+  ASSERT_NE(stacked, nullptr);
+  ASSERT_EQ(manifest->stored_layouts.size(), 2u);
+  const StoredLayout* per_expert = &manifest->stored_layouts[1];
+  const TensorManifest stored = to_stored_layout(*manifest, *stacked);
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const auto& t : stored.tensors) by_name[t.name] = &t;
+  const std::string mlp = "model.language_model.layers.2.mlp.";
+  ASSERT_TRUE(by_name.count(mlp + "experts.gate_up_proj"));
+  EXPECT_EQ(by_name[mlp + "experts.gate_up_proj"]->shape, (std::vector<int64_t>{4, 8, 16}));
+  EXPECT_EQ(by_name[mlp + "experts.down_proj"]->shape, (std::vector<int64_t>{4, 16, 4}));
+  EXPECT_FALSE(by_name.count(mlp + "experts.1.up_proj.weight"));
+  EXPECT_TRUE(by_name.count(mlp + "shared_expert.up_proj.weight"));  // not an expert of the stack
+  EXPECT_TRUE(by_name.count("lm_head.weight"));
+  // The checkpoint's names pick the layout: stacked, or transformers' one tensor per expert.
+  const TensorManifest saved = to_stored_layout(*manifest, *per_expert);
+  std::set<std::string> stacked_names, saved_names;
+  for (const auto& t : stored.tensors) stacked_names.insert(t.name);
+  for (const auto& t : saved.tensors) saved_names.insert(t.name);
+  EXPECT_TRUE(saved_names.count(mlp + "experts.1.up_proj.weight"));
+  EXPECT_EQ(
+      stored_layout_in_use(*manifest, [&](const std::string& n) { return stacked_names.count(n) != 0; }),
+      stacked);
+  EXPECT_EQ(stored_layout_in_use(*manifest, [&](const std::string& n) { return saved_names.count(n) != 0; }),
+            per_expert);
+  // Expert e's up rows of gate_up_proj: rows e * 8 + 4 ... e * 8 + 7, each filled with its row index.
+  auto memory = std::make_shared<MemoryTensorSource>();
+  std::vector<float> gate_up(4 * 8 * 16);
+  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i / 16);
+  std::vector<uint8_t> bytes(gate_up.size() * sizeof(float));
+  std::memcpy(bytes.data(), gate_up.data(), bytes.size());
+  memory->put(mlp + "experts.gate_up_proj", DType::kF32, {4, 8, 16}, bytes);
+  auto view = stored_layout_source(memory, *manifest, *stacked);
+  const std::string table = "language_model.model.layers.2.mlp.experts.";
+  for (int e = 0; e < 4; ++e) {
+    auto up = view->get(table + std::to_string(e) + ".up_proj.weight");
+    ASSERT_TRUE(up.is_ok()) << up.status().to_string();
+    EXPECT_EQ(up->shape, (std::vector<int64_t>{4, 16}));
+    EXPECT_EQ(reinterpret_cast<const float*>(up->data.data())[0], static_cast<float>(e * 8 + 4));
+    auto gate = view->get(table + std::to_string(e) + ".gate_proj.weight");
+    ASSERT_TRUE(gate.is_ok()) << gate.status().to_string();
+    EXPECT_EQ(reinterpret_cast<const float*>(gate->data.data())[4 * 16 - 1], static_cast<float>(e * 8 + 3));
+  }
 }
 
 }  // namespace

@@ -25,6 +25,10 @@ struct NameRename {
 struct FusedRows {
   std::vector<std::string> parts;  // e.g. "self_attn.q_proj.weight", "self_attn.k_proj.weight", ...
   std::string stored;              // e.g. "attention.query_key_value.weight"
+  // Parts of one routed expert ("experts.{E}.gate_proj.weight", "experts.{E}.up_proj.weight") stored
+  // stacked: [stacked_experts, the parts' rows of one expert, columns], expert by expert (Qwen3.5-MoE's
+  // experts.gate_up_proj). 0: the parts are the only rows.
+  int64_t stacked_experts = 0;
   bool operator==(const FusedRows&) const = default;
 };
 
@@ -44,6 +48,7 @@ struct StoredLocation {
   int64_t row_begin = 0;
   int64_t rows = -1;  // -1: the whole stored tensor
   int64_t stored_rows = -1;
+  int64_t stacked_experts = 0;  // the stored tensor is [stacked_experts, stored_rows / that, columns]
   bool view() const { return rows >= 0; }
 };
 

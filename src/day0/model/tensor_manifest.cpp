@@ -43,16 +43,42 @@ std::string renamed_for_layout(const StoredLayout& layout, const std::string& na
 
 namespace {
 
-// The fused group `name` is a part of: {group, part index, the scope before the part}, or nullopt.
+// The fused group `name` is a part of: {group, part index, the scope before the part, the expert of a
+// stacked group (-1 in a pattern's "{E}")}, or nullopt.
 struct FusedMatch {
   const FusedRows* group = nullptr;
   size_t part = 0;
   std::string scope;
+  int64_t expert = -1;
 };
+
+// `name` = scope + part with "{E}" replaced by an expert index (or left as "{E}" in a pattern).
+std::optional<FusedMatch> stacked_match(const FusedRows& f, size_t i, const std::string& name) {
+  const std::string& part = f.parts[i];
+  const size_t at = part.find("{E}");
+  if (at == std::string::npos) return std::nullopt;
+  const std::string pre = part.substr(0, at), post = part.substr(at + 3);
+  if (!name.ends_with(post)) return std::nullopt;
+  const std::string head = name.substr(0, name.size() - post.size());  // scope + pre + index
+  const size_t index_at =
+      head.size() >= 3 && head.ends_with("{E}") ? head.size() - 3 : head.find_last_not_of("0123456789") + 1;
+  const std::string index = head.substr(index_at);
+  const std::string before = head.substr(0, index_at);
+  if (index.empty() || !before.ends_with(pre) || before.size() == pre.size() ||
+      before[before.size() - pre.size() - 1] != '.') {
+    return std::nullopt;
+  }
+  const int64_t expert = index == "{E}" ? -1 : std::stoll(index);
+  return FusedMatch{&f, i, before.substr(0, before.size() - pre.size()), expert};
+}
 
 std::optional<FusedMatch> fused_match(const StoredLayout& layout, const std::string& name) {
   for (const FusedRows& f : layout.fused) {
     for (size_t i = 0; i < f.parts.size(); ++i) {
+      if (f.stacked_experts > 0) {
+        if (auto m = stacked_match(f, i, name)) return m;
+        continue;
+      }
       const std::string& part = f.parts[i];
       if (name.size() > part.size() && name.ends_with(part) && name[name.size() - part.size() - 1] == '.') {
         return FusedMatch{&f, i, name.substr(0, name.size() - part.size())};
@@ -60,6 +86,13 @@ std::optional<FusedMatch> fused_match(const StoredLayout& layout, const std::str
     }
   }
   return std::nullopt;
+}
+
+// A stacked group's part `i` of expert `e` under `scope`.
+std::string expert_part(const FusedMatch& m, size_t i) {
+  const std::string& part = m.group->parts[i];
+  const size_t at = part.find("{E}");
+  return m.scope + part.substr(0, at) + std::to_string(m.expert) + part.substr(at + 3);
 }
 
 // The stored tensor's name (without its rows): what a checkpoint in `layout` holds for `name`.
@@ -74,13 +107,21 @@ std::string stored_name(const StoredLayout& layout, const std::string& name) {
 const StoredLayout* stored_layout_in_use(const TensorManifest& manifest,
                                          const std::function<bool(const std::string&)>& stored) {
   for (const StoredLayout& layout : manifest.stored_layouts) {
+    // The first tensor the layout moves decides, and the first it fuses when that is another one (a layout
+    // that renames and also stacks experts, beside one that only renames): each under the table's name
+    // means another layout (or none).
+    bool moved_seen = false, fused_seen = layout.fused.empty(), holds = true;
     for (const TensorSpec& t : manifest.tensors) {
       const std::string where = stored_name(layout, t.name);
       if (where == t.name) continue;
-      // The first tensor the layout moves decides: under the table's name, another layout (or none).
-      if (!stored(t.name) && stored(where)) return &layout;
-      break;
+      const bool fused = fused_match(layout, t.name).has_value();
+      if (moved_seen && (fused_seen || !fused)) continue;
+      holds = holds && !stored(t.name) && stored(where);
+      moved_seen = true;
+      fused_seen = fused_seen || fused;
+      if (!holds || fused_seen) break;
     }
+    if (moved_seen && holds) return &layout;
   }
   return nullptr;
 }
@@ -102,15 +143,22 @@ std::map<std::string, StoredLocation> stored_locations(const TensorManifest& man
   for (const auto& [name, t] : by_name) {
     StoredLocation loc{stored_name(layout, name)};
     if (const auto m = fused_match(layout, name)) {
-      // Rows of the parts before this one, and of all of them; a part the table lacks is zero rows.
+      // Rows of the parts before this one, and of all of them; a part the table lacks is zero rows. A
+      // stacked group repeats its parts' rows once per expert.
+      const int64_t stacked = m->group->stacked_experts;
       loc.rows = t->shape.empty() ? 0 : t->shape[0];
       loc.stored_rows = 0;
       for (size_t i = 0; i < m->group->parts.size(); ++i) {
-        const auto sibling = by_name.find(m->scope + m->group->parts[i]);
+        const auto sibling = by_name.find(stacked > 0 ? expert_part(*m, i) : m->scope + m->group->parts[i]);
         const int64_t rows =
             sibling == by_name.end() || sibling->second->shape.empty() ? 0 : sibling->second->shape[0];
         if (i < m->part) loc.row_begin += rows;
         loc.stored_rows += rows;
+      }
+      if (stacked > 0) {
+        loc.row_begin += m->expert * loc.stored_rows;
+        loc.stored_rows *= stacked;
+        loc.stacked_experts = stacked;
       }
     }
     out.emplace(name, std::move(loc));
@@ -139,6 +187,10 @@ TensorManifest to_stored_layout(const TensorManifest& manifest, const StoredLayo
         t.name = loc.name;
         t.pattern = pattern;
         t.shape[0] = loc.stored_rows;
+        if (loc.stacked_experts > 0) {  // [E, rows of one expert, columns]
+          t.shape = {loc.stacked_experts, loc.stored_rows / loc.stacked_experts, t.shape.back()};
+          t.expert = -1;
+        }
         t.slot = WeightSlot::kNone;  // bound through its parts' views
         moved.push_back(std::move(t));
         continue;

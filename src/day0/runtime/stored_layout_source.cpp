@@ -33,6 +33,10 @@ class StoredLayoutSource final : public TensorSource {
     D0_ASSIGN_OR_RETURN(RawTensor t, inner_->get(loc.name));
     t.name = name;
     if (!loc.view()) return t;
+    // A stacked expert tensor [E, rows of one expert, columns] is E x those rows.
+    if (loc.stacked_experts > 0 && t.shape.size() == 3 && t.shape[0] == loc.stacked_experts) {
+      t.shape = {t.shape[0] * t.shape[1], t.shape[2]};
+    }
     if (t.shape.empty() || t.shape[0] != loc.stored_rows) {
       return invalid_argument(fmt::format(
           "{}: tensor {} ({}): expected {} rows, the parts the weight table splits it into; found shape [{}]",

@@ -145,6 +145,31 @@ void qwen3_5_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
   qwen_moe_ffn(s, b, layer);
 }
 
+// Where checkpoints hold the table's tensors: an image-text wrapper's text model under model.language_model.
+// and its head at lm_head; the BF16 MoE releases stack each layer's experts (experts.gate_up_proj
+// [E, 2I, H], gate rows then up rows per expert, and experts.down_proj [E, H, I], transformers' in-memory
+// form), where transformers' save and the FP8 releases write one tensor per expert (the table's names).
+void stored_layouts(const ModelSpec& s, WeightTableBuilder& b) {
+  const std::vector<NameRename> wrapper = {{"language_model.model.", "model.language_model.", true},
+                                           {"language_model.lm_head.", "lm_head.", true}};
+  if (s.multimodal_wrapper) b.ignore_prefix("model.visual.");
+  const bool fp8 = s.weights.format == WeightFormat::kFp8Block;
+  if (s.moe) {
+    const int64_t E = s.moe->n_experts;
+    b.stored_layout({.name = "Qwen3.5-MoE stacked experts",
+                     .renames = s.multimodal_wrapper ? wrapper : std::vector<NameRename>{},
+                     .fused = {{{"experts.{E}.gate_proj.weight", "experts.{E}.up_proj.weight"},
+                                "experts.gate_up_proj",
+                                E},
+                               {{"experts.{E}.down_proj.weight"}, "experts.down_proj", E}},
+                     .release = s.multimodal_wrapper && !fp8});
+  }
+  if (s.multimodal_wrapper) {
+    b.stored_layout(
+        {.name = "Qwen3.5 image-text wrapper names", .renames = wrapper, .release = !s.moe || fp8});
+  }
+}
+
 // Weights: embed_tokens, the layers, norm, lm_head (absent when tied); then, when the config declares it,
 // the MTP module: mtp.fc [H, 2H] over the normed [embedding | hidden], its three norms and mtp.layers.{k}, a
 // gated full-attention layer with the family's FFN. A wrapper's text model is stored under
@@ -164,13 +189,7 @@ void weights_qwen3_5(const ModelSpec& s, WeightTableBuilder& b) {
     b.add_absolute(s.multimodal_wrapper ? "language_model.lm_head.weight" : "lm_head.weight", {V, H},
                    WeightStorage::kPlain, TensorRole::kLmHead, weights::kVocab, WeightSlot::kLmHead);
   }
-  if (s.multimodal_wrapper) {
-    b.stored_layout({.name = "Qwen3.5 image-text wrapper names",
-                     .renames = {{"language_model.model.", "model.language_model.", true},
-                                 {"language_model.lm_head.", "lm_head.", true}},
-                     .release = true});
-    b.ignore_prefix("model.visual.");
-  }
+  stored_layouts(s, b);
   if (s.n_mtp_layers == 0) return b.ignore_prefix("mtp.");
   const auto norm = [&](const char* name) {
     b.add(name, {H}, kF32ok, TensorRole::kNorm, weights::kReplicated, WeightSlot::kNone);
