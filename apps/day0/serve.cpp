@@ -24,6 +24,8 @@ struct ServeArgs {
   std::string policy = "max-utilization";
   bool no_prefix_caching = false;
   double shutdown_timeout = 10.0;
+  double request_timeout = 10.0;
+  double keep_alive_timeout = 5.0;
   std::string weights = "checkpoint";
   std::string page_cache = "keep";
 };
@@ -71,6 +73,9 @@ int serve_command(ServeArgs& a) {
                                         : serve::AdmissionPolicy::kMaxUtilization;
   a.setup.server.scheduler.prefix_caching = !a.no_prefix_caching;
   a.setup.server.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+  a.setup.server.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.request_timeout * 1000));
+  a.setup.server.keep_alive_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(a.keep_alive_timeout * 1000));
 
   // SIGINT / SIGTERM are taken by sigwait below, not by any thread the server starts.
   sigset_t stop_signals;
@@ -209,6 +214,19 @@ const Registrar kServeCommand(
       app.add_option("--shutdown-timeout", a->shutdown_timeout,
                      "seconds running requests get to finish after SIGINT/SIGTERM (default 10)")
           ->check(finite_number(0.0, 3600.0, "--shutdown-timeout"));
+      app.add_option("--max-connections", s.server.max_connections,
+                     "HTTP connections open at once; more get 503 (default 4096, at most the file limit)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("--max-connections-per-client", s.server.max_connections_per_client,
+                     "HTTP connections open at once from one client address (default 1024)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      app.add_option("--request-timeout", a->request_timeout,
+                     "seconds a request's head may take to arrive (its body: six times this; then 408; "
+                     "default 10)")
+          ->check(finite_number(0.1, 3600.0, "--request-timeout"));
+      app.add_option("--keep-alive-timeout", a->keep_alive_timeout,
+                     "seconds an idle keep-alive connection stays open (default 5)")
+          ->check(finite_number(0.1, 3600.0, "--keep-alive-timeout"));
       app.add_option(
              "--max-tokens-default", s.server.max_tokens_default,
              "tokens a chat request without max_tokens may generate, at most the rest of the context; "

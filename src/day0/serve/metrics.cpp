@@ -106,6 +106,10 @@ void ServeMetrics::set_gauges(const SchedulerGauges& g) {
   std::lock_guard lock(mutex_);
   gauges_ = g;
 }
+void ServeMetrics::set_http_counters(const HttpCounters& c) {
+  std::lock_guard lock(mutex_);
+  http_ = c;
+}
 void ServeMetrics::add_op_seconds(const std::map<std::string, double>& seconds) {
   std::lock_guard lock(mutex_);
   for (const auto& [op, s] : seconds) op_seconds_[op] += s;
@@ -177,6 +181,16 @@ std::string ServeMetrics::render(const std::string& model_name) const {
   header(out, "day0:http_errors_total", "counter", "Requests answered with an HTTP error, by status.");
   for (const auto& [status, n] : http_errors_)
     out += fmt::format("day0:http_errors_total{{{},status=\"{}\"}} {}\n", m, status, n);
+  gauge("day0:http_connections_open", "HTTP connections open now.", static_cast<double>(http_.open));
+  counter("day0:http_connections_total", "HTTP connections accepted.", static_cast<double>(http_.accepted));
+  counter("day0:http_connections_refused_total", "Connections refused (503) over a connection cap.",
+          static_cast<double>(http_.refused));
+  counter("day0:http_timeouts_total",
+          "Connections closed by a deadline (request head or body, a stalled reader).",
+          static_cast<double>(http_.timed_out));
+  counter("day0:http_client_disconnects_total",
+          "Requests whose client disconnected before the response was complete (their work is cancelled).",
+          static_cast<double>(http_.client_gone));
   header(out, "day0:operator_seconds_total", "counter",
          "Seconds the engine spent in each operator kind (a share per op follows).");
   for (const auto& [op, s] : op_seconds_)

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "day0/serve/http_server.h"
+
 namespace day0::serve {
 
 class Histogram {
@@ -55,6 +57,7 @@ class ServeMetrics {
   void add_prefix_cache(int64_t queried_tokens, int64_t hit_tokens);
   void count_http_error(int status);
   void set_gauges(const SchedulerGauges& gauges);
+  void set_http_counters(const HttpCounters& counters);
   // Seconds spent in each operator kind since start (the engine thread adds them per step).
   void add_op_seconds(const std::map<std::string, double>& seconds_by_op);
 
@@ -74,6 +77,7 @@ class ServeMetrics {
   std::map<int, int64_t> http_errors_;
   std::map<std::string, double> op_seconds_;
   SchedulerGauges gauges_;
+  HttpCounters http_;
 };
 
 }  // namespace day0::serve

@@ -1,7 +1,5 @@
 #include "day0/serve/openai_server.h"
 
-#include <sys/socket.h>
-
 #include <atomic>
 #include <csignal>
 #include <ctime>
@@ -9,35 +7,57 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "day0/serve/http_server.h"
 #include "day0/serve/openai_protocol.h"
 #include "day0/serve/timing_backend.h"
 
 namespace day0::serve {
 
-// cpp-httplib listens with a backlog of 5 (a compile-time constant of the packaged library): a burst
-// of hundreds of connections would see SYNs dropped and retried a second later. The socket is ours
-// once bound, so listen() again with a real backlog.
-class BackloggedServer : public httplib::Server {
- public:
-  void widen_backlog(int backlog) {
-    const int fd = svr_sock_;
-    if (fd >= 0) ::listen(fd, backlog);
-  }
-};
-
 namespace {
 
-constexpr int kListenBacklog = 1024;
-constexpr std::chrono::milliseconds kEventPoll{100};
+constexpr int kHandlerThreads = 4;  // parse, tokenize and submit; the engine has its own thread
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
+bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// The OpenAI error code of an error the HTTP layer answers itself.
+std::string code_of(int status) {
+  switch (status) {
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 408:
+      return "request_timeout";
+    case 413:
+      return "request_too_large";
+    case 431:
+      return "headers_too_large";
+    case 503:
+      return "too_many_connections";
+    default:
+      return "";
+  }
+}
+
+HttpServerOptions http_options(const ServerOptions& o) {
+  HttpServerOptions h;
+  h.host = o.host;
+  h.port = o.port;
+  h.handler_threads = kHandlerThreads;
+  h.max_connections = o.max_connections;
+  h.max_connections_per_client = o.max_connections_per_client;
+  h.head_timeout = o.request_timeout;
+  h.body_timeout = 6 * o.request_timeout;
+  h.idle_timeout = o.keep_alive_timeout;
+  h.limits.max_body_bytes = kMaxRequestBytes;
+  return h;
 }
 
 }  // namespace
@@ -45,10 +65,10 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 struct OpenAiServer::Impl {
   Impl(Engine& e, const tokenizer::Tokenizer* t, const ServerOptions& o, ServeMetrics& m,
        TimingBackend* timing)
-      : engine(e),
-        tokenizer(t),
+      : tokenizer(t),
         options(o),
         metrics(m),
+        http(http_options(o)),
         scheduler(e, t, o.scheduler, m,
                   [&m, timing] {
                     if (timing != nullptr) m.add_op_seconds(timing->take());
@@ -57,178 +77,193 @@ struct OpenAiServer::Impl {
                o.scheduler.context > 0 ? o.scheduler.context : e.spec().max_position_embeddings,
                o.max_tokens_default} {}
 
-  Engine& engine;
   const tokenizer::Tokenizer* tokenizer;
   const ServerOptions& options;
   ServeMetrics& metrics;
+  // Declared before the scheduler: the engine thread may wake a connection until the scheduler is gone.
+  HttpServer http;
   Scheduler scheduler;
   ModelLimits limits;
-  BackloggedServer http;
   std::atomic<uint64_t> next_id{0};
   std::atomic<bool> stopped{false};
   std::mutex shutdown_mutex;
-  // Completion requests whose response is not fully written yet (shutdown waits for them: stopping
-  // httplib cuts streams that are still being written).
-  std::atomic<int64_t> in_flight{0};
-  struct InFlight {
-    explicit InFlight(std::atomic<int64_t>& n) : count(n) { ++count; }
-    ~InFlight() { --count; }
-    std::atomic<int64_t>& count;
+
+  HttpResponse error_response(const ApiError& e) {
+    metrics.count_http_error(e.status);
+    HttpResponse r;
+    r.status = e.status;
+    r.body = e.to_json();
+    return r;
+  }
+
+  HttpResponse json_response(std::string body) {
+    HttpResponse r;
+    r.body = std::move(body);
+    return r;
+  }
+
+  // The 401 response when an API key is set and the request does not carry it.
+  std::optional<HttpResponse> refuse_unauthorized(const HttpRequest& req) {
+    if (options.api_key.empty()) return std::nullopt;
+    const std::string_view header = req.field("authorization");
+    const std::string_view prefix = "Bearer ";
+    if (header.size() > prefix.size() && header.substr(0, prefix.size()) == prefix &&
+        constant_time_equal(header.substr(prefix.size()), options.api_key)) {
+      return std::nullopt;
+    }
+    return error_response(ApiError{401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
+                                   "invalid_request_error", "", "invalid_api_key"});
+  }
+
+  // A submitted request's response, produced from its stream's events as the engine pushes them.
+  class CompletionResponse final : public LateResponse {
+   public:
+    CompletionResponse(Impl& server, std::shared_ptr<ApiRequest> request,
+                       std::shared_ptr<RequestStream> stream, std::unique_ptr<ResponseBuilder> builder)
+        : server_(server),
+          request_(std::move(request)),
+          stream_(std::move(stream)),
+          builder_(std::move(builder)) {}
+
+    bool poll(std::string& out, HttpResponse& whole) override {
+      std::vector<StreamEvent> events;
+      stream_->take(events);
+      bool finished = false;
+      if (request_->stream) {
+        if (!opened_) {
+          opened_ = true;
+          out += builder_->sse_open();
+        }
+        for (const StreamEvent& e : events) {
+          out += builder_->sse_event(e);
+          finished = finished || e.finished;
+        }
+        if (finished) out += builder_->sse_close();
+        return finished;
+      }
+      for (const StreamEvent& e : events) {
+        if (e.error) {
+          whole = server_.error_response(*e.error);
+          return true;
+        }
+        builder_->add(e);
+        finished = finished || e.finished;
+      }
+      if (finished) whole = server_.json_response(builder_->body());
+      return finished;
+    }
+
+    // The client is gone: the engine drops the sequence at its next step and frees its blocks.
+    void abandon() override { stream_->cancel(); }
+
+   private:
+    Impl& server_;
+    std::shared_ptr<ApiRequest> request_;  // the builder reads it
+    std::shared_ptr<RequestStream> stream_;
+    std::unique_ptr<ResponseBuilder> builder_;
+    bool opened_ = false;
   };
 
-  void send_error(httplib::Response& res, const ApiError& e) {
-    metrics.count_http_error(e.status);
-    res.status = e.status;
-    res.set_content(e.to_json(), "application/json");
-  }
-
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (options.api_key.empty()) return true;
-    const std::string header = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0 &&
-        constant_time_equal(header.substr(prefix.size()), options.api_key)) {
-      return true;
+  // On a handler thread: parse, tokenize, submit; the response then follows the engine's events.
+  HttpReply completion(const HttpRequest& req, const HttpWake& wake, Endpoint endpoint) {
+    HttpReply reply;
+    if (auto refused = refuse_unauthorized(req)) {
+      reply.response = std::move(*refused);
+      return reply;
     }
-    ApiError e{401, "missing or wrong API key: send 'Authorization: Bearer KEY'", "invalid_request_error", "",
-               "invalid_api_key"};
-    send_error(res, e);
-    return false;
-  }
-
-  void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-    auto guard = std::make_shared<InFlight>(in_flight);
-    if (!authorized(req, res)) return;
     auto parsed = parse_api_request(req.body, endpoint);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      reply.response = error_response(*e);
+      return reply;
+    }
     auto request = std::make_shared<ApiRequest>(std::move(std::get<ApiRequest>(parsed)));
     if (request->model != options.served_model_name) {
-      ApiError e{404,
-                 fmt::format("the model '{}' does not exist; this server serves '{}'", request->model,
-                             options.served_model_name),
-                 "invalid_request_error", "model", "model_not_found"};
-      return send_error(res, e);
+      reply.response =
+          error_response(ApiError{404,
+                                  fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                              request->model, options.served_model_name),
+                                  "invalid_request_error", "model", "model_not_found"});
+      return reply;
     }
     const uint64_t id = next_id++;
     auto sequence = to_sequence_request(*request, tokenizer, limits, std::random_device{}() ^ (id << 32));
-    if (auto* e = std::get_if<ApiError>(&sequence)) return send_error(res, *e);
+    if (auto* e = std::get_if<ApiError>(&sequence)) {
+      reply.response = error_response(*e);
+      return reply;
+    }
     auto submitted = scheduler.submit(std::move(std::get<SequenceRequest>(sequence)));
-    if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
-    std::shared_ptr<RequestStream> stream = std::get<std::shared_ptr<RequestStream>>(submitted);
-    auto builder = std::make_shared<ResponseBuilder>(
+    if (auto* e = std::get_if<ApiError>(&submitted)) {
+      reply.response = error_response(*e);
+      return reply;
+    }
+    auto stream = std::get<std::shared_ptr<RequestStream>>(submitted);
+    stream->set_listener(wake);
+    auto builder = std::make_unique<ResponseBuilder>(
         *request, tokenizer, options.served_model_name,
         fmt::format("{}-{:016x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", id),
         static_cast<int64_t>(std::time(nullptr)));
-
-    if (!request->stream) {
-      std::vector<StreamEvent> events;
-      for (bool done = false; !done;) {
-        events.clear();
-        stream->wait(events, kEventPoll);
-        for (const StreamEvent& e : events) {
-          if (e.error) return send_error(res, *e.error);
-          builder->add(e);
-          done = done || e.finished;
-        }
-      }
-      res.set_content(builder->body(), "application/json");
-      return;
+    reply.streamed = request->stream;
+    if (reply.streamed) {
+      reply.response.content_type = "text/event-stream";
+      reply.response.fields.emplace_back("Cache-Control", "no-cache");
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [stream, builder, request, guard, opened = false, closed = false](size_t,
-                                                                          httplib::DataSink& sink) mutable {
-          if (closed) return false;
-          if (!opened) {
-            opened = true;
-            const std::string first = builder->sse_open();
-            if (!first.empty() && !sink.write(first.data(), first.size())) {
-              stream->cancel();
-              return false;
-            }
-          }
-          std::vector<StreamEvent> events;
-          stream->wait(events, kEventPoll);
-          std::string out;
-          bool finished = false;
-          for (const StreamEvent& e : events) {
-            out += builder->sse_event(e);
-            finished = finished || e.finished;
-          }
-          if (finished) out += builder->sse_close();
-          // A failed write is a client that went away: its sequence is dropped at the next step.
-          if (!out.empty() && !sink.write(out.data(), out.size())) {
-            stream->cancel();
-            return false;
-          }
-          if (finished) {
-            closed = true;
-            sink.done();
-          }
-          return true;
-        },
-        [stream](bool success) {
-          if (!success) stream->cancel();
-        });
+    reply.late = std::make_shared<CompletionResponse>(*this, request, std::move(stream), std::move(builder));
+    return reply;
   }
 
   void routes() {
-    http.Post("/v1/chat/completions",
-              [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, Endpoint::kChat); });
-    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
-      completion(q, r, Endpoint::kCompletion);
+    http.route("POST", "/v1/chat/completions",
+               [this](const HttpRequest& q, const HttpWake& w) { return completion(q, w, Endpoint::kChat); });
+    http.route("POST", "/v1/completions", [this](const HttpRequest& q, const HttpWake& w) {
+      return completion(q, w, Endpoint::kCompletion);
     });
-    http.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
-      if (!authorized(q, r)) return;
-      nlohmann::json m = {{"id", options.served_model_name},
-                          {"object", "model"},
-                          {"created", static_cast<int64_t>(std::time(nullptr))},
-                          {"owned_by", "day0"},
-                          {"max_model_len", limits.context},
-                          {"max_tokens_default", limits.max_tokens_default}};
-      r.set_content(nlohmann::json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-      if (scheduler.shutting_down()) {
-        r.status = 503;
-        r.set_content(R"({"status":"shutting down"})", "application/json");
-        return;
-      }
-      r.set_content(R"({"status":"ok"})", "application/json");
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-      r.set_content(metrics.render(options.served_model_name), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    // What httplib answers itself (unknown path 404, body over the limit 413, bad HTTP 400) gets the
-    // OpenAI error object too.
-    http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
-      if (!r.body.empty()) return;  // one of ours, already an error object
-      ApiError e;
-      e.status = r.status;
-      e.type = r.status >= 500 ? "server_error" : "invalid_request_error";
-      if (r.status == 404) {
-        e.message = fmt::format("no route {} {}", q.method, q.path);
-        e.code = "not_found";
-      } else if (r.status == 413) {
-        e.message = fmt::format("the request body is larger than the limit of {} bytes", kMaxRequestBytes);
-        e.code = "request_too_large";
-      } else {
-        e.message = fmt::format("HTTP error {}", r.status);
-      }
-      metrics.count_http_error(e.status);
-      r.set_content(e.to_json(), "application/json");
-    });
-    http.set_exception_handler([this](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& ex) {
-        what = ex.what();
-      } catch (...) {
-      }
-      send_error(
-          r, ApiError{500, fmt::format("internal error: {}", what), "server_error", "", "internal_error"});
+    const bool quick = true;  // these only read state: answered on the event thread
+    http.route(
+        "GET", "/v1/models",
+        [this](const HttpRequest& q, const HttpWake&) {
+          HttpReply reply;
+          if (auto refused = refuse_unauthorized(q)) {
+            reply.response = std::move(*refused);
+            return reply;
+          }
+          nlohmann::json m = {{"id", options.served_model_name},
+                              {"object", "model"},
+                              {"created", static_cast<int64_t>(std::time(nullptr))},
+                              {"owned_by", "day0"},
+                              {"max_model_len", limits.context},
+                              {"max_tokens_default", limits.max_tokens_default}};
+          reply.response = json_response(nlohmann::json({{"object", "list"}, {"data", {m}}}).dump());
+          return reply;
+        },
+        quick);
+    http.route(
+        "GET", "/health",
+        [this](const HttpRequest&, const HttpWake&) {
+          HttpReply reply;
+          if (scheduler.shutting_down()) {
+            reply.response.status = 503;
+            reply.response.body = R"({"status":"shutting down"})";
+          } else {
+            reply.response.body = R"({"status":"ok"})";
+          }
+          return reply;
+        },
+        quick);
+    http.route(
+        "GET", "/metrics",
+        [this](const HttpRequest&, const HttpWake&) {
+          metrics.set_http_counters(http.counters());
+          HttpReply reply;
+          reply.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+          reply.response.body = metrics.render(options.served_model_name);
+          return reply;
+        },
+        quick);
+    // What the HTTP layer answers itself (bad framing, limits, timeouts, unknown routes, connection
+    // caps) gets the OpenAI error object too.
+    http.set_error_body([this](int status, const std::string& message) {
+      return error_response(ApiError{
+          status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code_of(status)});
     });
   }
 };
@@ -240,11 +275,6 @@ OpenAiServer::OpenAiServer(Engine& engine, const tokenizer::Tokenizer* tokenizer
   std::signal(SIGPIPE, SIG_IGN);
   if (options_.served_model_name.empty()) options_.served_model_name = "day0";
   impl_ = std::make_unique<Impl>(engine, tokenizer, options_, metrics_, timing);
-  const auto threads = static_cast<size_t>(options_.scheduler.max_seqs + options_.scheduler.max_waiting + 8);
-  impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl_->http.set_payload_max_length(kMaxRequestBytes);
-  impl_->http.set_keep_alive_timeout(2);
-  impl_->http.set_tcp_nodelay(true);
   impl_->routes();
 }
 
@@ -253,20 +283,11 @@ OpenAiServer::~OpenAiServer() {
 }
 
 Result<int> OpenAiServer::start() {
-  int port = options_.port;
-  if (port == 0) {
-    port = impl_->http.bind_to_any_port(options_.host);
-    if (port <= 0) return io_error(fmt::format("serve: cannot bind {} (any port)", options_.host));
-  } else if (!impl_->http.bind_to_port(options_.host, port)) {
-    return io_error(fmt::format("serve: cannot bind {}:{} (in use, or not an address of this machine)",
-                                options_.host, port));
-  }
-  impl_->http.widen_backlog(kListenBacklog);
-  return port;
+  return impl_->http.bind();
 }
 
 bool OpenAiServer::serve() {
-  return impl_->http.listen_after_bind();
+  return impl_->http.run();
 }
 
 void OpenAiServer::end_grace() {
@@ -278,9 +299,10 @@ void OpenAiServer::shutdown() {
   std::lock_guard lock(impl_->shutdown_mutex);
   if (impl_->stopped) return;
   impl_->scheduler.shutdown(options_.shutdown_grace);
-  // Every stream has its last event now; give the HTTP threads a bounded time to write it.
+  // Every stream has its last event now; give the event thread a bounded time to queue the answers
+  // (stop() then lets the queued bytes go out).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (impl_->in_flight > 0 && std::chrono::steady_clock::now() < deadline)
+  while (impl_->http.busy() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   impl_->http.stop();
   impl_->stopped = true;

@@ -6,12 +6,11 @@
 // Bad requests are answered before anything reaches the engine, each with its 4xx status and an
 // OpenAI error object; a request that fails inside the engine gets 500 and the server goes on.
 //
-// HTTP comes from cpp-httplib (Debian's libcpp-httplib-dev): a thread-pool server where each
-// connection holds one pool thread while it is served, a streaming response included. That is
-// simple and enough at the concurrency we serve from one CPU process (hundreds of streams): the pool
-// is sized from max_seqs + max_waiting, so a request over the limit gets its 429 instead of queueing
-// behind the others. The engine itself runs on the scheduler's one thread (serve/scheduler.h); HTTP
-// threads only parse, tokenize, wait for events and write.
+// HTTP is serve/http_server.h: one event thread for every connection (deadlines, connection caps,
+// pipelining, strict framing), a few handler threads that parse, tokenize and submit, and responses
+// written as the engine's events arrive. The engine runs on the scheduler's one thread
+// (serve/scheduler.h). A client that disconnects before its response is complete (streamed or not)
+// has its sequence cancelled at the engine's next step.
 // Thread safety: start(), serve() and shutdown() from any thread; shutdown() may be called while
 // serve() runs in another (that is how it ends).
 #include <chrono>
@@ -35,6 +34,11 @@ struct ServerOptions {
   SchedulerOptions scheduler;
   std::chrono::milliseconds shutdown_grace{10000};  // running requests get this long to finish
   int64_t max_tokens_default = 4096;                // a chat request's max_tokens when it gives none
+  // HTTP connections (serve/http_server.h): caps (over them: 503 and close) and deadlines.
+  int64_t max_connections = 4096;
+  int64_t max_connections_per_client = 1024;
+  std::chrono::milliseconds request_timeout{10000};  // a request's head; its body gets 6 times this
+  std::chrono::milliseconds keep_alive_timeout{5000};
 };
 
 class OpenAiServer {

@@ -28,11 +28,19 @@ const char* policy_name(AdmissionPolicy p) {
 }
 
 void RequestStream::push(StreamEvent event) {
+  std::function<void()> listener;
   {
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
+    listener = listener_;
   }
   ready_.notify_all();
+  if (listener) listener();
+}
+
+void RequestStream::set_listener(std::function<void()> listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
 }
 
 void RequestStream::wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout) {

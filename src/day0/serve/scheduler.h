@@ -90,6 +90,10 @@ class RequestStream {
  public:
   // Moves the pending events into `out`, waiting up to `timeout` while there are none.
   void wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout);
+  // Moves the pending events into `out` without waiting.
+  void take(std::vector<StreamEvent>& out) { wait(out, std::chrono::milliseconds(0)); }
+  // Called (on the engine thread) after each new event: how an event-driven server learns of it.
+  void set_listener(std::function<void()> listener);
   // The client is gone: the engine thread drops the sequence at its next step.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
@@ -100,6 +104,7 @@ class RequestStream {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<StreamEvent> events_;
+  std::function<void()> listener_;
   std::atomic<bool> cancelled_ = false;
 };
 
