@@ -83,6 +83,7 @@ struct ExpertsCase {
   // A serving step's routing: every token's first pick is one of three busy experts (t / 3 tokens each, past
   // the row-dot limit of the cpu backend), its second one of the others (a few tokens each).
   bool skewed = false;
+  bool relu2 = false;  // Nemotron-H's ungated relu(up x)^2 experts (no gate weight)
 };
 
 const ExpertsCase kExpertsCases[] = {
@@ -112,6 +113,12 @@ const ExpertsCase kExpertsCases[] = {
      false},
     {"narrow rows interleaved: pieces of row pairs", 3, 4, 2, 64, 608, GateUpLayout::kInterleaved, false,
      false, true, false},
+    {"relu2 decode top-6 of 16", 1, 16, 6, 64, 64, GateUpLayout::kSeparate, false, false, false, false, 0,
+     false, true},
+    {"relu2 prefill with biases, accumulate", 40, 8, 2, 96, 32, GateUpLayout::kSeparate, false, false, true,
+     true, 0, false, true},
+    {"relu2 serving step: 3 busy experts", 60, 16, 2, 64, 32, GateUpLayout::kSeparate, false, false, false,
+     false, 0, true, true},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {
@@ -126,8 +133,10 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
       biases.reserve(static_cast<size_t>(2 * c.experts));
       for (int64_t e = 0; e < c.experts; ++e) {
         auto& ew = experts[static_cast<size_t>(e)];
-        store.push_back(random_weight(format, fused ? 2 * c.inter : c.inter, c.hidden, 100 + 3 * e, 0.2f));
-        ew.gate = store.back().view();
+        if (!c.relu2) {
+          store.push_back(random_weight(format, fused ? 2 * c.inter : c.inter, c.hidden, 100 + 3 * e, 0.2f));
+          ew.gate = store.back().view();
+        }
         if (!fused) {
           store.push_back(random_weight(format, c.inter, c.hidden, 101 + 3 * e, 0.2f));
           ew.up = store.back().view();
@@ -136,7 +145,7 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
         ew.down = store.back().view();
         if (c.biases) {
           biases.push_back(random_vector(2 * c.inter, 200 + e));
-          ew.gate_bias = biases.back().data();
+          (c.relu2 ? ew.up_bias : ew.gate_bias) = biases.back().data();
           biases.push_back(random_vector(c.hidden, 300 + e));
           ew.down_bias = biases.back().data();
         }
@@ -165,6 +174,7 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
                                    .experts = experts,
                                    .layout = c.layout,
                                    .clamped = c.clamped,
+                                   .relu2 = c.relu2,
                                    .input_scaling = c.input_scaling,
                                    .n_zero_experts = c.zero_experts,
                                    .out = out.view(),

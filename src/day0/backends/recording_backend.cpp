@@ -487,6 +487,7 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
     op.attrs["alpha"] = format_g(a.alpha);
   }
   if (a.input_scaling) op.attrs["input_scaling"] = "true";
+  if (a.relu2) op.attrs["activation"] = "relu2";
   if (a.n_zero_experts > 0) op.attrs["zero_experts"] = std::to_string(a.n_zero_experts);
   if (a.routed_experts() != static_cast<int64_t>(a.experts.size())) {  // an expert-parallel rank's block
     op.attrs["n_experts"] = std::to_string(a.routed_experts());

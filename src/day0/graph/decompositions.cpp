@@ -210,7 +210,11 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
     Buffer act(n, inter);
     SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha};
     Buffer gate_up(n, 2 * inter);
-    if (a.layout == GateUpLayout::kSeparate) {
+    if (a.relu2) {  // ungated: relu(up x)^2 as clamp and mul
+      be.matmul({.x = xe.m, .w = ew.up, .bias = ew.up_bias, .y = act.m, .exact = a.exact});
+      be.clamp({.x = act.m, .y = act.m, .lo = 0.0f});
+      be.mul({act.m, act.m, act.m});
+    } else if (a.layout == GateUpLayout::kSeparate) {
       be.matmul({.x = xe.m,
                  .w = ew.gate,
                  .bias = ew.gate_bias,
@@ -231,7 +235,9 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
       glu.gate = gate_up.m.col_slice(0, inter);
       glu.up = gate_up.m.col_slice(inter, inter);
     }
-    if (a.clamped) {
+    if (a.relu2) {
+      // act holds relu(up x)^2 already
+    } else if (a.clamped) {
       be.swiglu_clamped(glu);
     } else {
       be.swiglu(glu);

@@ -392,7 +392,8 @@ struct MoeRouterArgs {
 // ---- moe_experts: dispatch tokens to their experts, expert SwiGLU MLPs, weighted combine ----------
 // out[t] (+)= sum_k w[t,k] * Expert_{ids[t,k]}(x[t])   (input_scaling: Expert(w * x[t]) unweighted)
 // Ids in [E, E + n_zero_experts) are zero-computation experts: Expert(x) = x.
-// Expert_e(x) = down_e( act(gate_e x + b, up_e x + b) ) + down_bias. An expert with zero tokens costs
+// Expert_e(x) = down_e( act(gate_e x + b, up_e x + b) ) + down_bias, or with relu2 the ungated
+// down_e( relu(up_e x + b)^2 ) + down_bias (gate absent, layout kSeparate). An expert with zero tokens costs
 // nothing. Gate/up are either two weights or one fused weight `gate_up` [2I, H] whose rows are
 // interleaved (gate = even rows) or concatenated (gate = first I rows).
 enum class GateUpLayout { kSeparate, kInterleaved, kConcatenated };
@@ -428,6 +429,7 @@ struct MoeExpertsArgs {
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
   bool clamped = false;  // clamped SwiGLU (limit, alpha)
+  bool relu2 = false;    // ungated relu(up x)^2 experts (Nemotron-H)
   float limit = 7.0f;
   float alpha = 1.702f;
   bool input_scaling = false;  // kLogitsThenSigmoid: scale the input, not the output

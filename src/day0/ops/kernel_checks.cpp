@@ -279,7 +279,11 @@ void check_args(const MoeExpertsArgs& a) {
   for (const auto& ew : a.experts) {
     const int64_t inter = ew.down.cols;
     D0_CHECK_MSG(ew.down.valid() && ew.down.rows == h, "moe_experts: down weight must be [H, I]");
-    if (a.layout == GateUpLayout::kSeparate) {
+    if (a.relu2) {
+      D0_CHECK_MSG(a.layout == GateUpLayout::kSeparate && !a.clamped && ew.up.valid() &&
+                       ew.up.rows == inter && ew.up.cols == h,
+                   "moe_experts: relu2 experts need a separate up weight [I, H]");
+    } else if (a.layout == GateUpLayout::kSeparate) {
       D0_CHECK_MSG(ew.gate.valid() && ew.up.valid() && ew.gate.rows == inter && ew.up.rows == inter &&
                        ew.gate.cols == h && ew.up.cols == h,
                    "moe_experts: gate/up weights must be [I, H]");

@@ -420,12 +420,13 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     return inter;
   };
   const int64_t small_inter = take(ws.moe_active, [&](int64_t n, const ExpertWeights& ew) {
-    return n <= kMoeRowDotMaxTokens && plain_rows(ew.gate, a.exact) && plain_rows(ew.down, a.exact) &&
+    return !a.relu2 && n <= kMoeRowDotMaxTokens && plain_rows(ew.gate, a.exact) &&
+           plain_rows(ew.down, a.exact) &&
            (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
   });
   if (!ws.moe_active.empty()) moe_experts_gemv(c, a, ws, ws.moe_active, small_inter);
   const int64_t tiled_inter = take(ws.moe_tiled, [&](int64_t n, const ExpertWeights& ew) {
-    return n > kMoeRowDotMaxTokens && n <= kMoeTileMaxTokens && tile_rows(c, a, ew);
+    return !a.relu2 && n > kMoeRowDotMaxTokens && n <= kMoeTileMaxTokens && tile_rows(c, a, ew);
   });
   if (!ws.moe_tiled.empty()) moe_experts_tiles(c, a, ws, ws.moe_tiled, tiled_inter);
   auto grow = [](std::vector<float>& v, int64_t n) {
@@ -453,7 +454,9 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     const ConstMatrix xm{xe.data(), n, h};
     grow(gate_up, n * 2 * inter);
     const Matrix gu{gate_up.data(), n, 2 * inter};
-    if (a.layout == GateUpLayout::kSeparate) {
+    if (a.relu2) {  // ungated: only the up half, relu(u)^2 below
+      matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter), .exact = a.exact});
+    } else if (a.layout == GateUpLayout::kSeparate) {
       matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu.col_slice(0, inter), .exact = a.exact});
       matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter), .exact = a.exact});
     } else {
@@ -470,6 +473,14 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
           halves[static_cast<size_t>(inter + col)] = row[2 * col + 1];
         }
         row = halves.data();
+      }
+      if (a.relu2) {
+        float* out = act.data() + i * inter;
+        for (int64_t col = 0; col < inter; ++col) {
+          const float u = std::max(row[inter + col], 0.0f);
+          out[col] = u * u;
+        }
+        continue;
       }
       swiglu_span(c, a, row, row + inter, inter, act.data() + i * inter);
     }

@@ -147,6 +147,11 @@ void moe_experts(const MoeExpertsArgs& a) {
       };
       std::vector<double> act(static_cast<size_t>(inter));
       for (int64_t i = 0; i < inter; ++i) {
+        if (a.relu2) {
+          const double u = std::max(project(ew.up, i, ew.up_bias), 0.0);
+          act[static_cast<size_t>(i)] = u * u;
+          continue;
+        }
         double g;
         double u;
         switch (a.layout) {
