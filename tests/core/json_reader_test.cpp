@@ -1,9 +1,11 @@
 // The bounded JSON reading path: depth, size and number range checked without recursion, with the
 // source and key path in every message.
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cmath>
 
 #include <filesystem>
 #include <fstream>
@@ -37,6 +39,18 @@ TEST(JsonReader, NumberRangeNamesTheKeyPath) {
   EXPECT_NE(r.status().message().find("a[2].b"), std::string::npos) << r.status().message();
   // Underflow is fine (it is 0), as in every JSON reader.
   EXPECT_TRUE(parse_json_text(R"({"eps": 1e-400})", "x.json").is_ok());
+}
+
+TEST(JsonReader, PythonsInfinityTokensBecomeInfiniteDoubles) {
+  // What Python's json writes for float('inf') (transformers' Nemotron-H time_step_limit); inside a
+  // string the word stays text.
+  auto j = parse_json_text(R"({"limit": [0.0, Infinity], "low": -Infinity, "name": "Infinity x"})", "c");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ((*j)["limit"][0].get<double>(), 0.0);
+  EXPECT_TRUE(std::isinf((*j)["limit"][1].get<double>()) && (*j)["limit"][1].get<double>() > 0);
+  EXPECT_TRUE(std::isinf((*j)["low"].get<double>()) && (*j)["low"].get<double>() < 0);
+  EXPECT_EQ((*j)["name"], "Infinity x");
+  EXPECT_FALSE(parse_json_text(R"({"a": Infinit})", "c").is_ok());
 }
 
 TEST(JsonReader, SizeCapAndSyntaxErrorsAreBadInput) {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -50,13 +52,60 @@ bool is_number_char(char c) {
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
+// Python's json module writes float('inf') as the bare tokens Infinity and -Infinity (transformers'
+// Nemotron-H config: "time_step_limit": [0.0, Infinity]), which nlohmann refuses. Outside strings they
+// become marker strings, turned back into the doubles they name once parsed.
+constexpr std::string_view kInfinityMarker = "\\u0001day0:Infinity";
+constexpr std::string_view kMinusInfinityMarker = "\\u0001day0:-Infinity";
+
+// The text with bare Infinity / -Infinity replaced by the markers (quoted), or empty when it has none.
+std::string with_infinity_markers(std::string_view text) {
+  std::string out;
+  size_t copied = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '"') {
+      for (++i; i < text.size() && text[i] != '"'; i += text[i] == '\\' ? 2 : 1) {
+      }
+      continue;
+    }
+    const bool minus = text.substr(i, 9) == "-Infinity";
+    if (!minus && text.substr(i, 8) != "Infinity") continue;
+    out.append(text.substr(copied, i - copied));
+    out += '"';
+    out += minus ? kMinusInfinityMarker : kInfinityMarker;
+    out += '"';
+    i += minus ? 8 : 7;
+    copied = i + 1;
+  }
+  if (copied == 0) return {};
+  out.append(text.substr(copied));
+  return out;
+}
+
+template <typename Json>
+void restore_infinities(Json& v) {
+  if (v.is_string()) {
+    const std::string s = v.template get<std::string>();
+    if (s == "\001day0:Infinity") v = std::numeric_limits<double>::infinity();
+    if (s == "\001day0:-Infinity") v = -std::numeric_limits<double>::infinity();
+    return;
+  }
+  if (v.is_array() || v.is_object()) {  // depth already bounded by check_json_text
+    for (auto& e : v) restore_infinities(e);
+  }
+}
+
 template <typename Json>
 Result<Json> parse_with(std::string_view text, const std::string& source, const JsonLimits& limits) {
   D0_RETURN_IF_ERROR(check_json_text(text, source, limits));
   // Depth and number range are already checked, so what remains are syntax errors; parse without
   // exceptions and report nlohmann's message (which carries the byte position).
   try {
-    return Json::parse(text);
+    const std::string marked = with_infinity_markers(text);
+    if (marked.empty()) return Json::parse(text);
+    Json out = Json::parse(marked);
+    restore_infinities(out);
+    return out;
   } catch (const nlohmann::json::exception& e) {
     return parse_error(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
