@@ -117,6 +117,11 @@ int bench_soak(BenchArgs& a) {
                  num(s.threads, 0), num(s.open_files, 0), num(s.kv_used_blocks, 0), 1e3 * s.e2e_p50_s,
                  1e3 * s.e2e_p99_s, s.requests);
     }
+    std::vector<double> t, rss;
+    for (const serve::SoakSample& s : r->samples) t.push_back(s.t_s), rss.push_back(s.rss_mb);
+    if (const std::string plot = serve::text_plot(t, rss); !plot.empty()) {
+      fmt::print("resident memory (MB) over the soak:\n{}", plot);
+    }
     const serve::SoakSlopes& k = r->slopes;
     fmt::print(
         "slopes over the second half, per minute: RSS {:+.3f} MB, threads {:+.2f}, open files {:+.2f}, "

@@ -31,6 +31,27 @@ serve::SoakResult with_rss(const std::vector<double>& rss) {
   return r;
 }
 
+TEST(Soak, TextPlotPutsEachPointInItsRowAndColumn) {
+  // A rise then a plateau; the unsampled point (-1) is left out.
+  const std::vector<double> t = {0, 100, 200, 300, 400};
+  const std::vector<double> y = {10, 20, -1, 30, 30};
+  const std::string plot = serve::text_plot(t, y, 5, 3);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < plot.size();) {
+    const size_t end = plot.find('\n', at);
+    lines.push_back(plot.substr(at, end - at));
+    at = end + 1;
+  }
+  ASSERT_EQ(lines.size(), 5u) << plot;       // 3 rows, the axis, the time labels
+  EXPECT_EQ(lines[0], "     30.00 |   **");  // t = 300 and 400 s at the top (t = 200 s: not sampled)
+  EXPECT_EQ(lines[1], "           | *");     // 20 at t = 100 s in the middle
+  EXPECT_EQ(lines[2], "     10.00 |*");      // t = 0 at the bottom
+  EXPECT_EQ(lines[3], "           +-----");
+  EXPECT_NE(lines[4].find("0 s"), std::string::npos);
+  EXPECT_NE(lines[4].find("400 s"), std::string::npos);
+  EXPECT_EQ(serve::text_plot(std::vector<double>{1}, std::vector<double>{1}), "");
+}
+
 TEST(Soak, VerdictJudgesTheSecondHalfOnly) {
   serve::SoakOptions o;
   // Warm-up growth in the first half, flat after: pass.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,6 +124,37 @@ void judge_soak(SoakResult& r, const SoakOptions& o) {
     r.verdict.clear();
     for (const std::string& w : why) r.verdict += (r.verdict.empty() ? "" : "; ") + w;
   }
+}
+
+std::string text_plot(std::span<const double> t_s, std::span<const double> y, int width, int height) {
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < std::min(t_s.size(), y.size()); ++i)
+    if (y[i] >= 0 && std::isfinite(y[i]) && std::isfinite(t_s[i])) points.emplace_back(t_s[i], y[i]);
+  if (points.size() < 2 || width < 2 || height < 2) return "";
+  double t_lo = points.front().first, t_hi = t_lo, y_lo = points.front().second, y_hi = y_lo;
+  for (const auto& [t, v] : points) {
+    t_lo = std::min(t_lo, t), t_hi = std::max(t_hi, t), y_lo = std::min(y_lo, v), y_hi = std::max(y_hi, v);
+  }
+  const double t_span = t_hi > t_lo ? t_hi - t_lo : 1, y_span = y_hi > y_lo ? y_hi - y_lo : 1;
+  std::vector<std::string> rows(static_cast<size_t>(height), std::string(static_cast<size_t>(width), ' '));
+  for (const auto& [t, v] : points) {
+    const auto col = static_cast<size_t>(std::lround((t - t_lo) / t_span * (width - 1)));
+    const auto row = static_cast<size_t>(std::lround((v - y_lo) / y_span * (height - 1)));
+    rows[static_cast<size_t>(height - 1) - row][col] = '*';
+  }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::string label = r == 0                 ? fmt::format("{:.2f}", y_hi)
+                              : r + 1 == rows.size() ? fmt::format("{:.2f}", y_lo)
+                                                     : "";
+    const size_t end = rows[r].find_last_not_of(' ');
+    out += fmt::format("{:>10} |{}\n", label, end == std::string::npos ? "" : rows[r].substr(0, end + 1));
+  }
+  out += fmt::format("{:>10} +{}\n", "", std::string(static_cast<size_t>(width), '-'));
+  const std::string left = fmt::format("{:.0f} s", t_lo), right = fmt::format("{:.0f} s", t_hi);
+  out += fmt::format("{:>10}  {}{:>{}}\n", "", left, right,
+                     std::max<size_t>(1, static_cast<size_t>(width) - left.size()));
+  return out;
 }
 
 Result<SoakResult> run_soak(const SoakOptions& o) {

@@ -54,6 +54,11 @@ double slope_per_minute(std::span<const double> t_s, std::span<const double> y);
 // The slopes over the second half of `samples` and the verdict (fills slopes, pass, verdict).
 void judge_soak(SoakResult& result, const SoakOptions& options);
 
+// A text plot of y against t (points with y < 0 are not sampled and left out): `height` rows of
+// `width` columns, y's range on the left, t's below. Empty with fewer than two points.
+std::string text_plot(std::span<const double> t_s, std::span<const double> y, int width = 64,
+                      int height = 12);
+
 Result<SoakResult> run_soak(const SoakOptions& options);
 nlohmann::json to_json(const SoakResult& result);
 
