@@ -1,8 +1,8 @@
 #pragma once
 // An in-process `day0 serve` on an ephemeral port for the server tests: a model folder (a golden
 // miniature, or a synthesized one with a real tokenizer), an engine over the cpu backend behind an
-// optional hook (to slow steps down or make one request's step throw), and HTTP helpers built on the
-// same cpp-httplib the server uses.
+// optional hook (to slow steps down or make one request's step throw), and HTTP helpers built on
+// cpp-httplib's client (the server has its own HTTP layer, serve/http_server.h).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
