@@ -127,17 +127,20 @@ void print_human(const ModelSummary& m) {
   if (s.n_mtp_layers > 0) {
     // After the decoder's layers (DeepSeek's layout) or in a module of their own (mtp.*).
     std::string where = fmt::format("model.layers.{}+", s.n_layers);
+    int64_t params = 0;  // counted apart from the model's parameters
     if (auto manifest = build_tensor_manifest(s); manifest.is_ok()) {
+      bool first = true;
       for (const TensorSpec& t : manifest->tensors) {
         if (!t.mtp) continue;
-        if (!t.name.starts_with(decoder_prefix(s) + "layers."))
+        if (first && !t.name.starts_with(decoder_prefix(s) + "layers."))
           where = t.name.substr(0, t.name.find('.')) + ".*";
-        break;
+        first = false;
+        params += t.params;
       }
     }
-    info.push_back({"MTP", fmt::format("{} multi-token-prediction layer(s) stored as {}; skipped by "
-                                       "decoding, not counted",
-                                       s.n_mtp_layers, where)});
+    info.push_back({"MTP", fmt::format("{} multi-token-prediction layer(s) stored as {} ({} parameters); "
+                                       "skipped by decoding, not counted below",
+                                       s.n_mtp_layers, where, human_count(static_cast<double>(params)))});
   }
   print_table(info, {false, false}, "");
 

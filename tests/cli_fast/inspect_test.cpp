@@ -30,6 +30,18 @@ TEST(Inspect, CatalogModelHumanReport) {
   EXPECT_NE(r.out.find("mla_attention"), std::string::npos);
 }
 
+// The MTP module is counted apart: Qwen3.5-35B-A3B's one layer (mtp.*) is fc 2048 x 4096, three norms and a
+// gated attention layer with the 256-expert MoE, 844,640,768 parameters; the total leaves it out.
+TEST(Inspect, MtpLayersAreCountedApart) {
+  CliResult r = run_cli({"inspect", "qwen3.5-35b-a3b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 multi-token-prediction layer(s) stored as mtp.* (844.64 M parameters)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("34,660,610,688"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recurrent state per sequence (30 layers, fixed)"), std::string::npos) << r.out;
+}
+
 TEST(Inspect, JsonHasEverything) {
   CliResult r = run_cli({"inspect", "kimi-k2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
