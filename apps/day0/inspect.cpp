@@ -40,10 +40,12 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
 }
 
 std::string layer_plan(const ModelSpec& s) {
-  std::vector<int64_t> dense, moe, sliding, chunked, nope, linear;
+  std::vector<int64_t> dense, moe, sliding, chunked, nope, linear, mamba, attention_only;
   for (int64_t n = 0; n < s.n_layers; ++n) {
     const LayerSpec& l = s.layers[static_cast<size_t>(n)];
-    (l.moe ? moe : dense).push_back(n);
+    if (l.mamba) mamba.push_back(n);
+    if (l.no_ffn && !l.mamba) attention_only.push_back(n);
+    if (!l.no_ffn) (l.moe ? moe : dense).push_back(n);
     if (l.linear_attention) linear.push_back(n);
     if (l.mask == AttentionMask::kSliding) sliding.push_back(n);
     if (l.mask == AttentionMask::kChunked) chunked.push_back(n);
@@ -60,6 +62,14 @@ std::string layer_plan(const ModelSpec& s) {
                        describe_layer_indices(chunked));
   }
   if (!nope.empty()) out += fmt::format("; no RoPE on {} ({})", nope.size(), describe_layer_indices(nope));
+  if (!mamba.empty() && s.mamba) {  // layers of one block: the FFN counts above are the FFN-only layers
+    const MambaSpec& m = *s.mamba;
+    out += fmt::format(
+        "; Mamba-2 alone on {} ({}: {} heads x {}, {} groups, state {}, conv {}), attention alone "
+        "on {} ({})",
+        mamba.size(), describe_layer_indices(mamba), m.n_heads, m.head_dim, m.n_groups, m.state_size,
+        m.conv_kernel, attention_only.size(), describe_layer_indices(attention_only));
+  }
   if (!linear.empty() && s.linear_attention) {
     const LinearAttentionSpec& la = *s.linear_attention;
     out += fmt::format(

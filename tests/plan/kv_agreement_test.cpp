@@ -37,11 +37,12 @@ TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) 
       ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
       const auto row = static_cast<double>((*engine)->kv_pool().bytes_per_token_row());
       EXPECT_GT(row, 0);
-      // Linear-attention layers (Qwen3-Next) cache no K/V rows: a fixed state per sequence instead.
+      // Linear-attention (Qwen3-Next) and Mamba-2 layers cache no K/V rows but a fixed state per
+      // sequence; FFN-only layers (Nemotron-H) neither.
       for (size_t l = 0; l < cost->layers.size(); ++l) {
-        const bool linear = model->spec.layers[l].linear_attention;
-        EXPECT_EQ(cost->layers[l].kv_bytes(dtype), linear ? 0.0 : row) << l;
-        EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0, linear) << l;
+        const LayerSpec& ls = model->spec.layers[l];
+        EXPECT_EQ(cost->layers[l].kv_bytes(dtype), layer_has_kv(ls) ? row : 0.0) << l;
+        EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0, layer_is_recurrent(ls)) << l;
       }
       EXPECT_EQ(cost->kv_bytes_per_token(dtype), row * static_cast<double>(count_kv_layers(model->spec)));
       // The planner's state per sequence is what a sequence of a BF16 engine allocates (an F32 run keeps

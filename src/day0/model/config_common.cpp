@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "day0/model/packed_int_config.h"
 
 namespace day0 {
@@ -303,6 +305,16 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
   spec.layers.assign(static_cast<size_t>(spec.n_layers), LayerSpec{});
   for (auto& layer : spec.layers) layer.dense_intermediate = spec.intermediate_size;
   return Status::ok();
+}
+
+std::optional<double> config_float(const nlohmann::json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (!value.is_object() || value.size() != 1 || !value.contains("__float__")) return std::nullopt;
+  const nlohmann::json& word = value.at("__float__");
+  if (word == "Infinity") return std::numeric_limits<double>::infinity();
+  if (word == "-Infinity") return -std::numeric_limits<double>::infinity();
+  if (word == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
 }
 
 Status require_released(const ConfigReader& cfg, const char* key, const nlohmann::json& released,

@@ -51,6 +51,9 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec);
 // Applies `layer_types` when the config lists them ("full_attention", "sliding_attention",
 // "chunked_attention"); returns whether it did.
 Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec);
+// A float as transformers writes one: a number, or (transformers 5, for inf and nan) {"__float__":
+// "Infinity" | "-Infinity" | "NaN"}; nullopt for anything else.
+std::optional<double> config_float(const nlohmann::json& value);
 // Keys the family knows to be irrelevant to inference (read nothing; accounted for in the audit).
 void ignore_keys(const ConfigReader& cfg, std::initializer_list<const char*> keys);
 // A key a release carries that the reference code never reads, because it hard-codes the released value:

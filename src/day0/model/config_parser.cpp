@@ -75,11 +75,15 @@ Status validate_model_spec(const ModelSpec& spec) {
         layer_heads(spec, layer) % layer_kv_heads(spec, layer) != 0) {
       return invalid_argument("model spec: a layer's query heads must be a multiple of its KV heads");
     }
-    if (!layer.moe && layer.dense_intermediate <= 0) {
+    if (!layer.moe && !layer.no_ffn && layer.dense_intermediate <= 0) {
       return invalid_argument("model spec: a dense layer needs a positive intermediate size");
     }
   }
   if (any_moe && !spec.moe) return invalid_argument("model spec: MoE layers without MoE parameters");
+  for (const auto& layer : spec.layers) {
+    if ((layer.no_mixer && layer.no_ffn) || (layer.mamba && (!spec.mamba || !layer.no_ffn)))
+      return invalid_argument("model spec: a layer without a block, or a Mamba-2 layer without its sizes");
+  }
   if (spec.moe && (spec.moe->n_experts <= 0 || spec.moe->experts_per_token <= 0 ||
                    spec.moe->experts_per_token > spec.moe->n_experts || spec.moe->expert_intermediate <= 0)) {
     return invalid_argument("model spec: MoE sizes must be positive with experts_per_token <= n_experts");

@@ -119,6 +119,12 @@ std::string nearest_by_structure(const nlohmann::json& config) {
     ConfigAudit audit;
     auto spec = parse_model_config(as_family, "config.json", &audit);
     if (!spec.is_ok()) continue;
+    // A family whose class defaults every key (Nemotron-H) parses any config: one that reads none of the
+    // config's own keys is no neighbour.
+    size_t own_keys = 0;
+    for (const auto& [key, value] : config.items())
+      own_keys += key == "architectures" || key == "model_type" ? 0 : 1;
+    if (audit.unknown_keys.size() >= own_keys) continue;
     size_t lacking = 0;
     const nlohmann::json written = to_hf_config(*spec);
     for (const auto& [key, value] : written.items()) lacking += config.contains(key) ? 0 : 1;

@@ -30,7 +30,7 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
   const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, dtype);
   uint64_t total = 0;
   for (const auto& layer : spec.layers) {
-    if (layer.linear_attention) continue;  // a fixed-size state instead (recurrent_state_bytes_*)
+    if (!layer_has_kv(layer)) continue;  // a fixed-size state instead (recurrent_state_bytes_*), or none
     int64_t held = tokens;
     if (layer.mask != AttentionMask::kCausal && layer.window > 0) held = std::min(tokens, layer.window);
     total += per_layer * static_cast<uint64_t>(held);
@@ -39,6 +39,12 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
 }
 
 uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_dtype) {
+  if (spec.mamba) {  // the conv window [K - 1, x B C] and the float32 SSM state [heads, head_dim, state]
+    const MambaSpec& m = *spec.mamba;
+    return static_cast<uint64_t>(m.conv_channels() * (m.conv_kernel - 1)) *
+               static_cast<uint64_t>(kv_dtype_bytes(window_dtype)) +
+           static_cast<uint64_t>(m.n_heads * m.head_dim * m.state_size) * 4u;
+  }
   if (!spec.linear_attention) return 0;
   const LinearAttentionSpec& la = *spec.linear_attention;
   const auto window = static_cast<uint64_t>(la.conv_channels() * (la.conv_kernel - 1)) *
@@ -48,7 +54,7 @@ uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_d
 }
 
 uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window_dtype) {
-  const auto layers = static_cast<uint64_t>(spec.n_layers - count_kv_layers(spec));
+  const auto layers = static_cast<uint64_t>(count_recurrent_layers(spec));
   return layers * recurrent_state_bytes_per_layer(spec, window_dtype);
 }
 
@@ -69,10 +75,11 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
     if (spec.block_indexer) s.layout += fmt::format(" + block index key {}", spec.block_indexer->head_dim);
   }
   s.kv_layers = count_kv_layers(spec);
-  s.state_layers = spec.n_layers - s.kv_layers;
+  s.state_layers = count_recurrent_layers(spec);
+  if (s.kv_layers < spec.n_layers) s.layout += fmt::format(" in {} of {} layers", s.kv_layers, spec.n_layers);
   if (s.state_layers > 0) {
-    s.layout += fmt::format(" in {} of {} layers; {} Gated DeltaNet layers keep a fixed state per sequence",
-                            s.kv_layers, spec.n_layers, s.state_layers);
+    s.layout += fmt::format("; {} {} layers keep a fixed state per sequence", s.state_layers,
+                            spec.mamba ? "Mamba-2" : "Gated DeltaNet");
   }
   s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(s.kv_layers);
   s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, dtype);

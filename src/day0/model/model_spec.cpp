@@ -62,9 +62,23 @@ int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask) {
   return n;
 }
 
+bool layer_has_kv(const LayerSpec& layer) {
+  return !layer.linear_attention && !layer.mamba && !layer.no_mixer;
+}
+
+bool layer_is_recurrent(const LayerSpec& layer) {
+  return layer.linear_attention || layer.mamba;
+}
+
 int64_t count_kv_layers(const ModelSpec& spec) {
   int64_t n = 0;
-  for (const auto& layer : spec.layers) n += layer.linear_attention ? 0 : 1;
+  for (const auto& layer : spec.layers) n += layer_has_kv(layer) ? 1 : 0;
+  return n;
+}
+
+int64_t count_recurrent_layers(const ModelSpec& spec) {
+  int64_t n = 0;
+  for (const auto& layer : spec.layers) n += layer_is_recurrent(layer) ? 1 : 0;
   return n;
 }
 
@@ -79,7 +93,7 @@ int64_t layer_kv_heads(const ModelSpec& spec, const LayerSpec& layer) {
 int64_t max_kv_heads(const ModelSpec& spec) {
   int64_t n = spec.n_kv_heads;
   for (const auto& layer : spec.layers) {
-    if (!layer.linear_attention) n = std::max(n, layer_kv_heads(spec, layer));
+    if (layer_has_kv(layer)) n = std::max(n, layer_kv_heads(spec, layer));
   }
   return n;
 }

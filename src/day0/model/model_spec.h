@@ -101,6 +101,28 @@ struct LinearAttentionSpec {
   bool operator==(const LinearAttentionSpec&) const = default;
 };
 
+// Mamba-2 (Nemotron-H's "mamba" / "linear_attention" layers): in_proj gives [z | x B C | dt]; a causal
+// depthwise conv (with bias) and silu over x B C; the selective scan over a float32 state of n_heads x
+// head_dim x state_size per sequence, with dt = softplus(dt + dt_bias) (time_step_limit [0, inf) only),
+// A = -exp(A_log) and the D skip; then y * silu(z), an RMSNorm per group of intermediate / n_groups
+// channels, out_proj. Head h reads B and C of group h / (n_heads / n_groups).
+struct MambaSpec {
+  int64_t n_heads = 0;      // mamba_num_heads
+  int64_t head_dim = 0;     // mamba_head_dim
+  int64_t n_groups = 0;     // n_groups
+  int64_t state_size = 0;   // ssm_state_size
+  int64_t conv_kernel = 0;  // conv_kernel
+  int64_t chunk_size = 0;   // chunk_size: transformers' prefill chunks (the sums are the same unchunked)
+  bool conv_bias = true;    // use_conv_bias
+  // The multi-token-prediction layers the release stores (num_nextn_predict_layers, their kinds): not
+  // run by plain decoding, kept so that the config writes back.
+  int64_t mtp_layers = 0;
+  std::vector<std::string> mtp_layer_types;
+  int64_t intermediate() const { return n_heads * head_dim; }
+  int64_t conv_channels() const { return intermediate() + 2 * n_groups * state_size; }  // [x | B | C]
+  bool operator==(const MambaSpec&) const = default;
+};
+
 struct MoeSpec {
   int64_t n_experts = 0;
   int64_t experts_per_token = 0;
@@ -124,6 +146,9 @@ struct MoeSpec {
   // Zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
   // past n_experts returns its input (times its weight), so a token uses 0 ... top-k real experts.
   int64_t n_zero_experts = 0;
+  // Latent MoE (Nemotron-H's moe_latent_size): the routed experts read fc1_latent_proj(x) [latent] and
+  // their sum goes through fc2_latent_proj back to hidden; the router and shared expert read x. 0: none.
+  int64_t latent_size = 0;
   // Share of the top-k picks that go to real experts on average, for planning (1 without zero
   // experts; else the release's published average, e.g. 2/3 for ~27B activated).
   double mean_real_expert_share = 1.0;
@@ -152,6 +177,12 @@ struct LayerSpec {
   bool sinks = true;  // with spec.attention_sinks: whether this layer has them
   // Attends through spec.block_indexer's block selection (block-sparse attention).
   bool block_sparse = false;
+  // A Mamba-2 mixer (spec.mamba) instead of attention: a fixed-size recurrent state per sequence.
+  bool mamba = false;
+  // Layers of one block (Nemotron-H): the mixer alone (no FFN), or the FFN alone (no mixer, no KV rows),
+  // either read through the layer's one norm (input_norm).
+  bool no_ffn = false;
+  bool no_mixer = false;
   bool operator==(const LayerSpec&) const = default;
 };
 
@@ -274,6 +305,7 @@ struct ModelSpec {
   std::optional<IndexerSpec> indexer;                   // lightning indexer (with mla)
   std::optional<LinearAttentionSpec> linear_attention;  // Gated DeltaNet (layers with linear_attention)
   std::optional<BlockIndexerSpec> block_indexer;        // block-sparse attention (layers with block_sparse)
+  std::optional<MambaSpec> mamba;                       // Mamba-2 (layers with mamba)
   std::optional<MoeSpec> moe;
   std::vector<LayerSpec> layers;  // n_layers entries
 
@@ -295,6 +327,8 @@ struct ModelSpec {
   bool parallel_attention_ffn = false;
   // The LM head's logits times this (Cohere's logit_scale); 1 = none.
   double logit_scale = 1.0;
+  // Dense MLPs, shared and routed experts are ungated: down(relu(up x)^2) (Nemotron-H's relu2).
+  bool relu2_mlp = false;
 
   bool operator==(const ModelSpec&) const = default;
 };
@@ -307,8 +341,12 @@ const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", .
 // Derived counts over `layers`.
 int64_t count_moe_layers(const ModelSpec& spec);
 int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask);
-// Layers whose attention caches K/V rows in the paged pool (all but linear-attention layers).
+// Layers whose attention caches K/V rows in the paged pool (all but linear-attention, Mamba-2 and
+// FFN-only layers), and those that keep a recurrent state instead (linear-attention and Mamba-2).
+bool layer_has_kv(const LayerSpec& layer);
+bool layer_is_recurrent(const LayerSpec& layer);
 int64_t count_kv_layers(const ModelSpec& spec);
+int64_t count_recurrent_layers(const ModelSpec& spec);
 // A GQA layer's query / KV heads (LayerSpec overrides, else the model's), the most KV heads of any
 // layer (the width of the KV pool's rows), a value head's width.
 int64_t layer_heads(const ModelSpec& spec, const LayerSpec& layer);

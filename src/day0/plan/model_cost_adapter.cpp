@@ -91,7 +91,8 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     l.heads_norm_all_reduce = spec.qk_norm && spec.qk_norm_full_width;
     if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
-    set_kv_bytes_per_token(l, spec, ls.linear_attention);
+    set_kv_bytes_per_token(l, spec, !layer_has_kv(ls));
+    if (!layer_is_recurrent(ls)) l.state_bytes_per_sequence = 0.0;  // an FFN-only layer keeps nothing
     if (ls.block_sparse && spec.block_indexer) {
       const BlockIndexerSpec& ix = *spec.block_indexer;
       l.attended_keys = ix.topk_blocks * ix.block_size;
@@ -99,8 +100,9 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       l.index_key_share = static_cast<double>(ix.head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
                           static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
     }
-    if (ls.linear_attention) {
-      // Gated DeltaNet: no attention over cached tokens; a fixed state read and written per token.
+    if (!layer_has_kv(ls)) {
+      // Gated DeltaNet, Mamba-2 or an FFN alone: no attention over cached tokens (a recurrent layer reads
+      // and writes its fixed state once a token).
     } else if (m.mla) {
       const auto latent = static_cast<double>(spec.mla->kv_lora_rank);
       const auto rope = static_cast<double>(spec.mla->qk_rope_head_dim);

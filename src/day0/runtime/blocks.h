@@ -145,6 +145,8 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
 // Gated DeltaNet (linear attention) over each sequence's recurrent state of `layer`.
 void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
                     Matrix out);
+// Mamba-2 over each sequence's recurrent state of `layer`.
+void mamba2(const Context& c, int64_t layer, const MambaWeights& w, ConstMatrix h, Matrix out);
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out);
 void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out);
 

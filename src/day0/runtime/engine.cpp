@@ -171,6 +171,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           fmt::format("engine: linear-attention layer {} without its sizes or weights", n));
     }
     if (l.moe && !spec.moe) return invalid_argument("engine: MoE layer without MoE settings");
+    if (l.mamba && (!spec.mamba || !weights->layers[n].mamba.present())) {
+      return invalid_argument(fmt::format("engine: Mamba-2 layer {} without its sizes or weights", n));
+    }
+    if (l.no_mixer && l.no_ffn) return invalid_argument(fmt::format("engine: layer {} has no block", n));
     const LayerWeights& lw = weights->layers[n];
     if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
       return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
@@ -179,7 +183,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                            !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
       return invalid_argument(fmt::format("engine: block-sparse layer {} without its indexer (GQA only)", n));
     }
-    if (!l.linear_attention && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
+    if (layer_has_kv(l) && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
       return invalid_argument(fmt::format("engine: layer {} without its output gate projection", n));
     }
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
@@ -265,6 +269,25 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
                         : ""));
   }
   return logits;
+}
+
+// A layer of one block (Nemotron-H): its one norm, the mixer (Mamba-2 or attention) or the FFN, the
+// residual add.
+void Engine::one_block_layer(const blocks::Context& c, int64_t l, Matrix x, Matrix h, Matrix y) {
+  const LayerSpec& ls = spec_.layers[static_cast<size_t>(l)];
+  const LayerWeights& lw = weights_->layers[static_cast<size_t>(l)];
+  blocks::decoder_norm(c, x, lw.input_norm, static_cast<float>(spec_.rms_norm_eps), h);
+  if (ls.mamba) {
+    blocks::mamba2(c, l, lw.mamba, h, y);
+  } else if (ls.no_ffn) {
+    blocks::gqa_attention(c, l, lw.attn, h, y);
+  } else if (ls.moe) {
+    blocks::moe(c, l, lw.moe, h, y);
+  } else {
+    blocks::dense_mlp(c, lw.mlp, h, y);
+  }
+  backend_.add({x, y, x});
+  blocks::round_activations(c, x);
 }
 
 int64_t Engine::first_nonfinite() const {
@@ -422,48 +445,53 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
     watch_.sum = Matrix(inner_finite_.data() + l * t, t, 1);
-    blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
-    if (spec_.layers[static_cast<size_t>(l)].linear_attention) {
-      blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
-    } else if (spec_.attention == AttentionKind::kMla) {
-      blocks::mla_attention(c, l, lw.attn, h.m, y.m);
+    const LayerSpec& ls = spec_.layers[static_cast<size_t>(l)];
+    if (ls.no_mixer || ls.no_ffn) {
+      one_block_layer(c, l, x.m, h.m, y.m);
     } else {
-      blocks::gqa_attention(c, l, lw.attn, h.m, y.m);
-    }
-    // Sandwich norms: the block's output is normed before the residual add.
-    if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
-    const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
-    if (spec_.parallel_attention_ffn) {
-      // The FFN reads the attention's normed input; x + attn, rounded, + ffn, rounded, as summed there.
-      Buffer z(*arena_, t, hidden);  // [T, H] the FFN's output
-      if (moe) {
-        blocks::moe(c, l, lw.moe, h.m, z.m);
+      blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
+      if (ls.linear_attention) {
+        blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
+      } else if (spec_.attention == AttentionKind::kMla) {
+        blocks::mla_attention(c, l, lw.attn, h.m, y.m);
       } else {
-        blocks::dense_mlp(c, lw.mlp, h.m, z.m);
+        blocks::gqa_attention(c, l, lw.attn, h.m, y.m);
       }
-      backend_.add({x.m, y.m, x.m});
-      blocks::round_activations(c, x.m);
-      backend_.add({x.m, z.m, x.m});
-      blocks::round_activations(c, x.m);
-    } else {
-      backend_.add({x.m, y.m, x.m});
-      blocks::round_activations(c, x.m);
-      blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
-      if (spec_.shortcut_moe && moe) {
-        // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-        blocks::moe(c, l, lw.moe, h.m, shortcut.m);
-        blocks::dense_mlp(c, lw.mlp, h.m, y.m);
-      } else if (moe) {
-        blocks::moe(c, l, lw.moe, h.m, y.m);
-      } else {
-        blocks::dense_mlp(c, lw.mlp, h.m, y.m);
-      }
-      if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
-      backend_.add({x.m, y.m, x.m});
-      blocks::round_activations(c, x.m);
-      if (spec_.shortcut_moe && !moe) {
-        backend_.add({x.m, shortcut.m, x.m});
+      // Sandwich norms: the block's output is normed before the residual add.
+      if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
+      const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
+      if (spec_.parallel_attention_ffn) {
+        // The FFN reads the attention's normed input; x + attn, rounded, + ffn, rounded, as summed there.
+        Buffer z(*arena_, t, hidden);  // [T, H] the FFN's output
+        if (moe) {
+          blocks::moe(c, l, lw.moe, h.m, z.m);
+        } else {
+          blocks::dense_mlp(c, lw.mlp, h.m, z.m);
+        }
+        backend_.add({x.m, y.m, x.m});
         blocks::round_activations(c, x.m);
+        backend_.add({x.m, z.m, x.m});
+        blocks::round_activations(c, x.m);
+      } else {
+        backend_.add({x.m, y.m, x.m});
+        blocks::round_activations(c, x.m);
+        blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
+        if (spec_.shortcut_moe && moe) {
+          // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
+          blocks::moe(c, l, lw.moe, h.m, shortcut.m);
+          blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+        } else if (moe) {
+          blocks::moe(c, l, lw.moe, h.m, y.m);
+        } else {
+          blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+        }
+        if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
+        backend_.add({x.m, y.m, x.m});
+        blocks::round_activations(c, x.m);
+        if (spec_.shortcut_moe && !moe) {
+          backend_.add({x.m, shortcut.m, x.m});
+          blocks::round_activations(c, x.m);
+        }
       }
     }
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});

@@ -24,6 +24,7 @@ namespace day0 {
 namespace blocks {
 struct StepLayout;
 class StepArena;
+struct Context;
 }  // namespace blocks
 namespace dist {
 class Communicator;
@@ -200,6 +201,8 @@ class Engine {
   // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call
   // held a NaN or Inf; -1 when none did.
   int64_t first_nonfinite() const;
+  // Layer l of a one-block model (LayerSpec::no_mixer / no_ffn): norm, block, residual add into x.
+  void one_block_layer(const blocks::Context& c, int64_t l, Matrix x, Matrix h, Matrix y);
   // Vocabulary-parallel embedding and LM head (tensor parallelism): each rank's rows, then summed or
   // gathered over the group.
   void embed(std::span<const int32_t> ids, Matrix x);

@@ -15,6 +15,15 @@ namespace {
 // The SwiGLU up to the down projection: y = down(swiglu(gate x, up x)), float32 and not rounded; a
 // partial sum over the TP group under tensor parallelism (this rank's FFN columns).
 void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
+  if (c.spec.relu2_mlp) {                      // ungated: down(relu(up x)^2), the square rounded like torch's
+    Buffer act(c.arena, h.rows, w.up.w.rows);  // [T, intermediate]
+    linear(c, h, w.up, act.m);
+    c.be.clamp({.x = act.m, .y = act.m, .lo = 0.0f});
+    c.be.mul({act.m, act.m, act.m});
+    round_activations(c, act.m);
+    matmul(c, act.m, w.down, out);  // [T, hidden]
+    return;
+  }
   const int64_t t = h.rows, width = w.gate.w.rows;
   Buffer gate(c.arena, t, width), up(c.arena, t, width), act(c.arena, t, width);  // [T, intermediate]
   linear(c, h, w.gate, gate.m);
@@ -173,6 +182,7 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   a.n_experts = m.n_experts;
   a.layout = w.layout;
   a.clamped = m.swiglu_limit > 0;
+  a.relu2 = c.spec.relu2_mlp;
   a.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
   a.alpha = static_cast<float>(m.swiglu_alpha);
   a.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
@@ -465,6 +475,7 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
   const int64_t t = h.rows, k = c.spec.moe->experts_per_token;
   count_routed(c, layer, r, t * k);
   if (c.moe != nullptr && c.moe->size() > 1) {
+    D0_CHECK_MSG(!w.latent_in.present(), "a latent MoE under expert parallelism (refused when it starts)");
     // Attention data parallelism always combines all-to-all (Engine::create refuses it otherwise).
     if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
       moe_all_to_all(c, layer, w, h, r, out);
@@ -475,8 +486,18 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
     return;
   }
   count_computed(c, layer, w, r.ids, t * k);
-  c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
-  round_activations(c, out);
+  if (w.latent_in.present()) {
+    // Latent MoE: the experts read and write the latent space (their sum rounded), projected back after.
+    const int64_t latent = w.latent_in.w.rows;
+    Buffer lx(c.arena, t, latent), ly(c.arena, t, latent);  // [T, latent] x 2
+    linear(c, h, w.latent_in, lx.m);
+    c.be.moe_experts(experts_args(c, w, lx.m, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, ly.m));
+    round_activations(c, ly.m);
+    linear(c, ly.m, w.latent_out, out);
+  } else {
+    c.be.moe_experts(experts_args(c, w, h, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, out));
+    round_activations(c, out);
+  }
   if (w.shared.present()) add_shared_expert(c, w, h, out);
   average_with_shared(c, w, out);
 }

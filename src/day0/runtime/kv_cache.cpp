@@ -133,16 +133,30 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
       layers_[l].paged = false;
       continue;
     }
-    if (!spec.layers[l].linear_attention) continue;
-    D0_CHECK_MSG(spec.linear_attention.has_value(), "KV cache: a linear-attention layer without its sizes");
-    const LinearAttentionSpec& la = *spec.linear_attention;
-    layers_[l].paged = false;
+    const LayerSpec& ls = spec.layers[l];
+    if (layer_has_kv(ls)) continue;
+    layers_[l].paged = false;  // an FFN-only layer keeps nothing; recurrent layers their state
+    if (!layer_is_recurrent(ls)) continue;
+    int64_t channels = 0, kernel = 0, state = 0;
+    if (ls.mamba) {
+      D0_CHECK_MSG(spec.mamba.has_value(), "KV cache: a Mamba-2 layer without its sizes");
+      const MambaSpec& m = *spec.mamba;
+      channels = m.conv_channels();
+      kernel = m.conv_kernel;
+      state = m.n_heads * m.head_dim * m.state_size;
+    } else {
+      D0_CHECK_MSG(spec.linear_attention.has_value(), "KV cache: a linear-attention layer without its sizes");
+      const LinearAttentionSpec& la = *spec.linear_attention;
+      channels = la.conv_channels();
+      kernel = la.conv_kernel;
+      state = la.n_value_heads * la.key_head_dim * la.value_head_dim;
+    }
     layers_[l].state = static_cast<int32_t>(states_.size());
     RecurrentLayerState st;
-    st.window.assign(static_cast<size_t>(la.conv_channels() * (la.conv_kernel - 1) *
-                                         kv_dtype_bytes(pool_->options().window_dtype)),
-                     0);  // zero bits are 0.0 in F32 and BF16
-    st.state.assign(static_cast<size_t>(la.n_value_heads * la.key_head_dim * la.value_head_dim), 0.0f);
+    st.window.assign(
+        static_cast<size_t>(channels * (kernel - 1) * kv_dtype_bytes(pool_->options().window_dtype)),
+        0);  // zero bits are 0.0 in F32 and BF16
+    st.state.assign(static_cast<size_t>(state), 0.0f);
     states_.push_back(std::move(st));
   }
 }

@@ -156,8 +156,9 @@ struct MoeWeights {
     return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
-  DenseMlpWeights shared;  // shared expert(s) as one SwiGLU, or absent
-  Linear shared_gate;      // the shared expert's sigmoid gate [1, H], or absent
+  DenseMlpWeights shared;        // shared expert(s) as one SwiGLU, or absent
+  Linear shared_gate;            // the shared expert's sigmoid gate [1, H], or absent
+  Linear latent_in, latent_out;  // latent MoE: [latent, H] before the experts, [H, latent] after, or absent
 };
 
 struct LayerWeights {
@@ -165,6 +166,7 @@ struct LayerWeights {
   std::span<const float> attn_out_norm, ffn_out_norm;  // [H] sandwich norms (spec.sandwich_norms), or empty
   AttentionWeights attn;
   LinearAttentionWeights linear;  // linear-attention layers (Gated DeltaNet)
+  MambaWeights mamba;             // Mamba-2 layers
   DenseMlpWeights mlp;            // dense layers
   MoeWeights moe;                 // MoE layers
 };

@@ -40,6 +40,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (tp == 1) return Status::ok();
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, s.family);
   if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
+  if (s.mamba) return unsupported(what + ": Mamba-2 layers do not split over ranks yet");
   if (s.linear_attention && s.linear_attention->n_key_heads % tp != 0) {
     // Gated DeltaNet splits by key heads (each with its value heads, conv channels and state).
     return invalid_argument(fmt::format("{}: {} Gated DeltaNet key heads do not divide into {} parts", what,
@@ -136,6 +137,8 @@ Status check_expert_parallel(const ModelSpec& s, int ep) {
   if (ep < 1) return invalid_argument(fmt::format("--ep {}: must be at least 1", ep));
   if (ep == 1) return Status::ok();
   const std::string what = fmt::format("expert parallelism over {} ranks ({})", ep, s.family);
+  if (s.moe && s.moe->latent_size > 0)
+    return unsupported(what + ": a latent MoE does not split over ranks yet");
   const bool moe_layers =
       s.moe && s.moe->n_experts > 0 &&
       std::any_of(s.layers.begin(), s.layers.end(), [](const LayerSpec& l) { return l.moe; });

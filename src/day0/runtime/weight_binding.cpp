@@ -199,6 +199,28 @@ class TableBinder {
       case WeightSlot::kExpertUp:
       case WeightSlot::kExpertDown:
         return one_expert(t, moe);
+      case WeightSlot::kMoeLatentIn:
+        return linear(t, moe.latent_in);
+      case WeightSlot::kMoeLatentOut:
+        return linear(t, moe.latent_out);
+      case WeightSlot::kMambaIn:
+        return linear(t, layer->mamba.in);
+      case WeightSlot::kMambaOut:
+        return linear(t, layer->mamba.out);
+      case WeightSlot::kMambaConv: {
+        D0_ASSIGN_OR_RETURN(layer->mamba.conv, b_.flat(t.name, t.shape));
+        return Status::ok();
+      }
+      case WeightSlot::kMambaConvBias:
+        return vector(t, layer->mamba.conv_bias);
+      case WeightSlot::kMambaDtBias:
+        return vector(t, layer->mamba.dt_bias);
+      case WeightSlot::kMambaALog:
+        return vector(t, layer->mamba.a_log);
+      case WeightSlot::kMambaD:
+        return vector(t, layer->mamba.d);
+      case WeightSlot::kMambaNorm:
+        return vector(t, layer->mamba.norm);
       default:
         return stacked_experts(t, moe);
     }

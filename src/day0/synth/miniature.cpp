@@ -156,6 +156,18 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
                                              .conv_kernel = fl.conv_kernel};
   }
 
+  // Mamba-2: 4 heads of 8 in the release's groups (at most 2), a state of 16, its conv width, chunks of 4.
+  if (full.mamba) {
+    MambaSpec mm = *full.mamba;
+    mm.n_heads = 4;
+    mm.head_dim = 8;
+    mm.n_groups = full.mamba->n_groups > 1 ? 2 : 1;
+    mm.state_size = 16;
+    mm.chunk_size = 4;
+    m.mamba = mm;
+  }
+  if (full.moe && full.moe->latent_size > 0) m.moe->latent_size = std::max<int64_t>(8, hidden / 2);
+
   // FFN widths: the config's intermediate_size is the expert width in families that share the key.
   const bool shared_key = full.moe && full.intermediate_size == full.moe->expert_intermediate;
   m.intermediate_size = shared_key ? expert_width : dense_width;
