@@ -215,6 +215,37 @@ TEST(PublishedCounts, MinimaxM2CatalogEntry) {
   EXPECT_TRUE(*variant == *entry);
 }
 
+// Nemotron 3 (catalog entries; the sources are in their notes). Nano: NVIDIA's model card and report
+// give 31.6B total, 3.2B active (3.6B with the embeddings); ours 31.578B and 3.228B without the input
+// embedding, 3.580B with both: the totals within 0.5%, the actives within half the last digit. Super: the
+// BF16 checkpoint's headers hold 123,611,012,096 parameters, 2,942,324,736 of them the MTP module, so
+// 120,668,687,360 in the main model, beside 40 x 512 float32 correction biases the header sum leaves out
+// (ours counts them); NVIDIA's own figures are the round 120B total (ours 0.56% above) and 12B active
+// (the name's A12B: our 12.23B without the input embedding lies in [11.5B, 12.5B)).
+TEST(PublishedCounts, NemotronHCatalogEntries) {
+  auto nano = catalog_model("nemotron-3-nano-30b-a3b");
+  ASSERT_TRUE(nano.is_ok()) << nano.status().to_string();
+  auto n = count_params(*nano);
+  ASSERT_TRUE(n.is_ok());
+  EXPECT_LE(std::fabs(static_cast<double>(n->total) - 31.6e9), 0.005 * 31.6e9) << n->total;
+  EXPECT_LE(std::fabs(static_cast<double>(n->active_without_embedding) - 3.2e9), 0.05e9)
+      << n->active_without_embedding;
+  EXPECT_LE(std::fabs(static_cast<double>(n->active) - 3.6e9), 0.05e9) << n->active;
+  auto super = catalog_model("nemotron-3-super-120b-a12b");
+  ASSERT_TRUE(super.is_ok()) << super.status().to_string();
+  auto s = count_params(*super);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->total, 123'611'012'096 - 2'942'324'736 + 40 * 512);
+  EXPECT_LE(std::fabs(static_cast<double>(s->total) - 120.67e9), 0.005 * 120.67e9);
+  EXPECT_GE(s->active_without_embedding, 11.5e9);
+  EXPECT_LT(s->active_without_embedding, 12.5e9);
+  // The recurrent state beside the KV rows: Super's 40 Mamba-2 layers each hold a float32 state of
+  // 128 heads x 64 x 128 and a BF16 conv window of 3 x (8192 + 2 x 8 x 128) channels.
+  EXPECT_EQ(kv_cache_summary(*super, KvDtype::kBF16).state_bytes_per_sequence,
+            40u * (128u * 64u * 128u * 4u + 3u * 10240u * 2u));
+  EXPECT_EQ(kv_cache_summary(*super, KvDtype::kBF16).bytes_per_token, 8u * 2u * 2u * 128u * 2u);
+}
+
 // MiniMax-M3: NVIDIA's Megatron Bridge documentation (and the release announcements) give 428B total and
 // ~23B active. Our text model (the vision tower, about 0.9B with its projectors, is neither run nor counted):
 // 426.17B, 0.43% under 428B; active 23.50B without the embeddings (25.96B with both), which "23B" gives with

@@ -264,6 +264,34 @@ CONFIGS = {
         linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
         rms_norm_eps=1e-6, rope_theta=10000000.0, attention_bias=False, tie_word_embeddings=False,
         router_aux_loss_coef=0.001, output_router_logits=False),
+    # Nemotron-H (Nemotron 3 Nano's structure, transformers 5's spelling): one block a layer, every kind
+    # (linear_attention = Mamba-2, full_attention = GQA without RoPE, relu2 mlp, moe); Mamba-2 of 8 heads
+    # of 8 in 2 groups, state 16, conv 4 with bias, chunk_size 4 so that the 17-token prompt spans five
+    # chunks of transformers' chunked scan; sigmoid routing of 8 experts in 2 groups (top-1 group) top-2
+    # with a relu2 shared expert, x2.5. make_golden randomises the norm gains (1), the gated norm (1),
+    # D (1), A_log, dt_bias and the correction bias.
+    "nemotron-h": cfg(
+        architectures=["NemotronHForCausalLM"], model_type="nemotron_h", num_key_value_heads=2, head_dim=16,
+        layers_block_type=["linear_attention", "moe", "full_attention", "mlp", "linear_attention", "moe"],
+        intermediate_size=96,
+        mamba_num_heads=8, mamba_head_dim=8, n_groups=2, ssm_state_size=16, conv_kernel=4, chunk_size=4,
+        use_conv_bias=True, mamba_hidden_act="silu", mlp_hidden_act="relu2", n_routed_experts=8,
+        num_experts_per_tok=2, moe_intermediate_size=32, moe_shared_expert_intermediate_size=48, n_group=2,
+        topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5, layer_norm_epsilon=1e-5,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, use_bias=False),
+    # Nemotron 3 Super's structure in the release's spelling (hybrid_override_pattern, num_hidden_layers,
+    # mtp_hybrid_override_pattern, the remote code's leftover keys): a latent MoE (experts in 32 of the
+    # 64 hidden), one MTP layer (mtp.* is not saved by transformers), chunk_size 5; sharded.
+    "nemotron-3-super": cfg(
+        architectures=["NemotronHForCausalLM"], model_type="nemotron_h", num_hidden_layers=6,
+        num_key_value_heads=2, head_dim=16, hybrid_override_pattern="MEM*E-", intermediate_size=80,
+        mamba_num_heads=4, mamba_head_dim=16, n_groups=4, ssm_state_size=8, conv_kernel=4, chunk_size=5,
+        expand=2, n_routed_experts=16, num_experts_per_tok=4, moe_intermediate_size=24, moe_latent_size=32,
+        moe_shared_expert_intermediate_size=40, moe_shared_expert_overlap=False, n_group=1, topk_group=1,
+        n_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=5.0, layer_norm_epsilon=1e-5,
+        norm_eps=1e-5, rope_theta=10000, partial_rotary_factor=1.0, num_nextn_predict_layers=1,
+        mtp_hybrid_override_pattern="*E", mamba_ssm_cache_dtype="float32", residual_in_fp32=False,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, use_bias=False, use_conv_bias=True),
     # ERNIE 4.5 MoE (21B-A3B's structure): layer 0 dense, MoE from moe_layer_start_index 1 to the end (-1, as
     # the class default), float32 softmax router whose correction bias (moe_statics, made non-zero by
     # make_golden) only selects, top-2 of 8 renormalised, two shared experts, interleaved RoPE over the whole
@@ -516,10 +544,15 @@ SHARD_SIZES["cohere2-moe"] = "250KB"
 
 SHARD_SIZES["glm-5"] = "250KB"  # 0.67 MB in BF16: 3 shards
 SHARD_SIZES["k-exaone"] = "220KB"  # 0.59 MB: 3 shards
+SHARD_SIZES["nemotron-3-super"] = "100KB"
 
 # Seeds of a miniature's random prompts, pinned where its PROMPT_LENGTHS were chosen for the prompts they give
 # (without one, the seed is the miniature's index in sorted(CONFIGS), which moves as miniatures are added).
 PROMPT_SEEDS = {"glm-5": 6, "glm-5-indexshare": 7, "k-exaone": 11, "laguna": 15}
+# Nemotron-H's last MoE layer picks one of two expert groups by margins down to 4e-3 of a sigmoid score in
+# the default seed's prompts, which BF16 rounding flips (transformers' own BF16 run flips others): seed 3
+# gives prompts whose picks hold in BF16 (the F32 align is 6e-7 of the logit range with either seed).
+PROMPT_SEEDS["nemotron-h"] = 3
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.

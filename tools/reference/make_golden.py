@@ -112,6 +112,15 @@ def hf_init(name, folder, config):
                     p.normal_(0.0, 0.2)
                 elif name.endswith("dt_bias"):
                     p.normal_(0.0, 1.0)
+            # Nemotron-H: norm gains (the gated norm's too) and D start at 1, A_log at log(1..n) (the same in
+            # every layer), dt_bias from the time-step range: random ones make the golden see each applied.
+            if config["model_type"] == "nemotron_h":
+                if name.endswith("norm.weight") or name.endswith("norm_f.weight") or name.endswith("mixer.D"):
+                    p.normal_(1.0, 0.2)
+                elif name.endswith("A_log"):
+                    p.normal_(0.0, 1.0)
+                elif name.endswith("dt_bias") or name.endswith("conv1d.bias"):
+                    p.normal_(0.0, 1.0)
             # Projection biases start at zero, where a bias the engine skipped would go unseen.
             if config["model_type"] == "seed_oss" and name.endswith("_proj.bias"):
                 p.normal_(0.0, 0.5)
