@@ -161,6 +161,22 @@ TEST(StoredLayout, StackedExpertsAreRowsOfOneTensorPerLayer) {
       stacked);
   EXPECT_EQ(stored_layout_in_use(*manifest, [&](const std::string& n) { return saved_names.count(n) != 0; }),
             per_expert);
+  // Qwen3_5MoeForCausalLM reads the same image-text checkpoints (transformers strips model.language_model.):
+  // its table names are model.*, and its layouts rename and stack, stack only, or rename only.
+  text["architectures"] = {"Qwen3_5MoeForCausalLM"};
+  auto causal = parse_model_config(text, "qwen3.5-moe-text");
+  ASSERT_TRUE(causal.is_ok()) << causal.status().to_string();
+  auto causal_manifest = build_tensor_manifest(*causal);
+  ASSERT_TRUE(causal_manifest.is_ok());
+  ASSERT_EQ(causal_manifest->stored_layouts.size(), 3u);
+  EXPECT_EQ(release_layout(*causal_manifest), nullptr);  // transformers saves the table's names
+  const auto& causal_layouts = causal_manifest->stored_layouts;
+  EXPECT_EQ(stored_layout_in_use(*causal_manifest,
+                                 [&](const std::string& n) { return stacked_names.count(n) != 0; }),
+            &causal_layouts[0]);
+  EXPECT_EQ(
+      stored_layout_in_use(*causal_manifest, [&](const std::string& n) { return saved_names.count(n) != 0; }),
+      &causal_layouts[2]);
   // Expert e's up rows of gate_up_proj: rows e * 8 + 4 ... e * 8 + 7, each filled with its row index.
   auto memory = std::make_shared<MemoryTensorSource>();
   std::vector<float> gate_up(4 * 8 * 16);

@@ -150,24 +150,31 @@ void qwen3_5_layer(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
 // [E, 2I, H], gate rows then up rows per expert, and experts.down_proj [E, H, I], transformers' in-memory
 // form), where transformers' save and the FP8 releases write one tensor per expert (the table's names).
 void stored_layouts(const ModelSpec& s, WeightTableBuilder& b) {
-  const std::vector<NameRename> wrapper = {{"language_model.model.", "model.language_model.", true},
-                                           {"language_model.lm_head.", "lm_head.", true}};
-  if (s.multimodal_wrapper) b.ignore_prefix("model.visual.");
+  // An image-text save holds the text model under model.language_model.; Qwen3_5[Moe]ForCausalLM loads
+  // that too (transformers strips the prefix and drops model.visual.*).
+  std::vector<NameRename> wrapper;
+  if (s.multimodal_wrapper) {
+    wrapper.push_back({"language_model.model.", "model.language_model.", true});
+    wrapper.push_back({"language_model.lm_head.", "lm_head.", true});
+  } else {
+    wrapper.push_back({"model.", "model.language_model.", true});
+  }
+  b.ignore_prefix("model.visual.");
   const bool fp8 = s.weights.format == WeightFormat::kFp8Block;
   if (s.moe) {
     const int64_t E = s.moe->n_experts;
-    b.stored_layout({.name = "Qwen3.5-MoE stacked experts",
-                     .renames = s.multimodal_wrapper ? wrapper : std::vector<NameRename>{},
-                     .fused = {{{"experts.{E}.gate_proj.weight", "experts.{E}.up_proj.weight"},
-                                "experts.gate_up_proj",
-                                E},
-                               {{"experts.{E}.down_proj.weight"}, "experts.down_proj", E}},
+    const std::vector<FusedRows> stacked = {
+        {{"experts.{E}.gate_proj.weight", "experts.{E}.up_proj.weight"}, "experts.gate_up_proj", E},
+        {{"experts.{E}.down_proj.weight"}, "experts.down_proj", E}};
+    b.stored_layout({.name = "Qwen3.5-MoE image-text names, stacked experts",
+                     .renames = wrapper,
+                     .fused = stacked,
                      .release = s.multimodal_wrapper && !fp8});
+    if (!s.multimodal_wrapper) b.stored_layout({.name = "Qwen3.5-MoE stacked experts", .fused = stacked});
   }
-  if (s.multimodal_wrapper) {
-    b.stored_layout(
-        {.name = "Qwen3.5 image-text wrapper names", .renames = wrapper, .release = !s.moe || fp8});
-  }
+  b.stored_layout({.name = "Qwen3.5 image-text names",
+                   .renames = wrapper,
+                   .release = s.multimodal_wrapper && (!s.moe || fp8)});
 }
 
 // Weights: embed_tokens, the layers, norm, lm_head (absent when tied); then, when the config declares it,
