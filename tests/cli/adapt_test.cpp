@@ -275,7 +275,9 @@ TEST_F(AdaptCli, CompareAgainstBetterReportNamesTheRegression) {
   nlohmann::json old = read_json(fs::path(dir_) / "old" / "report.json");
   for (auto& s : old["stages"]) {
     if (s["id"] == "performance") {
-      s["evidence"]["decode_tok_s"] = s["evidence"]["decode_tok_s"].get<double>() * 100;
+      // A rate no run reaches (100x the first run's was not enough: on a loaded host the first run
+      // can be 100x slower than the second).
+      s["evidence"]["decode_tok_s"] = 1e12;
       // Prefill of a tiny miniature swings by more than the margin on a busy host: take it out of
       // the comparison so that the one regression found is the one planted.
       s["evidence"]["prefill_tok_s"] = 0.0;
