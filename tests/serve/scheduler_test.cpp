@@ -179,7 +179,7 @@ TEST(ServeScheduler, GuaranteedNoEvictNeverPreemptsAndGivesTheSameTokens) {
 TEST(ServeScheduler, AClientThatHangsUpMidStreamFreesItsBlocks) {
   // Three tokens come out (prefill, two decode steps), then the engine waits until the client has
   // hung up after two events; from then on a step takes 10 ms, so the 207 tokens left would take
-  // two seconds while the hang-up is seen within two writes.
+  // two seconds while the hang-up is seen at once.
   StepGate gate(3, std::chrono::milliseconds(10));
   HarnessOptions o;
   o.server.scheduler.prefix_caching = false;

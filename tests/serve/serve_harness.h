@@ -54,7 +54,7 @@ class HookBackend final : public Backend {
 // Holds the engine's steps at a gate the test opens, so a test waits on conditions instead of racing
 // sleeps against the machine's load: the first `free_steps` steps pass, the next ones wait until
 // open() (or 60 s, so a broken test fails instead of hanging); once open, each step sleeps `pace` (a
-// client hanging up is seen within two writes: a long request then cannot finish first).
+// long request then cannot finish before its client's hang-up is seen).
 // Thread safety: the hook runs on the engine thread, open() and steps() on any.
 class StepGate {
  public:
