@@ -95,6 +95,8 @@ struct LinearAttentionSpec {
   int64_t key_head_dim = 0;    // linear_key_head_dim
   int64_t value_head_dim = 0;  // linear_value_head_dim
   int64_t conv_kernel = 0;     // linear_conv_kernel_dim
+  double beta_scale = 1.0;     // beta = scale * sigmoid(b) (OLMo-Hybrid's linear_allow_neg_eigval: 2)
+  double norm_eps = 0.0;       // the gated RMSNorm's eps; 0: rms_norm_eps
   int64_t key_dim() const { return n_key_heads * key_head_dim; }
   int64_t value_dim() const { return n_value_heads * value_head_dim; }
   int64_t conv_channels() const { return 2 * key_dim() + value_dim(); }  // [q | k | v]
@@ -273,6 +275,9 @@ struct ModelSpec {
   // Sandwich norms: the attention and the FFN outputs each pass an RMSNorm of their own before the
   // residual add (LayerWeights::attn_out_norm, ffn_out_norm).
   bool sandwich_norms = false;
+  // OLMo 2's placement in the attention layers (not the linear-attention ones): no input or pre-FFN norm,
+  // the attention's and the FFN's outputs each normed (attn_out_norm, ffn_out_norm) before the residual add.
+  bool attention_post_norms = false;
   // Sliding-window layers' RoPE where it differs from the model's (rope_theta, partial_rotary_factor,
   // rope apply to the other layers).
   std::optional<LayerRope> sliding_rope;

@@ -73,6 +73,7 @@ std::string describe_attention(const ModelSpec& s) {
                     s.output_gate_per_head ? "head" : "element");
   }
   if (s.sandwich_norms) out += ", sandwich norms";
+  if (s.attention_post_norms) out += ", output norms only (OLMo 2)";
   if (s.block_indexer) {
     const BlockIndexerSpec& ix = *s.block_indexer;
     const auto sparse =

@@ -127,10 +127,16 @@ enum class WeightSlot {
   kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
   kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head
   kLinearQkv,     // in_proj_qkv [2 * n_k * d_k + n_v * d_v, H]: q, k of every key head, v of every value head
+  kLinearQ,       // q_proj [n_k * d_k, H] (OLMo-Hybrid's separate q / k / v projections)
+  kLinearK,       // k_proj [n_k * d_k, H]
+  kLinearV,       // v_proj [n_v * d_v, H]
   kLinearZ,       // in_proj_z [n_v * d_v, H]
   kLinearB,       // in_proj_b [n_v, H]
   kLinearA,       // in_proj_a [n_v, H]
   kLinearConv,    // conv1d.weight [C, 1, K] (depthwise, no bias)
+  kLinearConvQ,   // q_conv1d.weight [n_k * d_k, 1, K]: the conv's q channels stored apart (OLMo-Hybrid)
+  kLinearConvK,   // k_conv1d.weight [n_k * d_k, 1, K]
+  kLinearConvV,   // v_conv1d.weight [n_v * d_v, 1, K], after q and k in the table
   kLinearALog,    // A_log [n_v]
   kLinearDtBias,  // dt_bias [n_v]
   kLinearNorm,    // norm.weight [d_v] (gated RMSNorm, plain gain)

@@ -179,6 +179,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
       return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
     }
+    if (spec.attention_post_norms && !l.linear_attention &&
+        (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
+      return invalid_argument(fmt::format("engine: attention layer {} without its output norms", n));
+    }
     if (l.block_sparse && (!spec.block_indexer || spec.attention != AttentionKind::kGqa ||
                            !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
       return invalid_argument(fmt::format("engine: block-sparse layer {} without its indexer (GQA only)", n));
@@ -449,16 +453,19 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     if (ls.no_mixer || ls.no_ffn) {
       one_block_layer(c, l, x.m, h.m, y.m);
     } else {
-      blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
+      // OLMo 2's attention layers norm only the outputs: the blocks read the residual stream itself.
+      const bool post_only = spec_.attention_post_norms && !ls.linear_attention;
+      const ConstMatrix in = post_only ? ConstMatrix(x.m) : ConstMatrix(h.m);  // [T, H] the blocks' input
+      if (!post_only) blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
       if (ls.linear_attention) {
-        blocks::gated_deltanet(c, l, lw.linear, h.m, y.m);
+        blocks::gated_deltanet(c, l, lw.linear, in, y.m);
       } else if (spec_.attention == AttentionKind::kMla) {
-        blocks::mla_attention(c, l, lw.attn, h.m, y.m);
+        blocks::mla_attention(c, l, lw.attn, in, y.m);
       } else {
-        blocks::gqa_attention(c, l, lw.attn, h.m, y.m);
+        blocks::gqa_attention(c, l, lw.attn, in, y.m);
       }
       // Sandwich norms: the block's output is normed before the residual add.
-      if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
+      if (spec_.sandwich_norms || post_only) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
       const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
       if (spec_.parallel_attention_ffn) {
         // The FFN reads the attention's normed input; x + attn, rounded, + ffn, rounded, as summed there.
@@ -475,17 +482,18 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
       } else {
         backend_.add({x.m, y.m, x.m});
         blocks::round_activations(c, x.m);
-        blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
+        if (!post_only) blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
+        const ConstMatrix ffn_in = post_only ? ConstMatrix(x.m) : ConstMatrix(h.m);  // [T, H]
         if (spec_.shortcut_moe && moe) {
           // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-          blocks::moe(c, l, lw.moe, h.m, shortcut.m);
-          blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+          blocks::moe(c, l, lw.moe, ffn_in, shortcut.m);
+          blocks::dense_mlp(c, lw.mlp, ffn_in, y.m);
         } else if (moe) {
-          blocks::moe(c, l, lw.moe, h.m, y.m);
+          blocks::moe(c, l, lw.moe, ffn_in, y.m);
         } else {
-          blocks::dense_mlp(c, lw.mlp, h.m, y.m);
+          blocks::dense_mlp(c, lw.mlp, ffn_in, y.m);
         }
-        if (spec_.sandwich_norms) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
+        if (spec_.sandwich_norms || post_only) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
         backend_.add({x.m, y.m, x.m});
         blocks::round_activations(c, x.m);
         if (spec_.shortcut_moe && !moe) {

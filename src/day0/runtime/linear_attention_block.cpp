@@ -1,9 +1,9 @@
 // Gated DeltaNet block (layer_types "linear_attention"): in_proj_qkvz and in_proj_ba (grouped
 // per key head, Qwen3-Next) or the separate in_proj_qkv / z / b / a (Qwen3.5) give [q | k | v], z, b and a;
 // the causal depthwise conv with silu over each sequence's conv window; beta = sigmoid(b); the gated delta
-// rule over each sequence's float32 state (decay from a, A_log and dt_bias inside the kernel); the gated
-// RMSNorm with silu(z) per value head; out_proj. The states live in the sequences' KvCaches
-// (RecurrentLayerState), not in the paged pool.
+// rule over each sequence's float32 state (decay from a, A_log and dt_bias inside the kernel; beta times
+// beta_scale first); the gated RMSNorm with silu(z) per value head (its own eps where the spec gives one);
+// out_proj. The states live in the sequences' KvCaches (RecurrentLayerState), not in the paged pool.
 #include <fmt/format.h>
 
 #include "day0/model/model_memory.h"
@@ -106,6 +106,10 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
   round_activations(c, uc.m);
   c.be.sigmoid({beta.m, beta.m});
   round_activations(c, beta.m);
+  if (la.beta_scale != 1.0) {  // OLMo-Hybrid's negative eigenvalues: beta in [0, 2] (x2 is exact in BF16)
+    c.be.scale({.x = beta.m, .y = beta.m, .scale = static_cast<float>(la.beta_scale)});
+    round_activations(c, beta.m);
+  }
   Buffer o(c.arena, t, vd);  // [T, n_v * d_v] the delta rule's output
   c.be.gated_delta_rule({.q = uc.m.col_slice(0, kd),
                          .k = uc.m.col_slice(kd, kd),
@@ -127,7 +131,7 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
   c.be.gated_rms_norm({.x = heads,
                        .z = ConstMatrix(z.data(), t * nv, dv),
                        .weight = w.norm,
-                       .eps = static_cast<float>(c.spec.rms_norm_eps),
+                       .eps = static_cast<float>(la.norm_eps > 0.0 ? la.norm_eps : c.spec.rms_norm_eps),
                        .y = heads});
   round_activations(c, o.m);
   matmul(c, o.m, w.out, out);  // [T, hidden]

@@ -210,6 +210,25 @@ Result<std::span<const float>> WeightBinder::flat_rows(const std::string& name, 
   return std::span<const float>(out_.f32_store.back());
 }
 
+Result<std::span<const float>> WeightBinder::append_rows(std::span<const float> head, const std::string& name,
+                                                         std::vector<int64_t> shape,
+                                                         std::span<const ShardRange> rows) {
+  int64_t per = 1;  // elements a row of the first dimension
+  for (size_t d = 1; d < shape.size(); ++d) per *= shape[d];
+  int64_t n = 0;  // elements of the runs
+  for (const ShardRange& r : rows) n += r.size() * per;
+  D0_ASSIGN_OR_RETURN(std::span<const float> part, flat_rows(name, std::move(shape), rows));
+  // Over a shape-only source nothing is read (as floats()): a span of the joined size is what counts.
+  if (!out_.source->has_values()) {
+    return std::span<const float>(head.empty() ? part.data() : head.data(),
+                                  head.size() + static_cast<size_t>(n));
+  }
+  std::vector<float> joined(head.begin(), head.end());  // [head rows | this tensor's rows] x K
+  joined.insert(joined.end(), part.begin(), part.end());
+  out_.f32_store.push_back(std::move(joined));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 std::span<const float> WeightBinder::plus_one(std::span<const float> w) {
   if (!out_.source->has_values()) return w;
   std::vector<float> gain(w.begin(), w.end());  // [n] the gain the norm applies

@@ -228,6 +228,10 @@ class WeightBinder {
   // The same, only the runs `rows` of its first dimension, concatenated in order.
   Result<std::span<const float>> flat_rows(const std::string& name, std::vector<int64_t> shape,
                                            std::span<const ShardRange> rows);
+  // `head` followed by flat_rows(name, shape, rows): a depthwise conv whose channel groups are stored as
+  // separate tensors (OLMo-Hybrid's q_conv1d / k_conv1d / v_conv1d), bound group by group.
+  Result<std::span<const float>> append_rows(std::span<const float> head, const std::string& name,
+                                             std::vector<int64_t> shape, std::span<const ShardRange> rows);
   // 1 + w for a zero-centred norm's stored offset w (over a shape-only source: `w` itself, unread).
   std::span<const float> plus_one(std::span<const float> w);
   // Expert e of a stacked tensor [E, rows, cols] (BF16/F32), as a view.

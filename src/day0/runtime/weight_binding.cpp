@@ -1,6 +1,8 @@
 // The one weight binder: walks the family's weight table (the tensor manifest) and puts each tensor in
 // the ModelWeights field its slot names. No family code here: a new family that reuses existing
 // slots needs nothing in this file.
+#include <map>
+
 #include <fmt/format.h>
 
 #include "day0/dist/expert_placement.h"
@@ -141,6 +143,12 @@ class TableBinder {
             w.in_v, b_.linear_part(t.name, t.shape[0], cols, {2 * kd + v.begin, 2 * kd + v.end}, {0, cols}));
         return Status::ok();
       }
+      case WeightSlot::kLinearQ:
+        return linear(t, layer->linear.in_q);
+      case WeightSlot::kLinearK:
+        return linear(t, layer->linear.in_k);
+      case WeightSlot::kLinearV:
+        return linear(t, layer->linear.in_v);
       case WeightSlot::kLinearZ:
         return linear(t, layer->linear.in_z);
       case WeightSlot::kLinearB:
@@ -161,6 +169,21 @@ class TableBinder {
                                      {2 * la.key_dim() + v.begin, 2 * la.key_dim() + v.end}};
           D0_ASSIGN_OR_RETURN(layer->linear.conv, b_.flat_rows(t.name, t.shape, runs));
         }
+        return Status::ok();
+      }
+      case WeightSlot::kLinearConvQ:  // the conv's channels stored per group: [q | k | v] joined in order
+      case WeightSlot::kLinearConvK:
+      case WeightSlot::kLinearConvV: {
+        const LinearAttentionSpec& la = *b_.spec().linear_attention;
+        const int part = static_cast<int>(t.slot) - static_cast<int>(WeightSlot::kLinearConvQ);
+        if (conv_parts_[t.layer]++ != part) {
+          return internal_error(
+              fmt::format("tensor {}: the conv's q, k and v parts bind in that order", t.name));
+        }
+        const int64_t rows = t.slot == WeightSlot::kLinearConvV ? la.value_dim() : la.key_dim();
+        const ShardRange run = out_.shard.whole() ? ShardRange{0, rows} : even_shard(rows, out_.shard);
+        D0_ASSIGN_OR_RETURN(layer->linear.conv,
+                            b_.append_rows(layer->linear.conv, t.name, t.shape, std::span(&run, 1)));
         return Status::ok();
       }
       case WeightSlot::kLinearALog:
@@ -385,6 +408,7 @@ class TableBinder {
 
   WeightBinder& b_;
   ModelWeights& out_;
+  std::map<int64_t, int> conv_parts_;  // per layer: how many of the conv's q / k / v parts are bound
 };
 
 }  // namespace

@@ -153,7 +153,9 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
                                              .n_value_heads = 2 * ratio,
                                              .key_head_dim = 16,
                                              .value_head_dim = 16,
-                                             .conv_kernel = fl.conv_kernel};
+                                             .conv_kernel = fl.conv_kernel,
+                                             .beta_scale = fl.beta_scale,
+                                             .norm_eps = fl.norm_eps};
   }
 
   // Mamba-2: 4 heads of 8 in the release's groups (at most 2), a state of 16, its conv width, chunks of 4.
