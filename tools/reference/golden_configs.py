@@ -525,6 +525,27 @@ CONFIGS = {
                           "temporal_patch_size": 2, "spatial_merge_size": 2, "num_position_embeddings": 16,
                           "in_channels": 3, "hidden_act": "gelu_pytorch_tanh", "initializer_range": 0.16},
     },
+    # OLMo-Hybrid (OlmoHybridForCausalLM): 4 layers, Gated DeltaNet, Gated DeltaNet, an OLMo 2 attention layer
+    # (post-norms only, full-width q / k norms, 2 KV heads of 16), Gated DeltaNet; 2 key heads of 16 and 4 value
+    # heads of 8 (value width = key width: transformers' save splits the conv into equal thirds, which is then
+    # the release's [q | k | v]); beta x 2 (linear_allow_neg_eigval); SwiGLU MLP; untied. make_golden
+    # randomises every norm gain. Prompts up to 200 tokens: 4 chunks of the 64-token chunked delta rule.
+    "olmo-hybrid": cfg(
+        architectures=["OlmoHybridForCausalLM"], model_type="olmo_hybrid", num_hidden_layers=4,
+        num_key_value_heads=2, intermediate_size=96, linear_conv_kernel_dim=4, linear_key_head_dim=16,
+        linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, linear_allow_neg_eigval=True,
+        layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+        rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+    # OLMo-Hybrid as OLMo-core writes a model without RoPE ("rope_theta": null: no rotary embedding at all) and
+    # with beta in [0, 1] (linear_allow_neg_eigval false): the class's default layer kinds on 2 layers (no
+    # i % 4 == 3 layer, so the last is attention), equal key and value heads, a conv of 3 taps, attention
+    # biases.
+    "olmo-hybrid-nope": cfg(
+        architectures=["OlmoHybridForCausalLM"], model_type="olmo_hybrid", num_hidden_layers=2,
+        intermediate_size=96, linear_conv_kernel_dim=3, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=2, linear_allow_neg_eigval=False, rms_norm_eps=1e-5,
+        attention_bias=True, tie_word_embeddings=False, pad_token_id=0, rope_theta=None),
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
@@ -620,4 +641,6 @@ PROMPT_LENGTHS["mimo-v2-flash"] = [5, 7, 11]
 PROMPT_LENGTHS["qwen3.5"] = [5, 70, 200]
 PROMPT_SEEDS["qwen3.5"] = 25
 PROMPT_LENGTHS["qwen3.5-moe"] = [5, 11, 17]
+# OLMo-Hybrid: a 200-token prompt covers 4 chunks of the 64-token chunked delta rule.
+PROMPT_LENGTHS["olmo-hybrid"] = [5, 70, 200]
 PROMPT_SEEDS["qwen3.5-moe"] = 43

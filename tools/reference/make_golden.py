@@ -75,7 +75,7 @@ def quantize_mxfp4(w):
 
 
 # Families whose golden gets random norm gains (make_golden's hf_init).
-RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe")
+RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe", "olmo_hybrid")
 
 
 def hf_init(name, folder, config):
