@@ -366,6 +366,26 @@ TEST(ConfigFidelity, Qwen3NextBothSpellings) {
 // Qwen3-Next: a layer_types entry other than the two kinds, a list of the wrong length, an interval that
 // disagrees with the layer_types saved beside it and value heads that do not group over the key heads
 // are errors naming the key.
+// OLMo-Hybrid's derived defaults: transformers 5 saves the layer kinds and linear sizes its class derives
+// (every 4th layer attention; num_attention_heads key and value heads, d_k = int(0.75 hidden / n_k),
+// d_v = 2 d_k), the v4 spelling leaves them null: Day0 derives the same.
+TEST(ConfigFidelity, OlmoHybridDerivedDefaults) {
+  auto v4 = parse_fixture("olmo-hybrid-derived.v4.json");
+  auto v5 = parse_fixture("olmo-hybrid-derived.v5.json");
+  ASSERT_TRUE(v4.is_ok() && v5.is_ok()) << v4.status().to_string() << v5.status().to_string();
+  EXPECT_TRUE(*v4 == *v5);
+  const LinearAttentionSpec& la = *v5->linear_attention;
+  EXPECT_EQ(la.n_key_heads, 4);
+  EXPECT_EQ(la.n_value_heads, 4);
+  EXPECT_EQ(la.key_head_dim, 12);
+  EXPECT_EQ(la.value_head_dim, 24);
+  EXPECT_DOUBLE_EQ(la.beta_scale, 2.0);
+  EXPECT_DOUBLE_EQ(la.norm_eps, 1e-5);
+  for (int64_t l = 0; l < 8; ++l)
+    EXPECT_EQ(v4->layers[static_cast<size_t>(l)].linear_attention, l % 4 != 3) << l;
+  EXPECT_TRUE(v5->attention_post_norms && v5->qk_norm_full_width && v5->norm_gain_f32);
+}
+
 TEST(ConfigAudit, Qwen3NextLayerKindsAndHeadGroups) {
   const std::pair<const char*, nlohmann::json> bad[] = {
       {"layer_types", {"linear_attention", "sliding_attention", "linear_attention", "full_attention"}},

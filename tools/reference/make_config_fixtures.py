@@ -34,6 +34,11 @@ CASES = {
     # Qwen3-Next: full_attention_interval 2 (transformers 4 saves it beside the layer_types it derives, 5 only
     # the layer_types).
     "qwen3-next-interval-2": ("qwen3-next", {"full_attention_interval": 2}),
+    # OLMo-Hybrid with the class's derived defaults: layer kinds (i % 4 == 3 attention) and the linear
+    # heads and widths (v5 saves what the class derives, the v4 remote-code spelling leaves them null).
+    "olmo-hybrid-derived": ("olmo-hybrid", {"num_hidden_layers": 8, "layer_types": None,
+                                            "linear_num_key_heads": None, "linear_num_value_heads": None,
+                                            "linear_key_head_dim": None, "linear_value_head_dim": None}),
 }
 
 
