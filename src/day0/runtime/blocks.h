@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "day0/backends/backend.h"
@@ -109,6 +110,12 @@ void round_activations(const Context& c, Matrix m);
 // (its running max skips NaN scores) and the router logits (top-k skips NaN). Elsewhere a NaN reaches
 // the layer's output, which the engine reads anyway.
 void watch_finite(const Context& c, ConstMatrix y);
+
+// Binds each sequence's recurrent state of `layer` (Gated DeltaNet, Mamba-2) for this step: the conv
+// windows into c.layout.conv, the float32 states into c.layout.delta, each state advanced by the
+// sequence's rows. Checks that every state holds exactly its sequence's tokens so far (`block` names
+// the layer kind in the message). Returns the conv windows' element type.
+KvDtype bind_recurrent_states(const Context& c, int64_t layer, std::string_view block);
 
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "day0/core/numeric.h"
 #include "day0/dist/communicator.h"
 #include "day0/runtime/blocks.h"
@@ -44,6 +46,29 @@ void StepArena::release(const Mark& m) {
 void round_activations(const Context& c, Matrix m) {
   if (!c.bf16()) return;
   c.be.round_bf16({.x = m, .y = m});
+}
+
+KvDtype bind_recurrent_states(const Context& c, int64_t layer, std::string_view block) {
+  StepLayout& l = c.layout;
+  l.conv.clear();
+  l.delta.clear();
+  KvDtype window_dtype = KvDtype::kF32;
+  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
+    RecurrentLayerState* st = l.caches[sq]->recurrent(layer);
+    D0_CHECK_MSG(st != nullptr, fmt::format("{}: layer {} has no recurrent state", block, layer));
+    D0_CHECK_MSG(st->tokens == l.pos0[sq],
+                 st->tokens < 0
+                     ? fmt::format("{}: layer {}'s recurrent state was lost by a failed step; the sequence "
+                                   "must restart",
+                                   block, layer)
+                     : fmt::format("{}: layer {}'s recurrent state holds {} tokens, the sequence {}", block,
+                                   layer, st->tokens, l.pos0[sq]));
+    window_dtype = l.caches[sq]->window_dtype();
+    l.conv.push_back({l.row0[sq], l.rows[sq], st->window.data()});
+    l.delta.push_back({l.row0[sq], l.rows[sq], st->state.data()});
+    st->tokens += l.rows[sq];
+  }
+  return window_dtype;
 }
 
 void scale_q_by_temperature(const Context& c, Matrix q) {

@@ -19,25 +19,8 @@ void mamba2(const Context& c, int64_t layer, const MambaWeights& w, ConstMatrix 
   linear(c, h, w.in, proj.m);
 
   // Each sequence's state of this layer must hold exactly its tokens so far.
-  StepLayout& l = c.layout;
-  l.conv.clear();
-  l.delta.clear();
-  KvDtype window_dtype = KvDtype::kF32;
-  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
-    RecurrentLayerState* st = l.caches[sq]->recurrent(layer);
-    D0_CHECK_MSG(st != nullptr, fmt::format("Mamba-2: layer {} has no recurrent state", layer));
-    D0_CHECK_MSG(st->tokens == l.pos0[sq],
-                 st->tokens < 0
-                     ? fmt::format("Mamba-2: layer {}'s recurrent state was lost by a failed step; "
-                                   "the sequence must restart",
-                                   layer)
-                     : fmt::format("Mamba-2: layer {}'s recurrent state holds {} tokens, the sequence {}",
-                                   layer, st->tokens, l.pos0[sq]));
-    window_dtype = l.caches[sq]->window_dtype();
-    l.conv.push_back({l.row0[sq], l.rows[sq], st->window.data()});
-    l.delta.push_back({l.row0[sq], l.rows[sq], st->state.data()});
-    st->tokens += l.rows[sq];
-  }
+  const KvDtype window_dtype = bind_recurrent_states(c, layer, "Mamba-2");
+  const StepLayout& l = c.layout;
   Buffer xbc(c.arena, t, ch);  // [T, x | B | C] silu(conv + bias)
   c.be.causal_conv1d({.x = proj.m.col_slice(inner, ch),
                       .weight = w.conv,
