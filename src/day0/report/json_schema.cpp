@@ -113,7 +113,8 @@ const nlohmann::json& report_json_schema() {
     "skipped_required": {
       "type": "array",
       "items": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "generation", "plan",
-                         "distributed", "performance", "stability"]}
+                         "distributed", "performance", "stability", "target-tokens", "target-logprobs",
+                         "target-generation", "target-tools", "target-limits", "target-speed"]}
     },
     "require_all": {"type": "boolean"},
     "stages": {
@@ -125,7 +126,8 @@ const nlohmann::json& report_json_schema() {
         "additionalProperties": false,
         "properties": {
           "id": {"enum": ["structure", "coverage", "weights", "miniature", "alignment", "generation", "plan",
-                          "distributed", "performance", "stability"]},
+                          "distributed", "performance", "stability", "target-tokens", "target-logprobs",
+                         "target-generation", "target-tools", "target-limits", "target-speed"]},
           "title": {"type": "string"},
           "verdict": {"enum": ["pass", "fail", "skipped"]},
           "required": {"type": "boolean"},

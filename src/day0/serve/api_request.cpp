@@ -187,6 +187,15 @@ Maybe read_request(OrderedJson& body, Endpoint endpoint, ApiRequest& out) {
   out.model = model->get<std::string>();
   if (endpoint == Endpoint::kChat) {
     if (auto e = read_messages(body, out)) return e;
+    auto tools = body.find("tools");
+    if (tools != body.end() && !tools->is_null()) {
+      if (!tools->is_array()) return wrong_type("tools", "an array of tools", *tools);
+      for (size_t i = 0; i < tools->size(); ++i) {
+        if (!(*tools)[i].is_object())
+          return wrong_type(fmt::format("tools[{}]", i), "an object", (*tools)[i]);
+      }
+      if (!tools->empty()) out.tools = std::move(*tools);
+    }
   } else {
     if (auto e = read_prompt(body, out)) return e;
   }

@@ -38,7 +38,9 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
     if (tok == nullptr)
       return bad_request("this model was served without a tokenizer: chat needs one", "messages",
                          "no_tokenizer");
-    auto ids = encode_chat_prompt(*tok, nlohmann::ordered_json(r.messages), limits.vocab);
+    nlohmann::ordered_json chat = r.messages;
+    if (!r.tools.is_null()) chat = {{"messages", r.messages}, {"tools", r.tools}};
+    auto ids = encode_chat_prompt(*tok, chat, limits.vocab);
     if (!ids.is_ok()) return bad_request(ids.status().message(), "messages", "invalid_messages");
     out.prompt = std::move(ids).value();
   } else if (r.prompt_is_ids) {

@@ -1,0 +1,1004 @@
+#include "day0/audit/audit_stages.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "day0/audit/audit_session.h"
+#include "day0/core/json_reader.h"
+#include "day0/report/spot_check.h"
+#include "day0/runtime/generate.h"
+#include "day0/serve/bench_client.h"
+#include "day0/serve/soak.h"
+#include "day0/tokenizer/text_prompt.h"
+
+namespace day0::audit {
+
+namespace {
+
+using Json = nlohmann::json;
+using OJson = nlohmann::ordered_json;
+using report::StageResult;
+using report::Verdict;
+
+void mark_pass(StageResult& out, std::string summary) {
+  out.verdict = Verdict::kPass;
+  out.summary = std::move(summary);
+}
+void mark_fail(StageResult& out, std::string summary, std::string reason) {
+  out.verdict = Verdict::kFail;
+  out.summary = std::move(summary);
+  out.reason = std::move(reason);
+}
+void mark_skip(StageResult& out, std::string reason) {
+  out.verdict = Verdict::kSkipped;
+  out.reason = std::move(reason);
+}
+
+struct AuditConversation {
+  std::string id;
+  OJson messages;
+};
+
+// Conversations of the tokens stage (the logprob stage uses the first three): a system prompt,
+// several turns, scripts beyond ASCII, and the model's own special tokens written in a message.
+std::vector<AuditConversation> audit_conversations(const tokenizer::Tokenizer& tok) {
+  const auto& sp = tok.special_tokens();
+  const std::string specials =
+      (sp.bos.empty() ? std::string() : sp.bos + " ") + (sp.eos.empty() ? "" : sp.eos);
+  return {
+      {"system",
+       OJson::array(
+           {{{"role", "system"}, {"content", "You are a concise assistant. Answer in one sentence."}},
+            {{"role", "user"}, {"content", "What is the boiling point of water at sea level?"}}})},
+      {"multi-turn",
+       OJson::array({{{"role", "user"}, {"content", "Name a prime number between 10 and 20."}},
+                     {{"role", "assistant"}, {"content", "13 is a prime number between 10 and 20."}},
+                     {{"role", "user"}, {"content", "And one between 20 and 30?"}}})},
+      {"multilingual", OJson::array({{{"role", "user"},
+                                      {"content",
+                                       "Traduis en français : « good morning ». 日本語で「ありがとう」は？ "
+                                       "Привет, мир! 🙂"}}})},
+      {"special-tokens",
+       OJson::array({{{"role", "user"},
+                      {"content", "Repeat these markers exactly: " + specials + " <|im_end|> [INST]"}}})},
+  };
+}
+
+std::string json_quoted(const std::string& text, size_t max_chars = 80) {
+  std::string t = text.size() > max_chars ? text.substr(0, max_chars) + "…" : text;
+  return Json(t).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The first position where two id sequences differ, both tokens shown; "" when equal.
+std::string first_difference(const AuditSession& s, const std::vector<int32_t>& target,
+                             const std::vector<int32_t>& ref) {
+  const size_t n = std::min(target.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (target[i] != ref[i])
+      return fmt::format("position {}: target {} vs Day0 {}", i, s.token_text(target[i]),
+                         s.token_text(ref[i]));
+  }
+  if (target.size() == ref.size()) return "";
+  if (target.size() > n)
+    return fmt::format("position {}: target has {} more (first {}), Day0 ends", n, target.size() - n,
+                       s.token_text(target[n]));
+  return fmt::format("position {}: target ends, Day0 has {} more (first {})", n, ref.size() - n,
+                     s.token_text(ref[n]));
+}
+
+// The target's ids of a conversation: vLLM / SGLang's POST /tokenize with messages, else
+// llama-server's /apply-template then /tokenize. nullopt (with `why`) when neither is offered.
+std::optional<std::vector<int32_t>> target_ids(AuditSession& s, const OJson& messages, std::string& form,
+                                               std::string& target_text, std::string& why) {
+  const Json msgs = Json::parse(messages.dump());
+  if (form.empty() || form == "messages") {
+    Exchange ex =
+        s.post("/tokenize", {{"model", s.served_model}, {"messages", msgs}, {"add_generation_prompt", true}});
+    if (ex.ok()) {
+      auto ids = parse_tokenize_reply(ex.body);
+      // llama-server answers this form with no tokens (it reads "content" only).
+      if (ids.is_ok() && !ids->empty()) {
+        form = "messages";
+        return *ids;
+      }
+    }
+    if (form == "messages") {
+      why = "POST /tokenize: " + ex.describe();
+      return std::nullopt;
+    }
+    why = "POST /tokenize with messages: " + ex.describe();
+  }
+  Exchange applied = s.post("/apply-template", {{"messages", msgs}});
+  if (!applied.ok()) {
+    why += "; POST /apply-template: " + applied.describe();
+    form = "none";
+    return std::nullopt;
+  }
+  auto doc = parse_json_text(applied.body, "/apply-template", JsonLimits{kMaxReplyBytes, 16});
+  if (!doc.is_ok() || !doc->is_object() || !doc->contains("prompt") || !(*doc)["prompt"].is_string()) {
+    why += "; POST /apply-template: no \"prompt\" string";
+    form = "none";
+    return std::nullopt;
+  }
+  target_text = (*doc)["prompt"].get<std::string>();
+  Exchange ex =
+      s.post("/tokenize", {{"content", target_text}, {"add_special", true}, {"parse_special", true}});
+  auto ids =
+      ex.ok() ? parse_tokenize_reply(ex.body) : Result<std::vector<int32_t>>(invalid_argument(ex.describe()));
+  if (!ids.is_ok()) {
+    why += "; POST /tokenize with content: " + ids.status().message();
+    form = "none";
+    return std::nullopt;
+  }
+  form = "apply-template+content";
+  return *ids;
+}
+
+std::string first_text_difference(const std::string& target, const std::string& ref) {
+  const size_t n = std::min(target.size(), ref.size());
+  size_t i = 0;
+  while (i < n && target[i] == ref[i]) ++i;
+  if (i == n && target.size() == ref.size()) return "";
+  const size_t from = i > 20 ? i - 20 : 0;
+  return fmt::format("byte {}: target …{} vs Day0 …{}", i, json_quoted(target.substr(from, 40)),
+                     json_quoted(ref.substr(from, 40)));
+}
+
+}  // namespace
+
+// ---- 1. tokens and template ------------------------------------------------------------------------
+
+void run_tokens_stage(AuditSession& s, StageResult& out) {
+  Json rows = Json::array();
+  std::vector<std::string> problems;
+  std::string form;  // which /tokenize the target offers, found on the first conversation
+  std::string tokenize_note;
+  for (const AuditConversation& c : audit_conversations(*s.tok)) {
+    Json row = {{"id", c.id}};
+    auto rendered = s.render(c.messages);
+    if (!rendered.is_ok()) {
+      problems.push_back(c.id + ": Day0 cannot render it: " + rendered.status().message());
+      row["error"] = rendered.status().message();
+      rows.push_back(row);
+      continue;
+    }
+    row["day0_tokens"] = rendered->ids.size();
+    Exchange ex = s.post("/v1/chat/completions", s.chat_body(c.messages, 1));
+    std::optional<int64_t> counted;
+    if (!ex.ok()) {
+      problems.push_back(c.id + ": the target refused the conversation: " + ex.describe());
+      row["error"] = ex.describe();
+    } else if (auto reply = parse_reply(ex.body); !reply.is_ok()) {
+      problems.push_back(c.id + ": " + reply.status().message());
+    } else if (!reply->prompt_tokens) {
+      problems.push_back(c.id + ": the reply has no usage.prompt_tokens");
+    } else {
+      counted = reply->prompt_tokens;
+      row["target_tokens"] = *counted;
+    }
+    std::string why, target_text;
+    auto ids = form == "none" ? std::nullopt : target_ids(s, c.messages, form, target_text, why);
+    if (ids) {
+      row["target_ids_match"] = *ids == rendered->ids;
+      if (*ids != rendered->ids) {
+        const std::string diff = first_difference(s, *ids, rendered->ids);
+        row["first_difference"] = diff;
+        problems.push_back(fmt::format("{}: the target's ids differ from Day0's at {}", c.id, diff));
+      }
+      if (!target_text.empty()) {
+        const std::string tdiff = first_text_difference(target_text, rendered->text);
+        if (!tdiff.empty()) row["template_text_difference"] = tdiff;
+      }
+    } else if (tokenize_note.empty()) {
+      tokenize_note = why;
+    }
+    if (counted && *counted != static_cast<int64_t>(rendered->ids.size())) {
+      std::string where =
+          ids ? first_difference(s, *ids, rendered->ids) : "the target offers no /tokenize to show where";
+      problems.push_back(fmt::format("{}: the target counts {} prompt tokens, Day0's template {} ({})", c.id,
+                                     *counted, rendered->ids.size(), where));
+    }
+    rows.push_back(row);
+  }
+  out.evidence = {
+      {"conversations", rows},
+      {"tokenize", form == "none" || form.empty() ? Json("not offered: " + tokenize_note) : Json(form)}};
+  const size_t n = rows.size();
+  if (!problems.empty()) {
+    std::string reason = problems.front();
+    if (problems.size() > 1) reason += fmt::format(" (and {} more)", problems.size() - 1);
+    mark_fail(out, fmt::format("{} of {} conversations differ", std::min(problems.size(), n), n), reason);
+    out.evidence["problems"] = problems;
+    return;
+  }
+  mark_pass(out, fmt::format("{} conversations: prompt token counts{} equal Day0's", n,
+                             form == "none" || form.empty() ? "" : " and ids"));
+}
+
+// ---- 2. logprobs -----------------------------------------------------------------------------------
+
+namespace {
+
+struct Position {
+  double kl = 0;
+  double abs_dlogprob = 0;
+  bool top1 = false;
+  int64_t rank = 0;
+};
+
+// Per-position comparison of one reply against the reference, teacher-forced on the target's tokens.
+struct Forced {
+  std::vector<int32_t> ids;
+  std::vector<Position> positions;
+  int64_t unresolved = 0;
+  int64_t support = 0;  // tokens in the target's top lists (the KL's support), summed
+};
+
+Result<Forced> force_reply(AuditSession& s, const std::vector<int32_t>& prompt,
+                           const std::vector<ReplyStep>& steps) {
+  Forced f;
+  std::vector<int32_t> ids(steps.size(), -1);
+  for (size_t i = 0; i < steps.size(); ++i) ids[i] = s.resolve(steps[i].chosen, {}).value_or(-1);
+  FloatMatrix rows;
+  // Two passes: a text several ids share is resolved by the reference row of its position, which
+  // depends only on the tokens before it.
+  for (int pass_no = 0; pass_no < 2; ++pass_no) {
+    std::vector<int32_t> fed = ids;
+    for (int32_t& id : fed)
+      if (id < 0) id = 0;  // an unresolved token still needs a position
+    D0_ASSIGN_OR_RETURN(rows, s.teacher_force(prompt, fed));
+    bool changed = false;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const int32_t id = s.resolve(steps[i].chosen, rows.row(static_cast<int64_t>(i))).value_or(-1);
+      changed = changed || id != ids[i];
+      ids[i] = id;
+    }
+    if (!changed) break;
+  }
+  f.ids = ids;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (ids[i] < 0) {
+      ++f.unresolved;
+      continue;
+    }
+    auto row = rows.row(static_cast<int64_t>(i));
+    Position p;
+    const float chosen = row[ids[i]];
+    p.abs_dlogprob = std::abs(steps[i].chosen.logprob - chosen);
+    for (float v : row) p.rank += v > chosen ? 1 : 0;
+    p.top1 = p.rank == 0;
+    // KL(target || reference) over the target's top list, both renormalised over it.
+    std::vector<std::pair<int32_t, double>> support;
+    for (const ReplyToken& alt : steps[i].top) {
+      auto id = s.resolve(alt, row);
+      if (!id || std::any_of(support.begin(), support.end(), [&](auto& x) { return x.first == *id; }))
+        continue;
+      support.push_back({*id, alt.logprob});
+    }
+    if (support.size() >= 2) {
+      double zt = 0, zr = 0;
+      for (auto& [id, lp] : support) {
+        zt += std::exp(lp);
+        zr += std::exp(static_cast<double>(row[id]));
+      }
+      double kl = 0;
+      for (auto& [id, lp] : support) {
+        const double pt = std::exp(lp) / zt;
+        const double pr = std::exp(static_cast<double>(row[id])) / zr;
+        if (pt > 0 && pr > 0) kl += pt * (std::log(pt) - std::log(pr));
+      }
+      p.kl = std::max(0.0, kl);
+      f.support += static_cast<int64_t>(support.size());
+    }
+    f.positions.push_back(p);
+  }
+  return f;
+}
+
+}  // namespace
+
+void run_logprobs_stage(AuditSession& s, StageResult& out) {
+  const LogprobBounds& b = s.bounds;
+  Json rows = Json::array();
+  std::vector<double> kls;
+  int64_t positions = 0, top1 = 0, unresolved = 0, support = 0;
+  double max_dlp = 0;
+  std::string max_dlp_at, outside_topk;
+  int64_t top_logprobs = 20;
+  auto convs = audit_conversations(*s.tok);
+  convs.resize(std::min<size_t>(convs.size(), 3));
+  for (const AuditConversation& c : convs) {
+    auto rendered = s.render(c.messages);
+    if (!rendered.is_ok())
+      return mark_fail(out, "", c.id + ": Day0 cannot render it: " + rendered.status().message());
+    Json body = s.chat_body(c.messages, s.options.new_tokens);
+    body["logprobs"] = true;
+    body["top_logprobs"] = top_logprobs;
+    body["return_tokens_as_token_ids"] = true;  // vLLM: tokens named "token_id:N" (others ignore it)
+    Exchange ex = s.post("/v1/chat/completions", body);
+    if (ex.status >= 400 && ex.status < 500 && top_logprobs > 5) {
+      top_logprobs = 5;  // a server with a lower cap
+      body["top_logprobs"] = top_logprobs;
+      ex = s.post("/v1/chat/completions", body);
+    }
+    if (!ex.ok()) {
+      if (ex.status >= 400 && ex.status < 500)
+        return mark_skip(out, "the target refuses logprobs: " + ex.describe());
+      return mark_fail(out, "", c.id + ": " + ex.describe());
+    }
+    auto reply = parse_reply(ex.body);
+    if (!reply.is_ok()) return mark_fail(out, "", c.id + ": " + reply.status().message());
+    const ReplyChoice& choice = reply->choices.front();
+    if (!choice.has_logprobs || choice.steps.empty())
+      return mark_skip(out, "the target returned no logprobs for a request with logprobs: true");
+    auto forced = force_reply(s, rendered->ids, choice.steps);
+    if (!forced.is_ok()) return mark_fail(out, "", c.id + ": teacher forcing: " + forced.status().message());
+    double conv_kl = 0, conv_dlp = 0;
+    int64_t conv_top1 = 0;
+    int64_t position = 0;
+    for (size_t i = 0; i < forced->ids.size(); ++i) {
+      if (forced->ids[i] < 0) continue;
+      const Position& p = forced->positions[static_cast<size_t>(position++)];
+      kls.push_back(p.kl);
+      conv_kl += p.kl;
+      conv_top1 += p.top1 ? 1 : 0;
+      conv_dlp = std::max(conv_dlp, p.abs_dlogprob);
+      if (p.abs_dlogprob > max_dlp) {
+        max_dlp = p.abs_dlogprob;
+        max_dlp_at = fmt::format("{} position {} ({})", c.id, i, s.token_text(forced->ids[i]));
+      }
+      if (p.rank >= b.top_k && outside_topk.empty())
+        outside_topk = fmt::format("{} position {}: the target chose {}, rank {} under the reference", c.id,
+                                   i, s.token_text(forced->ids[i]), p.rank);
+    }
+    positions += position;
+    top1 += conv_top1;
+    unresolved += forced->unresolved;
+    support += forced->support;
+    rows.push_back({{"id", c.id},
+                    {"tokens", choice.steps.size()},
+                    {"compared", position},
+                    {"kl_mean", position ? conv_kl / position : 0.0},
+                    {"top1_agreement", position ? static_cast<double>(conv_top1) / position : 1.0},
+                    {"max_abs_dlogprob", conv_dlp},
+                    {"text", choice.text}});
+  }
+  const double kl_mean = kls.empty() ? 0 : std::accumulate(kls.begin(), kls.end(), 0.0) / kls.size();
+  const double kl_max = kls.empty() ? 0 : *std::max_element(kls.begin(), kls.end());
+  const double top1_share = positions ? static_cast<double>(top1) / positions : 1.0;
+
+  // Perplexity as the target computes it (echo with logprobs on /v1/completions), where offered.
+  Json ppl;
+  bool ppl_bad = false;
+  {
+    const std::string text =
+        "The river flows through the old town, past the market and the church, and on to the sea. In spring "
+        "the water is high and the bridges are closed; in summer children swim below the mill.";
+    Exchange ex = s.post("/v1/completions", {{"model", s.served_model},
+                                             {"prompt", text},
+                                             {"max_tokens", 1},
+                                             {"temperature", 0},
+                                             {"echo", true},
+                                             {"logprobs", 0}});
+    auto reply = ex.ok() ? parse_reply(ex.body) : Result<Reply>(invalid_argument(ex.describe()));
+    auto ids = encode_text_prompt(*s.tok, text, s.vocab());
+    if (!reply.is_ok() || reply->choices.front().steps.size() < 3 || !ids.is_ok() || ids->size() < 2) {
+      ppl = "not offered (" +
+            (reply.is_ok() ? std::string("no prompt logprobs in the reply") : reply.status().message()) + ")";
+    } else {
+      const auto& steps = reply->choices.front().steps;
+      // The echoed prompt's tokens come first; the first has no logprob.
+      double t_nll = 0;
+      int64_t t_n = 0;
+      for (size_t i = 1; i + 1 < steps.size(); ++i) {
+        if (std::isfinite(steps[i].chosen.logprob)) {
+          t_nll -= steps[i].chosen.logprob;
+          ++t_n;
+        }
+      }
+      std::vector<int32_t> first(ids->begin(), ids->begin() + 1), rest(ids->begin() + 1, ids->end());
+      auto rows_ref = s.teacher_force(first, rest);
+      if (rows_ref.is_ok() && t_n > 0) {
+        double r_nll = 0;
+        for (size_t i = 0; i < rest.size(); ++i) r_nll -= rows_ref->row(static_cast<int64_t>(i))[rest[i]];
+        const double ppl_t = std::exp(t_nll / t_n), ppl_r = std::exp(r_nll / rest.size());
+        const double bound = b.format == "float" ? 0.05 : 0.10;
+        ppl = {{"target", ppl_t},
+               {"reference", ppl_r},
+               {"target_tokens", t_n},
+               {"reference_tokens", rest.size()},
+               {"max_abs_log_ratio", bound}};
+        ppl_bad = t_n == static_cast<int64_t>(rest.size()) && std::abs(std::log(ppl_t / ppl_r)) > bound;
+      }
+    }
+  }
+
+  out.evidence = {{"weight_format", b.format},
+                  {"bounds",
+                   {{"kl_mean", b.max_kl_mean},
+                    {"max_abs_dlogprob", b.max_abs_dlogprob},
+                    {"top1_agreement", b.min_top1},
+                    {"top_k", b.top_k}}},
+                  {"top_logprobs", top_logprobs},
+                  {"positions", positions},
+                  {"unresolved_tokens", unresolved},
+                  {"kl_support_tokens", support},
+                  {"kl_mean", kl_mean},
+                  {"kl_max", kl_max},
+                  {"top1_agreement", top1_share},
+                  {"max_abs_dlogprob", max_dlp},
+                  {"max_abs_dlogprob_at", max_dlp_at},
+                  {"first_outside_top_k", outside_topk.empty() ? Json(nullptr) : Json(outside_topk)},
+                  {"prompt_perplexity", ppl},
+                  {"completions", rows}};
+  std::vector<std::string> problems;
+  if (positions == 0) problems.push_back("no token of the target could be mapped to an id");
+  if (unresolved * 10 > positions + unresolved)
+    problems.push_back(
+        fmt::format("{} of {} tokens could not be mapped to an id", unresolved, positions + unresolved));
+  if (kl_mean > b.max_kl_mean)
+    problems.push_back(
+        fmt::format("KL mean {:.4g} above the {} bound {:.4g}", kl_mean, b.format, b.max_kl_mean));
+  if (max_dlp > b.max_abs_dlogprob)
+    problems.push_back(fmt::format("|Δ logprob| of the chosen token {:.4g} above the {} bound {:.4g} at {}",
+                                   max_dlp, b.format, b.max_abs_dlogprob, max_dlp_at));
+  if (top1_share < b.min_top1)
+    problems.push_back(
+        fmt::format("top-1 agreement {:.3f} below the {} bound {:.2f}", top1_share, b.format, b.min_top1));
+  if (!outside_topk.empty())
+    problems.push_back(fmt::format("outside the reference's top-{}: {}", b.top_k, outside_topk));
+  if (ppl_bad)
+    problems.push_back("the target's prompt perplexity differs from the reference's: " + ppl.dump());
+  const std::string summary =
+      fmt::format("{} positions: KL mean {:.2e}, top-1 {:.3f}, max |Δ logprob| {:.3g}", positions, kl_mean,
+                  top1_share, max_dlp);
+  if (!problems.empty()) {
+    std::string reason = "logprobs: " + problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
+    return mark_fail(out, summary, reason);
+  }
+  mark_pass(out, summary + fmt::format(" ({} bounds)", b.format));
+}
+
+// ---- 3. generation spot checks ---------------------------------------------------------------------
+
+void run_target_generation_stage(AuditSession& s, StageResult& out) {
+  std::vector<report::SpotPrompt> prompts = report::spot_prompts();
+  for (auto& p : prompts) p.max_new_tokens = std::min<int64_t>(p.max_new_tokens, s.options.new_tokens);
+  auto refs = report::run_spot_prompts(*s.reference.engine, *s.tok, prompts);
+  if (!refs.is_ok()) return mark_fail(out, "", "the reference's greedy run: " + refs.status().message());
+  constexpr double kMinAgreement = 0.5;
+  Json rows = Json::array();
+  double sum = 0;
+  std::string worst;
+  double worst_agreement = 2;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& p = prompts[i];
+    Exchange ex = s.post("/v1/chat/completions", s.chat_body(p.messages, static_cast<int>(p.max_new_tokens)));
+    if (!ex.ok()) return mark_fail(out, "", p.id + ": " + ex.describe());
+    auto reply = parse_reply(ex.body);
+    if (!reply.is_ok()) return mark_fail(out, "", p.id + ": " + reply.status().message());
+    const std::string& target = reply->choices.front().text;
+    const std::string& ref = (*refs)[i].text;
+    size_t shared = 0;
+    while (shared < target.size() && shared < ref.size() && target[shared] == ref[shared]) ++shared;
+    const double agreement =
+        ref.empty() ? (target.empty() ? 1.0 : 0.0) : static_cast<double>(shared) / ref.size();
+    sum += agreement;
+    if (agreement < worst_agreement) {
+      worst_agreement = agreement;
+      worst = p.id;
+    }
+    rows.push_back({{"id", p.id},
+                    {"kind", p.kind},
+                    {"target", target},
+                    {"reference", ref},
+                    {"target_finish_reason", reply->choices.front().finish_reason},
+                    {"reference_finish_reason", (*refs)[i].finish_reason},
+                    {"prefix_agreement", agreement}});
+  }
+  const double mean = prompts.empty() ? 1.0 : sum / prompts.size();
+  out.evidence = {{"prompts", rows}, {"mean_prefix_agreement", mean}, {"min_agreement", kMinAgreement}};
+  const std::string summary =
+      fmt::format("{} prompts side by side: mean prefix agreement {:.2f} (lowest {} {:.2f})", prompts.size(),
+                  mean, worst, worst_agreement);
+  if (mean < kMinAgreement)
+    return mark_fail(
+        out, summary,
+        fmt::format("generation: the target's greedy text agrees with the reference's on {:.2f} of its "
+                    "length on average, below {:.2f}",
+                    mean, kMinAgreement));
+  mark_pass(out, summary);
+}
+
+// ---- 4. tool calls ---------------------------------------------------------------------------------
+
+namespace {
+
+const OJson& weather_tools() {
+  static const OJson tools = OJson::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "description": "Current weather of a city",
+      "parameters": {"type": "object", "properties": {
+          "city": {"type": "string", "description": "City name"},
+          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}])");
+  return tools;
+}
+
+// A tool call in raw model text: the first JSON object with a "name" of a known tool and
+// "arguments" (or "parameters"), as the common formats write it (<tool_call>{...}</tool_call>,
+// [TOOL_CALLS][{...}], a bare object).
+std::optional<std::pair<std::string, Json>> call_in_text(const std::string& text) {
+  for (size_t start = text.find('{'); start != std::string::npos; start = text.find('{', start + 1)) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = start; i < text.size() && i - start < 4096; ++i) {
+      const char ch = text[i];
+      if (in_string) {
+        if (ch == '\\')
+          ++i;
+        else if (ch == '"')
+          in_string = false;
+        continue;
+      }
+      if (ch == '"') in_string = true;
+      if (ch == '{') ++depth;
+      if (ch == '}' && --depth == 0) {
+        auto doc = parse_json_text(text.substr(start, i - start + 1), "tool call", JsonLimits{1 << 16, 16});
+        if (doc.is_ok() && doc->is_object() && doc->contains("name") && (*doc)["name"] == "get_weather") {
+          Json args =
+              doc->contains("arguments") ? (*doc)["arguments"] : doc->value("parameters", Json::object());
+          if (args.is_string()) {
+            auto parsed = parse_json_text(args.get<std::string>(), "arguments", JsonLimits{1 << 16, 16});
+            if (parsed.is_ok()) args = *parsed;
+          }
+          return std::pair{std::string("get_weather"), args};
+        }
+        break;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void run_tools_stage(AuditSession& s, StageResult& out) {
+  const OJson& tools = weather_tools();
+  const OJson ask = OJson::array(
+      {{{"role", "user"}, {"content", "What is the weather in Paris right now? Use the get_weather tool."}}});
+  std::vector<std::string> problems;
+  Json evidence;
+  // 1. The request with tools: the prompt as Day0's template renders it, the parsed calls well formed
+  //    and the ones the raw output implies.
+  auto rendered = s.render(ask, tools);
+  if (!rendered.is_ok())
+    return mark_skip(out, "Day0 cannot render the tools conversation: " + rendered.status().message());
+  Json body = s.chat_body(ask, 48);
+  body["tools"] = Json::parse(tools.dump());
+  Exchange ex = s.post("/v1/chat/completions", body);
+  if (!ex.ok()) return mark_fail(out, "", "tool calls: the request with tools was refused: " + ex.describe());
+  auto reply = parse_reply(ex.body);
+  if (!reply.is_ok()) return mark_fail(out, "", "tool calls: " + reply.status().message());
+  const ReplyChoice& choice = reply->choices.front();
+  // Token counts are compared as differences (what the tools add to the same conversation, what the
+  // tool turn adds to the request), so that a fault of the template's frame (a second BOS, which the
+  // tokens stage names) does not fail this stage too.
+  evidence["day0_prompt_tokens"] = rendered->ids.size();
+  evidence["target_prompt_tokens"] = reply->prompt_tokens ? Json(*reply->prompt_tokens) : Json(nullptr);
+  {
+    auto plain_rendered = s.render(ask);
+    Exchange plain = s.post("/v1/chat/completions", s.chat_body(ask, 1));
+    auto plain_reply =
+        plain.ok() ? parse_reply(plain.body) : Result<Reply>(invalid_argument(plain.describe()));
+    if (plain_rendered.is_ok() && plain_reply.is_ok() && plain_reply->prompt_tokens && reply->prompt_tokens) {
+      const int64_t day0_added =
+          static_cast<int64_t>(rendered->ids.size()) - static_cast<int64_t>(plain_rendered->ids.size());
+      const int64_t target_added = *reply->prompt_tokens - *plain_reply->prompt_tokens;
+      evidence["tools_add"] = {{"day0", day0_added}, {"target", target_added}};
+      if (day0_added != target_added)
+        problems.push_back(fmt::format("the tools add {} prompt tokens on the target, {} in Day0's template",
+                                       target_added, day0_added));
+    }
+  }
+  Json calls = Json::array();
+  for (const ReplyToolCall& call : choice.tool_calls) {
+    Json c = {{"name", call.name}, {"arguments", call.arguments}};
+    auto args = parse_json_text(call.arguments, "arguments", JsonLimits{1 << 20, 16});
+    if (call.name != "get_weather") {
+      problems.push_back("the target's tool call names " + json_quoted(call.name) +
+                         ", not a tool of the request");
+    } else if (!args.is_ok() || !args->is_object()) {
+      problems.push_back("the target's tool call arguments are not a JSON object: " +
+                         json_quoted(call.arguments));
+    } else if (!args->contains("city") || !(*args)["city"].is_string()) {
+      problems.push_back("the target's tool call lacks the required argument city: " +
+                         json_quoted(call.arguments));
+    }
+    calls.push_back(c);
+  }
+  evidence["target_tool_calls"] = calls;
+  evidence["target_content"] = choice.text;
+  // What the raw output implies: the reference's greedy continuation of Day0's rendering.
+  GenerationRequest greq;
+  greq.prompt = rendered->ids;
+  greq.max_new = 48;
+  greq.stop_tokens = s.tok->special_tokens().stop_ids;
+  auto gen = generate_batch(*s.reference.engine, std::span<const GenerationRequest>(&greq, 1));
+  if (gen.is_ok()) {
+    std::vector<int32_t> toks = gen->front().tokens();
+    const std::string raw = s.tok->decode(toks);
+    evidence["reference_raw_output"] = raw;
+    auto implied = call_in_text(raw);
+    if (implied) {
+      evidence["reference_call"] = {{"name", implied->first}, {"arguments", implied->second}};
+      bool found = false;
+      for (const ReplyToolCall& call : choice.tool_calls) {
+        auto args = parse_json_text(call.arguments, "arguments", JsonLimits{1 << 20, 16});
+        found = found || (call.name == implied->first && args.is_ok() && *args == implied->second);
+      }
+      // A target that does not parse calls leaves the raw text in content: the same call there counts.
+      auto in_content = call_in_text(choice.text);
+      found = found || (in_content && *in_content == *implied);
+      if (!found)
+        problems.push_back("the model's raw output calls get_weather with " + implied->second.dump() +
+                           " but the target's reply does not hold that call");
+    }
+  } else {
+    evidence["reference_raw_output"] = "reference run failed: " + gen.status().message();
+  }
+  // 2. The follow-up turn with the tool result: accepted, and rendered as Day0 renders it.
+  const OJson call_args = OJson{{"city", "Paris"}};
+  OJson follow = ask;
+  follow.push_back(
+      {{"role", "assistant"},
+       {"content", ""},
+       {"tool_calls", OJson::array({{{"id", "call12345"},
+                                     {"type", "function"},
+                                     {"function", {{"name", "get_weather"}, {"arguments", call_args}}}}})}});
+  follow.push_back({{"role", "tool"},
+                    {"tool_call_id", "call12345"},
+                    {"name", "get_weather"},
+                    {"content", R"({"temperature": 18, "unit": "celsius", "sky": "cloudy"})"}});
+  auto follow_rendered = s.render(follow, tools);
+  // On the wire the arguments are a JSON string, as OpenAI's clients send them.
+  OJson wire = follow;
+  wire[1]["tool_calls"][0]["function"]["arguments"] = call_args.dump();
+  Json fbody = s.chat_body(wire, 24);
+  fbody["tools"] = Json::parse(tools.dump());
+  Exchange fex = s.post("/v1/chat/completions", fbody);
+  if (!fex.ok()) {
+    problems.push_back("the follow-up turn with the tool result was refused: " + fex.describe());
+  } else if (auto freply = parse_reply(fex.body); !freply.is_ok()) {
+    problems.push_back("the follow-up turn: " + freply.status().message());
+  } else {
+    evidence["follow_up_reply"] = freply->choices.front().text;
+    evidence["follow_up_target_prompt_tokens"] =
+        freply->prompt_tokens ? Json(*freply->prompt_tokens) : Json(nullptr);
+    if (follow_rendered.is_ok()) {
+      evidence["follow_up_day0_prompt_tokens"] = follow_rendered->ids.size();
+      if (freply->prompt_tokens && reply->prompt_tokens) {
+        const int64_t day0_added =
+            static_cast<int64_t>(follow_rendered->ids.size()) - static_cast<int64_t>(rendered->ids.size());
+        const int64_t target_added = *freply->prompt_tokens - *reply->prompt_tokens;
+        evidence["tool_turn_adds"] = {{"day0", day0_added}, {"target", target_added}};
+        if (day0_added != target_added)
+          problems.push_back(
+              fmt::format("the follow-up turn with the tool call and its result adds {} prompt tokens on the "
+                          "target, {} in "
+                          "Day0's template",
+                          target_added, day0_added));
+      }
+    } else {
+      evidence["follow_up_day0_prompt_tokens"] =
+          "Day0 cannot render it: " + follow_rendered.status().message();
+    }
+  }
+  out.evidence = evidence;
+  const std::string summary = fmt::format("{} tool call(s) parsed; follow-up turn {}", calls.size(),
+                                          fex.ok() ? "accepted" : "refused");
+  if (!problems.empty()) {
+    std::string reason = "tool calls: " + problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
+    return mark_fail(out, summary, reason);
+  }
+  mark_pass(out, summary + ", prompts rendered as Day0 renders them");
+}
+
+// ---- 5. limits and errors --------------------------------------------------------------------------
+
+void run_limits_stage(AuditSession& s, StageResult& out) {
+  std::vector<std::string> problems;
+  Json checks = Json::object();
+  const OJson ask =
+      OJson::array({{{"role", "user"}, {"content", "Write a short story about a lighthouse keeper."}}});
+  auto fail_check = [&](const std::string& name, const std::string& why) {
+    problems.push_back(name + ": " + why);
+    checks[name] = {{"pass", false}, {"why", why}};
+  };
+  auto pass_check = [&](const std::string& name, Json detail) {
+    detail["pass"] = true;
+    checks[name] = detail;
+  };
+
+  // max_tokens: a reply cut by its budget holds exactly that many tokens.
+  {
+    const int budget = 5;
+    Json body = s.chat_body(ask, budget);
+    body["ignore_eos"] = true;  // vLLM, llama-server, day0 (others ignore it)
+    body["logprobs"] = true;
+    Exchange ex = s.post("/v1/chat/completions", body);
+    auto reply = ex.ok() ? parse_reply(ex.body) : Result<Reply>(invalid_argument(ex.describe()));
+    if (!reply.is_ok()) {
+      fail_check("max_tokens", reply.status().message());
+    } else {
+      const ReplyChoice& c = reply->choices.front();
+      const int64_t counted = reply->completion_tokens.value_or(-1);
+      const int64_t listed = c.has_logprobs ? static_cast<int64_t>(c.steps.size()) : -1;
+      Json detail = {{"max_tokens", budget},
+                     {"finish_reason", c.finish_reason},
+                     {"completion_tokens", counted},
+                     {"logprob_tokens", listed}};
+      if (counted > budget || listed > budget) {
+        fail_check("max_tokens",
+                   fmt::format("{} tokens for max_tokens {}", std::max(counted, listed), budget));
+      } else if (c.finish_reason == "length" &&
+                 ((counted >= 0 && counted != budget) || (listed >= 0 && listed != budget))) {
+        fail_check("max_tokens",
+                   fmt::format("finish_reason length with {} tokens (usage) and {} logprob entries for "
+                               "max_tokens {}: the reply lost tokens",
+                               counted, listed, budget));
+      } else if (c.finish_reason != "length" && c.finish_reason != "stop") {
+        fail_check("max_tokens",
+                   "finish_reason " + json_quoted(c.finish_reason) + ", expected length or stop");
+      } else {
+        pass_check("max_tokens", detail);
+      }
+    }
+  }
+
+  // Streaming and non-streaming replies of the same greedy request are the same text.
+  std::string plain_text;
+  {
+    Json body = s.chat_body(ask, s.options.new_tokens);
+    Exchange plain = s.post("/v1/chat/completions", body);
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    Exchange streamed = s.post("/v1/chat/completions", body);
+    auto a = plain.ok() ? parse_reply(plain.body) : Result<Reply>(invalid_argument(plain.describe()));
+    auto b =
+        streamed.ok() ? parse_stream(streamed.body) : Result<Reply>(invalid_argument(streamed.describe()));
+    if (!a.is_ok() || !b.is_ok()) {
+      fail_check("stream",
+                 !a.is_ok() ? "non-streamed: " + a.status().message() : "streamed: " + b.status().message());
+    } else {
+      plain_text = a->choices.front().text;
+      const std::string& st = b->choices.front().text;
+      const std::string diff = first_text_difference(st, plain_text);
+      if (!diff.empty()) {
+        fail_check("stream", "streamed and non-streamed greedy replies differ at " + diff);
+      } else if (a->choices.front().finish_reason != b->choices.front().finish_reason) {
+        fail_check("stream", "finish_reason " + json_quoted(b->choices.front().finish_reason) +
+                                 " streamed, " + json_quoted(a->choices.front().finish_reason) + " not");
+      } else {
+        pass_check("stream",
+                   {{"chars", plain_text.size()}, {"usage_streamed", b->completion_tokens.has_value()}});
+      }
+    }
+  }
+
+  // Stop strings: a piece of the greedy reply as the stop string cuts the reply before it.
+  {
+    // The stop string: 3 to 8 bytes from the middle of the reply, cut at UTF-8 boundaries.
+    std::string stop;
+    if (plain_text.size() >= 12) {
+      size_t from = plain_text.size() / 2;
+      while (from > 0 && (static_cast<unsigned char>(plain_text[from]) & 0xC0) == 0x80) --from;
+      size_t to = std::min(plain_text.size(), from + 6);
+      while (to < plain_text.size() && (static_cast<unsigned char>(plain_text[to]) & 0xC0) == 0x80) ++to;
+      stop = plain_text.substr(from, to - from);
+    }
+    if (stop.empty() || stop.find_first_not_of(" \n\t") == std::string::npos) {
+      checks["stop"] = {{"pass", true},
+                        {"skipped", "the greedy reply is too short to take a stop string from"}};
+    } else {
+      Json body = s.chat_body(ask, s.options.new_tokens);
+      body["stop"] = Json::array({stop});
+      Exchange ex = s.post("/v1/chat/completions", body);
+      auto reply = ex.ok() ? parse_reply(ex.body) : Result<Reply>(invalid_argument(ex.describe()));
+      const std::string expected = plain_text.substr(0, plain_text.find(stop));
+      if (!reply.is_ok()) {
+        fail_check("stop", reply.status().message());
+      } else if (reply->choices.front().text != expected) {
+        fail_check("stop", fmt::format("with stop {} the reply is {}, expected {}", json_quoted(stop),
+                                       json_quoted(reply->choices.front().text), json_quoted(expected)));
+      } else if (reply->choices.front().finish_reason != "stop") {
+        fail_check("stop", "finish_reason " + json_quoted(reply->choices.front().finish_reason) +
+                               " after a stop string");
+      } else {
+        pass_check("stop", {{"stop", stop}, {"chars", expected.size()}});
+      }
+    }
+  }
+
+  // n = 2: two choices, or a clear refusal (4xx); one choice for n = 2 is wrong.
+  {
+    Json body = s.chat_body(ask, 4);
+    body["n"] = 2;
+    Exchange ex = s.post("/v1/chat/completions", body);
+    if (ex.status >= 400 && ex.status < 500) {
+      pass_check("n", {{"refused", ex.describe()}});
+    } else if (!ex.ok()) {
+      fail_check("n", "n = 2: " + ex.describe());
+    } else if (auto reply = parse_reply(ex.body); !reply.is_ok()) {
+      fail_check("n", reply.status().message());
+    } else if (reply->choices.size() != 2) {
+      fail_check("n", fmt::format("n = 2 answered with {} choice(s)", reply->choices.size()));
+    } else {
+      pass_check("n", {{"choices", 2}});
+    }
+  }
+
+  // The context edge, with token-id prompts: context - 2 tokens and 2 more fit; context + 1 is a 4xx.
+  if (s.context > 0 && s.context <= (int64_t{1} << 20)) {
+    auto prompt = [&](int64_t n) {
+      Json ids = Json::array();
+      const int32_t word = static_cast<int32_t>(std::min<int64_t>(s.vocab() - 1, 300));
+      for (int64_t i = 0; i < n; ++i) ids.push_back(i % 7 == 0 ? word - 1 : word);
+      return ids;
+    };
+    Exchange fits = s.post("/v1/completions", {{"model", s.served_model},
+                                               {"prompt", prompt(s.context - 2)},
+                                               {"max_tokens", 2},
+                                               {"temperature", 0}});
+    Exchange over = s.post("/v1/completions", {{"model", s.served_model},
+                                               {"prompt", prompt(s.context + 1)},
+                                               {"max_tokens", 1},
+                                               {"temperature", 0}});
+    if (!fits.ok()) {
+      fail_check("context", fmt::format("a prompt of {} tokens (context {} from {}) with max_tokens 2: {}",
+                                        s.context - 2, s.context, s.context_source, fits.describe()));
+    } else if (!(over.status >= 400 && over.status < 500)) {
+      fail_check("context",
+                 fmt::format("a prompt of {} tokens, past the context {} ({}): {}", s.context + 1, s.context,
+                             s.context_source, over.status == 200 ? "answered 200" : over.describe()));
+    } else {
+      pass_check("context",
+                 {{"context", s.context}, {"source", s.context_source}, {"over", over.describe()}});
+    }
+  } else {
+    checks["context"] = {{"pass", true}, {"skipped", "the context is unknown"}};
+  }
+
+  // Bad requests answered 4xx (not 5xx, not 200).
+  {
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"malformed JSON", "{\"model\": "},
+        {"no messages", Json({{"model", s.served_model}}).dump()},
+        {"negative max_tokens",
+         Json({{"model", s.served_model}, {"messages", Json::parse(ask.dump())}, {"max_tokens", -1}}).dump()},
+        {"temperature as text",
+         Json({{"model", s.served_model}, {"messages", Json::parse(ask.dump())}, {"temperature", "hot"}})
+             .dump()},
+    };
+    Json answers = Json::object();
+    std::string wrong;
+    for (const auto& [name, body] : bad) {
+      Exchange ex = s.post_raw("/v1/chat/completions", body);
+      s.total_retries += ex.retries;
+      answers[name] = ex.status;
+      if (!(ex.status >= 400 && ex.status < 500) && wrong.empty())
+        wrong = name + " answered " + ex.describe();
+    }
+    if (!wrong.empty()) {
+      fail_check("bad_requests", wrong);
+    } else {
+      pass_check("bad_requests", {{"answers", answers}});
+    }
+  }
+  out.evidence = {{"checks", checks}, {"retried_5xx", s.total_retries}};
+  const std::string summary =
+      fmt::format("{} checks: max_tokens, stream, stop, n, context, bad requests", checks.size());
+  if (!problems.empty()) {
+    std::string reason = "limits: " + problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
+    return mark_fail(out, summary, reason);
+  }
+  mark_pass(out, summary + " as expected");
+}
+
+// ---- 6. speed and stability ------------------------------------------------------------------------
+
+void run_speed_stage(AuditSession& s, StageResult& out) {
+  Json levels = Json::array();
+  int64_t failed = 0, requests = 0;
+  std::string first_error;
+  serve::BenchOptions base;
+  base.url = s.base_url;
+  base.model = s.served_model;
+  base.api_key = s.options.api_key;
+  base.prompt_len = {32, 32};
+  base.output_len = {s.options.new_tokens, s.options.new_tokens};
+  base.max_token_id = static_cast<int32_t>(std::min<int64_t>(s.vocab(), 1000));
+  if (!s.path_prefix.empty())
+    return mark_skip(out, "the load generator needs a target at the server's root, not " + s.path_prefix);
+  for (int c : s.options.concurrency) {
+    serve::BenchOptions o = base;
+    o.concurrency = c;
+    o.requests =
+        s.options.bench_requests_per_level > 0 ? s.options.bench_requests_per_level : std::max(8, 2 * c);
+    auto r = serve::run_serve_bench(o);
+    if (!r.is_ok())
+      return mark_fail(out, "", fmt::format("speed: concurrency {}: {}", c, r.status().message()));
+    failed += r->failed;
+    requests += r->requests;
+    if (first_error.empty() && !r->first_error.empty()) first_error = r->first_error;
+    levels.push_back({{"concurrency", c},
+                      {"requests", r->requests},
+                      {"failed", r->failed},
+                      {"output_tok_s", r->output_throughput},
+                      {"ttft_p50_s", r->ttft.p50},
+                      {"ttft_p99_s", r->ttft.p99},
+                      {"itl_p50_s", r->itl.p50},
+                      {"itl_p99_s", r->itl.p99}});
+  }
+  out.evidence = {{"levels", levels}};
+  std::vector<std::string> problems;
+  if (failed > 0)
+    problems.push_back(
+        fmt::format("{} of {} load requests failed (first: {})", failed, requests, first_error));
+  std::string soak_note = "no soak (--soak not given)";
+  if (s.options.soak_seconds > 0) {
+    serve::SoakOptions so;
+    so.load = base;
+    so.load.concurrency = std::min(4, s.options.concurrency.back());
+    so.load.requests = so.load.concurrency * 2;
+    so.duration_s = s.options.soak_seconds;
+    so.sample_every_s = std::max(1.0, s.options.soak_seconds / 30);
+    auto soak = serve::run_soak(so);
+    if (!soak.is_ok()) return mark_fail(out, "", "speed: soak: " + soak.status().message());
+    Json samples = Json::array();
+    for (const auto& smp : soak->samples)
+      samples.push_back({{"t_s", smp.t_s},
+                         {"e2e_p50_s", smp.e2e_p50_s},
+                         {"e2e_p99_s", smp.e2e_p99_s},
+                         {"requests", smp.requests},
+                         {"failed", smp.failed}});
+    // Drift: the latency's trend over the run's second half against its first sample.
+    const double first_p50 = soak->samples.empty() ? 0 : soak->samples.front().e2e_p50_s;
+    const double drift = first_p50 > 0 ? soak->slopes.e2e_p50_s * (so.duration_s / 60) / first_p50 : 0;
+    const double error_rate = soak->requests ? static_cast<double>(soak->failed) / soak->requests : 0;
+    out.evidence["soak"] = {{"seconds", so.duration_s},
+                            {"requests", soak->requests},
+                            {"failed", soak->failed},
+                            {"error_rate", error_rate},
+                            {"e2e_p50_slope_s_per_min", soak->slopes.e2e_p50_s},
+                            {"latency_drift", drift},
+                            {"samples", samples}};
+    soak_note = fmt::format("soak {:.0f} s: {} requests, error rate {:.3g}, latency drift {:+.1f}%",
+                            so.duration_s, soak->requests, error_rate, drift * 100);
+    if (soak->failed > 0)
+      problems.push_back(fmt::format("soak: {} of {} requests failed (first: {})", soak->failed,
+                                     soak->requests, soak->first_error));
+    if (drift > 0.5)
+      problems.push_back(fmt::format("soak: the median latency grew {:.0f}% over the run", drift * 100));
+  }
+  out.evidence["soak_note"] = soak_note;
+  std::string summary;
+  for (const auto& l : levels)
+    summary += fmt::format("{}c {:.1f} tok/s TTFT p50 {:.3f} s; ", l["concurrency"].get<int>(),
+                           l["output_tok_s"].get<double>(), l["ttft_p50_s"].get<double>());
+  summary += soak_note;
+  if (!problems.empty()) {
+    std::string reason = "speed and stability: " + problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
+    return mark_fail(out, summary, reason);
+  }
+  mark_pass(out, summary);
+}
+
+}  // namespace day0::audit
