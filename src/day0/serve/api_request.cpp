@@ -104,6 +104,24 @@ Maybe flatten_content(OrderedJson& message, size_t index) {
   return std::nullopt;
 }
 
+// An assistant turn's tool calls carry their arguments as JSON text on the wire; chat templates read
+// them as an object (`arguments | tojson`, `arguments.items()`), as vLLM and llama-server hand them
+// over. Text that is not a JSON object stays text.
+void arguments_as_objects(OrderedJson& message) {
+  auto calls = message.find("tool_calls");
+  if (calls == message.end() || !calls->is_array()) return;
+  for (OrderedJson& call : *calls) {
+    if (!call.is_object()) continue;
+    auto fn = call.find("function");
+    if (fn == call.end() || !fn->is_object()) continue;
+    auto args = fn->find("arguments");
+    if (args == fn->end() || !args->is_string()) continue;
+    auto parsed = parse_ordered_json_text(args->get<std::string>(), "arguments",
+                                          JsonLimits{kMaxRequestBytes, kMaxRequestDepth});
+    if (parsed.is_ok() && parsed->is_object()) *args = std::move(*parsed);
+  }
+}
+
 Maybe read_messages(OrderedJson& body, ApiRequest& out) {
   auto it = body.find("messages");
   if (it == body.end())
@@ -119,6 +137,7 @@ Maybe read_messages(OrderedJson& body, ApiRequest& out) {
       return bad_request(key + ".role is required", key + ".role", "missing_required_parameter");
     if (!role->is_string()) return wrong_type(key + ".role", "a string", *role);
     if (auto e = flatten_content(m, i)) return e;
+    arguments_as_objects(m);
   }
   out.messages = std::move(*it);
   return std::nullopt;

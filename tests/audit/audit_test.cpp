@@ -1,0 +1,403 @@
+// `day0 audit` against `day0 serve` in-process: on a miniature with a real tokenizer every stage passes;
+// through a fault-injecting proxy between the audit and the server each fault fails exactly the stage
+// that should catch it, naming it, and the clean proxy passes. On the trained SmolLM2 (when its GGUF is
+// cached, tests/trained/smollm2_test.cpp) every stage passes too. The reply parser's own cases close.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "day0/audit/audit.h"
+#include "day0/audit/target_reply.h"
+#include "day0/model/catalog.h"
+#include "day0/report/json_schema.h"
+#include "day0/synth/synth_checkpoint.h"
+#include "day0/tokenizer/chat_template.h"
+#include "day0/tokenizer/tokenizer.h"
+#include "serve/serve_harness.h"
+
+namespace day0::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr const char* kInjected503 =
+    "{\"error\": {\"message\": \"overloaded, injected\", \"type\": \"server_error\"}}";
+
+enum class Fault {
+  kNone,
+  kPerturbLogprobs,
+  kDoubleBos,
+  kDropLastToken,
+  kStreamDiffers,
+  kFlaky5xx,
+  kMangleTools
+};
+
+// Between the audit and the server: forwards every request, offers vLLM's POST /tokenize (rendered
+// with the served tokenizer's template, as a server does), and injects one fault.
+class FaultProxy {
+ public:
+  FaultProxy(int upstream, const tokenizer::Tokenizer& tok) : upstream_(upstream), tok_(tok) {
+    server_.Get(".*", [this](const httplib::Request& q, httplib::Response& r) { forward_get(q, r); });
+    server_.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { tokenize(q, r); });
+    server_.Post(".*", [this](const httplib::Request& q, httplib::Response& r) { forward_post(q, r); });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FaultProxy() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  Fault fault = Fault::kNone;
+
+ private:
+  void forward_get(const httplib::Request& q, httplib::Response& r) {
+    httplib::Client cli("127.0.0.1", upstream_);
+    auto res = cli.Get(q.path);
+    if (!res) return void(r.status = 502);
+    r.status = res->status;
+    r.set_content(res->body, res->get_header_value("Content-Type"));
+  }
+
+  void tokenize(const httplib::Request& q, httplib::Response& r) {
+    Json body = Json::parse(q.body, nullptr, false);
+    tokenizer::ChatRequest request;
+    if (!body.is_object() || !body.contains("messages")) return void(r.status = 400);
+    request.messages = nlohmann::ordered_json::parse(body["messages"].dump());
+    auto text = tokenizer::apply_chat_template(tok_, request);
+    if (!text.is_ok()) return void(r.status = 400);
+    std::vector<int32_t> ids = tok_.encode(*text);
+    if (fault == Fault::kDoubleBos) ids.insert(ids.begin(), tok_.special_tokens().bos_id.value_or(1));
+    r.set_content(Json({{"tokens", ids}, {"count", ids.size()}}).dump(), "application/json");
+  }
+
+  void forward_post(const httplib::Request& q, httplib::Response& r) {
+    const int n = ++posts_;
+    if (fault == Fault::kFlaky5xx && n % 5 == 0) {
+      r.status = 503;
+      r.set_content(kInjected503, "application/json");
+      return;
+    }
+    Json request = Json::parse(q.body, nullptr, false);
+    const bool chat = q.path == "/v1/chat/completions";
+    const bool stream = request.is_object() && request.value("stream", false);
+    bool asked_logprobs = true;
+    if (request.is_object() && chat) {
+      if (fault == Fault::kDropLastToken && !stream) {
+        // The proxy needs each token's text to drop the last one.
+        asked_logprobs = request.value("logprobs", false);
+        request["logprobs"] = true;
+      }
+      if (fault == Fault::kMangleTools && request.contains("messages")) {
+        for (Json& m : request["messages"])
+          if (m.is_object() && m.value("role", "") == "tool") m["content"] = "";
+      }
+    }
+    httplib::Client cli("127.0.0.1", upstream_);
+    cli.set_read_timeout(120, 0);
+    auto res = cli.Post(q.path, request.is_discarded() ? q.body : request.dump(), "application/json");
+    if (!res) return void(r.status = 502);
+    r.status = res->status;
+    std::string body = res->body;
+    if (res->status == 200 && chat) body = stream ? mutate_stream(body) : mutate_reply(body, asked_logprobs);
+    r.set_content(body, res->get_header_value("Content-Type"));
+  }
+
+  std::string mutate_reply(const std::string& body, bool asked_logprobs) {
+    Json j = Json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) return body;
+    Json& choice = j["choices"][0];
+    Json& usage = j["usage"];
+    if (fault == Fault::kDoubleBos) usage["prompt_tokens"] = usage["prompt_tokens"].get<int64_t>() + 1;
+    if (fault == Fault::kPerturbLogprobs && choice["logprobs"].is_object()) {
+      // As if the target computed its log-probabilities at another temperature.
+      for (Json& step : choice["logprobs"]["content"]) {
+        step["logprob"] = step["logprob"].get<double>() * 1.5 - 0.5;
+        for (Json& alt : step["top_logprobs"]) alt["logprob"] = alt["logprob"].get<double>() * 1.5 - 0.5;
+      }
+    }
+    if (fault == Fault::kDropLastToken && choice["logprobs"].is_object()) {
+      Json& content = choice["logprobs"]["content"];
+      if (!content.empty()) {
+        const std::string last = content.back()["token"].get<std::string>();
+        content.erase(content.size() - 1);
+        std::string text =
+            choice["message"]["content"].is_string() ? choice["message"]["content"].get<std::string>() : "";
+        if (text.size() >= last.size() && text.compare(text.size() - last.size(), last.size(), last) == 0)
+          text.resize(text.size() - last.size());
+        choice["message"]["content"] = text;
+        usage["completion_tokens"] = usage["completion_tokens"].get<int64_t>() - 1;
+      }
+      if (!asked_logprobs) choice["logprobs"] = nullptr;
+    }
+    if (fault == Fault::kMangleTools && choice["message"].contains("tool_calls")) {
+      for (Json& call : choice["message"]["tool_calls"]) {
+        std::string a = call["function"]["arguments"].get<std::string>();
+        call["function"]["arguments"] = a.substr(0, a.size() / 2);
+      }
+    }
+    return j.dump();
+  }
+
+  // Streamed chat: a double BOS shows in the usage; differing streams lose their second text piece.
+  std::string mutate_stream(const std::string& body) {
+    if (fault != Fault::kStreamDiffers && fault != Fault::kDoubleBos) return body;
+    std::string out;
+    int pieces = 0;
+    size_t pos = 0;
+    while (pos < body.size()) {
+      size_t end = body.find("\n\n", pos);
+      if (end == std::string::npos) end = body.size();
+      std::string event = body.substr(pos, end - pos);
+      pos = end + 2;
+      if (event.rfind("data: ", 0) == 0 && event != "data: [DONE]") {
+        Json j = Json::parse(event.substr(6), nullptr, false);
+        if (j.is_object()) {
+          if (fault == Fault::kDoubleBos && j["usage"].is_object())
+            j["usage"]["prompt_tokens"] = j["usage"]["prompt_tokens"].get<int64_t>() + 1;
+          if (fault == Fault::kStreamDiffers && !j["choices"].empty() &&
+              j["choices"][0]["delta"].is_object() &&
+              j["choices"][0]["delta"].value("content", std::string()).size() > 0 && ++pieces == 2)
+            j["choices"][0]["delta"]["content"] = "";
+          event = "data: " + j.dump();
+        }
+      }
+      out += event + "\n\n";
+    }
+    return out;
+  }
+
+  int upstream_;
+  const tokenizer::Tokenizer& tok_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> posts_ = 0;
+};
+
+class Audit : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = std::string(DAY0_SHARED_DIR) + "/tokenizers/mistral-7b-instruct-v0.3";
+    if (!fs::exists(tokenizer_)) return;
+    dir_ = (fs::path(::testing::TempDir()) / ("day0_audit_" + std::to_string(::getpid()))).string();
+    fs::remove_all(dir_);
+    auto full = resolve_model("llama-3.1-8b");
+    ASSERT_TRUE(full.is_ok());
+    MiniatureOptions dims;
+    dims.layers = 2;
+    dims.vocab = 32768;  // the tokenizer's ids
+    auto synth = synthesize_miniature(full->spec, dims, SynthOptions{}, dir_);
+    ASSERT_TRUE(synth.is_ok()) << synth.status().to_string();
+    HarnessOptions o;
+    o.model_dir = dir_;
+    o.tokenizer_dir = tokenizer_;
+    o.kv_dtype = KvDtype::kF32;
+    o.server.scheduler.context = 320;  // the context edge stage fills it
+    harness_ = new ServeHarness(o);
+    auto tok = tokenizer::load_tokenizer(tokenizer_);
+    ASSERT_TRUE(tok.is_ok());
+    tok_ = new std::shared_ptr<const tokenizer::Tokenizer>(*tok);
+  }
+  static void TearDownTestSuite() {
+    delete harness_;
+    harness_ = nullptr;
+    delete tok_;
+    tok_ = nullptr;
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (harness_ == nullptr) GTEST_SKIP() << "shared tokenizers not found at " << tokenizer_;
+  }
+  static audit::AuditOptions options(const std::string& url) {
+    audit::AuditOptions o;
+    o.model = dir_;
+    o.tokenizer = tokenizer_;
+    o.target = url;
+    o.concurrency = {1, 3};
+    o.bench_requests_per_level = 6;
+    o.new_tokens = 12;
+    o.timeout_s = 60;
+    return o;
+  }
+  static report::Report audit_of(const audit::AuditOptions& o) {
+    auto rep = audit::run_audit(o, nullptr);
+    EXPECT_TRUE(rep.is_ok()) << rep.status().to_string();
+    if (!rep.is_ok()) return {};
+    // The report is one adapt's schema validates.
+    auto errors = report::validate_json(report::to_json(*rep), report::report_json_schema());
+    EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors.front());
+    return *rep;
+  }
+  static std::string failed_stages(const report::Report& rep) {
+    std::string out;
+    for (const auto& s : rep.stages)
+      if (s.verdict == report::Verdict::kFail) out += (out.empty() ? "" : ",") + s.id;
+    return out;
+  }
+  static std::string describe(const report::Report& rep) {
+    std::string out;
+    for (const auto& s : rep.stages)
+      out += s.id + " " + report::verdict_name(s.verdict) + ": " + s.summary + " " + s.reason + "\n";
+    return out;
+  }
+  static inline std::string tokenizer_, dir_;
+  static inline ServeHarness* harness_ = nullptr;
+  static inline std::shared_ptr<const tokenizer::Tokenizer>* tok_ = nullptr;
+};
+
+TEST_F(Audit, EveryStagePassesAgainstDay0Serve) {
+  auto o = options("http://127.0.0.1:" + std::to_string(harness_->port()) + "/v1");
+  o.soak_seconds = 1.5;
+  report::Report rep = audit_of(o);
+  ASSERT_EQ(rep.stages.size(), audit::audit_stages().size());
+  for (const auto& s : rep.stages) EXPECT_EQ(s.verdict, report::Verdict::kPass) << describe(rep);
+  EXPECT_EQ(rep.verdict, report::Verdict::kPass);
+  // The evidence a person reads: the reference agrees closely with a server running the same weights.
+  const auto* lp = rep.find_stage("target-logprobs");
+  ASSERT_NE(lp, nullptr);
+  EXPECT_GT(lp->evidence["positions"].get<int64_t>(), 12);
+  EXPECT_LT(lp->evidence["max_abs_dlogprob"].get<double>(), 1e-3);
+  EXPECT_EQ(lp->evidence["unresolved_tokens"].get<int64_t>(), 0);
+  const auto* speed = rep.find_stage("target-speed");
+  ASSERT_NE(speed, nullptr);
+  EXPECT_EQ(speed->evidence["levels"].size(), 2u);
+  EXPECT_GT(speed->evidence["soak"]["requests"].get<int64_t>(), 0);
+  const auto* limits = rep.find_stage("target-limits");
+  EXPECT_EQ(limits->evidence["checks"]["context"]["context"].get<int64_t>(), 320);
+}
+
+struct FaultCase {
+  Fault fault;
+  const char* name;
+  const char* stage;     // the one stage that must fail
+  const char* mentions;  // what its reason must name
+};
+
+TEST_F(Audit, EachFaultFailsExactlyItsStage) {
+  FaultProxy proxy(harness_->port(), **tok_);
+  {
+    report::Report clean = audit_of(options(proxy.url()));
+    EXPECT_EQ(failed_stages(clean), "") << describe(clean);
+    // Through the proxy the target offers /tokenize: the ids are compared too.
+    EXPECT_EQ(clean.find_stage("target-tokens")->evidence["tokenize"], "messages") << describe(clean);
+  }
+  const FaultCase cases[] = {
+      {Fault::kPerturbLogprobs, "logprobs perturbed", "target-logprobs", "logprob"},
+      {Fault::kDoubleBos, "a second BOS", "target-tokens", "a second BOS"},
+      {Fault::kDropLastToken, "last token dropped", "target-limits", "max_tokens"},
+      {Fault::kStreamDiffers, "stream differs", "target-limits", "stream"},
+      {Fault::kFlaky5xx, "5xx now and then", "target-speed", "failed"},
+      {Fault::kMangleTools, "tool turns mangled", "target-tools", "tool"},
+  };
+  for (const FaultCase& c : cases) {
+    proxy.fault = c.fault;
+    report::Report rep = audit_of(options(proxy.url()));
+    EXPECT_EQ(failed_stages(rep), c.stage) << "fault " << c.name << "\n" << describe(rep);
+    const auto* stage = rep.find_stage(c.stage);
+    ASSERT_NE(stage, nullptr);
+    EXPECT_NE(stage->reason.find(c.mentions), std::string::npos) << stage->reason;
+    std::cout << "fault " << c.name << " -> " << failed_stages(rep) << ": " << stage->reason << "\n";
+    EXPECT_EQ(rep.verdict, report::Verdict::kFail);
+  }
+}
+
+TEST_F(Audit, UnreachableTargetIsAnErrorBeforeAnyStage) {
+  auto o = options("http://127.0.0.1:1");
+  auto rep = audit::run_audit(o, nullptr);
+  ASSERT_FALSE(rep.is_ok());
+  EXPECT_NE(rep.status().message().find("/v1/models"), std::string::npos) << rep.status().to_string();
+  o.target = "ftp://example";
+  EXPECT_FALSE(audit::run_audit(o, nullptr).is_ok());
+}
+
+TEST(AuditOptions, ConcurrencyAndDurationParse) {
+  EXPECT_EQ(*audit::parse_concurrency("1,4,16,64"), (std::vector<int>{1, 4, 16, 64}));
+  EXPECT_FALSE(audit::parse_concurrency("1,,4").is_ok());
+  EXPECT_FALSE(audit::parse_concurrency("0").is_ok());
+  EXPECT_FALSE(audit::parse_concurrency("8x").is_ok());
+  EXPECT_DOUBLE_EQ(*audit::parse_duration("90"), 90);
+  EXPECT_DOUBLE_EQ(*audit::parse_duration("15m"), 900);
+  EXPECT_DOUBLE_EQ(*audit::parse_duration("2h"), 7200);
+  EXPECT_FALSE(audit::parse_duration("-1s").is_ok());
+  EXPECT_FALSE(audit::parse_duration("5 parsecs").is_ok());
+}
+
+TEST(TargetReply, ChatLegacyAndStreamedForms) {
+  auto chat = audit::parse_reply(R"({"choices": [{"index": 0, "finish_reason": "length",
+      "message": {"role": "assistant", "content": "Hi", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+      "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5, "bytes": [72, 105],
+        "top_logprobs": [{"token": "Hi", "logprob": -0.5, "id": 7}, {"token": "Yo", "logprob": -1.5}]}]}}],
+      "usage": {"prompt_tokens": 9, "completion_tokens": 1}})");
+  ASSERT_TRUE(chat.is_ok()) << chat.status().to_string();
+  ASSERT_EQ(chat->choices[0].steps.size(), 1u);
+  EXPECT_EQ(chat->choices[0].steps[0].chosen.id, 7);  // vLLM's token_id:N
+  EXPECT_EQ(chat->choices[0].steps[0].chosen.bytes, "Hi");
+  EXPECT_EQ(chat->choices[0].steps[0].top[0].id, 7);  // llama-server's id
+  EXPECT_FALSE(chat->choices[0].steps[0].top[1].id.has_value());
+  EXPECT_EQ(chat->choices[0].tool_calls[0].arguments, "{\"a\": 1}");
+  EXPECT_EQ(*chat->prompt_tokens, 9);
+
+  auto legacy = audit::parse_reply(R"({"choices": [{"text": "ab", "finish_reason": "stop",
+      "logprobs": {"tokens": ["a", "b"], "token_logprobs": [null, -2.0], "top_logprobs": [null, {"b": -2.0, "c": -3.0}]}}]})");
+  ASSERT_TRUE(legacy.is_ok()) << legacy.status().to_string();
+  EXPECT_TRUE(std::isnan(legacy->choices[0].steps[0].chosen.logprob));
+  EXPECT_EQ(legacy->choices[0].steps[1].top.size(), 2u);
+
+  auto stream = audit::parse_stream(
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\","
+      "\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n"
+      "data: "
+      "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\",\"tool_calls\":[{\"index\":0,\"function\":"
+      "{\"arguments\":\": 1}\"}}]},\"finish_reason\":\"stop\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n"
+      "data: [DONE]\n\n");
+  ASSERT_TRUE(stream.is_ok()) << stream.status().to_string();
+  EXPECT_EQ(stream->choices[0].text, "Hello");
+  EXPECT_EQ(stream->choices[0].finish_reason, "stop");
+  EXPECT_EQ(stream->choices[0].tool_calls[0].arguments, "{\"a\": 1}");
+  EXPECT_EQ(*stream->completion_tokens, 2);
+}
+
+TEST(TargetReply, RefusesWhatDoesNotFit) {
+  // Each names what is wrong.
+  auto no_done = audit::parse_stream("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n");
+  ASSERT_FALSE(no_done.is_ok());
+  EXPECT_NE(no_done.status().message().find("[DONE]"), std::string::npos);
+  auto bad_index = audit::parse_reply(R"({"choices": [{"index": 100000, "text": "x"}]})");
+  ASSERT_FALSE(bad_index.is_ok());
+  EXPECT_NE(bad_index.status().message().find("index"), std::string::npos);
+  auto bad_lp = audit::parse_reply(
+      R"({"choices": [{"text": "x", "logprobs": {"content": [{"token": "x", "logprob": "high"}]}}]})");
+  ASSERT_FALSE(bad_lp.is_ok());
+  EXPECT_NE(bad_lp.status().message().find("logprob"), std::string::npos);
+  auto bad_bytes = audit::parse_reply(
+      R"({"choices": [{"text": "x", "logprobs": {"content": [{"token": "x", "logprob": -1, "bytes": [300]}]}}]})");
+  EXPECT_FALSE(bad_bytes.is_ok());
+  auto short_lists = audit::parse_reply(
+      R"({"choices": [{"text": "x", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-1]}}]})");
+  EXPECT_FALSE(short_lists.is_ok());
+  auto error = audit::parse_reply(R"({"error": {"message": "boom"}})");
+  ASSERT_FALSE(error.is_ok());
+  EXPECT_NE(error.status().message().find("boom"), std::string::npos);
+  EXPECT_FALSE(audit::parse_reply("{\"choices\": [").is_ok());
+  EXPECT_EQ(*audit::parse_tokenize_reply(R"({"tokens": [1, 2, {"id": 3, "piece": "c"}]})"),
+            (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(audit::parse_tokenize_reply(R"({"tokens": [-1]})").is_ok());
+  EXPECT_EQ(audit::error_message(R"({"error": {"message": "nope"}})"), "nope");
+}
+
+}  // namespace
+}  // namespace day0::testing
