@@ -311,6 +311,49 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
   }
 }
 
+// The trained SmolLM2-135M-Instruct (Q4_1 GGUF) served by day0 serve (BF16 KV cache, its default)
+// against the F32 reference of the same file: every stage passes with a real model's distributions.
+// Found as tests/trained/smollm2_test.cpp finds it (DAY0_SMOLLM2_GGUF or the cache); skipped
+// otherwise, and under the sanitizers (a real model there takes minutes; the miniature covers them).
+TEST(AuditTrained, SmolLM2EveryStagePasses) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "a trained model under AddressSanitizer takes minutes; the miniature's audit runs here";
+#endif
+  std::string gguf;
+  if (const char* p = std::getenv("DAY0_SMOLLM2_GGUF"); p && *p) {
+    gguf = p;
+  } else {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    const std::string cache =
+        xdg && *xdg ? std::string(xdg) + "/day0" : std::string(home ? home : "/tmp") + "/.cache/day0";
+    gguf = cache + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  if (!fs::exists(gguf)) GTEST_SKIP() << gguf << " not found (day0_trained_tests fetches it)";
+  HarnessOptions ho;
+  ho.model_dir = gguf;
+  ho.tokenizer_dir = gguf;
+  ho.server.scheduler.context = 256;
+  ServeHarness harness(ho);
+  audit::AuditOptions o;
+  o.model = gguf;
+  o.target = "http://127.0.0.1:" + std::to_string(harness.port());
+  o.concurrency = {1, 2};
+  o.bench_requests_per_level = 4;
+  o.new_tokens = 12;
+  auto rep = audit::run_audit(o, nullptr);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  std::string all;
+  for (const auto& s : rep->stages) all += s.id + ": " + s.summary + " " + s.reason + "\n";
+  for (const auto& s : rep->stages) EXPECT_EQ(s.verdict, report::Verdict::kPass) << all;
+  const auto* lp = rep->find_stage("target-logprobs");
+  ASSERT_NE(lp, nullptr);
+  // A BF16 KV cache against the F32 reference on the same weights: close, not identical.
+  EXPECT_LT(lp->evidence["kl_mean"].get<double>(), 1e-3) << all;
+  EXPECT_GT(lp->evidence["positions"].get<int64_t>(), 20) << all;
+  std::cout << all;
+}
+
 TEST_F(Audit, UnreachableTargetIsAnErrorBeforeAnyStage) {
   auto o = options("http://127.0.0.1:1");
   auto rep = audit::run_audit(o, nullptr);
