@@ -111,6 +111,9 @@ TEST(Differential, NormsAndElementwise) {
     diff.check("softplus", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
       be.softplus({x.cview(), out.view()});
     });
+    diff.check("tanh", shape, rows, cols, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+      be.tanh({x.cview(), out.view()});
+    });
     for (GeluApprox approx : {GeluApprox::kErf, GeluApprox::kTanh}) {
       diff.check("gelu", shape + (approx == GeluApprox::kErf ? " erf" : " tanh"), rows, cols, kTolFloat,
                  [&](Backend& be, GuardedMatrix& out) {

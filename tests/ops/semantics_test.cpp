@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "day0/core/numeric.h"
+#include "day0/ops/rope_table.h"
 #include "op_test_support.h"
 
 namespace day0::test {
@@ -117,6 +118,52 @@ TEST_F(Semantics, SoftplusOfAnAttentionGate) {
     EXPECT_NEAR(y[1], std::log1p(std::exp(1.0f)), 1e-6) << nb.label;
     EXPECT_NEAR(y[2], std::exp(-30.0f), 1e-18) << nb.label;
     EXPECT_EQ(y[3], 25.0f) << nb.label;
+  }
+}
+
+// tanh, as logit soft-capping uses it (c tanh(x / c)): odd, 0 at 0, tanh(1) = (e^2 - 1) / (e^2 + 1), and
+// saturated at +-1 far out.
+TEST_F(Semantics, TanhOfSoftCappedLogits) {
+  const float x[] = {0.0f, 1.0f, -1.0f, 40.0f};
+  for (auto& nb : backends_) {
+    float y[4];
+    nb.backend->tanh({{x, 1, 4}, {y, 1, 4}});
+    const double e2 = std::exp(2.0);
+    EXPECT_EQ(y[0], 0.0f) << nb.label;
+    EXPECT_NEAR(y[1], (e2 - 1.0) / (e2 + 1.0), 1e-6) << nb.label;
+    EXPECT_EQ(y[2], -y[1]) << nb.label;
+    EXPECT_EQ(y[3], 1.0f) << nb.label;
+  }
+}
+
+// Proportional RoPE (Gemma 4's full layers): frequencies over the whole head, only the first share of them
+// non-zero, so that the rotated pairs (i, i + d / 2) are those of ordinary RoPE over d and the others pass.
+TEST_F(Semantics, ProportionalRopeRotatesTheLeadingFrequenciesOfTheWholeHead) {
+  RopeScaling scaling;
+  scaling.type = RopeType::kProportional;
+  scaling.proportional_share = 0.25;
+  auto f = rope_frequencies(10000.0, 16, scaling, 4096);
+  ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+  auto plain = rope_frequencies(10000.0, 16, RopeScaling{}, 4096);
+  ASSERT_TRUE(plain.is_ok());
+  ASSERT_EQ(f->inv_freq.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(f->inv_freq[i], i < 2 ? plain->inv_freq[i] : 0.0f) << i;
+  scaling.factor = 2.0;  // divides the rotated frequencies
+  auto scaled = rope_frequencies(10000.0, 16, scaling, 4096);
+  ASSERT_TRUE(scaled.is_ok());
+  EXPECT_FLOAT_EQ(scaled->inv_freq[1], plain->inv_freq[1] / 2.0f);
+  const int64_t pos[] = {3};
+  for (auto& nb : backends_) {
+    float x[16];
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i + 1);
+    nb.backend->rope({{x, 1, 16}, pos, 1, 16, 16, RopeLayout::kHalfSplit, f->inv_freq, 1.0f});
+    for (int i = 2; i < 8; ++i) {  // zero frequencies: both halves of the pair as they were
+      EXPECT_EQ(x[i], static_cast<float>(i + 1)) << nb.label;
+      EXPECT_EQ(x[i + 8], static_cast<float>(i + 9)) << nb.label;
+    }
+    const double a = 3.0 * f->inv_freq[1];  // pair (1, 9): (2, 10) rotated by 3 f_1
+    EXPECT_NEAR(x[1], 2.0 * std::cos(a) - 10.0 * std::sin(a), 1e-5) << nb.label;
+    EXPECT_NEAR(x[9], 10.0 * std::cos(a) + 2.0 * std::sin(a), 1e-5) << nb.label;
   }
 }
 

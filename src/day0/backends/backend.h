@@ -64,6 +64,7 @@ class Backend {
   virtual void gelu(const UnaryArgs& a) = 0;
   virtual void sigmoid(const UnaryArgs& a) = 0;
   virtual void softplus(const UnaryArgs& a) = 0;
+  virtual void tanh(const UnaryArgs& a) = 0;
   virtual void swiglu(const SwigluArgs& a) = 0;
   virtual void swiglu_clamped(const SwigluArgs& a) = 0;
   virtual void moe_router(const MoeRouterArgs& a) = 0;

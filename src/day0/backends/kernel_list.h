@@ -23,6 +23,7 @@
   X(gelu, UnaryArgs, kGelu)                                      \
   X(sigmoid, UnaryArgs, kSigmoid)                                \
   X(softplus, UnaryArgs, kSoftplus)                              \
+  X(tanh, UnaryArgs, kTanh)                                      \
   X(swiglu, SwigluArgs, kSwiglu)                                 \
   X(swiglu_clamped, SwigluArgs, kSwigluClamped)                  \
   X(moe_router, MoeRouterArgs, kMoeRouter)                       \

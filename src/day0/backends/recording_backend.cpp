@@ -445,6 +445,10 @@ void RecordingBackend::softplus(const UnaryArgs& a) {
   note(elementwise(op::kSoftplus, a.x.rows, a.x.cols, 4.0));
   if (inner_) inner_->softplus(a);
 }
+void RecordingBackend::tanh(const UnaryArgs& a) {
+  note(elementwise(op::kTanh, a.x.rows, a.x.cols, 4.0));
+  if (inner_) inner_->tanh(a);
+}
 
 void RecordingBackend::swiglu(const SwigluArgs& a) {
   OpSpec op = elementwise(op::kSwiglu, a.out.rows, a.out.cols, 5.0);
@@ -525,7 +529,7 @@ namespace {
 OpSpec binary(std::string_view name, const BinaryArgs& a) {
   OpSpec op = elementwise(name, a.a.rows, a.a.cols, 1.0);
   if (a.b.rows != a.a.rows) op.attrs["broadcast"] = "rows";
-  if (a.b.cols != a.a.cols) op.attrs["broadcast"] = "columns";
+  if (a.b.cols != a.a.cols) op.attrs["broadcast"] = a.b.rows != a.a.rows ? "scalar" : "columns";
   return op;
 }
 

@@ -47,9 +47,10 @@ Result<RopeType> parse_rope_type(const ConfigReader& rope) {
   if (name == "dynamic") return RopeType::kDynamic;
   if (name == "llama3") return RopeType::kLlama3;
   if (name == "yarn") return RopeType::kYarn;
+  if (name == "proportional") return RopeType::kProportional;
   return unsupported(
       fmt::format("{}: {}: RoPE scaling type \"{}\" is not supported (supported: default, "
-                  "linear, dynamic, llama3, yarn)",
+                  "linear, dynamic, llama3, yarn, proportional)",
                   rope.source(), rope.key_path(key), name));
 }
 
@@ -76,6 +77,17 @@ Status parse_rope_object(const ConfigReader& rope, ModelSpec& spec) {
     case RopeType::kLinear:
     case RopeType::kDynamic: {
       D0_ASSIGN_OR_RETURN(r.factor, rope.required_double("factor"));
+      break;
+    }
+    case RopeType::kProportional: {
+      // The object's own partial_rotary_factor (1 when absent, whatever the top level says) picks the
+      // frequencies that rotate; the rotation spans the whole head.
+      D0_ASSIGN_OR_RETURN(r.factor, rope.optional_double("factor", 1.0));
+      D0_ASSIGN_OR_RETURN(r.proportional_share, rope.optional_double("partial_rotary_factor", 1.0));
+      if (!(r.proportional_share > 0.0 && r.proportional_share <= 1.0)) {
+        return rope.mismatch("partial_rotary_factor", "a number in (0, 1]");
+      }
+      spec.partial_rotary_factor = 1.0;
       break;
     }
     case RopeType::kLlama3: {
@@ -168,7 +180,8 @@ nlohmann::json write_typed_rope(double theta, double partial_rotary_factor, cons
   if (out.is_null()) out = {{"rope_type", "default"}};
   out.erase("type");
   out["rope_theta"] = theta;
-  out["partial_rotary_factor"] = partial_rotary_factor;
+  out["partial_rotary_factor"] =
+      scaling.type == RopeType::kProportional ? scaling.proportional_share : partial_rotary_factor;
   return out;
 }
 
@@ -381,6 +394,39 @@ Result<bool> apply_layer_types(const ConfigReader& cfg, ModelSpec& spec) {
   return true;
 }
 
+Result<bool> apply_per_layer_config(const ConfigReader& cfg, ModelSpec& spec) {
+  const bool listed = cfg.contains("per_layer_config");
+  D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> per_layer, cfg.optional_object("per_layer_config"));
+  if (!per_layer) return listed;
+  for (const auto& [key, value] : per_layer->json().items()) {
+    size_t digits = 0;
+    int64_t i = -1;
+    try {
+      i = std::stoll(key, &digits);
+    } catch (const std::exception&) {
+    }
+    if (digits != key.size() || i < 0 || i >= spec.n_layers) {
+      return per_layer->invalid(key, fmt::format("expected a layer index below {}", spec.n_layers));
+    }
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> one, per_layer->optional_object(key));
+    if (!one) return per_layer->mismatch(key, "an object of overrides");
+    for (const auto& [attr, v] : one->json().items()) {
+      if (attr != "head_dim" && attr != "num_key_value_heads") {
+        return unsupported(
+            fmt::format("{}: {}: a per-layer {} is not supported (Day0 reads per-layer head_dim "
+                        "and num_key_value_heads)",
+                        cfg.source(), one->key_path(attr), attr));
+      }
+    }
+    LayerSpec& l = spec.layers[static_cast<size_t>(i)];
+    D0_ASSIGN_OR_RETURN(l.head_dim, one->optional_int("head_dim", spec.head_dim, 1));
+    D0_ASSIGN_OR_RETURN(l.n_kv_heads, one->optional_int("num_key_value_heads", spec.n_kv_heads, 1));
+    if (l.head_dim == spec.head_dim) l.head_dim = 0;
+    if (l.n_kv_heads == spec.n_kv_heads) l.n_kv_heads = 0;
+  }
+  return true;
+}
+
 void set_all_sliding(ModelSpec& spec, int64_t window) {
   spec.sliding_window = window;
   if (window <= 0) return;
@@ -410,6 +456,7 @@ nlohmann::json write_rope_scaling(const ModelSpec& spec) {
     if (r.attention_factor) out["attention_factor"] = *r.attention_factor;
     if (!r.truncate) out["truncate"] = false;
   }
+  if (r.type == RopeType::kProportional) out["partial_rotary_factor"] = r.proportional_share;
   return out;
 }
 

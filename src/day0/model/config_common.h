@@ -65,6 +65,11 @@ Status require_released(const ConfigReader& cfg, const char* key, const nlohmann
 // num_experts / num_local_experts); two present with different values is an error.
 Result<int64_t> aliased_int(const ConfigReader& cfg, std::initializer_list<const char*> keys, int64_t min,
                             int64_t max, std::optional<int64_t> fallback = std::nullopt);
+// transformers 5.25's per_layer_config (its heterogeneous configs): {"<layer index>": {attribute: value}}
+// overriding the global config in some layers. Applies head_dim and num_key_value_heads (LayerSpec::head_dim,
+// n_kv_heads; 0 where equal to the model's) and refuses any other attribute. Returns whether the key is
+// there at all (a null or empty one too: no layer differs).
+Result<bool> apply_per_layer_config(const ConfigReader& cfg, ModelSpec& spec);
 // Marks every layer sliding with `window` (0 = leave causal).
 void set_all_sliding(ModelSpec& spec, int64_t window);
 

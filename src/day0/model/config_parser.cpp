@@ -16,6 +16,7 @@
 namespace day0 {
 
 double derive_attention_scale(const ModelSpec& spec) {
+  if (spec.fixed_attention_scale > 0.0) return spec.fixed_attention_scale;
   if (spec.attention == AttentionKind::kMla && spec.mla) {
     const double qk_dim = static_cast<double>(spec.mla->qk_nope_head_dim + spec.mla->qk_rope_head_dim);
     double scale = 1.0 / std::sqrt(qk_dim);
@@ -283,6 +284,13 @@ Result<ModelSpec> parse_model_config(const nlohmann::json& config, const std::st
                             "image_seq_length"}) {
       root.mark_used(key);
     }
+    // Gemma 4's: begin / end of image and audio markers, the audio placeholder and its audio tower.
+    for (const char* key :
+         {"boi_token_id", "eoi_token_id", "boa_token_id", "eoa_token_index", "audio_token_id"})
+      root.mark_used(key);
+    D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> audio, root.optional_object("audio_config"));
+    if (audio) mark_subtree_used(*audio);
+    root.mark_used("audio_config");
 
   } else {
     D0_RETURN_IF_ERROR(info->parse(root, spec));

@@ -17,9 +17,8 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
     // With a lightning indexer: its key, cached in the same rows (beside k_pe).
     if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
   } else {
-    // Rows as wide as the layer with the most KV heads (the pool's; other layers leave columns unused).
-    elements = static_cast<uint64_t>(max_kv_heads(spec)) *
-               static_cast<uint64_t>(spec.head_dim + value_head_dim(spec));
+    // Rows as wide as the widest layer's keys and values (the pool's; other layers leave columns unused).
+    elements = static_cast<uint64_t>(max_key_width(spec) + max_value_width(spec));
     // Block-sparse attention: the token's index key after V, in every layer's rows (one pool).
     if (spec.block_indexer) elements += static_cast<uint64_t>(spec.block_indexer->head_dim);
   }
@@ -71,6 +70,10 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
     if (value_head_dim(spec) != spec.head_dim) s.layout += fmt::format(" (values {})", value_head_dim(spec));
     if (max_kv_heads(spec) != spec.n_kv_heads) {
       s.layout += fmt::format(", rows sized for the widest layer ({} KV heads in others)", spec.n_kv_heads);
+    }
+    if (max_key_width(spec) != max_kv_heads(spec) * spec.head_dim) {
+      s.layout += fmt::format(", rows of {} + {} sized for the widest layer's keys and values",
+                              max_key_width(spec), max_value_width(spec));
     }
     if (spec.block_indexer) s.layout += fmt::format(" + block index key {}", spec.block_indexer->head_dim);
   }

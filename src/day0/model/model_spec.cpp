@@ -30,6 +30,8 @@ const char* rope_type_name(RopeType type) {
       return "llama3";
     case RopeType::kYarn:
       return "yarn";
+    case RopeType::kProportional:
+      return "proportional";
   }
   return "unknown";
 }
@@ -63,7 +65,7 @@ int64_t count_masked_layers(const ModelSpec& spec, AttentionMask mask) {
 }
 
 bool layer_has_kv(const LayerSpec& layer) {
-  return !layer.linear_attention && !layer.mamba && !layer.no_mixer;
+  return !layer.linear_attention && !layer.mamba && !layer.no_mixer && layer.kv_source < 0;
 }
 
 bool layer_is_recurrent(const LayerSpec& layer) {
@@ -100,6 +102,46 @@ int64_t max_kv_heads(const ModelSpec& spec) {
 
 int64_t value_head_dim(const ModelSpec& spec) {
   return spec.value_head_dim > 0 ? spec.value_head_dim : spec.head_dim;
+}
+
+int64_t layer_head_dim(const ModelSpec& spec, const LayerSpec& layer) {
+  return layer.head_dim > 0 ? layer.head_dim : spec.head_dim;
+}
+
+int64_t layer_value_head_dim(const ModelSpec& spec, const LayerSpec& layer) {
+  return spec.value_head_dim > 0 ? spec.value_head_dim : layer_head_dim(spec, layer);
+}
+
+int64_t max_key_width(const ModelSpec& spec) {
+  int64_t n = spec.n_kv_heads * spec.head_dim;
+  for (const auto& layer : spec.layers) {
+    if (layer_has_kv(layer)) n = std::max(n, layer_kv_heads(spec, layer) * layer_head_dim(spec, layer));
+  }
+  return n;
+}
+
+int64_t max_value_width(const ModelSpec& spec) {
+  int64_t n = spec.n_kv_heads * value_head_dim(spec);
+  for (const auto& layer : spec.layers) {
+    if (layer_has_kv(layer)) n = std::max(n, layer_kv_heads(spec, layer) * layer_value_head_dim(spec, layer));
+  }
+  return n;
+}
+
+bool assign_shared_kv_layers(ModelSpec& spec, int64_t n_shared) {
+  const int64_t first = spec.n_layers - n_shared;
+  for (LayerSpec& layer : spec.layers) layer.kv_source = -1;
+  if (n_shared <= 0) return true;
+  if (first <= 0) return false;
+  for (int64_t l = first; l < spec.n_layers; ++l) {
+    LayerSpec& layer = spec.layers[static_cast<size_t>(l)];
+    for (int64_t p = first - 1; p >= 0 && layer.kv_source < 0; --p) {
+      const LayerSpec& producer = spec.layers[static_cast<size_t>(p)];
+      if (producer.mask == layer.mask && producer.window == layer.window) layer.kv_source = p;
+    }
+    if (layer.kv_source < 0) return false;
+  }
+  return true;
 }
 
 int64_t rotary_dims(int64_t head_dim, double factor) {

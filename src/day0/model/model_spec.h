@@ -15,7 +15,7 @@ enum class AttentionKind { kGqa, kMla };
 // Mask of one layer's attention.
 enum class AttentionMask { kCausal, kSliding, kChunked };
 enum class RopeLayout { kHalfSplit, kInterleaved };
-enum class RopeType { kNone, kDefault, kLinear, kDynamic, kLlama3, kYarn };
+enum class RopeType { kNone, kDefault, kLinear, kDynamic, kLlama3, kYarn, kProportional };
 enum class RouterScoring { kSoftmax, kSigmoid };
 enum class TopkMethod {
   kGreedy,              // top-k of the scores, no groups
@@ -41,6 +41,10 @@ struct RopeScaling {
   double mscale_all_dim = 0.0;             // yarn: the ratio's divisor (and the MLA scale)
   std::optional<double> attention_factor;  // yarn explicit override
   bool truncate = true;                    // yarn
+  // proportional: frequencies over the whole head (f_i = theta^(-2i / d), divided by `factor`), of which only
+  // the first int(share * d / 2) rotate and the rest are 0 (the pairs pass through); the spec's
+  // partial_rotary_factor is then 1 and this holds the config's partial_rotary_factor.
+  double proportional_share = 1.0;
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -185,6 +189,14 @@ struct LayerSpec {
   // either read through the layer's one norm (input_norm).
   bool no_ffn = false;
   bool no_mixer = false;
+  // This layer's query / key / value head width where it differs from the model's (0: spec.head_dim);
+  // layer_head_dim() reads it. The KV pool's rows are sized for the widest layer.
+  int64_t head_dim = 0;
+  // KV shared across layers: the earlier layer whose cached keys and values this one attends to (-1: its
+  // own). Such a layer has no key / value projections and caches nothing (layer_has_kv() is false).
+  int64_t kv_source = -1;
+  // Keys equal values: no v_proj; the values are the key projection's output, before the key norm and RoPE.
+  bool values_from_keys = false;
   bool operator==(const LayerSpec&) const = default;
 };
 
@@ -199,6 +211,17 @@ struct LayerRope {
 // An attention output gate from a projection of its own (gate_proj / g_proj of the layer's input):
 // the heads' outputs times act(x W_g^T) before o_proj, one gate an element or one a head.
 enum class OutputGate { kNone, kSigmoid, kSoftplus };
+
+// Per-layer inputs (per-layer embeddings): every layer adds a projection of a per-layer input of `width`
+// features, computed once a step from a token-identity table [vocab_size, n_layers * width] (rows gathered
+// from the checkpoint, times sqrt(width)) and a projection of the scaled embeddings [n_layers * width, H]
+// (times 1 / sqrt(H), RMSNorm of `width` per layer), the two summed and times 1 / sqrt(2). In layer l, after
+// the FFN's residual add: x += norm(W_proj (gelu_tanh(W_gate x) * input_l)).
+struct PerLayerInputSpec {
+  int64_t vocab_size = 0;  // vocab_size_per_layer_input
+  int64_t width = 0;       // hidden_size_per_layer_input
+  bool operator==(const PerLayerInputSpec&) const = default;
+};
 
 // How integer weights are packed into int32 words (quant/pack_quantized.h, runtime/packed_int_source.h).
 enum class PackedIntLayout {
@@ -334,6 +357,22 @@ struct ModelSpec {
   double logit_scale = 1.0;
   // Dense MLPs, shared and routed experts are ungated: down(relu(up x)^2) (Nemotron-H's relu2).
   bool relu2_mlp = false;
+  // Dense MLPs are GEGLU: down(gelu_tanh(gate x) * up x) (gelu_pytorch_tanh; the gelu rounded before the
+  // product).
+  bool gelu_tanh_mlp = false;
+  // The softmax scale when the family's code fixes it (Gemma 4: 1, its q / k norms set the scale); 0: the
+  // usual 1 / sqrt(head_dim) (derive_attention_scale()).
+  double fixed_attention_scale = 0.0;
+  // Values pass a weightless RMSNorm per head before they are cached (Gemma 4's v_norm).
+  bool value_norm = false;
+  // Logit soft-capping: logits = c * tanh(logits / c), each step rounded like the activations (0: none).
+  double final_logit_softcap = 0.0;
+  // With embedding_sqrt_scale: the scale sqrt(hidden) is itself rounded to the activation dtype before the
+  // product (Gemma's embed_scale buffer in the weights' dtype).
+  bool embedding_scale_rounded = false;
+  // Every layer's output times its stored scalar (layer_scalar [1]), rounded.
+  bool layer_scalar = false;
+  std::optional<PerLayerInputSpec> per_layer_input;  // per-layer embeddings (see PerLayerInputSpec)
 
   bool operator==(const ModelSpec&) const = default;
 };
@@ -358,6 +397,17 @@ int64_t layer_heads(const ModelSpec& spec, const LayerSpec& layer);
 int64_t layer_kv_heads(const ModelSpec& spec, const LayerSpec& layer);
 int64_t max_kv_heads(const ModelSpec& spec);
 int64_t value_head_dim(const ModelSpec& spec);
+// A GQA layer's head width (LayerSpec::head_dim, else the model's) and value head width (the model's
+// value_head_dim when set, else the layer's head width).
+int64_t layer_head_dim(const ModelSpec& spec, const LayerSpec& layer);
+int64_t layer_value_head_dim(const ModelSpec& spec, const LayerSpec& layer);
+// The KV pool's GQA row: the widest caching layer's keys (KV heads x head width) and values.
+int64_t max_key_width(const ModelSpec& spec);
+int64_t max_value_width(const ModelSpec& spec);
+// KV shared across layers: the last `n_shared` layers each attend to the cache of the last earlier layer
+// (before them) with the same mask and window (Gemma 4's num_kv_shared_layers); the rest keep their own.
+// False when some shared layer's kind has no such layer.
+bool assign_shared_kv_layers(ModelSpec& spec, int64_t n_shared);
 // RoPE's rotated dimensions of a head of `head_dim` at `factor`: int(head_dim * factor), even.
 int64_t rotary_dims(int64_t head_dim, double factor);
 

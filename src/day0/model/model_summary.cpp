@@ -67,6 +67,18 @@ std::string describe_attention(const ModelSpec& s) {
       break;
     }
   }
+  for (const LayerSpec& l : s.layers) {
+    if (l.head_dim > 0 && l.head_dim != s.head_dim) {
+      out += fmt::format(", {}-wide heads in some layers", l.head_dim);
+      break;
+    }
+  }
+  if (std::any_of(s.layers.begin(), s.layers.end(), [](auto& l) { return l.values_from_keys; }))
+    out += ", values = keys in some layers";
+  if (s.value_norm) out += ", weightless value norm";
+  if (const auto shared =
+          std::count_if(s.layers.begin(), s.layers.end(), [](auto& l) { return l.kv_source >= 0; }))
+    out += fmt::format(", {} layers reuse an earlier layer's KV", shared);
   if (s.output_gate != OutputGate::kNone) {
     out +=
         fmt::format(", {} output gate per {}", s.output_gate == OutputGate::kSigmoid ? "sigmoid" : "softplus",
@@ -97,6 +109,11 @@ std::string describe_rope(const ModelSpec& s) {
     out += fmt::format(" (sliding layers: theta {:g}, partial {:g}, {})", sr.theta, sr.partial_rotary_factor,
                        rope_type_name(sr.scaling.type));
   }
+  if (r.type == RopeType::kProportional) {
+    out +=
+        fmt::format(", proportional: the first {:g} of the head's frequencies rotate", r.proportional_share);
+    return r.factor == 1.0 ? out : out + fmt::format(" (x{:g})", r.factor);
+  }
   switch (r.type) {
     case RopeType::kNone:
     case RopeType::kDefault:
@@ -107,6 +124,8 @@ std::string describe_rope(const ModelSpec& s) {
     case RopeType::kLlama3:
       return out + fmt::format(", llama3 x{:g} (low {:g}, high {:g}, original {})", r.factor,
                                r.low_freq_factor, r.high_freq_factor, r.original_max_position);
+    case RopeType::kProportional:
+      return out;
     case RopeType::kYarn:
       return out + fmt::format(", yarn x{:g} (original {}, beta {:g}/{:g}, mscale {:g}/{:g}{})", r.factor,
                                r.original_max_position, r.beta_fast, r.beta_slow, r.mscale, r.mscale_all_dim,

@@ -40,29 +40,35 @@ void gqa_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec* l
   const LayerSpec model_wide;
   const LayerSpec& l = layer != nullptr ? *layer : model_wide;
   const int64_t nh = layer_heads(s, l), nkv = layer_kv_heads(s, l);
-  const int64_t H = s.hidden_size, q_out = nh * s.head_dim, kv_out = nkv * s.head_dim;
-  const int64_t v_out = nkv * value_head_dim(s), o_in = nh * value_head_dim(s);
+  const int64_t d = layer_head_dim(s, l), dv = layer_value_head_dim(s, l);
+  const int64_t H = s.hidden_size, q_out = nh * d, kv_out = nkv * d;
+  const int64_t v_out = nkv * dv, o_in = nh * dv;
   // With an output gate (attention_output_gate) q_proj gives [query | gate] per head: twice the rows.
   const int64_t q_rows = s.attention_output_gate ? 2 * q_out : q_out;
+  // A layer reading another layer's KV (kv_source) has no key / value projections, one whose values are its
+  // keys (values_from_keys) no v_proj.
+  const bool own_kv = l.kv_source < 0, own_v = own_kv && !l.values_from_keys;
   const auto role = TensorRole::kAttention;
   b.add("self_attn.q_proj.weight", {q_rows, H}, kProj, role, kColumn, WeightSlot::kQ);
   if (s.qkv_bias) b.add("self_attn.q_proj.bias", {q_rows}, kPlain, role, kColumn, WeightSlot::kQBias);
-  b.add("self_attn.k_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kK);
-  if (s.qkv_bias) b.add("self_attn.k_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kKBias);
-  b.add("self_attn.v_proj.weight", {v_out, H}, kProj, role, kColumnKv, WeightSlot::kV);
-  if (s.qkv_bias) b.add("self_attn.v_proj.bias", {v_out}, kPlain, role, kColumnKv, WeightSlot::kVBias);
+  if (own_kv) b.add("self_attn.k_proj.weight", {kv_out, H}, kProj, role, kColumnKv, WeightSlot::kK);
+  if (own_kv && s.qkv_bias)
+    b.add("self_attn.k_proj.bias", {kv_out}, kPlain, role, kColumnKv, WeightSlot::kKBias);
+  if (own_v) b.add("self_attn.v_proj.weight", {v_out, H}, kProj, role, kColumnKv, WeightSlot::kV);
+  if (own_v && s.qkv_bias)
+    b.add("self_attn.v_proj.bias", {v_out}, kPlain, role, kColumnKv, WeightSlot::kVBias);
   b.add("self_attn.o_proj.weight", {H, o_in}, kProj, role, kRow, WeightSlot::kO);
   // The bias is added once, after the all-reduce of the row-parallel projection.
   if (s.o_bias) b.add("self_attn.o_proj.bias", {H}, kPlain, role, kReplicated, WeightSlot::kOBias);
   if (s.qk_norm && s.qk_norm_full_width) {
     // One norm over all heads: split with the heads, so TP all-reduces the sum of squares.
     b.add("self_attn.q_norm.weight", {q_out}, kKeptF32, TensorRole::kNorm, kColumn, WeightSlot::kQNorm);
-    b.add("self_attn.k_norm.weight", {kv_out}, kKeptF32, TensorRole::kNorm, kColumnKv, WeightSlot::kKNorm);
+    if (own_kv)
+      b.add("self_attn.k_norm.weight", {kv_out}, kKeptF32, TensorRole::kNorm, kColumnKv, WeightSlot::kKNorm);
   } else if (s.qk_norm) {
-    b.add("self_attn.q_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
-          WeightSlot::kQNorm);
-    b.add("self_attn.k_norm.weight", {s.head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
-          WeightSlot::kKNorm);
+    b.add("self_attn.q_norm.weight", {d}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kQNorm);
+    if (own_kv)
+      b.add("self_attn.k_norm.weight", {d}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kKNorm);
   }
   if (s.attention_sinks && l.sinks)
     b.add("self_attn.sinks", {nh}, kKeptF32, role, kColumn, WeightSlot::kSinks);

@@ -153,6 +153,15 @@ enum class WeightSlot {
   // Latent MoE: the routed experts run in a latent space of their own.
   kMoeLatentIn,   // fc1_latent_proj [latent, H]
   kMoeLatentOut,  // fc2_latent_proj [H, latent]
+  // Per-layer inputs (ModelSpec::per_layer_input, P wide): the model's token-identity table, its projection
+  // of the embeddings and that projection's norm; each layer's gate, projection and norm.
+  kPerLayerEmbedding,        // embed_tokens_per_layer [V_p, n_layers * P] (rows gathered, never expanded)
+  kPerLayerModelProjection,  // per_layer_model_projection [n_layers * P, H]
+  kPerLayerProjectionNorm,   // per_layer_projection_norm [P]
+  kPerLayerInputGate,        // per_layer_input_gate [P, H]
+  kPerLayerProjection,       // per_layer_projection [H, P]
+  kPerLayerInputNorm,        // post_per_layer_input_norm [H]
+  kLayerScalar,              // layer_scalar [1]: the layer's output times it (ModelSpec::layer_scalar)
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

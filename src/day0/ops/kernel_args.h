@@ -334,7 +334,7 @@ struct SoftmaxArgs {
   Matrix x;  // [R, C]
 };
 
-// ---- elementwise unary: silu, gelu, sigmoid, softplus (log(1 + e^x), x itself above 20, as
+// ---- elementwise unary: silu, gelu, sigmoid, tanh, softplus (log(1 + e^x), x itself above 20, as
 // torch's threshold). y may alias x. ---------------------------------------
 enum class GeluApprox { kErf, kTanh };
 struct UnaryArgs {
@@ -360,7 +360,7 @@ struct SwigluArgs {
 // out may alias a or b.
 struct BinaryArgs {
   ConstMatrix a;  // [R, C]
-  ConstMatrix b;  // [R, C], or [1, C] broadcast over rows, or [R, 1] over columns
+  ConstMatrix b;  // [R, C], or [1, C] broadcast over rows, or [R, 1] over columns, or [1, 1] over all
   Matrix out;     // [R, C]
 };
 

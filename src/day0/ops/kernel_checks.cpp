@@ -226,7 +226,8 @@ void check_args(const BinaryArgs& a) {
   const bool same = a.b.rows == a.a.rows && a.b.cols == a.a.cols;
   const bool row_bcast = a.b.rows == 1 && a.b.cols == a.a.cols;
   const bool col_bcast = a.b.rows == a.a.rows && a.b.cols == 1;
-  D0_CHECK_MSG(same || row_bcast || col_bcast,
+  const bool scalar = a.b.rows == 1 && a.b.cols == 1;
+  D0_CHECK_MSG(same || row_bcast || col_bcast || scalar,
                fmt::format("binary op: b {} does not broadcast to {}", shape(a.b.rows, a.b.cols),
                            shape(a.a.rows, a.a.cols)));
 }

@@ -32,6 +32,7 @@ inline constexpr std::string_view kSilu = "silu";
 inline constexpr std::string_view kGelu = "gelu";
 inline constexpr std::string_view kSigmoid = "sigmoid";
 inline constexpr std::string_view kSoftplus = "softplus";             // log(1 + e^x); x past 20 as is
+inline constexpr std::string_view kTanh = "tanh";                     // soft-capping: c tanh(x / c)
 inline constexpr std::string_view kSwiglu = "swiglu";                 // silu(gate) * up
 inline constexpr std::string_view kSwigluClamped = "swiglu_clamped";  // swiglu with swiglu_limit
 inline constexpr std::string_view kMoeRouter = "moe_router";          // scoring + top-k + weights

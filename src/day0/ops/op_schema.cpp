@@ -349,6 +349,7 @@ std::vector<OpSchema> build_table() {
       {kGelu, "gelu (erf or tanh)", {"x [R, C]"}, {"y [R, C]"}, {"approx"}, false, false, same_as_first, {}},
       {kSigmoid, "1 / (1 + e^-x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
       {kSoftplus, "log(1 + e^x), x past 20", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
+      {kTanh, "tanh(x)", {"x [R, C]"}, {"y [R, C]"}, {}, false, false, same_as_first, {}},
       {kSwiglu,
        "silu(gate) * up",
        {"gate [T, I]", "up [T, I]"},

@@ -87,7 +87,8 @@ Result<RopeFrequencies> rope_frequencies(double theta, int64_t rotary_dim, const
     return invalid_argument(fmt::format("rotary dim: expected a positive even number, found {}", rotary_dim));
   }
   const bool scaled = scaling.type == RopeType::kLinear || scaling.type == RopeType::kDynamic ||
-                      scaling.type == RopeType::kLlama3 || scaling.type == RopeType::kYarn;
+                      scaling.type == RopeType::kLlama3 || scaling.type == RopeType::kYarn ||
+                      scaling.type == RopeType::kProportional;
   if (scaled && !(scaling.factor > 0.0)) {
     return invalid_argument(fmt::format("rope_scaling.factor: expected > 0, found {}", scaling.factor));
   }
@@ -123,6 +124,20 @@ Result<RopeFrequencies> rope_frequencies(double theta, int64_t rotary_dim, const
       out.inv_freq = base_inv_freq(theta, rotary_dim);
       out.attention_factor = apply_yarn(out.inv_freq, theta, rotary_dim, scaling, max_position);
       break;
+    case RopeType::kProportional: {
+      // transformers' int(share * head_dim // 2) rotated frequencies, the rest 0 (those pairs pass through).
+      if (!(scaling.proportional_share > 0.0 && scaling.proportional_share <= 1.0)) {
+        return invalid_argument(fmt::format("proportional RoPE: partial_rotary_factor {} outside (0, 1]",
+                                            scaling.proportional_share));
+      }
+      const auto rotated =
+          static_cast<size_t>(std::floor(scaling.proportional_share * static_cast<double>(rotary_dim) / 2.0));
+      out.inv_freq = base_inv_freq(theta, rotary_dim);
+      for (size_t i = 0; i < out.inv_freq.size(); ++i) {
+        out.inv_freq[i] = i < rotated ? static_cast<float>(out.inv_freq[i] / scaling.factor) : 0.0f;
+      }
+      break;
+    }
   }
   return out;
 }

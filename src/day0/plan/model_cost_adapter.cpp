@@ -100,7 +100,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       l.index_key_share = static_cast<double>(ix.head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
                           static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
     }
-    if (!layer_has_kv(ls)) {
+    if (!layer_has_kv(ls) && ls.kv_source < 0) {
       // Gated DeltaNet, Mamba-2 or an FFN alone: no attention over cached tokens (a recurrent layer reads
       // and writes its fixed state once a token).
     } else if (m.mla) {
@@ -110,8 +110,8 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       l.attn_flops_per_pair_prefill =
           heads * (2 * static_cast<double>(m.qk_head_dim) + 2 * static_cast<double>(m.v_head_dim));
     } else {  // scores over head_dim, the weighted sum over the value width; the layer's own heads
-      const auto width =
-          2 * static_cast<double>(spec.head_dim) + 2 * static_cast<double>(value_head_dim(spec));
+      const auto width = 2 * static_cast<double>(layer_head_dim(spec, ls)) +
+                         2 * static_cast<double>(layer_value_head_dim(spec, ls));
       const auto layer_heads_d = static_cast<double>(layer_heads(spec, ls));
       l.attn_flops_per_pair_decode = layer_heads_d * width;
       l.attn_flops_per_pair_prefill = layer_heads_d * width;

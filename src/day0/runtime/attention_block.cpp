@@ -3,9 +3,11 @@
 // post-RoPE q/k norm and NoPE temperature tuning, cache append, then one masked paged attention call
 // (causal / sliding / chunked, sinks) for every sequence of the step, output projection. Block-sparse
 // layers first pick each query's key blocks with their indexer (its key cached after V, paged with it).
-// Per layer: its own query / KV heads (the pool's rows sized for the widest), sliding layers' own RoPE;
-// values narrower than keys and scaled; an output gate from q_proj or from a projection of its own
-// (sigmoid / softplus, per element or per head).
+// Per layer: its own query / KV heads and head width (the pool's rows sized for the widest), sliding layers'
+// own RoPE; values narrower than keys and scaled, values equal to the keys (before their norm and RoPE) and
+// normed without a gain; KV shared across layers (a layer attending to an earlier layer's cache, computing
+// queries only); an output gate from q_proj or from a projection of its own (sigmoid / softplus, per element
+// or per head).
 #include <algorithm>
 #include <cmath>
 
@@ -125,8 +127,9 @@ BlockSelection select_blocks(const Context& c, const BlockIndex& index, int64_t 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out) {
   const ModelSpec& s = c.spec;
   const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
-  const int64_t t = h.rows, nh = layer_heads(s, ls), nkv = layer_kv_heads(s, ls), d = s.head_dim;
-  const int64_t dv = value_head_dim(s);
+  const int64_t t = h.rows, nh = layer_heads(s, ls), nkv = layer_kv_heads(s, ls), d = layer_head_dim(s, ls);
+  const int64_t dv = layer_value_head_dim(s, ls);
+  const bool own_kv = ls.kv_source < 0;  // else the layer attends to an earlier layer's cached K / V
   // [T, heads * head_dim]; v [T, KV heads * value head dim]
   Buffer q(c.arena, t, nh * d), k(c.arena, t, nkv * d), v(c.arena, t, nkv * dv);
   Buffer gate;  // [T, heads * head_dim] the output gate (attention_output_gate), before its sigmoid
@@ -141,9 +144,18 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   } else {
     linear(c, h, w.q, q.m);
   }
-  linear(c, h, w.k, k.m);
-  linear(c, h, w.v, v.m);
-  if (s.value_scale != 1.0) {  // attention_value_scale, rounded like the product it is
+  if (own_kv) linear(c, h, w.k, k.m);
+  if (own_kv && ls.values_from_keys) {  // the key projection's output, before its norm and RoPE
+    c.be.copy_columns(
+        {.x = k.m, .y = v.m, .groups = 1, .width = k.m.cols, .x_stride = k.m.cols, .y_stride = v.m.cols});
+  } else if (own_kv) {
+    linear(c, h, w.v, v.m);
+  }
+  if (own_kv && s.value_norm) {  // a weightless RMSNorm per value head
+    const Matrix heads(v.data(), t * nkv, dv);
+    rms_norm(c, heads, {}, static_cast<float>(s.rms_norm_eps), heads);
+  }
+  if (own_kv && s.value_scale != 1.0) {  // attention_value_scale, rounded like the product it is
     c.be.scale({.x = v.m, .y = v.m, .scale = static_cast<float>(s.value_scale)});
     round_activations(c, v.m);
   }
@@ -162,7 +174,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
     rms_norm(c, k.m, w.k_norm, eps, k.m);
   } else if (!w.q_norm.empty()) {  // per-head RMSNorm before RoPE: rows [T * heads, head_dim]
     rms_norm(c, ConstMatrix(q.data(), t * nh, d), w.q_norm, eps, Matrix(q.data(), t * nh, d));
-    rms_norm(c, ConstMatrix(k.data(), t * nkv, d), w.k_norm, eps, Matrix(k.data(), t * nkv, d));
+    if (own_kv) rms_norm(c, ConstMatrix(k.data(), t * nkv, d), w.k_norm, eps, Matrix(k.data(), t * nkv, d));
   }
   // Sliding layers rotate with their own frequencies when the model gives them some (sliding_rope).
   const bool own_rope = ls.mask == AttentionMask::kSliding && s.sliding_rope && c.sliding_rope != nullptr;
@@ -171,7 +183,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   if (ls.use_rope) {
     const RopeFrequencies* freqs = own_rope ? c.sliding_rope : nullptr;
     rope_rows(c, q.m, nh, d, rotary, std::nullopt, freqs);
-    rope_rows(c, k.m, nkv, d, rotary, std::nullopt, freqs);
+    if (own_kv) rope_rows(c, k.m, nkv, d, rotary, std::nullopt, freqs);
     round_activations(c, q.m);
     round_activations(c, k.m);
     if (s.qk_norm_weightless_after_rope) {  // weightless L2 norm on RoPE layers
@@ -183,14 +195,17 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   }
   watch_finite(c, q.m);  // attention's running max would drop a NaN score
   watch_finite(c, k.m);
-  // The pool's rows hold the widest layer's KV heads; a layer with fewer fills their first columns.
-  const int64_t pool_kv = max_kv_heads(s);
+  // The pool's rows hold the widest layer's keys and values; a layer with fewer KV heads or narrower heads
+  // fills their first columns.
+  const int64_t pool_k = max_key_width(s), pool_v = max_value_width(s);
   BlockIndex index;  // block-sparse attention's index queries and key
   if (ls.block_sparse) index = block_index_queries_and_key(c, w, h, rotary);
-  if (s.block_indexer) {  // V, then the token's index key (zeros on layers without the indexer)
-    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), with_index_key(c, v.m, pool_kv * dv, index));
+  if (!own_kv) {
+    page_layer(c, ls.kv_source);  // the source layer appended this step's rows already
+  } else if (s.block_indexer) {   // V, then the token's index key (zeros on layers without the indexer)
+    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_k), with_index_key(c, v.m, pool_v, index));
   } else {
-    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_kv * d), kv_pool_rows(c, v.m, pool_kv * dv));
+    append_and_page(c, layer, kv_pool_rows(c, k.m, pool_k), kv_pool_rows(c, v.m, pool_v));
   }
   Buffer attn(c.arena, t, nh * dv);
   PagedAttentionArgs a;
@@ -205,7 +220,7 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.mask = ls.mask;
   a.window = ls.window;
   a.sinks = w.sinks;
-  if (ls.block_sparse) a.selection = select_blocks(c, index, pool_kv * dv, nh);
+  if (ls.block_sparse) a.selection = select_blocks(c, index, pool_v, nh);
   c.be.paged_attention(a);
   round_activations(c, attn.m);
   if (s.attention_output_gate) {  // attn * sigmoid(gate), head-major like the heads' outputs

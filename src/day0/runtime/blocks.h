@@ -117,6 +117,10 @@ void watch_finite(const Context& c, ConstMatrix y);
 // the layer kind in the message). Returns the conv windows' element type.
 KvDtype bind_recurrent_states(const Context& c, int64_t layer, std::string_view block);
 
+// A scalar factor of the step as the family's code holds it: `value` as a float, rounded to bfloat16 first in
+// BF16 precision when `rounded` (a buffer kept in the weights' dtype, e.g. Gemma's embedding scale).
+float activation_scalar(const Context& c, double value, bool rounded);
+
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y);
 // A decoder norm (input, post-attention, final): the RMSNorm above, or with spec.layer_norm_decoder a
@@ -146,6 +150,9 @@ void rope_rows(const Context& c, Matrix x, int64_t n_heads, int64_t head_dim, in
 // Appends each sequence's rows of `first` / `second` [T, width] to its cache for `layer` and sets
 // layout.paged to the caches' paged views of that layer (what the attention call reads).
 void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMatrix second);
+// Sets layout.paged to the caches' paged views of `layer` without appending (a layer that attends to an
+// earlier layer's cache, LayerSpec::kv_source, after that layer appended the step's rows).
+void page_layer(const Context& c, int64_t layer);
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
@@ -155,6 +162,14 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
 // Mamba-2 over each sequence's recurrent state of `layer`.
 void mamba2(const Context& c, int64_t layer, const MambaWeights& w, ConstMatrix h, Matrix out);
 void dense_mlp(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out);
+// Per-layer inputs (spec.per_layer_input) of the step's tokens `ids`, whose scaled embeddings are `x`
+// [T, H]: out [T, n_layers * P], layer l's in columns [l * P, (l + 1) * P).
+void per_layer_inputs(const Context& c, const ModelWeights& w, std::span<const int32_t> ids, ConstMatrix x,
+                      Matrix out);
+// Layer `layer`'s per-layer input block on the residual stream x [T, H]:
+// x += norm(W_proj (gelu_tanh(W_gate x) * inputs[:, layer's columns])), each step rounded.
+void per_layer_input(const Context& c, int64_t layer, const PerLayerInputWeights& w, ConstMatrix inputs,
+                     Matrix x);
 void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out);
 
 }  // namespace day0::blocks

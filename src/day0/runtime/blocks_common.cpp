@@ -95,6 +95,11 @@ void watch_finite(const Context& c, ConstMatrix y) {
   c.be.add({c.watch->sum, c.watch->scratch, c.watch->sum});
 }
 
+float activation_scalar(const Context& c, double value, bool rounded) {
+  const auto f = static_cast<float>(value);
+  return rounded && c.bf16() ? bf16_to_f32(f32_to_bf16(f)) : f;
+}
+
 void rms_norm(const Context& c, ConstMatrix x, std::span<const float> weight, float eps, Matrix y) {
   // The usual transformers RMSNorm casts x * rsqrt(...) to the activation dtype before multiplying by the
   // weight; families with norm_gain_f32 apply the gain in float32 and cast the weighted result.
@@ -181,6 +186,14 @@ void append_and_page(const Context& c, int64_t layer, ConstMatrix first, ConstMa
     c.be.kv_write({first, second, l.kv_slots, table});
   }
   // Views after every append: an append may grow the pool's block table.
+  for (size_t sq = 0; sq < l.caches.size(); ++sq) {
+    l.paged[sq] = PagedSequence{l.row0[sq], l.rows[sq], l.pos0[sq], l.caches[sq]->pages(layer)};
+  }
+}
+
+void page_layer(const Context& c, int64_t layer) {
+  StepLayout& l = c.layout;
+  l.paged.resize(l.caches.size());
   for (size_t sq = 0; sq < l.caches.size(); ++sq) {
     l.paged[sq] = PagedSequence{l.row0[sq], l.rows[sq], l.pos0[sq], l.caches[sq]->pages(layer)};
   }

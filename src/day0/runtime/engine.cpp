@@ -43,13 +43,14 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
       arena_(std::make_unique<blocks::StepArena>()) {
   // Each rank caches only its own KV heads; MLA's latent and rope key are per token, whole on every rank.
   const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
-  // GQA rows hold the widest layer's KV heads (layers with fewer use their first columns).
-  const int64_t first = mla ? local_.mla->kv_lora_rank : max_kv_heads(local_) * local_.head_dim;
+  // GQA rows hold the widest layer's keys and values (layers with fewer KV heads or narrower heads use
+  // their first columns).
+  const int64_t first = mla ? local_.mla->kv_lora_rank : max_key_width(local_);
   // MLA's second tensor: k_pe, then any lightning indexer key, so that one block table pages both.
   // GQA's second tensor: V, then any block-sparse index key (blocks::block_index_key_col0).
-  const int64_t second = mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
-                             : max_kv_heads(local_) * value_head_dim(local_) +
-                                   (local_.block_indexer ? local_.block_indexer->head_dim : 0);
+  const int64_t second =
+      mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
+          : max_value_width(local_) + (local_.block_indexer ? local_.block_indexer->head_dim : 0);
   pool_ = std::make_shared<KvBlockPool>(
       first, second,
       KvCacheOptions{
@@ -193,11 +194,49 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     if (l.mask != AttentionMask::kCausal && l.window <= 0) {
       return invalid_argument("engine: sliding or chunked layer without a window");
     }
+    if (l.kv_source >= 0) {  // KV shared across layers: an earlier caching layer of the same mask
+      const auto src = static_cast<size_t>(l.kv_source);
+      if (l.kv_source >= static_cast<int64_t>(n) || !layer_has_kv(spec.layers[src]) ||
+          spec.layers[src].mask != l.mask || spec.layers[src].window != l.window ||
+          layer_head_dim(spec, spec.layers[src]) != layer_head_dim(spec, l) ||
+          layer_kv_heads(spec, spec.layers[src]) != layer_kv_heads(spec, l) ||
+          spec.attention != AttentionKind::kGqa) {
+        return invalid_argument(
+            fmt::format("engine: layer {} reads layer {}'s KV, which is not an earlier GQA layer of its kind",
+                        n, l.kv_source));
+      }
+    }
+    if (l.values_from_keys && layer_value_head_dim(spec, l) != layer_head_dim(spec, l))
+      return invalid_argument(fmt::format("engine: layer {}'s values are its keys but narrower", n));
+    if (spec.per_layer_input && !lw.per_layer.present())
+      return invalid_argument(fmt::format("engine: layer {} without its per-layer input weights", n));
+    if (spec.layer_scalar && lw.layer_scalar.size() != 1)
+      return invalid_argument(fmt::format("engine: layer {} without its layer scalar", n));
   }
+  if (spec.per_layer_input &&
+      (weights->per_layer_embedding.data == nullptr || !weights->per_layer_model_projection.present())) {
+    return invalid_argument("engine: per-layer inputs without their table or projection");
+  }
+  // The head width of the layers that rotate with the model's frequencies, and of those with the sliding
+  // layers' own: one width each (the frequency tables are built once).
+  int64_t model_rope_dim = 0, sliding_rope_dim = 0;
+  for (const LayerSpec& l : spec.layers) {
+    // Layers without attention or without RoPE, and MLA (its own rope width), take no table.
+    if ((!layer_has_kv(l) && l.kv_source < 0) || !l.use_rope || spec.attention == AttentionKind::kMla)
+      continue;
+    const bool own = l.mask == AttentionMask::kSliding && spec.sliding_rope;
+    int64_t& dim = own ? sliding_rope_dim : model_rope_dim;
+    if (dim != 0 && dim != layer_head_dim(spec, l)) {
+      return unsupported("engine: layers of one RoPE with different head widths: not yet");
+    }
+    dim = layer_head_dim(spec, l);
+  }
+  if (model_rope_dim == 0) model_rope_dim = spec.head_dim;
+  if (sliding_rope_dim == 0) sliding_rope_dim = spec.head_dim;
   const int64_t rotary =
       spec.attention == AttentionKind::kMla
           ? spec.mla->qk_rope_head_dim
-          : static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.partial_rotary_factor) / 2 * 2;
+          : static_cast<int64_t>(static_cast<double>(model_rope_dim) * spec.partial_rotary_factor) / 2 * 2;
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
   e->moe_group_ = moe_group;
   e->held_ = held;
@@ -211,7 +250,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     if (r.scaling.type == RopeType::kDynamic || spec.rope.type == RopeType::kDynamic) {
       return unsupported("engine: dynamic RoPE scaling with a sliding layers' RoPE of their own: not yet");
     }
-    const int64_t sliding_rotary = rotary_dims(spec.head_dim, r.partial_rotary_factor);
+    const int64_t sliding_rotary = rotary_dims(sliding_rope_dim, r.partial_rotary_factor);
     if (sliding_rotary > 0) {
       D0_ASSIGN_OR_RETURN(e->sliding_rope_,
                           rope_frequencies(r.theta, sliding_rotary, r.scaling, spec.max_position_embeddings,
@@ -435,13 +474,20 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     embed(ids, x.m);
     blocks::round_activations(c, x.m);
     if (spec_.embedding_sqrt_scale) {  // muP input scaling, rounded like the product it is
-      const auto scale = static_cast<float>(std::sqrt(static_cast<double>(spec_.hidden_size)));
+      const float scale = blocks::activation_scalar(c, std::sqrt(static_cast<double>(spec_.hidden_size)),
+                                                    spec_.embedding_scale_rounded);
       backend_.scale({.x = x.m, .y = x.m, .scale = scale});
       blocks::round_activations(c, x.m);
     }
   } else {
     dist::check_comm(
         options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
+  }
+  // Per-layer inputs [T, n_layers * P] of the step, from the token ids and the scaled embeddings.
+  Buffer per_layer;
+  if (spec_.per_layer_input) {
+    per_layer = Buffer(*arena_, t, spec_.n_layers * spec_.per_layer_input->width);
+    blocks::per_layer_inputs(c, w, ids, x.m, per_layer.m);
   }
   if (capture && capture->want_hidden)
     capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
@@ -501,6 +547,11 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
           blocks::round_activations(c, x.m);
         }
       }
+    }
+    if (spec_.per_layer_input) blocks::per_layer_input(c, l, lw.per_layer, per_layer.m, x.m);
+    if (spec_.layer_scalar) {  // the layer's output times its stored scalar
+      backend_.mul({x.m, ConstMatrix(lw.layer_scalar.data(), 1, 1), x.m});
+      blocks::round_activations(c, x.m);
     }
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
     backend_.add({Matrix(finite_.data() + l * t, t, 1), watch_.sum, Matrix(finite_.data() + l * t, t, 1)});
@@ -585,8 +636,18 @@ void Engine::lm_head(ConstMatrix rows, Matrix logits) {
                           options_.expert_parallel,
                           moe_group_};
   const ModelWeights& w = *weights_;
-  // logit_scale multiplies the head's rounded logits, the product rounded again.
+  // logit_scale multiplies the head's rounded logits, the product rounded again; soft-capping takes
+  // c tanh(logits / c), each of its three steps rounded.
   const auto scaled = [&] {
+    if (spec_.final_logit_softcap > 0.0) {
+      const double cap = spec_.final_logit_softcap;
+      backend_.scale({.x = logits, .y = logits, .scale = static_cast<float>(1.0 / cap)});
+      blocks::round_activations(c, logits);
+      backend_.tanh({logits, logits});
+      blocks::round_activations(c, logits);
+      backend_.scale({.x = logits, .y = logits, .scale = static_cast<float>(cap)});
+      blocks::round_activations(c, logits);
+    }
     if (spec_.logit_scale == 1.0) return;
     backend_.scale({.x = logits, .y = logits, .scale = static_cast<float>(spec_.logit_scale)});
     blocks::round_activations(c, logits);

@@ -28,7 +28,11 @@ void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, M
   Buffer gate(c.arena, t, width), up(c.arena, t, width), act(c.arena, t, width);  // [T, intermediate]
   linear(c, h, w.gate, gate.m);
   linear(c, h, w.up, up.m);
-  if (c.spec.mlp_swiglu_limit > 0) {  // SwiGLU-OAI in the dense MLPs and shared experts too
+  if (c.spec.gelu_tanh_mlp) {  // GEGLU: gelu_tanh(gate), rounded, times up
+    c.be.gelu({.x = gate.m, .y = gate.m, .gelu = GeluApprox::kTanh});
+    round_activations(c, gate.m);
+    c.be.mul({gate.m, up.m, act.m});
+  } else if (c.spec.mlp_swiglu_limit > 0) {  // SwiGLU-OAI in the dense MLPs and shared experts too
     c.be.swiglu_clamped({.gate = gate.m,
                          .up = up.m,
                          .out = act.m,

@@ -161,14 +161,23 @@ struct MoeWeights {
   Linear latent_in, latent_out;  // latent MoE: [latent, H] before the experts, [H, latent] after, or absent
 };
 
+// A layer's per-layer input block (ModelSpec::per_layer_input): gate [P, H], projection [H, P], norm [H].
+struct PerLayerInputWeights {
+  Linear gate, projection;
+  std::span<const float> norm;
+  bool present() const { return gate.present(); }
+};
+
 struct LayerWeights {
   std::span<const float> input_norm, post_norm;        // [H]
   std::span<const float> attn_out_norm, ffn_out_norm;  // [H] sandwich norms (spec.sandwich_norms), or empty
   AttentionWeights attn;
-  LinearAttentionWeights linear;  // linear-attention layers (Gated DeltaNet)
-  MambaWeights mamba;             // Mamba-2 layers
-  DenseMlpWeights mlp;            // dense layers
-  MoeWeights moe;                 // MoE layers
+  LinearAttentionWeights linear;        // linear-attention layers (Gated DeltaNet)
+  MambaWeights mamba;                   // Mamba-2 layers
+  DenseMlpWeights mlp;                  // dense layers
+  MoeWeights moe;                       // MoE layers
+  PerLayerInputWeights per_layer;       // per-layer inputs (spec.per_layer_input), or absent
+  std::span<const float> layer_scalar;  // [1] (spec.layer_scalar), or empty
 };
 
 // What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.
@@ -186,6 +195,11 @@ struct ModelWeights {
   WeightView embedding;  // [V, H]
   Linear lm_head;        // [V, H] (the embedding when tied)
   std::span<const float> final_norm;
+  // Per-layer inputs (spec.per_layer_input): the token-identity table [V_p, n_layers * P] (rows gathered from
+  // the checkpoint), the embeddings' projection [n_layers * P, H] and its norm [P].
+  WeightView per_layer_embedding;
+  Linear per_layer_model_projection;
+  std::span<const float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
   TensorShard shard;         // what this process holds (whole unless tensor-parallel)
   ExpertShard expert_shard;  // whose routed experts it holds (all unless expert-parallel)

@@ -175,6 +175,12 @@ Status check_pipeline_parallel(const ModelSpec& s, int pp) {
   // each stage would hold all of them.
   if (s.linear_attention)
     return unsupported(what + ": Gated DeltaNet (linear attention) models are not yet split into stages");
+  // Per-layer inputs are computed from the token ids on the first stage, for every layer.
+  if (s.per_layer_input) return unsupported(what + ": per-layer inputs are not passed between stages yet");
+  // A layer attending to an earlier layer's cache needs it on its own stage.
+  for (const LayerSpec& l : s.layers) {
+    if (l.kv_source >= 0) return unsupported(what + ": KV shared across layers is not split into stages yet");
+  }
   // A layer sharing the sparse key selection of the layer before it needs that layer's stage to send it.
   for (int st = 1; st < pp; ++st) {
     const int64_t first = dist::stage_layers(s.n_layers, pp, st).begin;

@@ -57,6 +57,16 @@ class TableBinder {
         return linear(t, out_.lm_head);
       case WeightSlot::kFinalNorm:
         return norm(t, out_.final_norm);
+      case WeightSlot::kPerLayerEmbedding: {
+        Linear table;
+        D0_RETURN_IF_ERROR(linear(t, table));
+        out_.per_layer_embedding = table.w;
+        return Status::ok();
+      }
+      case WeightSlot::kPerLayerModelProjection:
+        return linear(t, out_.per_layer_model_projection);
+      case WeightSlot::kPerLayerProjectionNorm:
+        return norm(t, out_.per_layer_projection_norm);
       default:
         break;
     }
@@ -244,6 +254,14 @@ class TableBinder {
         return vector(t, layer->mamba.d);
       case WeightSlot::kMambaNorm:
         return vector(t, layer->mamba.norm);
+      case WeightSlot::kPerLayerInputGate:
+        return linear(t, layer->per_layer.gate);
+      case WeightSlot::kPerLayerProjection:
+        return linear(t, layer->per_layer.projection);
+      case WeightSlot::kPerLayerInputNorm:
+        return norm(t, layer->per_layer.norm);
+      case WeightSlot::kLayerScalar:
+        return vector(t, layer->layer_scalar);
       default:
         return stacked_experts(t, moe);
     }

@@ -68,6 +68,23 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
   }
   m.layers = shrink_layers(full.layers, n_layers);
   m.n_layers = n_layers;
+  // KV shared across layers: the miniature ends with the release's last layers, up to half of it reading
+  // the KV of the layers before (fewer, or none, when those lack a layer of a reader's kind). Without
+  // that, a release whose last layer is full attention among sliding ones (Gemma 4 forces it) keeps it so.
+  const auto full_shared =
+      std::count_if(full.layers.begin(), full.layers.end(), [](auto& l) { return l.kv_source >= 0; });
+  int64_t shared = std::min<int64_t>(full_shared, n_layers / 2);
+  for (int64_t i = 0; i < shared; ++i) {
+    m.layers[static_cast<size_t>(n_layers - shared + i)] = full.layers[full.layers.size() - shared + i];
+  }
+  const bool any_sliding = std::any_of(full.layers.begin(), full.layers.end(),
+                                       [](auto& l) { return l.mask == AttentionMask::kSliding; });
+  if (shared == 0 && any_sliding && full.layers.back().mask == AttentionMask::kCausal &&
+      m.layers.back().mask == AttentionMask::kSliding) {
+    m.layers.back() = full.layers.back();
+  }
+  while (shared > 0 && !assign_shared_kv_layers(m, shared)) --shared;
+  if (shared == 0) assign_shared_kv_layers(m, 0);
   if (full.sliding_window > 0) m.sliding_window = std::min(full.sliding_window, window);
   if (full.attention_chunk_size > 0) m.attention_chunk_size = std::min(full.attention_chunk_size, window);
 
@@ -117,8 +134,11 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
       m.value_head_dim = std::max<int64_t>(2, m.head_dim * full.value_head_dim / full.head_dim / 2 * 2);
     }
   }
-  // Layers with head counts of their own keep being more or fewer than the model's.
+  // Layers with head counts or widths of their own keep being more or fewer than the model's.
   for (LayerSpec& layer : m.layers) {
+    layer.head_dim = layer.head_dim == 0 || layer.head_dim == full.head_dim ? 0
+                     : layer.head_dim > full.head_dim                       ? 2 * m.head_dim
+                                                      : std::max<int64_t>(8, m.head_dim / 2);
     const bool more_kv = layer.n_kv_heads > full.n_kv_heads, fewer_kv = layer.n_kv_heads > 0 && !more_kv;
     layer.n_kv_heads = layer.n_kv_heads == 0 || layer.n_kv_heads == full.n_kv_heads ? 0
                        : more_kv ? std::min(m.n_heads, 2 * m.n_kv_heads)
@@ -185,6 +205,17 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
           layer.dense_intermediate == full.intermediate_size ? m.intermediate_size : dense_width;
     }
   }
+
+  // Layers reading another layer's KV with a double-wide MLP (Gemma 4's use_double_wide_mlp) keep it.
+  const bool double_wide = std::any_of(full.layers.begin(), full.layers.end(), [&](auto& l) {
+    return l.kv_source >= 0 && !l.moe && l.dense_intermediate == 2 * full.intermediate_size;
+  });
+  for (LayerSpec& layer : m.layers) {
+    if (double_wide && !layer.moe)
+      layer.dense_intermediate = (layer.kv_source >= 0 ? 2 : 1) * m.intermediate_size;
+  }
+  // Per-layer inputs: 8 wide, over the miniature's vocabulary.
+  if (full.per_layer_input) m.per_layer_input = PerLayerInputSpec{.vocab_size = m.vocab_size, .width = 8};
 
   if (full.moe) {
     const MoeSpec& fm = *full.moe;

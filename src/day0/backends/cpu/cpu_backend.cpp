@@ -155,6 +155,9 @@ class CpuBackend final : public Backend {
   void softplus(const UnaryArgs& a) override {
     unary(a.x, a.y, "softplus", [](float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); });
   }
+  void tanh(const UnaryArgs& a) override {
+    unary(a.x, a.y, "tanh", [](float z) { return std::tanh(z); });
+  }
   void gelu(const UnaryArgs& a) override {
     if (a.gelu == GeluApprox::kErf) {
       unary(a.x, a.y, "gelu", [](float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f)); });

@@ -151,6 +151,9 @@ void softplus(const UnaryArgs& a) {
   // torch's threshold: above 20, log(1 + e^x) equals x in float32.
   unary(a.x, a.y, "softplus", [](double z) { return z > 20.0 ? z : std::log1p(std::exp(z)); });
 }
+void tanh(const UnaryArgs& a) {
+  unary(a.x, a.y, "tanh", [](double z) { return std::tanh(z); });
+}
 void gelu(const UnaryArgs& a) {
   if (a.gelu == GeluApprox::kErf) {
     unary(a.x, a.y, "gelu", [](double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); });

@@ -31,6 +31,7 @@ void silu(const UnaryArgs& a);
 void gelu(const UnaryArgs& a);
 void sigmoid(const UnaryArgs& a);
 void softplus(const UnaryArgs& a);
+void tanh(const UnaryArgs& a);
 void swiglu(const SwigluArgs& a);
 void swiglu_clamped(const SwigluArgs& a);
 void moe_router(const MoeRouterArgs& a);
