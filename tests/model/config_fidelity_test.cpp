@@ -172,6 +172,12 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       // Qwen3-Next: hidden_act drives the MLPs and the Gated DeltaNet conv alike.
       {"qwen3-next.v4.json", "hidden_act", "gelu"},
       {"qwen3-next.v5.json", "attention_dropout", 0.1},
+      // Gemma 4: the MoE block (not implemented), bidirectional text, RoPE keys transformers' Gemma 4 never
+      // reads at the top level, another activation.
+      {"gemma4.v5.json", "enable_moe_block", true},
+      {"gemma4.v5.json", "use_bidirectional_attention", "all"},
+      {"gemma4.v4.json", "rope_theta", 10000.0},
+      {"gemma4.v4.json", "hidden_activation", "gelu"},
   };
   for (const Case& c : cases) {
     nlohmann::json config = read_json(configs_dir() / c.fixture);
@@ -384,6 +390,65 @@ TEST(ConfigFidelity, OlmoHybridDerivedDefaults) {
   for (int64_t l = 0; l < 8; ++l)
     EXPECT_EQ(v4->layers[static_cast<size_t>(l)].linear_attention, l % 4 != 3) << l;
   EXPECT_TRUE(v5->attention_post_norms && v5->qk_norm_full_width && v5->norm_gain_f32);
+}
+
+// Gemma 4: the release's global_head_dim / num_global_key_value_heads (v4 fixture) and transformers 5.25's
+// per_layer_config (v5) read alike; the global KV heads count only with attention_k_eq_v; the last
+// num_kv_shared_layers layers read the last earlier layer of their type, with a double-wide MLP.
+TEST(ConfigFidelity, Gemma4LayerSizesAndSharedKv) {
+  for (const char* tag : {"v4", "v5"}) {
+    SCOPED_TRACE(tag);
+    auto s = parse_fixture(std::string("gemma4.") + tag + ".json");
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    for (int64_t l = 0; l < 7; ++l) {
+      const LayerSpec& layer = s->layers[static_cast<size_t>(l)];
+      const bool full = l == 2 || l == 4 || l == 6;
+      EXPECT_EQ(layer.mask, full ? AttentionMask::kCausal : AttentionMask::kSliding) << l;
+      EXPECT_EQ(layer_head_dim(*s, layer), full ? 32 : 16) << l;
+      EXPECT_EQ(layer_kv_heads(*s, layer), full ? 1 : 2) << l;
+      EXPECT_EQ(layer.values_from_keys, full) << l;
+      EXPECT_EQ(layer.kv_source, l == 5 ? 3 : l == 6 ? 4 : -1) << l;
+      EXPECT_EQ(layer.dense_intermediate, l >= 5 ? 192 : 96) << l;
+    }
+    EXPECT_EQ(count_kv_layers(*s), 5);
+    EXPECT_EQ(s->rope.type, RopeType::kProportional);
+    EXPECT_DOUBLE_EQ(s->rope.proportional_share, 0.25);
+    EXPECT_DOUBLE_EQ(s->partial_rotary_factor, 1.0);
+    ASSERT_TRUE(s->sliding_rope.has_value());
+    EXPECT_DOUBLE_EQ(s->sliding_rope->theta, 10000.0);
+    ASSERT_TRUE(s->per_layer_input.has_value());
+    EXPECT_EQ(s->per_layer_input->width, 8);
+    EXPECT_DOUBLE_EQ(s->attention_scale, 1.0);
+    auto wrapper = parse_fixture(std::string("gemma4-31b.") + tag + ".json");
+    ASSERT_TRUE(wrapper.is_ok()) << wrapper.status().to_string();
+    EXPECT_EQ(layer_head_dim(*wrapper, wrapper->layers[5]), 32);
+    EXPECT_EQ(layer_kv_heads(*wrapper, wrapper->layers[5]), 2);  // k = v off: the global KV heads unread
+    EXPECT_FALSE(wrapper->per_layer_input.has_value());
+  }
+  // Gemma4TextConfig's defaults: 30 layers, five sliding (512) to one full 512 wide, per-layer inputs of 256.
+  auto bare = parse_model_config(
+      nlohmann::json{{"architectures", {"Gemma4ForCausalLM"}}, {"model_type", "gemma4_text"}}, "bare.json");
+  ASSERT_TRUE(bare.is_ok()) << bare.status().to_string();
+  EXPECT_EQ(bare->n_layers, 30);
+  EXPECT_EQ(bare->n_kv_heads, 4);
+  EXPECT_TRUE(bare->tie_word_embeddings);
+  EXPECT_EQ(bare->layers[4].mask, AttentionMask::kSliding);
+  EXPECT_EQ(bare->layers[4].window, 512);
+  EXPECT_EQ(layer_head_dim(*bare, bare->layers[5]), 512);
+  EXPECT_EQ(layer_head_dim(*bare, bare->layers[4]), 256);
+  ASSERT_TRUE(bare->per_layer_input.has_value());
+  EXPECT_EQ(bare->per_layer_input->width, 256);
+  // per_layer_config wins over global_head_dim in transformers: the two disagreeing is an error, and a
+  // per-layer attribute Day0 does not apply is refused by name.
+  nlohmann::json both = read_json(configs_dir() / "gemma4.v5.json");
+  both["global_head_dim"] = 64;
+  EXPECT_FALSE(parse_model_config(both, "both.json").is_ok());
+  nlohmann::json other = read_json(configs_dir() / "gemma4.v5.json");
+  other["per_layer_config"]["2"]["intermediate_size"] = 64;
+  auto refused = parse_model_config(other, "other.json");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.status().message().find("intermediate_size"), std::string::npos);
 }
 
 TEST(ConfigAudit, Qwen3NextLayerKindsAndHeadGroups) {

@@ -246,6 +246,21 @@ TEST(PublishedCounts, NemotronHCatalogEntries) {
   EXPECT_EQ(kv_cache_summary(*super, KvDtype::kBF16).bytes_per_token, 8u * 2u * 2u * 128u * 2u);
 }
 
+// Gemma 4 31B (catalog entry; source in its note): Google's model card gives 30.7B parameters, the language
+// model alone (the ~550M vision encoder is apart, the tied embedding counts once). transformers 5.25 counts
+// 30,697,345,280 for the text model; Day0 adds the 60 layer_scalar buffers (one a layer) it stores. Its KV
+// rows are sized for the sliding layers' 16 KV heads of 256 (the global layers' 4 of 512 fill half), keys
+// and values both (a global layer caches its normed keys as values).
+TEST(PublishedCounts, Gemma4CatalogEntry) {
+  auto spec = catalog_model("gemma-4-31b");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto c = count_params(*spec);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->total, 30'697'345'280 + 60);
+  EXPECT_LE(std::fabs(static_cast<double>(c->total) - 30.7e9), 0.005 * 30.7e9);
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, 60u * (4096u + 4096u) * 2u);
+}
+
 // MiniMax-M3: NVIDIA's Megatron Bridge documentation (and the release announcements) give 428B total and
 // ~23B active. Our text model (the vision tower, about 0.9B with its projectors, is neither run nor counted):
 // 426.17B, 0.43% under 428B; active 23.50B without the embeddings (25.96B with both), which "23B" gives with

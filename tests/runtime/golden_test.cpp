@@ -18,16 +18,20 @@ class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
   const auto names = golden_names();
-  for (const char* want : {"deepseek-v3",  "kimi-k2",         "qwen3-moe",        "qwen2-moe",
-                           "mixtral",      "glm-4.5",         "gpt-oss",          "llama3",
-                           "qwen3",        "qwen2-yarn",      "minimax-m2",       "longcat-flash",
-                           "deepseek-v32", "qwen3-next",      "seed-oss",         "ernie-4.5-moe",
-                           "solar-open",   "glm-4.7-flash",   "kimi-k2.5",        "mistral4",
-                           "hy3",          "trinity",         "laguna",           "mimo-v2-flash",
-                           "exaone-3.5",   "sarvam-30b",      "param2-17b",       "minimax-m3",
-                           "cohere2-moe",  "glm-5",           "glm-5-indexshare", "k-exaone",
-                           "qwen3.5",      "qwen3.5-moe",     "nemotron-h",       "nemotron-3-super",
-                           "olmo-hybrid",  "olmo-hybrid-nope"}) {
+  for (const char* want : {"deepseek-v3",      "kimi-k2",          "qwen3-moe",
+                           "qwen2-moe",        "mixtral",          "glm-4.5",
+                           "gpt-oss",          "llama3",           "qwen3",
+                           "qwen2-yarn",       "minimax-m2",       "longcat-flash",
+                           "deepseek-v32",     "qwen3-next",       "seed-oss",
+                           "ernie-4.5-moe",    "solar-open",       "glm-4.7-flash",
+                           "kimi-k2.5",        "mistral4",         "hy3",
+                           "trinity",          "laguna",           "mimo-v2-flash",
+                           "exaone-3.5",       "sarvam-30b",       "param2-17b",
+                           "minimax-m3",       "cohere2-moe",      "glm-5",
+                           "glm-5-indexshare", "k-exaone",         "qwen3.5",
+                           "qwen3.5-moe",      "nemotron-h",       "nemotron-3-super",
+                           "olmo-hybrid",      "olmo-hybrid-nope", "gemma4",
+                           "gemma4-31b"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << "missing golden " << want;
   }
 }

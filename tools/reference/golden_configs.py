@@ -546,6 +546,42 @@ CONFIGS = {
         intermediate_size=96, linear_conv_kernel_dim=3, linear_key_head_dim=16, linear_value_head_dim=16,
         linear_num_key_heads=2, linear_num_value_heads=2, linear_allow_neg_eigval=False, rms_norm_eps=1e-5,
         attention_bias=True, tie_word_embeddings=False, pad_token_id=0, rope_theta=None),
+    # Gemma 4 text (Gemma4ForCausalLM) with every mechanism on, as the E2B / E4B releases have most of them: 7
+    # layers sliding (window 8) and full, the last full; full layers 32 wide (global_head_dim) with one KV head
+    # (num_global_key_value_heads) whose values are the keys (attention_k_eq_v); the last two layers read the
+    # KV of the last earlier sliding / full layer (num_kv_shared_layers) with a double-wide MLP; per-layer
+    # inputs 8 wide; proportional RoPE on a quarter of the full layers' frequencies; logit soft-capping near
+    # the logits' size, so that it bends them. make_golden randomises every norm gain and layer_scalar.
+    "gemma4": dict({k: v for k, v in BASE.items() if k != "hidden_act"},
+        architectures=["Gemma4ForCausalLM"], model_type="gemma4_text", num_hidden_layers=7, num_key_value_heads=2,
+        head_dim=16, global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=96,
+        hidden_activation="gelu_pytorch_tanh", sliding_window=8, num_kv_shared_layers=2, use_double_wide_mlp=True,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                     "full_attention", "sliding_attention", "full_attention"],
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, final_logit_softcapping=4.0,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, pad_token_id=0,
+        enable_moe_block=False,
+        rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    # Gemma 4 as the 31B is released: the image-text wrapper (Gemma4ForConditionalGeneration) around its text
+    # model, with a one-layer vision tower Day0 does not read; the class's default layer kinds (five sliding,
+    # window 4, then full), full layers 32 wide; no per-layer inputs, no KV sharing, and attention_k_eq_v off,
+    # so that num_global_key_value_heads is not read (transformers applies it with k = v only); the class's
+    # default rope_parameters; soft-capping. Stored as the wrapper saves it (model.language_model.*), sharded.
+    "gemma4-31b": {
+        "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "torch_dtype": "bfloat16",
+        "tie_word_embeddings": True, "initializer_range": 0.16,
+        "text_config": dict({k: v for k, v in BASE.items() if k != "hidden_act"},
+            model_type="gemma4_text", num_hidden_layers=6, num_key_value_heads=2, head_dim=16,
+            global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=False, intermediate_size=96,
+            hidden_activation="gelu_pytorch_tanh", sliding_window=4, hidden_size_per_layer_input=0,
+            num_kv_shared_layers=0, final_logit_softcapping=4.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+            attention_bias=False, pad_token_id=0),
+        "vision_config": {"model_type": "gemma4_vision", "hidden_size": 16, "intermediate_size": 32,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                          "head_dim": 8, "position_embedding_size": 64, "initializer_range": 0.16},
+    },
 }
 
 # Miniatures saved in shards, as releases are (save_pretrained's max_shard_size; a few shards each, so
@@ -644,3 +680,6 @@ PROMPT_LENGTHS["qwen3.5-moe"] = [5, 11, 17]
 # OLMo-Hybrid: a 200-token prompt covers 4 chunks of the 64-token chunked delta rule.
 PROMPT_LENGTHS["olmo-hybrid"] = [5, 70, 200]
 PROMPT_SEEDS["qwen3.5-moe"] = 43
+PROMPT_LENGTHS["gemma4"] = [6, 17, 40]  # past the sliding window of 8
+PROMPT_LENGTHS["gemma4-31b"] = [6, 17, 40]
+SHARD_SIZES["gemma4-31b"] = "100KB"

@@ -75,7 +75,8 @@ def quantize_mxfp4(w):
 
 
 # Families whose golden gets random norm gains (make_golden's hf_init).
-RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe", "olmo_hybrid")
+RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe", "olmo_hybrid", "gemma4_text",
+                     "gemma4")
 
 
 def hf_init(name, folder, config):
@@ -100,6 +101,9 @@ def hf_init(name, folder, config):
         for name, buf in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 buf.normal_(0.0, 0.1)
+            # Gemma 4's layer_scalar starts at 1, where a scalar the engine skipped would go unseen.
+            if name.endswith("layer_scalar"):
+                buf.uniform_(0.5, 1.5)
         # LayerNorms start as weight 1, bias 0 (DeepSeek-V3.2's indexer key norm): random ones make the
         # golden see both applied.
         for name, p in model.named_parameters():
@@ -162,6 +166,12 @@ def hf_init(name, folder, config):
             # 1 + w, 0 at init: random offsets make the golden see each gain applied.
             if config["model_type"] == "minimax_m3_vl" and name.endswith("norm.weight") and "language_model" in name:
                 p.normal_(0.0, 0.2)
+            # Gemma 4 attends with scale 1, its q / k norms setting the scale: gains near 0.5 keep the scores (up
+            # to d / 4) where BF16 rounding of q and k does not decide the softmax. With gains near 1 scores reach
+            # d, and transformers' own BF16 run of the miniature drifts KL 1e-2 from its F32 run.
+            if config["model_type"] in ("gemma4_text", "gemma4") and "vision" not in name and \
+                    name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.normal_(0.5, 0.1)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     shard = SHARD_SIZES.get(golden)
     if shard and quant:
