@@ -261,6 +261,17 @@ TEST(PublishedCounts, Gemma4CatalogEntry) {
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, 60u * (4096u + 4096u) * 2u);
 }
 
+// OLMo-Hybrid 7B: transformers' default config (the release's was not available; see the entry's note).
+// Published: "7B", the model's name; this config counts 7,430,870,688, transformers' own count of
+// OlmoHybridConfig(), 6.2% above the round name.
+TEST(PublishedCounts, OlmoHybridCatalogEntry) {
+  auto spec = catalog_model("olmo-hybrid-7b");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto c = count_params(*spec);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->total, 7'430'870'688);
+}
+
 // MiniMax-M3: NVIDIA's Megatron Bridge documentation (and the release announcements) give 428B total and
 // ~23B active. Our text model (the vision tower, about 0.9B with its projectors, is neither run nor counted):
 // 426.17B, 0.43% under 428B; active 23.50B without the embeddings (25.96B with both), which "23B" gives with
