@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "command.h"
+#include "day0/audit/audit.h"
 #include "day0/core/human.h"
 #include "day0/report/adapt.h"
 #include "day0/report/render.h"
@@ -17,6 +19,9 @@ struct AdaptCliOptions {
   double soak_max_growth_mib = 32.0;
   std::string kv_dtype = "bf16";
   bool json = false;
+  std::string api_key_env;
+  std::string target_concurrency = "1,4,16,64";
+  std::string target_soak;
 };
 
 const char* mark(report::Verdict v) {
@@ -36,10 +41,27 @@ int run_adapt_command(AdaptCliOptions& options) {
   options.adapt.kv_dtype = parse_kv_dtype(options.kv_dtype).value_or(KvDtype::kBF16);
   const bool tty = isatty(STDERR_FILENO) != 0;
   int index = 0;
-  const size_t n_stages = report::adapt_stages().size();
+  if (!options.adapt.target.empty()) {
+    auto levels = audit::parse_concurrency(options.target_concurrency);
+    if (!levels.is_ok()) return report_error("adapt", levels.status());
+    options.adapt.target_concurrency = *levels;
+    if (!options.target_soak.empty()) {
+      auto seconds = audit::parse_duration(options.target_soak);
+      if (!seconds.is_ok()) return report_error("adapt", seconds.status());
+      options.adapt.target_soak_seconds = *seconds;
+    }
+    if (!options.api_key_env.empty()) {
+      const char* key = std::getenv(options.api_key_env.c_str());
+      if (key == nullptr || *key == '\0')
+        return report_error(
+            "adapt", invalid_argument("--api-key-env " + options.api_key_env + ": the variable is not set"));
+      options.adapt.target_api_key = key;
+    }
+  }
+  const size_t n_stages = report::adapt_stages_for(options.adapt).size();
   auto on_stage = [&](const report::StageResult& stage) {
     ++index;
-    std::string line = fmt::format("[{}/{}] {:<22} {}  {:>9}  {}", index, n_stages, stage.title,
+    std::string line = fmt::format("[{}/{}] {:<28} {}  {:>9}  {}", index, n_stages, stage.title,
                                    mark(stage.verdict), human_seconds(stage.seconds), stage.summary);
     if (!stage.reason.empty()) line += (stage.summary.empty() ? "" : " — ") + stage.reason;
     if (tty) {
@@ -123,9 +145,11 @@ const Registrar kAdapt(
       app.add_option("--compare", o->adapt.compare_path,
                      "Previous report.json: regressions against it fail the run")
           ->check(CLI::ExistingFile);
-      app.add_option("--optional", o->adapt.optional_stages,
-                     "Stages whose failure does not fail the run (ids: structure coverage weights miniature "
-                     "alignment generation plan distributed performance stability)")
+      app.add_option(
+             "--optional", o->adapt.optional_stages,
+             "Stages whose failure does not fail the run (ids: structure coverage weights miniature "
+             "alignment generation plan distributed performance stability, and with --target "
+             "target-tokens target-logprobs target-generation target-tools target-limits target-speed)")
           ->delimiter(',');
       app.add_flag("--require-all", o->adapt.require_all,
                    "A required stage that is skipped fails the run (exit 1), as a failing one does (default: "
@@ -160,6 +184,15 @@ const Registrar kAdapt(
                      "--compare: allowed relative fall of tokens/s")
           ->capture_default_str()
           ->check(finite_number(0.0, 1.0, "--margin-throughput (a relative fall)"));
+      app.add_option("--target", o->adapt.target,
+                     "An OpenAI-compatible server serving MODEL (e.g. http://127.0.0.1:8000): the checklist "
+                     "adds day0 audit's stages against it (target-tokens ... target-speed)");
+      app.add_option("--served-model-name", o->adapt.served_model_name,
+                     "--target: the model name requests carry (default: the first of its /v1/models)");
+      app.add_option("--api-key-env", o->api_key_env, "--target: environment variable holding its API key");
+      app.add_option("--target-concurrency", o->target_concurrency, "--target: load levels of target-speed")
+          ->capture_default_str();
+      app.add_option("--target-soak", o->target_soak, "--target: soak it this long (90s, 15m, 2h)");
       app.add_flag("--json", o->json, "Print report.json on stdout");
       return [o] { return run_adapt_command(*o); };
     });

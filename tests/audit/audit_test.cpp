@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "day0/audit/audit.h"
 #include "day0/audit/target_reply.h"
 #include "day0/model/catalog.h"
+#include "day0/report/adapt.h"
 #include "day0/report/json_schema.h"
 #include "day0/synth/synth_checkpoint.h"
 #include "day0/tokenizer/chat_template.h"
@@ -198,6 +200,9 @@ class Audit : public ::testing::Test {
     dims.vocab = 32768;  // the tokenizer's ids
     auto synth = synthesize_miniature(full->spec, dims, SynthOptions{}, dir_);
     ASSERT_TRUE(synth.is_ok()) << synth.status().to_string();
+    // The folder carries its tokenizer too, as a checkpoint does (adapt --target reads it from there).
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+      fs::copy_file(fs::path(tokenizer_) / f, fs::path(dir_) / f);
     HarnessOptions o;
     o.model_dir = dir_;
     o.tokenizer_dir = tokenizer_;
@@ -309,6 +314,49 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
     std::cout << "fault " << c.name << " -> " << failed_stages(rep) << ": " << stage->reason << "\n";
     EXPECT_EQ(rep.verdict, report::Verdict::kFail);
   }
+}
+
+// Through the CLI (adapt's distributed stage runs its own executable under mpirun, which must be day0).
+TEST_F(Audit, AdaptWithTargetAddsTheAuditStages) {
+  const fs::path out = fs::path(dir_).parent_path() / ("day0_audit_adapt_" + std::to_string(::getpid()));
+  auto adapt = [&](const std::string& target, const std::string& extra) {
+    fs::remove_all(out);
+    const std::string cmd = std::string(DAY0_CLI_PATH) + " adapt " + dir_ + " --out " + out.string() +
+                            " --prompt-tokens 6 --new-tokens 3 --soak-requests 12 --soak-seconds 20"
+                            " --reference-python none --target " +
+                            target + " --target-concurrency 2 " + extra + " --json 2>/dev/null";
+    std::string text;
+    if (FILE* f = ::popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+      ::pclose(f);
+    }
+    return Json::parse(text, nullptr, false);
+  };
+  auto stage_of = [](const Json& rep, const std::string& id) {
+    for (const auto& st : rep["stages"])
+      if (st["id"] == id) return st;
+    return Json();
+  };
+  Json rep = adapt("http://127.0.0.1:" + std::to_string(harness_->port()), "--optional target-speed");
+  ASSERT_TRUE(rep.is_object()) << "adapt --json printed no report";
+  ASSERT_EQ(rep["stages"].size(), report::adapt_stages().size() + audit::audit_stages().size());
+  for (const auto& d : audit::audit_stages()) {
+    const Json st = stage_of(rep, d.id);
+    ASSERT_TRUE(st.is_object()) << d.id;
+    EXPECT_EQ(st["verdict"], "pass") << d.id << ": " << st["reason"];
+    EXPECT_EQ(st["required"], d.id != "target-speed") << d.id;
+  }
+  EXPECT_TRUE(report::validate_json(rep, report::report_json_schema()).empty());
+  // An unreachable target fails every audit stage with the reason, and the run.
+  Json down = adapt("http://127.0.0.1:1", "");
+  ASSERT_TRUE(down.is_object());
+  const Json tokens = stage_of(down, "target-tokens");
+  EXPECT_EQ(tokens["verdict"], "fail");
+  EXPECT_NE(tokens["reason"].get<std::string>().find("could not start"), std::string::npos)
+      << tokens["reason"];
+  EXPECT_EQ(down["verdict"], "fail");
+  fs::remove_all(out);
 }
 
 // The trained SmolLM2-135M-Instruct (Q4_1 GGUF) served by day0 serve (BF16 KV cache, its default)

@@ -238,9 +238,23 @@ Result<std::shared_ptr<AuditSession>> open_audit(const AuditOptions& options) {
   eo.kv_dtype = KvDtype::kF32;
   D0_ASSIGN_OR_RETURN(s->reference, open_engine(s->model, "cpu", eo));
   s->bounds = bounds_for(s->model, options.model);
+  // A token's text alone and after another token: decoders that strip a leading space at the start
+  // of a sequence (SentencePiece's) give "Rules" for both "Rules" and "▁Rules" alone, while servers
+  // name the second " Rules" as it reads in the text; both spellings lead to the candidates.
+  const std::vector<int32_t> lead = s->tok->encode("a");
+  const std::string lead_text =
+      lead.empty() ? std::string() : s->tok->decode(std::span<const int32_t>(lead.data(), 1));
   for (int32_t id = 0; id < static_cast<int32_t>(std::min<int64_t>(s->vocab(), s->tok->vocab_size())); ++id) {
     const int32_t one[] = {id};
-    s->ids_by_text[s->tok->decode(one)].push_back(id);
+    const std::string alone = s->tok->decode(one);
+    s->ids_by_text[alone].push_back(id);
+    if (lead.empty()) continue;
+    const int32_t two[] = {lead[0], id};
+    const std::string after = s->tok->decode(two);
+    if (after.size() >= lead_text.size() && after.compare(0, lead_text.size(), lead_text) == 0) {
+      const std::string in_text = after.substr(lead_text.size());
+      if (in_text != alone) s->ids_by_text[in_text].push_back(id);
+    }
   }
 
   // The served model: --served-model-name, else the first of /v1/models.

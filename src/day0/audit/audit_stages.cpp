@@ -959,7 +959,7 @@ void run_speed_stage(AuditSession& s, StageResult& out) {
   if (failed > 0)
     problems.push_back(
         fmt::format("{} of {} load requests failed (first: {})", failed, requests, first_error));
-  std::string soak_note = "no soak (--soak not given)";
+  std::string soak_note = "no soak (none asked)";
   if (s.options.soak_seconds > 0) {
     serve::SoakOptions so;
     so.load = base;

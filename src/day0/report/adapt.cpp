@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "day0/audit/audit.h"
 #include "day0/core/atomic_file.h"
 #include "day0/core/error.h"
 #include "day0/core/json_reader.h"
@@ -67,10 +68,17 @@ const std::vector<StageDescriptor>& adapt_stages() {
   return descriptors;
 }
 
+std::vector<StageDescriptor> adapt_stages_for(const AdaptOptions& options) {
+  std::vector<StageDescriptor> out = adapt_stages();
+  if (!options.target.empty())
+    for (const auto& d : audit::audit_stages()) out.push_back({d.id, d.title});
+  return out;
+}
+
 Result<Report> run_adapt(const AdaptOptions& options,
                          const std::function<void(const StageResult&)>& on_stage) {
   for (const auto& id : options.optional_stages) {
-    const auto& stages = adapt_stages();
+    const auto stages = adapt_stages_for(options);
     if (std::none_of(stages.begin(), stages.end(), [&](const StageDescriptor& d) { return d.id == id; })) {
       std::string names;
       for (const auto& d : stages) names += (names.empty() ? "" : ", ") + d.id;
@@ -116,6 +124,37 @@ Result<Report> run_adapt(const AdaptOptions& options,
     report.stages.push_back(std::move(stage));
   }
   if (ctx.model) report.family = ctx.model->spec.family;
+
+  if (!options.target.empty()) {
+    audit::AuditOptions ao;
+    ao.model = options.model;
+    ao.target = options.target;
+    ao.served_model_name = options.served_model_name;
+    ao.api_key = options.target_api_key;
+    ao.concurrency = options.target_concurrency;
+    ao.soak_seconds = options.target_soak_seconds;
+    const size_t first = report.stages.size();
+    auto session = audit::open_audit(ao);
+    if (session.is_ok()) {
+      audit::run_audit_stages(**session, report.stages, on_stage);
+    } else {
+      // Without the reference or the target no audit stage can judge: each fails with the reason.
+      for (const auto& d : audit::audit_stages()) {
+        StageResult stage;
+        stage.id = d.id;
+        stage.title = d.title;
+        stage_fail(stage,
+                   "the audit of " + options.target + " could not start: " + session.status().to_string());
+        if (on_stage) on_stage(stage);
+        report.stages.push_back(std::move(stage));
+      }
+    }
+    for (size_t i = first; i < report.stages.size(); ++i) {
+      auto& st = report.stages[i];
+      st.required = std::find(options.optional_stages.begin(), options.optional_stages.end(), st.id) ==
+                    options.optional_stages.end();
+    }
+  }
 
   if (old_report)
     report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));

@@ -55,6 +55,13 @@ struct AdaptOptions {
   std::string spot_base;
   double spot_min_agreement = 0.5;
   CompareMargins margins;
+  // --target URL: the audit's stages (audit/audit.h) against an OpenAI-compatible server serving
+  // MODEL run after the checklist, in the same report. Empty: not run.
+  std::string target;
+  std::string served_model_name;
+  std::string target_api_key;
+  std::vector<int> target_concurrency = {1, 4, 16, 64};
+  double target_soak_seconds = 0;
 };
 
 struct StageDescriptor {
@@ -62,8 +69,10 @@ struct StageDescriptor {
   std::string title;
 };
 
-// The stages in the order they run.
+// The stages in the order they run (without --target's).
 const std::vector<StageDescriptor>& adapt_stages();
+// The stages a run with these options has: adapt_stages(), then the audit's under --target.
+std::vector<StageDescriptor> adapt_stages_for(const AdaptOptions& options);
 
 // Runs the checklist. `on_stage` is called after each stage (progress). Returns the report (its
 // verdict already computed, regressions included when compare_path is set), or a Status for bad

@@ -7,6 +7,9 @@
 //   plan.evidence.memory_per_device               {item: bytes}, plan.evidence.device_memory_bytes
 //   performance.evidence                          prefill_tok_s, decode_tok_s, decode_roofline_tok_s,
 //                                                 prefill_roofline_tok_s
+//   target-speed.evidence                         levels [{concurrency, output_tok_s, ttft_p50_s, ...}],
+//                                                 soak.samples [{t_s, e2e_p50_s, e2e_p99_s}]
+//   target-generation.evidence.prompts            [{id, target, reference, prefix_agreement}]
 #include <string>
 
 #include "day0/core/status.h"

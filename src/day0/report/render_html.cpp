@@ -67,6 +67,62 @@ std::string throughput_chart(const Report& report) {
          svg_bar_chart("Tokens per second on this machine", bars, "tok/s");
 }
 
+// The audit's load levels and soak (target-speed): throughput and latency against concurrency, and
+// latency over the soak's time.
+std::string target_speed_charts(const Report& report) {
+  const StageResult* stage = report.find_stage("target-speed");
+  if (stage == nullptr || !stage->evidence.contains("levels") || !stage->evidence["levels"].is_array())
+    return "";
+  Series tput{"output tok/s", {}, {}};
+  Series ttft50{"TTFT p50", {}, {}}, ttft99{"TTFT p99", {}, {}}, itl50{"ITL p50", {}, {}},
+      itl99{"ITL p99", {}, {}};
+  for (const auto& l : stage->evidence["levels"]) {
+    const double c = l.value("concurrency", 0.0);
+    tput.x.push_back(c);
+    tput.y.push_back(l.value("output_tok_s", 0.0));
+    for (auto [series, key] : {std::pair{&ttft50, "ttft_p50_s"}, std::pair{&ttft99, "ttft_p99_s"},
+                               std::pair{&itl50, "itl_p50_s"}, std::pair{&itl99, "itl_p99_s"}}) {
+      series->x.push_back(c);
+      series->y.push_back(1e3 * l.value(key, 0.0));
+    }
+  }
+  if (tput.x.empty()) return "";
+  std::string html = "<h2>Target: speed and stability</h2>\n";
+  html += svg_line_chart("Output tokens per second against concurrency", {tput}, "concurrent requests",
+                         "tok/s", false);
+  html += svg_line_chart("Latency against concurrency", {ttft50, ttft99, itl50, itl99}, "concurrent requests",
+                         "ms", true);
+  if (stage->evidence.contains("soak") && stage->evidence["soak"].contains("samples")) {
+    Series p50{"e2e p50", {}, {}}, p99{"e2e p99", {}, {}};
+    for (const auto& smp : stage->evidence["soak"]["samples"]) {
+      const double t = smp.value("t_s", 0.0);
+      p50.x.push_back(t);
+      p50.y.push_back(1e3 * smp.value("e2e_p50_s", 0.0));
+      p99.x.push_back(t);
+      p99.y.push_back(1e3 * smp.value("e2e_p99_s", 0.0));
+    }
+    if (p50.x.size() >= 2)
+      html += svg_line_chart("Request latency over the soak", {p50, p99}, "seconds", "ms", false);
+  }
+  return html;
+}
+
+// The audit's generation spot checks: the target's greedy text beside the reference's.
+std::string target_side_by_side(const Report& report) {
+  const StageResult* stage = report.find_stage("target-generation");
+  if (stage == nullptr || !stage->evidence.contains("prompts") || !stage->evidence["prompts"].is_array())
+    return "";
+  std::string html =
+      "<h2>Target: generation side by side</h2>\n<table id=\"target-generation\"><tr><th>prompt</th>"
+      "<th>target</th><th>reference (Day0)</th><th>prefix agreement</th></tr>\n";
+  for (const auto& row : stage->evidence["prompts"]) {
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>\n",
+                        html_escape(row.value("id", "")), html_escape(row.value("target", "")),
+                        html_escape(row.value("reference", "")), row.value("prefix_agreement", 0.0));
+  }
+  return html + "</table>\n";
+}
+
 // `text` with the part after `agreed` (when it starts with it) marked as divergent.
 std::string marked_text(const std::string& text, const std::string& agreed) {
   if (agreed.empty() || text.rfind(agreed, 0) != 0) return html_escape(text);
@@ -186,6 +242,8 @@ std::string render_html(const Report& report) {
   html += memory_chart(report);
   html += throughput_chart(report);
   html += spot_table(report);
+  html += target_speed_charts(report);
+  html += target_side_by_side(report);
   html += "<h2>Evidence</h2>\n";
   for (const auto& s : report.stages) {
     html += fmt::format("<details><summary>{} ({})</summary><pre>{}</pre></details>\n", html_escape(s.title),

@@ -111,10 +111,15 @@ Json ResponseBuilder::logprobs_of(const std::vector<GenerationStep>& steps, int6
       Json top = Json::array();
       for (const TokenLogprob& alt : s.top) {
         const std::string a = token_text(alt.token);
-        top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes(a)}});
+        top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes(a)}, {"id", alt.token}});
       }
-      content.push_back(
-          {{"token", t}, {"logprob", s.chosen.logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+      // "id" beside OpenAI's fields (as llama-server writes it): several ids can share a text (byte
+      // tokens, a leading space a decoder strips), and a client that compares tokens needs which one.
+      content.push_back({{"token", t},
+                         {"logprob", s.chosen.logprob},
+                         {"bytes", bytes(t)},
+                         {"id", s.chosen.token},
+                         {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
