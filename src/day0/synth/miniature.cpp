@@ -71,20 +71,27 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
   // KV shared across layers: the miniature ends with the release's last layers, up to half of it reading
   // the KV of the layers before (fewer, or none, when those lack a layer of a reader's kind). Without
   // that, a release whose last layer is full attention among sliding ones (Gemma 4 forces it) keeps it so.
+  const std::vector<LayerSpec> prefix = m.layers;
   const auto full_shared =
       std::count_if(full.layers.begin(), full.layers.end(), [](auto& l) { return l.kv_source >= 0; });
   int64_t shared = std::min<int64_t>(full_shared, n_layers / 2);
-  for (int64_t i = 0; i < shared; ++i) {
-    m.layers[static_cast<size_t>(n_layers - shared + i)] = full.layers[full.layers.size() - shared + i];
+  for (; shared > 0; --shared) {
+    m.layers = prefix;
+    for (int64_t i = 0; i < shared; ++i) {
+      m.layers[static_cast<size_t>(n_layers - shared + i)] = full.layers[full.layers.size() - shared + i];
+    }
+    if (assign_shared_kv_layers(m, shared)) break;
   }
-  const bool any_sliding = std::any_of(full.layers.begin(), full.layers.end(),
-                                       [](auto& l) { return l.mask == AttentionMask::kSliding; });
-  if (shared == 0 && any_sliding && full.layers.back().mask == AttentionMask::kCausal &&
-      m.layers.back().mask == AttentionMask::kSliding) {
-    m.layers.back() = full.layers.back();
+  if (shared == 0) {
+    m.layers = prefix;
+    const bool any_sliding = std::any_of(full.layers.begin(), full.layers.end(),
+                                         [](auto& l) { return l.mask == AttentionMask::kSliding; });
+    if (any_sliding && full.layers.back().mask == AttentionMask::kCausal &&
+        m.layers.back().mask == AttentionMask::kSliding) {
+      m.layers.back() = full.layers.back();
+    }
+    assign_shared_kv_layers(m, 0);
   }
-  while (shared > 0 && !assign_shared_kv_layers(m, shared)) --shared;
-  if (shared == 0) assign_shared_kv_layers(m, 0);
   if (full.sliding_window > 0) m.sliding_window = std::min(full.sliding_window, window);
   if (full.attention_chunk_size > 0) m.attention_chunk_size = std::min(full.attention_chunk_size, window);
 
