@@ -932,6 +932,9 @@ void run_speed_stage(AuditSession& s, StageResult& out) {
   base.prompt_len = {32, 32};
   base.output_len = {s.options.new_tokens, s.options.new_tokens};
   base.max_token_id = static_cast<int32_t>(std::min<int64_t>(s.vocab(), 1000));
+  // With the chosen token's log-probability each chunk says how many tokens it carries: a server may
+  // stream several in one chunk (llama-server does under load), which OpenAI's protocol allows.
+  base.logprobs = 0;
   if (!s.path_prefix.empty())
     return mark_skip(out, "the load generator needs a target at the server's root, not " + s.path_prefix);
   for (int c : s.options.concurrency) {
