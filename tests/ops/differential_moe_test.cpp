@@ -83,7 +83,8 @@ struct ExpertsCase {
   // A serving step's routing: every token's first pick is one of three busy experts (t / 3 tokens each, past
   // the row-dot limit of the cpu backend), its second one of the others (a few tokens each).
   bool skewed = false;
-  bool relu2 = false;  // Nemotron-H's ungated relu(up x)^2 experts (no gate weight)
+  bool relu2 = false;      // Nemotron-H's ungated relu(up x)^2 experts (no gate weight)
+  bool gelu_tanh = false;  // GEGLU experts: gelu_tanh(gate x) * up x
 };
 
 const ExpertsCase kExpertsCases[] = {
@@ -119,6 +120,16 @@ const ExpertsCase kExpertsCases[] = {
      true, 0, false, true},
     {"relu2 serving step: 3 busy experts", 60, 16, 2, 64, 32, GateUpLayout::kSeparate, false, false, false,
      false, 0, true, true},
+    // GEGLU experts (fused gate_up rows, gate half first): decode, a prefill with biases into an
+    // accumulated output, a serving step's busy experts, separate gate / up rows in several pieces.
+    {"geglu decode top-8 of 32", 1, 32, 8, 64, 64, GateUpLayout::kConcatenated, false, false, false, false, 0,
+     false, false, true},
+    {"geglu prefill with biases, accumulate", 40, 8, 2, 96, 32, GateUpLayout::kConcatenated, false, false,
+     true, true, 0, false, false, true},
+    {"geglu serving step: 3 busy experts", 60, 16, 2, 64, 32, GateUpLayout::kConcatenated, false, false,
+     false, false, 0, true, false, true},
+    {"geglu separate rows: an item in several pieces", 3, 4, 2, 64, 608, GateUpLayout::kSeparate, false,
+     false, true, false, 0, false, false, true},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {
@@ -175,6 +186,7 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
                                    .layout = c.layout,
                                    .clamped = c.clamped,
                                    .relu2 = c.relu2,
+                                   .gelu_tanh = c.gelu_tanh,
                                    .input_scaling = c.input_scaling,
                                    .n_zero_experts = c.zero_experts,
                                    .out = out.view(),
@@ -421,8 +433,8 @@ TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
 // Experts with more tokens than the row dots take (a prefill's) run together on BF16 tiles of 16 token
 // lanes. Each must give, bit for bit, what its own three matmuls give through the backend (the few-token
 // GEMM's tiles: gathered x, gate and up with their biases, SwiGLU, down), weighted into out expert by
-// expert in order with fused multiply-adds: for every gate / up layout, biases, the clamped SwiGLU, input
-// scaling, an expert past 8 tiles (narrower column chunks), and odd widths (a last column alone).
+// expert in order with fused multiply-adds: for every gate / up layout, biases, the clamped SwiGLU, GEGLU,
+// input scaling, an expert past 8 tiles (narrower column chunks), and odd widths (a last column alone).
 TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: experts never run on BF16 tiles";
   struct Case {
@@ -430,12 +442,14 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
     GateUpLayout layout;
     bool biases, clamped, input_scaling;
     int64_t hidden, inter;
+    bool gelu_tanh = false;  // GEGLU experts
   };
   const Case cases[] = {
       {"separate", GateUpLayout::kSeparate, false, false, false, 200, 72},
       {"separate, biases, odd widths", GateUpLayout::kSeparate, true, false, false, 203, 75},
       {"fused gate-up, input scaling", GateUpLayout::kConcatenated, false, false, true, 128, 96},
       {"interleaved, clamped, biases", GateUpLayout::kInterleaved, true, true, false, 96, 40},
+      {"fused gate-up, GEGLU, biases", GateUpLayout::kConcatenated, true, false, false, 128, 96, true},
   };
   const int64_t t = 150, n_experts = 8, k = 2;
   std::vector<int32_t> ids;  // [t, k]: expert 0 every token's first pick (10 tiles), the others 17-25 each
@@ -490,6 +504,7 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
                        .experts = experts,
                        .layout = c.layout,
                        .clamped = c.clamped,
+                       .gelu_tanh = c.gelu_tanh,
                        .input_scaling = c.input_scaling,
                        .out = out.view(),
                        .exact = exact});
@@ -558,9 +573,11 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
           if (c.clamped)
             act[static_cast<size_t>(i * c.inter + col)] =
                 static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702));
+          else if (c.gelu_tanh)
+            act[static_cast<size_t>(i * c.inter + col)] = static_cast<float>(ref::geglu_of(gv, uv));
         }
       }
-      if (!c.clamped)
+      if (!c.clamped && !c.gelu_tanh)
         be->swiglu({.gate = {gh.data(), n, c.inter},
                     .up = {uh.data(), n, c.inter},
                     .out = {act.data(), n, c.inter}});

@@ -254,6 +254,27 @@ TEST_F(Semantics, AttentionSinkAndSlidingWindow) {
   }
 }
 
+TEST_F(Semantics, RouterExpertScaleWeighsAfterTheNormalization) {
+  // Softmax of {0, 0, 2, -2}, top-2 = experts 2 and 0, renormalized to {e^2, 1} / (e^2 + 1), then each
+  // times its own expert's scale (which does not change the picks).
+  const float logits[] = {0, 0, 2, -2};
+  const float scale[] = {3.0f, 0.1f, 0.5f, 100.0f};
+  for (auto& nb : backends_) {
+    int32_t ids[2];
+    float w[2];
+    nb.backend->moe_router({.logits = {logits, 1, 4},
+                            .top_k = 2,
+                            .norm_topk_prob = true,
+                            .expert_scale = scale,
+                            .expert_ids = {ids, 1, 2},
+                            .expert_weights = {w, 1, 2}});
+    EXPECT_EQ(ids[0], 2) << nb.label;
+    EXPECT_EQ(ids[1], 0) << nb.label;
+    EXPECT_NEAR(w[0], 0.5f * std::exp(2.0f) / (std::exp(2.0f) + 1.0f), 1e-6) << nb.label;
+    EXPECT_NEAR(w[1], 3.0f / (std::exp(2.0f) + 1.0f), 1e-6) << nb.label;
+  }
+}
+
 TEST_F(Semantics, RouterBiasSelectsButDoesNotWeigh) {
   // Sigmoid scores of logits {0, 0, 2, -2}; a bias of +10 on expert 3 makes it win the selection,
   // but its weight is its unbiased score sigmoid(-2).

@@ -492,6 +492,7 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
   }
   if (a.input_scaling) op.attrs["input_scaling"] = "true";
   if (a.relu2) op.attrs["activation"] = "relu2";
+  if (a.gelu_tanh) op.attrs["activation"] = "gelu_tanh";
   if (a.n_zero_experts > 0) op.attrs["zero_experts"] = std::to_string(a.n_zero_experts);
   if (a.routed_experts() != static_cast<int64_t>(a.experts.size())) {  // an expert-parallel rank's block
     op.attrs["n_experts"] = std::to_string(a.routed_experts());
@@ -516,8 +517,8 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
         weight_bytes(e.gate) + (separate ? weight_bytes(e.up) : 0.0) + weight_bytes(e.down);
     const double pairs = d(a.x.rows) * d(k);  // token-expert pairs (a decoded token reads k experts)
     op.matmul_flops_per_token = 2.0 * pairs * weights;
-    op.flops_per_token =
-        op.matmul_flops_per_token + pairs * (d(width) * (a.clamped ? 8.0 : 5.0) + 2.0 * d(a.x.cols));
+    op.flops_per_token = op.matmul_flops_per_token +
+                         pairs * (d(width) * (a.clamped || a.gelu_tanh ? 8.0 : 5.0) + 2.0 * d(a.x.cols));
     op.bytes_per_token = pairs * per_pair_bytes;
   }
   note(std::move(op));

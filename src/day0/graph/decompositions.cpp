@@ -239,6 +239,10 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
       // act holds relu(up x)^2 already
     } else if (a.clamped) {
       be.swiglu_clamped(glu);
+    } else if (a.gelu_tanh) {  // GEGLU: gelu_tanh(gate) * up (the gate and up halves side by side)
+      const Matrix gate = gate_up.m.col_slice(0, inter);  // [n, I]
+      be.gelu({.x = gate, .y = gate, .gelu = GeluApprox::kTanh});
+      be.mul({gate, gate_up.m.col_slice(inter, inter), act.m});
     } else {
       be.swiglu(glu);
     }

@@ -385,6 +385,8 @@ struct MoeRouterArgs {
   bool norm_topk_prob = false;
   float renorm_eps = 0.0f;  // 1e-20 with float32 router logits (router_logits_f32)
   float routed_scaling_factor = 1.0f;
+  // [E] or empty: each picked expert's weight also times its own scale, after the normalization.
+  std::span<const float> expert_scale;
   MatrixView<int32_t> expert_ids;  // [T, top_k]
   Matrix expert_weights;           // [T, top_k]
 };
@@ -428,8 +430,9 @@ struct MoeExpertsArgs {
     return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
-  bool clamped = false;  // clamped SwiGLU (limit, alpha)
-  bool relu2 = false;    // ungated relu(up x)^2 experts (Nemotron-H)
+  bool clamped = false;    // clamped SwiGLU (limit, alpha)
+  bool relu2 = false;      // ungated relu(up x)^2 experts (Nemotron-H)
+  bool gelu_tanh = false;  // GEGLU experts: gelu_tanh(gate x) * up x (tanh-approximated GELU)
   float limit = 7.0f;
   float alpha = 1.702f;
   bool input_scaling = false;  // kLogitsThenSigmoid: scale the input, not the output

@@ -238,6 +238,9 @@ void check_args(const MoeRouterArgs& a) {
   D0_CHECK_MSG(a.top_k > 0 && a.top_k <= e, fmt::format("moe_router: top_k {} outside [1, {}]", a.top_k, e));
   D0_EXPECT_SHAPE("moe_router", "expert_ids", a.expert_ids, a.logits.rows, a.top_k);
   D0_EXPECT_SHAPE("moe_router", "expert_weights", a.expert_weights, a.logits.rows, a.top_k);
+  D0_CHECK_MSG(a.expert_scale.empty() || static_cast<int64_t>(a.expert_scale.size()) == e,
+               fmt::format("moe_router: expert_scale has {} entries, expected {} (one an expert)",
+                           a.expert_scale.size(), e));
   if (a.method == TopkMethod::kGroupLimitedGreedy || a.method == TopkMethod::kNoauxTc) {
     D0_CHECK_MSG(a.n_group > 0 && e % a.n_group == 0 && a.topk_group > 0 && a.topk_group <= a.n_group,
                  fmt::format("moe_router: {} experts in {} groups, keep {}", e, a.n_group, a.topk_group));
@@ -280,6 +283,11 @@ void check_args(const MoeExpertsArgs& a) {
   for (const auto& ew : a.experts) {
     const int64_t inter = ew.down.cols;
     D0_CHECK_MSG(ew.down.valid() && ew.down.rows == h, "moe_experts: down weight must be [H, I]");
+    D0_CHECK_MSG(static_cast<int>(a.relu2) + static_cast<int>(a.clamped) + static_cast<int>(a.gelu_tanh) <= 1,
+                 "moe_experts: relu2, clamped and gelu_tanh experts exclude each other");
+    D0_CHECK_MSG(
+        !a.gelu_tanh || a.layout != GateUpLayout::kInterleaved,
+        "moe_experts: gelu_tanh experts take separate or concatenated gate / up rows, found interleaved");
     if (a.relu2) {
       D0_CHECK_MSG(a.layout == GateUpLayout::kSeparate && !a.clamped && ew.up.valid() &&
                        ew.up.rows == inter && ew.up.cols == h,

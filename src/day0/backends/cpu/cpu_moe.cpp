@@ -21,13 +21,20 @@ bool plain_rows(const WeightView& w, bool exact) {
   return w.format != WeightFormat::kMxfp4 && (exact || !w.is_int());
 }
 
-// out[j] = SwiGLU(g[j], u[j]) for j < n: the clamped form, or the level's silu_mul, which the tiles'
-// swiglu_pack_x16 computes lane for lane, so that an expert's activations have the same bits on every path.
+// The experts' gated activation of one gate / up pair where it is not the plain SwiGLU: the clamped
+// SwiGLU or GEGLU, in double like the reference, so that every path gives the same bits.
+float gated_of(const MoeExpertsArgs& a, float g, float u) {
+  return static_cast<float>(a.gelu_tanh ? ref::geglu_of(g, u)
+                                        : ref::clamped_swiglu_of(g, u, a.limit, a.alpha));
+}
+
+// out[j] = the gated activation of (g[j], u[j]) for j < n: gated_of, or the level's silu_mul, which the
+// tiles' swiglu_pack_x16 computes lane for lane, so that an expert's activations have the same bits on
+// every path.
 void swiglu_span(const Context& c, const MoeExpertsArgs& a, const float* g, const float* u, int64_t n,
                  float* out) {
-  if (a.clamped) {
-    for (int64_t j = 0; j < n; ++j)
-      out[j] = static_cast<float>(ref::clamped_swiglu_of(g[j], u[j], a.limit, a.alpha));
+  if (a.clamped || a.gelu_tanh) {
+    for (int64_t j = 0; j < n; ++j) out[j] = gated_of(a, g[j], u[j]);
   } else if (c.k.silu_mul != nullptr) {
     c.k.silu_mul(g, u, n, out);
   } else {
@@ -311,15 +318,13 @@ void moe_experts_tiles(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
         }
         if (a.layout == GateUpLayout::kSeparate && ew.up_bias != nullptr) add_bias(u0, ew.up_bias + c0, 1);
         uint32_t* dst = actt + (first[i] + j) * act_words + c0 / 2 * 16;
-        if (!a.clamped) {
+        if (!a.clamped && !a.gelu_tanh) {
           c.k.swiglu_pack_x16(g0, u0, ld, n, lanes, dst);
           continue;
         }
         for (int64_t col = 0; col < n; ++col) {
-          for (int64_t lane = 0; lane < lanes; ++lane) {
-            act[lane * kc + col] = static_cast<float>(
-                ref::clamped_swiglu_of(g0[col * ld + lane], u0[col * ld + lane], a.limit, a.alpha));
-          }
+          for (int64_t lane = 0; lane < lanes; ++lane)
+            act[lane * kc + col] = gated_of(a, g0[col * ld + lane], u0[col * ld + lane]);
         }
         c.k.pack_bf16_x16(act, kc, lanes, n, dst);
       }

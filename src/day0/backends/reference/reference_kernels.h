@@ -58,6 +58,14 @@ inline double silu_of(double z) {
 inline double sigmoid_of(double z) {
   return 1.0 / (1.0 + std::exp(-z));
 }
+// GELU with torch's tanh approximation (gelu_pytorch_tanh), and GEGLU: gelu_tanh(gate) * up.
+inline double gelu_tanh_of(double z) {
+  const double k = 0.79788456080286535588;  // sqrt(2 / pi)
+  return 0.5 * z * (1.0 + std::tanh(k * (z + 0.044715 * z * z * z)));
+}
+inline double geglu_of(double gate, double up) {
+  return gelu_tanh_of(gate) * up;
+}
 inline double clamped_swiglu_of(double gate, double up, double limit, double alpha) {
   const double g = std::min(gate, limit);
   const double u = std::clamp(up, -limit, limit);

@@ -116,7 +116,8 @@ void moe_router(const MoeRouterArgs& a) {
     }
     for (size_t j = 0; j < k; ++j) {
       a.expert_ids.row(t)[j] = static_cast<int32_t>(s.idx[j]);
-      a.expert_weights.row(t)[j] = static_cast<float>(w[j] * a.routed_scaling_factor);
+      const double scale = a.expert_scale.empty() ? 1.0 : a.expert_scale[static_cast<size_t>(s.idx[j])];
+      a.expert_weights.row(t)[j] = static_cast<float>(w[j] * a.routed_scaling_factor * scale);
     }
   }
 }
@@ -169,7 +170,9 @@ void moe_experts(const MoeExpertsArgs& a) {
             u = project(ew.gate, inter + i, ew.gate_bias);
             break;
         }
-        act[static_cast<size_t>(i)] = a.clamped ? clamped_swiglu_of(g, u, a.limit, a.alpha) : silu_of(g) * u;
+        act[static_cast<size_t>(i)] = a.clamped     ? clamped_swiglu_of(g, u, a.limit, a.alpha)
+                                      : a.gelu_tanh ? geglu_of(g, u)
+                                                    : silu_of(g) * u;
       }
       const double out_weight = a.input_scaling ? 1.0 : w;
       for (int64_t c = 0; c < h; ++c) {
