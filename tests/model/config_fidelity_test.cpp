@@ -172,9 +172,8 @@ TEST(ConfigAudit, UnimplementedValuesAreErrors) {
       // Qwen3-Next: hidden_act drives the MLPs and the Gated DeltaNet conv alike.
       {"qwen3-next.v4.json", "hidden_act", "gelu"},
       {"qwen3-next.v5.json", "attention_dropout", 0.1},
-      // Gemma 4: the MoE block (not implemented), bidirectional text, RoPE keys transformers' Gemma 4 never
-      // reads at the top level, another activation.
-      {"gemma4.v5.json", "enable_moe_block", true},
+      // Gemma 4: bidirectional text, RoPE keys transformers' Gemma 4 never reads at the top level, another
+      // activation.
       {"gemma4.v5.json", "use_bidirectional_attention", "all"},
       {"gemma4.v4.json", "rope_theta", 10000.0},
       {"gemma4.v4.json", "hidden_activation", "gelu"},
@@ -449,6 +448,46 @@ TEST(ConfigFidelity, Gemma4LayerSizesAndSharedKv) {
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(refused.status().message().find("intermediate_size"), std::string::npos);
+}
+
+// Gemma 4's MoE block (enable_moe_block, the 26B-A4B): every layer a MoE beside its dense MLP, the router
+// with its own norm and scales, softmax top-k renormalized; its sizes required with it (no class default).
+TEST(ConfigFidelity, Gemma4MoeBlock) {
+  for (const char* tag : {"v4", "v5"}) {
+    SCOPED_TRACE(tag);
+    auto s = parse_fixture(std::string("gemma4-moe.") + tag + ".json");
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    ASSERT_TRUE(s->moe.has_value());
+    EXPECT_EQ(s->moe->n_experts, 8);
+    EXPECT_EQ(s->moe->experts_per_token, 3);
+    EXPECT_EQ(s->moe->expert_intermediate, 32);
+    EXPECT_EQ(s->moe->scoring, RouterScoring::kSoftmax);
+    EXPECT_TRUE(s->moe->norm_topk_prob && s->moe->router_input_norm && s->moe->per_expert_scale);
+    EXPECT_EQ(s->moe->n_shared_experts, 0);
+    EXPECT_TRUE(s->dense_mlp_beside_moe && s->gelu_tanh_mlp && s->routing_weights_f32);
+    EXPECT_FALSE(s->router_logits_f32);  // the logits are rounded, the softmax float32
+    EXPECT_EQ(count_moe_layers(*s), 5);
+    for (const LayerSpec& l : s->layers) EXPECT_EQ(l.dense_intermediate, 96);
+    EXPECT_EQ(s->layers[4].kv_source, 2);
+  }
+  // Without the block the expert keys are not read (the 31B's config gives them null).
+  auto dense = parse_fixture("gemma4.v5.json");
+  ASSERT_TRUE(dense.is_ok()) << dense.status().to_string();
+  EXPECT_FALSE(dense->moe.has_value());
+  EXPECT_FALSE(dense->dense_mlp_beside_moe);
+  const nlohmann::json base = read_json(configs_dir() / "gemma4-moe.v5.json");
+  for (const char* key : {"num_experts", "top_k_experts", "moe_intermediate_size"}) {
+    nlohmann::json missing = base;
+    missing[key] = nullptr;
+    auto refused = parse_model_config(missing, "missing.json");
+    ASSERT_FALSE(refused.is_ok()) << key;
+    EXPECT_NE(refused.status().message().find(key), std::string::npos) << refused.status().to_string();
+  }
+  nlohmann::json too_many = base;
+  too_many["top_k_experts"] = 9;  // more picks than experts
+  auto refused = parse_model_config(too_many, "too_many.json");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("top_k_experts"), std::string::npos);
 }
 
 TEST(ConfigAudit, Qwen3NextLayerKindsAndHeadGroups) {

@@ -251,6 +251,22 @@ TEST(PublishedCounts, NemotronHCatalogEntries) {
 // 30,697,345,280 for the text model; Day0 adds the 60 layer_scalar buffers (one a layer) it stores. Its KV
 // rows are sized for the sliding layers' 16 KV heads of 256 (the global layers' 4 of 512 fill half), keys
 // and values both (a global layer caches its normed keys as values).
+// Gemma 4 26B-A4B (catalog entry; source in its note): Google's model card gives 25.2B total and 3.8B active
+// parameters, the language model alone. transformers 5.25 counts 25,233,141,760 for the text model (Day0 adds
+// the 30 layer_scalar buffers); active, the experts 8 of 128: 3,822,530,560, which rounds to 3.8B. KV rows
+// are sized for the sliding layers' 8 KV heads of 256 (the global layers' 2 of 512 fill half).
+TEST(PublishedCounts, Gemma4MoeCatalogEntry) {
+  auto spec = catalog_model("gemma-4-26b-a4b");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto c = count_params(*spec);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->total, 25'233'141'760 + 30);
+  EXPECT_EQ(c->active, 3'822'530'560 + 30);
+  EXPECT_LE(std::fabs(static_cast<double>(c->total) - 25.2e9), 0.05e9);  // half the card's last digit
+  EXPECT_LE(std::fabs(static_cast<double>(c->active) - 3.8e9), 0.05e9);
+  EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, 30u * (2048u + 2048u) * 2u);
+}
+
 TEST(PublishedCounts, Gemma4CatalogEntry) {
   auto spec = catalog_model("gemma-4-31b");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();

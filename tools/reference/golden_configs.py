@@ -564,6 +564,22 @@ CONFIGS = {
         rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                             "rope_theta": 1000000.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    # Gemma 4 with its MoE block (as the 26B-A4B): every layer a MoE of 8 GEGLU experts (top 3, 32 wide) beside
+    # its dense MLP; sliding (window 8) and full layers, the last full, k = v on the full layers, the last
+    # layer reading the KV of the earlier full one (num_kv_shared_layers 1, no double-wide MLP), no per-layer
+    # inputs. make_golden randomises the norm gains, layer_scalar and the router's scale and per-expert scale.
+    "gemma4-moe": dict({k: v for k, v in BASE.items() if k != "hidden_act"},
+        architectures=["Gemma4ForCausalLM"], model_type="gemma4_text", num_hidden_layers=5, num_key_value_heads=2,
+        head_dim=16, global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=96,
+        hidden_activation="gelu_pytorch_tanh", sliding_window=8, num_kv_shared_layers=1, use_double_wide_mlp=False,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                     "full_attention"],
+        hidden_size_per_layer_input=0, final_logit_softcapping=4.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+        attention_bias=False, pad_token_id=0, enable_moe_block=True, num_experts=8, top_k_experts=3,
+        moe_intermediate_size=32,
+        rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
     # Gemma 4 as the 31B is released: the image-text wrapper (Gemma4ForConditionalGeneration) around its text
     # model, with a one-layer vision tower Day0 does not read; the class's default layer kinds (five sliding,
     # window 4, then full), full layers 32 wide; no per-layer inputs, no KV sharing, and attention_k_eq_v off,
@@ -682,4 +698,5 @@ PROMPT_LENGTHS["olmo-hybrid"] = [5, 70, 200]
 PROMPT_SEEDS["qwen3.5-moe"] = 43
 PROMPT_LENGTHS["gemma4"] = [6, 17, 40]  # past the sliding window of 8
 PROMPT_LENGTHS["gemma4-31b"] = [6, 17, 40]
+PROMPT_LENGTHS["gemma4-moe"] = [6, 17, 40]
 SHARD_SIZES["gemma4-31b"] = "100KB"

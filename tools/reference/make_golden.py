@@ -172,6 +172,14 @@ def hf_init(name, folder, config):
             if config["model_type"] in ("gemma4_text", "gemma4") and "vision" not in name and \
                     name.endswith(("q_norm.weight", "k_norm.weight")):
                 p.normal_(0.5, 0.1)
+            # Gemma 4's router scales start at one, where a scale the engine skipped would go unseen. Its router
+            # reads a norm scaled by 1 / sqrt(H): at std 0.16 its logits spread ~0.16 and the top-k picks sit
+            # close to ties, so a std of 1 spreads them as a trained router's do.
+            if config["model_type"] in ("gemma4_text", "gemma4") and \
+                    name.endswith(("router.scale", "router.per_expert_scale")):
+                p.uniform_(0.5, 1.5)
+            if config["model_type"] in ("gemma4_text", "gemma4") and name.endswith("router.proj.weight"):
+                p.normal_(0.0, 1.0)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     shard = SHARD_SIZES.get(golden)
     if shard and quant:

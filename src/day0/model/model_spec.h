@@ -161,6 +161,12 @@ struct MoeSpec {
   // With a shared expert, (routed + shared) x this: 0.5 averages the two (Cohere2-MoE's "average"). A
   // power of two, so that scaling the rounded sum rounds as scaling the exact one.
   double shared_combine_scale = 1.0;
+  // The router reads its own weightless RMSNorm of the input, times a stored gain [H] and 1 / sqrt(H)
+  // (MoeWeights::router_input_scale), each product rounded.
+  bool router_input_norm = false;
+  // After the top-k (and its normalization) each weight is multiplied by its expert's stored scale [E]
+  // (MoeWeights::expert_scale).
+  bool per_expert_scale = false;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -344,6 +350,10 @@ struct ModelSpec {
   // sublayers. The MoE of the even layer reads its post-attention norm beside its dense MLP, and its
   // output is added to the residual after the odd layer's MLP (the shortcut).
   bool shortcut_moe = false;
+  // A dense MLP beside the MoE in every MoE layer: the MLP reads the pre-FFN norm; the MoE reads the
+  // residual stream (its router directly, its experts through a norm of their own, moe_in_norm); each
+  // output is normed (dense_out_norm, moe_out_norm), and their sum is the FFN's output.
+  bool dense_mlp_beside_moe = false;
   // Image-text wrappers (FamilyInfo::wrapper_architectures): text weights live under "language_model." and
   // the config nests them in text_config; the vision tower is not part of this spec.
   bool multimodal_wrapper = false;
@@ -358,7 +368,7 @@ struct ModelSpec {
   // Dense MLPs, shared and routed experts are ungated: down(relu(up x)^2) (Nemotron-H's relu2).
   bool relu2_mlp = false;
   // Dense MLPs are GEGLU: down(gelu_tanh(gate x) * up x) (gelu_pytorch_tanh; the gelu rounded before the
-  // product).
+  // product); so are the routed experts (in float32 inside the experts kernel).
   bool gelu_tanh_mlp = false;
   // The softmax scale when the family's code fixes it (Gemma 4: 1, its q / k norms set the scale); 0: the
   // usual 1 / sqrt(head_dim) (derive_attention_scale()).

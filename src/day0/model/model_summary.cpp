@@ -143,6 +143,7 @@ std::string describe_moe(const ModelSpec& s) {
     out += fmt::format(" over {} + {} zero-computation experts (identity)", m.n_experts, m.n_zero_experts);
   }
   if (s.shortcut_moe) out += ", one shortcut MoE per layer pair beside dense MLPs";
+  if (s.dense_mlp_beside_moe) out += ", beside each layer's dense MLP";
   if (m.shared_intermediate > 0) {
     out += fmt::format(", shared expert {} wide{}", m.shared_intermediate,
                        m.shared_expert_gate ? " (sigmoid-gated)" : "");
@@ -150,9 +151,12 @@ std::string describe_moe(const ModelSpec& s) {
   out += fmt::format(", {} {}", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax",
                      topk_method_name(m.topk_method));
   if (m.n_group > 1) out += fmt::format(" (groups {}/{})", m.topk_group, m.n_group);
+  if (m.router_input_norm) out += ", router input normed and scaled";
   if (m.norm_topk_prob) out += ", renormalized";
+  if (m.per_expert_scale) out += ", per-expert scales";
   if (m.routed_scaling_factor != 1.0) out += fmt::format(", x{:g}", m.routed_scaling_factor);
   if (m.swiglu_limit > 0) out += fmt::format(", clamped SwiGLU (limit {:g})", m.swiglu_limit);
+  if (s.gelu_tanh_mlp) out += ", GEGLU experts";
   return out;
 }
 

@@ -162,6 +162,13 @@ enum class WeightSlot {
   kPerLayerProjection,       // per_layer_projection [H, P]
   kPerLayerInputNorm,        // post_per_layer_input_norm [H]
   kLayerScalar,              // layer_scalar [1]: the layer's output times it (ModelSpec::layer_scalar)
+  // A dense MLP beside the MoE (ModelSpec::dense_mlp_beside_moe): norms [H] of the experts' input, of the
+  // dense MLP's output and of the MoE's output; the router's input gain [H] and per-expert scales [E].
+  kMoeInNorm,
+  kDenseOutNorm,
+  kMoeOutNorm,
+  kRouterInputScale,
+  kRouterExpertScale,
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

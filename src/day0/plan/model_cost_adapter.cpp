@@ -89,7 +89,8 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     LayerCost& l = m.layers[static_cast<size_t>(i)];
     l.moe = ls.moe;
     l.heads_norm_all_reduce = spec.qk_norm && spec.qk_norm_full_width;
-    if (!ls.moe) m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
+    if (!ls.moe || spec.dense_mlp_beside_moe)  // a dense MLP of its own or beside the MoE
+      m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
     set_kv_bytes_per_token(l, spec, !layer_has_kv(ls));
     if (!layer_is_recurrent(ls)) l.state_bytes_per_sequence = 0.0;  // an FFN-only layer keeps nothing

@@ -171,5 +171,9 @@ void per_layer_inputs(const Context& c, const ModelWeights& w, std::span<const i
 void per_layer_input(const Context& c, int64_t layer, const PerLayerInputWeights& w, ConstMatrix inputs,
                      Matrix x);
 void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Matrix out);
+// A dense MLP beside the MoE (spec.dense_mlp_beside_moe) of residual stream x [T, H] whose pre-FFN norm is
+// h [T, H]: out [T, H] = norm(mlp(h)) + norm(moe(x)), the experts reading moe_in_norm(x), rounded.
+void dense_mlp_beside_moe(const Context& c, int64_t layer, const LayerWeights& w, ConstMatrix x,
+                          ConstMatrix h, Matrix out);
 
 }  // namespace day0::blocks

@@ -177,6 +177,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     }
     if (l.no_mixer && l.no_ffn) return invalid_argument(fmt::format("engine: layer {} has no block", n));
     const LayerWeights& lw = weights->layers[n];
+    if (l.moe && spec.dense_mlp_beside_moe &&
+        (lw.moe_in_norm.empty() || lw.dense_out_norm.empty() || lw.moe_out_norm.empty() ||
+         !lw.mlp.present() || (spec.moe->router_input_norm && lw.moe.router_input_scale.empty()) ||
+         (spec.moe->per_expert_scale && lw.moe.expert_scale.empty()))) {
+      return invalid_argument(
+          fmt::format("engine: MoE layer {} without its dense MLP, norms or router scales", n));
+    }
     if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
       return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
     }
@@ -534,6 +541,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
           // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
           blocks::moe(c, l, lw.moe, ffn_in, shortcut.m);
           blocks::dense_mlp(c, lw.mlp, ffn_in, y.m);
+        } else if (moe && spec_.dense_mlp_beside_moe) {
+          blocks::dense_mlp_beside_moe(c, l, lw, x.m, ffn_in, y.m);
         } else if (moe) {
           blocks::moe(c, l, lw.moe, ffn_in, y.m);
         } else {

@@ -1,6 +1,7 @@
 // Feed-forward blocks: dense SwiGLU, and MoE (router -> top-k -> experts, plus a shared expert, optionally
 // gated with sigmoid(x . w)).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -57,6 +58,20 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   const MoeSpec& m = *s.moe;
   // Zero-computation experts are scored beside the real ones.
   const int64_t t = h.rows, e = m.n_experts + m.n_zero_experts, k = m.experts_per_token;
+  Buffer normed;  // [T, H] the router's own normed input (router_input_norm)
+  if (m.router_input_norm) {
+    // Weightless RMSNorm, times the stored gain, times 1 / sqrt(H) (a float scalar, not rounded itself),
+    // each product rounded as the reference rounds it.
+    normed = Buffer(c.arena, t, h.cols);
+    rms_norm(c, h, {}, static_cast<float>(s.rms_norm_eps), normed.m);
+    const ConstMatrix gain(w.router_input_scale.data(), 1, h.cols);  // [1, H]
+    c.be.mul({normed.m, gain, normed.m});
+    round_activations(c, normed.m);
+    const float root = activation_scalar(c, 1.0 / std::sqrt(static_cast<double>(h.cols)), false);
+    c.be.scale({.x = normed.m, .y = normed.m, .scale = root});
+    round_activations(c, normed.m);
+    h = normed.m;
+  }
   Buffer logits(c.arena, t, e);  // [T, E (+ zero experts)]
   matmul(c, h, w.router, logits.m);
   watch_finite(c, logits.m);  // top-k would skip a NaN logit
@@ -88,6 +103,7 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   r.routed_scaling_factor = static_cast<float>(m.routed_scaling_factor);
   r.expert_ids = MatrixView<int32_t>(out.ids, t, k);
   r.expert_weights = out.weights.m;
+  if (m.per_expert_scale) r.expert_scale = w.expert_scale;  // [E] after the normalization
   c.be.moe_router(r);
   if (!fp32_weights) round_activations(c, out.weights.m);
   return out;
@@ -187,6 +203,7 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   a.layout = w.layout;
   a.clamped = m.swiglu_limit > 0;
   a.relu2 = c.spec.relu2_mlp;
+  a.gelu_tanh = c.spec.gelu_tanh_mlp;
   a.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
   a.alpha = static_cast<float>(m.swiglu_alpha);
   a.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
@@ -504,6 +521,37 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
   }
   if (w.shared.present()) add_shared_expert(c, w, h, out);
   average_with_shared(c, w, out);
+}
+
+void dense_mlp_beside_moe(const Context& c, int64_t layer, const LayerWeights& w, ConstMatrix x,
+                          ConstMatrix h, Matrix out) {
+  const auto eps = static_cast<float>(c.spec.rms_norm_eps);
+  const int64_t t = x.rows, hidden = x.cols;
+  Buffer dense(c.arena, t, hidden), experts_in(c.arena, t, hidden), routed(c.arena, t, hidden);  // [T, H] x 3
+  dense_mlp(c, w.mlp, h, dense.m);
+  rms_norm(c, dense.m, w.dense_out_norm, eps, dense.m);
+  // The router reads the residual stream itself, the experts its own norm of it.
+  const Routing r = route(c, w.moe, x);
+  rms_norm(c, x, w.moe_in_norm, eps, experts_in.m);
+  const int64_t k = c.spec.moe->experts_per_token;
+  count_routed(c, layer, r, t * k);
+  if (c.moe != nullptr && c.moe->size() > 1) {
+    D0_CHECK_MSG(!w.moe.latent_in.present() && !w.moe.shared.present(),
+                 "a dense MLP beside a latent or shared-expert MoE (refused when it starts)");
+    if (c.options.moe_combine == MoeCombine::kAllToAll && c.ep != nullptr && c.ep->size() > 1) {
+      moe_all_to_all(c, layer, w.moe, experts_in.m, r, routed.m);
+    } else {
+      moe_all_reduce(c, layer, w.moe, experts_in.m, r, routed.m);
+    }
+  } else {
+    count_computed(c, layer, w.moe, r.ids, t * k);
+    c.be.moe_experts(
+        experts_args(c, w.moe, experts_in.m, MatrixView<const int32_t>(r.ids, t, k), r.weights.m, routed.m));
+    round_activations(c, routed.m);
+  }
+  rms_norm(c, routed.m, w.moe_out_norm, eps, routed.m);
+  c.be.add({dense.m, routed.m, out});
+  round_activations(c, out);
 }
 
 }  // namespace day0::blocks

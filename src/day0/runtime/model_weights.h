@@ -159,6 +159,8 @@ struct MoeWeights {
   DenseMlpWeights shared;        // shared expert(s) as one SwiGLU, or absent
   Linear shared_gate;            // the shared expert's sigmoid gate [1, H], or absent
   Linear latent_in, latent_out;  // latent MoE: [latent, H] before the experts, [H, latent] after, or absent
+  std::span<const float> router_input_scale;  // [H] (MoeSpec::router_input_norm), or empty
+  std::span<const float> expert_scale;        // [E] (MoeSpec::per_expert_scale), or empty
 };
 
 // A layer's per-layer input block (ModelSpec::per_layer_input): gate [P, H], projection [H, P], norm [H].
@@ -178,6 +180,8 @@ struct LayerWeights {
   MoeWeights moe;                       // MoE layers
   PerLayerInputWeights per_layer;       // per-layer inputs (spec.per_layer_input), or absent
   std::span<const float> layer_scalar;  // [1] (spec.layer_scalar), or empty
+  // [H] each, spec.dense_mlp_beside_moe: the experts' input norm, the dense MLP's and the MoE's output norms.
+  std::span<const float> moe_in_norm, dense_out_norm, moe_out_norm;
 };
 
 // What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.

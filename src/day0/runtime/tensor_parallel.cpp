@@ -41,6 +41,7 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   const std::string what = fmt::format("tensor parallelism over {} ranks ({})", tp, s.family);
   if (s.attention == AttentionKind::kMla && !s.mla) return invalid_argument(what + ": MLA without its sizes");
   if (s.mamba) return unsupported(what + ": Mamba-2 layers do not split over ranks yet");
+  if (s.dense_mlp_beside_moe) return unsupported(what + ": a dense MLP beside the MoE is not split yet");
   if (s.linear_attention && s.linear_attention->n_key_heads % tp != 0) {
     // Gated DeltaNet splits by key heads (each with its value heads, conv channels and state).
     return invalid_argument(fmt::format("{}: {} Gated DeltaNet key heads do not divide into {} parts", what,

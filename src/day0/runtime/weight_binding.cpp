@@ -262,6 +262,16 @@ class TableBinder {
         return norm(t, layer->per_layer.norm);
       case WeightSlot::kLayerScalar:
         return vector(t, layer->layer_scalar);
+      case WeightSlot::kMoeInNorm:
+        return norm(t, layer->moe_in_norm);
+      case WeightSlot::kDenseOutNorm:
+        return norm(t, layer->dense_out_norm);
+      case WeightSlot::kMoeOutNorm:
+        return norm(t, layer->moe_out_norm);
+      case WeightSlot::kRouterInputScale:
+        return vector(t, moe.router_input_scale);
+      case WeightSlot::kRouterExpertScale:
+        return vector(t, moe.expert_scale);
       default:
         return stacked_experts(t, moe);
     }

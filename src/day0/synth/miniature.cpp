@@ -204,8 +204,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     LayerSpec& layer = m.layers[n];
     if (layer.mask == AttentionMask::kSliding) layer.window = m.sliding_window;
     if (layer.mask == AttentionMask::kChunked) layer.window = m.attention_chunk_size;
-    // A shortcut-MoE layer keeps its dense MLP beside the MoE.
-    if ((layer.moe && !full.shortcut_moe) || layer.dense_intermediate == 0) {
+    // A shortcut-MoE layer, or one with a dense MLP beside its MoE, keeps that MLP.
+    if ((layer.moe && !full.shortcut_moe && !full.dense_mlp_beside_moe) || layer.dense_intermediate == 0) {
       layer.dense_intermediate = 0;
     } else {
       layer.dense_intermediate =

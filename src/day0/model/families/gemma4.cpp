@@ -10,8 +10,14 @@
 //  - num_kv_shared_layers: the last layers attend to the cache of the last earlier layer of their type and
 //    have no k / v projections; use_double_wide_mlp doubles their MLP;
 //  - sandwich norms, GEGLU, RMSNorm gains in float32 (plain w), embeddings x sqrt(hidden) in the weights'
-//    dtype, per-layer embeddings, layer_scalar, final_logit_softcapping. The MoE block is refused; the
-//    wrapper's vision and audio towers are not read (token ids only).
+//    dtype, per-layer embeddings, layer_scalar, final_logit_softcapping;
+//  - enable_moe_block: every layer runs a MoE beside its dense MLP (num_experts, top_k_experts,
+//    moe_intermediate_size, required then): the router reads the residual stream through a weightless norm
+//    times router.scale and 1 / sqrt(hidden), softmax in float32, the top-k renormalized and times
+//    router.per_expert_scale; the GEGLU experts read pre_feedforward_layernorm_2 of the residual; the MLP's
+//    and the experts' outputs are normed (post_feedforward_layernorm_1 / _2) and summed before
+//    post_feedforward_layernorm.
+// The wrapper's vision and audio towers are not read (token ids only).
 #include <fmt/format.h>
 
 #include "day0/model/config_common.h"
@@ -110,6 +116,28 @@ Status parse_gemma4_rope(const ConfigReader& cfg, ModelSpec& spec) {
   return Status::ok();
 }
 
+// enable_moe_block: a MoE beside the dense MLP in every layer. Its sizes have no class default (None), so
+// they are required with it; without it they are not read.
+Status parse_gemma4_moe(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(bool moe_block, cfg.optional_bool("enable_moe_block", false));
+  if (!moe_block) {
+    ignore_keys(cfg, {"num_experts", "top_k_experts", "moe_intermediate_size"});
+    return Status::ok();
+  }
+  MoeSpec m;
+  D0_ASSIGN_OR_RETURN(m.n_experts, cfg.required_int("num_experts"));
+  D0_ASSIGN_OR_RETURN(m.experts_per_token, cfg.required_int("top_k_experts", 1, m.n_experts));
+  D0_ASSIGN_OR_RETURN(m.expert_intermediate, cfg.required_int("moe_intermediate_size"));
+  m.scoring = RouterScoring::kSoftmax;  // float32 over the rounded logits
+  m.norm_topk_prob = true;              // the top-k renormalized to sum 1
+  m.router_input_norm = m.per_expert_scale = true;
+  spec.moe = m;
+  spec.dense_mlp_beside_moe = true;
+  spec.routing_weights_f32 = true;  // top-k weights (times the per-expert scale) stay float32
+  for (LayerSpec& l : spec.layers) l.moe = true;
+  return Status::ok();
+}
+
 Status parse_gemma4(const ConfigReader& cfg, ModelSpec& spec) {
   // Keys transformers' Gemma 4 would keep as unused attributes (or half-apply: a top-level
   // partial_rotary_factor fills rope_parameters' gaps): refused rather than guessed.
@@ -144,13 +172,7 @@ Status parse_gemma4(const ConfigReader& cfg, ModelSpec& spec) {
   spec.qk_norm = spec.value_norm = spec.sandwich_norms = spec.gelu_tanh_mlp = spec.layer_scalar = true;
   spec.embedding_sqrt_scale = spec.embedding_scale_rounded = true;
   spec.fixed_attention_scale = 1.0;
-  D0_ASSIGN_OR_RETURN(bool moe_block, cfg.optional_bool("enable_moe_block", false));
-  if (moe_block) {
-    return unsupported(
-        fmt::format("{}: enable_moe_block: true is not supported yet (Gemma 4's MoE block)", cfg.source()));
-  }
-  // Read only with the MoE block.
-  ignore_keys(cfg, {"num_experts", "top_k_experts", "moe_intermediate_size"});
+  D0_RETURN_IF_ERROR(parse_gemma4_moe(cfg, spec));
   D0_ASSIGN_OR_RETURN(std::string bidirectional,
                       cfg.optional_string("use_bidirectional_attention", "vision"));
   if (bidirectional != "vision") {  // "vision": image tokens only, and Day0 takes none
@@ -213,7 +235,12 @@ void write_gemma4(const ModelSpec& spec, nlohmann::json& out) {
   out["attention_k_eq_v"] = k_eq_v;
   out["num_kv_shared_layers"] = shared;
   out["use_double_wide_mlp"] = double_wide;
-  out["enable_moe_block"] = false;
+  out["enable_moe_block"] = spec.moe.has_value();
+  if (spec.moe) {
+    out["num_experts"] = spec.moe->n_experts;
+    out["top_k_experts"] = spec.moe->experts_per_token;
+    out["moe_intermediate_size"] = spec.moe->expert_intermediate;
+  }
   out["hidden_size_per_layer_input"] = spec.per_layer_input ? spec.per_layer_input->width : 0;
   out["vocab_size_per_layer_input"] =
       spec.per_layer_input ? spec.per_layer_input->vocab_size : spec.vocab_size;
@@ -221,7 +248,8 @@ void write_gemma4(const ModelSpec& spec, nlohmann::json& out) {
 
 // Weights: embed_tokens (and, with per-layer inputs, embed_tokens_per_layer, per_layer_model_projection and
 // per_layer_projection_norm); per layer the four norms, attention, the GEGLU mlp, the per-layer input's gate,
-// projection and norm, layer_scalar; norm; lm_head when untied. A wrapper's text model is stored under
+// projection and norm, layer_scalar (with the MoE block also the router, experts and their norms); norm;
+// lm_head when untied. A wrapper's text model is stored under
 // model.language_model. and its head at lm_head.
 void weights_gemma4(const ModelSpec& s, WeightTableBuilder& b) {
   const int64_t H = s.hidden_size, V = s.vocab_size, P = s.per_layer_input ? s.per_layer_input->width : 0;
@@ -249,6 +277,21 @@ void weights_gemma4(const ModelSpec& s, WeightTableBuilder& b) {
     norm("pre_feedforward_layernorm.weight", H, WeightSlot::kPostNorm);
     norm("post_feedforward_layernorm.weight", H, WeightSlot::kFfnOutNorm);
     weights::dense_mlp(s, b, "mlp.", layer.dense_intermediate, false);
+    if (layer.moe) {  // the MoE beside the MLP: its router, experts (nn.Linear rows) and three norms
+      const int64_t E = s.moe->n_experts, I = s.moe->expert_intermediate;
+      weights::router(s, b, "router.proj.weight");
+      b.add("router.scale", {H}, kF32ok, TensorRole::kRouter, weights::kReplicated,
+            WeightSlot::kRouterInputScale);
+      b.add("router.per_expert_scale", {E}, kF32ok, TensorRole::kRouter, weights::kReplicated,
+            WeightSlot::kRouterExpertScale);
+      b.add("experts.gate_up_proj", {E, 2 * I, H}, WeightStorage::kPlain, TensorRole::kRoutedExpert,
+            weights::kStackedExperts, WeightSlot::kExpertsGateUpRows);
+      b.add("experts.down_proj", {E, H, I}, WeightStorage::kPlain, TensorRole::kRoutedExpert,
+            weights::kStackedExperts, WeightSlot::kExpertsDownRows);
+      norm("pre_feedforward_layernorm_2.weight", H, WeightSlot::kMoeInNorm);
+      norm("post_feedforward_layernorm_1.weight", H, WeightSlot::kDenseOutNorm);
+      norm("post_feedforward_layernorm_2.weight", H, WeightSlot::kMoeOutNorm);
+    }
     if (P > 0) {
       b.add("per_layer_input_gate.weight", {P, H}, kProj, TensorRole::kDenseMlp, weights::kReplicated,
             WeightSlot::kPerLayerInputGate);
@@ -283,7 +326,8 @@ const FamilyRegistrar kFamily({
     .model_types = {"gemma4_text", "gemma4"},
     .architectures = {"Gemma4ForCausalLM"},
     .summary =
-        "sliding / global GQA (own head width, k = v, KV shared across layers), per-layer embeddings, GEGLU",
+        "sliding / global GQA (own head width, k = v, KV shared across layers), per-layer embeddings, GEGLU, "
+        "MoE beside the MLP",
     .wrapper_architectures = {"Gemma4ForConditionalGeneration"},
     .parse = parse_gemma4,
     .write = write_gemma4,
