@@ -503,4 +503,24 @@ void write_layer_types(const ModelSpec& spec, nlohmann::json& out) {
   out["layer_types"] = types;
 }
 
+Status parse_moe_beside_dense_mlp(const ConfigReader& cfg, ModelSpec& spec) {
+  D0_ASSIGN_OR_RETURN(bool moe_block, cfg.optional_bool("enable_moe_block", false));
+  if (!moe_block) {
+    ignore_keys(cfg, {"num_experts", "top_k_experts", "moe_intermediate_size"});
+    return Status::ok();
+  }
+  MoeSpec m;
+  D0_ASSIGN_OR_RETURN(m.n_experts, cfg.required_int("num_experts"));
+  D0_ASSIGN_OR_RETURN(m.experts_per_token, cfg.required_int("top_k_experts", 1, m.n_experts));
+  D0_ASSIGN_OR_RETURN(m.expert_intermediate, cfg.required_int("moe_intermediate_size"));
+  m.scoring = RouterScoring::kSoftmax;  // float32 over the rounded logits
+  m.norm_topk_prob = true;              // the top-k renormalized to sum 1
+  m.router_input_norm = m.per_expert_scale = true;
+  spec.moe = m;
+  spec.dense_mlp_beside_moe = true;
+  spec.routing_weights_f32 = true;  // top-k weights (times the per-expert scale) stay float32
+  for (LayerSpec& l : spec.layers) l.moe = true;
+  return Status::ok();
+}
+
 }  // namespace day0

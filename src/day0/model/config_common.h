@@ -77,5 +77,10 @@ void set_all_sliding(ModelSpec& spec, int64_t window);
 void write_core(const ModelSpec& spec, nlohmann::json& out);
 nlohmann::json write_rope_scaling(const ModelSpec& spec);
 void write_layer_types(const ModelSpec& spec, nlohmann::json& out);
+// enable_moe_block (Gemma 4): every layer a MoE beside its dense MLP (ModelSpec::dense_mlp_beside_moe) of
+// num_experts x moe_intermediate_size, top_k_experts picks by a softmax router with its own input norm and
+// per-expert scales, the top-k renormalized. The sizes have no class default: required with the block,
+// not read without it.
+Status parse_moe_beside_dense_mlp(const ConfigReader& cfg, ModelSpec& spec);
 
 }  // namespace day0

@@ -168,4 +168,21 @@ void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerF
   }
 }
 
+void moe_beside_dense_mlp(const ModelSpec& s, WeightTableBuilder& b) {
+  const int64_t E = s.moe->n_experts, H = s.hidden_size, I = s.moe->expert_intermediate;
+  router(s, b, "router.proj.weight");
+  b.add("router.scale", {H}, kKeptF32, TensorRole::kRouter, kReplicated, WeightSlot::kRouterInputScale);
+  b.add("router.per_expert_scale", {E}, kKeptF32, TensorRole::kRouter, kReplicated,
+        WeightSlot::kRouterExpertScale);
+  b.add("experts.gate_up_proj", {E, 2 * I, H}, kPlain, TensorRole::kRoutedExpert, kStackedExperts,
+        WeightSlot::kExpertsGateUpRows);
+  b.add("experts.down_proj", {E, H, I}, kPlain, TensorRole::kRoutedExpert, kStackedExperts,
+        WeightSlot::kExpertsDownRows);
+  const std::pair<const char*, WeightSlot> norms[] = {
+      {"pre_feedforward_layernorm_2.weight", WeightSlot::kMoeInNorm},
+      {"post_feedforward_layernorm_1.weight", WeightSlot::kDenseOutNorm},
+      {"post_feedforward_layernorm_2.weight", WeightSlot::kMoeOutNorm}};
+  for (const auto& [name, slot] : norms) b.add(name, {H}, kKeptF32, TensorRole::kNorm, kReplicated, slot);
+}
+
 }  // namespace day0::weights

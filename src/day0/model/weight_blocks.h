@@ -52,6 +52,10 @@ void separate_experts(const ModelSpec& s, WeightTableBuilder& b, const std::stri
 // The MoE block several families share, under mlp.: gate (+ e_score_correction_bias), experts,
 // shared_experts of spec.moe->shared_intermediate.
 void deepseek_moe(const ModelSpec& s, WeightTableBuilder& b);
+// A MoE beside the layer's dense MLP (spec.dense_mlp_beside_moe; Gemma 4's names): router.proj, router.scale
+// [H], router.per_expert_scale [E], experts.gate_up_proj [E, 2I, H] / down_proj [E, H, I] (nn.Linear rows),
+// and the norms pre_feedforward_layernorm_2, post_feedforward_layernorm_1 / _2 [H].
+void moe_beside_dense_mlp(const ModelSpec& s, WeightTableBuilder& b);
 // Multi-token-prediction layers (spec.n_mtp_layers, after the last decoder layer): a
 // decoder layer like the last one plus embed_tokens, enorm, hnorm, eh_proj and shared_head.
 void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);

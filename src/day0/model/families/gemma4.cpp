@@ -11,12 +11,7 @@
 //    have no k / v projections; use_double_wide_mlp doubles their MLP;
 //  - sandwich norms, GEGLU, RMSNorm gains in float32 (plain w), embeddings x sqrt(hidden) in the weights'
 //    dtype, per-layer embeddings, layer_scalar, final_logit_softcapping;
-//  - enable_moe_block: every layer runs a MoE beside its dense MLP (num_experts, top_k_experts,
-//    moe_intermediate_size, required then): the router reads the residual stream through a weightless norm
-//    times router.scale and 1 / sqrt(hidden), softmax in float32, the top-k renormalized and times
-//    router.per_expert_scale; the GEGLU experts read pre_feedforward_layernorm_2 of the residual; the MLP's
-//    and the experts' outputs are normed (post_feedforward_layernorm_1 / _2) and summed before
-//    post_feedforward_layernorm.
+//  - enable_moe_block: every layer a MoE beside its dense MLP (config_common's parse_moe_beside_dense_mlp).
 // The wrapper's vision and audio towers are not read (token ids only).
 #include <fmt/format.h>
 
@@ -116,28 +111,6 @@ Status parse_gemma4_rope(const ConfigReader& cfg, ModelSpec& spec) {
   return Status::ok();
 }
 
-// enable_moe_block: a MoE beside the dense MLP in every layer. Its sizes have no class default (None), so
-// they are required with it; without it they are not read.
-Status parse_gemma4_moe(const ConfigReader& cfg, ModelSpec& spec) {
-  D0_ASSIGN_OR_RETURN(bool moe_block, cfg.optional_bool("enable_moe_block", false));
-  if (!moe_block) {
-    ignore_keys(cfg, {"num_experts", "top_k_experts", "moe_intermediate_size"});
-    return Status::ok();
-  }
-  MoeSpec m;
-  D0_ASSIGN_OR_RETURN(m.n_experts, cfg.required_int("num_experts"));
-  D0_ASSIGN_OR_RETURN(m.experts_per_token, cfg.required_int("top_k_experts", 1, m.n_experts));
-  D0_ASSIGN_OR_RETURN(m.expert_intermediate, cfg.required_int("moe_intermediate_size"));
-  m.scoring = RouterScoring::kSoftmax;  // float32 over the rounded logits
-  m.norm_topk_prob = true;              // the top-k renormalized to sum 1
-  m.router_input_norm = m.per_expert_scale = true;
-  spec.moe = m;
-  spec.dense_mlp_beside_moe = true;
-  spec.routing_weights_f32 = true;  // top-k weights (times the per-expert scale) stay float32
-  for (LayerSpec& l : spec.layers) l.moe = true;
-  return Status::ok();
-}
-
 Status parse_gemma4(const ConfigReader& cfg, ModelSpec& spec) {
   // Keys transformers' Gemma 4 would keep as unused attributes (or half-apply: a top-level
   // partial_rotary_factor fills rope_parameters' gaps): refused rather than guessed.
@@ -172,7 +145,7 @@ Status parse_gemma4(const ConfigReader& cfg, ModelSpec& spec) {
   spec.qk_norm = spec.value_norm = spec.sandwich_norms = spec.gelu_tanh_mlp = spec.layer_scalar = true;
   spec.embedding_sqrt_scale = spec.embedding_scale_rounded = true;
   spec.fixed_attention_scale = 1.0;
-  D0_RETURN_IF_ERROR(parse_gemma4_moe(cfg, spec));
+  D0_RETURN_IF_ERROR(parse_moe_beside_dense_mlp(cfg, spec));
   D0_ASSIGN_OR_RETURN(std::string bidirectional,
                       cfg.optional_string("use_bidirectional_attention", "vision"));
   if (bidirectional != "vision") {  // "vision": image tokens only, and Day0 takes none
@@ -277,21 +250,7 @@ void weights_gemma4(const ModelSpec& s, WeightTableBuilder& b) {
     norm("pre_feedforward_layernorm.weight", H, WeightSlot::kPostNorm);
     norm("post_feedforward_layernorm.weight", H, WeightSlot::kFfnOutNorm);
     weights::dense_mlp(s, b, "mlp.", layer.dense_intermediate, false);
-    if (layer.moe) {  // the MoE beside the MLP: its router, experts (nn.Linear rows) and three norms
-      const int64_t E = s.moe->n_experts, I = s.moe->expert_intermediate;
-      weights::router(s, b, "router.proj.weight");
-      b.add("router.scale", {H}, kF32ok, TensorRole::kRouter, weights::kReplicated,
-            WeightSlot::kRouterInputScale);
-      b.add("router.per_expert_scale", {E}, kF32ok, TensorRole::kRouter, weights::kReplicated,
-            WeightSlot::kRouterExpertScale);
-      b.add("experts.gate_up_proj", {E, 2 * I, H}, WeightStorage::kPlain, TensorRole::kRoutedExpert,
-            weights::kStackedExperts, WeightSlot::kExpertsGateUpRows);
-      b.add("experts.down_proj", {E, H, I}, WeightStorage::kPlain, TensorRole::kRoutedExpert,
-            weights::kStackedExperts, WeightSlot::kExpertsDownRows);
-      norm("pre_feedforward_layernorm_2.weight", H, WeightSlot::kMoeInNorm);
-      norm("post_feedforward_layernorm_1.weight", H, WeightSlot::kDenseOutNorm);
-      norm("post_feedforward_layernorm_2.weight", H, WeightSlot::kMoeOutNorm);
-    }
+    if (layer.moe) weights::moe_beside_dense_mlp(s, b);
     if (P > 0) {
       b.add("per_layer_input_gate.weight", {P, H}, kProj, TensorRole::kDenseMlp, weights::kReplicated,
             WeightSlot::kPerLayerInputGate);
