@@ -132,6 +132,10 @@ int run_interactive(const RunOptions& o, const LoadedModel& model, Engine& engin
     size_t common = 0;
     while (common < cached.size() && common < ids->size() && cached[common] == (*ids)[common]) ++common;
     if (common == ids->size() && common > 0) --common;  // at least one new token feeds the first pick
+    // A recurrent state (hybrid models) goes back only to a snapshot: the last whole block before.
+    if (!cache.can_truncate(static_cast<int64_t>(common)) && cache.snapshot_tokens() >= 0 &&
+        cache.snapshot_tokens() < static_cast<int64_t>(common))
+      common = static_cast<size_t>(cache.snapshot_tokens());
     if (!cache.truncate(static_cast<int64_t>(common)).is_ok()) {  // a window dropped what we need
       cache = engine.new_cache();
       common = 0;

@@ -62,6 +62,14 @@ struct StepLayout {
   KvBlockCopies kv_copies;           // the current layer's copy-on-write copies
   std::vector<ConvSequence> conv;    // [sequences] the current linear-attention layer's conv windows
   std::vector<DeltaSequence> delta;  // [sequences] and its delta-rule states
+  // [sequences] where each sequence's step saves a snapshot of its recurrent state (an offset in its
+  // rows, KvCache::plan_snapshot), 0 for none; filled by the engine before the layers run. Then, per
+  // recurrent layer, conv / delta cover each sequence's rows up to its offset (all of them without
+  // one), conv_rest / delta_rest the rows after it, and `snapshots` lists the sequences that save.
+  std::vector<int64_t> snapshot_at;
+  std::vector<ConvSequence> conv_rest;
+  std::vector<DeltaSequence> delta_rest;
+  std::vector<size_t> snapshots;
   // [total_rows, key_selection_cols] the sparse key selection of the step's last layer with an indexer,
   // which the layers sharing it (LayerSpec::shared_key_selection) attend to.
   std::vector<int32_t> key_selection;
@@ -78,6 +86,10 @@ struct StepLayout {
     kv_copies.clear();
     conv.clear();
     delta.clear();
+    snapshot_at.clear();
+    conv_rest.clear();
+    delta_rest.clear();
+    snapshots.clear();
     key_selection.clear();
     key_selection_cols = 0;
     total_rows = 0;
@@ -112,10 +124,20 @@ void round_activations(const Context& c, Matrix m);
 void watch_finite(const Context& c, ConstMatrix y);
 
 // Binds each sequence's recurrent state of `layer` (Gated DeltaNet, Mamba-2) for this step: the conv
-// windows into c.layout.conv, the float32 states into c.layout.delta, each state advanced by the
-// sequence's rows. Checks that every state holds exactly its sequence's tokens so far (`block` names
-// the layer kind in the message). Returns the conv windows' element type.
+// windows into c.layout.conv, the float32 states into c.layout.delta (and the rows past a snapshot into
+// conv_rest / delta_rest), each state advanced by the sequence's rows. Checks that every state holds
+// exactly its sequence's tokens so far (`block` names the layer kind in the message). Returns the conv
+// windows' element type.
 KvDtype bind_recurrent_states(const Context& c, int64_t layer, std::string_view block);
+// The conv kernel over every sequence's rows of the step (a.seqs is set here): the rows up to each
+// snapshot first, then the snapshots' conv windows saved, then the rest. Without a snapshot in the step
+// it is the one call it always was; the kernel's arithmetic is per token, so cutting a sequence's rows
+// in two gives the same bits.
+void recurrent_conv(const Context& c, int64_t layer, CausalConv1dArgs a);
+// The state kernel (the gated delta rule, Mamba-2's scan) the same way, the snapshots' states saved
+// between its two calls.
+void recurrent_scan(const Context& c, int64_t layer, GatedDeltaRuleArgs a);
+void recurrent_scan(const Context& c, int64_t layer, SsmScanArgs a);
 
 // A scalar factor of the step as the family's code holds it: `value` as a float, rounded to bfloat16 first in
 // BF16 precision when `rounded` (a buffer kept in the weights' dtype, e.g. Gemma's embedding scale).

@@ -52,23 +52,72 @@ KvDtype bind_recurrent_states(const Context& c, int64_t layer, std::string_view 
   StepLayout& l = c.layout;
   l.conv.clear();
   l.delta.clear();
+  l.conv_rest.clear();
+  l.delta_rest.clear();
+  l.snapshots.clear();
   KvDtype window_dtype = KvDtype::kF32;
   for (size_t sq = 0; sq < l.caches.size(); ++sq) {
-    RecurrentLayerState* st = l.caches[sq]->recurrent(layer);
-    D0_CHECK_MSG(st != nullptr, fmt::format("{}: layer {} has no recurrent state", block, layer));
-    D0_CHECK_MSG(st->tokens == l.pos0[sq],
-                 st->tokens < 0
+    const RecurrentLayerState st = l.caches[sq]->recurrent(layer);  // copied first if shared
+    D0_CHECK_MSG(st.tokens != nullptr, fmt::format("{}: layer {} has no recurrent state", block, layer));
+    D0_CHECK_MSG(*st.tokens == l.pos0[sq],
+                 *st.tokens < 0
                      ? fmt::format("{}: layer {}'s recurrent state was lost by a failed step; the sequence "
                                    "must restart",
                                    block, layer)
                      : fmt::format("{}: layer {}'s recurrent state holds {} tokens, the sequence {}", block,
-                                   layer, st->tokens, l.pos0[sq]));
+                                   layer, *st.tokens, l.pos0[sq]));
     window_dtype = l.caches[sq]->window_dtype();
-    l.conv.push_back({l.row0[sq], l.rows[sq], st->window.data()});
-    l.delta.push_back({l.row0[sq], l.rows[sq], st->state.data()});
-    st->tokens += l.rows[sq];
+    const int64_t at = sq < l.snapshot_at.size() ? l.snapshot_at[sq] : 0;
+    const int64_t first = at > 0 ? at : l.rows[sq];
+    l.conv.push_back({l.row0[sq], first, st.window});
+    l.delta.push_back({l.row0[sq], first, st.state});
+    if (at > 0) {
+      l.snapshots.push_back(sq);
+      if (at < l.rows[sq]) {
+        l.conv_rest.push_back({l.row0[sq] + at, l.rows[sq] - at, st.window});
+        l.delta_rest.push_back({l.row0[sq] + at, l.rows[sq] - at, st.state});
+      }
+    }
+    *st.tokens += l.rows[sq];
   }
   return window_dtype;
+}
+
+void recurrent_conv(const Context& c, int64_t layer, CausalConv1dArgs a) {
+  const StepLayout& l = c.layout;
+  a.seqs = l.conv;
+  c.be.causal_conv1d(a);
+  if (l.snapshots.empty()) return;
+  c.be.synchronize();  // the windows are read on the host
+  for (const size_t sq : l.snapshots) l.caches[sq]->snapshot_window(layer);
+  if (l.conv_rest.empty()) return;
+  a.seqs = l.conv_rest;
+  c.be.causal_conv1d(a);
+}
+
+namespace {
+
+template <class Args>
+void scan_in_two(const Context& c, int64_t layer, Args a, void (Backend::*kernel)(const Args&)) {
+  const StepLayout& l = c.layout;
+  a.seqs = l.delta;
+  (c.be.*kernel)(a);
+  if (l.snapshots.empty()) return;
+  c.be.synchronize();  // the states are read on the host
+  for (const size_t sq : l.snapshots) l.caches[sq]->snapshot_state(layer);
+  if (l.delta_rest.empty()) return;
+  a.seqs = l.delta_rest;
+  (c.be.*kernel)(a);
+}
+
+}  // namespace
+
+void recurrent_scan(const Context& c, int64_t layer, GatedDeltaRuleArgs a) {
+  scan_in_two(c, layer, a, &Backend::gated_delta_rule);
+}
+
+void recurrent_scan(const Context& c, int64_t layer, SsmScanArgs a) {
+  scan_in_two(c, layer, a, &Backend::ssm_scan);
 }
 
 void scale_q_by_temperature(const Context& c, Matrix q) {

@@ -448,6 +448,10 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   for (int32_t id : ids)
     D0_CHECK_MSG(id >= 0 && id < spec_.vocab_size, fmt::format("token id {} outside the vocabulary", id));
+  // Recurrent models: each sequence saves its state at the last whole-block boundary the step passes
+  // (KvCache::plan_snapshot; the recurrent kernels run in two parts around it).
+  for (const SequenceStep& s : batch)
+    layout.snapshot_at.push_back(s.cache->plan_snapshot(static_cast<int64_t>(s.tokens.size())));
   const blocks::Context c{backend_,
                           local_,
                           options_,

@@ -105,6 +105,51 @@ KvBlockTable KvBlockPool::table() const {
   return t;
 }
 
+void KvBlockPool::set_state_block_bytes(uint64_t bytes) {
+  const uint64_t stride = (bytes + 63) / 64 * 64;
+  if (state_stride_ == 0) {
+    state_stride_ = stride;
+    return;
+  }
+  D0_CHECK_MSG(stride == state_stride_,
+               fmt::format("KV pool: a recurrent state of {} bytes in a pool of {}-byte "
+                           "state blocks",
+                           bytes, state_stride_));
+}
+
+void KvBlockPool::add_state_slab(int64_t blocks) {
+  D0_CHECK_MSG(state_stride_ > 0, "KV pool: state blocks of unknown size");
+  state_slabs_.push_back(
+      std::make_unique_for_overwrite<unsigned char[]>(state_stride_ * static_cast<uint64_t>(blocks)));
+  unsigned char* base = state_slabs_.back().get();
+  const auto n_old = static_cast<int32_t>(state_ptrs_.size());
+  for (int64_t b = 0; b < blocks; ++b) {
+    state_ptrs_.push_back(base + static_cast<uint64_t>(b) * state_stride_);
+    state_refs_.push_back(0);
+  }
+  for (int64_t b = blocks - 1; b >= 0; --b) state_free_.push_back(n_old + static_cast<int32_t>(b));
+}
+
+int32_t KvBlockPool::allocate_state() {
+  // Double when empty, like the KV blocks: few slabs, amortised growth.
+  if (state_free_.empty()) add_state_slab(std::max<int64_t>(4, static_cast<int64_t>(state_ptrs_.size())));
+  const int32_t b = state_free_.back();
+  state_free_.pop_back();
+  state_refs_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
+void KvBlockPool::retain_state(int32_t block) {
+  D0_CHECK(state_refs_[static_cast<size_t>(block)] > 0);
+  ++state_refs_[static_cast<size_t>(block)];
+}
+
+void KvBlockPool::release_state(int32_t block) {
+  int32_t& r = state_refs_[static_cast<size_t>(block)];
+  D0_CHECK_MSG(r > 0, "KV pool: releasing a free state block");
+  if (--r == 0) state_free_.push_back(block);
+}
+
 KvPoolStats KvBlockPool::stats() const {
   KvPoolStats s;
   s.blocks_free = static_cast<int64_t>(free_.size());
@@ -115,6 +160,8 @@ KvPoolStats KvBlockPool::stats() const {
   }
   s.slots_allocated = s.blocks_allocated * options_.block_tokens;
   s.bytes_allocated = static_cast<uint64_t>(s.blocks_allocated) * block_bytes();
+  s.state_blocks_allocated = static_cast<int64_t>(state_refs_.size() - state_free_.size());
+  s.state_bytes_allocated = static_cast<uint64_t>(s.state_blocks_allocated) * state_stride_;
   return s;
 }
 
@@ -125,15 +172,17 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
     : pool_(std::move(pool)), layers_(static_cast<size_t>(spec.n_layers)) {
   D0_CHECK(pool_ != nullptr);
   if (layer_end < 0) layer_end = spec.n_layers;
+  const auto window_elem = static_cast<uint64_t>(kv_dtype_bytes(pool_->options().window_dtype));
   for (size_t l = 0; l < layers_.size() && l < spec.layers.size(); ++l) {
     layers_[l].mask = spec.layers[l].mask;
     layers_[l].window = spec.layers[l].window;
+    const LayerSpec& ls = spec.layers[l];
+    recurrent_model_ = recurrent_model_ || layer_is_recurrent(ls);
     if (static_cast<int64_t>(l) < layer_begin || static_cast<int64_t>(l) >= layer_end) {
       layers_[l].held = false;
       layers_[l].paged = false;
       continue;
     }
-    const LayerSpec& ls = spec.layers[l];
     if (layer_has_kv(ls)) continue;
     layers_[l].paged = false;  // an FFN-only layer keeps nothing; recurrent layers their state
     if (!layer_is_recurrent(ls)) continue;
@@ -151,29 +200,66 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
       kernel = la.conv_kernel;
       state = la.n_value_heads * la.key_head_dim * la.value_head_dim;
     }
-    layers_[l].state = static_cast<int32_t>(states_.size());
-    RecurrentLayerState st;
-    st.window.assign(
-        static_cast<size_t>(channels * (kernel - 1) * kv_dtype_bytes(pool_->options().window_dtype)),
-        0);  // zero bits are 0.0 in F32 and BF16
-    st.state.assign(static_cast<size_t>(state), 0.0f);
-    states_.push_back(std::move(st));
+    layers_[l].state = static_cast<int32_t>(recurrent_.size());
+    StatePart part;
+    part.state_floats = static_cast<uint64_t>(state);
+    part.window_bytes = static_cast<uint64_t>(channels * (kernel - 1)) * window_elem;
+    recurrent_.push_back(part);
+    state_tokens_.push_back(0);
   }
+  if (recurrent_.empty()) return;
+  // Every layer's float32 state first, then the windows.
+  uint64_t at = 0;
+  for (StatePart& p : recurrent_) {
+    p.state_offset = at;
+    at += p.state_floats * sizeof(float);
+  }
+  for (StatePart& p : recurrent_) {
+    p.window_offset = at;
+    at += p.window_bytes;
+  }
+  state_bytes_ = at;
+  pool_->set_state_block_bytes(state_bytes_);
+  live_ = pool_->allocate_state();
+  std::memset(pool_->state_data(live_), 0, state_bytes_);  // zero bits are 0.0 in F32 and BF16
 }
 
-RecurrentLayerState* KvCache::recurrent(int64_t layer) {
+RecurrentLayerState KvCache::recurrent(int64_t layer) {
   const Layer& l = layers_[static_cast<size_t>(layer)];
-  return l.state < 0 ? nullptr : &states_[static_cast<size_t>(l.state)];
+  if (l.state < 0) return {};
+  own_live();
+  const StatePart& p = recurrent_[static_cast<size_t>(l.state)];
+  unsigned char* base = pool_->state_data(live_);
+  return {base + p.window_offset, reinterpret_cast<float*>(base + p.state_offset),
+          &state_tokens_[static_cast<size_t>(l.state)]};
+}
+
+void KvCache::own_live() {
+  if (live_ < 0 || pool_->state_ref_count(live_) == 1) return;
+  const int32_t copy = pool_->allocate_state();
+  std::memcpy(pool_->state_data(copy), pool_->state_data(live_), state_bytes_);
+  pool_->release_state(live_);
+  live_ = copy;
+}
+
+bool KvCache::state_lost() const {
+  return std::any_of(state_tokens_.begin(), state_tokens_.end(), [](int64_t t) { return t < 0; });
 }
 
 KvDtype KvCache::window_dtype() const {
   return pool_->options().window_dtype;
 }
 
-uint64_t KvCache::state_bytes() const {
-  uint64_t n = 0;
-  for (const RecurrentLayerState& s : states_) n += s.window.size() + s.state.size() * sizeof(float);
-  return n;
+int64_t KvCache::state_blocks_held() const {
+  std::vector<int32_t> blocks;
+  collect_state_blocks(blocks);
+  std::sort(blocks.begin(), blocks.end());
+  return static_cast<int64_t>(std::unique(blocks.begin(), blocks.end()) - blocks.begin());
+}
+
+void KvCache::collect_state_blocks(std::vector<int32_t>& out) const {
+  for (int32_t b : {live_, boundary_.block, checkpoint_.block, pending_.block})
+    if (b >= 0) out.push_back(b);
 }
 
 KvCache::~KvCache() {
@@ -183,10 +269,21 @@ KvCache::~KvCache() {
 KvCache::KvCache(KvCache&& other) noexcept
     : pool_(std::move(other.pool_)),
       layers_(std::move(other.layers_)),
-      states_(std::move(other.states_)),
+      recurrent_(std::move(other.recurrent_)),
+      state_tokens_(std::move(other.state_tokens_)),
+      state_bytes_(other.state_bytes_),
+      recurrent_model_(other.recurrent_model_),
+      live_(other.live_),
+      boundary_(other.boundary_),
+      checkpoint_(other.checkpoint_),
+      pending_(other.pending_),
+      pending_parts_(other.pending_parts_),
       length_(other.length_) {
   other.layers_.clear();
-  other.states_.clear();
+  other.recurrent_.clear();
+  other.state_tokens_.clear();
+  other.live_ = -1;
+  other.boundary_ = other.checkpoint_ = other.pending_ = Snapshot{};
   other.length_ = 0;
 }
 
@@ -195,13 +292,29 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     release_all();
     pool_ = std::move(other.pool_);
     layers_ = std::move(other.layers_);
-    states_ = std::move(other.states_);
+    recurrent_ = std::move(other.recurrent_);
+    state_tokens_ = std::move(other.state_tokens_);
+    state_bytes_ = other.state_bytes_;
+    recurrent_model_ = other.recurrent_model_;
+    live_ = other.live_;
+    boundary_ = other.boundary_;
+    checkpoint_ = other.checkpoint_;
+    pending_ = other.pending_;
+    pending_parts_ = other.pending_parts_;
     length_ = other.length_;
     other.layers_.clear();
-    other.states_.clear();
+    other.recurrent_.clear();
+    other.state_tokens_.clear();
+    other.live_ = -1;
+    other.boundary_ = other.checkpoint_ = other.pending_ = Snapshot{};
     other.length_ = 0;
   }
   return *this;
+}
+
+void KvCache::release_snapshot(Snapshot& s) {
+  if (s.block >= 0) pool_->release_state(s.block);
+  s = Snapshot{};
 }
 
 void KvCache::release_all() {
@@ -210,15 +323,33 @@ void KvCache::release_all() {
     for (int32_t b : l.blocks) pool_->release(b);
     l.blocks.clear();
   }
+  if (live_ >= 0) pool_->release_state(live_);
+  live_ = -1;
+  release_snapshot(boundary_);
+  release_snapshot(checkpoint_);
+  release_snapshot(pending_);
+}
+
+void KvCache::retain_blocks() const {
+  for (const Layer& l : layers_)
+    for (int32_t b : l.blocks) pool_->retain(b);
+  for (int32_t b : {live_, boundary_.block, checkpoint_.block})
+    if (b >= 0) pool_->retain_state(b);
 }
 
 KvCache KvCache::fork() const {
+  D0_CHECK_MSG(pending_.tokens < 0, "KV cache: fork during a step");
   KvCache copy(pool_, ModelSpec{});
   copy.layers_ = layers_;
-  copy.states_ = states_;  // a recurrent state cannot be shared: each sequence advances its own
+  copy.recurrent_ = recurrent_;
+  copy.state_tokens_ = state_tokens_;
+  copy.state_bytes_ = state_bytes_;
+  copy.recurrent_model_ = recurrent_model_;
+  copy.live_ = live_;
+  copy.boundary_ = boundary_;
+  copy.checkpoint_ = checkpoint_;
   copy.length_ = length_;
-  for (const Layer& l : layers_)
-    for (int32_t b : l.blocks) pool_->retain(b);
+  retain_blocks();
   return copy;
 }
 
@@ -275,17 +406,99 @@ void KvCache::commit(int64_t new_tokens) {
     if (!l.paged) l.rows = length_;  // no rows of its own: it follows the length
     D0_CHECK_MSG(l.rows == length_, "KV cache: a layer missed the step");
   }
-  for (const RecurrentLayerState& s : states_)
-    D0_CHECK_MSG(s.tokens == length_, "KV cache: a recurrent state missed the step");
+  for (const int64_t t : state_tokens_)
+    D0_CHECK_MSG(t == length_, "KV cache: a recurrent state missed the step");
+  if (pending_.tokens >= 0) {
+    D0_CHECK_MSG(pending_.tokens <= length_ && pending_parts_ == 2 * static_cast<int64_t>(recurrent_.size()),
+                 "KV cache: a recurrent layer missed the step's snapshot");
+    release_snapshot(boundary_);
+    boundary_ = pending_;
+    pending_ = Snapshot{};
+    pending_parts_ = 0;
+  }
+}
+
+int64_t KvCache::plan_snapshot(int64_t rows) {
+  D0_CHECK_MSG(pending_.tokens < 0, "KV cache: a snapshot is already planned");
+  if (!recurrent_model_ || rows <= 0) return 0;
+  const int64_t bt = pool_->options().block_tokens;
+  const int64_t boundary = (length_ + rows) / bt * bt;
+  if (boundary <= length_) return 0;
+  pending_.tokens = boundary;
+  pending_parts_ = 0;
+  // A block of its own: the last snapshot stays until commit(), for a step that fails part-way.
+  if (live_ >= 0) pending_.block = pool_->allocate_state();
+  return boundary - length_;
+}
+
+void KvCache::snapshot_window(int64_t layer) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  D0_CHECK_MSG(pending_.tokens >= 0 && l.state >= 0, "KV cache: no snapshot planned for this layer");
+  const StatePart& p = recurrent_[static_cast<size_t>(l.state)];
+  std::memcpy(pool_->state_data(pending_.block) + p.window_offset, pool_->state_data(live_) + p.window_offset,
+              p.window_bytes);
+  ++pending_parts_;
+}
+
+void KvCache::snapshot_state(int64_t layer) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  D0_CHECK_MSG(pending_.tokens >= 0 && l.state >= 0, "KV cache: no snapshot planned for this layer");
+  const StatePart& p = recurrent_[static_cast<size_t>(l.state)];
+  std::memcpy(pool_->state_data(pending_.block) + p.state_offset, pool_->state_data(live_) + p.state_offset,
+              p.state_floats * sizeof(float));
+  ++pending_parts_;
+}
+
+void KvCache::checkpoint() {
+  D0_CHECK_MSG(pending_.tokens < 0, "KV cache: checkpoint during a step");
+  release_snapshot(checkpoint_);
+  checkpoint_.tokens = length_;
+  if (live_ >= 0) {
+    checkpoint_.block = live_;  // shared: the next step's write copies the live state first
+    pool_->retain_state(live_);
+  }
+}
+
+void KvCache::drop_checkpoint() {
+  release_snapshot(checkpoint_);
+}
+
+void KvCache::restore(const Snapshot& s) {
+  if (live_ >= 0) {
+    D0_CHECK(s.block >= 0);
+    pool_->retain_state(s.block);
+    pool_->release_state(live_);
+    live_ = s.block;
+  }
+  std::fill(state_tokens_.begin(), state_tokens_.end(), s.tokens);
+}
+
+bool KvCache::can_truncate(int64_t tokens) const {
+  if (tokens < 0 || tokens > length_) return false;
+  for (const Layer& l : layers_) {
+    if (!l.held || !l.paged) continue;  // no keys of its own to give back
+    int64_t needed = 0;                 // the first position a query at `tokens` can see
+    if (l.window > 0 && l.mask == AttentionMask::kSliding)
+      needed = std::max<int64_t>(0, tokens - l.window + 1);
+    if (l.window > 0 && l.mask == AttentionMask::kChunked) needed = (tokens / l.window) * l.window;
+    if (needed < l.first_block_pos && tokens > 0) return false;
+  }
+  if (!recurrent_model_ || tokens == 0 || boundary_.tokens == tokens || checkpoint_.tokens == tokens)
+    return true;
+  return tokens == length_ &&
+         std::all_of(state_tokens_.begin(), state_tokens_.end(), [&](int64_t t) { return t == tokens; });
 }
 
 Status KvCache::truncate(int64_t tokens) {
   if (tokens < 0 || tokens > length_)
     return out_of_range(fmt::format("KV cache: truncate to {} tokens, holding {}", tokens, length_));
+  // A step that failed part-way drops the snapshot it planned.
+  release_snapshot(pending_);
+  pending_parts_ = 0;
   const int64_t bt = pool_->options().block_tokens;
   for (const Layer& l : layers_) {
-    if (!l.held) continue;
-    int64_t needed = 0;  // the first position a query at `tokens` can see
+    if (!l.held || !l.paged) continue;  // no keys of its own to give back
+    int64_t needed = 0;                 // the first position a query at `tokens` can see
     if (l.window > 0 && l.mask == AttentionMask::kSliding)
       needed = std::max<int64_t>(0, tokens - l.window + 1);
     if (l.window > 0 && l.mask == AttentionMask::kChunked) needed = (tokens / l.window) * l.window;
@@ -295,17 +508,32 @@ Status KvCache::truncate(int64_t tokens) {
           tokens, l.first_block_pos));
     }
   }
-  // A recurrent state holds exactly the tokens it absorbed: it can stay (same length) or restart (0).
+  // A recurrent state holds exactly the tokens it absorbed: it can restart (0), stay (its own length),
+  // or go back to a snapshot taken at `tokens`.
   bool lost = false;
-  for (RecurrentLayerState& s : states_) {
+  const int64_t had_snapshot = boundary_.tokens;
+  if (recurrent_model_) {
+    const bool same = tokens == length_ && std::all_of(state_tokens_.begin(), state_tokens_.end(),
+                                                       [&](int64_t t) { return t == tokens; });
     if (tokens == 0) {
-      std::fill(s.window.begin(), s.window.end(), static_cast<unsigned char>(0));
-      std::fill(s.state.begin(), s.state.end(), 0.0f);
-      s.tokens = 0;
-    } else if (s.tokens != tokens) {
-      s.tokens = -1;
+      if (live_ >= 0) {
+        if (pool_->state_ref_count(live_) > 1) {
+          pool_->release_state(live_);
+          live_ = pool_->allocate_state();
+        }
+        std::memset(pool_->state_data(live_), 0, state_bytes_);
+      }
+      std::fill(state_tokens_.begin(), state_tokens_.end(), 0);
+    } else if (boundary_.tokens == tokens) {
+      restore(boundary_);
+    } else if (checkpoint_.tokens == tokens) {
+      restore(checkpoint_);
+    } else if (!same) {
+      std::fill(state_tokens_.begin(), state_tokens_.end(), -1);
       lost = true;
     }
+    if (boundary_.tokens > tokens) release_snapshot(boundary_);
+    if (checkpoint_.tokens > tokens) release_snapshot(checkpoint_);
   }
   for (Layer& l : layers_) {
     const auto keep = static_cast<size_t>(std::max<int64_t>(0, (tokens - l.first_block_pos + bt - 1) / bt));
@@ -317,9 +545,10 @@ Status KvCache::truncate(int64_t tokens) {
   length_ = tokens;
   if (lost) {
     return failed_precondition(fmt::format(
-        "KV cache: cannot go back to {} tokens: a linear-attention layer's recurrent state holds the "
-        "sequence's last token only (restart the sequence from 0)",
-        tokens));
+        "KV cache: cannot go back to {} tokens: the recurrent state (linear-attention / Mamba-2 layers) "
+        "has no snapshot there (snapshots are taken at whole blocks; this sequence had {}): restart the "
+        "sequence from 0",
+        tokens, had_snapshot >= 0 ? fmt::format("one at {} tokens", had_snapshot) : std::string("none")));
   }
   return Status::ok();
 }

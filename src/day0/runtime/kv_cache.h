@@ -10,9 +10,17 @@
 //  - Blocks are reference counted: fork() makes a sequence that shares every block of another (a
 //    common prefix); the first write into a shared, partly filled block copies it (copy on write).
 //    That is the API prefix caching builds on.
+//  - Recurrent state (Gated DeltaNet and Mamba-2 layers) is a second kind of pool block: one state
+//    block holds a sequence's whole state (every held recurrent layer's conv window and float32 state
+//    matrix), with the same books (reference counts, shared by fork(), copied before a write while
+//    shared, freed with its last holder). A cache holds its live state block and snapshots of it taken
+//    at token boundaries: the engine takes one at the last whole-block boundary each step passes
+//    (plan_snapshot), so that a fork cut back to whole blocks (a prefix-cache entry) restores the state
+//    of exactly its length, and checkpoint() takes one at the current length (a rollback point).
 //  - This class keeps the books only: the row bytes are written by the backend's kv_write kernel and
 //    copy-on-write copies made by its kv_copy_blocks kernel (append_slots says where and what), so a
-//    device backend holds the pool in its own memory without a change here.
+//    device backend holds the pool in its own memory without a change here. State blocks are host
+//    memory the recurrent kernels update in place (copies between them are host copies).
 // Thread safety: none; the engine's caller thread owns the pool and every cache on it.
 #include <cstdint>
 #include <memory>
@@ -55,6 +63,10 @@ struct KvPoolStats {
   int64_t slots_allocated = 0;   // blocks_allocated * block_tokens
   int64_t slots_used = 0;        // token rows written into allocated blocks
   uint64_t bytes_allocated = 0;  // blocks_allocated * block bytes
+  // Recurrent-state blocks (live states and snapshots) held by at least one sequence or prefix entry,
+  // and their bytes (state_blocks_allocated * state_block_bytes()).
+  int64_t state_blocks_allocated = 0;
+  uint64_t state_bytes_allocated = 0;
   // Allocated-but-unused token slots / allocated slots (0 when nothing is allocated).
   double fragmentation() const {
     return slots_allocated > 0
@@ -95,8 +107,22 @@ class KvBlockPool {
 
   KvPoolStats stats() const;
 
+  // ---- recurrent-state blocks -------------------------------------------------------------------
+  // Bytes one state block takes (a sequence's recurrent state, rounded up to 64 bytes); 0 until the
+  // first cache with recurrent layers sets it (set_state_block_bytes: every later one must agree).
+  uint64_t state_block_bytes() const { return state_stride_; }
+  void set_state_block_bytes(uint64_t bytes);
+  // A state block with reference count 1, its bytes unset.
+  int32_t allocate_state();
+  void retain_state(int32_t block);
+  void release_state(int32_t block);
+  int32_t state_ref_count(int32_t block) const { return state_refs_[static_cast<size_t>(block)]; }
+  unsigned char* state_data(int32_t block) { return state_ptrs_[static_cast<size_t>(block)]; }
+  const unsigned char* state_data(int32_t block) const { return state_ptrs_[static_cast<size_t>(block)]; }
+
  private:
   void add_slab(int64_t blocks);
+  void add_state_slab(int64_t blocks);
 
   KvCacheOptions options_;
   int64_t first_width_;
@@ -107,25 +133,32 @@ class KvBlockPool {
   std::vector<int32_t> refs_;                    // by block id
   std::vector<int32_t> filled_;                  // by block id: rows written
   std::vector<int32_t> free_;                    // ids with refs_ == 0
+  // State blocks: their own slabs (never reallocated), counts and free list.
+  uint64_t state_stride_ = 0;
+  std::vector<std::unique_ptr<unsigned char[]>> state_slabs_;
+  std::vector<unsigned char*> state_ptrs_;  // by state block id
+  std::vector<int32_t> state_refs_;         // by state block id
+  std::vector<int32_t> state_free_;         // ids with state_refs_ == 0
 };
 
-// The fixed-size state one linear-attention layer (Gated DeltaNet) keeps for one
-// sequence instead of KV rows: its conv window and its delta-rule state. Its size does not depend on
-// the sequence's length; it lives and dies with the sequence's KvCache.
+// One recurrent layer's part of a sequence's live state block (Gated DeltaNet, Mamba-2): its conv window
+// and its float32 state, fixed in size whatever the sequence's length.
 struct RecurrentLayerState {
-  std::vector<unsigned char> window;  // [K - 1, C] the last K - 1 pre-conv inputs, oldest first
-  std::vector<float> state;           // [n_v, d_k, d_v] the delta rule's S, float32
+  unsigned char* window = nullptr;  // [K - 1, C] the last K - 1 pre-conv inputs, oldest first (window_dtype)
+  float* state = nullptr;           // [n_v, d_k, d_v] the delta rule's S (Mamba-2: [heads, head_dim, N])
   // Tokens absorbed: the cache's length after each step, -1 once a failed step left it ahead of the
-  // committed length (the state of a shorter prefix cannot be rebuilt from it).
-  int64_t tokens = 0;
+  // committed length with no snapshot to go back to.
+  int64_t* tokens = nullptr;
 };
 
 class KvCache {
  public:
   // A sequence on `pool` for `spec` (the window of each layer decides what it keeps). Linear-attention
-  // layers hold no KV rows but a RecurrentLayerState each, allocated here (zeros), its conv window in
-  // the pool's window_dtype. Under pipeline parallelism only layers [layer_begin, layer_end) are held
-  // (a stage's; layer_end < 0: to the last): the others keep nothing and follow the length.
+  // and Mamba-2 layers hold no KV rows but their part of the sequence's state block, allocated here
+  // (zeros), conv windows in the pool's window_dtype. Under pipeline parallelism only layers
+  // [layer_begin, layer_end) are held (a stage's; layer_end < 0: to the last): the others keep nothing
+  // and follow the length (a stage without recurrent layers of a recurrent model still keeps the
+  // snapshots' books, so that every stage can cut back to the same lengths).
   KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64_t layer_begin = 0,
           int64_t layer_end = -1);
   ~KvCache();
@@ -134,8 +167,8 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  // A new sequence sharing every block of this one (same length); each copies a shared block only
-  // when it writes into it. Recurrent states are copied (they are this length's).
+  // A new sequence sharing every block of this one (same length), KV blocks and state blocks (live
+  // state and snapshots) alike; each copies a shared block only when it writes into it.
   KvCache fork() const;
 
   int64_t length() const { return length_; }  // tokens cached (after commit())
@@ -153,12 +186,18 @@ class KvCache {
   void append_slots(int64_t layer, int64_t rows, std::vector<int64_t>& slots, KvBlockCopies& copies);
   // append_slots and both kernels on `backend`, for one sequence (the engine batches a whole step).
   void append(Backend& backend, int64_t layer, ConstMatrix first, ConstMatrix second);
+  // Ends a step of `new_tokens` tokens: a snapshot the step took (plan_snapshot) replaces the last one.
   void commit(int64_t new_tokens);
-  // Keeps the first `tokens` tokens (undo, or a conversation that diverged from what was cached).
-  // FailedPrecondition when a windowed layer already gave back keys the shorter sequence would need,
-  // or when a recurrent state would have to go back to a length it no longer holds (only the current
-  // length, or 0, which resets it): such a state is then marked lost, and a later step on it fails.
+  // Keeps the first `tokens` tokens (undo, a prefix-cache entry, a conversation that diverged from
+  // what was cached). A recurrent state goes back with it when it can: to 0 (reset), to its own length,
+  // or to a snapshot taken at `tokens` (snapshot_tokens(), checkpoint_tokens()), which becomes the
+  // live state (shared until the next write). FailedPrecondition (can_truncate() says so beforehand)
+  // when a windowed layer already gave back keys the shorter sequence would need, or when a recurrent
+  // state has no snapshot at `tokens`: the state is then marked lost, and a later step on it fails.
+  // Snapshots past `tokens` are dropped.
   Status truncate(int64_t tokens);
+  // Whether truncate(tokens) would succeed.
+  bool can_truncate(int64_t tokens) const;
   // Makes room for `tokens` more tokens: pool blocks and table capacity (no allocation while they last).
   void reserve(int64_t tokens);
   // Blocks the pool would hand out if every layer kept here appended `tokens` rows now, as append_slots
@@ -180,12 +219,51 @@ class KvCache {
   bool paged(int64_t layer) const { return layers_[static_cast<size_t>(layer)].paged; }
   // Whether this cache keeps layer `layer` at all (false: another pipeline stage's layer, no blocks).
   bool held(int64_t layer) const { return layers_[static_cast<size_t>(layer)].held; }
-  // The recurrent state of linear-attention layer `layer` (null for a paged layer).
-  RecurrentLayerState* recurrent(int64_t layer);
-  bool has_recurrent_state() const { return !states_.empty(); }
+
+  // ---- recurrent state ------------------------------------------------------------------------------
+  // The live state of recurrent layer `layer` (all null for a layer without one), for a step that
+  // writes it: a state block shared with a fork, a prefix entry or a snapshot is copied first (copy on
+  // write, the whole block at once). Valid until the next call that changes this cache's blocks.
+  RecurrentLayerState recurrent(int64_t layer);
+  // Whether this cache holds recurrent layers (a live state block).
+  bool has_recurrent_state() const { return !recurrent_.empty(); }
+  // Whether the model has recurrent layers, held here or not: snapshots decide where truncate() can go.
+  bool recurrent_model() const { return recurrent_model_; }
+  // A failed step left a recurrent state ahead of the length with nothing to restore: the sequence
+  // must start again from 0 (truncate(0)).
+  bool state_lost() const;
   KvDtype window_dtype() const;
-  // Bytes of the recurrent states (recurrent_state_bytes_per_sequence() of the spec), fixed per sequence.
-  uint64_t state_bytes() const;
+  // Bytes of the recurrent states (recurrent_state_bytes_per_sequence() of the spec for the layers held
+  // here), fixed per sequence: what one state block holds (the pool rounds its blocks up to 64 bytes).
+  uint64_t state_bytes() const { return state_bytes_; }
+  // Distinct state blocks this cache references (live state and snapshots), and every reference to one
+  // (a block both live and a snapshot appears twice, as the pool counts it).
+  int64_t state_blocks_held() const;
+  void collect_state_blocks(std::vector<int32_t>& out) const;
+
+  // Snapshots (engine side). Before a step of `rows` tokens: when the step passes a whole-block
+  // boundary (length() < B <= length() + rows, B a multiple of block_tokens), the last one it passes is
+  // where this step saves the recurrent state. Returns its offset in the step's rows (B - length(), 1
+  // to rows), or 0 (no boundary, or no recurrent layer in the model). The step then runs each recurrent
+  // kernel over the rows before the offset, calls snapshot_window / snapshot_state for every held
+  // recurrent layer between the two kernel calls of each, and over the rest; commit() keeps the
+  // snapshot (the last one stays until then: a step that fails part-way can go back to it). Cost: the
+  // kernels' second call for the step's rows past B, one copy of the state, and while the step runs one
+  // more state block.
+  int64_t plan_snapshot(int64_t rows);
+  // Saves layer `layer`'s conv window, or its state matrix, into the snapshot planned for this step.
+  void snapshot_window(int64_t layer);
+  void snapshot_state(int64_t layer);
+  // The length the last whole-block snapshot holds, or -1 (none).
+  int64_t snapshot_tokens() const { return boundary_.tokens; }
+
+  // A rollback point (speculative decoding: before draft tokens): a snapshot of the recurrent state at
+  // the current length, kept apart from the whole-block snapshots until the next checkpoint(); then
+  // truncate(checkpoint_tokens()) restores the state there, and accepted tokens are fed again. Free when
+  // taken: the next step that writes the state copies it first (one copy of the state).
+  void checkpoint();
+  void drop_checkpoint();
+  int64_t checkpoint_tokens() const { return checkpoint_.tokens; }
 
  private:
   struct Layer {
@@ -196,15 +274,41 @@ class KvCache {
     int64_t window = 0;
     bool paged = true;   // false: a linear-attention layer (no KV rows; rows follow the length)
     bool held = true;    // false: another pipeline stage's layer (nothing kept; rows follow the length)
-    int32_t state = -1;  // index into states_ of a linear-attention layer
+    int32_t state = -1;  // index into recurrent_ of a recurrent layer
+  };
+  // Where a recurrent layer's part sits in a state block: the float32 states of every layer first, then
+  // the conv windows (so that the floats stay aligned whatever the windows' element size).
+  struct StatePart {
+    uint64_t state_offset = 0, state_floats = 0;
+    uint64_t window_offset = 0, window_bytes = 0;
+  };
+  // A snapshot: the state block holding the state after `tokens` tokens (block -1 when this cache holds
+  // no recurrent layer: the books alone).
+  struct Snapshot {
+    int64_t tokens = -1;
+    int32_t block = -1;
   };
   void release_all();
+  void release_snapshot(Snapshot& s);
   // Gives back leading blocks whose every position is below `keep_from`.
   void drop_before(Layer& l, int64_t keep_from);
+  // The live state block, not shared with any other holder (copied first when it is).
+  void own_live();
+  // Makes snapshot `s` the live state (shared with it); every layer's state then holds s.tokens.
+  void restore(const Snapshot& s);
+  void retain_blocks() const;
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<Layer> layers_;
-  std::vector<RecurrentLayerState> states_;  // one per linear-attention layer
+  std::vector<StatePart> recurrent_;   // one per held recurrent layer
+  std::vector<int64_t> state_tokens_;  // one per held recurrent layer: RecurrentLayerState::tokens
+  uint64_t state_bytes_ = 0;           // what the parts take in a state block
+  bool recurrent_model_ = false;
+  int32_t live_ = -1;          // the live state block (-1: no recurrent layer held)
+  Snapshot boundary_;          // at the last whole-block boundary a step passed
+  Snapshot checkpoint_;        // checkpoint()
+  Snapshot pending_;           // planned for the step in flight
+  int64_t pending_parts_ = 0;  // windows and states saved into pending_ so far
   int64_t length_ = 0;
 };
 

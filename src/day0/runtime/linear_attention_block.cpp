@@ -3,7 +3,8 @@
 // the causal depthwise conv with silu over each sequence's conv window; beta = sigmoid(b); the gated delta
 // rule over each sequence's float32 state (decay from a, A_log and dt_bias inside the kernel; beta times
 // beta_scale first); the gated RMSNorm with silu(z) per value head (its own eps where the spec gives one);
-// out_proj. The states live in the sequences' KvCaches (RecurrentLayerState), not in the paged pool.
+// out_proj. The states live in the sequences' state blocks (KvCache::recurrent), beside the paged KV blocks;
+// a step that saves a snapshot runs the conv and the delta rule in two parts around it (recurrent_conv).
 #include <fmt/format.h>
 
 #include "day0/model/model_memory.h"
@@ -76,15 +77,14 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
 
   // Each sequence's state of this layer must hold exactly its tokens so far.
   const KvDtype window_dtype = bind_recurrent_states(c, layer, "linear attention");
-  const StepLayout& l = c.layout;
   Buffer uc(c.arena, t, ch);  // [T, C] silu(conv(u))
-  c.be.causal_conv1d({.x = u.m,
-                      .weight = w.conv,
-                      .seqs = l.conv,
-                      .y = uc.m,
-                      .kernel = la.conv_kernel,
-                      .window_dtype = window_dtype,
-                      .silu = true});
+  recurrent_conv(c, layer,
+                 {.x = u.m,
+                  .weight = w.conv,
+                  .y = uc.m,
+                  .kernel = la.conv_kernel,
+                  .window_dtype = window_dtype,
+                  .silu = true});
   round_activations(c, uc.m);
   c.be.sigmoid({beta.m, beta.m});
   round_activations(c, beta.m);
@@ -93,20 +93,20 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
     round_activations(c, beta.m);
   }
   Buffer o(c.arena, t, vd);  // [T, n_v * d_v] the delta rule's output
-  c.be.gated_delta_rule({.q = uc.m.col_slice(0, kd),
-                         .k = uc.m.col_slice(kd, kd),
-                         .v = uc.m.col_slice(2 * kd, vd),
-                         .a = a.m,
-                         .beta = beta.m,
-                         .a_log = w.a_log,
-                         .dt_bias = w.dt_bias,
-                         .seqs = l.delta,
-                         .out = o.m,
-                         .n_key_heads = nk,
-                         .n_value_heads = nv,
-                         .key_head_dim = dk,
-                         .value_head_dim = dv,
-                         .l2_normalize = true});
+  recurrent_scan(c, layer,
+                 GatedDeltaRuleArgs{.q = uc.m.col_slice(0, kd),
+                                    .k = uc.m.col_slice(kd, kd),
+                                    .v = uc.m.col_slice(2 * kd, vd),
+                                    .a = a.m,
+                                    .beta = beta.m,
+                                    .a_log = w.a_log,
+                                    .dt_bias = w.dt_bias,
+                                    .out = o.m,
+                                    .n_key_heads = nk,
+                                    .n_value_heads = nv,
+                                    .key_head_dim = dk,
+                                    .value_head_dim = dv,
+                                    .l2_normalize = true});
   round_activations(c, o.m);
   // Per value head: rows [T * n_v, d_v].
   const Matrix heads(o.data(), t * nv, dv);

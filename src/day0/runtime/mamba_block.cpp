@@ -2,7 +2,7 @@
 // depthwise conv with bias and silu over x B C (each sequence's conv window); dt = softplus(dt + dt_bias);
 // the selective scan over each sequence's float32 state with the D skip; y * silu(z) normed per group of
 // intermediate / n_groups channels, times the norm's gain; out_proj. The states live in the sequences'
-// KvCaches (RecurrentLayerState) like Gated DeltaNet's. Rounding follows transformers' prefill: the
+// state blocks (KvCache::recurrent) like Gated DeltaNet's. Rounding follows transformers' prefill: the
 // projection, the conv, dt + dt_bias and its softplus round to the activation dtype; the scan and the
 // gated norm stay float32 until the cast before out_proj.
 #include <fmt/format.h>
@@ -20,16 +20,15 @@ void mamba2(const Context& c, int64_t layer, const MambaWeights& w, ConstMatrix 
 
   // Each sequence's state of this layer must hold exactly its tokens so far.
   const KvDtype window_dtype = bind_recurrent_states(c, layer, "Mamba-2");
-  const StepLayout& l = c.layout;
   Buffer xbc(c.arena, t, ch);  // [T, x | B | C] silu(conv + bias)
-  c.be.causal_conv1d({.x = proj.m.col_slice(inner, ch),
-                      .weight = w.conv,
-                      .bias = w.conv_bias,
-                      .seqs = l.conv,
-                      .y = xbc.m,
-                      .kernel = m.conv_kernel,
-                      .window_dtype = window_dtype,
-                      .silu = true});
+  recurrent_conv(c, layer,
+                 {.x = proj.m.col_slice(inner, ch),
+                  .weight = w.conv,
+                  .bias = w.conv_bias,
+                  .y = xbc.m,
+                  .kernel = m.conv_kernel,
+                  .window_dtype = window_dtype,
+                  .silu = true});
   round_activations(c, xbc.m);
   Buffer dt(c.arena, t, nh);  // [T, n_heads] softplus(dt + dt_bias)
   c.be.add({proj.m.col_slice(inner + ch, nh), ConstMatrix(w.dt_bias.data(), 1, nh), dt.m});
@@ -37,18 +36,18 @@ void mamba2(const Context& c, int64_t layer, const MambaWeights& w, ConstMatrix 
   c.be.softplus({dt.m, dt.m});
   round_activations(c, dt.m);
   Buffer y(c.arena, t, inner);  // [T, n_heads * head_dim] the scan's output, float32
-  c.be.ssm_scan({.x = xbc.m.col_slice(0, inner),
-                 .dt = dt.m,
-                 .b = xbc.m.col_slice(inner, gn),
-                 .c = xbc.m.col_slice(inner + gn, gn),
-                 .a_log = w.a_log,
-                 .d = w.d,
-                 .seqs = l.delta,
-                 .y = y.m,
-                 .n_heads = nh,
-                 .head_dim = m.head_dim,
-                 .n_groups = m.n_groups,
-                 .state_size = m.state_size});
+  recurrent_scan(c, layer,
+                 SsmScanArgs{.x = xbc.m.col_slice(0, inner),
+                             .dt = dt.m,
+                             .b = xbc.m.col_slice(inner, gn),
+                             .c = xbc.m.col_slice(inner + gn, gn),
+                             .a_log = w.a_log,
+                             .d = w.d,
+                             .y = y.m,
+                             .n_heads = nh,
+                             .head_dim = m.head_dim,
+                             .n_groups = m.n_groups,
+                             .state_size = m.state_size});
   // Gated norm: y * silu(z) first, then an RMSNorm per group of channels, then the gain.
   Buffer gate(c.arena, t, inner);  // [T, I] silu(z)
   c.be.silu({proj.m.col_slice(0, inner), gate.m});
