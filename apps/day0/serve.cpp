@@ -126,16 +126,18 @@ int serve_command(ServeArgs& a) {
                "steps with their shards\n",
                a.setup.engine.layout.to_string());
   }
-  if (!m.prefix_caching_off.empty() && m.state_bytes_per_sequence == 0) {
+  if (!m.prefix_caching_off.empty())
     fmt::print(stderr, "serve: prefix caching off: {}\n", m.prefix_caching_off);
-  } else if (!m.prefix_caching_off.empty()) {
+  if (m.state_bytes_per_sequence > 0) {
+    // A running sequence holds its live state and a snapshot at its last whole block; the prefix cache
+    // keeps at most --max-seqs snapshots.
+    const auto state = static_cast<double>(m.state_bytes_per_sequence);
     fmt::print(stderr,
-               "serve: prefix caching off: {}; each running sequence holds {} of recurrent state ({} at "
-               "--max-seqs {}), beside the KV pool\n",
-               m.prefix_caching_off, human_bytes_binary(static_cast<double>(m.state_bytes_per_sequence)),
-               human_bytes_binary(static_cast<double>(m.state_bytes_per_sequence) *
-                                  static_cast<double>(sc.max_seqs)),
-               sc.max_seqs);
+               "serve: recurrent state (beside the KV pool): {} a sequence, up to twice that while it runs "
+               "(live + snapshot at its last whole block), {} at --max-seqs {}; the prefix cache holds up "
+               "to {} snapshots ({}) more\n",
+               human_bytes_binary(state), human_bytes_binary(2 * state * static_cast<double>(sc.max_seqs)),
+               sc.max_seqs, sc.max_seqs, human_bytes_binary(state * static_cast<double>(sc.max_seqs)));
   }
   fmt::print("listening on http://{}:{}\n", so.host, *port);
   std::fflush(stdout);

@@ -220,7 +220,8 @@ TEST(Metrics, PromtoolAcceptsTheExposition) {
         "day0:num_requests_running", "day0:num_requests_waiting", "day0:num_preemptions_total",
         "day0:kv_cache_used_blocks", "day0:kv_cache_capacity_blocks", "day0:kv_cache_usage_perc",
         "day0:prefix_cache_hit_rate", "day0:request_success_total", "day0:operator_seconds_total",
-        "day0:kv_cache_fragmentation_ratio", "day0:communication_idle_ratio"}) {
+        "day0:kv_cache_fragmentation_ratio", "day0:communication_idle_ratio", "day0:recurrent_state_bytes",
+        "day0:prefix_cache_state_bytes"}) {
     EXPECT_NE(text.find(std::string(name)), std::string::npos) << name;
   }
   EXPECT_GT(metric_value(text, "day0:operator_seconds_total", "model_name=\"mini\",op=\"matmul\""), 0.0);

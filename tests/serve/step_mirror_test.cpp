@@ -1,13 +1,16 @@
 // The step mirror's message (serving under mpirun): a message with cache operations, sequences and
 // tokens comes back as it went; a follower refuses any word out of bounds; a follower's caches replay
 // rank 0's cache operations (prefix entries made, forked, dropped; sequences let go of), sharing
-// blocks as rank 0 does and refusing an operation that names what it does not hold.
+// blocks as rank 0 does and refusing an operation that names what it does not hold; on a hybrid model an
+// entry carries the recurrent state saved at its end, and a sequence forked from it goes on with the
+// logits of one fed the same steps.
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <memory>
 
 #include "day0/serve/step_mirror.h"
+#include "serve_harness.h"
 
 namespace day0::testing {
 namespace {
@@ -155,6 +158,56 @@ TEST(FollowerCaches, ReplayRankZerosPrefixCacheSharingAndFreeingTheSameBlocks) {
   EXPECT_EQ(books.allocated(), 0);
   EXPECT_EQ(caches.entries(), 0u);
   EXPECT_EQ(caches.sequences(), 0u);
+}
+
+// A follower of a hybrid model (Qwen3-Next's golden): the forward it replays saves each sequence's
+// recurrent state at the last whole block, so an entry rank 0 makes at a whole block holds that state;
+// an entry at a length without a snapshot (rank 0 never makes one) is refused; a sequence forked from
+// the entry gives the logits of the sequence it came from, fed the same tokens, to the last bit;
+// everything comes back to the pool.
+TEST(FollowerCaches, ReplayAHybridModelsEntriesWithTheRecurrentStateAtTheirEnd) {
+  auto model = load_model(golden_model_dir("qwen3-next"));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  BackendOptions bo;
+  bo.n_threads = 2;
+  bo.quiet = true;
+  auto backend = open_backend("cpu", bo);
+  ASSERT_TRUE(backend.is_ok());
+  EngineOptions eo;
+  eo.kv_dtype = KvDtype::kF32;
+  auto engine = Engine::create(model->spec, model->weights, **backend, eo);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  auto run = [&](KvCache& cache, std::span<const int32_t> ids) {
+    const SequenceStep s{&cache, ids};
+    auto logits = e.forward(std::span(&s, 1), true);
+    EXPECT_TRUE(logits.is_ok()) << logits.status().to_string();
+    return logits.is_ok() ? copy_matrix(*logits) : FloatMatrix();
+  };
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 70; ++i) prompt.push_back((i * 13 + 7) % 250);
+  const std::span<const int32_t> all(prompt);
+  {
+    serve::FollowerCaches caches([&] { return e.new_cache(); });
+    auto first = caches.for_step(5, 0);
+    ASSERT_TRUE(first.is_ok());
+    run(**first, all.first(64));  // ends on a whole block: the state saved there
+    const FloatMatrix want = run(**first, all.subspan(64));
+    EXPECT_EQ((*first)->snapshot_tokens(), 64);
+    ASSERT_TRUE(caches.apply({CacheOpKind::kPrefixInsert, 5, 0, 64}).is_ok());
+    EXPECT_FALSE(caches.apply({CacheOpKind::kPrefixInsert, 5, 1, 32}).is_ok());  // no state at 32
+    ASSERT_TRUE(caches.apply({CacheOpKind::kPrefixFork, 6, 0, 64}).is_ok());
+    auto forked = caches.for_step(6, 64);
+    ASSERT_TRUE(forked.is_ok());
+    const FloatMatrix got = run(**forked, all.subspan(64));
+    ASSERT_EQ(got.data.size(), want.data.size());
+    EXPECT_EQ(got.data, want.data);
+    ASSERT_TRUE(caches.apply({CacheOpKind::kRelease, 5, 0, 0}).is_ok());
+    ASSERT_TRUE(caches.apply({CacheOpKind::kPrefixDrop, 0, 0, 0}).is_ok());
+    ASSERT_TRUE(caches.apply({CacheOpKind::kRelease, 6, 0, 0}).is_ok());
+  }
+  EXPECT_EQ(e.kv_pool().stats().blocks_allocated, 0);
+  EXPECT_EQ(e.kv_pool().stats().state_blocks_allocated, 0);
 }
 
 }  // namespace

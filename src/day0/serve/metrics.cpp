@@ -155,9 +155,18 @@ std::string ServeMetrics::render(const std::string& model_name) const {
             : 0.0);
   gauge("day0:kv_cache_fragmentation_ratio", "Allocated but unused KV token slots / allocated slots.",
         gauges_.kv_fragmentation);
+  gauge("day0:recurrent_state_bytes",
+        "Bytes of recurrent state (Gated DeltaNet / Mamba-2 layers' conv windows and state matrices) held "
+        "by sequences and the prefix cache: each running sequence's live state and its snapshot at its "
+        "last whole block, and the entries' snapshots (0 for a model without such layers).",
+        static_cast<double>(gauges_.recurrent_state_bytes));
+  gauge("day0:prefix_cache_state_bytes",
+        "Bytes of the recurrent-state snapshots the prefix cache's entries hold (each once; part of "
+        "day0:recurrent_state_bytes): a hit restores the state at the entry's end.",
+        static_cast<double>(gauges_.prefix_cache_state_bytes));
   gauge("day0:prefix_caching_enabled",
-        "1 when prefix caching runs; 0 when turned off, or impossible for the model (linear-attention "
-        "layers keep a recurrent state that KV blocks cannot restore).",
+        "1 when prefix caching runs (hybrid models too: an entry restores the recurrent state saved at "
+        "its end); 0 when turned off.",
         gauges_.prefix_caching ? 1.0 : 0.0);
   gauge("day0:prefix_cache_blocks",
         "KV blocks the prefix cache references, each once (some shared with sequences).",

@@ -1,9 +1,9 @@
 #pragma once
 // The server's Prometheus metrics (text exposition format 0.0.4), named day0:* after vLLM's vllm:*:
 // latency histograms (time to first token, inter-token latency, end-to-end), token and request
-// counters, scheduler and KV pool gauges, prefix-cache hits, time per operator kind, KV fragmentation
-// and the communication idle ratio (0 in one process; the distributed issue fills it).
-// Thread safety: every member is safe to call from any thread (one mutex).
+// counters, scheduler, KV pool and recurrent-state gauges, prefix-cache hits, time per operator kind, KV
+// fragmentation and the communication idle ratio (0 in one process; the distributed issue fills it). Thread
+// safety: every member is safe to call from any thread (one mutex).
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -38,7 +38,11 @@ struct SchedulerGauges {
   double kv_fragmentation = 0;                // allocated-but-unused token slots / allocated slots
   int64_t prefix_cache_blocks = 0;            // distinct blocks the cache's entries reference
   int64_t prefix_cache_exclusive_blocks = 0;  // of those, the ones no sequence references
-  bool prefix_caching = true;  // off by option, or for a model it cannot serve (linear attention)
+  bool prefix_caching = true;  // off by option (or under pipeline stages with unlike windowed layers)
+  // Recurrent-state blocks (hybrid models: live states and snapshots) held by sequences and the prefix
+  // cache, in bytes; and the part the prefix cache's entries reference (each block once).
+  uint64_t recurrent_state_bytes = 0;
+  uint64_t prefix_cache_state_bytes = 0;
   // Under mpirun: the share of rank 0's forward time spent waiting on communication (0 in one process).
   double communication_idle_ratio = 0;
 };

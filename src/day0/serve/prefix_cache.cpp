@@ -20,8 +20,10 @@ std::vector<uint64_t> block_prefix_hashes(std::span<const int32_t> tokens, int64
   return out;
 }
 
-PrefixCache::PrefixCache(int64_t block_tokens, size_t max_entries)
-    : block_tokens_(block_tokens), max_entries_(std::max<size_t>(max_entries, 1)) {}
+PrefixCache::PrefixCache(int64_t block_tokens, size_t max_entries, int64_t max_state_blocks)
+    : block_tokens_(block_tokens),
+      max_entries_(std::max<size_t>(max_entries, 1)),
+      max_state_blocks_(std::max<int64_t>(max_state_blocks, 0)) {}
 
 std::optional<KvCache> PrefixCache::lookup(std::span<const int32_t> tokens, int64_t* hit_tokens,
                                            uint64_t* entry_id) {
@@ -58,15 +60,24 @@ std::optional<uint64_t> PrefixCache::insert(std::span<const int32_t> tokens, con
     lru_.splice(lru_.begin(), lru_, known->second.entry);  // already cached whole
     return std::nullopt;
   }
+  // A windowed layer that gave back keys, or a recurrent state without a snapshot there: no entry.
+  if (!cache.can_truncate(static_cast<int64_t>(n))) return std::nullopt;
   KvCache copy = cache.fork();
-  if (!copy.truncate(static_cast<int64_t>(n)).is_ok())
-    return std::nullopt;  // a windowed layer gave back keys
+  if (!copy.truncate(static_cast<int64_t>(n)).is_ok()) return std::nullopt;
   const uint64_t id = next_id_++;
   lru_.push_front(Entry{id,
                         std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n)),
                         std::move(copy)});
-  for (int64_t b = 0; b < n_blocks; ++b) by_hash_[hashes[static_cast<size_t>(b)]] = Hit{lru_.begin(), b + 1};
-  while (lru_.size() > max_entries_) evict_one();  // the least recently used: never the new one
+  // Keys: every whole-block prefix the entry can be cut back to (all of them, or with a recurrent state
+  // only its own length).
+  const KvCache& kept = lru_.front().cache;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (b + 1 == n_blocks || kept.can_truncate((b + 1) * block_tokens_))
+      by_hash_[hashes[static_cast<size_t>(b)]] = Hit{lru_.begin(), b + 1};
+  }
+  // The least recently used go first: never the new one.
+  while (lru_.size() > max_entries_) evict_one();
+  while (max_state_blocks_ > 0 && lru_.size() > 1 && state_blocks() > max_state_blocks_) evict_one();
   return id;
 }
 
@@ -90,20 +101,43 @@ void PrefixCache::clear() {
   lru_.clear();
 }
 
-PrefixCache::BlockCounts PrefixCache::block_counts(const KvBlockPool& pool) const {
-  std::vector<int32_t> blocks;
-  for (const Entry& e : lru_) e.cache.collect_blocks(blocks);
-  std::sort(blocks.begin(), blocks.end());
-  BlockCounts out;
-  for (size_t i = 0; i < blocks.size();) {
+namespace {
+
+// Distinct blocks among `refs` (one entry per reference), and those whose every reference is there.
+template <class RefCount>
+void count_blocks(std::vector<int32_t>& refs, RefCount ref_count, int64_t& distinct, int64_t& exclusive) {
+  std::sort(refs.begin(), refs.end());
+  for (size_t i = 0; i < refs.size();) {
     size_t j = i;
-    while (j < blocks.size() && blocks[j] == blocks[i]) ++j;
-    ++out.distinct;
+    while (j < refs.size() && refs[j] == refs[i]) ++j;
+    ++distinct;
     // Every reference to the block is one of the entries': nothing else would keep it.
-    if (pool.ref_count(blocks[i]) == static_cast<int32_t>(j - i)) ++out.exclusive;
+    if (ref_count(refs[i]) == static_cast<int32_t>(j - i)) ++exclusive;
     i = j;
   }
+}
+
+}  // namespace
+
+PrefixCache::BlockCounts PrefixCache::block_counts(const KvBlockPool& pool) const {
+  std::vector<int32_t> blocks, states;
+  for (const Entry& e : lru_) {
+    e.cache.collect_blocks(blocks);
+    e.cache.collect_state_blocks(states);
+  }
+  BlockCounts out;
+  count_blocks(
+      blocks, [&](int32_t b) { return pool.ref_count(b); }, out.distinct, out.exclusive);
+  count_blocks(
+      states, [&](int32_t b) { return pool.state_ref_count(b); }, out.state_distinct, out.state_exclusive);
   return out;
+}
+
+int64_t PrefixCache::state_blocks() const {
+  std::vector<int32_t> states;
+  for (const Entry& e : lru_) e.cache.collect_state_blocks(states);
+  std::sort(states.begin(), states.end());
+  return static_cast<int64_t>(std::unique(states.begin(), states.end()) - states.begin());
 }
 
 int64_t PrefixCache::blocks_held() const {

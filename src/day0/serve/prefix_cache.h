@@ -6,6 +6,11 @@
 // blocks are shared, and at least one prompt token is always left to feed (its logits pick the first
 // token). Entries are dropped least recently used first when the pool needs blocks, or past
 // max_entries.
+// Hybrid models (Gated DeltaNet, Mamba-2 layers): an entry also holds the recurrent state at its end
+// (the sequence's snapshot at its last whole block, KvCache::snapshot_tokens, shared as a state block),
+// and is found only at its own length: a state cannot be cut back to a shorter prefix, so shorter
+// prefixes of it are not keys (another entry of that length may be). Past max_state_blocks distinct
+// state blocks held by entries, the least recently used entries go.
 // Every entry has an id (counting up from 0, never reused), so that serving under mpirun can name it to
 // the other ranks: lookup says which entry a hit forked, insert which entry it made, and a listener
 // hears of every entry dropped (evicted or cleared).
@@ -24,7 +29,8 @@ namespace day0::serve {
 
 class PrefixCache {
  public:
-  PrefixCache(int64_t block_tokens, size_t max_entries = 512);
+  // max_state_blocks: the most distinct recurrent-state blocks the entries may hold (0: no limit).
+  PrefixCache(int64_t block_tokens, size_t max_entries = 512, int64_t max_state_blocks = 0);
 
   // A cache holding the longest cached whole-block prefix of `tokens` shorter than `tokens`, and how
   // many tokens it holds (a fork of entry `*entry_id`, cut back to them); nullopt on a miss (or when a
@@ -33,7 +39,8 @@ class PrefixCache {
                                 uint64_t* entry_id = nullptr);
   // Remembers the whole blocks of `cache`, which holds exactly `tokens` (cache.length() == size): the
   // id of the entry made (a fork of `cache` cut back to its whole blocks), or nullopt when none was
-  // (already cached whole, or not one whole block).
+  // (already cached whole, not one whole block, or cannot be cut back there: a windowed layer gave
+  // keys back, or a recurrent state has no snapshot at the last whole block).
   std::optional<uint64_t> insert(std::span<const int32_t> tokens, const KvCache& cache);
   // Drops the least recently used entry; false when there is none.
   bool evict_one();
@@ -46,9 +53,12 @@ class PrefixCache {
   // Pool blocks the entries reference, each once (`distinct`), and those no sequence outside the cache
   // references (`exclusive`: what clearing the cache would free). With the pool's allocated blocks:
   // allocated = blocks of the live sequences (each once) + exclusive.
+  // The same for recurrent-state blocks (hybrid models: each entry's state at its end).
   struct BlockCounts {
     int64_t distinct = 0;
     int64_t exclusive = 0;
+    int64_t state_distinct = 0;
+    int64_t state_exclusive = 0;
   };
   BlockCounts block_counts(const KvBlockPool& pool) const;
 
@@ -65,8 +75,11 @@ class PrefixCache {
   };
   void forget(EntryList::iterator entry);
 
+  int64_t state_blocks() const;  // distinct state blocks the entries reference
+
   int64_t block_tokens_;
   size_t max_entries_;
+  int64_t max_state_blocks_;
   uint64_t next_id_ = 0;
   std::function<void(uint64_t)> on_drop_;
   EntryList lru_;

@@ -14,15 +14,6 @@ namespace day0::serve {
 
 using Clock = std::chrono::steady_clock;
 
-std::string prefix_caching_unsupported(const ModelSpec& spec) {
-  const int64_t linear = spec.n_layers - count_kv_layers(spec);
-  if (linear == 0) return "";
-  return fmt::format(
-      "{} of {} layers are linear attention (Gated DeltaNet) whose recurrent state per sequence cannot be "
-      "restored at a shared prefix from KV blocks",
-      linear, spec.n_layers);
-}
-
 const char* policy_name(AdmissionPolicy p) {
   return p == AdmissionPolicy::kGuaranteedNoEvict ? "guaranteed-no-evict" : "max-utilization";
 }
@@ -78,7 +69,7 @@ struct Scheduler::Sequence {
 };
 
 struct Scheduler::PrefixState {
-  explicit PrefixState(int64_t block_tokens) : cache(block_tokens) {}
+  PrefixState(int64_t block_tokens, int64_t max_state_blocks) : cache(block_tokens, 512, max_state_blocks) {}
   PrefixCache cache;
 };
 
@@ -90,7 +81,8 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
       metrics_(metrics),
       after_step_(std::move(after_step)),
       context_(options.context > 0 ? options.context : engine.spec().max_position_embeddings),
-      prefix_(std::make_unique<PrefixState>(engine.options().kv_block_tokens)) {
+      prefix_(std::make_unique<PrefixState>(engine.options().kv_block_tokens,
+                                            std::max<int64_t>(options.max_seqs, 1))) {
   {
     // The layers whose K/V this rank's pool holds: not linear-attention layers (a fixed state), not
     // another pipeline stage's.
@@ -98,8 +90,6 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
     for (int64_t l = 0; l < probe.n_layers(); ++l) kv_layers_ += probe.paged(l) && probe.held(l) ? 1 : 0;
   }
   D0_CHECK_MSG(options_.kv_blocks > 0, "scheduler: the KV pool needs a capacity");
-  // A hybrid model's recurrent state is not in the KV blocks a prefix entry would share.
-  if (!prefix_caching_unsupported(engine.spec()).empty()) options_.prefix_caching = false;
   // Under mpirun the followers replay every entry dropped (step_mirror.h).
   if (StepMirror* mirror = options_.mirror)
     prefix_->cache.on_drop([mirror](uint64_t entry) { mirror->prefix_drop(entry); });
@@ -428,6 +418,16 @@ bool Scheduler::run_step() {
   } else {
     // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
     for (size_t b = 0; b < plan.size(); ++b) {
+      Sequence& s = *plan[b].seq;
+      if (s.cache->state_lost()) {
+        // The failed step advanced a recurrent state past the length it went back to: back to the last
+        // snapshot (or 0), and this retry feeds the tokens from there.
+        const int64_t upto = s.fed() + plan[b].take;
+        if (s.cache->snapshot_tokens() < 0 || !s.cache->truncate(s.cache->snapshot_tokens()).is_ok())
+          (void)s.cache->truncate(0);
+        batch[b].tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.fed()),
+                                                                     static_cast<size_t>(upto - s.fed()));
+      }
       auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1));
       if (alone.is_ok()) {
         pick(*plan[b].seq, alone->row_span(0));
@@ -458,6 +458,9 @@ void Scheduler::publish_gauges() {
   const PrefixCache::BlockCounts cached = prefix_->cache.block_counts(engine_.kv_pool());
   g.prefix_cache_blocks = cached.distinct;
   g.prefix_cache_exclusive_blocks = cached.exclusive;
+  g.recurrent_state_bytes = st.state_bytes_allocated;
+  g.prefix_cache_state_bytes =
+      static_cast<uint64_t>(cached.state_distinct) * engine_.kv_pool().state_block_bytes();
   g.prefix_caching = options_.prefix_caching;
   if (options_.mirror != nullptr) g.communication_idle_ratio = options_.mirror->idle_ratio();
   if (options_.lockstep != nullptr) g.communication_idle_ratio = options_.lockstep->idle_ratio();

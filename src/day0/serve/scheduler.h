@@ -7,12 +7,17 @@
 //  - Admission reserves KV blocks under a named policy (TensorRT-LLM's): guaranteed-no-evict admits a
 //    sequence only when the worst case of every admitted sequence (prompt + max tokens) fits in the
 //    pool, so nothing is ever preempted; max-utilization admits while the prompt fits now and, when a
-//    step runs out of blocks, preempts the newest sequence (frees its blocks; it is recomputed from
-//    its prompt and what it already generated when blocks come back).
-//  - Prefix caching (PrefixCache): prompts start from cached whole blocks when they can.
+//    step runs out of blocks, preempts the newest sequence (frees its blocks and recurrent state; it is
+//    recomputed from its prompt and what it already generated when blocks come back, or resumed from a
+//    prefix-cache entry of its tokens).
+//  - Prefix caching (PrefixCache): prompts start from cached whole blocks when they can. Hybrid models
+//    (Gated DeltaNet, Mamba-2) too: an entry carries the recurrent state at its end (the snapshot the
+//    engine takes at the last whole block a step passes), and the entries' state blocks are capped at
+//    max_seqs (one running sequence's state each).
 //  - A request cancelled by its client (disconnect) is dropped and its blocks freed at the next step.
 //  - A step that fails is retried one sequence at a time, so a failure fails only the requests whose
-//    sequence fails alone (500); the others go on.
+//    sequence fails alone (500); the others go on. A recurrent state the failed step left ahead of its
+//    length goes back to its snapshot (or to 0) and the retry feeds the tokens from there.
 // Thread safety: submit(), cancel (RequestStream), shutdown() and the metrics may be called from any
 // thread; the engine, its pool and the tokenizer are used only by the engine thread (the tokenizer
 // only through const decode).
@@ -42,11 +47,6 @@ enum class AdmissionPolicy { kMaxUtilization, kGuaranteedNoEvict };
 class StepMirror;
 class DpLockstep;
 
-// Why prefix caching cannot serve `spec`, or "" when it can: a model with linear-attention layers
-// (Gated DeltaNet) keeps a recurrent state per sequence that holds its last token only, so
-// the KV blocks of a shared prefix alone cannot restart a sequence there. The scheduler turns prefix
-// caching off for such a model, and `serve` prints this reason.
-std::string prefix_caching_unsupported(const ModelSpec& spec);
 const char* policy_name(AdmissionPolicy policy);  // "max-utilization", "guaranteed-no-evict"
 
 struct SchedulerOptions {
@@ -55,8 +55,8 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 2048;  // tokens one step feeds (decode tokens + prefill chunks)
   int64_t kv_blocks = 0;            // pool capacity in blocks (> 0)
   AdmissionPolicy policy = AdmissionPolicy::kMaxUtilization;
-  bool prefix_caching = true;  // forced off when prefix_caching_unsupported(model) is not empty
-  int64_t context = 0;         // tokens a sequence may hold (<= the model's max_position_embeddings)
+  bool prefix_caching = true;
+  int64_t context = 0;  // tokens a sequence may hold (<= the model's max_position_embeddings)
   // Serving under mpirun (rank 0): every step is sent to the other ranks first (serve/step_mirror.h).
   // Not owned; outlives the scheduler. Prefix cache entries made, forked and dropped are sent too.
   StepMirror* mirror = nullptr;

@@ -102,8 +102,7 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
     return invalid_argument(fmt::format("serve: a KV pool of {} blocks cannot hold one token of {} layers",
                                         sched.kv_blocks, kv_layers));
   }
-  out->prefix_caching_off = prefix_caching_unsupported(spec);
-  if (out->prefix_caching_off.empty()) out->prefix_caching_off = stages_cut_back_unlike(spec, layout.pp);
+  out->prefix_caching_off = stages_cut_back_unlike(spec, layout.pp);
   if (!out->prefix_caching_off.empty()) sched.prefix_caching = false;
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;

@@ -49,11 +49,12 @@ struct ServedModel {
   std::unique_ptr<OpenAiServer> server;  // rank 0 only (every rank under attention data parallelism)
   int64_t kv_blocks = 0;                 // the pool's capacity in blocks (every rank reserves it)
   uint64_t kv_bytes = 0;                 // the pool's capacity
-  // Why prefix caching was turned off for this model ("" when it was not): see
-  // prefix_caching_unsupported(); under mpirun, also pipeline stages holding unlike windowed layers.
+  // Why prefix caching was turned off for this model ("" when it was not): under mpirun, pipeline
+  // stages holding unlike windowed layers.
   std::string prefix_caching_off;
-  uint64_t state_bytes_per_sequence = 0;  // linear-attention layers' recurrent state, per running sequence
-  ~ServedModel();                         // the server first (it holds sequences on the engine's pool)
+  // Recurrent layers' state (Gated DeltaNet, Mamba-2) of one sequence on this rank: one state block.
+  uint64_t state_bytes_per_sequence = 0;
+  ~ServedModel();  // the server first (it holds sequences on the engine's pool)
   bool distributed() const { return groups.world && groups.world->size() > 1; }
   bool leader() const { return !groups.world || groups.world->rank() == 0; }
   // Whether this rank runs a server: rank 0, or every rank under attention data parallelism.
