@@ -216,6 +216,10 @@ void print_human(const ModelSummary& m) {
         {fmt::format("recurrent state per sequence ({} layers, fixed)", m.kv_cache.state_layers),
          with_commas(static_cast<int64_t>(m.kv_cache.state_bytes_per_sequence)) + " B",
          human_bytes(static_cast<double>(m.kv_cache.state_bytes_per_sequence))});
+    // The engine keeps a snapshot of it at the sequence's last whole block (prefix caching, rollback).
+    kv_rows.push_back({"recurrent state per running sequence (live + snapshot)",
+                       with_commas(static_cast<int64_t>(2 * m.kv_cache.state_bytes_per_sequence)) + " B",
+                       human_bytes(static_cast<double>(2 * m.kv_cache.state_bytes_per_sequence))});
   }
   print_table(kv_rows, {false, true, true});
   if (m.kv_cache.bounded_layers > 0) {

@@ -42,6 +42,32 @@ TEST(Inspect, MtpLayersAreCountedApart) {
   EXPECT_NE(r.out.find("recurrent state per sequence (30 layers, fixed)"), std::string::npos) << r.out;
 }
 
+// A hybrid's recurrent state beside the KV bytes, in inspect and plan, text and JSON: Qwen3.5-35B-A3B's
+// 30 Gated DeltaNet layers keep 32 x 128 x 128 float32 state and a 3-row BF16 conv window of 8,192
+// channels each (2,146,304 B a layer), and a running sequence holds it twice (live + snapshot).
+TEST(Inspect, AHybridsStateIsCountedBesideTheKvBytesInInspectAndPlan) {
+  CliResult text = run_cli({"inspect", "qwen3.5-35b-a3b"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("64,389,120 B"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("recurrent state per running sequence (live + snapshot)"), std::string::npos);
+  EXPECT_NE(text.out.find("128,778,240 B"), std::string::npos) << text.out;
+  CliResult json = run_cli({"inspect", "qwen3.5-35b-a3b", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["kv_cache"]["state_bytes_per_sequence"].get<int64_t>(), 64'389'120);
+  EXPECT_EQ(j["kv_cache"]["state_bytes_per_running_sequence"].get<int64_t>(), 128'778'240);
+  EXPECT_EQ(j["kv_cache"]["state_layers"].get<int64_t>(), 30);
+  CliResult plan = run_cli({"plan", "qwen3.5-35b-a3b", "--cluster", "8xH200", "--top", "1"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("state      64,389,120 bytes a sequence"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("128,778,240 a running sequence"), std::string::npos) << plan.out;
+  CliResult plan_json = run_cli({"plan", "qwen3.5-35b-a3b", "--cluster", "8xH200", "--top", "1", "--json"});
+  ASSERT_EQ(plan_json.exit_code, 0) << plan_json.err;
+  const auto p = nlohmann::json::parse(plan_json.out);
+  EXPECT_EQ(p["model"]["state_bytes_per_sequence"].get<double>(), 64'389'120.0);
+  EXPECT_EQ(p["model"]["state_bytes_per_running_sequence"].get<double>(), 128'778'240.0);
+}
+
 TEST(Inspect, JsonHasEverything) {
   CliResult r = run_cli({"inspect", "kimi-k2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

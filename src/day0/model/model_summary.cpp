@@ -325,7 +325,10 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
             {"bounded_layers", s.kv_cache.bounded_layers},
             {"kv_layers", s.kv_cache.kv_layers},
             {"state_layers", s.kv_cache.state_layers},
-            {"state_bytes_per_sequence", s.kv_cache.state_bytes_per_sequence}}},
+            {"state_bytes_per_sequence", s.kv_cache.state_bytes_per_sequence},
+            // A running sequence of the engine holds its live state and a snapshot at its last whole
+            // block (prefix caching, rollback): two state blocks.
+            {"state_bytes_per_running_sequence", 2 * s.kv_cache.state_bytes_per_sequence}}},
           {"ops",
            {{"context_tokens", s.ops.context_tokens},
             {"bf16_activations", s.ops.bf16_activations},

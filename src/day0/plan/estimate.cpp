@@ -270,8 +270,9 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
       bytes[g] = group_bytes(layer, static_cast<WeightGroup>(g), precision);
     p.layer_bytes.push_back(bytes);
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
-    // A sequence's cache: its KV rows, plus the fixed state of a linear-attention layer.
-    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + layer.state_bytes_per_sequence);
+    // A sequence's cache: its KV rows, plus the fixed state of a recurrent layer twice (the live state
+    // and its snapshot at the sequence's last whole block, KvCache's state blocks).
+    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + 2 * layer.state_bytes_per_sequence);
     // A decode step reads the keys it attends to (block-sparse: its selected blocks, and every index key).
     const double attended =
         layer.attended_keys > 0 ? std::min(cached, static_cast<double>(layer.attended_keys)) : cached;

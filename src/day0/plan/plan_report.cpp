@@ -181,8 +181,11 @@ std::string format_plan_text(const PlanReportInput& in) {
   out += fmt::format("KV cache   {} bytes a token over all layers ({})\n",
                      with_commas(static_cast<int64_t>(m.kv_bytes_per_token(w.kv))), kv_precision_name(w.kv));
   if (m.state_bytes_per_sequence() > 0) {
-    out += fmt::format("state      {} bytes a sequence, fixed (linear-attention layers' recurrent state)\n",
-                       with_commas(static_cast<int64_t>(m.state_bytes_per_sequence())));
+    out += fmt::format(
+        "state      {} bytes a sequence, fixed (linear-attention / Mamba-2 layers' recurrent state); {} "
+        "a running sequence (live + its snapshot at the last whole block), as planned\n",
+        with_commas(static_cast<int64_t>(m.state_bytes_per_sequence())),
+        with_commas(static_cast<int64_t>(2 * m.state_bytes_per_sequence())));
   }
   out += fmt::format("cluster    {}: {} node{} x {} {} ({} memory, {}/s, {}FLOP/s BF16)\n", c.name, c.nodes,
                      c.nodes == 1 ? "" : "s", c.devices_per_node, c.device.name,
@@ -265,7 +268,8 @@ json plan_to_json(const PlanReportInput& in) {
                 {"weight_bytes_planned", model_weight_bytes(m, w, c.device)},
                 {"weight_table_bytes", table},
                 {"kv_bytes_per_token", m.kv_bytes_per_token(w.kv)},
-                {"state_bytes_per_sequence", m.state_bytes_per_sequence()}};
+                {"state_bytes_per_sequence", m.state_bytes_per_sequence()},
+                {"state_bytes_per_running_sequence", 2 * m.state_bytes_per_sequence()}};
   j["cluster"] = {{"name", c.name},
                   {"nodes", c.nodes},
                   {"devices_per_node", c.devices_per_node},
