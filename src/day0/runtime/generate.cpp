@@ -79,18 +79,24 @@ const char* finish_reason_after(int32_t token, int64_t steps, int64_t max_new,
   return nullptr;
 }
 
-GenerationStep SequenceSampler::next(Backend& backend, std::span<const float> logits) {
-  std::span<const float> row = logits;
-  if ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) && !counts_.empty()) {
-    penalised_.assign(logits.begin(), logits.end());
-    for (const auto& [token, count] : counts_) {
-      penalised_[static_cast<size_t>(token)] -=
-          params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
-    }
-    row = penalised_;
+std::span<const float> SequenceSampler::penalised(std::span<const float> logits) {
+  if ((params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f) || counts_.empty())
+    return logits;
+  penalised_.assign(logits.begin(), logits.end());
+  for (const auto& [token, count] : counts_) {
+    penalised_[static_cast<size_t>(token)] -=
+        params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
   }
+  return penalised_;
+}
+
+GenerationStep SequenceSampler::next(Backend& backend, std::span<const float> logits) {
+  return record(logits, pick_token(backend, penalised(logits), params_, steps_));
+}
+
+GenerationStep SequenceSampler::record(std::span<const float> logits, int32_t token) {
   GenerationStep s;
-  s.chosen.token = pick_token(backend, row, params_, steps_);
+  s.chosen.token = token;
   if (logprobs_) s.chosen.logprob = token_logprob(logits, s.chosen.token);
   if (top_logprobs_ > 0) {
     for (int64_t id : top_n_indices(logits, top_logprobs_))
@@ -106,6 +112,23 @@ GenerationStep SequenceSampler::next(Backend& backend, std::span<const float> lo
   return s;
 }
 
+Status validate_request(const ModelSpec& spec, const GenerationRequest& r, int64_t held) {
+  D0_RETURN_IF_ERROR(validate_sampling(r.sampling));
+  if (r.prompt.empty()) return invalid_argument("empty prompt");
+  for (int32_t id : r.prompt) {
+    if (id < 0 || id >= spec.vocab_size)
+      return invalid_argument(fmt::format("token id {} outside the vocabulary of {}", id, spec.vocab_size));
+  }
+  const int64_t context = spec.max_position_embeddings;
+  if (context > 0 && held + static_cast<int64_t>(r.prompt.size()) > context) {
+    return invalid_argument(
+        fmt::format("the prompt has {} tokens{}, more than the model's context of {} tokens "
+                    "(max_position_embeddings)",
+                    r.prompt.size(), held > 0 ? fmt::format(" after {} cached", held) : "", context));
+  }
+  return Status::ok();
+}
+
 Result<std::vector<GenerationResult>> generate_batch(Engine& engine,
                                                      std::span<const GenerationRequest> requests) {
   const int64_t context = engine.spec().max_position_embeddings;
@@ -114,23 +137,10 @@ Result<std::vector<GenerationResult>> generate_batch(Engine& engine,
   std::vector<KvCache*> caches(n);
   for (size_t i = 0; i < n; ++i) {
     const GenerationRequest& r = requests[i];
-    D0_RETURN_IF_ERROR(validate_sampling(r.sampling).with_context(fmt::format("request {}", i)));
-    if (r.prompt.empty()) return invalid_argument(fmt::format("request {}: empty prompt", i));
-    for (int32_t id : r.prompt) {
-      if (id < 0 || id >= engine.spec().vocab_size) {
-        return invalid_argument(fmt::format("request {}: token id {} outside the vocabulary of {}", i, id,
-                                            engine.spec().vocab_size));
-      }
-    }
     if (r.cache == nullptr) own[i].emplace(engine.new_cache());
     caches[i] = r.cache ? r.cache : &*own[i];
-    const int64_t held = caches[i]->length();
-    if (context > 0 && held + static_cast<int64_t>(r.prompt.size()) > context) {
-      return invalid_argument(
-          fmt::format("request {}: the prompt has {} tokens{}, more than the model's context of {} tokens "
-                      "(max_position_embeddings)",
-                      i, r.prompt.size(), held > 0 ? fmt::format(" after {} cached", held) : "", context));
-    }
+    D0_RETURN_IF_ERROR(
+        validate_request(engine.spec(), r, caches[i]->length()).with_context(fmt::format("request {}", i)));
   }
   std::vector<GenerationResult> results(n);
   std::vector<SequenceSampler> samplers;

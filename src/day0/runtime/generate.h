@@ -73,6 +73,11 @@ class SequenceSampler {
       : params_(params), top_logprobs_(top_logprobs), logprobs_(logprobs || top_logprobs > 0) {}
   // Picks the token of step steps() from `logits` [vocab] and records it.
   GenerationStep next(Backend& backend, std::span<const float> logits);
+  // `logits` [vocab] after the penalties over what was generated so far: what a pick draws from (a view
+  // of scratch valid until the next call, or `logits` itself when no penalty applies).
+  std::span<const float> penalised(std::span<const float> logits);
+  // Records `token`, picked elsewhere from `logits` (speculative decoding's resample), as step steps().
+  GenerationStep record(std::span<const float> logits, int32_t token);
   int64_t steps() const { return steps_; }
   const SamplingParams& params() const { return params_; }
 
@@ -106,6 +111,10 @@ struct GenerationRequest {
   KvCache* cache = nullptr;
   TokenCallback on_token;
 };
+
+// InvalidArgument for bad sampling parameters, an empty prompt, a token outside the vocabulary, or a
+// prompt that does not fit in the model's context after the `held` tokens its cache holds.
+Status validate_request(const ModelSpec& spec, const GenerationRequest& request, int64_t held);
 
 // Runs every request to completion, batched. InvalidArgument (before any work) for bad sampling
 // parameters or a prompt that does not fit in the model's context; the engine's error otherwise.
