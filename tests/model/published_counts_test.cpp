@@ -277,15 +277,18 @@ TEST(PublishedCounts, Gemma4CatalogEntry) {
   EXPECT_EQ(kv_cache_summary(*spec, KvDtype::kBF16).bytes_per_token, 60u * (4096u + 4096u) * 2u);
 }
 
-// OLMo-Hybrid 7B: transformers' default config (the release's was not available; see the entry's note).
-// Published: "7B", the model's name; this config counts 7,430,870,688, transformers' own count of
-// OlmoHybridConfig(), 6.2% above the round name.
+// OLMo-Hybrid 7B: the released base model's config as OLMo-core's hybrid conversion writes it (see the
+// entry's note). Published: only "7B", the model's name; this config counts 7,430,302,368, 6.1% above the
+// round name (7.05B without the untied input embedding). Its long-context stage dropped RoPE: no layer
+// rotates.
 TEST(PublishedCounts, OlmoHybridCatalogEntry) {
   auto spec = catalog_model("olmo-hybrid-7b");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   auto c = count_params(*spec);
   ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ(c->total, 7'430'870'688);
+  EXPECT_EQ(c->total, 7'430'302'368);
+  EXPECT_EQ(spec->vocab_size, 100278);
+  for (const LayerSpec& layer : spec->layers) EXPECT_FALSE(layer.use_rope);
 }
 
 // MiniMax-M3: NVIDIA's Megatron Bridge documentation (and the release announcements) give 428B total and
