@@ -5,10 +5,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,10 +22,12 @@
 #include "day0/core/json_reader.h"
 #include "day0/dist/expert_load.h"
 #include "day0/dist/expert_placement.h"
+#include "day0/quant/quantize_checkpoint.h"
 #include "day0/runtime/distributed_model.h"
 #include "day0/runtime/engine_settings.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/speculative.h"
 #include "day0/tokenizer/prompt_ids.h"
 #include "day0/tokenizer/text_prompt.h"
 #include "day0/tokenizer/tokenizer.h"
@@ -67,7 +71,79 @@ struct RunOptions {
   int64_t redundant_experts = 0;
   std::string expert_load;
   std::string record_expert_load;  // writes the run's per-layer expert picks here
+  // Speculative decoding: the draft source (none, ngram, self-int4; mtp is refused), drafts per step,
+  // and for self-int4 a folder made by `day0 quantize --to int4` (empty: the model quantized at load).
+  std::string spec = "none";
+  int64_t spec_tokens = 4;
+  bool spec_tokens_given = false;
+  std::string spec_draft;
 };
+
+// The draft of --spec self-int4: the model's INT4 copy (the --spec-draft folder, or one quantized now
+// into a temporary folder, removed with this object) and an engine over it on the target's backend.
+struct SelfDraft {
+  LoadedModel model;
+  std::unique_ptr<Engine> engine;
+  std::filesystem::path temporary;
+  SelfDraft() = default;
+  SelfDraft(const SelfDraft&) = delete;
+  SelfDraft& operator=(const SelfDraft&) = delete;
+  ~SelfDraft() {
+    std::error_code ec;
+    if (!temporary.empty()) std::filesystem::remove_all(temporary, ec);
+  }
+};
+
+Status open_self_draft(const RunOptions& o, const LoadedModel& target, Backend& backend,
+                       EngineOptions options, SelfDraft& draft) {
+  std::string folder = o.spec_draft;
+  if (folder.empty()) {
+    draft.temporary = std::filesystem::temp_directory_path() / fmt::format("day0-self-int4-{}", ::getpid());
+    std::error_code ec;
+    std::filesystem::remove_all(draft.temporary, ec);
+    // The widest group that divides every projection's rows (SmolLM2's 576 columns take 64).
+    Result<QuantizeResult> made = invalid_argument("no group size tried");
+    for (const int64_t group : {128, 64, 32}) {
+      std::filesystem::remove_all(draft.temporary, ec);
+      QuantizeOptions q;
+      q.bits = 4;
+      q.group_size = group;
+      made = quantize_checkpoint(target.folder, draft.temporary.string(), q);
+      if (made.is_ok() || made.status().to_string().find("does not divide") == std::string::npos) break;
+    }
+    if (!made.is_ok())
+      return made.status().with_context("--spec self-int4: quantizing the model to INT4 at load");
+    folder = draft.temporary.string();
+  }
+  // The draft runs on the integer kernels whatever the target's precision: drafting fast is its point.
+  LoadOptions load = load_options_for(ActivationPrecision::kBF16);
+  auto loaded = load_model(folder, load);
+  if (!loaded.is_ok()) return loaded.status().with_context("--spec-draft " + folder);
+  draft.model = std::move(loaded).value();
+  D0_RETURN_IF_ERROR(check_draft_matches(target.spec, target.folder, draft.model.spec, folder));
+  options.precision = ActivationPrecision::kBF16;
+  auto engine = Engine::create(draft.model.spec, draft.model.weights, backend, options);
+  if (!engine.is_ok()) return engine.status().with_context("--spec-draft " + folder);
+  draft.engine = std::move(engine).value();
+  return Status::ok();
+}
+
+// --spec and its companions, checked before anything loads.
+Status check_spec_options(const RunOptions& o) {
+  if (o.spec == "mtp") {
+    return unsupported(
+        "--spec mtp: drafting with the checkpoint's MTP layers is not built yet; use --spec ngram or "
+        "--spec self-int4");
+  }
+  if (!o.spec_draft.empty() && o.spec != "self-int4")
+    return invalid_argument(fmt::format("--spec-draft needs --spec self-int4, found --spec {}", o.spec));
+  if (o.spec_tokens_given && o.spec == "none")
+    return invalid_argument("--spec-tokens needs --spec ngram or --spec self-int4, found --spec none");
+  if (o.spec != "none" && o.interactive) return unsupported("--spec with --interactive: not yet");
+  if (o.spec != "none" && (o.tp > 1 || o.pp > 1 || o.ep > 1))
+    return unsupported("--spec with --tp/--pp/--ep above 1: not yet");
+  return Status::ok();
+}
 
 // Test hook for the fault tests (tests/cli_multi): DAY0_TEST_FAULT=kill:R:S (or stop:R:S) makes rank R
 // send itself SIGKILL (SIGSTOP: a hung rank) when it has generated S tokens.
@@ -187,6 +263,28 @@ struct RankFigures {
   double generation_wait_seconds = 0, busy_seconds = 0;
 };
 
+nlohmann::json spec_json(const RunOptions& o, const SpecStats& st) {
+  nlohmann::json positions = nlohmann::json::array();
+  for (size_t i = 0; i < st.position_drafted.size(); ++i) {
+    const auto drafted = static_cast<double>(st.position_drafted[i]);
+    positions.push_back(
+        {{"position", i + 1},
+         {"drafted", st.position_drafted[i]},
+         {"accepted", st.position_accepted[i]},
+         {"acceptance_rate", drafted > 0 ? static_cast<double>(st.position_accepted[i]) / drafted : 0.0}});
+  }
+  return {{"source", o.spec},
+          {"draft", o.spec_draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.spec_draft)},
+          {"tokens", o.spec_tokens},
+          {"verify_steps", st.verify_steps},
+          {"drafted", st.drafted},
+          {"accepted", st.accepted},
+          {"acceptance_rate", st.acceptance_rate()},
+          {"mean_accepted_per_step", st.mean_accepted_per_step()},
+          {"per_position", positions},
+          {"draft_seconds", st.draft_seconds}};
+}
+
 int run_command(const RunOptions& o) {
   const char* name = "run";
   auto options = engine_options_from({.dtype = o.dtype,
@@ -198,6 +296,7 @@ int run_command(const RunOptions& o) {
                                       .micro_batches = o.micro_batches});
   if (!options.is_ok()) return report_error(name, options.status());
   EngineOptions eo = *options;
+  if (const Status st = check_spec_options(o); !st.is_ok()) return report_error(name, st);
   if (o.interactive && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return report_error(name, unsupported("--interactive with --tp/--pp/--ep above 1: not yet"));
   if (o.pp > 1 && !o.dump.empty()) {
@@ -268,6 +367,14 @@ int run_command(const RunOptions& o) {
   if (prompts->size() != 1) return fail(invalid_argument("run takes one prompt (no ';')"));
   auto engine = open_engine(*model, o.backend, eo, o.threads);
   if (!engine.is_ok()) return fail(engine.status());
+  SelfDraft self_draft;
+  std::unique_ptr<Drafter> drafter;
+  if (o.spec == "ngram") drafter = std::make_unique<NgramDrafter>();
+  if (o.spec == "self-int4") {
+    if (const Status st = open_self_draft(o, *model, *engine->backend, eo, self_draft); !st.is_ok())
+      return fail(st);
+    drafter = std::make_unique<ModelDrafter>(*self_draft.engine);
+  }
 
   SamplingParams sp;
   sp.greedy = o.greedy || o.temperature <= 0.0f;
@@ -307,8 +414,23 @@ int run_command(const RunOptions& o) {
   double wait_before_generation = 0;
   for (const dist::Communicator* group : dist::compute_groups(dm.groups))
     wait_before_generation += group->stats().wait_seconds;
-  auto generated =
-      generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
+  std::optional<SpecStats> spec_stats;
+  Result<GenerationResult> generated = GenerationResult{};
+  if (drafter) {
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new = o.max_new;
+    request.sampling = sp;
+    request.top_logprobs = std::max<int64_t>(o.logprobs, 0);
+    request.on_token = step_hook;
+    auto spec =
+        generate_speculative(*engine->engine, request, *drafter, SpecOptions{.tokens = o.spec_tokens});
+    if (!spec.is_ok()) return fail(spec.status());
+    spec_stats = spec->stats;
+    generated = std::move(spec->result);
+  } else {
+    generated = generate(*engine->engine, prompt, o.max_new, sp, std::max<int64_t>(o.logprobs, 0), step_hook);
+  }
   if (!generated.is_ok()) return fail(generated.status());
   const GenerationResult& g = *generated;
   if (!o.record_expert_load.empty() && lead) {
@@ -446,6 +568,7 @@ int run_command(const RunOptions& o) {
                    {"prefill_tokens_per_second", g.prefill_tokens_per_second()},
                    {"decode_tokens_per_second", g.decode_tokens_per_second()},
                    {"decode_seconds", g.decode_seconds}};
+    if (spec_stats) j["speculative"] = spec_json(o, *spec_stats);
     if (!o.dump.empty()) j["dump"] = o.dump;
     nlohmann::json per_rank = nlohmann::json::array();
     for (size_t r = 0; r < ranks.size(); ++r) {
@@ -535,6 +658,22 @@ int run_command(const RunOptions& o) {
   fmt::print("timing     TTFT {:.2f} ms, prefill {:.1f} tok/s, decode {:.1f} tok/s ({} tokens in {:.3f} s)\n",
              ttft_ms, g.prefill_tokens_per_second(), g.decode_tokens_per_second(),
              g.steps.empty() ? 0 : g.steps.size() - 1, g.decode_seconds);
+  if (spec_stats) {
+    const SpecStats& st = *spec_stats;
+    std::vector<std::string> by_position;
+    for (size_t i = 0; i < st.position_drafted.size(); ++i) {
+      by_position.push_back(
+          st.position_drafted[i] > 0
+              ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(st.position_accepted[i]) /
+                                           static_cast<double>(st.position_drafted[i]))
+              : "-");
+    }
+    fmt::print(
+        "speculative {}, up to {} drafts a step: {} of {} drafts accepted ({:.1f}%), {:.2f} accepted per "
+        "verification step ({} steps), by position {}; drafting {:.3f} s\n",
+        o.spec, o.spec_tokens, st.accepted, st.drafted, 100 * st.acceptance_rate(),
+        st.mean_accepted_per_step(), st.verify_steps, fmt::join(by_position, " "), st.draft_seconds);
+  }
   if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
   if (ranks.size() > 1) {
     for (size_t r = 0; r < ranks.size(); ++r) {
@@ -668,7 +807,24 @@ const Registrar kRunCommand(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")
           ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
-      return [o] { return run_command(*o); };
+      app.add_option("--spec", o->spec,
+                     "speculative decoding (output identical to plain decoding): none (default), ngram "
+                     "(drafts copied from the prompt and the output so far), self-int4 (the model's INT4 "
+                     "copy drafts greedily: the --spec-draft folder, or quantized at load); mtp is not "
+                     "built yet")
+          ->check(CLI::IsMember({"none", "ngram", "self-int4", "mtp"}));
+      auto* spec_tokens_opt =
+          app.add_option("--spec-tokens", o->spec_tokens,
+                         fmt::format("with --spec: draft tokens verified per step, 1..{} (default 4)",
+                                     kMaxSpecTokens))
+              ->check(CLI::Range(int64_t{1}, kMaxSpecTokens));
+      app.add_option("--spec-draft", o->spec_draft,
+                     "with --spec self-int4: the draft folder, made by `day0 quantize MODEL --to int4 --out "
+                     "DIR` (same tokenizer; default: quantize the model at load into a temporary folder)");
+      return [o, spec_tokens_opt] {
+        o->spec_tokens_given = spec_tokens_opt->count() > 0;
+        return run_command(*o);
+      };
     });
 
 }  // namespace

@@ -92,11 +92,12 @@ Plain plain_run(Engine& engine, const GenerationRequest& base) {
 }
 
 SpecGeneration spec_run(Engine& engine, const GenerationRequest& base, Drafter& drafter, int64_t k,
-                        int64_t* cache_length = nullptr) {
+                        int64_t* cache_length = nullptr, int64_t rows_per_forward = cpu::kGemvMaxRows) {
   KvCache cache = engine.new_cache();
   GenerationRequest r = base;
   r.cache = &cache;
-  auto out = generate_speculative(engine, r, drafter, SpecOptions{.tokens = k});
+  auto out = generate_speculative(engine, r, drafter,
+                                  SpecOptions{.tokens = k, .rows_per_forward = rows_per_forward});
   EXPECT_TRUE(out.is_ok()) << out.status().to_string();
   if (cache_length) *cache_length = cache.length();
   return std::move(out).value();
@@ -173,6 +174,15 @@ TEST_P(SpeculativeGolden, EveryDraftSourceAndLengthGivesPlainDecodingsTokens) {
       for (size_t i = 1; i < spec.stats.position_accepted.size(); ++i)
         EXPECT_LE(spec.stats.position_accepted[i], spec.stats.position_accepted[i - 1]) << what;
     }
+  }
+  // Verification in one forward step of k + 1 rows, or one row at a time: the same tokens (float32
+  // activations round alike whatever the kernel).
+  for (int64_t rows : {0, 1, 3}) {
+    ScriptedDrafter scripted(sequence, 3, vocab);
+    int64_t cache_length = 0;
+    const SpecGeneration spec = spec_run(engine, request, scripted, 7, &cache_length, rows);
+    expect_same(plain.result, spec.result, fmt::format("{} rows per forward {}", GetParam(), rows));
+    EXPECT_EQ(cache_length, plain.cache_length);
   }
 }
 

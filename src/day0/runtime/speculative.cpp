@@ -146,7 +146,7 @@ int64_t verify_drafts(Backend& backend, ConstMatrix logits, std::span<const int3
                       SequenceSampler& sampler, const EmitStep& emit) {
   int64_t accepted = 0;
   const auto n_drafts = static_cast<int64_t>(drafts.size());
-  for (int64_t row = 0; row <= n_drafts; ++row) {
+  for (int64_t row = 0; row < logits.rows; ++row) {
     // The target's own pick with plain decoding's seed stream: a one-hot draft is accepted exactly when
     // the pick equals it.
     const GenerationStep step = sampler.next(backend, logits.row_span(row));
@@ -227,12 +227,24 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     // A hybrid's recurrent state goes back only to a saved point: save the one before the drafts.
     const bool checkpointed = cache.recurrent_model() && !drafts.empty();
     if (checkpointed) cache.checkpoint();
-    const SequenceStep verify{&cache, feed};
-    D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&verify, 1)));  // [1 + drafts, vocab]
-    int64_t emitted = 0;
-    const int64_t accepted =
-        verify_drafts(engine.backend(), logits, drafts, sampler,
-                      [&](const GenerationStep& step) { return record(step, fed + ++emitted); });
+    // Verification in steps of at most rows_per_forward rows; a step whose every row agreed goes on.
+    const auto rows_per_forward =
+        static_cast<size_t>(options.rows_per_forward > 0 ? options.rows_per_forward : kMaxSpecTokens + 1);
+    int64_t emitted = 0, accepted = 0;
+    for (size_t begin = 0; begin < feed.size(); begin += rows_per_forward) {
+      const size_t end = std::min(feed.size(), begin + rows_per_forward);
+      const SequenceStep verify{&cache, std::span<const int32_t>(feed).subspan(begin, end - begin)};
+      D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&verify, 1)));  // [end - begin, vocab]
+      // Row j checks draft begin + j + 1 (feed[0] is the last accepted token); the last row of the
+      // last step has none: the bonus.
+      const std::span<const int32_t> checked =
+          std::span<const int32_t>(feed).subspan(begin + 1, std::min(end, feed.size() - 1) - begin);
+      const int64_t agreed =
+          verify_drafts(engine.backend(), logits, checked, sampler,
+                        [&](const GenerationStep& step) { return record(step, fed + ++emitted); });
+      accepted += agreed;
+      if (!active || agreed < logits.rows) break;
+    }
     ++stats.verify_steps;
     stats.drafted += static_cast<int64_t>(drafts.size());
     stats.accepted += accepted;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "day0/backends/cpu/cpu_ops.h"
 #include "day0/runtime/engine.h"
 #include "day0/runtime/generate.h"
 
@@ -95,16 +96,22 @@ DraftVerdict accept_or_resample(std::span<const double> p, std::span<const doubl
                                 double u_accept, double u_resample);
 
 // Verifies `drafts` (d tokens) for one sequence against the target's logits [d + 1, vocab] (row i: after
-// feeding the last accepted token and drafts 1..i). Each row's token is picked by `sampler` (the
-// one-hot rule above) and handed to `emit`, which returns false to stop there (a stop token, the token
-// budget). Stops after the first token that differs from its draft, or after row d (the bonus). Returns
-// the drafts accepted (0..d); the tokens emitted are that many plus one, unless `emit` stopped earlier.
+// feeding the last accepted token and drafts 1..i), or [d, vocab] for a verification cut into several
+// forward steps (no bonus row yet). Each row's token is picked by `sampler` (the one-hot rule above) and
+// handed to `emit`, which returns false to stop there (a stop token, the token budget). Stops after the
+// first token that differs from its draft, or after the last row. Returns the drafts accepted (0..d).
 using EmitStep = std::function<bool(const GenerationStep& step)>;
 int64_t verify_drafts(Backend& backend, ConstMatrix logits, std::span<const int32_t> drafts,
                       SequenceSampler& sampler, const EmitStep& emit);
 
 struct SpecOptions {
   int64_t tokens = 4;  // k: drafts per verification step, 1..kMaxSpecTokens
+  // Rows (the last accepted token and drafts) per verification forward step; 0: all k + 1 in one.
+  // The cpu backend computes up to kGemvMaxRows rows with the kernels of a one-token step and more with
+  // a GEMM (AMX or BF16 dot tiles) whose rounding differs: with BF16 activations a near-tie can then
+  // flip, and the output is no longer plain decoding's. The default keeps it exact; beyond
+  // kGemvMaxRows - 1 drafts the weights are then read once per kGemvMaxRows rows instead of once.
+  int64_t rows_per_forward = cpu::kGemvMaxRows;
 };
 
 struct SpecGeneration {
