@@ -105,6 +105,13 @@ const Registrar kAudit(
       app.add_option("--timeout", o->audit.timeout_s, "Seconds one request may take")
           ->capture_default_str()
           ->check(finite_number(0.0, 86400.0, "--timeout (seconds)", true));
+      app.add_option("--target-format", o->audit.target_format,
+                     "The target's weight format for the logprob bounds: auto (MODEL's: GGUF type, "
+                     "quantization_config, dtype), f32, bf16, f16, fp8, mxfp4, int8, int4")
+          ->default_str("auto");
+      app.add_option("--quantized-reference", o->audit.quantized_reference,
+                     "A float MODEL served quantized: Day0's own quantized copy of it (a `day0 quantize` "
+                     "folder), whose run sets the bounds");
       app.add_option("--out", o->out_dir, "Output folder for the report")->capture_default_str();
       app.add_flag("--json", o->json, "Print report.json on stdout");
       return [o] { return run_audit_command(*o); };

@@ -15,6 +15,7 @@
 #include "day0/audit/audit.h"
 #include "day0/audit/target_reply.h"
 #include "day0/model/catalog.h"
+#include "day0/quant/quantize_checkpoint.h"
 #include "day0/report/adapt.h"
 #include "day0/report/json_schema.h"
 #include "day0/synth/synth_checkpoint.h"
@@ -38,7 +39,8 @@ enum class Fault {
   kDropLastToken,
   kStreamDiffers,
   kFlaky5xx,
-  kMangleTools
+  kMangleTools,
+  kShiftLogprobs  // every chat logprob moved by `logprob_shift` (order and KL kept, |Δ| grows)
 };
 
 // Between the audit and the server: forwards every request, offers vLLM's POST /tokenize (rendered
@@ -60,6 +62,7 @@ class FaultProxy {
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   Fault fault = Fault::kNone;
+  double logprob_shift = 0;
 
  private:
   void forward_get(const httplib::Request& q, httplib::Response& r) {
@@ -125,6 +128,12 @@ class FaultProxy {
       for (Json& step : choice["logprobs"]["content"]) {
         step["logprob"] = step["logprob"].get<double>() * 1.5 - 0.5;
         for (Json& alt : step["top_logprobs"]) alt["logprob"] = alt["logprob"].get<double>() * 1.5 - 0.5;
+      }
+    }
+    if (fault == Fault::kShiftLogprobs && choice["logprobs"].is_object()) {
+      for (Json& step : choice["logprobs"]["content"]) {
+        step["logprob"] = step["logprob"].get<double>() + logprob_shift;
+        for (Json& alt : step["top_logprobs"]) alt["logprob"] = alt["logprob"].get<double>() + logprob_shift;
       }
     }
     if (fault == Fault::kDropLastToken && choice["logprobs"].is_object()) {
@@ -316,6 +325,75 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
   }
 }
 
+// A quantized target: the miniature quantized to int4 by Day0 and served. The logprob bounds come from
+// Day0's own BF16 run of the int4 weights against the F32 reference, scaled: a shift of every logprob
+// that the fixed quantized bound (|Δ| 2.0) let through fails, the clean target passes.
+TEST_F(Audit, QuantizedTargetIsBoundedByDay0sOwnRun) {
+  const std::string qdir = dir_ + "_int4";
+  fs::remove_all(qdir);
+  QuantizeOptions qo;
+  qo.bits = 4;
+  qo.group_size = 32;
+  auto quantized = quantize_checkpoint(dir_, qdir, qo);
+  ASSERT_TRUE(quantized.is_ok()) << quantized.status().to_string();
+  HarnessOptions ho;
+  ho.model_dir = qdir;
+  ho.tokenizer_dir = tokenizer_;
+  ho.kv_dtype = KvDtype::kF32;
+  ho.server.scheduler.context = 320;
+  ServeHarness served(ho);
+  FaultProxy proxy(served.port(), **tok_);
+  auto o = options(proxy.url());
+  o.model = qdir;
+  o.concurrency = {1};
+  report::Report clean = audit_of(o);
+  EXPECT_EQ(failed_stages(clean), "") << describe(clean);
+  const auto* lp = clean.find_stage("target-logprobs");
+  ASSERT_NE(lp, nullptr);
+  EXPECT_EQ(lp->evidence["weight_format"], "int4");
+  EXPECT_EQ(lp->evidence["weight_format_source"], "config.json quantization_config");
+  const Json& dlp = lp->evidence["bounds"]["max_abs_dlogprob"];
+  // Day0's BF16 path over int4 weights is not the exact F32 reference: its own figure is measured.
+  EXPECT_GT(dlp["day0_own"].get<double>(), 0) << dlp;
+  EXPECT_GT(lp->evidence["own_run_positions"].get<int64_t>(), 12);
+  EXPECT_NEAR(dlp["bound"].get<double>(), std::max(0.25, 4.0 * dlp["day0_own"].get<double>()), 1e-9);
+  // The measured bound is tighter than the fixed quantized constant it replaces.
+  ASSERT_LT(dlp["bound"].get<double>(), 1.5) << dlp;
+  proxy.fault = Fault::kShiftLogprobs;
+  proxy.logprob_shift = -(dlp["bound"].get<double>() + 2.0) / 2;
+  report::Report shifted = audit_of(o);
+  EXPECT_EQ(failed_stages(shifted), "target-logprobs") << describe(shifted);
+  const std::string reason = shifted.find_stage("target-logprobs")->reason;
+  EXPECT_NE(reason.find("Day0's own"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("int4 bound"), std::string::npos) << reason;
+
+  // A float MODEL that the target serves as int4: the bounds need Day0's own int4 copy, named.
+  proxy.fault = Fault::kNone;
+  o.model = dir_;
+  o.target_format = "int4";
+  auto refused = audit::run_audit(o, nullptr);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("--quantized-reference"), std::string::npos)
+      << refused.status().to_string();
+  o.quantized_reference = qdir;
+  report::Report via_copy = audit_of(o);
+  lp = via_copy.find_stage("target-logprobs");
+  ASSERT_NE(lp, nullptr);
+  EXPECT_EQ(lp->verdict, report::Verdict::kPass) << describe(via_copy);
+  EXPECT_EQ(lp->evidence["weight_format_source"], "--target-format");
+  EXPECT_NE(lp->evidence["own_run"].get<std::string>().find(qdir), std::string::npos);
+  // A quantized MODEL's format is what it is: another one named is refused, as is a bad name.
+  o.model = qdir;
+  o.quantized_reference.clear();
+  o.target_format = "bf16";
+  EXPECT_FALSE(audit::run_audit(o, nullptr).is_ok());
+  o.target_format = "int3";
+  auto bad = audit::run_audit(o, nullptr);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("expected one of"), std::string::npos);
+  fs::remove_all(qdir);
+}
+
 // Through the CLI (adapt's distributed stage runs its own executable under mpirun, which must be day0).
 TEST_F(Audit, AdaptWithTargetAddsTheAuditStages) {
   const fs::path out = fs::path(dir_).parent_path() / ("day0_audit_adapt_" + std::to_string(::getpid()));
@@ -399,7 +477,10 @@ TEST(AuditTrained, SmolLM2EveryStagePasses) {
   // A BF16 KV cache against the F32 reference on the same weights: close, not identical.
   EXPECT_LT(lp->evidence["kl_mean"].get<double>(), 1e-3) << all;
   EXPECT_GT(lp->evidence["positions"].get<int64_t>(), 20) << all;
-  std::cout << all;
+  // The GGUF's own type sets the format, and Day0's own run in it the bounds.
+  EXPECT_EQ(lp->evidence["weight_format"], "gguf Q4_1") << all;
+  EXPECT_GT(lp->evidence["own_run_positions"].get<int64_t>(), 20) << all;
+  std::cout << all << "bounds: " << lp->evidence["bounds"].dump() << "\n";
 }
 
 TEST_F(Audit, UnreachableTargetIsAnErrorBeforeAnyStage) {

@@ -52,17 +52,6 @@ Status split_target_url(const std::string& url, std::string& base, std::string& 
   return Status::ok();
 }
 
-// The weight format of MODEL, for the logprob stage's bounds: a .gguf or a checkpoint with a
-// quantization_config is quantized, anything else float (BF16 / F16 / F32 against our F32).
-LogprobBounds bounds_for(const LoadedModel& model, const std::string& path) {
-  const bool gguf = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
-  const WeightFormat f = model.spec.weights.format;
-  const bool float_weights = f == WeightFormat::kBF16 || f == WeightFormat::kF16 || f == WeightFormat::kF32;
-  const bool quantized = gguf || !float_weights;
-  if (quantized) return {"quantized", 0.10, 2.0, 0.80, 5};
-  return {"float", 0.02, 1.0, 0.90, 5};
-}
-
 int64_t json_int(const nlohmann::json& j, std::initializer_list<const char*> path) {
   const nlohmann::json* at = &j;
   for (const char* key : path) {
@@ -162,7 +151,8 @@ Result<AuditSession::Rendered> AuditSession::render(const nlohmann::ordered_json
 }
 
 Result<FloatMatrix> AuditSession::teacher_force(const std::vector<int32_t>& prompt,
-                                                const std::vector<int32_t>& tokens) {
+                                                const std::vector<int32_t>& tokens, Engine* engine) {
+  if (engine == nullptr) engine = reference.engine.get();
   if (prompt.empty()) return invalid_argument("teacher forcing: empty prompt");
   std::vector<int32_t> ids = prompt;
   if (!tokens.empty()) ids.insert(ids.end(), tokens.begin(), tokens.end() - 1);
@@ -175,9 +165,9 @@ Result<FloatMatrix> AuditSession::teacher_force(const std::vector<int32_t>& prom
   if (context > 0 && static_cast<int64_t>(ids.size()) > model.spec.max_position_embeddings &&
       model.spec.max_position_embeddings > 0)
     return invalid_argument("teacher forcing: the sequence is longer than the model's context");
-  KvCache cache = reference.engine->new_cache();
+  KvCache cache = engine->new_cache();
   SequenceStep step{&cache, ids};
-  D0_ASSIGN_OR_RETURN(ConstMatrix logits, reference.engine->forward(std::span<const SequenceStep>(&step, 1)));
+  D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine->forward(std::span<const SequenceStep>(&step, 1)));
   // logits: [ids.size(), vocab]; row P-1+i predicts tokens[i].
   FloatMatrix out(static_cast<int64_t>(tokens.size()), v);
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -237,7 +227,11 @@ Result<std::shared_ptr<AuditSession>> open_audit(const AuditOptions& options) {
   EngineOptions eo;
   eo.kv_dtype = KvDtype::kF32;
   D0_ASSIGN_OR_RETURN(s->reference, open_engine(s->model, "cpu", eo));
-  s->bounds = bounds_for(s->model, options.model);
+  // The target's weight format and Day0's own run in it, checked before anything is sent: a format
+  // the audit cannot measure bounds for is an error, never a silent guess.
+  D0_ASSIGN_OR_RETURN(s->logprob_plan.format, resolve_target_format(options.model, options.target_format));
+  D0_ASSIGN_OR_RETURN(s->logprob_plan.own,
+                      plan_own_run(options.model, s->logprob_plan.format, options.quantized_reference));
   // A token's text alone and after another token: decoders that strip a leading space at the start
   // of a sequence (SentencePiece's) give "Rules" for both "Rules" and "▁Rules" alone, while servers
   // name the second " Rules" as it reads in the text; both spellings lead to the candidates.

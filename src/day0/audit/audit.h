@@ -27,6 +27,10 @@ struct AuditOptions {
   int bench_requests_per_level = 0;  // 0: 2 x concurrency, at least 8
   int64_t context = 0;               // 0: what the target says (/v1/models, /props), else the model's
   double timeout_s = 300;            // per request
+  // The target's weight format ("" / "auto": MODEL's, logprob_bounds.h) and, for a float MODEL that
+  // the target serves quantized, Day0's own quantized copy of it (a `day0 quantize` folder).
+  std::string target_format;
+  std::string quantized_reference;
 };
 
 // The stages in run order: id and title ("audit-tokens" "Target: tokens and template", ...).

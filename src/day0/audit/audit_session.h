@@ -13,6 +13,7 @@
 
 #include "day0/align/float_matrix.h"
 #include "day0/audit/audit.h"
+#include "day0/audit/logprob_bounds.h"
 #include "day0/audit/target_reply.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/tokenizer/tokenizer.h"
@@ -29,13 +30,12 @@ struct Exchange {
   std::string describe() const;  // "HTTP 400: message" / "no response (why)"
 };
 
-// Which weight format MODEL holds, and the bounds the logprob stage judges with.
-struct LogprobBounds {
-  std::string format;  // "float" or "quantized"
-  double max_kl_mean = 0;
-  double max_abs_dlogprob = 0;
-  double min_top1 = 0;
-  int64_t top_k = 0;  // the target's greedy choice must be within the reference's top-k
+// The logprob stage's plan: the target's weight format and how Day0's own run in it is made (the
+// bounds are measured in the stage, logprob_bounds.h).
+struct LogprobPlan {
+  TargetFormat format;
+  OwnRunPlan own;
+  int64_t top_k = 5;  // the target's greedy choice must be within the reference's top-k
 };
 
 struct AuditSession {
@@ -48,7 +48,7 @@ struct AuditSession {
   LoadedModel model;
   std::shared_ptr<const tokenizer::Tokenizer> tok;
   EngineHandle reference;
-  LogprobBounds bounds;
+  LogprobPlan logprob_plan;
   // Single-token texts -> ids, for servers that name tokens by text only.
   std::unordered_map<std::string, std::vector<int32_t>> ids_by_text;
   int64_t total_retries = 0;
@@ -72,8 +72,10 @@ struct AuditSession {
                           const nlohmann::ordered_json& tools = nullptr) const;
 
   // Teacher forcing: log-softmax rows [tokens.size(), vocab], row i the reference's distribution of
-  // token i after prompt + tokens[0..i).
-  Result<FloatMatrix> teacher_force(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens);
+  // token i after prompt + tokens[0..i). `engine`: another engine of the same vocabulary (Day0's own
+  // run in the target's format); null: the reference.
+  Result<FloatMatrix> teacher_force(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
+                                    Engine* engine = nullptr);
 
   // The id of a token the target named: its id when given (checked against the vocabulary), else the
   // single-token text's ids, the one the reference row (log-softmax, may be empty) rates highest.

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 #include "day0/audit/audit_session.h"
 #include "day0/core/json_reader.h"
@@ -240,28 +242,48 @@ struct Position {
 
 // Per-position comparison of one reply against the reference, teacher-forced on the target's tokens.
 struct Forced {
-  std::vector<int32_t> ids;
-  std::vector<Position> positions;
+  std::vector<int32_t> ids;                       // per step: its id, -1 when unresolved
+  std::vector<Position> positions;                // the resolved steps, in order
+  std::vector<size_t> steps_of;                   // positions[k] is step steps_of[k]
+  std::vector<std::vector<int32_t>> support_ids;  // positions[k]'s KL support: the target's top list
+  FloatMatrix rows;                               // [steps, vocab] the reference's log-softmax rows
   int64_t unresolved = 0;
   int64_t support = 0;  // tokens in the target's top lists (the KL's support), summed
 };
+
+// KL(p || q) over `support`, both renormalised over it (log-probabilities given).
+double support_kl(std::span<const int32_t> support, const std::function<double(int32_t)>& lp,
+                  std::span<const float> q_row) {
+  if (support.size() < 2) return 0;
+  double zp = 0, zq = 0;
+  for (int32_t id : support) {
+    zp += std::exp(lp(id));
+    zq += std::exp(static_cast<double>(q_row[id]));
+  }
+  double kl = 0;
+  for (int32_t id : support) {
+    const double p = std::exp(lp(id)) / zp;
+    const double q = std::exp(static_cast<double>(q_row[id])) / zq;
+    if (p > 0 && q > 0) kl += p * (std::log(p) - std::log(q));
+  }
+  return std::max(0.0, kl);
+}
 
 Result<Forced> force_reply(AuditSession& s, const std::vector<int32_t>& prompt,
                            const std::vector<ReplyStep>& steps) {
   Forced f;
   std::vector<int32_t> ids(steps.size(), -1);
   for (size_t i = 0; i < steps.size(); ++i) ids[i] = s.resolve(steps[i].chosen, {}).value_or(-1);
-  FloatMatrix rows;
   // Two passes: a text several ids share is resolved by the reference row of its position, which
   // depends only on the tokens before it.
   for (int pass_no = 0; pass_no < 2; ++pass_no) {
     std::vector<int32_t> fed = ids;
     for (int32_t& id : fed)
       if (id < 0) id = 0;  // an unresolved token still needs a position
-    D0_ASSIGN_OR_RETURN(rows, s.teacher_force(prompt, fed));
+    D0_ASSIGN_OR_RETURN(f.rows, s.teacher_force(prompt, fed));
     bool changed = false;
     for (size_t i = 0; i < steps.size(); ++i) {
-      const int32_t id = s.resolve(steps[i].chosen, rows.row(static_cast<int64_t>(i))).value_or(-1);
+      const int32_t id = s.resolve(steps[i].chosen, f.rows.row(static_cast<int64_t>(i))).value_or(-1);
       changed = changed || id != ids[i];
       ids[i] = id;
     }
@@ -273,44 +295,82 @@ Result<Forced> force_reply(AuditSession& s, const std::vector<int32_t>& prompt,
       ++f.unresolved;
       continue;
     }
-    auto row = rows.row(static_cast<int64_t>(i));
+    auto row = f.rows.row(static_cast<int64_t>(i));
     Position p;
     const float chosen = row[ids[i]];
     p.abs_dlogprob = std::abs(steps[i].chosen.logprob - chosen);
     for (float v : row) p.rank += v > chosen ? 1 : 0;
     p.top1 = p.rank == 0;
-    // KL(target || reference) over the target's top list, both renormalised over it.
-    std::vector<std::pair<int32_t, double>> support;
+    // KL(target || reference) over the target's top list.
+    std::vector<int32_t> support;
+    std::unordered_map<int32_t, double> target_lp;
     for (const ReplyToken& alt : steps[i].top) {
       auto id = s.resolve(alt, row);
-      if (!id || std::any_of(support.begin(), support.end(), [&](auto& x) { return x.first == *id; }))
-        continue;
-      support.push_back({*id, alt.logprob});
+      if (!id || target_lp.count(*id)) continue;
+      support.push_back(*id);
+      target_lp[*id] = alt.logprob;
     }
-    if (support.size() >= 2) {
-      double zt = 0, zr = 0;
-      for (auto& [id, lp] : support) {
-        zt += std::exp(lp);
-        zr += std::exp(static_cast<double>(row[id]));
-      }
-      double kl = 0;
-      for (auto& [id, lp] : support) {
-        const double pt = std::exp(lp) / zt;
-        const double pr = std::exp(static_cast<double>(row[id])) / zr;
-        if (pt > 0 && pr > 0) kl += pt * (std::log(pt) - std::log(pr));
-      }
-      p.kl = std::max(0.0, kl);
-      f.support += static_cast<int64_t>(support.size());
-    }
+    p.kl = support_kl(
+        support, [&](int32_t id) { return target_lp.at(id); }, row);
+    if (support.size() >= 2) f.support += static_cast<int64_t>(support.size());
     f.positions.push_back(p);
+    f.steps_of.push_back(i);
+    f.support_ids.push_back(std::move(support));
   }
   return f;
+}
+
+// Day0's own run in the target's format on the same positions, against the same reference rows:
+// the figures the bounds scale.
+struct OwnFigures {
+  double kl_sum = 0;
+  int64_t top1 = 0;
+  int64_t positions = 0;
+  double max_abs_dlogprob = 0;
+};
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+Status add_own_figures(AuditSession& s, Engine& own, const std::vector<int32_t>& prompt, const Forced& f,
+                       OwnFigures& acc) {
+  std::vector<int32_t> fed = f.ids;
+  for (int32_t& id : fed)
+    if (id < 0) id = 0;
+  D0_ASSIGN_OR_RETURN(FloatMatrix own_rows, s.teacher_force(prompt, fed, &own));
+  for (size_t k = 0; k < f.steps_of.size(); ++k) {
+    const auto i = static_cast<int64_t>(f.steps_of[k]);
+    auto ref = f.rows.row(i);
+    auto mine = own_rows.row(i);
+    const int32_t id = f.ids[static_cast<size_t>(i)];
+    acc.max_abs_dlogprob = std::max(acc.max_abs_dlogprob,
+                                    std::abs(static_cast<double>(mine[id]) - static_cast<double>(ref[id])));
+    acc.top1 += argmax(mine) == argmax(ref) ? 1 : 0;
+    acc.kl_sum += support_kl(
+        f.support_ids[k], [&](int32_t t) { return static_cast<double>(mine[t]); }, ref);
+    ++acc.positions;
+  }
+  return Status::ok();
+}
+
+Json bound_json(const MeasuredBound& b) {
+  return {{"target", b.target}, {"day0_own", b.own}, {"bound", b.bound}};
 }
 
 }  // namespace
 
 void run_logprobs_stage(AuditSession& s, StageResult& out) {
-  const LogprobBounds& b = s.bounds;
+  const LogprobPlan& plan = s.logprob_plan;
+  // Day0's own run in the target's format (not loaded when it is the reference itself).
+  std::optional<OwnRun> own;
+  if (!plan.own.is_reference) {
+    auto opened = open_own_run(plan.own);
+    if (!opened.is_ok())
+      return mark_fail(out, "", "Day0's own run in the target's format: " + opened.status().message());
+    own = std::move(opened).value();
+  }
+  OwnFigures own_figures;
   Json rows = Json::array();
   std::vector<double> kls;
   int64_t positions = 0, top1 = 0, unresolved = 0, support = 0;
@@ -345,12 +405,16 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
       return mark_skip(out, "the target returned no logprobs for a request with logprobs: true");
     auto forced = force_reply(s, rendered->ids, choice.steps);
     if (!forced.is_ok()) return mark_fail(out, "", c.id + ": teacher forcing: " + forced.status().message());
+    if (own) {
+      if (Status st = add_own_figures(s, *own->engine.engine, rendered->ids, *forced, own_figures);
+          !st.is_ok())
+        return mark_fail(out, "", c.id + ": Day0's own run: " + st.message());
+    }
     double conv_kl = 0, conv_dlp = 0;
     int64_t conv_top1 = 0;
-    int64_t position = 0;
-    for (size_t i = 0; i < forced->ids.size(); ++i) {
-      if (forced->ids[i] < 0) continue;
-      const Position& p = forced->positions[static_cast<size_t>(position++)];
+    for (size_t k = 0; k < forced->positions.size(); ++k) {
+      const Position& p = forced->positions[k];
+      const size_t i = forced->steps_of[k];
       kls.push_back(p.kl);
       conv_kl += p.kl;
       conv_top1 += p.top1 ? 1 : 0;
@@ -359,19 +423,20 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
         max_dlp = p.abs_dlogprob;
         max_dlp_at = fmt::format("{} position {} ({})", c.id, i, s.token_text(forced->ids[i]));
       }
-      if (p.rank >= b.top_k && outside_topk.empty())
+      if (p.rank >= plan.top_k && outside_topk.empty())
         outside_topk = fmt::format("{} position {}: the target chose {}, rank {} under the reference", c.id,
                                    i, s.token_text(forced->ids[i]), p.rank);
     }
-    positions += position;
+    const auto compared = static_cast<int64_t>(forced->positions.size());
+    positions += compared;
     top1 += conv_top1;
     unresolved += forced->unresolved;
     support += forced->support;
     rows.push_back({{"id", c.id},
                     {"tokens", choice.steps.size()},
-                    {"compared", position},
-                    {"kl_mean", position ? conv_kl / position : 0.0},
-                    {"top1_agreement", position ? static_cast<double>(conv_top1) / position : 1.0},
+                    {"compared", compared},
+                    {"kl_mean", compared ? conv_kl / compared : 0.0},
+                    {"top1_agreement", compared ? static_cast<double>(conv_top1) / compared : 1.0},
                     {"max_abs_dlogprob", conv_dlp},
                     {"text", choice.text}});
   }
@@ -379,9 +444,10 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
   const double kl_max = kls.empty() ? 0 : *std::max_element(kls.begin(), kls.end());
   const double top1_share = positions ? static_cast<double>(top1) / positions : 1.0;
 
-  // Perplexity as the target computes it (echo with logprobs on /v1/completions), where offered.
+  // Perplexity as the target computes it (echo with logprobs on /v1/completions), where offered;
+  // Day0's own run computes it on the same ids.
   Json ppl;
-  bool ppl_bad = false;
+  std::optional<MeasuredBound> ppl_bound;
   {
     const std::string text =
         "The river flows through the old town, past the market and the church, and on to the sea. In spring "
@@ -399,10 +465,10 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
             (reply.is_ok() ? std::string("no prompt logprobs in the reply") : reply.status().message()) + ")";
     } else {
       const auto& steps = reply->choices.front().steps;
-      // The echoed prompt's tokens come first; the first has no logprob.
+      // The echoed prompt's tokens come first (the first has no logprob), then the generated one.
       double t_nll = 0;
       int64_t t_n = 0;
-      for (size_t i = 1; i + 1 < steps.size(); ++i) {
+      for (size_t i = 1; i < steps.size() && i < ids->size(); ++i) {
         if (std::isfinite(steps[i].chosen.logprob)) {
           t_nll -= steps[i].chosen.logprob;
           ++t_n;
@@ -410,27 +476,62 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
       }
       std::vector<int32_t> first(ids->begin(), ids->begin() + 1), rest(ids->begin() + 1, ids->end());
       auto rows_ref = s.teacher_force(first, rest);
+      auto nll_of = [&](const FloatMatrix& m) {
+        double nll = 0;
+        for (size_t i = 0; i < rest.size(); ++i) nll -= m.row(static_cast<int64_t>(i))[rest[i]];
+        return nll;
+      };
       if (rows_ref.is_ok() && t_n > 0) {
-        double r_nll = 0;
-        for (size_t i = 0; i < rest.size(); ++i) r_nll -= rows_ref->row(static_cast<int64_t>(i))[rest[i]];
-        const double ppl_t = std::exp(t_nll / t_n), ppl_r = std::exp(r_nll / rest.size());
-        const double bound = b.format == "float" ? 0.05 : 0.10;
+        const double ppl_t = std::exp(t_nll / t_n), ppl_r = std::exp(nll_of(*rows_ref) / rest.size());
+        double ppl_own = ppl_r;
+        if (own) {
+          auto rows_own = s.teacher_force(first, rest, own->engine.engine.get());
+          if (!rows_own.is_ok())
+            return mark_fail(out, "", "perplexity: Day0's own run: " + rows_own.status().message());
+          ppl_own = std::exp(nll_of(*rows_own) / rest.size());
+        }
+        MeasuredBound b;
+        b.target = std::abs(std::log(ppl_t / ppl_r));
+        b.own = std::abs(std::log(ppl_own / ppl_r));
+        b.bound = bound_from_own(b.own, kFloorPplLogRatio);
         ppl = {{"target", ppl_t},
                {"reference", ppl_r},
+               {"day0_own", ppl_own},
                {"target_tokens", t_n},
                {"reference_tokens", rest.size()},
-               {"max_abs_log_ratio", bound}};
-        ppl_bad = t_n == static_cast<int64_t>(rest.size()) && std::abs(std::log(ppl_t / ppl_r)) > bound;
+               {"abs_log_ratio", bound_json(b)}};
+        // A count that differs is the tokens stage's to judge; the ratio is compared on equal texts.
+        if (t_n == static_cast<int64_t>(rest.size())) ppl_bound = b;
       }
     }
   }
 
-  out.evidence = {{"weight_format", b.format},
+  // The bounds: max(floor, factor x Day0's own figure in the target's format).
+  const int64_t own_n = own_figures.positions;
+  MeasuredBound kl_b{kl_mean, own_n ? own_figures.kl_sum / own_n : 0.0, 0};
+  kl_b.bound = bound_from_own(kl_b.own, kFloorKlMean);
+  MeasuredBound dlp_b{max_dlp, own_figures.max_abs_dlogprob, 0};
+  dlp_b.bound = bound_from_own(dlp_b.own, kFloorAbsDlogprob);
+  // Top-1 is bounded through its disagreement (1 - agreement), the figure that scales.
+  MeasuredBound top1_b{top1_share, own_n ? static_cast<double>(own_figures.top1) / own_n : 1.0, 0};
+  top1_b.bound = 1.0 - bound_from_own(1.0 - top1_b.own, kFloorTop1Disagreement);
+  const std::string fmt_name = plan.format.name;
+  out.evidence = {{"weight_format", fmt_name},
+                  {"weight_format_source", plan.format.source},
+                  {"own_run", plan.own.description},
+                  {"own_run_positions", own_n},
+                  {"bound_rule",
+                   {{"factor", kOwnRunFactor},
+                    {"floors",
+                     {{"kl_mean", kFloorKlMean},
+                      {"max_abs_dlogprob", kFloorAbsDlogprob},
+                      {"top1_disagreement", kFloorTop1Disagreement},
+                      {"perplexity_abs_log_ratio", kFloorPplLogRatio}}}}},
                   {"bounds",
-                   {{"kl_mean", b.max_kl_mean},
-                    {"max_abs_dlogprob", b.max_abs_dlogprob},
-                    {"top1_agreement", b.min_top1},
-                    {"top_k", b.top_k}}},
+                   {{"kl_mean", bound_json(kl_b)},
+                    {"max_abs_dlogprob", bound_json(dlp_b)},
+                    {"top1_agreement", bound_json(top1_b)},
+                    {"top_k", plan.top_k}}},
                   {"top_logprobs", top_logprobs},
                   {"positions", positions},
                   {"unresolved_tokens", unresolved},
@@ -444,32 +545,44 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
                   {"prompt_perplexity", ppl},
                   {"completions", rows}};
   std::vector<std::string> problems;
+  auto bound_note = [&](double own_v, double floor) {
+    return fmt::format("({} bound: max({:.3g}, {} x Day0's own {:.3g}))", fmt_name, floor, kOwnRunFactor,
+                       own_v);
+  };
   if (positions == 0) problems.push_back("no token of the target could be mapped to an id");
   if (unresolved * 10 > positions + unresolved)
     problems.push_back(
         fmt::format("{} of {} tokens could not be mapped to an id", unresolved, positions + unresolved));
-  if (kl_mean > b.max_kl_mean)
-    problems.push_back(
-        fmt::format("KL mean {:.4g} above the {} bound {:.4g}", kl_mean, b.format, b.max_kl_mean));
-  if (max_dlp > b.max_abs_dlogprob)
-    problems.push_back(fmt::format("|Δ logprob| of the chosen token {:.4g} above the {} bound {:.4g} at {}",
-                                   max_dlp, b.format, b.max_abs_dlogprob, max_dlp_at));
-  if (top1_share < b.min_top1)
-    problems.push_back(
-        fmt::format("top-1 agreement {:.3f} below the {} bound {:.2f}", top1_share, b.format, b.min_top1));
+  if (kl_b.target > kl_b.bound)
+    problems.push_back(fmt::format("KL mean {:.4g} above {:.4g} {}", kl_b.target, kl_b.bound,
+                                   bound_note(kl_b.own, kFloorKlMean)));
+  if (dlp_b.target > dlp_b.bound)
+    problems.push_back(fmt::format("|Δ logprob| of the chosen token {:.4g} above {:.4g} at {} {}",
+                                   dlp_b.target, dlp_b.bound, max_dlp_at,
+                                   bound_note(dlp_b.own, kFloorAbsDlogprob)));
+  if (top1_b.target < top1_b.bound)
+    problems.push_back(fmt::format("top-1 agreement {:.3f} below {:.3f} {}", top1_b.target, top1_b.bound,
+                                   bound_note(1.0 - top1_b.own, kFloorTop1Disagreement)));
   if (!outside_topk.empty())
-    problems.push_back(fmt::format("outside the reference's top-{}: {}", b.top_k, outside_topk));
-  if (ppl_bad)
-    problems.push_back("the target's prompt perplexity differs from the reference's: " + ppl.dump());
-  const std::string summary =
-      fmt::format("{} positions: KL mean {:.2e}, top-1 {:.3f}, max |Δ logprob| {:.3g}", positions, kl_mean,
-                  top1_share, max_dlp);
+    problems.push_back(fmt::format("outside the reference's top-{}: {}", plan.top_k, outside_topk));
+  if (ppl_bound && ppl_bound->target > ppl_bound->bound)
+    problems.push_back(
+        fmt::format("the target's prompt perplexity {:.4g} against the reference's {:.4g}: |log ratio| "
+                    "{:.3g} above {:.3g} {}",
+                    ppl["target"].get<double>(), ppl["reference"].get<double>(), ppl_bound->target,
+                    ppl_bound->bound, bound_note(ppl_bound->own, kFloorPplLogRatio)));
+  std::string summary = fmt::format("{} positions: KL mean {:.2e}, top-1 {:.3f}, max |Δ logprob| {:.3g}",
+                                    positions, kl_mean, top1_share, max_dlp);
+  if (ppl_bound)
+    summary += fmt::format(", prompt ppl {:.4g} vs {:.4g}", ppl["target"].get<double>(),
+                           ppl["reference"].get<double>());
   if (!problems.empty()) {
     std::string reason = "logprobs: " + problems.front();
     for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
     return mark_fail(out, summary, reason);
   }
-  mark_pass(out, summary + fmt::format(" ({} bounds)", b.format));
+  mark_pass(out, summary + fmt::format(" ({} bounds: {} x Day0's own {} run, from {})", fmt_name,
+                                       kOwnRunFactor, fmt_name, plan.format.source));
 }
 
 // ---- 3. generation spot checks ---------------------------------------------------------------------
