@@ -82,6 +82,14 @@ void ModelDrafter::cut_back(int64_t tokens) {
   fed_.resize(static_cast<size_t>(tokens));
 }
 
+Status ModelDrafter::start(std::span<const int32_t> prompt) {
+  cut_back(0);
+  const SequenceStep step{&cache_, prompt};
+  D0_RETURN_IF_ERROR(draft_.forward(std::span(&step, 1), true).status());
+  fed_.assign(prompt.begin(), prompt.end());
+  return Status::ok();
+}
+
 Result<std::vector<int32_t>> ModelDrafter::propose(std::span<const int32_t> history, int64_t k) {
   std::vector<int32_t> drafts;
   if (k <= 0 || history.empty()) return drafts;
@@ -206,6 +214,7 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&prefill, 1), true));  // [1, vocab]
     record(sampler.next(engine.backend(), logits.row_span(0)), cache.length());
   }
+  if (active) D0_RETURN_IF_ERROR(drafter.start(request.prompt));
   g.prefill_seconds = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();

@@ -37,6 +37,9 @@ inline constexpr int64_t kMaxSpecTokens = 16;  // --spec-tokens' upper bound
 class Drafter {
  public:
   virtual ~Drafter() = default;
+  // Before the first proposal, with the target's prefill: a draft model pre-fills the prompt here, so
+  // that its prefill counts in the time to first token, not in decode.
+  virtual Status start(std::span<const int32_t> /*prompt*/) { return Status::ok(); }
   virtual Result<std::vector<int32_t>> propose(std::span<const int32_t> history, int64_t k) = 0;
 };
 
@@ -57,6 +60,7 @@ class NgramDrafter final : public Drafter {
 class ModelDrafter final : public Drafter {
  public:
   explicit ModelDrafter(Engine& draft);
+  Status start(std::span<const int32_t> prompt) override;
   Result<std::vector<int32_t>> propose(std::span<const int32_t> history, int64_t k) override;
 
  private:
