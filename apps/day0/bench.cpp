@@ -209,7 +209,10 @@ nlohmann::json speed_json(const BenchModelArgs& a, const LoadedModel& m, const P
                       {"read_gbps", r.limits.read_gbps},
                       {"fma_peak_gflops", r.limits.fma_gflops},
                       {"bf16_dot_peak_gflops", r.limits.bf16_gflops},
-                      {"prefill_peak", r.limits.prefill_peak_name},
+                      {"amx_bf16_peak_gflops", r.limits.amx_bf16_gflops},
+                      {"int8_vnni_peak_gops", r.limits.int8_vnni_gops},
+                      {"prefill_peak", r.limits.prefill_peak_name},  // the name under its first key
+                      {"prefill_peak_name", r.limits.prefill_peak_name},
                       {"prefill_peak_gflops", r.limits.prefill_peak_gflops}};
   }
   return out;
@@ -230,10 +233,16 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
       simd.empty() ? "" : " (" + simd + ")", plural(threads, "thread"), a.dtype, a.kv_dtype,
       plural(a.repetitions, "run"));
   if (r.limits.measured) {
-    fmt::print(
-        "machine (measured now, {}): read bandwidth {:.1f} GB/s, FP32 FMA peak {:.0f} GFLOP/s{}\n",
-        plural(r.limits.threads, "thread"), r.limits.read_gbps, r.limits.fma_gflops,
-        r.limits.bf16_gflops > 0 ? fmt::format(", BF16 dot peak {:.0f} GFLOP/s", r.limits.bf16_gflops) : "");
+    const auto peak = [](const char* name, double gflops, const char* ops) {
+      return gflops > 0 ? fmt::format(", {} peak {:.0f} G{}/s", name, gflops, ops) : std::string();
+    };
+    fmt::print("machine (measured now, {}): read bandwidth {:.1f} GB/s{}{}{}{}\n",
+               plural(r.limits.threads, "thread"), r.limits.read_gbps,
+               peak("FP32 FMA", r.limits.fma_gflops, "FLOP"), peak("BF16 dot", r.limits.bf16_gflops, "FLOP"),
+               peak("AMX BF16", r.limits.amx_bf16_gflops, "FLOP"),
+               peak("INT8 VNNI", r.limits.int8_vnni_gops, "OP"));
+    fmt::print("prefill's matmuls run on: {}{}\n", r.limits.prefill_peak_name,
+               r.limits.prefill_peak_gflops > 0 ? "" : " (no peak loop for this unit: no prefill limit)");
   }
   fmt::print("a token reads {} of weights and multiplies by them: {:.4g} GFLOP of matmuls\n",
              human_bytes(r.weight_bytes_per_token), r.matmul_flops_per_token / 1e9);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/speed_bench.h"
 #include "golden.h"
@@ -87,6 +88,54 @@ TEST(SpeedBench, LimitsGiveEachTestItsCeiling) {
   EXPECT_DOUBLE_EQ(tg.limit_tok_s, r->limits.read_gbps * 1e9 / r->weight_bytes_per_token);
   EXPECT_DOUBLE_EQ(pp.share_of_limit, pp.mean_tok_s / pp.limit_tok_s);
   EXPECT_DOUBLE_EQ(tg.share_of_limit, tg.mean_tok_s / tg.limit_tok_s);
+}
+
+// The prefill limit is the peak of the unit the backend says the prompt's matmuls run on, and AMX only
+// where this CPU has it: a BF16 miniature with BF16 activations and a prompt past the decode-sized rows.
+TEST(SpeedBench, PrefillLimitIsThePeakOfTheUnitTheMatmulsRunOn) {
+  EngineOptions eo;
+  eo.precision = ActivationPrecision::kBF16;
+  auto run = open_golden("llama3", "cpu", eo);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_EQ(run->engine->spec().weights.format, WeightFormat::kBF16);
+  SpeedBenchOptions o;
+  o.prompt_tokens = {8, 160};  // the longest one names the unit
+  o.gen_tokens = {};
+  o.repetitions = 1;
+  o.limit_threads = 1;
+  auto r = run_speed_bench(*run->engine, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const ComputeUnit unit = run->engine->backend().matmul_unit(WeightFormat::kBF16, /*exact=*/false, 160);
+  EXPECT_EQ(r->limits.prefill_unit, unit);
+  EXPECT_EQ(r->limits.prefill_peak_name, compute_unit_name(unit));
+  EXPECT_EQ(unit == ComputeUnit::kAmxBf16, cpu_has_amx_bf16());
+  EXPECT_EQ(r->limits.amx_bf16_gflops > 0, cpu_has_amx_bf16());
+  if (cpu_has_amx_bf16()) {
+    EXPECT_EQ(r->limits.prefill_peak_gflops, r->limits.amx_bf16_gflops);
+  }
+  EXPECT_GT(r->limits.prefill_peak_gflops, 0.0);
+  for (const SpeedTestResult& t : r->tests) {
+    EXPECT_DOUBLE_EQ(t.limit_tok_s, r->limits.prefill_peak_gflops * 1e9 / r->matmul_flops_per_token)
+        << t.name;
+  }
+}
+
+TEST(SpeedBench, SelectPrefillPeakTakesTheUnitsOwnPeakOrNone) {
+  MachineLimits m;
+  m.fma_gflops = 100;
+  m.bf16_gflops = 150;
+  m.amx_bf16_gflops = 900;
+  m.int8_vnni_gops = 300;
+  const std::pair<ComputeUnit, double> want[] = {
+      {ComputeUnit::kFp32Fma, 100},        {ComputeUnit::kBf16Dot, 150}, {ComputeUnit::kAmxBf16, 900},
+      {ComputeUnit::kInt8Avx512Vnni, 300}, {ComputeUnit::kInt8Dot, 0},   {ComputeUnit::kScalar, 0},
+      {ComputeUnit::kUnknown, 0}};
+  for (const auto& [unit, peak] : want) {
+    select_prefill_peak(unit, m);
+    EXPECT_EQ(m.prefill_unit, unit);
+    EXPECT_EQ(m.prefill_peak_gflops, peak) << compute_unit_name(unit);
+    EXPECT_EQ(m.prefill_peak_name, compute_unit_name(unit));
+  }
 }
 
 TEST(SpeedBench, RefusesLengthsItCannotRun) {

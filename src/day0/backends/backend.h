@@ -30,6 +30,18 @@
 
 namespace day0 {
 
+// The arithmetic unit a matmul runs on: the peak `day0 bench` states prefill against.
+//   kScalar        no SIMD (the reference backend, the cpu backend's scalar level)
+//   kFp32Fma       FP32 FMA on vector registers (float32 activations, or weights widened to float32)
+//   kBf16Dot       vdpbf16ps: activations rounded to BF16 against BF16 weights
+//   kAmxBf16       TDPBF16PS on AMX tiles
+//   kInt8Avx512Vnni  vpdpbusd on 512-bit registers: int8 activations against INT8 / INT4 codes
+//   kInt8Dot       int8 dot products without AVX-512 VNNI (AVX-VNNI, maddubs, scalar)
+//   kUnknown       the backend does not say
+enum class ComputeUnit { kUnknown, kScalar, kFp32Fma, kBf16Dot, kAmxBf16, kInt8Avx512Vnni, kInt8Dot };
+// "unknown", "scalar", "FP32 FMA", "BF16 dot", "AMX BF16", "INT8 VNNI", "INT8 dot"
+const char* compute_unit_name(ComputeUnit unit);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -42,6 +54,13 @@ class Backend {
   virtual bool supports(const OpKey& key) const = 0;
   // Waits until every kernel issued so far has finished (no-op on synchronous host backends).
   virtual void synchronize() {}
+  // The unit matmul() runs a call of `rows` activation rows on, with weights of `weights` and
+  // MatmulArgs::exact `exact`: answered by the same rule that picks the kernel, so that a speed figure
+  // is stated against the peak of what really ran.
+  virtual ComputeUnit matmul_unit(WeightFormat weights, bool exact, int64_t rows) const {
+    (void)weights, (void)exact, (void)rows;
+    return ComputeUnit::kUnknown;
+  }
 
   // ---- kernels (contracts in ops/kernel_args.h) ----
   virtual void embedding(const EmbeddingArgs& a) = 0;

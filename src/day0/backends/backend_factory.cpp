@@ -8,6 +8,26 @@
 
 namespace day0 {
 
+const char* compute_unit_name(ComputeUnit unit) {
+  switch (unit) {
+    case ComputeUnit::kUnknown:
+      return "unknown";
+    case ComputeUnit::kScalar:
+      return "scalar";
+    case ComputeUnit::kFp32Fma:
+      return "FP32 FMA";
+    case ComputeUnit::kBf16Dot:
+      return "BF16 dot";
+    case ComputeUnit::kAmxBf16:
+      return "AMX BF16";
+    case ComputeUnit::kInt8Avx512Vnni:
+      return "INT8 VNNI";
+    case ComputeUnit::kInt8Dot:
+      return "INT8 dot";
+  }
+  return "unknown";
+}
+
 std::vector<std::string> backend_names() {
   return {"reference", "cpu", "partial"};
 }

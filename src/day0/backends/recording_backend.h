@@ -45,6 +45,9 @@ class RecordingBackend final : public Backend {
   void synchronize() override {
     if (inner_) inner_->synchronize();
   }
+  ComputeUnit matmul_unit(WeightFormat weights, bool exact, int64_t rows) const override {
+    return inner_ ? inner_->matmul_unit(weights, exact, rows) : ComputeUnit::kUnknown;
+  }
 
   D0_DECLARE_KERNEL_OVERRIDES
 

@@ -80,6 +80,17 @@ bool ResolvingBackend::supports(const OpKey& key) const {
          (p == Placement::kHostFallback && !strict_ops_);
 }
 
+ComputeUnit ResolvingBackend::matmul_unit(WeightFormat weights, bool exact, int64_t rows) const {
+  switch (resolution(OpKey{op::kMatmul, weights}).placement) {
+    case Placement::kNative:
+      return primary_->matmul_unit(weights, exact, rows);
+    case Placement::kHostFallback:
+      return host_->matmul_unit(weights, exact, rows);
+    default:
+      return ComputeUnit::kUnknown;
+  }
+}
+
 void ResolvingBackend::synchronize() {
   primary_->synchronize();
   if (host_) host_->synchronize();

@@ -41,6 +41,8 @@ class ResolvingBackend final : public Backend {
   // True unless the op is missing everywhere (or would need the host under strict_ops).
   bool supports(const OpKey& key) const override;
   void synchronize() override;
+  // The unit of the backend matmul() would route this weight format to.
+  ComputeUnit matmul_unit(WeightFormat weights, bool exact, int64_t rows) const override;
 
   Resolution resolution(const OpKey& key) const;
   // Unsupported naming the first key that is missing, or needs host fallback under strict_ops.

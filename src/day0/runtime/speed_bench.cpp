@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -17,7 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
+double elapsed_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -33,9 +34,9 @@ Result<RunTiming> run_prompt(Engine& engine, const std::vector<int32_t>& prompt)
   const SequenceStep step{&cache, prompt};
   const auto t0 = Clock::now();
   D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&step, 1), /*last_only=*/true));
-  const double forward_seconds = seconds_since(t0);
+  const double forward_seconds = elapsed_since(t0);
   pick_token(engine.backend(), logits.row_span(0), SamplingParams{}, 0);
-  return RunTiming{forward_seconds, seconds_since(t0), 1};
+  return RunTiming{forward_seconds, elapsed_since(t0), 1};
 }
 
 // tg: `tokens` forward calls of one token each from an empty cache, each feeding the previous pick
@@ -49,10 +50,12 @@ Result<RunTiming> run_generate(Engine& engine, int64_t tokens, int32_t first) {
     D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&step, 1), /*last_only=*/true));
     token = pick_token(engine.backend(), logits.row_span(0), SamplingParams{}, i);
   }
-  return RunTiming{seconds_since(t0), 0, tokens};
+  return RunTiming{elapsed_since(t0), 0, tokens};
 }
 
-MachineLimits measure_limits(const Engine& engine, int threads) {
+// The peaks of the units prefill may run on, and the one its matmuls of `prompt_rows` rows do run on
+// (the backend's answer, from the rule that picks the kernel).
+MachineLimits measure_limits(Engine& engine, int threads, int64_t prompt_rows) {
   MachineLimits m;
   m.measured = true;
   m.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -63,16 +66,37 @@ MachineLimits measure_limits(const Engine& engine, int threads) {
   }
   m.fma_gflops = measure_fma_peak_gflops(pool);
   m.bf16_gflops = measure_bf16_peak_gflops(pool);
-  // The path prefill runs (cpu_matmul.cpp): vdpbf16ps for BF16 weights when activations may be rounded to
-  // BF16 and the CPU runs it faster than FMA; FP32 FMA tiles otherwise.
-  const bool bf16_dot = engine.options().precision == ActivationPrecision::kBF16 &&
-                        engine.spec().weights.format == WeightFormat::kBF16 && m.bf16_gflops > m.fma_gflops;
-  m.prefill_peak_gflops = bf16_dot ? m.bf16_gflops : m.fma_gflops;
-  m.prefill_peak_name = bf16_dot ? "BF16 dot" : "FP32 FMA";
+  m.amx_bf16_gflops = measure_amx_bf16_peak_gflops(pool);
+  const bool exact = engine.options().precision != ActivationPrecision::kBF16;  // as the blocks' matmuls
+  const ComputeUnit unit = engine.backend().matmul_unit(engine.spec().weights.format, exact, prompt_rows);
+  if (unit == ComputeUnit::kInt8Avx512Vnni) m.int8_vnni_gops = measure_int8_vnni_peak_gops(pool);
+  select_prefill_peak(unit, m);
   return m;
 }
 
 }  // namespace
+
+void select_prefill_peak(ComputeUnit unit, MachineLimits& m) {
+  m.prefill_unit = unit;
+  m.prefill_peak_name = compute_unit_name(unit);
+  switch (unit) {
+    case ComputeUnit::kFp32Fma:
+      m.prefill_peak_gflops = m.fma_gflops;
+      break;
+    case ComputeUnit::kBf16Dot:
+      m.prefill_peak_gflops = m.bf16_gflops;
+      break;
+    case ComputeUnit::kAmxBf16:
+      m.prefill_peak_gflops = m.amx_bf16_gflops;
+      break;
+    case ComputeUnit::kInt8Avx512Vnni:
+      m.prefill_peak_gflops = m.int8_vnni_gops;
+      break;
+    default:  // no peak loop for this unit: no limit rather than another unit's
+      m.prefill_peak_gflops = 0;
+      break;
+  }
+}
 
 std::pair<double, double> mean_and_stdev(const std::vector<double>& v) {
   if (v.empty()) return {0.0, 0.0};
@@ -140,7 +164,11 @@ Result<SpeedBenchResult> run_speed_bench(Engine& engine, const SpeedBenchOptions
 
   // After the tests, so that the probes' gigabyte of arrays never shares memory with the run.
   if (options.measure_limits) {
-    result.limits = measure_limits(engine, options.limit_threads);
+    const int64_t longest_prompt =
+        options.prompt_tokens.empty()
+            ? 1
+            : *std::max_element(options.prompt_tokens.begin(), options.prompt_tokens.end());
+    result.limits = measure_limits(engine, options.limit_threads, longest_prompt);
     for (auto& t : result.tests) {
       if (t.kind == SpeedTestKind::kPrompt) {
         t.limit_tok_s = result.matmul_flops_per_token > 0

@@ -9,8 +9,9 @@
 // prints "t/s avg ± stdev".
 // Limits: decode reads every activated weight once a token, so its ceiling is the read bandwidth over
 // those bytes (the roofline); prefill multiplies by them, 2 FLOPs a parameter a token, against the
-// arithmetic peak of the path it runs (vdpbf16ps for BF16 weights with BF16 activations where the CPU
-// has it and runs it faster than FP32 FMA; FP32 FMA otherwise).
+// arithmetic peak of the unit the backend says its matmuls of the longest prompt run on
+// (Backend::matmul_unit: AMX BF16 tiles, vdpbf16ps, FP32 FMA or AVX-512 VNNI on this CPU). A unit with
+// no peak loop (scalar, int8 dots without AVX-512 VNNI) gets no prefill limit.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -50,12 +51,18 @@ struct SpeedTestResult {
 struct MachineLimits {
   bool measured = false;
   int threads = 0;
-  double read_gbps = 0;            // read bandwidth (best of 3 passes)
-  double fma_gflops = 0;           // FP32 FMA peak
-  double bf16_gflops = 0;          // vdpbf16ps peak (0 without AVX-512 BF16)
-  double prefill_peak_gflops = 0;  // the one the prefill path runs at (see above)
-  std::string prefill_peak_name;   // "FP32 FMA" or "BF16 dot"
+  double read_gbps = 0;                              // read bandwidth (best of 3 passes)
+  double fma_gflops = 0;                             // FP32 FMA peak
+  double bf16_gflops = 0;                            // vdpbf16ps peak (0 without AVX-512 BF16)
+  double amx_bf16_gflops = 0;                        // TDPBF16PS peak on AMX tiles (0 without AMX)
+  double int8_vnni_gops = 0;                         // vpdpbusd peak, measured only when prefill runs on it
+  ComputeUnit prefill_unit = ComputeUnit::kUnknown;  // what prefill's matmuls run on (see above)
+  double prefill_peak_gflops = 0;                    // that unit's peak; 0: no peak loop for it
+  std::string prefill_peak_name;                     // compute_unit_name(prefill_unit)
 };
+
+// Sets the prefill unit, its name and its peak from the peaks already in `m` (0 for a unit without one).
+void select_prefill_peak(ComputeUnit unit, MachineLimits& m);
 
 struct SpeedBenchResult {
   std::vector<SpeedTestResult> tests;  // pp tests, then tg tests, in the order asked

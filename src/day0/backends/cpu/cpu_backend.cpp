@@ -50,6 +50,9 @@ class CpuBackend final : public Backend {
 
   void embedding(const EmbeddingArgs& a) override { cpu::embedding(ctx_, a); }
   void matmul(const MatmulArgs& a) override { cpu::matmul(ctx_, a); }
+  ComputeUnit matmul_unit(WeightFormat weights, bool exact, int64_t rows) const override {
+    return cpu::matmul_unit(ctx_, weights, exact, rows);
+  }
   void attention(const AttentionArgs& a) override { cpu::attention(ctx_, a); }
   void mla_attention(const MlaArgs& a) override {
     if (a.form == MlaForm::kAbsorbed) {

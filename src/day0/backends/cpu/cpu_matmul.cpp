@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "day0/backends/cpu/cpu_ops.h"
@@ -430,7 +431,45 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
   });
 }
 
+// The kernels matmul() picks from. matmul() and matmul_unit() both take the route from here, so the unit
+// a benchmark states its peak for is the one that ran.
+enum class MatmulRoute { kInt, kGemv, kBf16Amx, kBf16Few, kBf16Dot, kFloatGemm };
+
+MatmulRoute matmul_route(const Context& c, WeightFormat format, bool exact, int64_t rows) {
+  const bool bf16 = !exact && format == WeightFormat::kBF16;
+  if (!exact && (format == WeightFormat::kInt8 || format == WeightFormat::kInt4)) return MatmulRoute::kInt;
+  if (rows <= kGemvMaxRows) return MatmulRoute::kGemv;
+  if (bf16 && c.k.gemm_bf16_amx != nullptr) return MatmulRoute::kBf16Amx;
+  if (bf16 && c.k.dot_rows_bf16_x16 != nullptr && c.k.lanes_to_rows_x16 != nullptr && c.bf16_dot &&
+      rows <= kFewMaxRows)
+    return MatmulRoute::kBf16Few;
+  if (bf16 && c.k.gemm_tile_bf16 != nullptr && c.bf16_dot) return MatmulRoute::kBf16Dot;
+  return MatmulRoute::kFloatGemm;
+}
+
 }  // namespace
+
+ComputeUnit matmul_unit(const Context& c, WeightFormat weights, bool exact, int64_t rows) {
+  // Every level above scalar runs its float loops on FMA vectors.
+  const ComputeUnit float_unit =
+      c.k.level == SimdLevel::kScalar ? ComputeUnit::kScalar : ComputeUnit::kFp32Fma;
+  switch (matmul_route(c, weights, exact, rows)) {
+    case MatmulRoute::kInt:
+      return std::string_view(c.k.int_dot_name) == "avx512-vnni" ? ComputeUnit::kInt8Avx512Vnni
+                                                                 : ComputeUnit::kInt8Dot;
+    case MatmulRoute::kGemv:
+      // The row dots round x to BF16 exactly where the GEMM would take vdpbf16ps (bf16x_rows).
+      return bf16x_rows(c, weights, exact) ? ComputeUnit::kBf16Dot : float_unit;
+    case MatmulRoute::kBf16Amx:
+      return ComputeUnit::kAmxBf16;
+    case MatmulRoute::kBf16Few:
+    case MatmulRoute::kBf16Dot:
+      return ComputeUnit::kBf16Dot;
+    case MatmulRoute::kFloatGemm:
+      return float_unit;
+  }
+  return ComputeUnit::kUnknown;
+}
 
 void matmul(const Context& c, const MatmulArgs& a) {
   check_args(a);
@@ -442,19 +481,25 @@ void matmul(const Context& c, const MatmulArgs& a) {
     }
     return;
   }
-  if (!a.exact && a.w.is_int()) {
-    int_matmul(c, a);
-  } else if (a.x.rows <= kGemvMaxRows) {
-    gemv(c, a);
-  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_bf16_amx != nullptr) {
-    gemm_bf16_amx(c, a);
-  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.dot_rows_bf16_x16 != nullptr &&
-             c.k.lanes_to_rows_x16 != nullptr && c.bf16_dot && a.x.rows <= kFewMaxRows) {
-    gemm_bf16_few(c, a);
-  } else if (!a.exact && a.w.format == WeightFormat::kBF16 && c.k.gemm_tile_bf16 != nullptr && c.bf16_dot) {
-    gemm_bf16(c, a);
-  } else {
-    gemm(c, a);
+  switch (matmul_route(c, a.w.format, a.exact, a.x.rows)) {
+    case MatmulRoute::kInt:
+      int_matmul(c, a);
+      break;
+    case MatmulRoute::kGemv:
+      gemv(c, a);
+      break;
+    case MatmulRoute::kBf16Amx:
+      gemm_bf16_amx(c, a);
+      break;
+    case MatmulRoute::kBf16Few:
+      gemm_bf16_few(c, a);
+      break;
+    case MatmulRoute::kBf16Dot:
+      gemm_bf16(c, a);
+      break;
+    case MatmulRoute::kFloatGemm:
+      gemm(c, a);
+      break;
   }
 }
 

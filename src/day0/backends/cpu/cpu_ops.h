@@ -81,8 +81,11 @@ struct Context {
 
 // Whether a call's BF16 row dots take x rounded to BF16 (dot_rows_bf16x): exactly where the GEMM takes
 // vdpbf16ps, so that decode-sized and larger batches of a call round alike.
+inline bool bf16x_rows(const Context& c, WeightFormat weights, bool exact) {
+  return !exact && c.bf16_dot && weights == WeightFormat::kBF16 && c.k.dot_rows_bf16x != nullptr;
+}
 inline bool bf16x_rows(const Context& c, const WeightView& w, bool exact) {
-  return !exact && c.bf16_dot && w.format == WeightFormat::kBF16 && c.k.dot_rows_bf16x != nullptr;
+  return bf16x_rows(c, w.format, exact);
 }
 
 // Decode-sized batches (T <= kGemvMaxRows) stream each weight row once per call through fused
@@ -131,6 +134,8 @@ inline void dot_rows_each(const SimdKernels& k, const WeightView& w, int64_t n0,
   for (int64_t t = 0; t < nx; ++t) k.dot_rows(w, n0, n1, xs[t], y + t * ldy);
 }
 void matmul(const Context& c, const MatmulArgs& a);
+// The unit matmul() runs such a call on (Backend::matmul_unit), from the rule that picks its kernel.
+ComputeUnit matmul_unit(const Context& c, WeightFormat weights, bool exact, int64_t rows);
 void embedding(const Context& c, const EmbeddingArgs& a);
 void attention(const Context& c, const AttentionArgs& a);
 // Absorbed form only; the naive form is run by its decomposition on the cpu kernels.

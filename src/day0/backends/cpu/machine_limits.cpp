@@ -16,6 +16,7 @@ namespace day0 {
 // Register-only loops in peak_avx512.cpp / peak_avx2.cpp; they return the FLOPs done.
 double fma_loop_avx512(int64_t iterations);
 double bf16_loop_avx512(int64_t iterations);
+double int8_vnni_loop_avx512(int64_t iterations);
 double fma_loop_avx2(int64_t iterations);
 namespace cpu {
 double amx_bf16_loop(int64_t iterations);  // simd/kernels_amx.cpp
@@ -153,6 +154,12 @@ bool bf16_dot_outruns_fma() {
     return dot > fma;
   }();
   return faster;
+}
+
+double measure_int8_vnni_peak_gops(ThreadPool& pool) {
+  return cpu_has_avx512_vnni() && detected_simd_level() >= SimdLevel::kAvx512
+             ? peak(pool, int8_vnni_loop_avx512)
+             : 0.0;
 }
 
 double measure_amx_bf16_peak_gflops(ThreadPool& pool) {

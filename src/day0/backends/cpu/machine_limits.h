@@ -1,6 +1,7 @@
 #pragma once
 // The machine limits every speed figure is stated against: measured memory bandwidth (STREAM-like
-// read and triad) and arithmetic peak (FP32 FMA, BF16 dot), measured with our own loops on a pool.
+// read and triad) and arithmetic peaks (FP32 FMA, BF16 dot, AMX BF16, INT8 VNNI), measured with our
+// own loops on a pool.
 #include <cstddef>
 #include <cstdlib>
 #include <vector>
@@ -57,5 +58,8 @@ double measure_bf16_peak_gflops(ThreadPool& pool);
 bool bf16_dot_outruns_fma();
 // FLOP/s of a register-only TDPBF16PS loop on AMX tiles (0 where the CPU or the OS has no AMX).
 double measure_amx_bf16_peak_gflops(ThreadPool& pool);
+// Integer OP/s (a multiply and an add per byte product) of a register-only vpdpbusd loop on 512-bit
+// registers, the INT8 / INT4 matmuls' instruction at the avx512 level (0 without AVX-512 VNNI).
+double measure_int8_vnni_peak_gops(ThreadPool& pool);
 
 }  // namespace day0

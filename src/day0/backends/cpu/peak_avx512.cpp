@@ -38,4 +38,19 @@ double bf16_loop_avx512(int64_t iterations) {
   return static_cast<double>(iterations) * 12 * 32 * 2;  // 32 products, each a multiply and an add
 }
 
+double int8_vnni_loop_avx512(int64_t iterations) {
+  __m512i acc[12];
+  for (auto& a : acc) a = _mm512_setzero_si512();
+  const __m512i x = _mm512_set1_epi8(1);   // unsigned activations
+  const __m512i y = _mm512_set1_epi8(-1);  // signed codes: the sums stay small
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& a : acc) a = _mm512_dpbusd_epi32(a, x, y);
+  }
+  __m512i s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_epi32(s, acc[j]);
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  return static_cast<double>(iterations) * 12 * 64 * 2;  // 64 byte products, each a multiply and an add
+}
+
 }  // namespace day0

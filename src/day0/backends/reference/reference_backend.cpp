@@ -12,6 +12,7 @@ class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
   bool supports(const OpKey& key) const override { return find_op_schema(key.op) != nullptr; }
+  ComputeUnit matmul_unit(WeightFormat, bool, int64_t) const override { return ComputeUnit::kScalar; }
 
 #define D0_FORWARD(method, Args, op_name) \
   void method(const Args& a) override {   \
