@@ -40,7 +40,8 @@ enum class Fault {
   kStreamDiffers,
   kFlaky5xx,
   kMangleTools,
-  kShiftLogprobs  // every chat logprob moved by `logprob_shift` (order and KL kept, |Δ| grows)
+  kShiftLogprobs,         // every chat logprob moved by `logprob_shift` (order and KL kept, |Δ| grows)
+  kPerturbPromptLogprobs  // an echoed prompt's log-probabilities lowered by 0.2 each
 };
 
 // Between the audit and the server: forwards every request, offers vLLM's POST /tokenize (rendered
@@ -114,6 +115,15 @@ class FaultProxy {
     r.status = res->status;
     std::string body = res->body;
     if (res->status == 200 && chat) body = stream ? mutate_stream(body) : mutate_reply(body, asked_logprobs);
+    if (res->status == 200 && !chat && fault == Fault::kPerturbPromptLogprobs && request.is_object() &&
+        request.value("echo", false) && !stream) {
+      Json j = Json::parse(body, nullptr, false);
+      if (j.is_object() && j["choices"][0]["logprobs"].is_object()) {
+        for (Json& lp : j["choices"][0]["logprobs"]["token_logprobs"])
+          if (lp.is_number()) lp = lp.get<double>() - 0.2;
+        body = j.dump();
+      }
+    }
     r.set_content(body, res->get_header_value("Content-Type"));
   }
 
@@ -282,6 +292,11 @@ TEST_F(Audit, EveryStagePassesAgainstDay0Serve) {
   EXPECT_GT(lp->evidence["positions"].get<int64_t>(), 12);
   EXPECT_LT(lp->evidence["max_abs_dlogprob"].get<double>(), 1e-3);
   EXPECT_EQ(lp->evidence["unresolved_tokens"].get<int64_t>(), 0);
+  // day0 serve echoes the prompt with its logprobs: the perplexity is compared, not skipped.
+  const Json& ppl = lp->evidence["prompt_perplexity"];
+  ASSERT_TRUE(ppl.is_object()) << ppl;
+  EXPECT_EQ(ppl["target_tokens"], ppl["reference_tokens"]);
+  EXPECT_LT(ppl["abs_log_ratio"]["target"].get<double>(), 1e-3) << ppl;
   const auto* speed = rep.find_stage("target-speed");
   ASSERT_NE(speed, nullptr);
   EXPECT_EQ(speed->evidence["levels"].size(), 2u);
@@ -312,6 +327,7 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
       {Fault::kStreamDiffers, "stream differs", "target-limits", "stream"},
       {Fault::kFlaky5xx, "5xx now and then", "target-speed", "failed"},
       {Fault::kMangleTools, "tool turns mangled", "target-tools", "tool"},
+      {Fault::kPerturbPromptLogprobs, "prompt logprobs perturbed", "target-logprobs", "prompt perplexity"},
   };
   for (const FaultCase& c : cases) {
     proxy.fault = c.fault;
@@ -480,7 +496,9 @@ TEST(AuditTrained, SmolLM2EveryStagePasses) {
   // The GGUF's own type sets the format, and Day0's own run in it the bounds.
   EXPECT_EQ(lp->evidence["weight_format"], "gguf Q4_1") << all;
   EXPECT_GT(lp->evidence["own_run_positions"].get<int64_t>(), 20) << all;
-  std::cout << all << "bounds: " << lp->evidence["bounds"].dump() << "\n";
+  EXPECT_TRUE(lp->evidence["prompt_perplexity"].is_object()) << lp->evidence["prompt_perplexity"];
+  std::cout << all << "bounds: " << lp->evidence["bounds"].dump()
+            << "\nprompt perplexity: " << lp->evidence["prompt_perplexity"].dump() << "\n";
 }
 
 TEST_F(Audit, UnreachableTargetIsAnErrorBeforeAnyStage) {

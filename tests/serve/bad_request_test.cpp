@@ -172,7 +172,7 @@ TEST(ApiRequestParser, ReadsEveryParameter) {
 }
 
 TEST(ApiRequestParser, RefusesWhatItDoesNotDo) {
-  EXPECT_EQ(parse_error(R"({"model":"m","prompt":"x","echo":true})").param, "echo");
+  EXPECT_EQ(parse_error(R"({"model":"m","prompt":"x","echo":1})").param, "echo");
   EXPECT_EQ(parse_error(R"({"model":"m","prompt":"x","best_of":2})").param, "best_of");
   EXPECT_EQ(parse_error(R"({"model":"m","prompt":"x","suffix":"y"})").param, "suffix");
   EXPECT_EQ(parse_error(R"({"model":"m","prompt":[[1],[2]]})").code, "unsupported_value");

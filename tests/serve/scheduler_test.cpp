@@ -415,6 +415,84 @@ TEST(ServeScheduler, EndGraceCancelsTheRunningRequestsAtOnce) {
   EXPECT_TRUE(running.done) << running.raw.substr(0, 300);
 }
 
+// echo with logprobs: the prompt's tokens come back first, the first with a null log-probability and
+// each other with what a teacher-forced forward of the whole prompt gives it (one forward, every row);
+// a prefill split into chunks over several steps gives every position too; a request beside it
+// without echo gets what it gets alone; streamed, the prompt is the first chunk.
+TEST(ServeScheduler, EchoGivesThePromptsTeacherForcedLogprobsOverChunkedPrefill) {
+  const std::vector<int32_t> prompt = prompt_for(9, 40);
+  const int max_tokens = 4;
+  // The reference: one forward of the prompt with a row per token, log-softmax in double.
+  auto model = load_model(golden_model_dir("llama3"));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EngineOptions eo;
+  eo.kv_dtype = KvDtype::kF32;
+  auto engine = open_engine(*model, "cpu", eo);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  KvCache cache = engine->engine->new_cache();
+  SequenceStep step{&cache, prompt};
+  auto rows = engine->engine->forward(std::span<const SequenceStep>(&step, 1));
+  ASSERT_TRUE(rows.is_ok()) << rows.status().to_string();
+  std::vector<double> want;  // want[i - 1]: the log-probability of prompt[i]
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    const auto row = rows->row_span(static_cast<int64_t>(i - 1));
+    double mx = row[0], sum = 0;
+    for (float v : row) mx = std::max(mx, static_cast<double>(v));
+    for (float v : row) sum += std::exp(static_cast<double>(v) - mx);
+    want.push_back(static_cast<double>(row[static_cast<size_t>(prompt[i])]) - mx - std::log(sum));
+  }
+
+  HarnessOptions o;
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.max_batch_tokens = 8;  // the 40-token prompt takes five steps
+  ServeHarness h(o);
+  const std::vector<int32_t> other = prompt_for(3, 12);
+  const std::vector<std::vector<int32_t>> alone = served_alone(h, {other}, 6);
+  HttpReply echoed, beside;
+  {
+    std::thread a([&] {
+      echoed = http_post(h.port(), "/v1/completions",
+                         completion_body(prompt, max_tokens, false, {{"echo", true}, {"logprobs", 2}}));
+    });
+    std::thread b([&] { beside = http_post(h.port(), "/v1/completions", completion_body(other, 6, false)); });
+    a.join();
+    b.join();
+  }
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  ASSERT_EQ(beside.status, 200) << beside.body;
+  EXPECT_EQ(tokens_of(beside), alone[0]);
+  const auto j = echoed.json();
+  const auto& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + max_tokens);
+  for (size_t i = 0; i < prompt.size(); ++i) EXPECT_EQ(token_id(lp["tokens"][i]), prompt[i]) << i;
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), want[i - 1], 1e-4) << "prompt token " << i;
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u) << i;
+  }
+  // The generated tokens follow, as a request without echo gets them.
+  const HttpReply plain = http_post(h.port(), "/v1/completions", completion_body(prompt, max_tokens, false));
+  const std::vector<int32_t> generated = tokens_of(plain);
+  for (int k = 0; k < max_tokens; ++k)
+    EXPECT_EQ(token_id(lp["tokens"][prompt.size() + k]), generated[k]) << "generated token " << k;
+  EXPECT_EQ(j["usage"]["prompt_tokens"], prompt.size());
+
+  // Streamed: the first chunk is the prompt with its log-probabilities, then the tokens.
+  const SseReply sse =
+      http_stream(h.port(), "/v1/completions",
+                  completion_body(prompt, max_tokens, true, {{"echo", true}, {"logprobs", 0}}));
+  ASSERT_FALSE(sse.events.empty());
+  const auto& first = sse.events.front()["choices"][0]["logprobs"];
+  ASSERT_EQ(first["tokens"].size(), prompt.size());
+  EXPECT_NEAR(first["token_logprobs"][prompt.size() - 1].get<double>(), want.back(), 1e-4);
+  std::vector<int32_t> streamed = tokens_of(sse);
+  ASSERT_EQ(streamed.size(), prompt.size() + max_tokens);
+  EXPECT_EQ(
+      std::vector<int32_t>(streamed.begin() + static_cast<std::ptrdiff_t>(prompt.size()), streamed.end()),
+      generated);
+}
+
 // The acceptance on the Qwen3.5-MoE miniature (tests/golden/qwen3.5-moe: three Gated DeltaNet
 // layers and one gated attention layer, MoE of 8 experts; F32 KV cache and activations).
 

@@ -264,9 +264,7 @@ Maybe read_request(OrderedJson& body, Endpoint endpoint, ApiRequest& out) {
     if (auto e = read_int(body, "logprobs", 0, kMaxTopLogprobs, alternatives)) return e;
     out.logprobs = alternatives.has_value();
     out.top_logprobs = alternatives.value_or(0);
-    bool echo = false;
-    if (auto e = read_bool(body, "echo", echo)) return e;
-    if (echo) return bad_request("'echo' is not supported", "echo", "unsupported_value");
+    if (auto e = read_bool(body, "echo", out.echo)) return e;
     auto suffix = body.find("suffix");
     if (suffix != body.end() && !suffix->is_null())
       return bad_request("'suffix' is not supported", "suffix", "unsupported_value");

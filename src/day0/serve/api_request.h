@@ -51,6 +51,9 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
   int64_t top_logprobs = 0;
+  // Completions: the prompt comes back before the completion; with logprobs, its tokens too, each
+  // with its log-probability after the ones before it (the first null), OpenAI's legacy form.
+  bool echo = false;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   bool ignore_eos = false;
@@ -63,7 +66,7 @@ inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr int64_t kMaxTopLogprobs = 20;
 
 // Parses and validates a body. ApiError (400) for malformed JSON, a wrong type, a value out of range,
-// empty messages, n != 1, and what this server does not do (echo, best_of > 1, suffix).
+// empty messages, n != 1, and what this server does not do (best_of > 1, suffix).
 std::variant<ApiRequest, ApiError> parse_api_request(std::string_view body, Endpoint endpoint);
 
 }  // namespace day0::serve

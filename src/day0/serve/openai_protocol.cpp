@@ -1,6 +1,7 @@
 #include "day0/serve/openai_protocol.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,7 @@ std::variant<SequenceRequest, ApiError> to_sequence_request(const ApiRequest& r,
   out.sampling.frequency_penalty = r.frequency_penalty;
   out.logprobs = r.logprobs;
   out.top_logprobs = r.top_logprobs;
+  if (r.echo && r.logprobs) out.prompt_logprobs = r.top_logprobs;
   if (tok != nullptr && !r.ignore_eos) out.stop_tokens = tok->special_tokens().stop_ids;
   out.stop_strings = r.stop;
   return out;
@@ -128,10 +130,12 @@ Json ResponseBuilder::logprobs_of(const std::vector<GenerationStep>& steps, int6
   for (const GenerationStep& s : steps) {
     const std::string t = token_text(s.chosen.token);
     tokens.push_back(t);
-    token_logprobs.push_back(s.chosen.logprob);
+    // An echoed prompt's first token has no log-probability: null, as OpenAI writes it.
+    const bool unscored = std::isnan(s.chosen.logprob);
+    token_logprobs.push_back(unscored ? Json(nullptr) : Json(s.chosen.logprob));
     Json top = Json::object();
     for (const TokenLogprob& alt : s.top) top[token_text(alt.token)] = alt.logprob;
-    top_logprobs.push_back(request_.top_logprobs > 0 ? top : Json(nullptr));
+    top_logprobs.push_back(request_.top_logprobs > 0 && !unscored ? top : Json(nullptr));
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(t.size());
   }
@@ -160,10 +164,25 @@ std::string ResponseBuilder::sse_open() const {
                               {"finish_reason", nullptr}})));
 }
 
+std::string ResponseBuilder::echoed_prompt() const {
+  if (!request_.prompt_is_ids) return request_.prompt_text;
+  if (tokenizer_ == nullptr) return {};
+  return tokenizer_->decode(request_.prompt_ids, /*skip_special_tokens=*/false);
+}
+
 std::string ResponseBuilder::sse_event(const StreamEvent& e) {
   if (e.error) return sse_data(e.error->to_json());
   std::string out;
   const bool chat = request_.endpoint == Endpoint::kChat;
+  if (request_.echo && !chat && !echoed_) {
+    // The prompt (and its log-probabilities) in a chunk of its own before the first token's.
+    echoed_ = true;
+    const std::string prompt = echoed_prompt();
+    Json choice = {{"index", 0}, {"text", prompt}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (request_.logprobs) choice["logprobs"] = logprobs_of(e.prompt_steps, 0);
+    streamed_bytes_ += static_cast<int64_t>(prompt.size());
+    out += sse_data(dump(chunk(std::move(choice))));
+  }
   // A chunk for every event that carries generated tokens, even when their text is not final yet
   // (vLLM does the same): a client sees each token arrive. Text that becomes final only when the
   // sequence ends (what the decoder or the stop matcher held) comes with finish_reason.
@@ -208,6 +227,11 @@ std::string ResponseBuilder::sse_close() const {
 }
 
 void ResponseBuilder::add(const StreamEvent& e) {
+  if (request_.echo && request_.endpoint == Endpoint::kCompletion && !echoed_) {
+    echoed_ = true;
+    text_ = echoed_prompt();
+    steps_ = e.prompt_steps;
+  }
   text_ += e.text;
   steps_.insert(steps_.end(), e.steps.begin(), e.steps.end());
   if (e.finished) {

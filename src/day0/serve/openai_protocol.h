@@ -48,6 +48,7 @@ class ResponseBuilder {
   nlohmann::json chunk(nlohmann::json choice) const;
   nlohmann::json logprobs_of(const std::vector<GenerationStep>& steps, int64_t text_offset) const;
   std::string token_text(int32_t id) const;
+  std::string echoed_prompt() const;  // the prompt as echo returns it: its text, or its ids decoded
 
   const ApiRequest& request_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -59,6 +60,7 @@ class ResponseBuilder {
   std::string finish_reason_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   int64_t streamed_bytes_ = 0;  // completions text_offset while streaming
+  bool echoed_ = false;         // echo: the prompt was put first
 };
 
 std::string sse_data(const std::string& json);  // "data: JSON\n\n"

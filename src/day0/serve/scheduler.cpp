@@ -1,6 +1,8 @@
 #include "day0/serve/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -54,6 +56,10 @@ struct Scheduler::Sequence {
   std::unique_ptr<StreamingDecoder> decoder;
   StopMatcher stop;
   int64_t generated = 0;
+  // Prompt log-probabilities (request.prompt_logprobs >= 0): prompt_steps[i] scores prompt token i,
+  // filled chunk by chunk up to prompt_scored.
+  std::vector<GenerationStep> prompt_steps;
+  size_t prompt_scored = 1;
   int64_t worst_blocks = 0;  // blocks at prompt + max_new tokens (guaranteed-no-evict)
   bool counted = false;      // prompt tokens and prefix-cache lookups counted in the metrics
   bool planned = false;      // in the current step
@@ -65,6 +71,7 @@ struct Scheduler::Sequence {
         sampler(request.sampling, request.top_logprobs, request.logprobs),
         stop(request.stop_strings) {}
   int64_t fed() const { return cache ? cache->length() : 0; }
+  bool scoring_prompt() const { return request.prompt_logprobs >= 0 && prompt_scored < prompt_len; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - fed(); }
 };
 
@@ -209,24 +216,59 @@ void Scheduler::drop_cache(Sequence& s) {
   s.cache.reset();
 }
 
-Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids) {
+Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids,
+                                       bool last_only) {
   if (DpLockstep* lockstep = options_.lockstep; lockstep != nullptr) {
     if (Status st = lockstep->before_forward(); !st.is_ok()) lockstep->fail(st);
-    auto logits = engine_.forward(batch, true);
+    auto logits = engine_.forward(batch, last_only);
     lockstep->after_forward();
     if (!logits.is_ok() && logits.status().code() == StatusCode::kIoError) lockstep->fail(logits.status());
     return logits;
   }
   StepMirror* mirror = options_.mirror;
-  if (mirror == nullptr) return engine_.forward(batch, true);
+  if (mirror == nullptr) return engine_.forward(batch, last_only);
   // The followers are part of every collective of the step: a failure to reach them, or one inside
   // the step, leaves the job's communicators unusable, and the job must end (every rank, not a hang).
-  if (Status st = mirror->send_step(ids, batch, true); !st.is_ok()) mirror->fail(st);
+  if (Status st = mirror->send_step(ids, batch, last_only); !st.is_ok()) mirror->fail(st);
   const auto start = Clock::now();
-  auto logits = engine_.forward(batch, true);
+  auto logits = engine_.forward(batch, last_only);
   mirror->add_forward_seconds(std::chrono::duration<double>(Clock::now() - start).count());
   if (!logits.is_ok() && logits.status().code() == StatusCode::kIoError) mirror->fail(logits.status());
   return logits;
+}
+
+void Scheduler::score_prompt(Sequence& s, int64_t start, const ConstMatrix& rows, int64_t first_row,
+                             int64_t n_rows) {
+  const size_t prompt_len = s.prompt_len;
+  if (s.prompt_steps.empty()) {
+    s.prompt_steps.resize(prompt_len);
+    s.prompt_steps[0].chosen = {s.tokens[0], std::numeric_limits<double>::quiet_NaN()};
+  }
+  const auto top_n = static_cast<size_t>(s.request.prompt_logprobs);
+  for (int64_t j = 0; j < n_rows; ++j) {
+    // Row j follows the token at position start + j and rates the one after it.
+    const auto next = static_cast<size_t>(start + j + 1);
+    if (next >= prompt_len) break;
+    if (next < s.prompt_scored) continue;  // scored before a preemption recomputed it
+    const std::span<const float> row = rows.row_span(first_row + j);
+    // log-softmax in double: row [vocab] -> logprob of the prompt's token, and the top_n best.
+    const float mx = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float v : row) sum += std::exp(static_cast<double>(v) - mx);
+    const double lse = mx + std::log(sum);
+    GenerationStep& step = s.prompt_steps[next];
+    step.chosen = {s.tokens[next], static_cast<double>(row[static_cast<size_t>(s.tokens[next])]) - lse};
+    if (top_n > 0) {
+      std::vector<int32_t> order(row.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int32_t>(k);
+      const size_t n = std::min(top_n, order.size());
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                        [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      step.top.clear();
+      for (size_t k = 0; k < n; ++k) step.top.push_back({order[k], static_cast<double>(row[order[k]]) - lse});
+    }
+    s.prompt_scored = next + 1;
+  }
 }
 
 void Scheduler::preempt(Sequence& s) {
@@ -278,6 +320,7 @@ void Scheduler::emit_token(Sequence& s, GenerationStep step) {
   StreamEvent e;
   if (s.decoder && !stop_token) e.text = s.stop.push(s.decoder->push(token));
   e.steps.push_back(std::move(step));
+  if (s.generated == 1 && s.request.prompt_logprobs >= 0) e.prompt_steps = std::move(s.prompt_steps);
   const char* reason =
       finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
   if (s.stop.stopped()) reason = "stop";
@@ -303,7 +346,8 @@ void Scheduler::admit() {
       }
     }
     int64_t hit = 0;
-    if (options_.prefix_caching) {
+    // A prompt being scored is computed whole: a cached prefix has no logits.
+    if (options_.prefix_caching && !s.scoring_prompt()) {
       uint64_t entry = 0;
       if (auto cached = prefix_->cache.lookup(s.tokens, &hit, &entry)) {
         s.cache.emplace(std::move(*cached));
@@ -337,6 +381,7 @@ bool Scheduler::run_step() {
   struct Planned {
     Sequence* seq;
     int64_t take;
+    int64_t start = 0;  // the position of its first fed token
   };
   std::vector<Planned> plan;
   planned_ = 0;
@@ -366,7 +411,7 @@ bool Scheduler::run_step() {
       }
       s.planned = true;
       planned_ += need;
-      plan.push_back({&s, take});
+      plan.push_back({&s, take, s.fed()});
       budget -= take;
     }
   }
@@ -412,9 +457,23 @@ bool Scheduler::run_step() {
       }
     }
   };
-  auto logits = forward(batch, ids);
+  // A row per fed token only when a sequence scoring its prompt is in the step (echo with logprobs);
+  // else a row per sequence, its last.
+  const bool all_rows =
+      std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.seq->scoring_prompt(); });
+  // Sequence b's rows of `rows` from first_row: scores its prompt, picks from its last.
+  auto consume = [&](const Planned& p, const ConstMatrix& rows, int64_t first_row, bool per_token) {
+    if (!per_token) return pick(*p.seq, rows.row_span(first_row));
+    if (p.seq->scoring_prompt()) score_prompt(*p.seq, p.start, rows, first_row, p.take);
+    pick(*p.seq, rows.row_span(first_row + p.take - 1));
+  };
+  auto logits = forward(batch, ids, !all_rows);
   if (logits.is_ok()) {
-    for (size_t b = 0; b < plan.size(); ++b) pick(*plan[b].seq, logits->row_span(static_cast<int64_t>(b)));
+    int64_t row = 0;
+    for (const Planned& p : plan) {
+      consume(p, *logits, row, all_rows);
+      row += all_rows ? p.take : 1;
+    }
   } else {
     // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
     for (size_t b = 0; b < plan.size(); ++b) {
@@ -428,9 +487,13 @@ bool Scheduler::run_step() {
         batch[b].tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.fed()),
                                                                      static_cast<size_t>(upto - s.fed()));
       }
-      auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1));
+      const bool alone_rows = s.scoring_prompt();
+      auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1), !alone_rows);
       if (alone.is_ok()) {
-        pick(*plan[b].seq, alone->row_span(0));
+        Planned retried = plan[b];
+        retried.take = static_cast<int64_t>(batch[b].tokens.size());
+        retried.start = s.fed() - retried.take;
+        consume(retried, *alone, 0, alone_rows);
       } else {
         finish(*plan[b].seq, "abort",
                ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error",

@@ -73,12 +73,19 @@ struct SequenceRequest {
   int64_t top_logprobs = 0;
   std::vector<int32_t> stop_tokens;  // recorded and counted, never decoded into the text
   std::vector<std::string> stop_strings;
+  // >= 0: the log-probability of every prompt token after the ones before it, with this many
+  // alternatives (echo with logprobs). The prompt is then computed whole (no prefix-cache hit) and the
+  // steps that feed it compute the LM head over all their rows.
+  int64_t prompt_logprobs = -1;
 };
 
 // What the engine thread hands a request's HTTP thread, in order.
 struct StreamEvent {
   std::string text;                   // text that became final with these tokens
   std::vector<GenerationStep> steps;  // the tokens generated (for logprobs)
+  // With the first token, under prompt_logprobs >= 0: one per prompt token, the first with a NaN
+  // log-probability (nothing comes before it).
+  std::vector<GenerationStep> prompt_steps;
   bool finished = false;
   std::string finish_reason;  // stop / length / abort
   int64_t prompt_tokens = 0;
@@ -146,7 +153,11 @@ class Scheduler {
   void emit_token(Sequence& s, GenerationStep step);
   void publish_gauges();
   // engine_.forward, sent to the followers first when steps are mirrored (ids[i]: batch[i]'s sequence).
-  Result<ConstMatrix> forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids);
+  // last_only = false: a row per fed token (a sequence scoring its prompt is in the step).
+  Result<ConstMatrix> forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids,
+                              bool last_only);
+  // Records the prompt log-probabilities that `rows` (one per token fed from position `start`) give.
+  void score_prompt(Sequence& s, int64_t start, const ConstMatrix& rows, int64_t first_row, int64_t n_rows);
   // Puts the whole blocks of `s`'s cache in the prefix cache (followers make the same entry).
   void remember_prefix(const Sequence& s);
   // The sequence's cache is gone (finished, preempted, not admitted): followers free theirs too.
