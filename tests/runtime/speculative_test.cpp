@@ -317,9 +317,14 @@ TEST(Speculative, NgramLookupProposesWhatFollowedTheLatestEarlierOccurrence) {
   const std::vector<int32_t> history = {5, 6, 7, 1, 2, 5, 6, 7, 9, 8, 4, 5, 6, 7};
   EXPECT_EQ(*ngram.propose(history, 2), (std::vector<int32_t>{9, 8}));
   EXPECT_EQ(*ngram.propose(history, 9), (std::vector<int32_t>{9, 8, 4, 5, 6, 7}));  // up to the end
-  // No trigram match: falls back to the last token alone (4 -> 5 6 7 ...; 3 never occurred before).
+  // No trigram match: a bigram one (1 4 -> 9), then with min_n 1 the last token alone (4 -> 5 6), which
+  // the default (min_n 2) does not trust.
+  const std::vector<int32_t> bigram = {1, 4, 9, 4, 5, 6, 2, 1, 4};
+  EXPECT_EQ(*ngram.propose(bigram, 2), (std::vector<int32_t>{9, 4}));
   const std::vector<int32_t> shorter = {4, 5, 6, 1, 4};
-  EXPECT_EQ(*ngram.propose(shorter, 2), (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(ngram.propose(shorter, 2)->empty());
+  NgramDrafter unigram(3, 1);
+  EXPECT_EQ(*unigram.propose(shorter, 2), (std::vector<int32_t>{5, 6}));
   const std::vector<int32_t> none = {1, 2, 3};
   EXPECT_TRUE(ngram.propose(none, 4)->empty());
 }
