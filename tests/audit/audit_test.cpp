@@ -40,9 +40,18 @@ enum class Fault {
   kStreamDiffers,
   kFlaky5xx,
   kMangleTools,
-  kShiftLogprobs,         // every chat logprob moved by `logprob_shift` (order and KL kept, |Δ| grows)
-  kPerturbPromptLogprobs  // an echoed prompt's log-probabilities lowered by 0.2 each
+  kShiftLogprobs,          // every chat logprob moved by `logprob_shift` (order and KL kept, |Δ| grows)
+  kPerturbPromptLogprobs,  // an echoed prompt's log-probabilities lowered by 0.2 each
+  // The first request with tools answered as if the model had called get_weather for Paris in the
+  // tokenizer's template's format (Mistral's [TOOL_CALLS] [...]), its tokens in the logprobs:
+  kToolCallParsed,         // and parsed into tool_calls (a correct server)
+  kToolCallLeftInContent,  // the markup left in content, tool_calls empty (a parser that missed it)
+  kToolCallDisagrees       // tool_calls naming another city than the raw text
 };
+
+// What the faked model generated: a call in the Mistral template's tool-call format.
+constexpr const char* kRawToolCall =
+    R"([TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}])";
 
 // Between the audit and the server: forwards every request, offers vLLM's POST /tokenize (rendered
 // with the served tokenizer's template, as a server does), and injects one fault.
@@ -115,6 +124,7 @@ class FaultProxy {
     r.status = res->status;
     std::string body = res->body;
     if (res->status == 200 && chat) body = stream ? mutate_stream(body) : mutate_reply(body, asked_logprobs);
+    if (res->status == 200 && chat && !stream && asks_for_a_call(request)) body = fake_tool_call(body);
     if (res->status == 200 && !chat && fault == Fault::kPerturbPromptLogprobs && request.is_object() &&
         request.value("echo", false) && !stream) {
       Json j = Json::parse(body, nullptr, false);
@@ -165,6 +175,46 @@ class FaultProxy {
         std::string a = call["function"]["arguments"].get<std::string>();
         call["function"]["arguments"] = a.substr(0, a.size() / 2);
       }
+    }
+    return j.dump();
+  }
+
+  // A request with tools that is not the follow-up turn (no tool result in it).
+  bool asks_for_a_call(const Json& request) const {
+    if (fault != Fault::kToolCallParsed && fault != Fault::kToolCallLeftInContent &&
+        fault != Fault::kToolCallDisagrees)
+      return false;
+    if (!request.is_object() || !request.contains("tools") || !request["messages"].is_array()) return false;
+    for (const Json& m : request["messages"])
+      if (m.is_object() && m.value("role", "") == "tool") return false;
+    return true;
+  }
+
+  // The reply as the faked model's call makes it: its tokens (4-byte pieces of kRawToolCall) in the
+  // logprobs, and the call parsed, left in content, or parsed wrong.
+  std::string fake_tool_call(const std::string& body) const {
+    Json j = Json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) return body;
+    Json& choice = j["choices"][0];
+    const std::string raw = kRawToolCall;
+    Json content = Json::array();
+    for (size_t i = 0; i < raw.size(); i += 4)
+      content.push_back({{"token", raw.substr(i, 4)}, {"logprob", -0.1}, {"top_logprobs", Json::array()}});
+    choice["logprobs"] = {{"content", content}};
+    const std::string city = fault == Fault::kToolCallDisagrees ? "London" : "Paris";
+    if (fault == Fault::kToolCallLeftInContent) {
+      choice["message"] = {{"role", "assistant"}, {"content", raw}};
+      choice["finish_reason"] = "stop";
+    } else {
+      choice["message"] = {
+          {"role", "assistant"},
+          {"content", nullptr},
+          {"tool_calls",
+           Json::array(
+               {{{"id", "call1"},
+                 {"type", "function"},
+                 {"function", {{"name", "get_weather"}, {"arguments", Json({{"city", city}}).dump()}}}}})}};
+      choice["finish_reason"] = "tool_calls";
     }
     return j.dump();
   }
@@ -320,6 +370,16 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
     // Through the proxy the target offers /tokenize: the ids are compared too.
     EXPECT_EQ(clean.find_stage("target-tokens")->evidence["tokenize"], "messages") << describe(clean);
   }
+  {
+    // A model that calls the tool and a server that parses the call: the matching passes.
+    proxy.fault = Fault::kToolCallParsed;
+    report::Report called = audit_of(options(proxy.url()));
+    EXPECT_EQ(failed_stages(called), "") << describe(called);
+    const Json& tools = called.find_stage("target-tools")->evidence;
+    EXPECT_EQ(tools["target_raw_output"], kRawToolCall);
+    EXPECT_EQ(tools["target_raw_call"]["arguments"]["city"], "Paris") << tools;
+    EXPECT_EQ(tools["target_tool_calls"].size(), 1u);
+  }
   const FaultCase cases[] = {
       {Fault::kPerturbLogprobs, "logprobs perturbed", "target-logprobs", "logprob"},
       {Fault::kDoubleBos, "a second BOS", "target-tokens", "a second BOS"},
@@ -328,6 +388,8 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
       {Fault::kFlaky5xx, "5xx now and then", "target-speed", "failed"},
       {Fault::kMangleTools, "tool turns mangled", "target-tools", "tool"},
       {Fault::kPerturbPromptLogprobs, "prompt logprobs perturbed", "target-logprobs", "prompt perplexity"},
+      {Fault::kToolCallLeftInContent, "tool call left in content", "target-tools", "no tool_calls"},
+      {Fault::kToolCallDisagrees, "tool call parsed wrong", "target-tools", "disagree"},
   };
   for (const FaultCase& c : cases) {
     proxy.fault = c.fault;

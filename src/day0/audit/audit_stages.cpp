@@ -701,7 +701,14 @@ void run_tools_stage(AuditSession& s, StageResult& out) {
     return mark_skip(out, "Day0 cannot render the tools conversation: " + rendered.status().message());
   Json body = s.chat_body(ask, 48);
   body["tools"] = Json::parse(tools.dump());
+  // With logprobs the reply's tokens spell the raw text the target generated, markup included, which
+  // its tool parser turned into tool_calls (or left in content): the two are compared.
+  body["logprobs"] = true;
   Exchange ex = s.post("/v1/chat/completions", body);
+  if (ex.status >= 400 && ex.status < 500) {
+    body.erase("logprobs");  // a server that refuses logprobs beside tools: content is the raw text
+    ex = s.post("/v1/chat/completions", body);
+  }
   if (!ex.ok()) return mark_fail(out, "", "tool calls: the request with tools was refused: " + ex.describe());
   auto reply = parse_reply(ex.body);
   if (!reply.is_ok()) return mark_fail(out, "", "tool calls: " + reply.status().message());
@@ -744,6 +751,37 @@ void run_tools_stage(AuditSession& s, StageResult& out) {
   }
   evidence["target_tool_calls"] = calls;
   evidence["target_content"] = choice.text;
+  // The target's raw output: its logprob tokens joined (bytes where given), else its content.
+  std::string target_raw;
+  for (const ReplyStep& st : choice.steps) target_raw += st.chosen.bytes.value_or(st.chosen.text);
+  const bool raw_from_tokens = choice.has_logprobs && !choice.steps.empty();
+  if (!raw_from_tokens) target_raw = choice.text;
+  evidence["target_raw_output"] = target_raw;
+  evidence["target_raw_output_from"] = raw_from_tokens ? "logprob tokens" : "content (no logprobs)";
+  const auto raw_call = call_in_text(target_raw);
+  auto parsed_equals = [](const ReplyToolCall& call, const std::pair<std::string, Json>& want) {
+    auto args = parse_json_text(call.arguments, "arguments", JsonLimits{1 << 20, 16});
+    return call.name == want.first && args.is_ok() && *args == want.second;
+  };
+  auto describe_call = [](const std::pair<std::string, Json>& c) { return c.first + " " + c.second.dump(); };
+  if (raw_call) {
+    evidence["target_raw_call"] = {{"name", raw_call->first}, {"arguments", raw_call->second}};
+    const bool parsed = std::any_of(choice.tool_calls.begin(), choice.tool_calls.end(),
+                                    [&](const ReplyToolCall& c) { return parsed_equals(c, *raw_call); });
+    if (choice.tool_calls.empty()) {
+      problems.push_back("the target generated a call (" + describe_call(*raw_call) +
+                         ") but its reply has no tool_calls: the call was left in content " +
+                         json_quoted(choice.text) + " (its parser missed it, or it parses none)");
+    } else if (!parsed) {
+      const ReplyToolCall& c = choice.tool_calls.front();
+      problems.push_back("the target's tool_calls (" + c.name + " " + c.arguments +
+                         ") disagree with the call its raw output holds (" + describe_call(*raw_call) + ")");
+    }
+  } else if (raw_from_tokens && !choice.tool_calls.empty()) {
+    problems.push_back("the target's tool_calls (" + choice.tool_calls.front().name + " " +
+                       choice.tool_calls.front().arguments + ") are not in the raw output it generated " +
+                       json_quoted(target_raw));
+  }
   // What the raw output implies: the reference's greedy continuation of Day0's rendering.
   GenerationRequest greq;
   greq.prompt = rendered->ids;
@@ -757,16 +795,12 @@ void run_tools_stage(AuditSession& s, StageResult& out) {
     auto implied = call_in_text(raw);
     if (implied) {
       evidence["reference_call"] = {{"name", implied->first}, {"arguments", implied->second}};
-      bool found = false;
-      for (const ReplyToolCall& call : choice.tool_calls) {
-        auto args = parse_json_text(call.arguments, "arguments", JsonLimits{1 << 20, 16});
-        found = found || (call.name == implied->first && args.is_ok() && *args == implied->second);
-      }
-      // A target that does not parse calls leaves the raw text in content: the same call there counts.
-      auto in_content = call_in_text(choice.text);
-      found = found || (in_content && *in_content == *implied);
-      if (!found)
-        problems.push_back("the model's raw output calls get_weather with " + implied->second.dump() +
+      const bool parsed = std::any_of(choice.tool_calls.begin(), choice.tool_calls.end(),
+                                      [&](const ReplyToolCall& c) { return parsed_equals(c, *implied); });
+      // The target generating the same call is enough here: whether it parsed it is judged above.
+      const bool generated = raw_call && *raw_call == *implied;
+      if (!parsed && !generated)
+        problems.push_back("the reference's greedy output calls " + describe_call(*implied) +
                            " but the target's reply does not hold that call");
     }
   } else {
