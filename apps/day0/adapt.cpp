@@ -64,6 +64,9 @@ int run_adapt_command(AdaptCliOptions& options) {
     std::string line = fmt::format("[{}/{}] {:<28} {}  {:>9}  {}", index, n_stages, stage.title,
                                    mark(stage.verdict), human_seconds(stage.seconds), stage.summary);
     if (!stage.reason.empty()) line += (stage.summary.empty() ? "" : " — ") + stage.reason;
+    for (const auto& w : stage.warnings)
+      line += fmt::format("\n      WARNING {}: {}{}", w.id, w.message,
+                          options.adapt.strict ? " (fails under --strict)" : "");
     if (tty) {
       const char* color = stage.verdict == report::Verdict::kPass   ? "\033[32m"
                           : stage.verdict == report::Verdict::kFail ? "\033[31m"
@@ -193,6 +196,14 @@ const Registrar kAdapt(
       app.add_option("--target-concurrency", o->target_concurrency, "--target: load levels of target-speed")
           ->capture_default_str();
       app.add_option("--target-soak", o->target_soak, "--target: soak it this long (90s, 15m, 2h)");
+      app.add_option("--target-format", o->adapt.target_format,
+                     "--target: its weight format for the logprob bounds (auto, f32, bf16, f16, fp8, mxfp4, "
+                     "int8, int4; as day0 audit)")
+          ->default_str("auto");
+      app.add_option("--quantized-reference", o->adapt.quantized_reference,
+                     "--target: Day0's own quantized copy of a float MODEL the target serves quantized");
+      app.add_flag("--strict", o->adapt.strict,
+                   "Warnings (a bad request refused with a 5xx rather than a 4xx) fail their stage");
       app.add_flag("--json", o->json, "Print report.json on stdout");
       return [o] { return run_adapt_command(*o); };
     });

@@ -53,6 +53,10 @@ int run_audit_command(AuditCliOptions& o) {
     std::string line = fmt::format("[{}/{}] {:<28} {}  {:>9}  {}", ++index, n, stage.title,
                                    audit_mark(stage.verdict), human_seconds(stage.seconds), stage.summary);
     if (!stage.reason.empty()) line += (stage.summary.empty() ? "" : " — ") + stage.reason;
+    // Under --strict the runner fails a stage with warnings after it ends: the line says so now.
+    for (const auto& w : stage.warnings)
+      line += fmt::format("\n      WARNING {}: {}{}", w.id, w.message,
+                          o.audit.strict ? " (fails under --strict)" : "");
     if (tty) {
       const char* color = stage.verdict == report::Verdict::kPass   ? "\033[32m"
                           : stage.verdict == report::Verdict::kFail ? "\033[31m"
@@ -113,6 +117,8 @@ const Registrar kAudit(
                      "A float MODEL served quantized: Day0's own quantized copy of it (a `day0 quantize` "
                      "folder), whose run sets the bounds");
       app.add_option("--out", o->out_dir, "Output folder for the report")->capture_default_str();
+      app.add_flag("--strict", o->audit.strict,
+                   "Warnings (a bad request refused with a 5xx rather than a 4xx) fail their stage");
       app.add_flag("--json", o->json, "Print report.json on stdout");
       return [o] { return run_audit_command(*o); };
     });

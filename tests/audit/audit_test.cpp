@@ -46,7 +46,9 @@ enum class Fault {
   // tokenizer's template's format (Mistral's [TOOL_CALLS] [...]), its tokens in the logprobs:
   kToolCallParsed,         // and parsed into tool_calls (a correct server)
   kToolCallLeftInContent,  // the markup left in content, tool_calls empty (a parser that missed it)
-  kToolCallDisagrees       // tool_calls naming another city than the raw text
+  kToolCallDisagrees,      // tool_calls naming another city than the raw text
+  kBadRequest500,          // a malformed JSON body refused with HTTP 500 (llama-server's answer)
+  kBadRequest200           // a malformed JSON body answered 200 with a completion
 };
 
 // What the faked model generated: a call in the Mistral template's tool-call format.
@@ -104,6 +106,18 @@ class FaultProxy {
     }
     Json request = Json::parse(q.body, nullptr, false);
     const bool chat = q.path == "/v1/chat/completions";
+    if (chat && request.is_discarded() && fault == Fault::kBadRequest500) {
+      r.status = 500;
+      r.set_content(R"({"error": {"code": 500, "message": "parse error", "type": "server_error"}})",
+                    "application/json");
+      return;
+    }
+    if (chat && request.is_discarded() && fault == Fault::kBadRequest200) {
+      r.set_content(R"({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+          "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})",
+                    "application/json");
+      return;
+    }
     const bool stream = request.is_object() && request.value("stream", false);
     bool asked_logprobs = true;
     if (request.is_object() && chat) {
@@ -390,6 +404,8 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
       {Fault::kPerturbPromptLogprobs, "prompt logprobs perturbed", "target-logprobs", "prompt perplexity"},
       {Fault::kToolCallLeftInContent, "tool call left in content", "target-tools", "no tool_calls"},
       {Fault::kToolCallDisagrees, "tool call parsed wrong", "target-tools", "disagree"},
+      {Fault::kBadRequest200, "bad request answered 200", "target-limits",
+       "malformed JSON answered HTTP 200"},
   };
   for (const FaultCase& c : cases) {
     proxy.fault = c.fault;
@@ -401,6 +417,38 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
     std::cout << "fault " << c.name << " -> " << failed_stages(rep) << ": " << stage->reason << "\n";
     EXPECT_EQ(rep.verdict, report::Verdict::kFail);
   }
+}
+
+// A bad request refused with a 5xx (llama-server answers malformed JSON with 500) is a named warning:
+// the run passes with it counted and shown; under --strict it fails target-limits.
+TEST_F(Audit, BadRequestAnswered500IsAWarningThatStrictFails) {
+  FaultProxy proxy(harness_->port(), **tok_);
+  proxy.fault = Fault::kBadRequest500;
+  auto o = options(proxy.url());
+  o.concurrency = {1};
+  report::Report warned = audit_of(o);
+  EXPECT_EQ(failed_stages(warned), "") << describe(warned);
+  EXPECT_EQ(warned.verdict, report::Verdict::kPass);
+  const auto* limits = warned.find_stage("target-limits");
+  ASSERT_NE(limits, nullptr);
+  ASSERT_EQ(limits->warnings.size(), 1u);
+  EXPECT_EQ(limits->warnings[0].id, "bad_request_5xx");
+  EXPECT_NE(limits->warnings[0].message.find("malformed JSON answered HTTP 500"), std::string::npos)
+      << limits->warnings[0].message;
+  EXPECT_EQ(warned.warning_count(), 1u);
+  EXPECT_NE(report::verdict_text(warned).find("1 warning: target-limits bad_request_5xx"), std::string::npos)
+      << report::verdict_text(warned);
+  const Json doc = report::to_json(warned);
+  EXPECT_EQ(doc["warnings"], 1);
+  auto back = report::report_from_json(doc);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->find_stage("target-limits")->warnings.size(), 1u);
+  o.strict = true;
+  report::Report strict = audit_of(o);
+  EXPECT_EQ(failed_stages(strict), "target-limits") << describe(strict);
+  EXPECT_EQ(strict.verdict, report::Verdict::kFail);
+  EXPECT_NE(strict.find_stage("target-limits")->reason.find("--strict"), std::string::npos);
+  EXPECT_TRUE(report::to_json(strict)["strict"].get<bool>());
 }
 
 // A quantized target: the miniature quantized to int4 by Day0 and served. The logprob bounds come from

@@ -334,6 +334,8 @@ Result<report::Report> run_audit(const AuditOptions& options,
   rep.backend = "target " + options.target;
   rep.machine = report::to_json(report::read_machine_info());
   run_audit_stages(*session, rep.stages, on_stage);
+  rep.strict = options.strict;
+  if (rep.strict) report::apply_strict(rep.stages);
   rep.skipped_required = report::skipped_required_stages(rep.stages);
   rep.verdict = report::overall_verdict(rep.stages, rep.regressions);
   return rep;

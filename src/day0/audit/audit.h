@@ -31,6 +31,7 @@ struct AuditOptions {
   // the target serves quantized, Day0's own quantized copy of it (a `day0 quantize` folder).
   std::string target_format;
   std::string quantized_reference;
+  bool strict = false;  // --strict: a stage's warnings fail it (report::apply_strict)
 };
 
 // The stages in run order: id and title ("audit-tokens" "Target: tokens and template", ...).

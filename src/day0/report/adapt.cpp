@@ -133,6 +133,8 @@ Result<Report> run_adapt(const AdaptOptions& options,
     ao.api_key = options.target_api_key;
     ao.concurrency = options.target_concurrency;
     ao.soak_seconds = options.target_soak_seconds;
+    ao.target_format = options.target_format;
+    ao.quantized_reference = options.quantized_reference;
     const size_t first = report.stages.size();
     auto session = audit::open_audit(ao);
     if (session.is_ok()) {
@@ -158,6 +160,8 @@ Result<Report> run_adapt(const AdaptOptions& options,
 
   if (old_report)
     report.regressions = compare_reports(*old_report, report, default_metric_rules(options.margins));
+  report.strict = options.strict;
+  if (report.strict) apply_strict(report.stages);
   report.skipped_required = skipped_required_stages(report.stages);
   report.require_all = options.require_all;
   report.verdict = overall_verdict(report.stages, report.regressions, options.require_all);

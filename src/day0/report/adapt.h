@@ -62,6 +62,10 @@ struct AdaptOptions {
   std::string target_api_key;
   std::vector<int> target_concurrency = {1, 4, 16, 64};
   double target_soak_seconds = 0;
+  std::string target_format;        // --target-format (audit.h)
+  std::string quantized_reference;  // --quantized-reference (audit.h)
+  // --strict: a stage's warnings fail it (report::apply_strict); without it they are shown and counted.
+  bool strict = false;
 };
 
 struct StageDescriptor {

@@ -117,6 +117,8 @@ const nlohmann::json& report_json_schema() {
                          "target-generation", "target-tools", "target-limits", "target-speed"]}
     },
     "require_all": {"type": "boolean"},
+    "strict": {"type": "boolean"},
+    "warnings": {"type": "integer", "minimum": 0},
     "stages": {
       "type": "array",
       "minItems": 1,
@@ -134,7 +136,16 @@ const nlohmann::json& report_json_schema() {
           "summary": {"type": "string"},
           "reason": {"type": "string"},
           "seconds": {"type": "number", "minimum": 0},
-          "evidence": {"type": "object"}
+          "evidence": {"type": "object"},
+          "warnings": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": ["id", "message"],
+              "additionalProperties": false,
+              "properties": {"id": {"type": "string"}, "message": {"type": "string"}}
+            }
+          }
         }
       }
     },

@@ -220,6 +220,8 @@ std::string render_html(const Report& report) {
   for (const auto& s : report.stages) {
     std::string summary = html_escape(s.summary);
     if (!s.reason.empty()) summary += (summary.empty() ? "" : "<br>") + html_escape(s.reason);
+    for (const auto& w : s.warnings)
+      summary += "<br><b>warning</b> " + html_escape(w.id) + ": " + html_escape(w.message);
     html += fmt::format(
         "<tr class=\"stage {0}\" data-stage=\"{1}\" data-verdict=\"{0}\"><td>{2}</td><td>{3}</td>"
         "<td>{0}</td><td>{4}</td><td>{5}</td><td>{6}</td></tr>\n",

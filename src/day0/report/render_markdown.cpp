@@ -35,6 +35,7 @@ std::string render_markdown(const Report& report) {
   for (const auto& s : report.stages) {
     std::string summary = s.summary;
     if (!s.reason.empty()) summary += (summary.empty() ? "" : " — ") + s.reason;
+    for (const auto& w : s.warnings) summary += fmt::format(" — **warning** {}: {}", w.id, w.message);
     md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", index++, s.title, verdict_mark(s.verdict),
                       s.required ? "yes" : "no", human_seconds(s.seconds), one_line(summary));
   }

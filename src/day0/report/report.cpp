@@ -32,6 +32,23 @@ const StageResult* Report::find_stage(const std::string& id) const {
   return nullptr;
 }
 
+size_t Report::warning_count() const {
+  size_t n = 0;
+  for (const auto& stage : stages) n += stage.warnings.size();
+  return n;
+}
+
+void apply_strict(std::vector<StageResult>& stages) {
+  for (auto& stage : stages) {
+    if (stage.verdict != Verdict::kPass || stage.warnings.empty()) continue;
+    std::vector<std::string> named;
+    for (const auto& w : stage.warnings) named.push_back(w.id + ": " + w.message);
+    stage.verdict = Verdict::kFail;
+    stage.reason = fmt::format("--strict: {} warning{} fail the stage: {}", stage.warnings.size(),
+                               stage.warnings.size() == 1 ? "" : "s", fmt::join(named, "; "));
+  }
+}
+
 std::vector<std::string> skipped_required_stages(const std::vector<StageResult>& stages) {
   std::vector<std::string> ids;
   for (const auto& stage : stages) {
@@ -62,7 +79,17 @@ std::string verdict_text(const Report& report, bool upper) {
                                   ? std::string()
                                   : fmt::format("{}: {}", count(report.skipped_required.size(), "skipped"),
                                                 fmt::join(report.skipped_required, ", "));
-  if (report.verdict != Verdict::kFail) return skipped.empty() ? word : word + " with " + skipped;
+  if (report.verdict != Verdict::kFail) {
+    std::vector<std::string> with;
+    if (!skipped.empty()) with.push_back(skipped);
+    if (const size_t n = report.warning_count(); n > 0) {
+      std::vector<std::string> named;
+      for (const auto& stage : report.stages)
+        for (const auto& w : stage.warnings) named.push_back(stage.id + " " + w.id);
+      with.push_back(fmt::format("{} warning{}: {}", n, n == 1 ? "" : "s", fmt::join(named, ", ")));
+    }
+    return with.empty() ? word : fmt::format("{} with {}", word, fmt::join(with, "; "));
+  }
   std::vector<std::string> why;
   std::vector<std::string> failed;
   for (const auto& stage : report.stages) {
@@ -90,8 +117,12 @@ nlohmann::json to_json(const Report& report) {
   doc["verdict"] = verdict_name(report.verdict);
   doc["skipped_required"] = report.skipped_required;
   doc["require_all"] = report.require_all;
+  doc["strict"] = report.strict;
+  doc["warnings"] = report.warning_count();
   doc["stages"] = nlohmann::json::array();
   for (const auto& s : report.stages) {
+    nlohmann::json warnings = nlohmann::json::array();
+    for (const auto& w : s.warnings) warnings.push_back({{"id", w.id}, {"message", w.message}});
     doc["stages"].push_back({{"id", s.id},
                              {"title", s.title},
                              {"verdict", verdict_name(s.verdict)},
@@ -99,7 +130,8 @@ nlohmann::json to_json(const Report& report) {
                              {"summary", s.summary},
                              {"reason", s.reason},
                              {"seconds", s.seconds},
-                             {"evidence", s.evidence.is_null() ? nlohmann::json::object() : s.evidence}});
+                             {"evidence", s.evidence.is_null() ? nlohmann::json::object() : s.evidence},
+                             {"warnings", warnings}});
   }
   doc["regressions"] = nlohmann::json::array();
   for (const auto& r : report.regressions) {
@@ -158,6 +190,12 @@ Result<Report> report_from_json(const nlohmann::json& doc) {
     (void)require_string(s, "reason", stage.reason, where);
     stage.seconds = s.value("seconds", 0.0);
     if (s.contains("evidence")) stage.evidence = s["evidence"];
+    if (s.contains("warnings") && s["warnings"].is_array()) {
+      for (const auto& w : s["warnings"]) {
+        if (!w.is_object()) return invalid_argument(where + ".warnings: expected objects {id, message}");
+        stage.warnings.push_back({w.value("id", ""), w.value("message", "")});
+      }
+    }
     report.stages.push_back(std::move(stage));
   }
   if (doc.contains("regressions") && doc["regressions"].is_array()) {
@@ -177,6 +215,7 @@ Result<Report> report_from_json(const nlohmann::json& doc) {
   }
   report.require_all =
       doc.contains("require_all") && doc["require_all"].is_boolean() && doc["require_all"].get<bool>();
+  report.strict = doc.contains("strict") && doc["strict"].is_boolean() && doc["strict"].get<bool>();
   return report;
 }
 

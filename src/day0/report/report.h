@@ -16,6 +16,13 @@ enum class Verdict { kPass, kFail, kSkipped };
 const char* verdict_name(Verdict verdict);  // "pass" | "fail" | "skipped"
 Result<Verdict> parse_verdict(const std::string& name);
 
+// Something a stage found wrong that is not a wrong answer (an HTTP status of the wrong class for a
+// request the target did refuse): named, counted and shown, it fails the stage only under --strict.
+struct StageWarning {
+  std::string id;       // stable key: "bad_request_5xx"
+  std::string message;  // what was seen, for a person
+};
+
 struct StageResult {
   std::string id;     // stable key: structure, coverage, weights, miniature, alignment, plan, ...
   std::string title;  // human title
@@ -25,6 +32,7 @@ struct StageResult {
   std::string reason;    // why it failed or was skipped (empty when it passed)
   double seconds = 0.0;
   nlohmann::json evidence = nlohmann::json::object();  // stage-specific figures
+  std::vector<StageWarning> warnings;                  // a passing stage may carry some
 };
 
 // A figure that got worse against --compare's old report.
@@ -51,9 +59,15 @@ struct Report {
   // than the checklist asks), and under --require-all (require_all) they fail the run.
   std::vector<std::string> skipped_required;
   bool require_all = false;
+  // --strict: warnings failed their stages (apply_strict) before the verdict was taken.
+  bool strict = false;
 
   const StageResult* find_stage(const std::string& id) const;
+  size_t warning_count() const;  // over every stage
 };
+
+// --strict: each passing stage with warnings fails, its reason naming them.
+void apply_strict(std::vector<StageResult>& stages);
 
 // Ids of the required stages that were skipped, in run order.
 std::vector<std::string> skipped_required_stages(const std::vector<StageResult>& stages);
@@ -65,7 +79,8 @@ Verdict overall_verdict(const std::vector<StageResult>& stages, const std::vecto
 
 // The verdict with what it rests on, as a person reads it: "pass", "pass with 4 required stages
 // skipped: weights, alignment, generation, distributed", "fail: 1 required stage failed: weights; 2
-// regressions". `upper` writes the verdict word in capitals (PASS / FAIL), as the text output does.
+// regressions", "pass with 1 warning: target-limits bad_request_5xx". `upper` writes the verdict word in
+// capitals (PASS / FAIL), as the text output does.
 std::string verdict_text(const Report& report, bool upper = false);
 
 nlohmann::json to_json(const Report& report);
