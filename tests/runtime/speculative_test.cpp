@@ -285,7 +285,9 @@ std::string golden_test_name(const ::testing::TestParamInfo<const char*>& param)
       name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
   return name;
 }
-INSTANTIATE_TEST_SUITE_P(Goldens, SpeculativeGolden, ::testing::Values("llama3", "qwen3.5", "nemotron-h"),
+INSTANTIATE_TEST_SUITE_P(Goldens, SpeculativeGolden,
+                         ::testing::Values("llama3", "qwen3.5", "nemotron-h", "gpt-oss", "llama4-text",
+                                           "cohere2-moe"),
                          golden_test_name);
 
 TEST(Speculative, RefusesADraftLengthOutOfRangeAndACacheThatIsNotEmpty) {
