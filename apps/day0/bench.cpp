@@ -209,6 +209,7 @@ nlohmann::json speed_json(const BenchModelArgs& a, const LoadedModel& m, const P
                       {"read_gbps", r.limits.read_gbps},
                       {"fma_peak_gflops", r.limits.fma_gflops},
                       {"bf16_dot_peak_gflops", r.limits.bf16_gflops},
+                      {"fma_avx2_peak_gflops", r.limits.fma_avx2_gflops},
                       {"amx_bf16_peak_gflops", r.limits.amx_bf16_gflops},
                       {"int8_vnni_peak_gops", r.limits.int8_vnni_gops},
                       {"prefill_peak", r.limits.prefill_peak_name},  // the name under its first key
@@ -236,11 +237,12 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
     const auto peak = [](const char* name, double gflops, const char* ops) {
       return gflops > 0 ? fmt::format(", {} peak {:.0f} G{}/s", name, gflops, ops) : std::string();
     };
-    fmt::print("machine (measured now, {}): read bandwidth {:.1f} GB/s{}{}{}{}\n",
-               plural(r.limits.threads, "thread"), r.limits.read_gbps,
-               peak("FP32 FMA", r.limits.fma_gflops, "FLOP"), peak("BF16 dot", r.limits.bf16_gflops, "FLOP"),
-               peak("AMX BF16", r.limits.amx_bf16_gflops, "FLOP"),
-               peak("INT8 VNNI", r.limits.int8_vnni_gops, "OP"));
+    fmt::print(
+        "machine (measured now, {}): read bandwidth {:.1f} GB/s{}{}{}{}{}\n",
+        plural(r.limits.threads, "thread"), r.limits.read_gbps, peak("FP32 FMA", r.limits.fma_gflops, "FLOP"),
+        peak("FP32 FMA (AVX2)", r.limits.fma_avx2_gflops, "FLOP"),
+        peak("BF16 dot", r.limits.bf16_gflops, "FLOP"), peak("AMX BF16", r.limits.amx_bf16_gflops, "FLOP"),
+        peak("INT8 VNNI", r.limits.int8_vnni_gops, "OP"));
     fmt::print("prefill's matmuls run on: {}{}\n", r.limits.prefill_peak_name,
                r.limits.prefill_peak_gflops > 0 ? "" : " (no peak loop for this unit: no prefill limit)");
   }

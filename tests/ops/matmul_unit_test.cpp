@@ -52,8 +52,10 @@ TEST(MatmulUnit, NamesTheKernelThatRunsAtEveryLevel) {
                                    weight_format_name(format) + " rows " + std::to_string(rows);
           const ComputeUnit unit = be->matmul_unit(format, /*exact=*/false, rows);
           const ComputeUnit exact_unit = be->matmul_unit(format, /*exact=*/true, rows);
-          EXPECT_EQ(exact_unit, level == SimdLevel::kScalar ? ComputeUnit::kScalar : ComputeUnit::kFp32Fma)
-              << what;
+          const ComputeUnit float_unit = level == SimdLevel::kScalar ? ComputeUnit::kScalar
+                                         : level == SimdLevel::kAvx2 ? ComputeUnit::kFp32FmaAvx2
+                                                                     : ComputeUnit::kFp32Fma;
+          EXPECT_EQ(exact_unit, float_unit) << what;
           EXPECT_TRUE(level == SimdLevel::kAmx || unit != ComputeUnit::kAmxBf16) << what;
           const std::vector<float> rounded = run_matmul(*be, w, rows, false);
           const std::vector<float> exact = run_matmul(*be, w, rows, true);

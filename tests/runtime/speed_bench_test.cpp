@@ -123,13 +123,14 @@ TEST(SpeedBench, PrefillLimitIsThePeakOfTheUnitTheMatmulsRunOn) {
 TEST(SpeedBench, SelectPrefillPeakTakesTheUnitsOwnPeakOrNone) {
   MachineLimits m;
   m.fma_gflops = 100;
+  m.fma_avx2_gflops = 60;
   m.bf16_gflops = 150;
   m.amx_bf16_gflops = 900;
   m.int8_vnni_gops = 300;
   const std::pair<ComputeUnit, double> want[] = {
-      {ComputeUnit::kFp32Fma, 100},        {ComputeUnit::kBf16Dot, 150}, {ComputeUnit::kAmxBf16, 900},
-      {ComputeUnit::kInt8Avx512Vnni, 300}, {ComputeUnit::kInt8Dot, 0},   {ComputeUnit::kScalar, 0},
-      {ComputeUnit::kUnknown, 0}};
+      {ComputeUnit::kFp32Fma, 100}, {ComputeUnit::kFp32FmaAvx2, 60},     {ComputeUnit::kBf16Dot, 150},
+      {ComputeUnit::kAmxBf16, 900}, {ComputeUnit::kInt8Avx512Vnni, 300}, {ComputeUnit::kInt8Dot, 0},
+      {ComputeUnit::kScalar, 0},    {ComputeUnit::kUnknown, 0}};
   for (const auto& [unit, peak] : want) {
     select_prefill_peak(unit, m);
     EXPECT_EQ(m.prefill_unit, unit);

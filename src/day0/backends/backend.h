@@ -32,14 +32,24 @@ namespace day0 {
 
 // The arithmetic unit a matmul runs on: the peak `day0 bench` states prefill against.
 //   kScalar        no SIMD (the reference backend, the cpu backend's scalar level)
-//   kFp32Fma       FP32 FMA on vector registers (float32 activations, or weights widened to float32)
+//   kFp32Fma       FP32 FMA on 512-bit registers (float32 activations, or weights widened to float32)
+//   kFp32FmaAvx2   the same on 256-bit registers (the cpu backend's avx2 level)
 //   kBf16Dot       vdpbf16ps: activations rounded to BF16 against BF16 weights
 //   kAmxBf16       TDPBF16PS on AMX tiles
 //   kInt8Avx512Vnni  vpdpbusd on 512-bit registers: int8 activations against INT8 / INT4 codes
 //   kInt8Dot       int8 dot products without AVX-512 VNNI (AVX-VNNI, maddubs, scalar)
 //   kUnknown       the backend does not say
-enum class ComputeUnit { kUnknown, kScalar, kFp32Fma, kBf16Dot, kAmxBf16, kInt8Avx512Vnni, kInt8Dot };
-// "unknown", "scalar", "FP32 FMA", "BF16 dot", "AMX BF16", "INT8 VNNI", "INT8 dot"
+enum class ComputeUnit {
+  kUnknown,
+  kScalar,
+  kFp32Fma,
+  kFp32FmaAvx2,
+  kBf16Dot,
+  kAmxBf16,
+  kInt8Avx512Vnni,
+  kInt8Dot
+};
+// "unknown", "scalar", "FP32 FMA", "FP32 FMA (AVX2)", "BF16 dot", "AMX BF16", "INT8 VNNI", "INT8 dot"
 const char* compute_unit_name(ComputeUnit unit);
 
 class Backend {

@@ -16,6 +16,8 @@ const char* compute_unit_name(ComputeUnit unit) {
       return "scalar";
     case ComputeUnit::kFp32Fma:
       return "FP32 FMA";
+    case ComputeUnit::kFp32FmaAvx2:
+      return "FP32 FMA (AVX2)";
     case ComputeUnit::kBf16Dot:
       return "BF16 dot";
     case ComputeUnit::kAmxBf16:

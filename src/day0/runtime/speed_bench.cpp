@@ -69,6 +69,7 @@ MachineLimits measure_limits(Engine& engine, int threads, int64_t prompt_rows) {
   m.amx_bf16_gflops = measure_amx_bf16_peak_gflops(pool);
   const bool exact = engine.options().precision != ActivationPrecision::kBF16;  // as the blocks' matmuls
   const ComputeUnit unit = engine.backend().matmul_unit(engine.spec().weights.format, exact, prompt_rows);
+  if (unit == ComputeUnit::kFp32FmaAvx2) m.fma_avx2_gflops = measure_fma_avx2_peak_gflops(pool);
   if (unit == ComputeUnit::kInt8Avx512Vnni) m.int8_vnni_gops = measure_int8_vnni_peak_gops(pool);
   select_prefill_peak(unit, m);
   return m;
@@ -82,6 +83,9 @@ void select_prefill_peak(ComputeUnit unit, MachineLimits& m) {
   switch (unit) {
     case ComputeUnit::kFp32Fma:
       m.prefill_peak_gflops = m.fma_gflops;
+      break;
+    case ComputeUnit::kFp32FmaAvx2:
+      m.prefill_peak_gflops = m.fma_avx2_gflops;
       break;
     case ComputeUnit::kBf16Dot:
       m.prefill_peak_gflops = m.bf16_gflops;

@@ -10,8 +10,8 @@
 // Limits: decode reads every activated weight once a token, so its ceiling is the read bandwidth over
 // those bytes (the roofline); prefill multiplies by them, 2 FLOPs a parameter a token, against the
 // arithmetic peak of the unit the backend says its matmuls of the longest prompt run on
-// (Backend::matmul_unit: AMX BF16 tiles, vdpbf16ps, FP32 FMA or AVX-512 VNNI on this CPU). A unit with
-// no peak loop (scalar, int8 dots without AVX-512 VNNI) gets no prefill limit.
+// (Backend::matmul_unit: AMX BF16 tiles, vdpbf16ps, FP32 FMA at the backend's width, AVX-512 VNNI). A unit
+// with no peak loop (scalar, int8 dots without AVX-512 VNNI) gets no prefill limit.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -52,7 +52,8 @@ struct MachineLimits {
   bool measured = false;
   int threads = 0;
   double read_gbps = 0;                              // read bandwidth (best of 3 passes)
-  double fma_gflops = 0;                             // FP32 FMA peak
+  double fma_gflops = 0;                             // FP32 FMA peak at the CPU's widest level
+  double fma_avx2_gflops = 0;                        // on 256 bits, measured only when prefill runs on it
   double bf16_gflops = 0;                            // vdpbf16ps peak (0 without AVX-512 BF16)
   double amx_bf16_gflops = 0;                        // TDPBF16PS peak on AMX tiles (0 without AMX)
   double int8_vnni_gops = 0;                         // vpdpbusd peak, measured only when prefill runs on it

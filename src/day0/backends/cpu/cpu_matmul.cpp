@@ -450,9 +450,10 @@ MatmulRoute matmul_route(const Context& c, WeightFormat format, bool exact, int6
 }  // namespace
 
 ComputeUnit matmul_unit(const Context& c, WeightFormat weights, bool exact, int64_t rows) {
-  // Every level above scalar runs its float loops on FMA vectors.
-  const ComputeUnit float_unit =
-      c.k.level == SimdLevel::kScalar ? ComputeUnit::kScalar : ComputeUnit::kFp32Fma;
+  // Every level above scalar runs its float loops on FMA vectors, 256 bits wide at avx2.
+  const ComputeUnit float_unit = c.k.level == SimdLevel::kScalar ? ComputeUnit::kScalar
+                                 : c.k.level == SimdLevel::kAvx2 ? ComputeUnit::kFp32FmaAvx2
+                                                                 : ComputeUnit::kFp32Fma;
   switch (matmul_route(c, weights, exact, rows)) {
     case MatmulRoute::kInt:
       return std::string_view(c.k.int_dot_name) == "avx512-vnni" ? ComputeUnit::kInt8Avx512Vnni

@@ -51,6 +51,8 @@ class BandwidthProbe {
 // FLOP/s of a register-only FMA loop on every thread of the pool at the best SIMD level (FP32) and
 // with vdpbf16ps (BF16 dot; 0 when the CPU lacks AVX-512 BF16).
 double measure_fma_peak_gflops(ThreadPool& pool);
+// The FP32 FMA loop on 256-bit registers, as the avx2 level's kernels run (0 without AVX2).
+double measure_fma_avx2_peak_gflops(ThreadPool& pool);
 double measure_bf16_peak_gflops(ThreadPool& pool);
 // Whether vdpbf16ps does more FLOP/s than FP32 FMA on one thread of this CPU (false without AVX-512
 // BF16). Zen 4 and Zen 5 issue it at the FMA rate (twice the FLOPs); some Intel cores at half, where the
