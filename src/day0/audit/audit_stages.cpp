@@ -1038,8 +1038,9 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"malformed JSON", "{\"model\": "},
         {"no messages", Json({{"model", s.served_model}}).dump()},
+        // -5, not -1: llama-server documents max_tokens -1 as "until the end" (and refuses -2).
         {"negative max_tokens",
-         Json({{"model", s.served_model}, {"messages", Json::parse(ask.dump())}, {"max_tokens", -1}}).dump()},
+         Json({{"model", s.served_model}, {"messages", Json::parse(ask.dump())}, {"max_tokens", -5}}).dump()},
         {"temperature as text",
          Json({{"model", s.served_model}, {"messages", Json::parse(ask.dump())}, {"temperature", "hot"}})
              .dump()},
@@ -1064,6 +1065,7 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
       wrong = "after the bad requests the server does not answer a valid one: " + next.describe();
     if (!wrong.empty()) {
       fail_check("bad_requests", wrong);
+      checks["bad_requests"]["answers"] = answers;
     } else {
       Json detail = {{"answers", answers}, {"next_request", next.status}};
       if (!server_errors.empty()) {
@@ -1105,9 +1107,10 @@ void run_speed_stage(AuditSession& s, StageResult& out) {
   base.prompt_len = {32, 32};
   base.output_len = {s.options.new_tokens, s.options.new_tokens};
   base.max_token_id = static_cast<int32_t>(std::min<int64_t>(s.vocab(), 1000));
-  // With the chosen token's log-probability each chunk says how many tokens it carries: a server may
-  // stream several in one chunk (llama-server does under load), which OpenAI's protocol allows.
-  base.logprobs = 0;
+  // With log-probabilities each chunk says how many tokens it carries: a server may stream several in
+  // one chunk (llama-server does under load), which OpenAI's protocol allows. One alternative, not 0:
+  // llama-server answers `logprobs: 0` with none at all.
+  base.logprobs = 1;
   if (!s.path_prefix.empty())
     return mark_skip(out, "the load generator needs a target at the server's root, not " + s.path_prefix);
   for (int c : s.options.concurrency) {
