@@ -57,9 +57,21 @@ TEST(CliBench, TableStatesTheLimitsMeasuredInTheSameRun) {
       run_cli({"bench", kGolden, "-p", "8", "-n", "4", "-r", "1", "--threads", "1", "--dtype", "f32"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* part : {"f32 activations", "machine (measured now, 1 thread): read bandwidth", "| pp8 ",
-                           "| tg4 ", "(FP32 FMA)", "(bandwidth)"}) {
+                           "| tg4 ", "(FP32 FMA", "(bandwidth)", "prefill's matmuls run on: FP32 FMA"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }
+  // --json names the unit and its peak beside the others.
+  CliResult j = run_cli(
+      {"bench", kGolden, "-p", "8", "-n", "2", "-r", "1", "--threads", "1", "--dtype", "f32", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto machine = nlohmann::json::parse(j.out).at("machine");
+  // f32 activations: FP32 FMA, on 256 bits where the host's widest level is avx2.
+  const bool avx2 = machine.at("prefill_peak_name") == "FP32 FMA (AVX2)";
+  if (!avx2) {
+    EXPECT_EQ(machine.at("prefill_peak_name"), "FP32 FMA");
+  }
+  EXPECT_EQ(machine.at("prefill_peak_gflops"), machine.at(avx2 ? "fma_avx2_peak_gflops" : "fma_peak_gflops"));
+  EXPECT_TRUE(machine.contains("amx_bf16_peak_gflops"));
 }
 
 // --page-cache reload drops the checkpoint's cached pages before the run maps them: the same tokens
