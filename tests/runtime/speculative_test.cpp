@@ -313,6 +313,33 @@ TEST(Speculative, RefusesADraftLengthOutOfRangeAndACacheThatIsNotEmpty) {
   EXPECT_NE(held.status().to_string().find("cache must start empty"), std::string::npos);
 }
 
+// Proposes the same token id whatever the history.
+class FixedDrafter final : public Drafter {
+ public:
+  explicit FixedDrafter(int32_t token) : token_(token) {}
+  Result<std::vector<int32_t>> propose(std::span<const int32_t>, int64_t k) override {
+    return std::vector<int32_t>(static_cast<size_t>(k), token_);
+  }
+
+ private:
+  int32_t token_;
+};
+
+TEST(Speculative, ADraftOutsideTheVocabularyIsAnErrorNotAStep) {
+  auto run = open_golden("llama3", "cpu", exact_options());
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.max_new = 8;
+  FixedDrafter outside(static_cast<int32_t>(run->engine->spec().vocab_size));
+  const auto refused = generate_speculative(*run->engine, request, outside, SpecOptions{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().to_string().find("outside the target's vocabulary of 256"), std::string::npos)
+      << refused.status().to_string();
+}
+
 TEST(Speculative, NgramLookupProposesWhatFollowedTheLatestEarlierOccurrence) {
   NgramDrafter ngram;
   // "5 6 7" occurs twice before the tail; the latest one (followed by 9 8) wins over the first (1 2).

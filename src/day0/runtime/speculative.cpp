@@ -230,6 +230,14 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
       D0_ASSIGN_OR_RETURN(drafts, drafter.propose(history, k));
       stats.draft_seconds += seconds_since(td);
       if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+      for (int32_t id : drafts) {
+        if (id < 0 || id >= engine.spec().vocab_size) {
+          return invalid_argument(
+              fmt::format("speculative decoding: the drafter proposed token id {}, outside the "
+                          "target's vocabulary of {}",
+                          id, engine.spec().vocab_size));
+        }
+      }
     }
     feed.assign(1, history.back());
     feed.insert(feed.end(), drafts.begin(), drafts.end());
