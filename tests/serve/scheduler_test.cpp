@@ -478,6 +478,17 @@ TEST(ServeScheduler, EchoGivesThePromptsTeacherForcedLogprobsOverChunkedPrefill)
     EXPECT_EQ(token_id(lp["tokens"][prompt.size() + k]), generated[k]) << "generated token " << k;
   EXPECT_EQ(j["usage"]["prompt_tokens"], prompt.size());
 
+  // A one-token prompt: its token comes back unscored, then the generated ones.
+  const HttpReply single = http_post(
+      h.port(), "/v1/completions", completion_body({prompt[0]}, 2, false, {{"echo", true}, {"logprobs", 0}}));
+  ASSERT_EQ(single.status, 200) << single.body;
+  const auto single_doc = single.json();
+  const auto& single_lp = single_doc["choices"][0]["logprobs"];
+  ASSERT_EQ(single_lp["tokens"].size(), 3u) << single.body;
+  EXPECT_EQ(token_id(single_lp["tokens"][0]), prompt[0]);
+  EXPECT_TRUE(single_lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(single_lp["token_logprobs"][1].is_number());
+
   // Streamed: the first chunk is the prompt with its log-probabilities, then the tokens.
   const SseReply sse =
       http_stream(h.port(), "/v1/completions",

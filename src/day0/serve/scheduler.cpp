@@ -237,13 +237,17 @@ Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std:
   return logits;
 }
 
+// The prompt's steps, the first unscored (nothing comes before it): a one-token prompt has only it.
+void Scheduler::start_prompt_steps(Sequence& s) {
+  if (!s.prompt_steps.empty()) return;
+  s.prompt_steps.resize(s.prompt_len);
+  s.prompt_steps[0].chosen = {s.tokens[0], std::numeric_limits<double>::quiet_NaN()};
+}
+
 void Scheduler::score_prompt(Sequence& s, int64_t start, const ConstMatrix& rows, int64_t first_row,
                              int64_t n_rows) {
   const size_t prompt_len = s.prompt_len;
-  if (s.prompt_steps.empty()) {
-    s.prompt_steps.resize(prompt_len);
-    s.prompt_steps[0].chosen = {s.tokens[0], std::numeric_limits<double>::quiet_NaN()};
-  }
+  start_prompt_steps(s);
   const auto top_n = static_cast<size_t>(s.request.prompt_logprobs);
   for (int64_t j = 0; j < n_rows; ++j) {
     // Row j follows the token at position start + j and rates the one after it.
@@ -320,7 +324,10 @@ void Scheduler::emit_token(Sequence& s, GenerationStep step) {
   StreamEvent e;
   if (s.decoder && !stop_token) e.text = s.stop.push(s.decoder->push(token));
   e.steps.push_back(std::move(step));
-  if (s.generated == 1 && s.request.prompt_logprobs >= 0) e.prompt_steps = std::move(s.prompt_steps);
+  if (s.generated == 1 && s.request.prompt_logprobs >= 0) {
+    start_prompt_steps(s);
+    e.prompt_steps = std::move(s.prompt_steps);
+  }
   const char* reason =
       finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
   if (s.stop.stopped()) reason = "stop";

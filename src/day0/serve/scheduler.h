@@ -158,6 +158,8 @@ class Scheduler {
                               bool last_only);
   // Records the prompt log-probabilities that `rows` (one per token fed from position `start`) give.
   void score_prompt(Sequence& s, int64_t start, const ConstMatrix& rows, int64_t first_row, int64_t n_rows);
+  // The prompt's steps: its first token's, unscored, then room for the rest.
+  static void start_prompt_steps(Sequence& s);
   // Puts the whole blocks of `s`'s cache in the prefix cache (followers make the same entry).
   void remember_prefix(const Sequence& s);
   // The sequence's cache is gone (finished, preempted, not admitted): followers free theirs too.
