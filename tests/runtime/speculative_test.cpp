@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -16,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/runtime/speculative.h"
 #include "golden.h"
 
@@ -92,7 +94,7 @@ Plain plain_run(Engine& engine, const GenerationRequest& base) {
 }
 
 SpecGeneration spec_run(Engine& engine, const GenerationRequest& base, Drafter& drafter, int64_t k,
-                        int64_t* cache_length = nullptr, int64_t rows_per_forward = cpu::kGemvMaxRows) {
+                        int64_t* cache_length = nullptr, int64_t rows_per_forward = 0) {
   KvCache cache = engine.new_cache();
   GenerationRequest r = base;
   r.cache = &cache;
@@ -103,16 +105,16 @@ SpecGeneration spec_run(Engine& engine, const GenerationRequest& base, Drafter& 
   return std::move(out).value();
 }
 
-// Tokens and finish reason equal; log-probabilities (of the chosen and the top tokens) equal up to the
-// float rounding of a step of several rows instead of one.
+// Tokens, finish reason and log-probabilities (of the chosen and the top tokens) equal: verification
+// steps run on the row-invariant kernels, so each row is bit for bit a one-token step's.
 void expect_same(const GenerationResult& plain, const GenerationResult& spec, const std::string& what) {
   ASSERT_EQ(plain.tokens(), spec.tokens()) << what;
   EXPECT_EQ(plain.finish_reason, spec.finish_reason) << what;
   for (size_t i = 0; i < plain.steps.size(); ++i) {
-    EXPECT_NEAR(plain.steps[i].chosen.logprob, spec.steps[i].chosen.logprob, 1e-4) << what << " step " << i;
+    EXPECT_EQ(plain.steps[i].chosen.logprob, spec.steps[i].chosen.logprob) << what << " step " << i;
     ASSERT_EQ(plain.steps[i].top.size(), spec.steps[i].top.size()) << what;
     for (size_t j = 0; j < plain.steps[i].top.size(); ++j)
-      EXPECT_NEAR(plain.steps[i].top[j].logprob, spec.steps[i].top[j].logprob, 1e-4) << what << " step " << i;
+      EXPECT_EQ(plain.steps[i].top[j].logprob, spec.steps[i].top[j].logprob) << what << " step " << i;
   }
 }
 
@@ -288,6 +290,69 @@ std::string golden_test_name(const ::testing::TestParamInfo<const char*>& param)
 INSTANTIATE_TEST_SUITE_P(Goldens, SpeculativeGolden,
                          ::testing::Values("llama3", "qwen3.5", "nemotron-h", "gpt-oss", "llama4-text",
                                            "cohere2-moe"),
+                         golden_test_name);
+
+// A row-invariant step of N rows (Engine::set_row_invariant) gives, row for row, bit for bit the logits
+// of feeding the same tokens one at a time, at every SIMD level here, with F32 and BF16 activations.
+class RowInvariantGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RowInvariantGolden, AStepOfNRowsGivesTheLogitsOfNOneTokenSteps) {
+  auto run = open_golden(GetParam(), "cpu");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const int32_t vocab = static_cast<int32_t>(run->model.spec.vocab_size);
+  const std::vector<int32_t> prompt = prompt_of(10, vocab);
+  constexpr int64_t kRows = kMaxSpecTokens + 1;  // the widest verification step
+  std::vector<int32_t> fed;                      // [kRows] the tokens after the prompt
+  for (int64_t i = 0; i < kRows; ++i) fed.push_back(static_cast<int32_t>((i * 53 + 7) % vocab));
+  for (SimdLevel level : available_simd_levels()) {
+    BackendOptions backend_options;
+    backend_options.simd = level;
+    auto backend = make_backend("cpu", backend_options);
+    ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+    for (ActivationPrecision precision : {ActivationPrecision::kF32, ActivationPrecision::kBF16}) {
+      EngineOptions options;
+      options.precision = precision;
+      options.kv_block_tokens = 8;  // the step's rows cross pages
+      auto engine = Engine::create(run->model.spec, run->model.weights, **backend, options);
+      ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+      const std::string what = fmt::format("{} {}", simd_level_name(level),
+                                           precision == ActivationPrecision::kBF16 ? "bf16" : "f32");
+      const auto prefilled = [&] {
+        KvCache cache = (*engine)->new_cache();
+        const SequenceStep prefill{&cache, prompt};
+        EXPECT_TRUE((*engine)->forward(std::span(&prefill, 1), true).is_ok());
+        return cache;
+      };
+      // One token at a time, on the default kernels (a one-token step's): [kRows, vocab].
+      std::vector<FloatMatrix> one_by_one;
+      {
+        KvCache cache = prefilled();
+        for (int64_t i = 0; i < kRows; ++i) {
+          const SequenceStep step{&cache, std::span<const int32_t>(fed).subspan(static_cast<size_t>(i), 1)};
+          auto logits = (*engine)->forward(std::span(&step, 1));
+          ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+          one_by_one.push_back(copy_matrix(*logits));
+        }
+      }
+      for (int64_t n = 1; n <= kRows; ++n) {
+        KvCache cache = prefilled();
+        const SequenceStep step{&cache, std::span<const int32_t>(fed).first(static_cast<size_t>(n))};
+        (*engine)->set_row_invariant(true);
+        auto logits = (*engine)->forward(std::span(&step, 1));  // [n, vocab]
+        (*engine)->set_row_invariant(false);
+        ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+        for (int64_t r = 0; r < n; ++r) {
+          const auto& expected = one_by_one[static_cast<size_t>(r)].data;
+          ASSERT_EQ(std::memcmp(logits->row(r), expected.data(), expected.size() * sizeof(float)), 0)
+              << what << ": row " << r << " of a step of " << n << " rows";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, RowInvariantGolden,
+                         ::testing::Values("llama3", "qwen3", "gemma4", "mixtral", "gpt-oss"),
                          golden_test_name);
 
 TEST(Speculative, RefusesADraftLengthOutOfRangeAndACacheThatIsNotEmpty) {

@@ -38,6 +38,11 @@ struct MatmulArgs {
   // BF16 weights), what a bf16 reference run computes anyway; INT8 / INT4 weights then take int8
   // activations quantized per 32-column block (ops/int8_activations.h), on every backend.
   bool exact = true;
+  // true: each row of y is what a call with that row alone computes (a one-token decode step's kernels),
+  // however many rows x has, so that a verification step of several rows matches one-token steps bit for
+  // bit. Costs the GEMM's speed at many rows; a backend whose rows never depend on the row count ignores
+  // it (the cpu backend's int route for INT8 / INT4 weights: every row has its own dot products).
+  bool row_invariant = false;
 };
 
 // ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------
@@ -440,6 +445,7 @@ struct MoeExpertsArgs {
   Matrix out;                  // [T, H]
   bool accumulate = false;     // out += instead of out =
   bool exact = true;           // as MatmulArgs::exact, for every expert matmul
+  bool row_invariant = false;  // as MatmulArgs::row_invariant, for every expert
 };
 
 // ---- argmax over each row: lowest index among equal maxima -----------------------------------------

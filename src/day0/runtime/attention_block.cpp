@@ -93,6 +93,25 @@ ConstMatrix with_index_key(const Context& c, ConstMatrix v, int64_t v_width, con
   return rows.m;
 }
 
+// Paged attention one query row at a time, each over the keys up to its own position, as the one-token
+// step that fed that row would run it: the backend's work split (key splits, tiles of query rows, the
+// spans of its online softmax) depends on the rows and keys of a call, and with it the rounding.
+void paged_attention_by_row(const Context& c, const PagedAttentionArgs& all) {
+  for (const PagedSequence& s : all.seqs) {
+    for (int64_t r = 0; r < s.q_rows; ++r) {
+      PagedSequence one = s;
+      one.q_row0 = s.q_row0 + r;
+      one.q_rows = 1;
+      one.q_pos0 = s.q_pos0 + r;
+      // The cache as it stood after that row's token was appended.
+      one.kv.length = std::clamp<int64_t>(one.q_pos0 + 1 - s.kv.pos0, 0, s.kv.length);
+      PagedAttentionArgs a = all;
+      a.seqs = std::span<const PagedSequence>(&one, 1);
+      c.be.paged_attention(a);
+    }
+  }
+}
+
 // The top blocks of every row and index head over the layer's paged cache (index keys after the V
 // part, `key_col0`), as this rank's `n_heads` query heads read them: all index heads in one process,
 // under tensor parallelism the columns of the index heads its query heads belong to.
@@ -221,7 +240,11 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.window = ls.window;
   a.sinks = w.sinks;
   if (ls.block_sparse) a.selection = select_blocks(c, index, pool_v, nh);
-  c.be.paged_attention(a);
+  if (c.row_invariant && a.selection.empty()) {
+    paged_attention_by_row(c, a);
+  } else {
+    c.be.paged_attention(a);
+  }
   round_activations(c, attn.m);
   if (s.attention_output_gate) {  // attn * sigmoid(gate), head-major like the heads' outputs
     c.be.sigmoid({gate.m, gate.m});

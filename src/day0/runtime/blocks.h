@@ -110,6 +110,9 @@ struct Context {
   ExpertPickCounts* picks = nullptr;              // counted here when the engine's options ask for it
   const RopeFrequencies* sliding_rope = nullptr;  // sliding layers' own frequencies (spec.sliding_rope)
   FiniteWatch* watch = nullptr;                   // the engine's finiteness record of the current layer
+  // Each row computed as a one-token step computes it (MatmulArgs::row_invariant; attention one row at a
+  // time): a verification step's logits are then those of feeding its tokens one by one.
+  bool row_invariant = false;
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }

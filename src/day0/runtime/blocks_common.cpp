@@ -171,7 +171,8 @@ void decoder_norm(const Context& c, ConstMatrix x, std::span<const float> weight
 }
 
 void matmul(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {
-  c.be.matmul({.x = x, .w = w.w, .bias = w.bias, .y = y, .exact = c.exact()});
+  c.be.matmul(
+      {.x = x, .w = w.w, .bias = w.bias, .y = y, .exact = c.exact(), .row_invariant = c.row_invariant});
 }
 
 void linear(const Context& c, ConstMatrix x, const Linear& w, Matrix y) {

@@ -463,7 +463,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
                           moe_group_,
                           options_.count_expert_picks ? &picks_ : nullptr,
                           sliding_rope_ ? &*sliding_rope_ : nullptr,
-                          &watch_};
+                          &watch_,
+                          row_invariant_};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
@@ -647,7 +648,11 @@ void Engine::lm_head(ConstMatrix rows, Matrix logits) {
                           *arena_,
                           options_.tensor_parallel,
                           options_.expert_parallel,
-                          moe_group_};
+                          moe_group_,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          row_invariant_};
   const ModelWeights& w = *weights_;
   // logit_scale multiplies the head's rounded logits, the product rounded again; soft-capping takes
   // c tanh(logits / c), each of its three steps rounded.

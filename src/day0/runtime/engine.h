@@ -167,6 +167,13 @@ class Engine {
   // whose output held a NaN or Inf.
   Result<ConstMatrix> forward(std::span<const SequenceStep> batch, bool last_only = false,
                               ForwardCapture* capture = nullptr);
+  // Whether the following forward calls compute each row as a one-token step of a lone sequence would
+  // (blocks::Context::row_invariant: matmuls and MoE experts on the one-token row dots, attention a row
+  // at a time): bit for bit the logits of feeding a sequence's tokens one at a time, with the weights
+  // read once per call. For speculative verification; slower than the default at prefill sizes. MLA
+  // and block-sparse attention still take all rows in one call.
+  void set_row_invariant(bool on) { row_invariant_ = on; }
+  bool row_invariant() const { return row_invariant_; }
 
  private:
   Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
@@ -190,6 +197,7 @@ class Engine {
   dist::Communicator* moe_group_ = nullptr;     // resolved from the options (create())
   ShardRange held_;                             // decoder layers run here (create())
   ExpertPickCounts picks_;                      // options_.count_expert_picks
+  bool row_invariant_ = false;                  // set_row_invariant
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the

@@ -210,6 +210,7 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   a.n_zero_experts = m.n_zero_experts;
   a.out = out;
   a.exact = c.exact();
+  a.row_invariant = c.row_invariant;
   return a;
 }
 

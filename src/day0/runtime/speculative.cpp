@@ -218,6 +218,14 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
   g.prefill_seconds = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
+  // The prefill above ran on the fastest kernels, as plain decoding's does; the decode steps run as
+  // one-token steps would, and the engine goes back to its setting on every return.
+  struct RowInvariance {
+    Engine& engine;
+    bool before;
+    ~RowInvariance() { engine.set_row_invariant(before); }
+  } restore{engine, engine.row_invariant()};
+  engine.set_row_invariant(options.row_invariant);
   std::vector<int32_t> feed;
   while (active) {
     const int64_t fed = cache.length();

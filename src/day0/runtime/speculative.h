@@ -111,12 +111,14 @@ int64_t verify_drafts(Backend& backend, ConstMatrix logits, std::span<const int3
 
 struct SpecOptions {
   int64_t tokens = 4;  // k: drafts per verification step, 1..kMaxSpecTokens
+  // Verification (and the re-feed after a hybrid's rejected drafts) runs on the engine's row-invariant
+  // kernels (Engine::set_row_invariant): every row's logits are a one-token step's, so the output is
+  // plain decoding's however many rows a step has. Without it the cpu backend computes more than
+  // kGemvMaxRows rows with a GEMM (AMX or BF16 dot tiles) whose rounding differs: with BF16 activations a
+  // near-tie can then flip.
+  bool row_invariant = true;
   // Rows (the last accepted token and drafts) per verification forward step; 0: all k + 1 in one.
-  // The cpu backend computes up to kGemvMaxRows rows with the kernels of a one-token step and more with
-  // a GEMM (AMX or BF16 dot tiles) whose rounding differs: with BF16 activations a near-tie can then
-  // flip, and the output is no longer plain decoding's. The default keeps it exact; beyond
-  // kGemvMaxRows - 1 drafts the weights are then read once per kGemvMaxRows rows instead of once.
-  int64_t rows_per_forward = cpu::kGemvMaxRows;
+  int64_t rows_per_forward = 0;
 };
 
 struct SpecGeneration {

@@ -42,10 +42,13 @@ void finish_row(const MatmulArgs& a, int64_t t, int64_t n0, int64_t n1, const fl
   }
 }
 
+// Up to kGemvMaxRows rows, or any number for a row_invariant call: those go over each step's weight
+// rows in groups of kGemvMaxRows tokens with the same row-dot kernels, so every row's dots are those of a
+// one-token call while the weights still stream from memory once per call.
 void gemv(const Context& c, const MatmulArgs& a) {
   const int64_t t_rows = a.x.rows;
   const int64_t k = a.w.cols;
-  D0_CHECK(t_rows <= kGemvMaxRows);
+  D0_CHECK(t_rows <= kGemvMaxRows || a.row_invariant);
   // x as the row dots take it: rounded to BF16 once for vdpbf16ps (bf16x_rows), MXFP4's nibble order
   // (even/odd elements paired), or as it is.
   const bool bf16x = bf16x_rows(c, a.w, a.exact);
@@ -53,8 +56,8 @@ void gemv(const Context& c, const MatmulArgs& a) {
   std::vector<float>& prepared = c.ws ? c.ws->gemv_prepared : local;
   std::vector<uint16_t> local_bf16;  // BF16 x, when the call has no workspace
   std::vector<uint16_t>& rounded = c.ws ? c.ws->gemv_bf16 : local_bf16;
-  const float* xs[kGemvMaxRows] = {};
-  const uint16_t* xbs[kGemvMaxRows] = {};
+  std::vector<const float*> xs(static_cast<size_t>(t_rows), nullptr);      // [T]
+  std::vector<const uint16_t*> xbs(static_cast<size_t>(t_rows), nullptr);  // [T]
   if (bf16x) {
     uint16_t* xb = aligned_bf16_rows(rounded, t_rows, k);
     const int64_t stride = bf16_row_stride(k);
@@ -76,12 +79,15 @@ void gemv(const Context& c, const MatmulArgs& a) {
     float dots[kGemvMaxRows][kRowsPerStep];
     for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
       const int64_t n1 = std::min(end, n0 + kRowsPerStep);
-      if (bf16x) {
-        c.k.dot_rows_bf16x(a.w, n0, n1, xbs, t_rows, dots[0], kRowsPerStep);
-      } else {
-        dot_rows_each(c.k, a.w, n0, n1, xs, t_rows, dots[0], kRowsPerStep);
+      for (int64_t t0 = 0; t0 < t_rows; t0 += kGemvMaxRows) {
+        const int64_t group = std::min(kGemvMaxRows, t_rows - t0);
+        if (bf16x) {
+          c.k.dot_rows_bf16x(a.w, n0, n1, xbs.data() + t0, group, dots[0], kRowsPerStep);
+        } else {
+          dot_rows_each(c.k, a.w, n0, n1, xs.data() + t0, group, dots[0], kRowsPerStep);
+        }
+        for (int64_t t = 0; t < group; ++t) finish_row(a, t0 + t, n0, n1, dots[t]);
       }
-      for (int64_t t = 0; t < t_rows; ++t) finish_row(a, t, n0, n1, dots[t]);
     }
   };
   // Chunks of kGemvChunkBytes of rows (a multiple of kRowsPerStep), no larger than an even share.
@@ -435,10 +441,11 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
 // a benchmark states its peak for is the one that ran.
 enum class MatmulRoute { kInt, kGemv, kBf16Amx, kBf16Few, kBf16Dot, kFloatGemm };
 
-MatmulRoute matmul_route(const Context& c, WeightFormat format, bool exact, int64_t rows) {
+MatmulRoute matmul_route(const Context& c, WeightFormat format, bool exact, int64_t rows,
+                         bool row_invariant = false) {
   const bool bf16 = !exact && format == WeightFormat::kBF16;
   if (!exact && (format == WeightFormat::kInt8 || format == WeightFormat::kInt4)) return MatmulRoute::kInt;
-  if (rows <= kGemvMaxRows) return MatmulRoute::kGemv;
+  if (rows <= kGemvMaxRows || row_invariant) return MatmulRoute::kGemv;
   if (bf16 && c.k.gemm_bf16_amx != nullptr) return MatmulRoute::kBf16Amx;
   if (bf16 && c.k.dot_rows_bf16_x16 != nullptr && c.k.lanes_to_rows_x16 != nullptr && c.bf16_dot &&
       rows <= kFewMaxRows)
@@ -482,7 +489,7 @@ void matmul(const Context& c, const MatmulArgs& a) {
     }
     return;
   }
-  switch (matmul_route(c, a.w.format, a.exact, a.x.rows)) {
+  switch (matmul_route(c, a.w.format, a.exact, a.x.rows, a.row_invariant)) {
     case MatmulRoute::kInt:
       int_matmul(c, a);
       break;

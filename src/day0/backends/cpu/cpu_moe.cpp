@@ -431,7 +431,9 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
   });
   if (!ws.moe_active.empty()) moe_experts_gemv(c, a, ws, ws.moe_active, small_inter);
   const int64_t tiled_inter = take(ws.moe_tiled, [&](int64_t n, const ExpertWeights& ew) {
-    return !a.relu2 && n > kMoeRowDotMaxTokens && n <= kMoeTileMaxTokens && tile_rows(c, a, ew);
+    // The tiles round each token as a GEMM does; a row-invariant call's experts take their matmuls below.
+    return !a.relu2 && !a.row_invariant && n > kMoeRowDotMaxTokens && n <= kMoeTileMaxTokens &&
+           tile_rows(c, a, ew);
   });
   if (!ws.moe_tiled.empty()) moe_experts_tiles(c, a, ws, ws.moe_tiled, tiled_inter);
   auto grow = [](std::vector<float>& v, int64_t n) {
@@ -460,12 +462,32 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     grow(gate_up, n * 2 * inter);
     const Matrix gu{gate_up.data(), n, 2 * inter};
     if (a.relu2) {  // ungated: only the up half, relu(u)^2 below
-      matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter), .exact = a.exact});
+      matmul(c, {.x = xm,
+                 .w = ew.up,
+                 .bias = ew.up_bias,
+                 .y = gu.col_slice(inter, inter),
+                 .exact = a.exact,
+                 .row_invariant = a.row_invariant});
     } else if (a.layout == GateUpLayout::kSeparate) {
-      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu.col_slice(0, inter), .exact = a.exact});
-      matmul(c, {.x = xm, .w = ew.up, .bias = ew.up_bias, .y = gu.col_slice(inter, inter), .exact = a.exact});
+      matmul(c, {.x = xm,
+                 .w = ew.gate,
+                 .bias = ew.gate_bias,
+                 .y = gu.col_slice(0, inter),
+                 .exact = a.exact,
+                 .row_invariant = a.row_invariant});
+      matmul(c, {.x = xm,
+                 .w = ew.up,
+                 .bias = ew.up_bias,
+                 .y = gu.col_slice(inter, inter),
+                 .exact = a.exact,
+                 .row_invariant = a.row_invariant});
     } else {
-      matmul(c, {.x = xm, .w = ew.gate, .bias = ew.gate_bias, .y = gu, .exact = a.exact});
+      matmul(c, {.x = xm,
+                 .w = ew.gate,
+                 .bias = ew.gate_bias,
+                 .y = gu,
+                 .exact = a.exact,
+                 .row_invariant = a.row_invariant});
     }
     grow(act, n * inter);
     std::vector<float>& halves = ws.moe_halves;  // interleaved: [2][inter] gate then up sums of a token
@@ -494,7 +516,8 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
                .w = ew.down,
                .bias = ew.down_bias,
                .y = Matrix{down.data(), n, h},
-               .exact = a.exact});
+               .exact = a.exact,
+               .row_invariant = a.row_invariant});
     for (int64_t i = 0; i < n; ++i) {
       const float w = a.input_scaling ? 1.0f : weights_e[i];
       c.k.axpy(w, down.data() + i * h, a.out.row(tokens_e[i]), h);
