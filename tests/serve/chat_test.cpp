@@ -97,6 +97,32 @@ TEST_F(ChatServer, StreamedDeltasAddUpToTheReply) {
   EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], j["choices"][0]["finish_reason"]);
 }
 
+// The template's format is Mistral's, so the reply goes through the tool-call parser: a model that
+// answers in plain text (this miniature's random weights never write [TOOL_CALLS] then a JSON list) still
+// gets its text as content, streamed as it comes, with the generation's own finish_reason.
+TEST_F(ChatServer, ToolsWithAPlainTextAnswerKeepContentAndFinishReason) {
+  const nlohmann::json tools = nlohmann::json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "get_weather"},
+          {"parameters", {{"type", "object"}, {"properties", nlohmann::json::object()}}}}}}});
+  const HttpReply r = http_post(harness_->port(), "/v1/chat/completions",
+                                chat_body("Weather in Paris?", 10, false, {{"tools", tools}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto j = r.json();
+  const auto& choice = j["choices"][0];
+  const std::string finish = choice["finish_reason"];
+  EXPECT_TRUE(finish == "stop" || finish == "length") << finish;
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  ASSERT_TRUE(choice["message"]["content"].is_string());
+  const SseReply s = http_stream(harness_->port(), "/v1/chat/completions",
+                                 chat_body("Weather in Paris?", 10, true, {{"tools", tools}}).dump());
+  ASSERT_EQ(s.status, 200);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(streamed_text(s), choice["message"]["content"].get<std::string>());
+  EXPECT_EQ(s.events.back()["choices"][0]["finish_reason"], finish);
+}
+
 TEST_F(ChatServer, AStopStringEndsTheReplyAndIsNotEmitted) {
   const HttpReply full =
       http_post(harness_->port(), "/v1/chat/completions", chat_body("Tell me a story", 16, false).dump());

@@ -215,6 +215,20 @@ Maybe read_request(OrderedJson& body, Endpoint endpoint, ApiRequest& out) {
       }
       if (!tools->empty()) out.tools = std::move(*tools);
     }
+    // "auto" / "required" / {"type": "function", ...} all let calls through; only "none" stops parsing.
+    auto choice = body.find("tool_choice");
+    if (choice != body.end() && !choice->is_null()) {
+      if (choice->is_string()) {
+        const auto& c = choice->get_ref<const std::string&>();
+        if (c != "none" && c != "auto" && c != "required")
+          return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or an object, found " +
+                                 json_excerpt(*choice, 40),
+                             "tool_choice", "invalid_value");
+        out.tool_choice_none = c == "none";
+      } else if (!choice->is_object()) {
+        return wrong_type("tool_choice", "a string or an object", *choice);
+      }
+    }
   } else {
     if (auto e = read_prompt(body, out)) return e;
   }

@@ -33,9 +33,10 @@ struct ApiRequest {
   std::string model;
   // Chat: the messages as the template reads them (content parts joined into one string).
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  // Chat: the `tools` array the template renders (null: none). Tool calls in the output are not parsed:
-  // the reply's content is the model's text.
+  // Chat: the `tools` array the template renders (null: none). With tools, the calls the model writes
+  // are parsed into tool_calls (tool_call_parser.h) unless tool_choice is "none".
   nlohmann::ordered_json tools;
+  bool tool_choice_none = false;
   // Completions: the prompt as text, or as token ids (an array of integers).
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;

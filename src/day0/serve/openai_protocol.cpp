@@ -92,7 +92,89 @@ ResponseBuilder::ResponseBuilder(const ApiRequest& request, const tokenizer::Tok
       tokenizer_(tokenizer),
       model_(std::move(model)),
       id_(std::move(id)),
-      created_(created) {}
+      created_(created) {
+  if (request_.endpoint != Endpoint::kChat || request_.tools.is_null() || request_.tool_choice_none ||
+      tokenizer_ == nullptr)
+    return;
+  // Without a known format the model's text stays content: never guessed (docs/serving.md).
+  if (auto source = tokenizer_->chat_template()) tool_format_ = detect_tool_call_format(*source);
+}
+
+void ResponseBuilder::keep_raw_ids(const StreamEvent& e) {
+  if (tool_format_ == ToolCallFormat::kNone) return;
+  const auto& stop_ids = tokenizer_->special_tokens().stop_ids;
+  for (const GenerationStep& s : e.steps) {
+    if (std::find(stop_ids.begin(), stop_ids.end(), s.chosen.token) == stop_ids.end())
+      raw_ids_.push_back(s.chosen.token);
+  }
+}
+
+std::string ResponseBuilder::raw_generated_text() const {
+  return tokenizer_->decode(raw_ids_, /*skip_special_tokens=*/false);
+}
+
+Json ResponseBuilder::tool_calls_json(const std::vector<ParsedToolCall>& calls, bool streamed) const {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json call = {{"id", fmt::format("call_{}_{}", id_, i)},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (streamed) call["index"] = i;  // the streamed form says which call a delta belongs to
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// Chat with tool-call parsing: content is sent until a call may be starting, then held; at the end
+// the held text is parsed into tool_calls, or sent as content when it is not a call.
+std::string ResponseBuilder::sse_tool_event(const StreamEvent& e) {
+  keep_raw_ids(e);
+  stream_text_ += e.text;
+  // A special marker token ([TOOL_CALLS], <|python_tag|>) is not in the decoded text: its id says it.
+  for (const GenerationStep& s : e.steps)
+    holding_ = holding_ || is_tool_call_marker(token_text(s.chosen.token), tool_format_);
+  // The marker (or its first bytes) stays where it is until the end, so each event finds it again.
+  const size_t sendable =
+      holding_ ? sent_
+               : sent_ + tool_call_hold_start(std::string_view(stream_text_).substr(sent_), tool_format_);
+  std::string out;
+  if (!e.steps.empty() || sendable > sent_) {
+    Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    choice["delta"] = {{"content", stream_text_.substr(sent_, sendable - sent_)}};
+    sent_ = sendable;
+    if (request_.logprobs) choice["logprobs"] = logprobs_of(e.steps, 0);
+    out += sse_data(dump(chunk(std::move(choice))));
+  }
+  if (!e.finished) return out;
+  prompt_tokens_ = e.prompt_tokens;
+  completion_tokens_ = e.completion_tokens;
+  ToolCallParse parsed = parse_tool_calls(raw_generated_text(), tool_format_);
+  Json delta = Json::object();
+  std::string finish_reason = e.finish_reason;
+  if (!parsed.calls.empty()) {
+    // Content around the calls that was not sent yet (text after them, rarely there).
+    const std::string_view sent(stream_text_.data(), sent_);
+    if (parsed.content.size() > sent.size() &&
+        std::string_view(parsed.content).substr(0, sent.size()) == sent)
+      delta["content"] = parsed.content.substr(sent.size());
+    delta["tool_calls"] = tool_calls_json(parsed.calls, /*streamed=*/true);
+    finish_reason = "tool_calls";
+  } else if (sent_ < stream_text_.size()) {
+    delta["content"] = stream_text_.substr(sent_);
+    sent_ = stream_text_.size();
+  }
+  out += sse_data(
+      dump(chunk({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_reason}})));
+  if (request_.include_usage) {
+    Json usage = chunk(Json());
+    usage["choices"] = Json::array();
+    usage["usage"] = {{"prompt_tokens", prompt_tokens_},
+                      {"completion_tokens", completion_tokens_},
+                      {"total_tokens", prompt_tokens_ + completion_tokens_}};
+    out += sse_data(dump(usage));
+  }
+  return out;
+}
 
 std::string ResponseBuilder::token_text(int32_t id) const {
   if (tokenizer_ == nullptr) return fmt::format("token_id:{}", id);
@@ -172,6 +254,7 @@ std::string ResponseBuilder::echoed_prompt() const {
 
 std::string ResponseBuilder::sse_event(const StreamEvent& e) {
   if (e.error) return sse_data(e.error->to_json());
+  if (tool_format_ != ToolCallFormat::kNone) return sse_tool_event(e);
   std::string out;
   const bool chat = request_.endpoint == Endpoint::kChat;
   if (request_.echo && !chat && !echoed_) {
@@ -233,6 +316,7 @@ void ResponseBuilder::add(const StreamEvent& e) {
     steps_ = e.prompt_steps;
   }
   text_ += e.text;
+  keep_raw_ids(e);
   steps_.insert(steps_.end(), e.steps.begin(), e.steps.end());
   if (e.finished) {
     finish_reason_ = e.finish_reason;
@@ -246,6 +330,14 @@ std::string ResponseBuilder::body() const {
   Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_}};
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    if (tool_format_ != ToolCallFormat::kNone) {
+      ToolCallParse parsed = parse_tool_calls(raw_generated_text(), tool_format_);
+      if (!parsed.calls.empty()) {
+        choice["message"]["content"] = parsed.content.empty() ? Json(nullptr) : Json(parsed.content);
+        choice["message"]["tool_calls"] = tool_calls_json(parsed.calls, /*streamed=*/false);
+        choice["finish_reason"] = "tool_calls";
+      }
+    }
   } else {
     choice["text"] = text_;
   }

@@ -12,6 +12,7 @@
 
 #include "day0/serve/api_request.h"
 #include "day0/serve/scheduler.h"
+#include "day0/serve/tool_call_parser.h"
 #include "day0/tokenizer/tokenizer.h"
 
 namespace day0::serve {
@@ -49,6 +50,12 @@ class ResponseBuilder {
   nlohmann::json logprobs_of(const std::vector<GenerationStep>& steps, int64_t text_offset) const;
   std::string token_text(int32_t id) const;
   std::string echoed_prompt() const;  // the prompt as echo returns it: its text, or its ids decoded
+  // The generated tokens with their special tokens written out (the decoder drops them, and Mistral's
+  // [TOOL_CALLS] and Llama's <|python_tag|> are special), end-of-turn tokens left out.
+  std::string raw_generated_text() const;
+  void keep_raw_ids(const StreamEvent& event);
+  std::string sse_tool_event(const StreamEvent& event);
+  nlohmann::json tool_calls_json(const std::vector<ParsedToolCall>& calls, bool streamed) const;
 
   const ApiRequest& request_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -61,6 +68,13 @@ class ResponseBuilder {
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   int64_t streamed_bytes_ = 0;  // completions text_offset while streaming
   bool echoed_ = false;         // echo: the prompt was put first
+  // Tool calls: kNone unless the request has tools (tool_choice not "none") and the template's format
+  // is known. Streaming holds text from where a call may start until the end, then parses it.
+  ToolCallFormat tool_format_ = ToolCallFormat::kNone;
+  std::vector<int32_t> raw_ids_;
+  std::string stream_text_;  // the content text of the events so far
+  size_t sent_ = 0;          // bytes of stream_text_ sent as content
+  bool holding_ = false;     // a special marker token came: nothing more is sent until the end
 };
 
 std::string sse_data(const std::string& json);  // "data: JSON\n\n"
