@@ -48,7 +48,11 @@ enum class Fault {
   kToolCallLeftInContent,  // the markup left in content, tool_calls empty (a parser that missed it)
   kToolCallDisagrees,      // tool_calls naming another city than the raw text
   kBadRequest500,          // a malformed JSON body refused with HTTP 500 (llama-server's answer)
-  kBadRequest200           // a malformed JSON body answered 200 with a completion
+  kBadRequest200,          // a malformed JSON body answered 200 with a completion
+  // llama-server's way with a token whose bytes end inside a UTF-8 character: held back and listed with
+  // the next one (one logprob entry, both tokens' bytes, the text whole), in every chat reply:
+  kMergeHeldBackToken,
+  kStreamLosesHeldBackToken  // the first streamed token dropped, its text and its entry (text lost)
 };
 
 // What the faked model generated: a call in the Mistral template's tool-call format.
@@ -184,6 +188,13 @@ class FaultProxy {
       }
       if (!asked_logprobs) choice["logprobs"] = nullptr;
     }
+    if (fault == Fault::kMergeHeldBackToken && choice["logprobs"].is_object()) {
+      Json& content = choice["logprobs"]["content"];
+      if (content.is_array() && content.size() >= 2) {
+        content[1] = merged_entry(content[0], content[1]);
+        content.erase(0);
+      }
+    }
     if (fault == Fault::kMangleTools && choice["message"].contains("tool_calls")) {
       for (Json& call : choice["message"]["tool_calls"]) {
         std::string a = call["function"]["arguments"].get<std::string>();
@@ -233,11 +244,28 @@ class FaultProxy {
     return j.dump();
   }
 
-  // Streamed chat: a double BOS shows in the usage; differing streams lose their second text piece.
+  // `held`'s entry folded into `next`'s: the pair's text and bytes, the second token's id.
+  static Json merged_entry(const Json& held, const Json& next) {
+    Json entry = next;
+    entry["token"] = held.value("token", std::string()) + next.value("token", std::string());
+    if (held.contains("bytes") && held["bytes"].is_array() && next.contains("bytes") &&
+        next["bytes"].is_array()) {
+      Json bytes = held["bytes"];
+      for (const Json& b : next["bytes"]) bytes.push_back(b);
+      entry["bytes"] = bytes;
+    }
+    return entry;
+  }
+
+  // Streamed chat: a double BOS shows in the usage; differing streams lose their second text piece;
+  // a held-back token's chunk is folded into the next (or, losing it, dropped).
   std::string mutate_stream(const std::string& body) {
-    if (fault != Fault::kStreamDiffers && fault != Fault::kDoubleBos) return body;
+    if (fault != Fault::kStreamDiffers && fault != Fault::kDoubleBos && fault != Fault::kMergeHeldBackToken &&
+        fault != Fault::kStreamLosesHeldBackToken)
+      return body;
     std::string out;
     int pieces = 0;
+    Json held;  // the first token's chunk choice, held back
     size_t pos = 0;
     while (pos < body.size()) {
       size_t end = body.find("\n\n", pos);
@@ -253,6 +281,22 @@ class FaultProxy {
               j["choices"][0]["delta"].is_object() &&
               j["choices"][0]["delta"].value("content", std::string()).size() > 0 && ++pieces == 2)
             j["choices"][0]["delta"]["content"] = "";
+          const bool token_chunk = !j["choices"].empty() && j["choices"][0]["logprobs"].is_object() &&
+                                   !j["choices"][0]["logprobs"]["content"].empty();
+          if ((fault == Fault::kMergeHeldBackToken || fault == Fault::kStreamLosesHeldBackToken) &&
+              token_chunk && ++pieces <= 2) {
+            Json& choice = j["choices"][0];
+            if (pieces == 1) {
+              held = choice;
+              continue;  // held back: no event
+            }
+            if (fault == Fault::kMergeHeldBackToken) {
+              choice["delta"]["content"] = held["delta"].value("content", std::string()) +
+                                           choice["delta"].value("content", std::string());
+              choice["logprobs"]["content"][0] =
+                  merged_entry(held["logprobs"]["content"][0], choice["logprobs"]["content"][0]);
+            }
+          }
           event = "data: " + j.dump();
         }
       }
@@ -404,6 +448,8 @@ TEST_F(Audit, EachFaultFailsExactlyItsStage) {
       {Fault::kPerturbPromptLogprobs, "prompt logprobs perturbed", "target-logprobs", "prompt perplexity"},
       {Fault::kToolCallLeftInContent, "tool call left in content", "target-tools", "no tool_calls"},
       {Fault::kToolCallDisagrees, "tool call parsed wrong", "target-tools", "disagree"},
+      {Fault::kStreamLosesHeldBackToken, "a held-back token's text lost in the stream", "target-limits",
+       "stream: streamed and non-streamed greedy replies differ at byte 0"},
       {Fault::kBadRequest200, "bad request answered 200", "target-limits",
        "malformed JSON answered HTTP 200"},
   };
@@ -449,6 +495,37 @@ TEST_F(Audit, BadRequestAnswered500IsAWarningThatStrictFails) {
   EXPECT_EQ(strict.verdict, report::Verdict::kFail);
   EXPECT_NE(strict.find_stage("target-limits")->reason.find("--strict"), std::string::npos);
   EXPECT_TRUE(report::to_json(strict)["strict"].get<bool>());
+}
+
+// A token held back at a split UTF-8 character and listed with the next (llama-server's way): the text
+// is whole, the logprob entries one short of usage in each reply with logprobs. A named warning, not a
+// lost token; under --strict it fails target-limits.
+TEST_F(Audit, HeldBackTokenIsAWarningThatStrictFails) {
+  FaultProxy proxy(harness_->port(), **tok_);
+  proxy.fault = Fault::kMergeHeldBackToken;
+  auto o = options(proxy.url());
+  o.concurrency = {1};
+  report::Report warned = audit_of(o);
+  EXPECT_EQ(failed_stages(warned), "") << describe(warned);
+  const auto* limits = warned.find_stage("target-limits");
+  ASSERT_NE(limits, nullptr);
+  ASSERT_EQ(limits->warnings.size(), 1u) << describe(warned);
+  EXPECT_EQ(limits->warnings[0].id, "logprobs_short");
+  // max_tokens, streamed and non-streamed: each one entry short.
+  EXPECT_NE(limits->warnings[0].message.find("3 of 3 replies"), std::string::npos)
+      << limits->warnings[0].message;
+  EXPECT_NE(limits->warnings[0].message.find("the streamed reply"), std::string::npos)
+      << limits->warnings[0].message;
+  // Every reply of the logprob stage is one entry short: none is compared out of step.
+  const auto* logprobs = warned.find_stage("target-logprobs");
+  ASSERT_NE(logprobs, nullptr);
+  EXPECT_EQ(logprobs->verdict, report::Verdict::kSkipped) << describe(warned);
+  EXPECT_NE(logprobs->reason.find("fewer than their tokens"), std::string::npos) << logprobs->reason;
+  o.strict = true;
+  report::Report strict = audit_of(o);
+  EXPECT_EQ(failed_stages(strict), "target-limits") << describe(strict);
+  EXPECT_NE(strict.find_stage("target-limits")->reason.find("logprobs_short"), std::string::npos)
+      << strict.find_stage("target-limits")->reason;
 }
 
 // A quantized target: the miniature quantized to int4 by Day0 and served. The logprob bounds come from

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "day0/audit/audit_session.h"
@@ -156,6 +157,34 @@ std::string first_text_difference(const std::string& target, const std::string& 
   const size_t from = i > 20 ? i - 20 : 0;
   return fmt::format("byte {}: {} …{} vs {} …{}", i, target_name, json_quoted(target.substr(from, 40)),
                      ref_name, json_quoted(ref.substr(from, 40)));
+}
+
+// Logprob entries fewer than the tokens a reply counts (usage): llama-server holds back a token whose
+// bytes end inside a UTF-8 character and lists it with the next one — one entry with both tokens'
+// bytes — so the text is whole and only the per-token log-probabilities are short. "" when the
+// entries are as many as the tokens, or spell the reply's text (then `*short_by` says by how many);
+// else why they do not (the text lost, not only its entries).
+std::string logprob_entries_against_text(const ReplyChoice& c, std::optional<int64_t> usage_tokens,
+                                         const char* reply_name, int64_t* short_by) {
+  *short_by = 0;
+  if (!c.has_logprobs || !usage_tokens || static_cast<int64_t>(c.steps.size()) >= *usage_tokens) return "";
+  // Spaces aside: a server that decodes each token alone drops a SentencePiece token's leading space
+  // from its entry (day0 serve does), which loses no text.
+  auto without_spaces = [](std::string text) {
+    std::erase(text, ' ');
+    return text;
+  };
+  std::string spelled;
+  for (const ReplyStep& step : c.steps) spelled += step.chosen.bytes.value_or(step.chosen.text);
+  const std::string diff = first_text_difference(without_spaces(spelled), without_spaces(c.text),
+                                                 "its logprob entries", "its text");
+  if (!diff.empty())
+    return fmt::format(
+        "the {} reply has {} logprob entries for {} tokens (usage), and they spell another "
+        "text (spaces aside) at {}",
+        reply_name, c.steps.size(), *usage_tokens, diff);
+  *short_by = *usage_tokens - static_cast<int64_t>(c.steps.size());
+  return "";
 }
 
 }  // namespace
@@ -377,6 +406,7 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
   double max_dlp = 0;
   std::string max_dlp_at, outside_topk;
   int64_t top_logprobs = 20;
+  std::vector<std::string> short_replies;  // left out: fewer logprob entries than tokens
   auto convs = audit_conversations(*s.tok);
   convs.resize(std::min<size_t>(convs.size(), 3));
   for (const AuditConversation& c : convs) {
@@ -403,6 +433,19 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
     const ReplyChoice& choice = reply->choices.front();
     if (!choice.has_logprobs || choice.steps.empty())
       return mark_skip(out, "the target returned no logprobs for a request with logprobs: true");
+    // Fewer entries than tokens (usage): a token held back at a split UTF-8 character and listed with
+    // the next one (llama-server). Which position each later entry holds is then unknown, so the reply
+    // is left out rather than compared out of step; target-limits judges whether its text is whole.
+    if (reply->completion_tokens && static_cast<int64_t>(choice.steps.size()) < *reply->completion_tokens) {
+      short_replies.push_back(
+          fmt::format("{} ({} entries for {} tokens)", c.id, choice.steps.size(), *reply->completion_tokens));
+      rows.push_back({{"id", c.id},
+                      {"tokens", *reply->completion_tokens},
+                      {"logprob_entries", choice.steps.size()},
+                      {"compared", 0},
+                      {"text", choice.text}});
+      continue;
+    }
     auto forced = force_reply(s, rendered->ids, choice.steps);
     if (!forced.is_ok()) return mark_fail(out, "", c.id + ": teacher forcing: " + forced.status().message());
     if (own) {
@@ -439,6 +482,16 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
                     {"top1_agreement", compared ? static_cast<double>(conv_top1) / compared : 1.0},
                     {"max_abs_dlogprob", conv_dlp},
                     {"text", choice.text}});
+  }
+  std::string short_note;
+  if (!short_replies.empty()) {
+    short_note = fmt::format(
+        "{} of {} replies left out of the comparison, their logprob entries fewer "
+        "than their tokens (usage): ",
+        short_replies.size(), convs.size());
+    for (size_t i = 0; i < short_replies.size(); ++i) short_note += (i ? ", " : "") + short_replies[i];
+    short_note += " (tokens held back at split UTF-8 characters, their entries merged or dropped)";
+    if (short_replies.size() == convs.size()) return mark_skip(out, short_note);
   }
   const double kl_mean = kls.empty() ? 0 : std::accumulate(kls.begin(), kls.end(), 0.0) / kls.size();
   const double kl_max = kls.empty() ? 0 : *std::max_element(kls.begin(), kls.end());
@@ -581,6 +634,7 @@ void run_logprobs_stage(AuditSession& s, StageResult& out) {
     for (size_t i = 1; i < problems.size(); ++i) reason += "; " + problems[i];
     return mark_fail(out, summary, reason);
   }
+  if (!short_note.empty()) out.warnings.push_back({"logprobs_short", short_note});
   mark_pass(out, summary + fmt::format(" ({} bounds: {} x Day0's own {} run, from {})", fmt_name,
                                        kOwnRunFactor, fmt_name, plan.format.source));
 }
@@ -868,6 +922,21 @@ void run_tools_stage(AuditSession& s, StageResult& out) {
 
 void run_limits_stage(AuditSession& s, StageResult& out) {
   std::vector<std::string> problems;
+  std::vector<report::StageWarning> warnings;
+  // Replies whose logprob entries are fewer than their tokens while spelling the whole text (the
+  // warning `logprobs_short`): "the streamed reply 12 of 24" per reply.
+  std::vector<std::string> short_entries;
+  int replies_with_logprobs = 0;
+  auto note_short_entries = [&](const ReplyChoice& c, std::optional<int64_t> usage_tokens,
+                                const char* reply_name) -> std::string {
+    int64_t short_by = 0;
+    if (c.has_logprobs) ++replies_with_logprobs;
+    std::string why = logprob_entries_against_text(c, usage_tokens, reply_name, &short_by);
+    if (why.empty() && short_by > 0)
+      short_entries.push_back(
+          fmt::format("the {} reply {} of {}", reply_name, c.steps.size(), *usage_tokens));
+    return why;
+  };
   Json checks = Json::object();
   const OJson ask =
       OJson::array({{{"role", "user"}, {"content", "Write a short story about a lighthouse keeper."}}});
@@ -898,11 +967,16 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
                      {"finish_reason", c.finish_reason},
                      {"completion_tokens", counted},
                      {"logprob_tokens", listed}};
-      if (counted > budget || listed > budget) {
+      const std::string entries_wrong = note_short_entries(c, reply->completion_tokens, "max_tokens");
+      // Entries short of usage but spelling the text count the tokens by usage (a warning, below).
+      const int64_t listed_whole = entries_wrong.empty() && counted >= 0 ? std::max(listed, counted) : listed;
+      if (!entries_wrong.empty()) {
+        fail_check("max_tokens", entries_wrong);
+      } else if (counted > budget || listed > budget) {
         fail_check("max_tokens",
                    fmt::format("{} tokens for max_tokens {}", std::max(counted, listed), budget));
       } else if (c.finish_reason == "length" &&
-                 ((counted >= 0 && counted != budget) || (listed >= 0 && listed != budget))) {
+                 ((counted >= 0 && counted != budget) || (listed >= 0 && listed_whole != budget))) {
         fail_check("max_tokens",
                    fmt::format("finish_reason length with {} tokens (usage) and {} logprob entries for "
                                "max_tokens {}: the reply lost tokens",
@@ -920,6 +994,7 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
   std::string plain_text;
   {
     Json body = s.chat_body(ask, s.options.new_tokens);
+    body["logprobs"] = true;  // entries against usage and text, in both forms
     Exchange plain = s.post("/v1/chat/completions", body);
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
@@ -939,6 +1014,12 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
       } else if (a->choices.front().finish_reason != b->choices.front().finish_reason) {
         fail_check("stream", "finish_reason " + json_quoted(b->choices.front().finish_reason) +
                                  " streamed, " + json_quoted(a->choices.front().finish_reason) + " not");
+      } else if (std::string why = note_short_entries(b->choices.front(), b->completion_tokens, "streamed");
+                 !why.empty()) {
+        fail_check("stream", why);
+      } else if (why = note_short_entries(a->choices.front(), a->completion_tokens, "non-streamed");
+                 !why.empty()) {
+        fail_check("stream", why);
       } else {
         pass_check("stream",
                    {{"chars", plain_text.size()}, {"usage_streamed", b->completion_tokens.has_value()}});
@@ -1033,7 +1114,6 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
   // and the server answers the next valid request. A 5xx refusal is HTTP's wrong class for a client's
   // error, not a wrong answer: a named warning (a failure under --strict). Not retried: a 5xx here is
   // the answer.
-  std::vector<report::StageWarning> warnings;
   {
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"malformed JSON", "{\"model\": "},
@@ -1079,6 +1159,15 @@ void run_limits_stage(AuditSession& s, StageResult& out) {
       }
       pass_check("bad_requests", detail);
     }
+  }
+  if (!short_entries.empty()) {
+    std::string message = fmt::format(
+        "{} of {} replies with logprobs carried fewer logprob entries than "
+        "tokens (usage) while their entries spell the whole text: ",
+        short_entries.size(), replies_with_logprobs);
+    for (size_t i = 0; i < short_entries.size(); ++i) message += (i ? ", " : "") + short_entries[i];
+    message += " (tokens held back at split UTF-8 characters and listed with the next token's entry)";
+    warnings.push_back({"logprobs_short", message});
   }
   out.evidence = {{"checks", checks}, {"retried_5xx", s.total_retries}};
   const std::string summary =
