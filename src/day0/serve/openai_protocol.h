@@ -2,7 +2,8 @@
 // The OpenAI protocol around the scheduler, without HTTP: a parsed request turned into the engine's
 // sequence request (chat template, tokenization, context checks, sampling), and scheduler events
 // turned into response bodies (chat.completion / text_completion objects, or their streamed chunks as
-// server-sent events).
+// server-sent events). A chat request with tools gets the model's calls as tool_calls, in the format its
+// chat template names (tool_call_parser.h).
 // Thread safety: pure functions; a ResponseBuilder belongs to one request.
 #include <cstdint>
 #include <string>
