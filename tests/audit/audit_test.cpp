@@ -143,6 +143,8 @@ class FaultProxy {
     std::string body = res->body;
     if (res->status == 200 && chat) body = stream ? mutate_stream(body) : mutate_reply(body, asked_logprobs);
     if (res->status == 200 && chat && !stream && asks_for_a_call(request)) body = fake_tool_call(body);
+    if (res->status == 200 && !chat && stream && fault == Fault::kMergeHeldBackToken)
+      body = merge_completion_chunks(body);
     if (res->status == 200 && !chat && fault == Fault::kPerturbPromptLogprobs && request.is_object() &&
         request.value("echo", false) && !stream) {
       Json j = Json::parse(body, nullptr, false);
@@ -297,6 +299,35 @@ class FaultProxy {
                   merged_entry(held["logprobs"]["content"][0], choice["logprobs"]["content"][0]);
             }
           }
+          event = "data: " + j.dump();
+        }
+      }
+      out += event + "\n\n";
+    }
+    return out;
+  }
+
+  // Streamed completions (the load and the soak): the first token's chunk folded into the second's, its
+  // text kept and its logprob entry dropped, the usage unchanged: one chunk short of the usage.
+  static std::string merge_completion_chunks(const std::string& body) {
+    std::string out, held_text;
+    int pieces = 0;
+    size_t pos = 0;
+    while (pos < body.size()) {
+      size_t end = body.find("\n\n", pos);
+      if (end == std::string::npos) end = body.size();
+      std::string event = body.substr(pos, end - pos);
+      pos = end + 2;
+      if (event.rfind("data: ", 0) == 0 && event != "data: [DONE]") {
+        Json j = Json::parse(event.substr(6), nullptr, false);
+        const bool token_chunk = j.is_object() && j["choices"].is_array() && !j["choices"].empty() &&
+                                 j["choices"][0]["finish_reason"].is_null();
+        if (token_chunk && ++pieces <= 2) {
+          if (pieces == 1) {
+            held_text = j["choices"][0].value("text", std::string());
+            continue;  // held back: no event
+          }
+          j["choices"][0]["text"] = held_text + j["choices"][0].value("text", std::string());
           event = "data: " + j.dump();
         }
       }
@@ -521,9 +552,16 @@ TEST_F(Audit, HeldBackTokenIsAWarningThatStrictFails) {
   ASSERT_NE(logprobs, nullptr);
   EXPECT_EQ(logprobs->verdict, report::Verdict::kSkipped) << describe(warned);
   EXPECT_NE(logprobs->reason.find("fewer than their tokens"), std::string::npos) << logprobs->reason;
+  // The load's streams, one chunk short each: counted by their usage, a warning of target-speed.
+  const auto* speed = warned.find_stage("target-speed");
+  ASSERT_NE(speed, nullptr);
+  ASSERT_EQ(speed->warnings.size(), 1u) << describe(warned);
+  EXPECT_EQ(speed->warnings[0].id, "stream_chunks_short");
+  EXPECT_NE(speed->warnings[0].message.find("fewer chunks than their usage"), std::string::npos)
+      << speed->warnings[0].message;
   o.strict = true;
   report::Report strict = audit_of(o);
-  EXPECT_EQ(failed_stages(strict), "target-limits") << describe(strict);
+  EXPECT_EQ(failed_stages(strict), "target-limits,target-speed") << describe(strict);
   EXPECT_NE(strict.find_stage("target-limits")->reason.find("logprobs_short"), std::string::npos)
       << strict.find_stage("target-limits")->reason;
 }

@@ -43,6 +43,10 @@ struct BenchResult {
   int requests = 0;
   int failed = 0;
   std::string first_error;
+  // Streams that carried fewer chunks than their usage's completion tokens (counted by the usage, not
+  // failed): a server that sends a token ending inside a UTF-8 character with the next one.
+  int short_streams = 0;
+  std::string first_short_stream;
   double seconds = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;

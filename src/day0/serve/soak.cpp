@@ -175,6 +175,8 @@ Result<SoakResult> run_soak(const SoakOptions& o) {
     since_requests += b->requests;
     since_failed += b->failed;
     if (r.first_error.empty()) r.first_error = b->first_error;
+    r.short_streams += b->short_streams;
+    if (r.first_short_stream.empty()) r.first_short_stream = b->first_short_stream;
     const double t = now_s();
     if (t - last_sample < o.sample_every_s && t < o.duration_s) continue;
     SoakSample s;
@@ -223,6 +225,8 @@ nlohmann::json to_json(const SoakResult& r) {
                       {"pass", r.pass},
                       {"verdict", r.verdict}};
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  j["short_streams"] = r.short_streams;
+  if (!r.first_short_stream.empty()) j["first_short_stream"] = r.first_short_stream;
   return j;
 }
 

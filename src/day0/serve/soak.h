@@ -45,6 +45,8 @@ struct SoakResult {
   SoakSlopes slopes;
   int64_t requests = 0, failed = 0;
   std::string first_error;
+  int64_t short_streams = 0;  // BenchResult::short_streams over the rounds (not failures)
+  std::string first_short_stream;
   bool pass = false;
   std::string verdict;  // "pass" or the reasons it failed
 };
