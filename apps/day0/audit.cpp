@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "command.h"
@@ -42,6 +43,9 @@ int run_audit_command(AuditCliOptions& o) {
                           invalid_argument("--api-key-env " + o.api_key_env + ": the variable is not set"));
     o.audit.api_key = key;
   }
+  if (o.audit.target_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}/status", o.audit.target_pid)))
+    return report_error("audit", invalid_argument(fmt::format("--target-pid {}: no such process on this host",
+                                                              o.audit.target_pid)));
   auto out_lock = report::prepare_report_dir(o.out_dir);
   if (!out_lock.is_ok()) return report_error("audit", out_lock.status());
   const size_t n = audit::audit_stages().size();
@@ -116,6 +120,11 @@ const Registrar kAudit(
       app.add_option("--quantized-reference", o->audit.quantized_reference,
                      "A float MODEL served quantized: Day0's own quantized copy of it (a `day0 quantize` "
                      "folder), whose run sets the bounds");
+      app.add_option("--target-pid", o->audit.target_pid,
+                     "The target's process on this host, whose resident memory, threads and open files the "
+                     "soak samples (default: the process listening on the target's port, when the URL "
+                     "names this host)")
+          ->check(CLI::Range(1, 1 << 30));
       app.add_option("--out", o->out_dir, "Output folder for the report")->capture_default_str();
       app.add_flag("--strict", o->audit.strict,
                    "Warnings (a bad request refused with a 5xx rather than a 4xx) fail their stage");

@@ -2,8 +2,10 @@
 // through a fault-injecting proxy between the audit and the server each fault fails exactly the stage
 // that should catch it, naming it, and the clean proxy passes. On the trained SmolLM2 (when its GGUF is
 // cached, tests/trained/smollm2_test.cpp) every stage passes too. The reply parser's own cases close.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -440,6 +442,11 @@ TEST_F(Audit, EveryStagePassesAgainstDay0Serve) {
   ASSERT_NE(speed, nullptr);
   EXPECT_EQ(speed->evidence["levels"].size(), 2u);
   EXPECT_GT(speed->evidence["soak"]["requests"].get<int64_t>(), 0);
+  // The server runs in this process, on this host: found by its listening port, its memory sampled.
+  EXPECT_EQ(speed->evidence["soak"]["process"].get<std::string>(),
+            fmt::format("process {} (listening on port {})", ::getpid(), harness_->port()));
+  ASSERT_FALSE(speed->evidence["soak"]["samples"].empty());
+  EXPECT_GT(speed->evidence["soak"]["samples"][0]["rss_mb"].get<double>(), 1.0);
   const auto* limits = rep.find_stage("target-limits");
   EXPECT_EQ(limits->evidence["checks"]["context"]["context"].get<int64_t>(), 320);
 }

@@ -2,6 +2,7 @@
 // scripted server whose streams are written by hand.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/serve/bench_client.h"
+#include "day0/serve/soak.h"
 
 namespace day0::serve {
 namespace {
@@ -89,6 +91,20 @@ TEST(BenchClient, MoreChunksThanTheUsageFails) {
   EXPECT_EQ(r.short_streams, 0);
   EXPECT_NE(r.first_error.find("reported 6 completion tokens and streamed 7"), std::string::npos)
       << r.first_error;
+}
+
+// The soak samples a local target's process: the one listening on the URL's port.
+TEST(BenchClient, ListeningPidIsTheProcessServingThePort) {
+  ScriptedServer server(1, 1);
+  const int port = loopback_port(server.url());
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(listening_pid(port), ::getpid());
+  EXPECT_EQ(loopback_port("http://localhost:8000/v1"), 8000);
+  EXPECT_EQ(loopback_port("http://[::1]:8000"), 8000);
+  EXPECT_EQ(loopback_port("http://10.0.0.2:8000"), 0);  // another host: not sampled
+  EXPECT_EQ(loopback_port("http://127.0.0.1"), 0);
+  EXPECT_EQ(loopback_port("http://127.0.0.1:99999"), 0);
+  EXPECT_EQ(loopback_port("http://127.0.0.1:80x"), 0);
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ struct AuditOptions {
   std::string target_format;
   std::string quantized_reference;
   bool strict = false;  // --strict: a stage's warnings fail it (report::apply_strict)
+  // The target's process on this host, whose resident memory, threads and open files the soak samples;
+  // 0: the process listening on the target's port when the URL names this host (none found: not sampled).
+  int target_pid = 0;
 };
 
 // The stages in run order: id and title ("audit-tokens" "Target: tokens and template", ...).

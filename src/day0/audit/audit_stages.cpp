@@ -1239,11 +1239,24 @@ void run_speed_stage(AuditSession& s, StageResult& out) {
     so.load.requests = so.load.concurrency * 2;
     so.duration_s = s.options.soak_seconds;
     so.sample_every_s = std::max(1.0, s.options.soak_seconds / 30);
+    // The target's process, when it runs here: its memory, threads and open files over the soak.
+    std::string process_note = "the target's process not sampled (not on this host, or not found)";
+    so.server_pid = s.options.target_pid;
+    if (so.server_pid > 0) {
+      process_note = fmt::format("process {} (--target-pid)", so.server_pid);
+    } else if (const int port = serve::loopback_port(s.base_url); port > 0) {
+      so.server_pid = serve::listening_pid(port);
+      if (so.server_pid > 0)
+        process_note = fmt::format("process {} (listening on port {})", so.server_pid, port);
+    }
     auto soak = serve::run_soak(so);
     if (!soak.is_ok()) return mark_fail(out, "", "speed: soak: " + soak.status().message());
     Json samples = Json::array();
     for (const auto& smp : soak->samples)
       samples.push_back({{"t_s", smp.t_s},
+                         {"rss_mb", smp.rss_mb},
+                         {"threads", smp.threads},
+                         {"open_files", smp.open_files},
                          {"e2e_p50_s", smp.e2e_p50_s},
                          {"e2e_p99_s", smp.e2e_p99_s},
                          {"requests", smp.requests},
@@ -1270,10 +1283,22 @@ void run_speed_stage(AuditSession& s, StageResult& out) {
                             {"failed", soak->failed},
                             {"error_rate", error_rate},
                             {"e2e_p50_slope_s_per_min", soak->slopes.e2e_p50_s},
+                            {"process", process_note},
+                            {"rss_mb_slope_per_min", soak->slopes.rss_mb},
                             {"latency_drift", drift},
                             {"samples", samples}};
     soak_note = fmt::format("soak {:.0f} s: {} requests, error rate {:.3g}, latency drift {:+.1f}%",
                             so.duration_s, soak->requests, error_rate, drift * 100);
+    if (so.server_pid > 0 && !soak->samples.empty())
+      soak_note +=
+          fmt::format(", RSS {:.0f} MB ({:+.2f} MB/min)", soak->samples.back().rss_mb, soak->slopes.rss_mb);
+    // A process's memory settles over minutes (allocator arenas, caches filling): a shorter soak shows
+    // its figures without judging their slope.
+    constexpr double kMinSoakToJudgeGrowth_s = 300;
+    if (so.server_pid > 0 && so.duration_s < kMinSoakToJudgeGrowth_s)
+      soak_note += fmt::format(" (growth judged from a {:.0f}-s soak on)", kMinSoakToJudgeGrowth_s);
+    else
+      for (const std::string& growth : soak->process_growth) problems.push_back("soak: " + growth);
     out.evidence["soak"]["short_streams"] = soak->short_streams;
     short_streams += soak->short_streams;
     streams += soak->requests;

@@ -103,6 +103,14 @@ std::string target_speed_charts(const Report& report) {
     }
     if (p50.x.size() >= 2)
       html += svg_line_chart("Request latency over the soak", {p50, p99}, "seconds", "ms", false);
+    Series rss{"resident memory", {}, {}};
+    for (const auto& smp : stage->evidence["soak"]["samples"]) {
+      if (smp.value("rss_mb", -1.0) < 0) continue;
+      rss.x.push_back(smp.value("t_s", 0.0));
+      rss.y.push_back(smp.value("rss_mb", 0.0));
+    }
+    if (rss.x.size() >= 2)
+      html += svg_line_chart("The target's resident memory over the soak", {rss}, "seconds", "MB", false);
   }
   return html;
 }

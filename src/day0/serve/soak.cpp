@@ -58,6 +58,24 @@ double kv_used_blocks(const std::string& url) {
   return -1;
 }
 
+// Socket inodes of TCP listeners on `port` in one /proc/net/tcp table ("sl local rem st ... inode").
+void listening_inodes(const char* table, int port, std::vector<std::string>& inodes) {
+  std::ifstream in(table);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    const size_t colon = local.rfind(':');
+    if (state != "0A" || colon == std::string::npos || inode.empty() || inode == "0") continue;  // 0A: LISTEN
+    try {
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) inodes.push_back(inode);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
 }  // namespace
 
 double slope_per_minute(std::span<const double> t_s, std::span<const double> y) {
@@ -97,9 +115,11 @@ void judge_soak(SoakResult& r, const SoakOptions& o) {
     why.push_back(fmt::format("{} samples (at least 4 are needed)", r.samples.size()));
   if (r.failed > 0)
     why.push_back(fmt::format("{} of {} requests failed: {}", r.failed, r.requests, r.first_error));
+  r.process_growth.clear();
   if (r.slopes.rss_mb > o.max_rss_slope_mb_per_min) {
-    why.push_back(fmt::format("resident memory grows {:.2f} MB/min over the second half (bound {:.2f})",
-                              r.slopes.rss_mb, o.max_rss_slope_mb_per_min));
+    r.process_growth.push_back(
+        fmt::format("resident memory grows {:.2f} MB/min over the second half (bound {:.2f})",
+                    r.slopes.rss_mb, o.max_rss_slope_mb_per_min));
   }
   // Threads and open files: counts jitter with the connections in flight at a sample, so growth is the
   // smallest of the last third of the second half above the largest of its first third.
@@ -113,11 +133,13 @@ void judge_soak(SoakResult& r, const SoakOptions& o) {
       late = std::min(late, r.samples[r.samples.size() - 1 - i].*field);
     }
     if (late > early) {
-      why.push_back(fmt::format("{} grew from {:.0f} to {:.0f} over the second half", what, early, late));
+      r.process_growth.push_back(
+          fmt::format("{} grew from {:.0f} to {:.0f} over the second half", what, early, late));
     }
   };
   grew(&SoakSample::threads, "threads");
   grew(&SoakSample::open_files, "open files");
+  why.insert(why.end(), r.process_growth.begin(), r.process_growth.end());
   r.pass = why.empty();
   r.verdict = "pass";
   if (!why.empty()) {
@@ -228,6 +250,47 @@ nlohmann::json to_json(const SoakResult& r) {
   j["short_streams"] = r.short_streams;
   if (!r.first_short_stream.empty()) j["first_short_stream"] = r.first_short_stream;
   return j;
+}
+
+int listening_pid(int port) {
+  if (port <= 0 || port > 65535) return 0;
+  std::vector<std::string> inodes;
+  listening_inodes("/proc/net/tcp", port, inodes);
+  listening_inodes("/proc/net/tcp6", port, inodes);
+  if (inodes.empty()) return 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator proc("/proc", ec), end; !ec && proc != end; proc.increment(ec)) {
+    const std::string name = proc->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code fd_ec;
+    for (std::filesystem::directory_iterator fd(proc->path() / "fd", fd_ec), fd_end; !fd_ec && fd != fd_end;
+         fd.increment(fd_ec)) {
+      std::error_code link_ec;
+      const std::string target = std::filesystem::read_symlink(fd->path(), link_ec).string();
+      if (link_ec || target.rfind("socket:[", 0) != 0) continue;
+      for (const std::string& inode : inodes)
+        if (target == "socket:[" + inode + "]") return std::stoi(name);
+    }
+  }
+  return 0;
+}
+
+int loopback_port(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return 0;
+  std::string authority = url.substr(scheme + 3);
+  authority = authority.substr(0, authority.find('/'));
+  const size_t colon = authority.rfind(':');
+  if (colon == std::string::npos) return 0;
+  const std::string host = authority.substr(0, colon);
+  if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") return 0;
+  try {
+    size_t used = 0;
+    const int port = std::stoi(authority.substr(colon + 1), &used);
+    return used == authority.size() - colon - 1 && port > 0 && port <= 65535 ? port : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 }  // namespace day0::serve

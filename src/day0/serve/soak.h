@@ -47,6 +47,9 @@ struct SoakResult {
   std::string first_error;
   int64_t short_streams = 0;  // BenchResult::short_streams over the rounds (not failures)
   std::string first_short_stream;
+  // The server process's resident memory, threads or open files growing (judge_soak; only with a
+  // server_pid), also among the verdict's reasons.
+  std::vector<std::string> process_growth;
   bool pass = false;
   std::string verdict;  // "pass" or the reasons it failed
 };
@@ -62,6 +65,14 @@ std::string text_plot(std::span<const double> t_s, std::span<const double> y, in
                       int height = 12);
 
 Result<SoakResult> run_soak(const SoakOptions& options);
+
+// The process on this host listening on TCP `port` (any local address, IPv4 or IPv6), found through
+// /proc/net/tcp{,6} and the socket links of /proc/PID/fd; 0 when none is found or readable (another
+// user's process, another host's port).
+int listening_pid(int port);
+// The port of an http(s)://host:port URL whose host is this machine (127.0.0.1, localhost, [::1]);
+// 0 for another host or a URL without a port.
+int loopback_port(const std::string& url);
 nlohmann::json to_json(const SoakResult& result);
 
 }  // namespace day0::serve
