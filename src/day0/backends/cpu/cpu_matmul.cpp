@@ -56,8 +56,18 @@ void gemv(const Context& c, const MatmulArgs& a) {
   std::vector<float>& prepared = c.ws ? c.ws->gemv_prepared : local;
   std::vector<uint16_t> local_bf16;  // BF16 x, when the call has no workspace
   std::vector<uint16_t>& rounded = c.ws ? c.ws->gemv_bf16 : local_bf16;
-  std::vector<const float*> xs(static_cast<size_t>(t_rows), nullptr);      // [T]
-  std::vector<const uint16_t*> xbs(static_cast<size_t>(t_rows), nullptr);  // [T]
+  // [T] each x row as the row dots take it: on the stack for a decode step (which allocates nothing),
+  // on the heap for a row_invariant call of more rows.
+  const float* xs_few[kGemvMaxRows] = {};
+  const uint16_t* xbs_few[kGemvMaxRows] = {};
+  std::vector<const float*> xs_many;
+  std::vector<const uint16_t*> xbs_many;
+  if (t_rows > kGemvMaxRows) {
+    xs_many.resize(static_cast<size_t>(t_rows));
+    xbs_many.resize(static_cast<size_t>(t_rows));
+  }
+  const float** xs = t_rows > kGemvMaxRows ? xs_many.data() : xs_few;
+  const uint16_t** xbs = t_rows > kGemvMaxRows ? xbs_many.data() : xbs_few;
   if (bf16x) {
     uint16_t* xb = aligned_bf16_rows(rounded, t_rows, k);
     const int64_t stride = bf16_row_stride(k);
@@ -82,9 +92,9 @@ void gemv(const Context& c, const MatmulArgs& a) {
       for (int64_t t0 = 0; t0 < t_rows; t0 += kGemvMaxRows) {
         const int64_t group = std::min(kGemvMaxRows, t_rows - t0);
         if (bf16x) {
-          c.k.dot_rows_bf16x(a.w, n0, n1, xbs.data() + t0, group, dots[0], kRowsPerStep);
+          c.k.dot_rows_bf16x(a.w, n0, n1, xbs + t0, group, dots[0], kRowsPerStep);
         } else {
-          dot_rows_each(c.k, a.w, n0, n1, xs.data() + t0, group, dots[0], kRowsPerStep);
+          dot_rows_each(c.k, a.w, n0, n1, xs + t0, group, dots[0], kRowsPerStep);
         }
         for (int64_t t = 0; t < group; ++t) finish_row(a, t0 + t, n0, n1, dots[t]);
       }
