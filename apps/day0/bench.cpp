@@ -127,7 +127,12 @@ int bench_soak(BenchArgs& a) {
         "slopes over the second half, per minute: RSS {:+.3f} MB, threads {:+.2f}, open files {:+.2f}, "
         "KV blocks {:+.1f}, e2e p50 {:+.2f} ms\n",
         k.rss_mb, k.threads, k.open_files, k.kv_used_blocks, 1e3 * k.e2e_p50_s);
-    fmt::print("requests {} ({} failed)\nverdict: {}\n", r->requests, r->failed, r->verdict);
+    fmt::print("requests {} ({} failed)\n", r->requests, r->failed);
+    if (r->short_streams > 0)
+      fmt::print(
+          "short streams {} (fewer chunks than their usage's tokens, counted by the usage; first: {})\n",
+          r->short_streams, r->first_short_stream);
+    fmt::print("verdict: {}\n", r->verdict);
   }
   return r->pass ? kExitOk : kExitCheckFailed;
 }
@@ -356,6 +361,11 @@ int bench_serve(BenchArgs& a) {
                r->request_throughput, r->output_throughput, r->prompt_tokens, r->output_tokens);
     fmt::print("TTFT         {}\nITL          {}\ne2e          {}\n", ms(r->ttft), ms(r->itl), ms(r->e2e));
     if (!r->first_error.empty()) fmt::print("first error  {}\n", r->first_error);
+    if (r->short_streams > 0)
+      fmt::print(
+          "short        {} streams carried fewer chunks than their usage's tokens, counted by the "
+          "usage (first: {})\n",
+          r->short_streams, r->first_short_stream);
   }
   return r->failed > 0 ? kExitCheckFailed : kExitOk;
 }
