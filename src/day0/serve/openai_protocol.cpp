@@ -165,14 +165,7 @@ std::string ResponseBuilder::sse_tool_event(const StreamEvent& e) {
   }
   out += sse_data(
       dump(chunk({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_reason}})));
-  if (request_.include_usage) {
-    Json usage = chunk(Json());
-    usage["choices"] = Json::array();
-    usage["usage"] = {{"prompt_tokens", prompt_tokens_},
-                      {"completion_tokens", completion_tokens_},
-                      {"total_tokens", prompt_tokens_ + completion_tokens_}};
-    out += sse_data(dump(usage));
-  }
+  if (request_.include_usage) out += sse_usage_event();
   return out;
 }
 
@@ -225,6 +218,16 @@ Json ResponseBuilder::logprobs_of(const std::vector<GenerationStep>& steps, int6
           {"token_logprobs", token_logprobs},
           {"top_logprobs", top_logprobs},
           {"text_offset", offsets}};
+}
+
+// stream_options.include_usage: the last event before [DONE], no choices.
+std::string ResponseBuilder::sse_usage_event() const {
+  Json usage = chunk(Json());
+  usage["choices"] = Json::array();
+  usage["usage"] = {{"prompt_tokens", prompt_tokens_},
+                    {"completion_tokens", completion_tokens_},
+                    {"total_tokens", prompt_tokens_ + completion_tokens_}};
+  return sse_data(dump(usage));
 }
 
 Json ResponseBuilder::chunk(Json choice) const {
@@ -293,14 +296,7 @@ std::string ResponseBuilder::sse_event(const StreamEvent& e) {
       choice["text"] = rest;
     }
     out += sse_data(dump(chunk(std::move(choice))));
-    if (request_.include_usage) {
-      Json usage = chunk(Json());
-      usage["choices"] = Json::array();
-      usage["usage"] = {{"prompt_tokens", prompt_tokens_},
-                        {"completion_tokens", completion_tokens_},
-                        {"total_tokens", prompt_tokens_ + completion_tokens_}};
-      out += sse_data(dump(usage));
-    }
+    if (request_.include_usage) out += sse_usage_event();
   }
   return out;
 }

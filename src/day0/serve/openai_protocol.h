@@ -48,6 +48,7 @@ class ResponseBuilder {
 
  private:
   nlohmann::json chunk(nlohmann::json choice) const;
+  std::string sse_usage_event() const;
   nlohmann::json logprobs_of(const std::vector<GenerationStep>& steps, int64_t text_offset) const;
   std::string token_text(int32_t id) const;
   std::string echoed_prompt() const;  // the prompt as echo returns it: its text, or its ids decoded
