@@ -20,7 +20,6 @@ prompt.<i>.greedy_logits F32 [N, vocab] (the logits each of those tokens was cho
 import argparse
 import json
 import os
-import random
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,13 +27,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
 
-FORMAT = "day0-reference/1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_writer import (DTYPES, add_prompt_arguments, capture_forward, parse_prompts,  # noqa: E402
+                              reference_tensors, write_reference)
+
 PRODUCER = "day0 tools/reference/dump_reference.py"
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 
 def versions():
@@ -111,62 +111,14 @@ def decoder_layers(model):
     return inner, layers
 
 
-def parse_prompts(args, vocab):
-    prompts = []
-    if args.prompts:
-        for chunk in args.prompts.split(";"):
-            ids = [int(t) for t in chunk.split(",") if t.strip()]
-            if ids:
-                prompts.append(ids)
-    if args.prompts_file:
-        with open(args.prompts_file) as f:
-            prompts.extend(json.load(f))
-    rng = random.Random(args.seed)
-    for length in args.random_lengths:
-        prompts.append([rng.randrange(vocab) for _ in range(length)])
-    if not prompts:
-        raise SystemExit("error: no prompts (use --prompts, --prompts-file or --random-lengths)")
-    for p in prompts:
-        bad = [t for t in p if t < 0 or t >= vocab]
-        if bad:
-            raise SystemExit(f"error: token ids {bad[:5]} outside the vocabulary [0, {vocab})")
-    return prompts
+def logits_of(model):
+    """The model's forward as the writer calls it: input ids [1, T] -> logits [1, T, vocab]."""
+    return lambda input_ids: model(input_ids=input_ids, use_cache=False).logits
 
 
-@torch.no_grad()
 def run_prompt(model, ids):
     inner, layers = decoder_layers(model)
-    captured = {}
-
-    def keep(name):
-        def hook(_module, _inputs, output):
-            tensor = output[0] if isinstance(output, (tuple, list)) else output
-            captured[name] = tensor[0].detach().to(torch.float32).clone()
-
-        return hook
-
-    handles = [layer.register_forward_hook(keep(f"hidden.{i}")) for i, layer in enumerate(layers)]
-    if getattr(inner, "norm", None) is not None:
-        handles.append(inner.norm.register_forward_hook(keep("final_norm")))
-    try:
-        out = model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False)
-    finally:
-        for h in handles:
-            h.remove()
-    captured["logits"] = out.logits[0].detach().to(torch.float32).clone()
-    return captured
-
-
-@torch.no_grad()
-def greedy_continuation(model, ids, steps):
-    """Greedy tokens after the prompt, each from a full forward pass (no cache: the plainest path)."""
-    tokens, rows = list(ids), []
-    for _ in range(steps):
-        logits = model(input_ids=torch.tensor([tokens], dtype=torch.long), use_cache=False).logits[0, -1]
-        logits = logits.detach().to(torch.float32).clone()
-        rows.append(logits)
-        tokens.append(int(torch.argmax(logits)))
-    return tokens[len(ids):], rows
+    return capture_forward(logits_of(model), ids, layers, getattr(inner, "norm", None))
 
 
 def cmd_dump(args):
@@ -176,27 +128,17 @@ def cmd_dump(args):
         raise SystemExit(f"error: transformers did not load every weight: {problems}")
     vocab = model.config.get_text_config().vocab_size
     prompts = parse_prompts(args, vocab)
-    tensors = {}
-    for i, ids in enumerate(prompts):
-        captured = run_prompt(model, ids)
-        tensors[f"prompt.{i}.input_ids"] = torch.tensor(ids, dtype=torch.int64)
-        for name, value in captured.items():
-            if name.startswith("hidden.") and args.no_hidden:
-                continue
-            tensors[f"prompt.{i}.{name}"] = value.contiguous()
-        if args.greedy > 0:
-            greedy, rows = greedy_continuation(model, ids, args.greedy)
-            tensors[f"prompt.{i}.greedy_ids"] = torch.tensor(greedy, dtype=torch.int64)
-            tensors[f"prompt.{i}.greedy_logits"] = torch.stack(rows).contiguous()
+    inner, layers = decoder_layers(model)
+    tensors = reference_tensors(logits_of(model), layers, getattr(inner, "norm", None), prompts, args.greedy,
+                                args.no_hidden)
     metadata = {
-        "format": FORMAT,
         "producer": PRODUCER,
         "version": versions(),
         "dtype": args.dtype,
         "model_type": str(model.config.model_type),
         "prompts": str(len(prompts)),
     }
-    save_file(tensors, args.out, metadata=metadata)
+    write_reference(args.out, tensors, metadata)
     print(f"wrote {args.out}: {len(prompts)} prompts, dtype {args.dtype}, {versions()}")
 
 
@@ -288,14 +230,7 @@ def main():
     sub = parser.add_subparsers(dest="mode", required=True)
     dump = sub.add_parser("dump", help="write a day0-reference/1 dump")
     dump.add_argument("model", help="model folder (config.json + safetensors)")
-    dump.add_argument("--out", required=True, help="output .safetensors file")
-    dump.add_argument("--prompts", help="token ids, prompts separated by ';' e.g. '1,2,3;4,5'")
-    dump.add_argument("--prompts-file", help="JSON list of lists of token ids")
-    dump.add_argument("--random-lengths", type=int, nargs="*", default=[], help="add random prompts of these lengths")
-    dump.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
-    dump.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="compute dtype (default f32)")
-    dump.add_argument("--greedy", type=int, default=8, help="greedy continuation length per prompt (0: none)")
-    dump.add_argument("--no-hidden", action="store_true", help="logits only, no per-layer hidden states")
+    add_prompt_arguments(dump)
     check = sub.add_parser("check-load", help="check transformers loads a folder unmodified")
     check.add_argument("model")
     spot = sub.add_parser("spot", help="write a day0-spot-reference/1 file (greedy spot-check continuations)")
