@@ -45,6 +45,12 @@
 #    for the AVX2-only machines the project also gets): Day0 runs with DAY0_SIMD=avx2, llama.cpp is
 #    built without AVX-512 (GGML_NATIVE=OFF, AVX, AVX2, FMA, F16C, BMI2) into DIR/llama.cpp/build-avx2
 #    unless --llama-bin names such a build. The memory system stays the host's. Default: native.
+# The native build of llama.cpp takes its AMX INT8 path for Q8_0 / Q4_0 where the compiler sees AMX, and
+#    on some AMX machines (Sapphire Rapids, Linux 6.x) that path stops with SIGILL. After the weights
+#    are written a short trial (llama-bench -p 16 -n 0) runs every quantized type of the first shape;
+#    on SIGILL the tools are rebuilt without AMX (GGML_NATIVE=OFF, AVX-512 F/VNNI/BF16/VBMI, AVX2, FMA,
+#    F16C, BMI2; GGML_AMX_* OFF) into DIR/llama.cpp/build-noamx and that build runs all the rounds.
+#    The table's first line and summary.json ("llama_build") say which build ran.
 # Keep the machine otherwise idle while it runs (a few minutes per round on 2 cores); --prepare-only
 # does steps 1-2 (which need no quiet machine) and stops.
 set -euo pipefail
@@ -65,7 +71,7 @@ decode_pairs=0
 sdist_version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 isa=native
 
-usage() { sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,55p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
@@ -206,6 +212,51 @@ for shape in $shapes; do
   done
 done
 
+# --- Which build of llama.cpp runs ------------------------------------------------------------
+# A crash on an instruction this CPU refuses is SIGILL: exit status 128 + 4 from bash.
+llama_build="$isa"
+[[ "$llama_bin" == "$scratch/llama.cpp/$llama_build_dir/bin" ]] || llama_build="$isa, given by --llama-bin"
+llama_trial() {  # quant: the exit status of a short prefill of the first shape's weights
+  local first="${shapes%% *}" rc=0
+  "$llama_bin/llama-bench" -m "$models/$first.$1.gguf" -p 16 -n 0 -t "$threads" -r 1 -o json \
+    >/dev/null 2>"$scratch/trial.$1.err" || rc=$?
+  echo "$rc"
+}
+for q in $quants; do
+  [[ "$q" == BF16 ]] && continue
+  rc="$(llama_trial "$q")"
+  ((rc == 0)) && continue
+  if ((rc != 132)); then
+    echo "llama_cpp.sh: llama-bench failed (exit $rc) on ${shapes%% *} $q: see $scratch/trial.$q.err" >&2
+    exit 2
+  fi
+  if [[ "$llama_build" != native ]]; then
+    echo "llama_cpp.sh: $llama_bin/llama-bench stops with SIGILL on $q (build: $llama_build)" >&2
+    exit 2
+  fi
+  log "llama.cpp's native build stops with SIGILL on $q: building it without AMX"
+  llama_bin="$scratch/llama.cpp/build-noamx/bin"
+  if [[ ! -x "$llama_bin/llama-bench" ]]; then
+    cmake -S "$scratch/llama.cpp/vendor/llama.cpp" -B "$scratch/llama.cpp/build-noamx" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+      -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$llama_bin" \
+      -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$llama_bin" >&2
+    cmake --build "$scratch/llama.cpp/build-noamx" -j "$threads" \
+      --target llama-bench llama-perplexity llama-server llama-quantize >&2
+  fi
+  export LD_LIBRARY_PATH="$llama_bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  llama_build="no-amx (the native build stopped with SIGILL on $q)"
+  for again in $quants; do
+    [[ "$again" == BF16 ]] && continue
+    rc="$(llama_trial "$again")"
+    ((rc == 0)) || { echo "llama_cpp.sh: the no-AMX build fails too (exit $rc) on $again" >&2; exit 2; }
+  done
+  break
+done
+log "llama.cpp build: $llama_build ($llama_bin)"
+
 if ((prepare_only)); then
   log "prepared: llama.cpp in $llama_bin, weights in $models"
   exit 0
@@ -268,11 +319,12 @@ for ((i = 1; i <= decode_pairs; ++i)); do
   done
 done
 
-"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" "$decode_pairs" "$isa" <<'EOF'
+"$python" - "$results" "$rounds" "$shapes" "$quants" "$threads" "$day0_weights" "$page_cache" "$decode_pairs" "$isa" \
+  "$llama_build" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
 results, rounds, shapes, quants, threads = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
-page_cache, decode_pairs, isa = sys.argv[7], int(sys.argv[8]), sys.argv[9]
+page_cache, decode_pairs, isa, llama_build = sys.argv[7], int(sys.argv[8]), sys.argv[9], sys.argv[10]
 # Day0 variant -> the llama.cpp weights its ratio is taken against ("" for none)
 variants = {}
 for w in sys.argv[6].split():
@@ -324,7 +376,7 @@ for shape in shapes:
         for r in range(1, rounds + 1):
             p, d, commit, number, cpu = llama(shape, quant, r)
             peer[quant]["prefill"].append(p); peer[quant]["decode"].append(d)
-        summary["llama_cpp"] = {"build_commit": commit, "build_number": number, "cpu": cpu}
+        summary["llama_cpp"] = {"build_commit": commit, "build_number": number, "cpu": cpu, "llama_build": llama_build}
     for test, label in (("prefill", "prefill pp512"), ("decode", "decode tg64")):
         for quant in quants:
             summary["rows"].append({"shape": shape, "engine": "llama.cpp", "weights": quant, "test": label,
@@ -352,7 +404,7 @@ for shape in shapes if decode_pairs else []:
     summary["decode_pairs"][shape] = {"pairs": pairs, "ratios": ratios}
 (results / "summary.json").write_text(json.dumps(summary, indent=2))
 l = summary.get("llama_cpp", {})
-print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}), {l.get('cpu')}; {threads} threads; "
+print(f"llama.cpp {l.get('build_commit')} (build {l.get('build_number')}, {llama_build}), {l.get('cpu')}; {threads} threads; "
       f"{rounds} interleaved rounds; read bandwidth {min(bandwidth):.1f}-{max(bandwidth):.1f} GB/s; page cache {page_cache}; "
       f"ISA {isa}" + (" (Day0 DAY0_SIMD=avx2, llama.cpp built without AVX-512)" if isa == "avx2" else ""))
 for key, shares in summary["day0_huge_page_share"].items():
