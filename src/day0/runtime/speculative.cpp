@@ -12,7 +12,7 @@
 
 namespace day0 {
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
+double elapsed_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -215,7 +215,7 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     record(sampler.next(engine.backend(), logits.row_span(0)), cache.length());
   }
   if (active) D0_RETURN_IF_ERROR(drafter.start(request.prompt));
-  g.prefill_seconds = seconds_since(t0);
+  g.prefill_seconds = elapsed_seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
   // The prefill above ran on the fastest kernels, as plain decoding's does; the decode steps run as
@@ -236,7 +236,7 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     if (k > 0) {
       const auto td = std::chrono::steady_clock::now();
       D0_ASSIGN_OR_RETURN(drafts, drafter.propose(history, k));
-      stats.draft_seconds += seconds_since(td);
+      stats.draft_seconds += elapsed_seconds_since(td);
       if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
       for (int32_t id : drafts) {
         if (id < 0 || id >= engine.spec().vocab_size) {
@@ -292,7 +292,7 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     }
     if (checkpointed) cache.drop_checkpoint();
   }
-  g.decode_seconds = seconds_since(t1);
+  g.decode_seconds = elapsed_seconds_since(t1);
   return out;
 }
 
