@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "day0/serve/metrics.h"
+
 namespace day0::serve {
 namespace {
 
@@ -204,6 +206,15 @@ Result<BenchResult> run_serve_bench(const BenchOptions& o) {
       model = j["data"][0]["id"].get<std::string>();
     }
   }
+  // The server's speculative-decoding counters now and after the load (day0 with --spec only).
+  auto spec_now = [&]() -> std::optional<SpecStats> {
+    httplib::Client cli(o.url);
+    cli.set_connection_timeout(10, 0);
+    auto res = cli.Get("/metrics", auth_headers(o));
+    if (!res || res->status != 200) return std::nullopt;
+    return spec_stats_from_metrics(res->body);
+  };
+  const std::optional<SpecStats> spec_before = spec_now();
   // Every request's prompt, length and arrival time drawn up front from the seed.
   std::mt19937_64 rng(o.seed);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(o.requests));
@@ -233,6 +244,10 @@ Result<BenchResult> run_serve_bench(const BenchOptions& o) {
   for (auto& w : workers) w.join();
   BenchResult r;
   r.seconds = seconds_between(start, Clock::now());
+  if (spec_before) {
+    if (const std::optional<SpecStats> spec_after = spec_now())
+      r.spec = spec_stats_between(*spec_before, *spec_after);
+  }
   std::vector<double> ttft, itl, e2e;
   for (const Sample& s : samples) {
     ++r.requests;
@@ -276,7 +291,26 @@ nlohmann::json to_json(const BenchResult& r) {
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
   j["short_streams"] = r.short_streams;
   if (!r.first_short_stream.empty()) j["first_short_stream"] = r.first_short_stream;
+  if (r.spec) j["speculative"] = spec_stats_json(*r.spec);
   return j;
+}
+
+nlohmann::json spec_stats_json(const SpecStats& st) {
+  nlohmann::json positions = nlohmann::json::array();
+  for (size_t i = 0; i < st.position_drafted.size(); ++i) {
+    const auto drafted = static_cast<double>(st.position_drafted[i]);
+    positions.push_back(
+        {{"position", i + 1},
+         {"drafted", st.position_drafted[i]},
+         {"accepted", st.position_accepted[i]},
+         {"acceptance_rate", drafted > 0 ? static_cast<double>(st.position_accepted[i]) / drafted : 0.0}});
+  }
+  return {{"verify_steps", st.verify_steps},
+          {"drafted", st.drafted},
+          {"accepted", st.accepted},
+          {"acceptance_rate", st.acceptance_rate()},
+          {"mean_accepted_per_step", st.mean_accepted_per_step()},
+          {"per_position", positions}};
 }
 
 }  // namespace day0::serve

@@ -3,15 +3,18 @@
 // token-id prompts, at most `concurrency` in flight, arrivals open-loop at `rate` requests a second
 // (Poisson) or as fast as slots free up, and the figures vLLM's serving benchmark reports: request and
 // output-token throughput, time to first token, inter-token latency and end-to-end latency at p50 /
-// p90 / p99.
+// p90 / p99; and when the server is day0 speculating, the drafts it proposed and accepted meanwhile
+// (its /metrics before and after).
 // Thread safety: run_serve_bench is self-contained (it starts and joins its own client threads).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
+#include "day0/runtime/speculative.h"
 
 namespace day0::serve {
 
@@ -53,9 +56,14 @@ struct BenchResult {
   double request_throughput = 0;  // completed requests / s
   double output_throughput = 0;   // generated tokens / s
   Percentiles ttft, itl, e2e;     // seconds
+  // The server's speculative decoding over the run (its /metrics counters' growth): empty when it does
+  // not report them. Other clients' requests at the same time count too.
+  std::optional<SpecStats> spec;
 };
 
 Result<BenchResult> run_serve_bench(const BenchOptions& options);
 nlohmann::json to_json(const BenchResult& result);
+// Drafts proposed and accepted, rates, per position (the keys of `run --json`'s "speculative").
+nlohmann::json spec_stats_json(const SpecStats& stats);
 
 }  // namespace day0::serve

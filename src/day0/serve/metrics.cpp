@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -35,6 +37,13 @@ void header(std::string& out, const std::string& name, const char* type, const s
 
 const std::vector<double> kLatencyBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                             0.5,   1.0,    2.5,   5.0,  10.0,  20.0, 40.0, 80.0};
+// Speculative decoding's counters: render() writes them, spec_stats_from_metrics() reads them.
+constexpr const char* kSpecVerifySteps = "day0:spec_decode_verify_steps_total";
+constexpr const char* kSpecDraftTokens = "day0:spec_decode_num_draft_tokens_total";
+constexpr const char* kSpecAcceptedTokens = "day0:spec_decode_num_accepted_tokens_total";
+constexpr const char* kSpecDraftTokensPerPos = "day0:spec_decode_num_draft_tokens_per_pos_total";
+constexpr const char* kSpecAcceptedTokensPerPos = "day0:spec_decode_num_accepted_tokens_per_pos_total";
+
 const std::vector<double> kItlBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.075,  0.1,   0.25,   0.5,   1.0,  2.5,   5.0};
 
@@ -113,6 +122,30 @@ void ServeMetrics::set_http_counters(const HttpCounters& c) {
 void ServeMetrics::add_op_seconds(const std::map<std::string, double>& seconds) {
   std::lock_guard lock(mutex_);
   for (const auto& [op, s] : seconds) op_seconds_[op] += s;
+}
+void ServeMetrics::enable_spec(int64_t k) {
+  std::lock_guard lock(mutex_);
+  spec_enabled_ = true;
+  spec_.position_drafted.resize(static_cast<size_t>(std::max<int64_t>(k, 0)), 0);
+  spec_.position_accepted.resize(spec_.position_drafted.size(), 0);
+}
+void ServeMetrics::count_verification(int64_t drafted, int64_t accepted) {
+  std::lock_guard lock(mutex_);
+  ++spec_.verify_steps;
+  spec_.drafted += drafted;
+  spec_.accepted += accepted;
+  if (spec_.position_drafted.size() < static_cast<size_t>(drafted)) {
+    spec_.position_drafted.resize(static_cast<size_t>(drafted), 0);
+    spec_.position_accepted.resize(static_cast<size_t>(drafted), 0);
+  }
+  for (int64_t i = 0; i < drafted; ++i) {
+    ++spec_.position_drafted[static_cast<size_t>(i)];
+    if (i < accepted) ++spec_.position_accepted[static_cast<size_t>(i)];
+  }
+}
+SpecStats ServeMetrics::spec() const {
+  std::lock_guard lock(mutex_);
+  return spec_;
 }
 SchedulerGauges ServeMetrics::gauges() const {
   std::lock_guard lock(mutex_);
@@ -207,10 +240,95 @@ std::string ServeMetrics::render(const std::string& model_name) const {
   gauge("day0:communication_idle_ratio",
         "Share of rank 0's forward time spent waiting on communication (0: one process).",
         gauges_.communication_idle_ratio);
+  if (spec_enabled_) {
+    counter(kSpecVerifySteps,
+            "Decoding steps of sequences under speculative decoding (each verifies 0 to k drafts).",
+            static_cast<double>(spec_.verify_steps));
+    counter(kSpecDraftTokens, "Draft tokens proposed and verified.", static_cast<double>(spec_.drafted));
+    counter(kSpecAcceptedTokens, "Draft tokens accepted (each one a token the step gained).",
+            static_cast<double>(spec_.accepted));
+    gauge("day0:spec_decode_acceptance_rate", "Accepted / proposed draft tokens since start.",
+          spec_.acceptance_rate());
+    gauge("day0:spec_decode_mean_accepted_tokens",
+          "Draft tokens accepted per verification step since start (a step gives this plus one token).",
+          spec_.mean_accepted_per_step());
+    header(out, kSpecDraftTokensPerPos, "counter", "Draft tokens verified at each draft position (1 to k).");
+    for (size_t i = 0; i < spec_.position_drafted.size(); ++i)
+      out += fmt::format("{}{{{},position=\"{}\"}} {}\n", kSpecDraftTokensPerPos, m, i + 1,
+                         spec_.position_drafted[i]);
+    header(
+        out, kSpecAcceptedTokensPerPos, "counter",
+        "Draft tokens accepted at each draft position (a draft is accepted only after every earlier one).");
+    for (size_t i = 0; i < spec_.position_accepted.size(); ++i)
+      out += fmt::format("{}{{{},position=\"{}\"}} {}\n", kSpecAcceptedTokensPerPos, m, i + 1,
+                         spec_.position_accepted[i]);
+  }
   ttft_.render(out, "day0:time_to_first_token_seconds", "Time from arrival to the first generated token.");
   itl_.render(out, "day0:inter_token_latency_seconds", "Time between two generated tokens of a request.");
   e2e_.render(out, "day0:e2e_request_latency_seconds", "Time from arrival to the last token.");
   return out;
+}
+
+std::optional<SpecStats> spec_stats_from_metrics(std::string_view text) {
+  SpecStats st;
+  bool found = false;
+  // Samples are "name{labels} value" lines; the per-position ones carry position="i".
+  auto add_position = [](std::vector<int64_t>& list, size_t position, int64_t v) {
+    if (position == 0) return;
+    if (list.size() < position) list.resize(position, 0);
+    list[position - 1] += v;
+  };
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(begin, end - begin);
+    begin = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    const size_t name_end = line.find_first_of("{ ");
+    const size_t value_at = line.rfind(' ');
+    if (name_end == std::string_view::npos || value_at == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, name_end);
+    int64_t value = 0;
+    try {
+      value = static_cast<int64_t>(std::stod(std::string(line.substr(value_at + 1))));
+    } catch (const std::exception&) {
+      continue;
+    }
+    size_t position = 0;
+    if (const size_t at = line.find("position=\""); at != std::string_view::npos && at < value_at)
+      position = static_cast<size_t>(std::strtoull(line.data() + at + 10, nullptr, 10));
+    if (name == kSpecVerifySteps) {
+      st.verify_steps += value;
+      found = true;
+    } else if (name == kSpecDraftTokens) {
+      st.drafted += value;
+    } else if (name == kSpecAcceptedTokens) {
+      st.accepted += value;
+    } else if (name == kSpecDraftTokensPerPos) {
+      add_position(st.position_drafted, position, value);
+    } else if (name == kSpecAcceptedTokensPerPos) {
+      add_position(st.position_accepted, position, value);
+    }
+  }
+  if (!found) return std::nullopt;
+  st.position_accepted.resize(std::max(st.position_accepted.size(), st.position_drafted.size()), 0);
+  st.position_drafted.resize(st.position_accepted.size(), 0);
+  return st;
+}
+
+SpecStats spec_stats_between(const SpecStats& before, const SpecStats& after) {
+  SpecStats d;
+  d.verify_steps = after.verify_steps - before.verify_steps;
+  d.drafted = after.drafted - before.drafted;
+  d.accepted = after.accepted - before.accepted;
+  d.draft_seconds = after.draft_seconds - before.draft_seconds;
+  const size_t n = std::max(before.position_drafted.size(), after.position_drafted.size());
+  auto at = [](const std::vector<int64_t>& v, size_t i) { return i < v.size() ? v[i] : 0; };
+  for (size_t i = 0; i < n; ++i) {
+    d.position_drafted.push_back(at(after.position_drafted, i) - at(before.position_drafted, i));
+    d.position_accepted.push_back(at(after.position_accepted, i) - at(before.position_accepted, i));
+  }
+  return d;
 }
 
 }  // namespace day0::serve

@@ -2,13 +2,18 @@
 // The server's Prometheus metrics (text exposition format 0.0.4), named day0:* after vLLM's vllm:*:
 // latency histograms (time to first token, inter-token latency, end-to-end), token and request
 // counters, scheduler, KV pool and recurrent-state gauges, prefix-cache hits, time per operator kind, KV
-// fragmentation and the communication idle ratio (0 in one process; the distributed issue fills it). Thread
+// fragmentation, the communication idle ratio (0 in one process; the distributed issue fills it) and,
+// with speculative decoding, the drafts proposed and accepted (in all and per draft position). Thread
 // safety: every member is safe to call from any thread (one mutex).
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "day0/runtime/speculative.h"
 
 #include "day0/serve/http_server.h"
 
@@ -64,6 +69,11 @@ class ServeMetrics {
   void set_http_counters(const HttpCounters& counters);
   // Seconds spent in each operator kind since start (the engine thread adds them per step).
   void add_op_seconds(const std::map<std::string, double>& seconds_by_op);
+  // Speculative decoding with up to `k` drafts a step: its metrics appear in render() from now on.
+  void enable_spec(int64_t k);
+  // One decoding step of a speculating sequence: `drafted` drafts verified (0..k), the first
+  // `accepted` of them accepted.
+  void count_verification(int64_t drafted, int64_t accepted);
 
   std::string render(const std::string& model_name) const;
 
@@ -71,6 +81,7 @@ class ServeMetrics {
   SchedulerGauges gauges() const;
   int64_t preemptions() const;
   int64_t prefix_cache_hit_tokens() const;
+  SpecStats spec() const;
 
  private:
   mutable std::mutex mutex_;
@@ -82,6 +93,14 @@ class ServeMetrics {
   std::map<std::string, double> op_seconds_;
   SchedulerGauges gauges_;
   HttpCounters http_;
+  bool spec_enabled_ = false;
+  SpecStats spec_;  // position_* sized k by enable_spec
 };
+
+// The speculative-decoding counters of a render()ed exposition (`day0 bench serve` reads them before
+// and after its load); nothing when the server does not speculate (or is not day0).
+std::optional<SpecStats> spec_stats_from_metrics(std::string_view exposition);
+// after - before, counter by counter (positions: the longer list's).
+SpecStats spec_stats_between(const SpecStats& before, const SpecStats& after);
 
 }  // namespace day0::serve

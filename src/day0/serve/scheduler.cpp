@@ -64,6 +64,12 @@ struct Scheduler::Sequence {
   bool counted = false;      // prompt tokens and prefix-cache lookups counted in the metrics
   bool planned = false;      // in the current step
   bool done = false;         // finished: its last event was sent
+  // Speculative decoding: the drafter, this step's fed tokens (pending ones, then `drafts` drafts),
+  // and whether the cache went back to a checkpoint before accepted tokens (fed again, as decoding).
+  std::unique_ptr<Drafter> drafter;
+  std::vector<int32_t> feed;
+  int64_t drafts = 0;
+  bool rolled_back = false;
   Clock::time_point arrival = Clock::now(), last_token{};
 
   explicit Sequence(SequenceRequest r)
@@ -101,6 +107,12 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
   if (StepMirror* mirror = options_.mirror)
     prefix_->cache.on_drop([mirror](uint64_t entry) { mirror->prefix_drop(entry); });
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
+  D0_CHECK_MSG(options_.spec == DraftSource::kNone || options_.spec == DraftSource::kNgram,
+               "scheduler: speculative decoding drafts by n-gram lookup only");
+  D0_CHECK_MSG(!speculating() || (options_.spec_tokens >= 1 && options_.spec_tokens <= kMaxSpecTokens &&
+                                  options_.mirror == nullptr && options_.lockstep == nullptr),
+               "scheduler: speculative decoding needs 1..kMaxSpecTokens drafts and one process");
+  if (speculating()) metrics_.enable_spec(options_.spec_tokens);
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
   publish_gauges();
@@ -135,6 +147,7 @@ std::variant<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Sequenc
         "max_tokens", "kv_cache_too_small");
   }
   if (tokenizer_ != nullptr) s->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
+  if (options_.spec == DraftSource::kNgram) s->drafter = std::make_unique<NgramDrafter>();
   std::shared_ptr<RequestStream> stream = s->stream;
   {
     std::lock_guard lock(mutex_);
@@ -214,6 +227,7 @@ void Scheduler::remember_prefix(const Sequence& s) {
 void Scheduler::drop_cache(Sequence& s) {
   if (s.cache && options_.mirror != nullptr) options_.mirror->release(s.id);
   s.cache.reset();
+  s.rolled_back = false;  // recomputed from its tokens as a prefill
 }
 
 Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids,
@@ -307,7 +321,7 @@ void Scheduler::finish(Sequence& s, const std::string& reason, std::optional<Api
   s.stream->push(std::move(e));
 }
 
-void Scheduler::emit_token(Sequence& s, GenerationStep step) {
+void Scheduler::emit_token(Sequence& s, GenerationStep step, int64_t cached) {
   const int32_t token = step.chosen.token;
   const auto now = Clock::now();
   if (s.generated == 0) {
@@ -328,8 +342,7 @@ void Scheduler::emit_token(Sequence& s, GenerationStep step) {
     start_prompt_steps(s);
     e.prompt_steps = std::move(s.prompt_steps);
   }
-  const char* reason =
-      finish_reason_after(token, s.generated, s.request.max_new, stops, s.cache->length(), context_);
+  const char* reason = finish_reason_after(token, s.generated, s.request.max_new, stops, cached, context_);
   if (s.stop.stopped()) reason = "stop";
   if (reason != nullptr) {
     s.stream->push(std::move(e));
@@ -383,28 +396,47 @@ void Scheduler::admit() {
   }
 }
 
+std::vector<int32_t> Scheduler::draft_for(Sequence& s, int64_t room) {
+  // Every row verified could be emitted: drafts stop short of the token budget and the context.
+  int64_t k = std::min(
+      {options_.spec_tokens, room, s.request.max_new - s.generated - 1, context_ - s.fed() - s.pending()});
+  if (k <= 0 || !s.drafter) return {};
+  auto proposed = s.drafter->propose(s.tokens, k);
+  if (!proposed.is_ok()) return {};  // no guess this step: plain decoding
+  std::vector<int32_t> drafts = std::move(*proposed);
+  if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+  // A token outside the vocabulary would fail the whole step: drafts end before it.
+  const int64_t vocab = engine_.spec().vocab_size;
+  const auto bad = std::find_if(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= vocab; });
+  drafts.erase(bad, drafts.end());
+  return drafts;
+}
+
 // One step; false when there was nothing to run.
 bool Scheduler::run_step() {
-  struct Planned {
-    Sequence* seq;
-    int64_t take;
-    int64_t start = 0;  // the position of its first fed token
-  };
   std::vector<Planned> plan;
   planned_ = 0;
   int64_t budget = options_.max_batch_tokens;
   // Oldest first: the newest are the ones preempted.
   std::sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
   for (auto& r : running_) r->planned = false;
-  // Decodes first (one token each), then prefill chunks in the room left.
+  // Decodes first (one token each, and their drafts), then prefill chunks in the room left.
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& r : running_) {
       Sequence& s = *r;
       if (!s.cache || s.planned) continue;  // preempted in this step, or planned
-      const bool decode = s.pending() == 1 && s.generated > 0;
+      const bool decode = s.generated > 0 && (s.pending() == 1 || s.rolled_back);
       if ((pass == 0) != decode || budget == 0) continue;
       const int64_t take = std::min(s.pending(), budget);
-      const int64_t need = s.cache->blocks_needed(take);
+      std::vector<int32_t> drafts;
+      if (decode && speculating() && take == s.pending()) drafts = draft_for(s, budget - take);
+      const auto n_drafts = static_cast<int64_t>(drafts.size());
+      int64_t need = s.cache->blocks_needed(take + n_drafts);
+      if (n_drafts > 0 && free_blocks() - planned_ < need) {
+        // Drafts take only free blocks: nobody is evicted or preempted for a guess.
+        drafts.clear();
+        need = s.cache->blocks_needed(take);
+      }
       if (!make_room(need, &s)) {
         if (pass == 1) continue;  // the prefill waits for blocks
         const bool alone = std::none_of(running_.begin(), running_.end(),
@@ -416,10 +448,18 @@ bool Scheduler::run_step() {
         }
         continue;
       }
+      if (decode && speculating()) {
+        const auto from = s.tokens.begin() + s.fed();
+        s.feed.assign(from, from + take);
+        s.feed.insert(s.feed.end(), drafts.begin(), drafts.end());
+        s.drafts = static_cast<int64_t>(drafts.size());
+        // A recurrent state goes back only to a saved point: the one before the drafts.
+        if (s.drafts > 0 && s.cache->recurrent_model()) s.cache->checkpoint();
+      }
       s.planned = true;
       planned_ += need;
-      plan.push_back({&s, take, s.fed()});
-      budget -= take;
+      plan.push_back({&s, take + static_cast<int64_t>(drafts.size()), s.fed(), decode && speculating()});
+      budget -= plan.back().take;
     }
   }
   // Finished ones leave; preempted ones go back to waiting, oldest first.
@@ -436,15 +476,40 @@ bool Scheduler::run_step() {
     it = running_.erase(it);
   }
   if (plan.empty()) return false;
+  if (!speculating()) {
+    execute(plan, false);
+  } else {
+    // Decoding rows on the row-invariant kernels (each row's logits those of a one-token step), then
+    // prefill chunks on the fast ones, as `run` prefills: two forward calls when both are present.
+    std::vector<Planned> decoding, prefilling;
+    for (const Planned& p : plan) {
+      (p.decoding ? decoding : prefilling).push_back(p);
+    }
+    if (!decoding.empty()) {
+      engine_.set_row_invariant(true);
+      execute(decoding, true);
+    }
+    if (!prefilling.empty()) {
+      engine_.set_row_invariant(false);
+      execute(prefilling, false);
+    }
+    for (const Planned& p : decoding) p.seq->feed.clear();
+  }
+  std::erase_if(running_, [](const auto& s) { return s->done; });
+  if (after_step_) after_step_();
+  return true;
+}
 
+void Scheduler::execute(std::vector<Planned>& group, bool verify) {
   std::vector<SequenceStep> batch;
   std::vector<uint64_t> ids;
-  batch.reserve(plan.size());
-  for (const Planned& p : plan) {
-    ids.push_back(p.seq->id);
-    batch.push_back(
-        {&*p.seq->cache, std::span<const int32_t>(p.seq->tokens)
-                             .subspan(static_cast<size_t>(p.seq->fed()), static_cast<size_t>(p.take))});
+  batch.reserve(group.size());
+  for (const Planned& p : group) {
+    Sequence& s = *p.seq;
+    ids.push_back(s.id);
+    batch.push_back({&*s.cache, verify ? std::span<const int32_t>(s.feed)
+                                       : std::span<const int32_t>(s.tokens).subspan(
+                                             static_cast<size_t>(s.fed()), static_cast<size_t>(p.take))});
   }
   // Picks the next token of a sequence whose known tokens are now all cached.
   auto pick = [&](Sequence& s, std::span<const float> row) {
@@ -455,7 +520,7 @@ bool Scheduler::run_step() {
       remember_prefix(s);
     }
     try {
-      emit_token(s, s.sampler.next(engine_.backend(), row));
+      emit_token(s, s.sampler.next(engine_.backend(), row), s.cache->length());
     } catch (const std::exception& e) {
       if (!s.done) {
         finish(
@@ -464,12 +529,14 @@ bool Scheduler::run_step() {
       }
     }
   };
-  // A row per fed token only when a sequence scoring its prompt is in the step (echo with logprobs);
-  // else a row per sequence, its last.
-  const bool all_rows =
-      std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.seq->scoring_prompt(); });
-  // Sequence b's rows of `rows` from first_row: scores its prompt, picks from its last.
+  // A row per fed token when the group verifies drafts or a sequence scoring its prompt is in it
+  // (echo with logprobs); else a row per sequence, its last.
+  const bool all_rows = verify || std::any_of(group.begin(), group.end(),
+                                              [](const Planned& p) { return p.seq->scoring_prompt(); });
+  // Sequence b's rows of `rows` from first_row: verifies its drafts, or scores its prompt and picks
+  // from its last.
   auto consume = [&](const Planned& p, const ConstMatrix& rows, int64_t first_row, bool per_token) {
+    if (verify) return verify_rows(p, rows, first_row);
     if (!per_token) return pick(*p.seq, rows.row_span(first_row));
     if (p.seq->scoring_prompt()) score_prompt(*p.seq, p.start, rows, first_row, p.take);
     pick(*p.seq, rows.row_span(first_row + p.take - 1));
@@ -477,40 +544,97 @@ bool Scheduler::run_step() {
   auto logits = forward(batch, ids, !all_rows);
   if (logits.is_ok()) {
     int64_t row = 0;
-    for (const Planned& p : plan) {
+    for (const Planned& p : group) {
       consume(p, *logits, row, all_rows);
       row += all_rows ? p.take : 1;
     }
-  } else {
-    // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
-    for (size_t b = 0; b < plan.size(); ++b) {
-      Sequence& s = *plan[b].seq;
-      if (s.cache->state_lost()) {
-        // The failed step advanced a recurrent state past the length it went back to: back to the last
-        // snapshot (or 0), and this retry feeds the tokens from there.
-        const int64_t upto = s.fed() + plan[b].take;
-        if (s.cache->snapshot_tokens() < 0 || !s.cache->truncate(s.cache->snapshot_tokens()).is_ok())
-          (void)s.cache->truncate(0);
-        batch[b].tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.fed()),
-                                                                     static_cast<size_t>(upto - s.fed()));
+    return;
+  }
+  // One sequence at a time: only those that fail alone fail (the engine rolled every cache back).
+  for (size_t b = 0; b < group.size(); ++b) {
+    Sequence& s = *group[b].seq;
+    if (s.cache->state_lost()) {
+      // The failed step advanced a recurrent state past the length it went back to: back to the last
+      // snapshot (or 0), and this retry feeds the tokens from there (without drafts).
+      const int64_t upto = s.fed() + group[b].take - (verify ? s.drafts : 0);
+      if (s.cache->snapshot_tokens() < 0 || !s.cache->truncate(s.cache->snapshot_tokens()).is_ok())
+        (void)s.cache->truncate(0);
+      batch[b].tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.fed()),
+                                                                   static_cast<size_t>(upto - s.fed()));
+      if (verify) {
+        if (s.cache->recurrent_model()) s.cache->drop_checkpoint();
+        s.drafts = 0;
+        s.feed.assign(batch[b].tokens.begin(), batch[b].tokens.end());
+        batch[b].tokens = s.feed;
       }
-      const bool alone_rows = s.scoring_prompt();
-      auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1), !alone_rows);
-      if (alone.is_ok()) {
-        Planned retried = plan[b];
-        retried.take = static_cast<int64_t>(batch[b].tokens.size());
-        retried.start = s.fed() - retried.take;
-        consume(retried, *alone, 0, alone_rows);
-      } else {
-        finish(*plan[b].seq, "abort",
-               ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error",
-                        "", "internal_error"});
+    }
+    const bool alone_rows = verify || s.scoring_prompt();
+    auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1), !alone_rows);
+    if (alone.is_ok()) {
+      Planned retried = group[b];
+      retried.take = static_cast<int64_t>(batch[b].tokens.size());
+      retried.start = s.fed() - retried.take;
+      consume(retried, *alone, 0, alone_rows);
+    } else {
+      if (verify && s.cache->recurrent_model()) s.cache->drop_checkpoint();
+      finish(s, "abort",
+             ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error", "",
+                      "internal_error"});
+    }
+  }
+}
+
+void Scheduler::verify_rows(const Planned& p, const ConstMatrix& rows, int64_t first_row) {
+  Sequence& s = *p.seq;
+  const int64_t n_drafts = s.drafts;
+  const int64_t pending = p.take - n_drafts;  // tokens of s.tokens fed (1, or more after a rollback)
+  if (p.start + pending < static_cast<int64_t>(s.tokens.size())) return;  // a chunk that is not the last
+  const std::span<const int32_t> drafts =
+      std::span<const int32_t>(s.feed).subspan(static_cast<size_t>(pending));
+  // Row pending - 1 follows the last known token; the rows after it follow each draft.
+  std::vector<GenerationStep> picked;
+  int64_t accepted = 0;
+  try {
+    accepted = verify_drafts(engine_.backend(), rows.row_slice(first_row + pending - 1, n_drafts + 1), drafts,
+                             s.sampler, [&](const GenerationStep& step) {
+                               picked.push_back(step);
+                               return true;
+                             });
+  } catch (const std::exception& e) {
+    if (s.cache->recurrent_model()) s.cache->drop_checkpoint();
+    finish(s, "abort",
+           ApiError{500, fmt::format("internal error: {}", e.what()), "server_error", "", "internal_error"});
+    return;
+  }
+  metrics_.count_verification(n_drafts, accepted);
+  // Keep the positions that are inputs of the picked tokens: the pending ones and the drafts accepted.
+  const int64_t keep = p.start + pending + accepted;
+  s.rolled_back = false;
+  if (keep < s.cache->length()) {
+    if (s.cache->can_truncate(keep)) {
+      (void)s.cache->truncate(keep);
+    } else if (s.cache->checkpoint_tokens() == p.start && s.cache->can_truncate(p.start)) {
+      // Back to the checkpoint before this step: the accepted tokens are fed again in the next step,
+      // as decoding rows (their logits are known; the rows rebuild the state).
+      (void)s.cache->truncate(p.start);
+      s.rolled_back = true;
+    } else {
+      (void)s.cache->truncate(0);  // recomputed from its tokens, as after a preemption
+    }
+  }
+  if (s.cache->recurrent_model()) s.cache->drop_checkpoint();
+  for (size_t i = 0; i < picked.size() && !s.done; ++i) {
+    try {
+      // Plain decoding would hold the pending tokens and the drafts before this one.
+      emit_token(s, std::move(picked[i]), p.start + pending + static_cast<int64_t>(i));
+    } catch (const std::exception& e) {
+      if (!s.done) {
+        finish(
+            s, "abort",
+            ApiError{500, fmt::format("internal error: {}", e.what()), "server_error", "", "internal_error"});
       }
     }
   }
-  std::erase_if(running_, [](const auto& s) { return s->done; });
-  if (after_step_) after_step_();
-  return true;
 }
 
 void Scheduler::publish_gauges() {

@@ -14,6 +14,15 @@
 //    (Gated DeltaNet, Mamba-2) too: an entry carries the recurrent state at its end (the snapshot the
 //    engine takes at the last whole block a step passes), and the entries' state blocks are capped at
 //    max_seqs (one running sequence's state each).
+//  - Speculative decoding (SchedulerOptions::spec, runtime/speculative.h): every decoding sequence's
+//    drafter proposes up to k tokens, fed after its last token in the same step (the budget counts
+//    them; drafts never take blocks a sequence or a prefill would need), and the rows of every
+//    decoding sequence are verified at once with `run`'s rule (verify_drafts): greedy output is plain
+//    decoding's, sampling draws from the same distribution. Rejected positions go back (KV pages; a
+//    hybrid's recurrent state to a checkpoint taken before the drafts, its accepted tokens fed again
+//    in the next step). Decoding rows run on the engine's row-invariant kernels in a forward call of
+//    their own, prefill chunks on the fast ones in another: a sequence's tokens never depend on its
+//    batch neighbours.
 //  - A request cancelled by its client (disconnect) is dropped and its blocks freed at the next step.
 //  - A step that fails is retried one sequence at a time, so a failure fails only the requests whose
 //    sequence fails alone (500); the others go on. A recurrent state the failed step left ahead of its
@@ -37,6 +46,7 @@
 
 #include "day0/runtime/engine.h"
 #include "day0/runtime/generate.h"
+#include "day0/runtime/speculative.h"
 #include "day0/serve/api_request.h"
 #include "day0/serve/metrics.h"
 #include "day0/tokenizer/tokenizer.h"
@@ -63,6 +73,11 @@ struct SchedulerOptions {
   // Attention data parallelism (every EP rank serves its own requests): each forward, and each loop
   // turn without one, meets the other ranks' first (serve/dp_lockstep.h). Not owned.
   DpLockstep* lockstep = nullptr;
+  // Speculative decoding: where drafts come from (kNone: one token a step; the scheduler runs
+  // kNgram, open_served_model refuses the others) and k, the drafts a sequence may add to a step
+  // (1..kMaxSpecTokens). Not with mirror or lockstep.
+  DraftSource spec = DraftSource::kNone;
+  int64_t spec_tokens = 4;
 };
 
 struct SequenceRequest {
@@ -143,6 +158,15 @@ class Scheduler {
 
  private:
   struct Sequence;
+  // A sequence's part of the step being planned: `take` tokens fed from position `start` (for a
+  // speculating sequence: its pending tokens, then its drafts).
+  struct Planned {
+    Sequence* seq;
+    int64_t take;
+    int64_t start = 0;
+    bool decoding = false;  // a decoding sequence under speculation: fed s.feed, its rows verified
+  };
+  bool speculating() const { return options_.spec != DraftSource::kNone; }
   void loop();
   void admit();
   bool run_step();
@@ -150,7 +174,16 @@ class Scheduler {
   void preempt(Sequence& s);
   int64_t free_blocks() const;
   bool make_room(int64_t blocks, const Sequence* for_seq);
-  void emit_token(Sequence& s, GenerationStep step);
+  // Sends a token picked with `cached` tokens in the sequence's cache (as plain decoding has them).
+  void emit_token(Sequence& s, GenerationStep step, int64_t cached);
+  // Up to `room` drafts for a decoding sequence (fewer near its token budget or the context).
+  std::vector<int32_t> draft_for(Sequence& s, int64_t room);
+  // One forward call over `group` and every sequence's picks; a failed call is retried one sequence
+  // at a time. `verify`: the group of decoding sequences under speculation (a row per fed token).
+  void execute(std::vector<Planned>& group, bool verify);
+  // A speculating sequence's rows [first_row, first_row + p.take): its drafts verified, the rejected
+  // positions rolled back, the picked tokens sent.
+  void verify_rows(const Planned& p, const ConstMatrix& rows, int64_t first_row);
   void publish_gauges();
   // engine_.forward, sent to the followers first when steps are mirrored (ids[i]: batch[i]'s sequence).
   // last_only = false: a row per fed token (a sequence scoring its prompt is in the step).

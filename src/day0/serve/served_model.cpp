@@ -47,7 +47,27 @@ ServedModel::~ServedModel() {
   engine.reset();
 }
 
+Status check_serve_spec(const ServeSetup& setup) {
+  const SchedulerOptions& sched = setup.server.scheduler;
+  if (sched.spec == DraftSource::kNone) return Status::ok();
+  if (sched.spec != DraftSource::kNgram) {
+    return unsupported(fmt::format(
+        "serve --spec {}: only n-gram drafts are served yet (a draft model's own KV cache per sequence "
+        "is not built); use --spec ngram, or `day0 run --spec {}` for one sequence",
+        draft_source_name(sched.spec), draft_source_name(sched.spec)));
+  }
+  if (sched.spec_tokens < 1 || sched.spec_tokens > kMaxSpecTokens) {
+    return invalid_argument(
+        fmt::format("serve --spec-tokens: expected 1..{}, found {}", kMaxSpecTokens, sched.spec_tokens));
+  }
+  const dist::ParallelLayout& layout = setup.engine.layout;
+  if (layout.tp > 1 || layout.pp > 1 || layout.ep > 1 || setup.engine.dp_attention > 1)
+    return unsupported("serve --spec with --tp/--pp/--ep/--dp-attention above 1: not yet");
+  return Status::ok();
+}
+
 Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) {
+  D0_RETURN_IF_ERROR(check_serve_spec(setup));
   D0_ASSIGN_OR_RETURN(EngineOptions eo, engine_options_from(setup.engine));
   const dist::ParallelLayout& layout = setup.engine.layout;
   auto out = std::make_unique<ServedModel>();

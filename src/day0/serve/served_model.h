@@ -61,6 +61,11 @@ struct ServedModel {
   bool serves() const { return leader() || lockstep != nullptr; }
 };
 
+// InvalidArgument / Unsupported when the scheduler's speculative decoding cannot run with this setup:
+// only n-gram drafts are served (a draft model's per-sequence cache is not built yet), in one process.
+// open_served_model checks it too.
+Status check_serve_spec(const ServeSetup& setup);
+
 // Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status. Under
 // mpirun each rank loads its shard; only rank 0 gets a server (and a tokenizer); a follower runs
 // follow_steps() on `engine` with `kv_blocks`. A failure on any rank fails every rank.

@@ -1,0 +1,356 @@
+// Speculative decoding inside `day0 serve`'s continuous batching (n-gram drafts): concurrent requests
+// of different lengths give, greedy, the tokens of a server without speculation and of plain
+// decoding alone (`run`), on a dense golden and on a hybrid one (recurrent state rolled back to a
+// checkpoint), with chunked prefill beside the verification rows, prefix caching and preemption on;
+// sampled, every seed gives plain decoding's tokens and the tokens after a verified draft follow the
+// target's distribution (chi-square); the /metrics counters add up.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "day0/backends/backend.h"
+#include "day0/runtime/generate.h"
+#include "day0/serve/bench_client.h"
+#include "day0/serve/metrics.h"
+#include "serve_harness.h"
+
+namespace day0::testing {
+namespace {
+
+// A prompt with a repeated stretch, so that n-gram lookup finds drafts from the first decoding step.
+std::vector<int32_t> repetitive_prompt(int seed, int length) {
+  std::vector<int32_t> p;
+  for (int j = 0; j < length; ++j) p.push_back((seed * 37 + j * 11 + 5) % 250);
+  for (int j = 0; j < length / 2; ++j) p.push_back(p[static_cast<size_t>(j)]);
+  return p;
+}
+
+std::string completion_body(const std::vector<int32_t>& prompt, int max_tokens,
+                            const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json j = {{"model", "mini"},  {"prompt", prompt}, {"max_tokens", max_tokens},
+                      {"temperature", 0}, {"logprobs", 0},    {"stream", false}};
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  return j.dump();
+}
+
+std::vector<int32_t> tokens_of(const HttpReply& r) {
+  std::vector<int32_t> out;
+  const auto j = r.json();
+  if (!j.contains("choices")) return out;
+  for (const auto& t : j["choices"][0]["logprobs"]["tokens"]) {
+    const std::string s = t.get<std::string>();
+    EXPECT_EQ(s.rfind("token_id:", 0), 0u) << s;
+    out.push_back(std::stoi(s.substr(9)));
+  }
+  return out;
+}
+
+// Every request at once (one client thread each); the tokens of each reply.
+std::vector<std::vector<int32_t>> serve_concurrently(ServeHarness& h,
+                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                     const std::vector<int>& max_tokens,
+                                                     const nlohmann::json& extra = nlohmann::json::object()) {
+  std::vector<HttpReply> replies(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      replies[i] = http_post(h.port(), "/v1/completions", completion_body(prompts[i], max_tokens[i], extra));
+    });
+  }
+  for (auto& t : clients) t.join();
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    EXPECT_EQ(replies[i].status, 200) << "request " << i << ": " << replies[i].body;
+    out.push_back(tokens_of(replies[i]));
+  }
+  return out;
+}
+
+// Plain decoding of each prompt alone on a fresh engine over the golden's weights (what `day0 run`
+// does).
+std::vector<std::vector<int32_t>> run_alone(const std::string& golden,
+                                            const std::vector<std::vector<int32_t>>& prompts,
+                                            const std::vector<int>& max_tokens) {
+  auto model = load_model(golden_model_dir(golden));
+  EXPECT_TRUE(model.is_ok());
+  BackendOptions bo;
+  bo.n_threads = 2;
+  bo.quiet = true;
+  auto backend = open_backend("cpu", bo);
+  EXPECT_TRUE(backend.is_ok());
+  EngineOptions eo;
+  eo.kv_dtype = KvDtype::kF32;
+  auto engine = Engine::create(model->spec, model->weights, **backend, eo);
+  EXPECT_TRUE(engine.is_ok());
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRequest r;
+    r.prompt = prompts[i];
+    r.max_new = max_tokens[i];
+    auto g = generate_batch(**engine, std::span(&r, 1));
+    EXPECT_TRUE(g.is_ok());
+    out.push_back(g.is_ok() ? (*g)[0].tokens() : std::vector<int32_t>{});
+  }
+  return out;
+}
+
+// Prompts whose continuation n-gram lookup can guess: X, the first `echoed` tokens plain decoding
+// gives after X, then X again (a random miniature rarely repeats itself otherwise). Models that
+// continue the second X as they did the first get drafts accepted; where they part, drafts are
+// rejected.
+std::vector<std::vector<int32_t>> echo_prompts(const std::string& golden,
+                                               const std::vector<std::vector<int32_t>>& xs,
+                                               const std::vector<int>& echoed) {
+  const auto continuations = run_alone(golden, xs, echoed);
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<int32_t> p = xs[i];
+    p.insert(p.end(), continuations[i].begin(), continuations[i].end());
+    p.insert(p.end(), xs[i].begin(), xs[i].end());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+SpecStats spec_metrics(ServeHarness& h) {
+  const auto st = serve::spec_stats_from_metrics(http_get(h.port(), "/metrics").body);
+  EXPECT_TRUE(st.has_value());
+  return st.value_or(SpecStats{});
+}
+
+// The counters' own invariants: accepted within proposed, in all and at every position; a draft at
+// position i + 1 exists only after one at i, and is accepted only after i was.
+void expect_consistent(const SpecStats& st, int64_t k) {
+  EXPECT_LE(st.accepted, st.drafted);
+  ASSERT_EQ(st.position_drafted.size(), static_cast<size_t>(k));
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < st.position_drafted.size(); ++i) {
+    EXPECT_LE(st.position_accepted[i], st.position_drafted[i]) << "position " << i + 1;
+    if (i > 0) {
+      EXPECT_LE(st.position_drafted[i], st.position_drafted[i - 1]) << "position " << i + 1;
+      EXPECT_LE(st.position_accepted[i], st.position_accepted[i - 1]) << "position " << i + 1;
+    }
+    drafted += st.position_drafted[i];
+    accepted += st.position_accepted[i];
+  }
+  EXPECT_EQ(drafted, st.drafted);
+  EXPECT_EQ(accepted, st.accepted);
+}
+
+struct Case {
+  std::string golden;
+  int64_t kv_blocks = 0;  // 0: the harness's (no preemption)
+};
+
+// Greedy: with speculation, every concurrent stream gives the tokens of the same server without it
+// and of plain decoding alone; drafts were proposed, some accepted and some rejected.
+void greedy_identical(const Case& c, int64_t k) {
+  SCOPED_TRACE(c.golden + " k " + std::to_string(k) + " kv_blocks " + std::to_string(c.kv_blocks));
+  std::vector<std::vector<int32_t>> xs;
+  std::vector<int> max_tokens, echoed;
+  for (int i = 0; i < 10; ++i) {
+    xs.push_back(repetitive_prompt(i, 4 + 6 * (i % 5)));
+    max_tokens.push_back(10 + 5 * (i % 4));
+    echoed.push_back(6 + 3 * (i % 3));
+  }
+  std::vector<std::vector<int32_t>> prompts = echo_prompts(c.golden, xs, echoed);
+  prompts.push_back(prompts[1]);  // served again: a prefix-cache hit
+  max_tokens.push_back(max_tokens[1]);
+  HarnessOptions o;
+  o.model_dir = golden_model_dir(c.golden);
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.max_batch_tokens = 24;  // prefill chunks beside the verification rows
+  o.server.scheduler.max_seqs = 8;
+  if (c.kv_blocks > 0) o.server.scheduler.kv_blocks = c.kv_blocks;
+  std::vector<std::vector<int32_t>> plain, spec, alone;
+  {
+    ServeHarness h(o);
+    plain = serve_concurrently(h, prompts, max_tokens);
+  }
+  o.server.scheduler.spec = DraftSource::kNgram;
+  o.server.scheduler.spec_tokens = k;
+  {
+    ServeHarness h(o);
+    spec = serve_concurrently(h, prompts, max_tokens);
+    const SpecStats st = spec_metrics(h);
+    expect_consistent(st, k);
+    EXPECT_GT(st.drafted, 0);
+    EXPECT_GT(st.accepted, 0);
+    EXPECT_LT(st.accepted, st.drafted);
+    if (c.kv_blocks > 0) {
+      EXPECT_GT(h.server().metrics().preemptions(), 0);
+    }
+  }
+  alone = run_alone(c.golden, prompts, max_tokens);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
+    EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+    EXPECT_EQ(spec[i], alone[i]) << "request " << i;
+  }
+}
+
+TEST(ServeSpec, GreedyStreamsGiveThePlainTokensOnADenseModel) {
+  greedy_identical({"llama3"}, 3);
+  greedy_identical({"llama3"}, 5);
+}
+
+TEST(ServeSpec, GreedyStreamsGiveThePlainTokensUnderPreemption) {
+  // 16 blocks: each sequence takes two layers x up to 2 blocks of 32; eight running do not fit.
+  greedy_identical({"llama3", 16}, 4);
+}
+
+TEST(ServeSpec, GreedyStreamsGiveThePlainTokensOnAHybridModel) {
+  greedy_identical({"qwen3-next"}, 4);
+}
+
+// Sampled (temperature 0.25: peaked enough for the test's bins): each seed gives plain decoding's tokens with
+// speculation on (the one-hot rule draws the target's own token with plain decoding's seed stream), and the
+// token after each verified draft position follows the target's distribution: over many seeds the second
+// token's counts, against the probabilities the model gives after each sample's first token, pass a
+// chi-square test at p > 1e-4.
+TEST(ServeSpec, SamplingKeepsTheTargetDistribution) {
+  const std::vector<int32_t> prompt = echo_prompts("llama3", {repetitive_prompt(3, 12)}, {8})[0];
+  const int max_tokens = 6, n_seeds = 200;
+  const double temperature = 0.25;
+  HarnessOptions o;
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.spec = DraftSource::kNgram;
+  o.server.scheduler.spec_tokens = 3;
+  std::vector<std::vector<int32_t>> spec, plain;
+  SpecStats st;
+  {
+    ServeHarness h(o);
+    for (int seed = 0; seed < n_seeds; ++seed) {
+      const HttpReply r =
+          http_post(h.port(), "/v1/completions",
+                    completion_body(prompt, max_tokens, {{"temperature", temperature}, {"seed", seed}}));
+      ASSERT_EQ(r.status, 200) << r.body;
+      spec.push_back(tokens_of(r));
+    }
+    st = spec_metrics(h);
+  }
+  expect_consistent(st, 3);
+  EXPECT_GT(st.drafted, 0);
+  o.server.scheduler.spec = DraftSource::kNone;
+  {
+    ServeHarness h(o);
+    for (int seed = 0; seed < 24; ++seed) {
+      const HttpReply r =
+          http_post(h.port(), "/v1/completions",
+                    completion_body(prompt, max_tokens, {{"temperature", temperature}, {"seed", seed}}));
+      plain.push_back(tokens_of(r));
+    }
+    for (int seed = 0; seed < 24; ++seed)
+      EXPECT_EQ(spec[static_cast<size_t>(seed)], plain[static_cast<size_t>(seed)]) << "seed " << seed;
+
+    // Expected counts of the second token: p(. | prompt, first token) summed over the samples.
+    BackendOptions bo;
+    bo.n_threads = 2;
+    bo.quiet = true;
+    auto backend = open_backend("cpu", bo);
+    ASSERT_TRUE(backend.is_ok());
+    EngineOptions eo;
+    eo.kv_dtype = KvDtype::kF32;
+    auto engine = Engine::create(h.model().spec, h.model().weights, **backend, eo);
+    ASSERT_TRUE(engine.is_ok());
+    const auto vocab = static_cast<size_t>(h.model().spec.vocab_size);
+    std::vector<double> expected(vocab, 0.0), observed(vocab, 0.0);
+    std::map<int32_t, std::vector<double>> p_after;  // first token -> p [vocab]
+    for (const auto& tokens : spec) {
+      ASSERT_GE(tokens.size(), 2u);
+      auto& p = p_after[tokens[0]];
+      if (p.empty()) {
+        KvCache cache = (*engine)->new_cache();
+        std::vector<int32_t> fed = prompt;
+        fed.push_back(tokens[0]);
+        const SequenceStep step{&cache, fed};
+        auto logits = (*engine)->forward(std::span(&step, 1), true);  // [1, vocab]
+        ASSERT_TRUE(logits.is_ok());
+        const std::span<const float> row = logits->row_span(0);
+        const float mx = *std::max_element(row.begin(), row.end());
+        double sum = 0;
+        for (float v : row) sum += std::exp((static_cast<double>(v) - mx) / temperature);
+        for (float v : row) p.push_back(std::exp((static_cast<double>(v) - mx) / temperature) / sum);
+      }
+      for (size_t t = 0; t < vocab; ++t) expected[t] += p[t];
+      observed[static_cast<size_t>(tokens[1])] += 1;
+    }
+    // Bins of at least 5 expected samples; the rest pooled into one.
+    double chi2 = 0, rest_expected = 0, rest_observed = 0;
+    int bins = 0;
+    for (size_t t = 0; t < vocab; ++t) {
+      if (expected[t] >= 5) {
+        chi2 += (observed[t] - expected[t]) * (observed[t] - expected[t]) / expected[t];
+        ++bins;
+      } else {
+        rest_expected += expected[t];
+        rest_observed += observed[t];
+      }
+    }
+    if (rest_expected > 0) {
+      chi2 += (rest_observed - rest_expected) * (rest_observed - rest_expected) / rest_expected;
+      ++bins;
+    }
+    ASSERT_GE(bins, 2);
+    // The chi-square quantile at 1 - 1e-4 for bins - 1 degrees of freedom (Wilson-Hilferty).
+    const double dof = bins - 1, z = 3.719;
+    const double bound = dof * std::pow(1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof)), 3);
+    EXPECT_LT(chi2, bound) << bins << " bins";
+  }
+}
+
+// `day0 bench serve` against a speculating server reports the drafts of its run (the growth of the
+// server's counters), consistent with the metrics.
+TEST(ServeSpec, BenchServeReportsTheRunsAcceptance) {
+  HarnessOptions o;
+  o.server.scheduler.spec = DraftSource::kNgram;
+  o.server.scheduler.spec_tokens = 4;
+  ServeHarness h(o);
+  serve::BenchOptions b;
+  b.url = "http://127.0.0.1:" + std::to_string(h.port());
+  b.concurrency = 4;
+  b.requests = 8;
+  b.prompt_len = {6, 6};
+  b.output_len = {24, 24};
+  b.max_token_id = 14;  // few distinct ids: prompts repeat themselves, so drafts are found
+  auto r = serve::run_serve_bench(b);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->failed, 0) << r->first_error;
+  ASSERT_TRUE(r->spec.has_value());
+  expect_consistent(*r->spec, 4);
+  EXPECT_GT(r->spec->drafted, 0);
+  // Every token after a request's first came from a verification step.
+  EXPECT_EQ(r->spec->accepted + r->spec->verify_steps, 8 * 23);
+  EXPECT_EQ(serve::to_json(*r)["speculative"]["drafted"].get<int64_t>(), r->spec->drafted);
+  const SpecStats total = spec_metrics(h);
+  EXPECT_EQ(total.drafted, r->spec->drafted);
+}
+
+TEST(ServeSpec, MetricsParseBackAndSubtract) {
+  serve::ServeMetrics m;
+  m.enable_spec(3);
+  m.count_verification(3, 1);
+  m.count_verification(2, 2);
+  m.count_verification(0, 0);
+  const auto before = serve::spec_stats_from_metrics(m.render("mini"));
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->verify_steps, 3);
+  EXPECT_EQ(before->drafted, 5);
+  EXPECT_EQ(before->accepted, 3);
+  EXPECT_EQ(before->position_drafted, (std::vector<int64_t>{2, 2, 1}));
+  EXPECT_EQ(before->position_accepted, (std::vector<int64_t>{2, 1, 0}));
+  m.count_verification(3, 3);
+  const SpecStats d = serve::spec_stats_between(*before, *serve::spec_stats_from_metrics(m.render("mini")));
+  EXPECT_EQ(d.verify_steps, 1);
+  EXPECT_EQ(d.drafted, 3);
+  EXPECT_EQ(d.accepted, 3);
+  EXPECT_EQ(d.position_accepted, (std::vector<int64_t>{1, 1, 1}));
+  // A server that does not speculate has none of the counters.
+  EXPECT_FALSE(serve::spec_stats_from_metrics(serve::ServeMetrics().render("mini")).has_value());
+}
+
+}  // namespace
+}  // namespace day0::testing
