@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -16,10 +17,13 @@
 #include "day0/core/human.h"
 #include "day0/io/mapped_file.h"
 #include "day0/model/param_count.h"
+#include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/speculative.h"
 #include "day0/runtime/speed_bench.h"
 #include "day0/serve/bench_client.h"
 #include "day0/serve/soak.h"
+#include "spec_flags.h"
 
 namespace day0::cli {
 namespace {
@@ -150,7 +154,59 @@ struct BenchModelArgs {
   uint64_t seed = 0;
   bool no_limits = false;
   bool json = false;
+  SpecFlags spec;
 };
+
+// --spec: each tg length decoded greedily from the same one-token prompt by plain decoding and by
+// speculative decoding (generate_batch and generate_speculative, as `run` decodes), each after a
+// warm-up, alternating run by run so that the machine's drift falls on both alike.
+struct SpecBenchTest {
+  std::string name;  // "tg128"
+  int64_t tokens = 0;
+  std::vector<double> plain_tok_s, spec_tok_s;  // decode tok/s of each measured run
+  SpecStats stats;                              // the measured runs' drafts, summed
+  bool same_tokens = true;                      // every run gave plain decoding's tokens
+};
+
+Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, const BenchModelArgs& a) {
+  std::vector<SpecBenchTest> out;
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int32_t> pick(
+      0, static_cast<int32_t>(std::max<int64_t>(1, engine.spec().vocab_size) - 1));
+  for (int64_t n : a.gen) {
+    SpecBenchTest t;
+    t.name = fmt::format("tg{}", n);
+    t.tokens = n;
+    const std::vector<int32_t> prompt{pick(rng)};
+    for (int run = 0; run <= a.repetitions; ++run) {  // run 0: the warm-up
+      GenerationRequest r;
+      r.prompt = prompt;
+      r.max_new = n;
+      auto plain = generate_batch(engine, std::span(&r, 1));
+      if (!plain.is_ok()) return plain.status().with_context(t.name);
+      NgramDrafter drafter;
+      auto spec = generate_speculative(engine, r, drafter, SpecOptions{.tokens = a.spec.tokens});
+      if (!spec.is_ok()) return spec.status().with_context(t.name + " --spec");
+      if (run == 0) continue;
+      t.plain_tok_s.push_back((*plain)[0].decode_tokens_per_second());
+      t.spec_tok_s.push_back(spec->result.decode_tokens_per_second());
+      t.same_tokens = t.same_tokens && (*plain)[0].tokens() == spec->result.tokens();
+      const SpecStats& st = spec->stats;
+      t.stats.verify_steps += st.verify_steps;
+      t.stats.drafted += st.drafted;
+      t.stats.accepted += st.accepted;
+      t.stats.draft_seconds += st.draft_seconds;
+      t.stats.position_drafted.resize(st.position_drafted.size(), 0);
+      t.stats.position_accepted.resize(st.position_accepted.size(), 0);
+      for (size_t i = 0; i < st.position_drafted.size(); ++i) {
+        t.stats.position_drafted[i] += st.position_drafted[i];
+        t.stats.position_accepted[i] += st.position_accepted[i];
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 
 // How the checkpoint's files were mapped while the tests ran: 2 MiB page-table entries let decoding
 // stream the weights faster than 4 KiB ones, and the page cache decides which a file gets.
@@ -282,6 +338,11 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
 
 int bench_model(const BenchModelArgs& a) {
   const char* name = "bench";
+  if (Status st = check_spec_flags(a.spec); !st.is_ok()) return report_error(name, st);
+  if (a.spec.draft_source() == DraftSource::kSelfInt4) {
+    return report_error(name, unsupported("bench --spec self-int4: not yet; use --spec ngram, or `day0 run "
+                                          "--spec self-int4` for one generation"));
+  }
   EngineOptions eo;
   eo.precision = a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
   const auto kv = parse_kv_dtype(a.kv_dtype);
@@ -321,11 +382,55 @@ int bench_model(const BenchModelArgs& a) {
   auto r = run_speed_bench(*engine->engine, o);
   if (tty) fmt::print(stderr, "\r{:<40}\r", "");
   if (!r.is_ok()) return report_error(name, r.status());
+  std::vector<SpecBenchTest> spec_tests;
+  if (a.spec.source != "none") {
+    fmt::print(stderr, "bench: speculative decoding ({}, {} drafts a step) beside plain decoding\n",
+               a.spec.source, a.spec.tokens);
+    auto tests = run_spec_bench(*engine->engine, a);
+    if (!tests.is_ok()) return report_error(name, tests.status());
+    spec_tests = std::move(*tests);
+  }
   const WeightMapping mapping = weight_mapping(model->folder);
   if (a.json) {
-    fmt::print("{}\n", speed_json(a, *model, *params, simd, threads, *r, mapping).dump(2));
+    nlohmann::json j = speed_json(a, *model, *params, simd, threads, *r, mapping);
+    for (const SpecBenchTest& t : spec_tests) {
+      nlohmann::json s = serve::spec_stats_json(t.stats);
+      s["test"] = t.name;
+      s["source"] = a.spec.source;
+      s["tokens"] = a.spec.tokens;
+      s["plain_tok_s_samples"] = t.plain_tok_s;
+      s["spec_tok_s_samples"] = t.spec_tok_s;
+      s["plain_tok_s_mean"] = mean_and_stdev(t.plain_tok_s).first;
+      s["spec_tok_s_mean"] = mean_and_stdev(t.spec_tok_s).first;
+      s["same_tokens"] = t.same_tokens;
+      j["speculative"].push_back(std::move(s));
+    }
+    fmt::print("{}\n", j.dump(2));
   } else {
     print_speed_table(a, *model, *params, simd, threads, *r, mapping);
+    if (!spec_tests.empty()) {
+      fmt::print(
+          "\nspeculative decoding: {}, up to {} drafts a step, greedy from one token (decode t/s, as "
+          "`run`)\n",
+          a.spec.source, a.spec.tokens);
+      fmt::print("| {:<8} | {:>16} | {:>16} | {:>7} | {:>11} |\n", "test", "plain t/s", "spec t/s", "speedup",
+                 "same tokens");
+      fmt::print("|{:-<10}|{:->18}|{:->18}|{:->9}|{:->13}|\n", "", "", "", "", "");
+      for (const SpecBenchTest& t : spec_tests) {
+        const auto [plain, plain_sd] = mean_and_stdev(t.plain_tok_s);
+        const auto [spec, spec_sd] = mean_and_stdev(t.spec_tok_s);
+        fmt::print("| {:<8} | {:>16} | {:>16} | {:>7.2f} | {:>11} |\n", t.name,
+                   fmt::format("{:.2f} ± {:.2f}", plain, plain_sd),
+                   fmt::format("{:.2f} ± {:.2f}", spec, spec_sd), plain > 0 ? spec / plain : 0.0,
+                   t.same_tokens ? "yes" : "NO");
+        fmt::print("  {}: {}\n", t.name, spec_summary(t.stats));
+      }
+    }
+  }
+  for (const SpecBenchTest& t : spec_tests) {
+    if (!t.same_tokens)
+      return report_error(name,
+                          internal_error(fmt::format("{}: speculative decoding changed the tokens", t.name)));
   }
   return kExitOk;
 }
@@ -360,6 +465,7 @@ int bench_serve(BenchArgs& a) {
     fmt::print("throughput   {:.2f} requests/s, {:.1f} output tokens/s ({} prompt, {} output tokens)\n",
                r->request_throughput, r->output_throughput, r->prompt_tokens, r->output_tokens);
     fmt::print("TTFT         {}\nITL          {}\ne2e          {}\n", ms(r->ttft), ms(r->itl), ms(r->e2e));
+    if (r->spec) fmt::print("speculative  {} (the server's /metrics over the run)\n", spec_summary(*r->spec));
     if (!r->first_error.empty()) fmt::print("first error  {}\n", r->first_error);
     if (r->short_streams > 0)
       fmt::print(
@@ -402,6 +508,7 @@ const Registrar kBenchCommand(
       app.add_flag("--no-limits", m->no_limits,
                    "skip the bandwidth and peak probes (a few seconds and up to 2 GiB of memory)");
       app.add_flag("--json", m->json, "JSON output");
+      add_spec_flags(app, m->spec, /*with_draft=*/false);
       CLI::App* s =
           app.add_subcommand("serve", "Streamed completions against a server: throughput, TTFT/ITL/e2e");
       serve::BenchOptions& o = a->options;

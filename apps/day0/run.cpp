@@ -28,9 +28,11 @@
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/speculative.h"
+#include "day0/serve/bench_client.h"
 #include "day0/tokenizer/prompt_ids.h"
 #include "day0/tokenizer/text_prompt.h"
 #include "day0/tokenizer/tokenizer.h"
+#include "spec_flags.h"
 
 namespace day0::cli {
 namespace {
@@ -71,12 +73,9 @@ struct RunOptions {
   int64_t redundant_experts = 0;
   std::string expert_load;
   std::string record_expert_load;  // writes the run's per-layer expert picks here
-  // Speculative decoding: the draft source (none, ngram, self-int4; mtp is refused), drafts per step,
-  // and for self-int4 a folder made by `day0 quantize --to int4` (empty: the model quantized at load).
-  std::string spec = "none";
-  int64_t spec_tokens = 4;
-  bool spec_tokens_given = false;
-  std::string spec_draft;
+  // Speculative decoding: the draft source, drafts per step, and for self-int4 a folder made by
+  // `day0 quantize --to int4` (empty: the model quantized at load).
+  SpecFlags spec;
 };
 
 // The draft of --spec self-int4: the model's INT4 copy (the --spec-draft folder, or one quantized now
@@ -96,7 +95,7 @@ struct SelfDraft {
 
 Status open_self_draft(const RunOptions& o, const LoadedModel& target, Backend& backend,
                        EngineOptions options, SelfDraft& draft) {
-  std::string folder = o.spec_draft;
+  std::string folder = o.spec.draft;
   if (folder.empty()) {
     draft.temporary = std::filesystem::temp_directory_path() / fmt::format("day0-self-int4-{}", ::getpid());
     std::error_code ec;
@@ -130,17 +129,9 @@ Status open_self_draft(const RunOptions& o, const LoadedModel& target, Backend& 
 
 // --spec and its companions, checked before anything loads.
 Status check_spec_options(const RunOptions& o) {
-  if (o.spec == "mtp") {
-    return unsupported(
-        "--spec mtp: drafting with the checkpoint's MTP layers is not built yet; use --spec ngram or "
-        "--spec self-int4");
-  }
-  if (!o.spec_draft.empty() && o.spec != "self-int4")
-    return invalid_argument(fmt::format("--spec-draft needs --spec self-int4, found --spec {}", o.spec));
-  if (o.spec_tokens_given && o.spec == "none")
-    return invalid_argument("--spec-tokens needs --spec ngram or --spec self-int4, found --spec none");
-  if (o.spec != "none" && o.interactive) return unsupported("--spec with --interactive: not yet");
-  if (o.spec != "none" && (o.tp > 1 || o.pp > 1 || o.ep > 1))
+  D0_RETURN_IF_ERROR(check_spec_flags(o.spec));
+  if (o.spec.source != "none" && o.interactive) return unsupported("--spec with --interactive: not yet");
+  if (o.spec.source != "none" && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return unsupported("--spec with --tp/--pp/--ep above 1: not yet");
   return Status::ok();
 }
@@ -264,25 +255,12 @@ struct RankFigures {
 };
 
 nlohmann::json spec_json(const RunOptions& o, const SpecStats& st) {
-  nlohmann::json positions = nlohmann::json::array();
-  for (size_t i = 0; i < st.position_drafted.size(); ++i) {
-    const auto drafted = static_cast<double>(st.position_drafted[i]);
-    positions.push_back(
-        {{"position", i + 1},
-         {"drafted", st.position_drafted[i]},
-         {"accepted", st.position_accepted[i]},
-         {"acceptance_rate", drafted > 0 ? static_cast<double>(st.position_accepted[i]) / drafted : 0.0}});
-  }
-  return {{"source", o.spec},
-          {"draft", o.spec_draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.spec_draft)},
-          {"tokens", o.spec_tokens},
-          {"verify_steps", st.verify_steps},
-          {"drafted", st.drafted},
-          {"accepted", st.accepted},
-          {"acceptance_rate", st.acceptance_rate()},
-          {"mean_accepted_per_step", st.mean_accepted_per_step()},
-          {"per_position", positions},
-          {"draft_seconds", st.draft_seconds}};
+  nlohmann::json j = serve::spec_stats_json(st);
+  j["source"] = o.spec.source;
+  j["draft"] = o.spec.draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.spec.draft);
+  j["tokens"] = o.spec.tokens;
+  j["draft_seconds"] = st.draft_seconds;
+  return j;
 }
 
 int run_command(const RunOptions& o) {
@@ -369,8 +347,8 @@ int run_command(const RunOptions& o) {
   if (!engine.is_ok()) return fail(engine.status());
   SelfDraft self_draft;
   std::unique_ptr<Drafter> drafter;
-  if (o.spec == "ngram") drafter = std::make_unique<NgramDrafter>();
-  if (o.spec == "self-int4") {
+  if (o.spec.source == "ngram") drafter = std::make_unique<NgramDrafter>();
+  if (o.spec.source == "self-int4") {
     if (const Status st = open_self_draft(o, *model, *engine->backend, eo, self_draft); !st.is_ok())
       return fail(st);
     drafter = std::make_unique<ModelDrafter>(*self_draft.engine);
@@ -424,7 +402,7 @@ int run_command(const RunOptions& o) {
     request.top_logprobs = std::max<int64_t>(o.logprobs, 0);
     request.on_token = step_hook;
     auto spec =
-        generate_speculative(*engine->engine, request, *drafter, SpecOptions{.tokens = o.spec_tokens});
+        generate_speculative(*engine->engine, request, *drafter, SpecOptions{.tokens = o.spec.tokens});
     if (!spec.is_ok()) return fail(spec.status());
     spec_stats = spec->stats;
     generated = std::move(spec->result);
@@ -659,20 +637,8 @@ int run_command(const RunOptions& o) {
              ttft_ms, g.prefill_tokens_per_second(), g.decode_tokens_per_second(),
              g.steps.empty() ? 0 : g.steps.size() - 1, g.decode_seconds);
   if (spec_stats) {
-    const SpecStats& st = *spec_stats;
-    std::vector<std::string> by_position;
-    for (size_t i = 0; i < st.position_drafted.size(); ++i) {
-      by_position.push_back(
-          st.position_drafted[i] > 0
-              ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(st.position_accepted[i]) /
-                                           static_cast<double>(st.position_drafted[i]))
-              : "-");
-    }
-    fmt::print(
-        "speculative {}, up to {} drafts a step: {} of {} drafts accepted ({:.1f}%), {:.2f} accepted per "
-        "verification step ({} steps), by position {}; drafting {:.3f} s\n",
-        o.spec, o.spec_tokens, st.accepted, st.drafted, 100 * st.acceptance_rate(),
-        st.mean_accepted_per_step(), st.verify_steps, fmt::join(by_position, " "), st.draft_seconds);
+    fmt::print("speculative {}, up to {} drafts a step: {}; drafting {:.3f} s\n", o.spec.source,
+               o.spec.tokens, spec_summary(*spec_stats), spec_stats->draft_seconds);
   }
   if (!o.dump.empty()) fmt::print("dump       {}\n", o.dump);
   if (ranks.size() > 1) {
@@ -807,24 +773,8 @@ const Registrar kRunCommand(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")
           ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
-      app.add_option("--spec", o->spec,
-                     "speculative decoding (output identical to plain decoding): none (default), ngram "
-                     "(drafts copied from the prompt and the output so far), self-int4 (the model's INT4 "
-                     "copy drafts greedily: the --spec-draft folder, or quantized at load); mtp is not "
-                     "built yet")
-          ->check(CLI::IsMember({"none", "ngram", "self-int4", "mtp"}));
-      auto* spec_tokens_opt =
-          app.add_option("--spec-tokens", o->spec_tokens,
-                         fmt::format("with --spec: draft tokens verified per step, 1..{} (default 4)",
-                                     kMaxSpecTokens))
-              ->check(CLI::Range(int64_t{1}, kMaxSpecTokens));
-      app.add_option("--spec-draft", o->spec_draft,
-                     "with --spec self-int4: the draft folder, made by `day0 quantize MODEL --to int4 --out "
-                     "DIR` (same tokenizer; default: quantize the model at load into a temporary folder)");
-      return [o, spec_tokens_opt] {
-        o->spec_tokens_given = spec_tokens_opt->count() > 0;
-        return run_command(*o);
-      };
+      add_spec_flags(app, o->spec, /*with_draft=*/true);
+      return [o] { return run_command(*o); };
     });
 
 }  // namespace

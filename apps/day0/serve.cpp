@@ -15,6 +15,7 @@
 #include "day0/core/human.h"
 #include "day0/dist/communicator.h"
 #include "day0/serve/served_model.h"
+#include "spec_flags.h"
 
 namespace day0::cli {
 namespace {
@@ -28,6 +29,7 @@ struct ServeArgs {
   double keep_alive_timeout = 5.0;
   std::string weights = "checkpoint";
   std::string page_cache = "keep";
+  SpecFlags spec;
 };
 
 // Rank 0 bound its port (or could not): every rank learns which, so that followers never wait for
@@ -64,6 +66,10 @@ int serve_command(ServeArgs& a) {
                                                 "first with `day0 quantize` and serve that folder",
                                                 a.weights)));
   }
+  if (Status st = check_spec_flags(a.spec); !st.is_ok()) return report_error(name, st);
+  a.setup.server.scheduler.spec = a.spec.draft_source();
+  a.setup.server.scheduler.spec_tokens = a.spec.tokens;
+  if (Status st = serve::check_serve_spec(a.setup); !st.is_ok()) return report_error(name, st);
   // The engine settings' combination is checked before anything is loaded (open_served_model repeats it).
   if (auto checked = engine_options_from(a.setup.engine); !checked.is_ok()) {
     return report_error(name, checked.status());
@@ -107,12 +113,15 @@ int serve_command(ServeArgs& a) {
   fmt::print(
       stderr,
       "serve: {} as '{}' ({} layers, {}, {} KV cache, {}), max {} sequences + {} waiting, {} tokens a step, "
-      "KV pool {} blocks ({}), {}, prefix caching {}{}\n",
+      "KV pool {} blocks ({}), {}, prefix caching {}{}{}\n",
       m.model.folder, so.served_model_name, m.model.spec.n_layers, a.setup.engine.dtype,
       kv_dtype_name(m.engine->options().kv_dtype),
       m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
+      sc.spec == DraftSource::kNone ? std::string()
+                                    : fmt::format(", speculative decoding {} (up to {} drafts a step)",
+                                                  draft_source_name(sc.spec), sc.spec_tokens),
       so.api_key.empty() ? "" : ", API key required");
   if (m.lockstep) {
     fmt::print(
@@ -268,6 +277,7 @@ const Registrar kServeCommand(
           "with --redundant-experts: per-layer expert load (JSON, as `day0 run --record-expert-load` "
           "writes) choosing which experts get copies (default: every expert weighs the same)");
       app.add_option("--weights", a->weights, "weight precision of the plan (checkpoint)");
+      add_spec_flags(app, a->spec, /*with_draft=*/false);
       return [a] { return serve_command(*a); };
     });
 
