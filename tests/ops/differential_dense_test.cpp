@@ -177,16 +177,19 @@ TEST(Differential, SwigluVariants) {
     up.fill_random(2, 4.0f);
     fused.fill_random(3, 6.0f);  // beyond the clamp limit too
     const std::string shape = fmt::format("T={} I={}", t, inter);
-    for (bool clamped : {false, true}) {
+    // 0: plain; 1: gpt-oss's clamp (alpha 1.702, up + 1); 2: DeepSeek-V4's (silu, limit 3, no shift).
+    for (int variant : {0, 1, 2}) {
       for (bool interleaved : {false, true}) {
-        const std::string op = clamped ? "swiglu_clamped" : "swiglu";
-        diff.check(op, shape + (interleaved ? " interleaved" : ""), t, inter, kTolFloat,
-                   [&](Backend& be, GuardedMatrix& out) {
+        const std::string op = variant > 0 ? "swiglu_clamped" : "swiglu";
+        diff.check(op,
+                   shape + (interleaved ? " interleaved" : "") + (variant == 2 ? " silu, no up shift" : ""),
+                   t, inter, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
                      SwigluArgs a{.gate = interleaved ? fused.cview() : gate.cview(),
                                   .up = up.cview(),
                                   .out = out.view(),
                                   .interleaved = interleaved};
-                     clamped ? be.swiglu_clamped(a) : be.swiglu(a);
+                     if (variant == 2) a.limit = 3.0f, a.alpha = 1.0f, a.up_shift = 0.0f;
+                     variant > 0 ? be.swiglu_clamped(a) : be.swiglu(a);
                    });
       }
     }

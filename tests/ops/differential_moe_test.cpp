@@ -85,6 +85,9 @@ struct ExpertsCase {
   bool skewed = false;
   bool relu2 = false;      // Nemotron-H's ungated relu(up x)^2 experts (no gate weight)
   bool gelu_tanh = false;  // GEGLU experts: gelu_tanh(gate x) * up x
+  // > 0: DeepSeek-V4's clamped SwiGLU, silu(min(g, limit)) * clamp(u, -limit, limit) (alpha 1, no up
+  // shift), with this limit (small, so that the random projections cross it).
+  float plain_clamp_limit = 0.0f;
 };
 
 const ExpertsCase kExpertsCases[] = {
@@ -130,6 +133,14 @@ const ExpertsCase kExpertsCases[] = {
      false, false, 0, true, false, true},
     {"geglu separate rows: an item in several pieces", 3, 4, 2, 64, 608, GateUpLayout::kSeparate, false,
      false, true, false, 0, false, false, true},
+    // DeepSeek-V4's experts: concatenated gate_up rows (gate half first), plain clamp; decode, a serving
+    // step's busy experts, separate rows in several pieces.
+    {"plain clamp decode top-6 of 16", 1, 16, 6, 64, 64, GateUpLayout::kConcatenated, true, false, false,
+     false, 0, false, false, false, 0.5f},
+    {"plain clamp serving step: 3 busy experts", 60, 16, 2, 64, 32, GateUpLayout::kConcatenated, true, false,
+     false, true, 0, true, false, false, 0.5f},
+    {"plain clamp separate rows: an item in several pieces", 3, 4, 2, 64, 608, GateUpLayout::kSeparate, true,
+     false, true, false, 0, false, false, false, 0.5f},
 };
 
 TEST(Differential, MoeExpertsEveryFormatAndLayout) {
@@ -187,6 +198,9 @@ TEST(Differential, MoeExpertsEveryFormatAndLayout) {
                                    .clamped = c.clamped,
                                    .relu2 = c.relu2,
                                    .gelu_tanh = c.gelu_tanh,
+                                   .limit = c.plain_clamp_limit > 0 ? c.plain_clamp_limit : 7.0f,
+                                   .alpha = c.plain_clamp_limit > 0 ? 1.0f : 1.702f,
+                                   .up_shift = c.plain_clamp_limit > 0 ? 0.0f : 1.0f,
                                    .input_scaling = c.input_scaling,
                                    .n_zero_experts = c.zero_experts,
                                    .out = out.view(),
@@ -572,7 +586,7 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
           uh[static_cast<size_t>(i * c.inter + col)] = uv;
           if (c.clamped)
             act[static_cast<size_t>(i * c.inter + col)] =
-                static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702));
+                static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702, 1.0));
           else if (c.gelu_tanh)
             act[static_cast<size_t>(i * c.inter + col)] = static_cast<float>(ref::geglu_of(gv, uv));
         }

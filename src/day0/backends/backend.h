@@ -75,6 +75,7 @@ class Backend {
   // ---- kernels (contracts in ops/kernel_args.h) ----
   virtual void embedding(const EmbeddingArgs& a) = 0;
   virtual void matmul(const MatmulArgs& a) = 0;
+  virtual void grouped_matmul(const GroupedMatmulArgs& a) = 0;
   virtual void rms_norm(const RmsNormArgs& a) = 0;
   virtual void layer_norm(const LayerNormArgs& a) = 0;
   virtual void rope(const RopeArgs& a) = 0;
@@ -98,6 +99,10 @@ class Backend {
   virtual void swiglu_clamped(const SwigluArgs& a) = 0;
   virtual void moe_router(const MoeRouterArgs& a) = 0;
   virtual void moe_experts(const MoeExpertsArgs& a) = 0;
+  virtual void kv_compress(const KvCompressArgs& a) = 0;
+  virtual void hc_weights(const HcWeightsArgs& a) = 0;
+  virtual void hc_collapse(const HcCollapseArgs& a) = 0;
+  virtual void hc_expand(const HcExpandArgs& a) = 0;
   virtual void add(const BinaryArgs& a) = 0;
   virtual void mul(const BinaryArgs& a) = 0;
   virtual void argmax(const ArgmaxArgs& a) = 0;

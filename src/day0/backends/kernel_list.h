@@ -5,6 +5,7 @@
 #define D0_FOR_EACH_KERNEL(X)                                    \
   X(embedding, EmbeddingArgs, kEmbedding)                        \
   X(matmul, MatmulArgs, kMatmul)                                 \
+  X(grouped_matmul, GroupedMatmulArgs, kGroupedMatmul)           \
   X(rms_norm, RmsNormArgs, kRmsNorm)                             \
   X(layer_norm, LayerNormArgs, kLayerNorm)                       \
   X(rope, RopeArgs, kRope)                                       \
@@ -28,6 +29,10 @@
   X(swiglu_clamped, SwigluArgs, kSwigluClamped)                  \
   X(moe_router, MoeRouterArgs, kMoeRouter)                       \
   X(moe_experts, MoeExpertsArgs, kMoeExperts)                    \
+  X(kv_compress, KvCompressArgs, kKvCompress)                    \
+  X(hc_weights, HcWeightsArgs, kHcWeights)                       \
+  X(hc_collapse, HcCollapseArgs, kHcCollapse)                    \
+  X(hc_expand, HcExpandArgs, kHcExpand)                          \
   X(add, BinaryArgs, kAdd)                                       \
   X(mul, BinaryArgs, kMul)                                       \
   X(argmax, ArgmaxArgs, kArgmax)                                 \

@@ -178,6 +178,21 @@ void RecordingBackend::matmul(const MatmulArgs& a) {
   if (inner_) inner_->matmul(a);
 }
 
+void RecordingBackend::grouped_matmul(const GroupedMatmulArgs& a) {
+  OpSpec op;
+  op.name = std::string(op::kGroupedMatmul);
+  set_weights(op, a.w);
+  op.attrs["groups"] = std::to_string(a.groups);
+  if (!a.exact) op.attrs["exact"] = "false";
+  op.shapes = {{a.w.rows, a.w.cols}};
+  // Every weight element meets one group's columns of each row: the FLOPs of one [N, K/G] matmul.
+  op.matmul_flops_per_token = 2.0 * d(a.x.rows) * d(a.w.rows) * d(a.w.cols);
+  op.flops_per_token = op.matmul_flops_per_token;
+  op.bytes_per_token = weight_bytes(a.w);
+  note(std::move(op));
+  if (inner_) inner_->grouped_matmul(a);
+}
+
 void RecordingBackend::rms_norm(const RmsNormArgs& a) {
   OpSpec op = elementwise(op::kRmsNorm, a.x.rows, a.x.cols, 4.0);
   op.attrs["eps"] = format_g(a.eps);
@@ -328,6 +343,7 @@ void RecordingBackend::indexer_topk(const IndexerTopkArgs& a) {
   op.attrs = {{"n_heads", std::to_string(a.n_heads)},
               {"head_dim", std::to_string(a.head_dim)},
               {"topk", std::to_string(a.selected.cols)}};
+  if (a.key_ratio > 1) op.attrs["key_ratio"] = std::to_string(a.key_ratio);
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.head_dim}, {a.selected.cols}};
   for (const PagedSequence& s : a.seqs) {
@@ -460,6 +476,7 @@ void RecordingBackend::swiglu(const SwigluArgs& a) {
 void RecordingBackend::swiglu_clamped(const SwigluArgs& a) {
   OpSpec op = elementwise(op::kSwigluClamped, a.out.rows, a.out.cols, 8.0);
   op.attrs = {{"limit", format_g(a.limit)}, {"alpha", format_g(a.alpha)}};
+  if (a.up_shift != 1.0f) op.attrs["up_shift"] = format_g(a.up_shift);
   if (a.interleaved) op.attrs["layout"] = "interleaved";
   note(std::move(op));
   if (inner_) inner_->swiglu_clamped(a);
@@ -467,12 +484,16 @@ void RecordingBackend::swiglu_clamped(const SwigluArgs& a) {
 
 void RecordingBackend::moe_router(const MoeRouterArgs& a) {
   OpSpec op = elementwise(op::kMoeRouter, a.logits.rows, a.logits.cols, 4.0);
-  op.attrs = {{"scoring", a.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax"},
+  const char* scoring = a.scoring == RouterScoring::kSigmoid        ? "sigmoid"
+                        : a.scoring == RouterScoring::kSqrtSoftplus ? "sqrtsoftplus"
+                                                                    : "softmax";
+  op.attrs = {{"scoring", scoring},
               {"topk_method", topk_method_name(a.method)},
               {"n_experts", std::to_string(a.logits.cols)},
               {"top_k", std::to_string(a.top_k)}};
   if (a.n_group > 1) op.attrs["groups"] = fmt::format("{}/{}", a.topk_group, a.n_group);
-  if (!a.correction_bias.empty()) op.attrs["correction_bias"] = "true";
+  if (!a.correction_bias.empty() && !a.hashed()) op.attrs["correction_bias"] = "true";
+  if (a.hashed()) op.attrs["topk_method"] = "token_hash";
   if (a.norm_topk_prob) op.attrs["renormalize"] = "true";
   if (a.routed_scaling_factor != 1.0f) op.attrs["routed_scaling_factor"] = format_g(a.routed_scaling_factor);
   note(std::move(op));
@@ -489,6 +510,7 @@ void RecordingBackend::moe_experts(const MoeExpertsArgs& a) {
   if (a.clamped) {
     op.attrs["limit"] = format_g(a.limit);
     op.attrs["alpha"] = format_g(a.alpha);
+    if (a.up_shift != 1.0f) op.attrs["up_shift"] = format_g(a.up_shift);
   }
   if (a.input_scaling) op.attrs["input_scaling"] = "true";
   if (a.relu2) op.attrs["activation"] = "relu2";
@@ -535,6 +557,42 @@ OpSpec binary(std::string_view name, const BinaryArgs& a) {
 }
 
 }  // namespace
+
+void RecordingBackend::kv_compress(const KvCompressArgs& a) {
+  // Each kv element: its gate's exp, a sum and a product-add (twice with overlap: its two windows).
+  OpSpec op = elementwise(op::kKvCompress, a.kv.rows, a.kv.cols, 6.0);
+  op.attrs = {{"ratio", std::to_string(a.ratio)}};
+  if (a.overlap) op.attrs["overlap"] = "true";
+  note(std::move(op));
+  if (inner_) inner_->kv_compress(a);
+}
+
+void RecordingBackend::hc_weights(const HcWeightsArgs& a) {
+  OpSpec op = elementwise(op::kHcWeights, a.mixes.rows, a.mixes.cols, 8.0);
+  const int64_t n = a.n_streams;
+  // Each Sinkhorn iteration sums and divides every comb entry twice (rows, then columns).
+  if (!a.head()) op.flops_per_token += 4.0 * d(a.mixes.rows) * d(a.sinkhorn_iters) * d(n * n);
+  op.attrs = {{"n_streams", std::to_string(n)}, {"sinkhorn_iters", std::to_string(a.sinkhorn_iters)}};
+  if (a.head()) op.attrs["outputs"] = "pre";
+  note(std::move(op));
+  if (inner_) inner_->hc_weights(a);
+}
+
+void RecordingBackend::hc_collapse(const HcCollapseArgs& a) {
+  OpSpec op = elementwise(op::kHcCollapse, a.streams.rows, a.streams.cols, 2.0);
+  op.attrs = {{"n_streams", std::to_string(a.n_streams)}};
+  note(std::move(op));
+  if (inner_) inner_->hc_collapse(a);
+}
+
+void RecordingBackend::hc_expand(const HcExpandArgs& a) {
+  // Each of the n H outputs: post times x plus n products of comb and a stream.
+  OpSpec op = elementwise(op::kHcExpand, a.out.rows, a.out.cols, 2.0 * d(a.n_streams + 1));
+  op.attrs = {{"n_streams", std::to_string(a.n_streams)}};
+  if (a.bf16_steps) op.attrs["bf16_steps"] = "true";
+  note(std::move(op));
+  if (inner_) inner_->hc_expand(a);
+}
 
 void RecordingBackend::add(const BinaryArgs& a) {
   note(binary(op::kAdd, a));

@@ -26,6 +26,10 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
       {op::kRope, "rope_scaling, partial_rotary_factor, rope_theta"},
       {op::kAttention, "sliding_window, layer_types, attention_chunk_size"},
       {op::kPagedAttention, "sliding_window, layer_types, attention_chunk_size"},
+      {op::kKvCompress, "layer_types / compress_ratios, compress_rates"},
+      {op::kHcWeights, "hc_mult, hc_sinkhorn_iters, hc_eps"},
+      {op::kHcCollapse, "hc_mult"},
+      {op::kHcExpand, "hc_mult"},
       {op::kBlockIndexerTopk, "layer_types, index_block_size, index_topk_blocks, index_local_blocks"},
   };
   auto it = kFields.find(op);

@@ -9,6 +9,7 @@
 #include "day0/ops/key_selection.h"
 #include "day0/ops/op_schema.h"
 #include "day0/ops/paged_gather.h"
+#include "day0/ops/weight_row_block.h"
 
 namespace day0 {
 
@@ -46,6 +47,17 @@ void for_gate_up(const SwigluArgs& a, F body) {
 bool has_decomposition(std::string_view op) {
   const OpSchema* s = find_op_schema(op);
   return s != nullptr && !s->decomposition.empty();
+}
+
+void decompose_grouped_matmul(Backend& be, const GroupedMatmulArgs& a) {
+  check_args(a);
+  const int64_t k = a.w.cols, n = a.w.rows / a.groups;
+  for (int64_t g = 0; g < a.groups; ++g) {
+    be.matmul({.x = a.x.col_slice(g * k, k),
+               .w = weight_row_block(a.w, g * n, n),
+               .y = a.y.col_slice(g * n, n),
+               .exact = a.exact});
+  }
 }
 
 void decompose_gated_rms_norm(Backend& be, const GatedRmsNormArgs& a) {
@@ -104,9 +116,48 @@ void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a) {
     be.sigmoid({s.m, s.m});
     be.mul({g.m, s.m, g.m});  // glu = g * sigmoid(alpha g)
     be.clamp({.x = up, .y = s.m, .lo = -a.limit, .hi = a.limit});
-    be.scale({.x = s.m, .y = s.m, .shift = 1.0f});
+    be.scale({.x = s.m, .y = s.m, .shift = a.up_shift});
     be.mul({g.m, s.m, out});
   });
+}
+
+void decompose_hc_collapse(Backend& be, const HcCollapseArgs& a) {
+  check_args(a);
+  const int64_t h = a.out.cols;
+  Buffer term(a.out.rows, h);  // [T, H] one stream times its weight
+  for (int64_t j = 0; j < a.n_streams; ++j) {
+    be.mul({a.streams.col_slice(j * h, h), a.pre.col_slice(j, 1), j == 0 ? a.out : term.m});
+    if (j > 0) be.add({a.out, term.m, a.out});
+  }
+}
+
+void decompose_hc_expand(Backend& be, const HcExpandArgs& a) {
+  check_args(a);
+  const int64_t n = a.n_streams, h = a.x.cols, t = a.x.rows;
+  ConstMatrix post = a.post, comb = a.comb;
+  Buffer post_bf16(t, n), comb_bf16(t, n * n);  // [T, n], [T, n * n] rounded (bf16_steps)
+  const auto step = [&](Matrix m) {
+    if (a.bf16_steps) be.round_bf16({.x = m, .y = m});
+  };
+  if (a.bf16_steps) {
+    be.round_bf16({.x = a.post, .y = post_bf16.m});
+    be.round_bf16({.x = a.comb, .y = comb_bf16.m});
+    post = post_bf16.m;
+    comb = comb_bf16.m;
+  }
+  Buffer mixed(t, h), term(t, h);  // [T, H] sum_j comb[j, k] stream j, and one of its terms
+  for (int64_t k = 0; k < n; ++k) {
+    const Matrix out = a.out.col_slice(k * h, h);
+    be.mul({a.x, post.col_slice(k, 1), out});
+    step(out);
+    for (int64_t j = 0; j < n; ++j) {
+      be.mul({a.streams.col_slice(j * h, h), comb.col_slice(j * n + k, 1), j == 0 ? mixed.m : term.m});
+      if (j > 0) be.add({mixed.m, term.m, mixed.m});
+    }
+    step(mixed.m);
+    be.add({out, mixed.m, out});
+    step(out);
+  }
 }
 
 void decompose_mla_attention(Backend& be, const MlaArgs& a) {
@@ -208,7 +259,7 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
     be.gather_rows({a.x, tokens[e], xe.m});
     if (a.input_scaling) be.mul({xe.m, ConstMatrix{weights[e].data(), n, 1}, xe.m});
     Buffer act(n, inter);
-    SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha};
+    SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha, .up_shift = a.up_shift};
     Buffer gate_up(n, 2 * inter);
     if (a.relu2) {  // ungated: relu(up x)^2 as clamp and mul
       be.matmul({.x = xe.m, .w = ew.up, .bias = ew.up_bias, .y = act.m, .exact = a.exact});

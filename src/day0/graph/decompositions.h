@@ -12,12 +12,15 @@ namespace day0 {
 
 bool has_decomposition(std::string_view op);
 
-void decompose_rms_norm(Backend& be, const RmsNormArgs& a);             // mul, row_mean, rsqrt
-void decompose_layer_norm(Backend& be, const LayerNormArgs& a);         // row_mean, scale, add, mul, rsqrt
-void decompose_swiglu(Backend& be, const SwigluArgs& a);                // silu, mul
-void decompose_gated_rms_norm(Backend& be, const GatedRmsNormArgs& a);  // rms_norm, silu, mul
-void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);        // clamp, scale, sigmoid, mul
-void decompose_mla_attention(Backend& be, const MlaArgs& a);            // matmul, scale, attention
+void decompose_grouped_matmul(Backend& be, const GroupedMatmulArgs& a);  // matmul per group
+void decompose_rms_norm(Backend& be, const RmsNormArgs& a);              // mul, row_mean, rsqrt
+void decompose_layer_norm(Backend& be, const LayerNormArgs& a);          // row_mean, scale, add, mul, rsqrt
+void decompose_swiglu(Backend& be, const SwigluArgs& a);                 // silu, mul
+void decompose_gated_rms_norm(Backend& be, const GatedRmsNormArgs& a);   // rms_norm, silu, mul
+void decompose_swiglu_clamped(Backend& be, const SwigluArgs& a);         // clamp, scale, sigmoid, mul
+void decompose_hc_collapse(Backend& be, const HcCollapseArgs& a);        // mul, add
+void decompose_hc_expand(Backend& be, const HcExpandArgs& a);            // mul, add, round_bf16
+void decompose_mla_attention(Backend& be, const MlaArgs& a);             // matmul, scale, attention
 // Per sequence: the pages dequantised into contiguous float32 (host vectors), then `attention` /
 // `mla_attention` on them. The reference backend's paged kernels are exactly this (the oracle).
 void decompose_paged_attention(Backend& be, const PagedAttentionArgs& a);

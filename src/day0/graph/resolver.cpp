@@ -161,6 +161,7 @@ Placement ResolvingBackend::route(const OpKey& key) {
 
 D0_ROUTE_SIMPLE(embedding, EmbeddingArgs, (OpKey{op::kEmbedding, a.table.format}))
 D0_ROUTE_SIMPLE(matmul, MatmulArgs, (OpKey{op::kMatmul, a.w.format}))
+D0_ROUTE_DECOMPOSED(grouped_matmul, GroupedMatmulArgs, (OpKey{op::kGroupedMatmul, a.w.format}))
 D0_ROUTE_DECOMPOSED(rms_norm, RmsNormArgs, OpKey{op::kRmsNorm})
 D0_ROUTE_DECOMPOSED(layer_norm, LayerNormArgs, OpKey{op::kLayerNorm})
 D0_ROUTE_SIMPLE(rope, RopeArgs, OpKey{op::kRope})
@@ -186,6 +187,10 @@ D0_ROUTE_SIMPLE(moe_router, MoeRouterArgs, OpKey{op::kMoeRouter})
 D0_ROUTE_DECOMPOSED(moe_experts, MoeExpertsArgs,
                     (OpKey{op::kMoeExperts,
                            a.experts.empty() ? WeightFormat::kF32 : a.experts[0].down.format}))
+D0_ROUTE_SIMPLE(kv_compress, KvCompressArgs, OpKey{op::kKvCompress})
+D0_ROUTE_SIMPLE(hc_weights, HcWeightsArgs, OpKey{op::kHcWeights})
+D0_ROUTE_DECOMPOSED(hc_collapse, HcCollapseArgs, OpKey{op::kHcCollapse})
+D0_ROUTE_DECOMPOSED(hc_expand, HcExpandArgs, OpKey{op::kHcExpand})
 D0_ROUTE_SIMPLE(add, BinaryArgs, OpKey{op::kAdd})
 D0_ROUTE_SIMPLE(mul, BinaryArgs, OpKey{op::kMul})
 D0_ROUTE_SIMPLE(argmax, ArgmaxArgs, OpKey{op::kArgmax})

@@ -16,7 +16,8 @@ enum class AttentionKind { kGqa, kMla };
 enum class AttentionMask { kCausal, kSliding, kChunked };
 enum class RopeLayout { kHalfSplit, kInterleaved };
 enum class RopeType { kNone, kDefault, kLinear, kDynamic, kLlama3, kYarn, kProportional };
-enum class RouterScoring { kSoftmax, kSigmoid };
+// kSqrtSoftplus: sqrt(softplus(logit)) per expert (DeepSeek-V4's `sqrtsoftplus`), top-k renormalised.
+enum class RouterScoring { kSoftmax, kSigmoid, kSqrtSoftplus };
 enum class TopkMethod {
   kGreedy,              // top-k of the scores, no groups
   kGroupLimitedGreedy,  // group max, keep topk_group groups

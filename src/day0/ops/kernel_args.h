@@ -9,6 +9,7 @@
 //  - Outputs never alias inputs unless the op says "in place" / "may alias".
 //  - T = rows of the activation (tokens in this call). T = 0 is allowed and does nothing.
 //  - Positions are absolute token positions (HF cache_position).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -43,6 +44,21 @@ struct MatmulArgs {
   // bit. Costs the GEMM's speed at many rows; a backend whose rows never depend on the row count ignores
   // it (the cpu backend's int route for INT8 / INT4 weights: every row has its own dot products).
   bool row_invariant = false;
+};
+
+// ---- grouped_matmul: a block-diagonal matmul, `groups` projections side by side ------------------
+// With G = groups, K = x.cols, N = w.rows: for g < G,
+//   y[:, g N/G .. (g + 1) N/G) = x[:, g K/G .. (g + 1) K/G) W[g N/G .. (g + 1) N/G, :]^T
+// W is [N, K/G]: the rows of group g are its own [N/G, K/G] projection (DeepSeek-V4's o_a_proj:
+// G = o_groups, N = o_groups * o_lora_rank, x the attention output with each group's heads side by side).
+// It is G matmuls over column slices of x and row blocks of W (its decomposition); FP8-block weights need
+// N/G a multiple of the block rows.
+struct GroupedMatmulArgs {
+  ConstMatrix x;  // [T, K]
+  WeightView w;   // [N, K/G]
+  Matrix y;       // [T, N]; must not alias x
+  int64_t groups = 1;
+  bool exact = true;  // as MatmulArgs::exact
 };
 
 // ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------
@@ -192,6 +208,12 @@ struct PagedMlaArgs {
 // where key[j] is columns [key_col0, key_col0 + head_dim) of the cache's second tensor (MLA: after
 // k_pe). selected[t, 0 .. n) = the n = min(topk, p + 1) keys of highest score, highest first (ties:
 // lower j first); entries n .. topk - 1 are -1. T = 0 does nothing.
+// Compressed keys (key_ratio m > 1, DeepSeek-V4's compressed sparse layers): key row j pools positions
+// [j m, (j + 1) m) and is visible to position p once its window is complete, j < (p + 1) / m; then
+// n = min(topk, (p + 1) / m).
+// ambiguous (optional, [T]): 1 where the selected set depends on the tie rule (the n-th and (n + 1)-th
+// highest visible scores are equal, e.g. several rectified to 0), else 0: a reference that breaks ties
+// another way may pick other keys there, and only there.
 struct IndexerTopkArgs {
   ConstMatrix q;                        // [T, n_heads * head_dim] indexer queries after RoPE
   ConstMatrix weights;                  // [T, n_heads] per-head weights (the caller's scale included)
@@ -200,7 +222,11 @@ struct IndexerTopkArgs {
   int64_t n_heads = 0;
   int64_t head_dim = 0;
   int64_t key_col0 = 0;
-  float scale = 0.0f;  // required, > 0 (d^-1/2)
+  float scale = 0.0f;            // required, > 0 (d^-1/2)
+  int64_t key_ratio = 1;         // positions a key row pools (1: one key per position)
+  std::span<uint8_t> ambiguous;  // [T] or empty
+  // Keys visible to position p among a cache of `length` rows.
+  int64_t visible_keys(int64_t p, int64_t length) const { return std::min(length, (p + 1) / key_ratio); }
 };
 
 // ---- block_indexer_topk: block-sparse attention's indexer, every sequence of a step ---------------
@@ -349,7 +375,8 @@ struct UnaryArgs {
 };
 
 // ---- swiglu: out = silu(gate) * up; swiglu_clamped (swiglu_limit):
-//   g = min(gate, limit); u = clamp(up, -limit, limit); out = (u + 1) * g * sigmoid(alpha * g).
+//   g = min(gate, limit); u = clamp(up, -limit, limit); out = (u + up_shift) * g * sigmoid(alpha * g).
+//   gpt-oss: alpha 1.702, up_shift 1; DeepSeek-V4: alpha 1, up_shift 0 (silu(g) * u, the plain clamp).
 // Gate and up are two views (e.g. halves of a fused [T, 2I] projection) or, with interleaved = true,
 // `gate` is [T, 2I] holding gate at even and up at odd columns and `up` is unused.
 struct SwigluArgs {
@@ -357,8 +384,9 @@ struct SwigluArgs {
   ConstMatrix up;    // [T, I]
   Matrix out;        // [T, I]
   bool interleaved = false;
-  float limit = 7.0f;    // clamped only
-  float alpha = 1.702f;  // clamped only
+  float limit = 7.0f;     // clamped only
+  float alpha = 1.702f;   // clamped only
+  float up_shift = 1.0f;  // clamped only
 };
 
 // ---- add / mul: out = a (+|*) b elementwise; b may be one row broadcast over a's rows. ------------
@@ -371,7 +399,8 @@ struct BinaryArgs {
 
 // ---- moe_router: expert selection and weights from router logits -----------------------------------
 // logits = x W_router^T (+ router bias) is a matmul done before. For each token:
-//  scores = softmax(logits) or sigmoid(logits)   (kGreedy, kGroupLimitedGreedy, kNoauxTc)
+//  scores = softmax(logits), sigmoid(logits) or sqrt(softplus(logits)) (softplus: x itself past 20)
+//           (kGreedy, kGroupLimitedGreedy, kNoauxTc)
 //  select = scores + correction_bias (kNoauxTc only; selection only), group masking (n_group groups;
 //           group score = max (kGroupLimitedGreedy) or sum of top-2 (kNoauxTc); keep topk_group
 //           groups, masked experts can never be chosen), top-k of select (ties: lower index first)
@@ -379,6 +408,8 @@ struct BinaryArgs {
 // kLogitsThenSoftmax: top-k on logits, weights = softmax over the k selected logits.
 // kLogitsThenSigmoid: top-k on logits, weights = sigmoid of the selected logits.
 // Indices are written in descending order of the selection score.
+// Hash routing (a hash_table): the picks of token t are hash_table[token_ids[t]], in table order, with
+// no selection (no correction bias, no groups); their weights are the scores of those picks, as above.
 struct MoeRouterArgs {
   ConstMatrix logits;                      // [T, E]
   std::span<const float> correction_bias;  // [E] (kNoauxTc) or empty
@@ -392,8 +423,11 @@ struct MoeRouterArgs {
   float routed_scaling_factor = 1.0f;
   // [E] or empty: each picked expert's weight also times its own scale, after the normalization.
   std::span<const float> expert_scale;
-  MatrixView<int32_t> expert_ids;  // [T, top_k]
-  Matrix expert_weights;           // [T, top_k]
+  MatrixView<int32_t> expert_ids;        // [T, top_k]
+  Matrix expert_weights;                 // [T, top_k]
+  MatrixView<const int32_t> hash_table;  // [vocab, top_k] token id -> experts (tid2eid), or empty
+  std::span<const int32_t> token_ids;    // [T] with a hash table
+  bool hashed() const { return hash_table.rows > 0; }
 };
 
 // ---- moe_experts: dispatch tokens to their experts, expert SwiGLU MLPs, weighted combine ----------
@@ -435,17 +469,85 @@ struct MoeExpertsArgs {
     return expert_slot.empty() ? id : expert_slot[static_cast<size_t>(id)];
   }
   GateUpLayout layout = GateUpLayout::kSeparate;
-  bool clamped = false;    // clamped SwiGLU (limit, alpha)
+  bool clamped = false;    // clamped SwiGLU (limit, alpha, up_shift: as swiglu_clamped)
   bool relu2 = false;      // ungated relu(up x)^2 experts (Nemotron-H)
   bool gelu_tanh = false;  // GEGLU experts: gelu_tanh(gate x) * up x (tanh-approximated GELU)
   float limit = 7.0f;
   float alpha = 1.702f;
+  float up_shift = 1.0f;
   bool input_scaling = false;  // kLogitsThenSigmoid: scale the input, not the output
   int64_t n_zero_experts = 0;  // identity experts numbered after the real ones
   Matrix out;                  // [T, H]
   bool accumulate = false;     // out += instead of out =
   bool exact = true;           // as MatmulArgs::exact, for every expert matmul
   bool row_invariant = false;  // as MatmulArgs::row_invariant, for every expert
+};
+
+// ---- kv_compress: compressed attention's learned gated pooling of every m = ratio tokens ----------
+// Rows [w m, (w + 1) m) of kv and gate are the tokens of complete window w (the caller keeps the tail
+// that is not yet a window). Per channel c, in float32 (softmax over the window's slots):
+//   no overlap (C = d):  out[w, c] = sum_i softmax_i(gate[w m + i, c] + bias[i, c]) kv[w m + i, c]
+//   overlap (C = 2d, DeepSeek-V4's compressed sparse layers): 2m slots, the previous window's first
+//   halves then this window's second halves:
+//     slot i     = kv[(w - 1) m + i, c],     gate[(w - 1) m + i, c] + bias[i, c]
+//     slot m + i = kv[w m + i, d + c],       gate[w m + i, d + c] + bias[i, d + c]
+//   For w = 0 the first m slots are prior_kv / prior_gate (the previous call's last window: its kv
+//   and biased gate, first halves), or absent (weight 0) when those are empty.
+// The caller then applies the entry's RMSNorm and RoPE at position w m + (the first window's position).
+struct KvCompressArgs {
+  ConstMatrix kv;             // [W m, C]
+  ConstMatrix gate;           // [W m, C]
+  ConstMatrix position_bias;  // [m, C]
+  ConstMatrix prior_kv;       // [m, d] or empty (overlap only)
+  ConstMatrix prior_gate;     // [m, d] or empty, bias included
+  int64_t ratio = 4;
+  bool overlap = false;
+  Matrix out;  // [W, d]
+};
+
+// ---- hyper-connections (mHC): n residual streams per token, mixed into a layer and back ------------
+// The streams of a token are one row [n * H] (stream j = columns [j H, (j + 1) H)). Per token, in
+// float32 from the streams' projection mixes = rms(streams) W_fn^T (a weightless rms_norm over all
+// n H columns and a matmul before this op):
+// hc_weights:
+//   pre[j]  = sigmoid(mixes[j] scale[0] + base[j]) + eps
+//   post[j] = 2 sigmoid(mixes[n + j] scale[1] + base[n + j])
+//   c[i, j] = softmax over j of (mixes[2n + i n + j] scale[2] + base[2n + i n + j]), + eps
+//   Sinkhorn-Knopp: c[i, j] /= (sum_i c[i, j] + eps); then sinkhorn_iters - 1 times
+//   c[i, j] /= (sum_j c[i, j] + eps) and c[i, j] /= (sum_i c[i, j] + eps); comb = c, row-major.
+//   The final collapse (the head) has mixes [T, n], base [n], scale [1] and gives pre only (post and
+//   comb empty views).
+// hc_collapse: out[t] = sum_j pre[t, j] streams[t, j]              (the layer's input, [T, H])
+// hc_expand:   out[t, k] = post[t, k] x[t] + sum_j comb[t, j, k] streams[t, j]   (x: the layer's output)
+// bf16_steps (hc_expand): the rounding of transformers' bfloat16 run: post and comb rounded to BF16,
+// post x rounded, the sum over j (float32) rounded, their sum rounded. hc_collapse's float32 sum is
+// rounded once by the caller (round_bf16). Outputs never alias inputs.
+struct HcWeightsArgs {
+  ConstMatrix mixes;             // [T, (2 + n) n], or [T, n] for the head
+  std::span<const float> base;   // [(2 + n) n] or [n]
+  std::span<const float> scale;  // [3] or [1]
+  int64_t n_streams = 0;
+  int64_t sinkhorn_iters = 20;  // >= 1
+  float eps = 1e-6f;
+  Matrix pre;   // [T, n]
+  Matrix post;  // [T, n], or empty (head)
+  Matrix comb;  // [T, n * n], or empty (head)
+  bool head() const { return mixes.cols == n_streams; }
+};
+struct HcCollapseArgs {
+  ConstMatrix streams;  // [T, n * H]
+  ConstMatrix pre;      // [T, n]
+  Matrix out;           // [T, H]
+  int64_t n_streams = 0;
+};
+struct HcExpandArgs {
+  ConstMatrix x;        // [T, H]
+  ConstMatrix streams;  // [T, n * H]
+  ConstMatrix post;     // [T, n]
+  ConstMatrix comb;     // [T, n * n]
+  Matrix out;           // [T, n * H]
+  int64_t n_streams = 0;
+  bool bf16_steps = false;
 };
 
 // ---- argmax over each row: lowest index among equal maxima -----------------------------------------

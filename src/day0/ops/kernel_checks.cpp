@@ -47,6 +47,18 @@ void check_args(const MatmulArgs& a) {
   D0_EXPECT_SHAPE("matmul", "y", a.y, a.x.rows, a.w.rows);
 }
 
+void check_args(const GroupedMatmulArgs& a) {
+  const int64_t g = a.groups;
+  D0_CHECK_MSG(a.w.valid(), "grouped_matmul: invalid weight view");
+  D0_CHECK_MSG(g > 0 && a.w.rows % g == 0,
+               fmt::format("grouped_matmul: {} weight rows in {} groups", a.w.rows, g));
+  D0_CHECK_MSG(
+      a.w.format != WeightFormat::kFp8Block || (a.w.rows / g) % a.w.block_rows == 0,
+      fmt::format("grouped_matmul: {} rows a group, FP8 blocks of {} rows", a.w.rows / g, a.w.block_rows));
+  D0_EXPECT_SHAPE("grouped_matmul", "x", a.x, a.x.rows, g * a.w.cols);
+  D0_EXPECT_SHAPE("grouped_matmul", "y", a.y, a.x.rows, a.w.rows);
+}
+
 void check_args(const RmsNormArgs& a) {
   check_same_shape(a.x, a.y, "rms_norm");
   D0_CHECK_MSG(a.weight.empty() || static_cast<int64_t>(a.weight.size()) == a.x.cols,
@@ -125,6 +137,9 @@ void check_args(const IndexerTopkArgs& a) {
   D0_EXPECT_SHAPE("indexer_topk", "q", a.q, a.q.rows, a.n_heads * a.head_dim);
   D0_EXPECT_SHAPE("indexer_topk", "weights", a.weights, a.q.rows, a.n_heads);
   D0_CHECK_MSG(a.selected.rows == a.q.rows && a.selected.cols > 0, "indexer_topk: selected shape");
+  D0_CHECK_MSG(a.key_ratio >= 1, fmt::format("indexer_topk: key_ratio {}", a.key_ratio));
+  D0_CHECK_MSG(a.ambiguous.empty() || static_cast<int64_t>(a.ambiguous.size()) == a.q.rows,
+               fmt::format("indexer_topk: {} ambiguity flags for {} rows", a.ambiguous.size(), a.q.rows));
   for (const PagedSequence& s : a.seqs) {
     D0_CHECK_MSG(s.kv.second_width >= a.key_col0 + a.head_dim,
                  "indexer_topk: cache rows narrower than the key");
@@ -246,8 +261,25 @@ void check_args(const MoeRouterArgs& a) {
                  fmt::format("moe_router: {} experts in {} groups, keep {}", e, a.n_group, a.topk_group));
     D0_CHECK_MSG(a.top_k <= a.topk_group * (e / a.n_group), "moe_router: top_k larger than the kept groups");
   }
-  if (a.method == TopkMethod::kNoauxTc) {
+  if (a.method == TopkMethod::kNoauxTc && !a.hashed()) {
     D0_CHECK_MSG(static_cast<int64_t>(a.correction_bias.size()) == e, "moe_router: correction_bias size");
+  }
+  if (a.hashed()) {
+    D0_CHECK_MSG(a.method != TopkMethod::kLogitsThenSoftmax && a.method != TopkMethod::kLogitsThenSigmoid,
+                 "moe_router: hash routing weighs its picks by the scores, not the logits");
+    D0_EXPECT_SHAPE("moe_router", "hash_table", a.hash_table, a.hash_table.rows, a.top_k);
+    D0_CHECK_MSG(static_cast<int64_t>(a.token_ids.size()) == a.logits.rows,
+                 fmt::format("moe_router: {} token ids for {} tokens", a.token_ids.size(), a.logits.rows));
+    for (int32_t id : a.token_ids) {  // only the rows this call reads
+      D0_CHECK_MSG(
+          id >= 0 && id < a.hash_table.rows,
+          fmt::format("moe_router: token id {} outside the hash table's [0, {})", id, a.hash_table.rows));
+      for (int64_t j = 0; j < a.top_k; ++j) {
+        const int32_t expert = a.hash_table.row(id)[j];
+        D0_CHECK_MSG(expert >= 0 && expert < e,
+                     fmt::format("moe_router: hash table row {} names expert {} of {}", id, expert, e));
+      }
+    }
   }
 }
 
@@ -301,6 +333,61 @@ void check_args(const MoeExpertsArgs& a) {
                    "moe_experts: fused gate_up weight must be [2I, H]");
     }
   }
+}
+
+void check_args(const KvCompressArgs& a) {
+  const int64_t m = a.ratio, c = a.kv.cols, d = a.out.cols;
+  D0_CHECK_MSG(m > 0 && a.kv.rows % m == 0,
+               fmt::format("kv_compress: {} rows in windows of {}", a.kv.rows, m));
+  D0_CHECK_MSG(c == (a.overlap ? 2 * d : d), fmt::format("kv_compress: {} kv columns for entries of {}{}", c,
+                                                         d, a.overlap ? " (overlap)" : ""));
+  D0_EXPECT_SHAPE("kv_compress", "kv", a.kv, a.kv.rows, c);
+  D0_EXPECT_SHAPE("kv_compress", "gate", a.gate, a.kv.rows, c);
+  D0_EXPECT_SHAPE("kv_compress", "position_bias", a.position_bias, m, c);
+  D0_EXPECT_SHAPE("kv_compress", "out", a.out, a.kv.rows / m, d);
+  D0_CHECK_MSG((a.prior_kv.rows == 0) == (a.prior_gate.rows == 0) && (a.prior_kv.rows == 0 || a.overlap),
+               "kv_compress: prior kv and gate come together, with overlap");
+  if (a.prior_kv.rows > 0) {
+    D0_EXPECT_SHAPE("kv_compress", "prior_kv", a.prior_kv, m, d);
+    D0_EXPECT_SHAPE("kv_compress", "prior_gate", a.prior_gate, m, d);
+  }
+}
+
+void check_args(const HcWeightsArgs& a) {
+  const int64_t n = a.n_streams, t = a.mixes.rows;
+  D0_CHECK_MSG(n > 0 && a.sinkhorn_iters >= 1,
+               fmt::format("hc_weights: {} streams, {} Sinkhorn iterations", n, a.sinkhorn_iters));
+  D0_CHECK_MSG(well_formed(a.mixes) && (a.mixes.cols == n || a.mixes.cols == (2 + n) * n),
+               fmt::format("hc_weights: mixes {} for {} streams, expected {} or {} columns",
+                           shape(t, a.mixes.cols), n, n, (2 + n) * n));
+  D0_CHECK_MSG(static_cast<int64_t>(a.base.size()) == a.mixes.cols,
+               fmt::format("hc_weights: base has {} entries, mixes {} columns", a.base.size(), a.mixes.cols));
+  D0_CHECK_MSG(
+      a.scale.size() == (a.head() ? 1u : 3u),
+      fmt::format("hc_weights: scale has {} entries, expected {}", a.scale.size(), a.head() ? 1 : 3));
+  D0_EXPECT_SHAPE("hc_weights", "pre", a.pre, t, n);
+  if (!a.head()) {
+    D0_EXPECT_SHAPE("hc_weights", "post", a.post, t, n);
+    D0_EXPECT_SHAPE("hc_weights", "comb", a.comb, t, n * n);
+  }
+}
+
+void check_args(const HcCollapseArgs& a) {
+  const int64_t n = a.n_streams, t = a.streams.rows, h = a.out.cols;
+  D0_CHECK_MSG(n > 0, "hc_collapse: no streams");
+  D0_EXPECT_SHAPE("hc_collapse", "streams", a.streams, t, n * h);
+  D0_EXPECT_SHAPE("hc_collapse", "pre", a.pre, t, n);
+  D0_EXPECT_SHAPE("hc_collapse", "out", a.out, t, h);
+}
+
+void check_args(const HcExpandArgs& a) {
+  const int64_t n = a.n_streams, t = a.x.rows, h = a.x.cols;
+  D0_CHECK_MSG(n > 0, "hc_expand: no streams");
+  D0_EXPECT_SHAPE("hc_expand", "x", a.x, t, h);
+  D0_EXPECT_SHAPE("hc_expand", "streams", a.streams, t, n * h);
+  D0_EXPECT_SHAPE("hc_expand", "post", a.post, t, n);
+  D0_EXPECT_SHAPE("hc_expand", "comb", a.comb, t, n * n);
+  D0_EXPECT_SHAPE("hc_expand", "out", a.out, t, n * h);
 }
 
 void check_args(const ArgmaxArgs& a) {

@@ -7,6 +7,7 @@ namespace day0 {
 
 void check_args(const EmbeddingArgs& a);
 void check_args(const MatmulArgs& a);
+void check_args(const GroupedMatmulArgs& a);
 void check_args(const RmsNormArgs& a);
 void check_args(const LayerNormArgs& a);
 void check_args(const RopeArgs& a);
@@ -24,6 +25,10 @@ void check_args(const SwigluArgs& a);
 void check_args(const BinaryArgs& a);
 void check_args(const MoeRouterArgs& a);
 void check_args(const MoeExpertsArgs& a);
+void check_args(const KvCompressArgs& a);
+void check_args(const HcWeightsArgs& a);
+void check_args(const HcCollapseArgs& a);
+void check_args(const HcExpandArgs& a);
 void check_args(const ArgmaxArgs& a);
 void check_args(const SampleArgs& a);
 void check_args(const GatherRowsArgs& a);

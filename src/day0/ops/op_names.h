@@ -7,6 +7,9 @@ namespace day0::op {
 
 inline constexpr std::string_view kEmbedding = "embedding";
 inline constexpr std::string_view kMatmul = "matmul";  // y = x W^T (+b), weight dtype attr
+// Block-diagonal matmul: groups of x's columns each through its own block of W's rows (grouped output
+// projection).
+inline constexpr std::string_view kGroupedMatmul = "grouped_matmul";
 inline constexpr std::string_view kRmsNorm = "rms_norm";
 inline constexpr std::string_view kLayerNorm = "layer_norm";
 inline constexpr std::string_view kRope = "rope";            // layout, partial, scaling attrs
@@ -37,6 +40,13 @@ inline constexpr std::string_view kSwiglu = "swiglu";                 // silu(ga
 inline constexpr std::string_view kSwigluClamped = "swiglu_clamped";  // swiglu with swiglu_limit
 inline constexpr std::string_view kMoeRouter = "moe_router";          // scoring + top-k + weights
 inline constexpr std::string_view kMoeExperts = "moe_experts";        // dispatch, expert MLPs, combine
+// Compressed attention's learned gated pooling: every `ratio` tokens' keys into one entry.
+inline constexpr std::string_view kKvCompress = "kv_compress";
+// Hyper-connections (mHC): the mixing weights of n residual streams (sigmoid pre / post, a
+// Sinkhorn-normalised comb), the streams collapsed into a layer's input, and expanded back with its output.
+inline constexpr std::string_view kHcWeights = "hc_weights";
+inline constexpr std::string_view kHcCollapse = "hc_collapse";
+inline constexpr std::string_view kHcExpand = "hc_expand";
 inline constexpr std::string_view kAdd = "add";
 inline constexpr std::string_view kMul = "mul";
 inline constexpr std::string_view kArgmax = "argmax";

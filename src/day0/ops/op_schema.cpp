@@ -59,6 +59,17 @@ Out matmul_shape(Shapes in, const OpAttributes&) {
   return std::vector<Shape>{{in[0][0], in[1][0]}};
 }
 
+Out grouped_matmul_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "grouped_matmul"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "grouped_matmul"));
+  const auto g = static_cast<int64_t>(attr(a, "groups", 1.0));
+  if (g <= 0 || in[1][0] % g != 0 || in[0][1] != g * in[1][1]) {
+    return invalid_argument(
+        fmt::format("grouped_matmul: x {} and W {} in {} groups", dims(in[0]), dims(in[1]), g));
+  }
+  return std::vector<Shape>{{in[0][0], in[1][0]}};
+}
+
 Out norm_shape(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "norm"));
   if (in.size() > 1 && !(in[1].size() == 1 && in[1][0] == in[0][1])) {
@@ -148,6 +159,51 @@ Out experts_shape(Shapes in, const OpAttributes&) {
   return std::vector<Shape>{in[0]};
 }
 
+// kv_compress: kv [W m, C] -> [W, C] (or [W, C / 2] with overlap).
+Out kv_compress_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "kv_compress"));
+  const auto m = static_cast<int64_t>(attr(a, "ratio"));
+  const bool overlap = attr(a, "overlap") != 0.0;
+  if (m <= 0 || in[0][0] % m != 0 || (overlap && in[0][1] % 2 != 0)) {
+    return invalid_argument(fmt::format("kv_compress: kv {} in windows of {}{}", dims(in[0]), m,
+                                        overlap ? " (overlap: even width)" : ""));
+  }
+  return std::vector<Shape>{{in[0][0] / m, overlap ? in[0][1] / 2 : in[0][1]}};
+}
+
+// hc_weights: mixes [T, (2 + n) n] (or [T, n], the head) -> pre [T, n], post [T, n], comb [T, n n].
+Out hc_weights_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "hc_weights"));
+  const auto n = static_cast<int64_t>(attr(a, "n_streams"));
+  const int64_t t = in[0][0];
+  if (n > 0 && in[0][1] == n) return std::vector<Shape>{{t, n}};
+  if (n <= 0 || in[0][1] != (2 + n) * n) {
+    return invalid_argument(fmt::format("hc_weights: mixes {} for {} streams", dims(in[0]), n));
+  }
+  return std::vector<Shape>{{t, n}, {t, n}, {t, n * n}};
+}
+
+// hc_collapse: streams [T, n H], pre [T, n] -> [T, H]; hc_expand: x [T, H], streams [T, n H] -> [T, n H].
+Out hc_collapse_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "hc_collapse"));
+  const auto n = static_cast<int64_t>(attr(a, "n_streams"));
+  if (n <= 0 || in[0][1] % n != 0) {
+    return invalid_argument(fmt::format("hc_collapse: streams {} for {} streams", dims(in[0]), n));
+  }
+  return std::vector<Shape>{{in[0][0], in[0][1] / n}};
+}
+
+Out hc_expand_shape(Shapes in, const OpAttributes& a) {
+  D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "hc_expand"));
+  D0_RETURN_IF_ERROR(expect_rank(in, 1, 2, "hc_expand"));
+  const auto n = static_cast<int64_t>(attr(a, "n_streams"));
+  if (n <= 0 || in[1] != Shape{in[0][0], n * in[0][1]}) {
+    return invalid_argument(
+        fmt::format("hc_expand: x {} and streams {} for {} streams", dims(in[0]), dims(in[1]), n));
+  }
+  return std::vector<Shape>{in[1]};
+}
+
 Out per_row_index(Shapes in, const OpAttributes&) {
   D0_RETURN_IF_ERROR(expect_rank(in, 0, 2, "argmax/sample"));
   return std::vector<Shape>{{in[0][0]}};
@@ -224,6 +280,15 @@ std::vector<OpSchema> build_table() {
        false,
        matmul_shape,
        {}},
+      {kGroupedMatmul,
+       "block-diagonal y = x W^T: each group of x's columns through its own block of W's rows",
+       {"x [T, G*K]", "w [G*N, K] weight"},
+       {"y [T, G*N]"},
+       {"groups"},
+       true,
+       false,
+       grouped_matmul_shape,
+       {kMatmul}},
       {kRmsNorm,
        "x / rms(x) * w",
        {"x [R, n]", "weight [n]?"},
@@ -360,17 +425,18 @@ std::vector<OpSchema> build_table() {
        swiglu_shape,
        {kSilu, kMul}},
       {kSwigluClamped,
-       "clamped SwiGLU: (clamp(up)+1) * g * sigmoid(alpha g), g = min(gate, limit)",
+       "clamped SwiGLU: (clamp(up) + up_shift) * g * sigmoid(alpha g), g = min(gate, limit)",
        {"gate [T, I]", "up [T, I]"},
        {"out [T, I]"},
-       {"interleaved", "limit", "alpha"},
+       {"interleaved", "limit", "alpha", "up_shift"},
        false,
        false,
        swiglu_shape,
        {kClamp, kScale, kSigmoid, kMul}},
       {kMoeRouter,
-       "expert scores, (group-limited) top-k, weights",
-       {"logits [T, E]", "correction_bias [E]?"},
+       "expert scores (softmax, sigmoid, sqrtsoftplus), (group-limited) top-k or a token-id hash table, "
+       "weights",
+       {"logits [T, E]", "correction_bias [E]?", "hash_table [V, k] i32?", "token_ids [T] i32?"},
        {"expert_ids [T, k] i32", "expert_weights [T, k]"},
        {"scoring", "method", "top_k", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor"},
        false,
@@ -381,11 +447,48 @@ std::vector<OpSchema> build_table() {
        "dispatch, expert SwiGLU (or ungated relu2) MLPs, weighted combine",
        {"x [T, H]", "expert_ids [T, k]", "expert_weights [T, k]", "experts E x (gate, up, down) weight"},
        {"out [T, H]"},
-       {"layout", "clamped", "limit", "alpha", "input_scaling", "activation"},
+       {"layout", "clamped", "limit", "alpha", "up_shift", "input_scaling", "activation"},
        true,
        false,
        experts_shape,
        {kGatherRows, kMatmul, kSwiglu, kClamp, kMul, kScatterAdd}},
+      {kKvCompress,
+       "compressed attention: every ratio tokens' kv pooled by softmax(gate + position bias), optionally "
+       "overlapping the previous window",
+       {"kv [W*m, C]", "gate [W*m, C]", "position_bias [m, C]", "prior_kv [m, d]?", "prior_gate [m, d]?"},
+       {"out [W, d]"},
+       {"ratio", "overlap"},
+       false,
+       false,
+       kv_compress_shape,
+       {}},
+      {kHcWeights,
+       "hyper-connection weights: sigmoid pre / post and a Sinkhorn-normalised comb from the streams' mixes",
+       {"mixes [T, (2+n)*n]", "base [(2+n)*n]", "scale [3]"},
+       {"pre [T, n]", "post [T, n]", "comb [T, n*n]"},
+       {"n_streams", "sinkhorn_iters", "eps"},
+       false,
+       false,
+       hc_weights_shape,
+       {}},
+      {kHcCollapse,
+       "sum_j pre_j stream_j: the layer input from n residual streams",
+       {"streams [T, n*H]", "pre [T, n]"},
+       {"out [T, H]"},
+       {"n_streams"},
+       false,
+       false,
+       hc_collapse_shape,
+       {kMul, kAdd}},
+      {kHcExpand,
+       "post_k x + sum_j comb_jk stream_j: the layer output and the streams into n new streams",
+       {"x [T, H]", "streams [T, n*H]", "post [T, n]", "comb [T, n*n]"},
+       {"out [T, n*H]"},
+       {"n_streams", "bf16_steps"},
+       false,
+       false,
+       hc_expand_shape,
+       {kMul, kAdd, kRoundBf16}},
       {kAdd,
        "a + b (row/column broadcast)",
        {"a [R, C]", "b [R|1, C|1]"},

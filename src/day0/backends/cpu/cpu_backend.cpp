@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/cpu/cpu_compressed_attention.h"
+#include "day0/backends/cpu/cpu_hyper_connections.h"
 #include "day0/backends/cpu/cpu_ops.h"
 #include "day0/backends/cpu/machine_limits.h"
 #include "day0/backends/reference/reference_kernels.h"
@@ -50,6 +52,8 @@ class CpuBackend final : public Backend {
 
   void embedding(const EmbeddingArgs& a) override { cpu::embedding(ctx_, a); }
   void matmul(const MatmulArgs& a) override { cpu::matmul(ctx_, a); }
+  // One matmul per group over views (what a fused kernel would do: each group is a GEMM of its own).
+  void grouped_matmul(const GroupedMatmulArgs& a) override { decompose_grouped_matmul(*this, a); }
   ComputeUnit matmul_unit(WeightFormat weights, bool exact, int64_t rows) const override {
     return cpu::matmul_unit(ctx_, weights, exact, rows);
   }
@@ -76,6 +80,10 @@ class CpuBackend final : public Backend {
   void gated_delta_rule(const GatedDeltaRuleArgs& a) override { cpu::gated_delta_rule(ctx_, a); }
   void ssm_scan(const SsmScanArgs& a) override { cpu::ssm_scan(ctx_, a); }
   void gated_rms_norm(const GatedRmsNormArgs& a) override { cpu::gated_rms_norm(ctx_, a); }
+  void kv_compress(const KvCompressArgs& a) override { cpu::kv_compress(ctx_, a); }
+  void hc_weights(const HcWeightsArgs& a) override { cpu::hc_weights(ctx_, a); }
+  void hc_collapse(const HcCollapseArgs& a) override { cpu::hc_collapse(ctx_, a); }
+  void hc_expand(const HcExpandArgs& a) override { cpu::hc_expand(ctx_, a); }
 
   void rms_norm(const RmsNormArgs& a) override {
     check_args(a);
@@ -182,8 +190,9 @@ class CpuBackend final : public Backend {
   }
   void swiglu_clamped(const SwigluArgs& a) override {
     check_args(a);
-    glu(a,
-        [&](float g, float u) { return static_cast<float>(ref::clamped_swiglu_of(g, u, a.limit, a.alpha)); });
+    glu(a, [&](float g, float u) {
+      return static_cast<float>(ref::clamped_swiglu_of(g, u, a.limit, a.alpha, a.up_shift));
+    });
   }
 
   void add(const BinaryArgs& a) override {
@@ -417,8 +426,9 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options,
 
 std::set<HiddenKernel> partial_backend_hidden_kernels() {
   std::set<HiddenKernel> hidden;
-  for (std::string_view op : {op::kRmsNorm, op::kSwiglu, op::kSwigluClamped, op::kMoeExperts,
-                              op::kMlaAttention, op::kMoeRouter, op::kSample, op::kGatedRmsNorm}) {
+  for (std::string_view op :
+       {op::kRmsNorm, op::kSwiglu, op::kSwigluClamped, op::kMoeExperts, op::kMlaAttention, op::kMoeRouter,
+        op::kSample, op::kGatedRmsNorm, op::kHcCollapse, op::kHcExpand}) {
     hidden.insert({std::string(op)});
   }
   hidden.insert({std::string(op::kMatmul), false, WeightFormat::kMxfp4});

@@ -25,8 +25,9 @@ struct HiddenKernel {
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& options, std::string name = "cpu",
                                                   std::set<HiddenKernel> hidden = {});
 
-// What the `partial` backend hides: rms_norm, swiglu, swiglu_clamped, moe_experts, mla_attention
-// (decomposable), moe_router and sample (host fallback), matmul and embedding on MXFP4 weights.
+// What the `partial` backend hides: rms_norm, swiglu, swiglu_clamped, moe_experts, mla_attention,
+// hc_collapse, hc_expand (decomposable), moe_router and sample (host fallback), matmul and embedding on MXFP4
+// weights.
 std::set<HiddenKernel> partial_backend_hidden_kernels();
 
 }  // namespace day0

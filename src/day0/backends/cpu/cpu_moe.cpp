@@ -25,7 +25,7 @@ bool plain_rows(const WeightView& w, bool exact) {
 // SwiGLU or GEGLU, in double like the reference, so that every path gives the same bits.
 float gated_of(const MoeExpertsArgs& a, float g, float u) {
   return static_cast<float>(a.gelu_tanh ? ref::geglu_of(g, u)
-                                        : ref::clamped_swiglu_of(g, u, a.limit, a.alpha));
+                                        : ref::clamped_swiglu_of(g, u, a.limit, a.alpha, a.up_shift));
 }
 
 // out[j] = the gated activation of (g[j], u[j]) for j < n: gated_of, or the level's silu_mul, which the

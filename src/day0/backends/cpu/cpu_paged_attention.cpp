@@ -539,7 +539,7 @@ void indexer_topk(const Context& c, const IndexerTopkArgs& a) {
       std::vector<int32_t> order;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t t = s.q_row0 + i;
-        const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + i + 1);
+        const int64_t n_keys = a.visible_keys(s.q_pos0 + i, s.kv.length);
         scores.assign(static_cast<size_t>(n_keys), 0.0f);
         for (int64_t j = 0; j < n_keys; ++j) {
           const float* kr;
@@ -566,6 +566,13 @@ void indexer_topk(const Context& c, const IndexerTopkArgs& a) {
         });
         int32_t* out = a.selected.row(t);
         for (int64_t j = 0; j < k; ++j) out[j] = j < n ? order[static_cast<size_t>(j)] : -1;
+        if (!a.ambiguous.empty()) {  // a tie across the cut: the n-th and the best left out score alike
+          bool tie = false;
+          const float last = n > 0 ? scores[static_cast<size_t>(order[static_cast<size_t>(n - 1)])] : 0.0f;
+          for (int64_t j = n; j < n_keys && !tie; ++j)
+            tie = scores[static_cast<size_t>(order[static_cast<size_t>(j)])] == last;
+          a.ambiguous[static_cast<size_t>(t)] = tie;
+        }
       }
     });
   }

@@ -189,7 +189,7 @@ void indexer_topk(const IndexerTopkArgs& a) {
     D0_CHECK_MSG(s.kv.pos0 == 0, "indexer_topk: indexed layers keep every position");
     gather_kv_pages(s.kv, first, second);
     for (int64_t t = s.q_row0; t < s.q_row0 + s.q_rows; ++t) {
-      const int64_t n_keys = std::min<int64_t>(s.kv.length, s.q_pos0 + (t - s.q_row0) + 1);
+      const int64_t n_keys = a.visible_keys(s.q_pos0 + (t - s.q_row0), s.kv.length);
       std::vector<std::pair<double, int64_t>> scored;  // (-score, key): sorted, highest score first
       for (int64_t j = 0; j < n_keys; ++j) {
         const float* key = second.data() + j * s.kv.second_width + a.key_col0;
@@ -206,6 +206,10 @@ void indexer_topk(const IndexerTopkArgs& a) {
       int32_t* out = a.selected.row(t);
       for (int64_t i = 0; i < k; ++i) {
         out[i] = i < n_keys ? static_cast<int32_t>(scored[static_cast<size_t>(i)].second) : -1;
+      }
+      if (!a.ambiguous.empty()) {  // a tie across the cut: the n-th and the first left out score alike
+        a.ambiguous[static_cast<size_t>(t)] =
+            k < n_keys && scored[static_cast<size_t>(k - 1)].first == scored[static_cast<size_t>(k)].first;
       }
     }
   }

@@ -6,6 +6,7 @@
 #include "day0/core/numeric.h"
 #include "day0/ops/int8_activations.h"
 #include "day0/ops/kernel_checks.h"
+#include "day0/ops/weight_row_block.h"
 
 namespace day0::ref {
 
@@ -50,6 +51,18 @@ void matmul_int8_activations(const MatmulArgs& a) {
 }
 
 }  // namespace
+
+// Each group through the oracle's matmul on its slice of x and block of W's rows.
+void grouped_matmul(const GroupedMatmulArgs& a) {
+  check_args(a);
+  const int64_t k = a.w.cols, n = a.w.rows / a.groups;
+  for (int64_t g = 0; g < a.groups; ++g) {
+    matmul({.x = a.x.col_slice(g * k, k),
+            .w = weight_row_block(a.w, g * n, n),
+            .y = a.y.col_slice(g * n, n),
+            .exact = a.exact});
+  }
+}
 
 void matmul(const MatmulArgs& a) {
   check_args(a);
@@ -149,7 +162,7 @@ void sigmoid(const UnaryArgs& a) {
 }
 void softplus(const UnaryArgs& a) {
   // torch's threshold: above 20, log(1 + e^x) equals x in float32.
-  unary(a.x, a.y, "softplus", [](double z) { return z > 20.0 ? z : std::log1p(std::exp(z)); });
+  unary(a.x, a.y, "softplus", softplus_of);
 }
 void tanh(const UnaryArgs& a) {
   unary(a.x, a.y, "tanh", [](double z) { return std::tanh(z); });
@@ -182,7 +195,7 @@ void swiglu_clamped(const SwigluArgs& a) {
     for (int64_t c = 0; c < a.out.cols; ++c) {
       const double g = a.interleaved ? a.gate.row(t)[2 * c] : a.gate.row(t)[c];
       const double u = a.interleaved ? a.gate.row(t)[2 * c + 1] : a.up.row(t)[c];
-      a.out.row(t)[c] = static_cast<float>(clamped_swiglu_of(g, u, a.limit, a.alpha));
+      a.out.row(t)[c] = static_cast<float>(clamped_swiglu_of(g, u, a.limit, a.alpha, a.up_shift));
     }
   }
 }

@@ -11,6 +11,7 @@ namespace day0::ref {
 
 void embedding(const EmbeddingArgs& a);
 void matmul(const MatmulArgs& a);
+void grouped_matmul(const GroupedMatmulArgs& a);
 void rms_norm(const RmsNormArgs& a);
 void layer_norm(const LayerNormArgs& a);
 void rope(const RopeArgs& a);
@@ -36,6 +37,10 @@ void swiglu(const SwigluArgs& a);
 void swiglu_clamped(const SwigluArgs& a);
 void moe_router(const MoeRouterArgs& a);
 void moe_experts(const MoeExpertsArgs& a);
+void kv_compress(const KvCompressArgs& a);
+void hc_weights(const HcWeightsArgs& a);
+void hc_collapse(const HcCollapseArgs& a);
+void hc_expand(const HcExpandArgs& a);
 void add(const BinaryArgs& a);
 void mul(const BinaryArgs& a);
 void argmax(const ArgmaxArgs& a);
@@ -58,6 +63,10 @@ inline double silu_of(double z) {
 inline double sigmoid_of(double z) {
   return 1.0 / (1.0 + std::exp(-z));
 }
+// log(1 + e^z), z itself past 20 (torch's softplus threshold).
+inline double softplus_of(double z) {
+  return z > 20.0 ? z : std::log1p(std::exp(z));
+}
 // GELU with torch's tanh approximation (gelu_pytorch_tanh), and GEGLU: gelu_tanh(gate) * up.
 inline double gelu_tanh_of(double z) {
   const double k = 0.79788456080286535588;  // sqrt(2 / pi)
@@ -66,10 +75,12 @@ inline double gelu_tanh_of(double z) {
 inline double geglu_of(double gate, double up) {
   return gelu_tanh_of(gate) * up;
 }
-inline double clamped_swiglu_of(double gate, double up, double limit, double alpha) {
+// The clamped SwiGLU of swiglu_clamped (ops/kernel_args.h): gpt-oss's with up_shift 1, DeepSeek-V4's
+// silu(min(gate, limit)) * clamp(up) with alpha 1 and up_shift 0.
+inline double clamped_swiglu_of(double gate, double up, double limit, double alpha, double up_shift) {
   const double g = std::min(gate, limit);
   const double u = std::clamp(up, -limit, limit);
-  return (u + 1.0) * g * sigmoid_of(alpha * g);
+  return (u + up_shift) * g * sigmoid_of(alpha * g);
 }
 
 }  // namespace day0::ref

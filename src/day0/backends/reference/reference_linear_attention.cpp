@@ -42,10 +42,6 @@ void causal_conv1d(const CausalConv1dArgs& a) {
 
 namespace {
 
-double softplus_of(double x) {
-  return x > 20.0 ? x : std::log1p(std::exp(x));  // torch.nn.functional.softplus, beta 1, threshold 20
-}
-
 // x / sqrt(|x|^2 + eps) * scale, in double, of n values.
 std::vector<double> l2_normalized(const float* x, int64_t n, bool normalize, double scale) {
   double sq = 0.0;

@@ -91,23 +91,35 @@ void moe_router(const MoeRouterArgs& a) {
     } else {
       std::vector<double>& scores = s.scores;
       scores.resize(logits.size());
-      if (a.scoring == RouterScoring::kSoftmax) {
-        const double m = *std::max_element(logits.begin(), logits.end());
-        double sum = 0.0;
-        for (size_t i = 0; i < logits.size(); ++i) sum += (scores[i] = std::exp(logits[i] - m));
-        for (double& x : scores) x /= sum;
+      switch (a.scoring) {
+        case RouterScoring::kSoftmax: {
+          const double m = *std::max_element(logits.begin(), logits.end());
+          double sum = 0.0;
+          for (size_t i = 0; i < logits.size(); ++i) sum += (scores[i] = std::exp(logits[i] - m));
+          for (double& x : scores) x /= sum;
+          break;
+        }
+        case RouterScoring::kSigmoid:
+          for (size_t i = 0; i < logits.size(); ++i) scores[i] = sigmoid_of(logits[i]);
+          break;
+        case RouterScoring::kSqrtSoftplus:
+          for (size_t i = 0; i < logits.size(); ++i) scores[i] = std::sqrt(softplus_of(logits[i]));
+          break;
+      }
+      if (a.hashed()) {  // the token's experts come from the table: no selection
+        s.idx.resize(k);
+        for (size_t j = 0; j < k; ++j) s.idx[j] = a.hash_table.row(a.token_ids[static_cast<size_t>(t)])[j];
       } else {
-        for (size_t i = 0; i < logits.size(); ++i) scores[i] = sigmoid_of(logits[i]);
+        std::vector<double>& sel = s.sel;
+        sel.assign(scores.begin(), scores.end());
+        if (a.method == TopkMethod::kNoauxTc) {
+          for (size_t i = 0; i < sel.size(); ++i) sel[i] += a.correction_bias[i];
+        }
+        if (a.method != TopkMethod::kGreedy) {
+          mask_groups(sel, a.n_group, a.topk_group, a.method == TopkMethod::kNoauxTc, s);
+        }
+        top_k_indices(sel, a.top_k, s.idx, s.taken);
       }
-      std::vector<double>& sel = s.sel;
-      sel.assign(scores.begin(), scores.end());
-      if (a.method == TopkMethod::kNoauxTc) {
-        for (size_t i = 0; i < sel.size(); ++i) sel[i] += a.correction_bias[i];
-      }
-      if (a.method != TopkMethod::kGreedy) {
-        mask_groups(sel, a.n_group, a.topk_group, a.method == TopkMethod::kNoauxTc, s);
-      }
-      top_k_indices(sel, a.top_k, s.idx, s.taken);
       for (size_t j = 0; j < k; ++j) w[j] = scores[static_cast<size_t>(s.idx[j])];
     }
     if (a.norm_topk_prob) {
@@ -170,7 +182,7 @@ void moe_experts(const MoeExpertsArgs& a) {
             u = project(ew.gate, inter + i, ew.gate_bias);
             break;
         }
-        act[static_cast<size_t>(i)] = a.clamped     ? clamped_swiglu_of(g, u, a.limit, a.alpha)
+        act[static_cast<size_t>(i)] = a.clamped     ? clamped_swiglu_of(g, u, a.limit, a.alpha, a.up_shift)
                                       : a.gelu_tanh ? geglu_of(g, u)
                                                     : silu_of(g) * u;
       }
