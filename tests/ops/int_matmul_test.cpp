@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/backend.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/ops/int8_activations.h"
 #include "differential_harness.h"
 
@@ -146,6 +148,55 @@ TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
               << v.name << " " << weight_format_name(format) << " K=" << c.k << " row " << n;
         }
       }
+    }
+  }
+}
+
+// The AMX-INT8 tiles of a prompt (SimdKernels::gemm_int_amx) against the scalar row dots: the block
+// dots are exact integers and the float sums run in the same order, so every bit must match. T = 5..33
+// (token tiles of 16 and partial ones), K not a multiple of 64 or of 32,
+// N past a 16- and 32-row tile, groups of 32 / 64 / 128 / the whole row, zero points, bias and accumulate.
+TEST(IntMatmul, AmxTilesEqualTheScalarRowDotsBitForBit) {
+  if (!cpu_has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 on this CPU";
+  BackendOptions opts;
+  opts.n_threads = 2;
+  opts.simd = SimdLevel::kScalar;
+  auto scalar = make_backend("cpu", opts).value();
+  opts.simd = SimdLevel::kAmx;
+  auto amx = make_backend("cpu", opts).value();
+  std::vector<IntCase> cases;
+  // From 5 tokens on (kGemvMaxRows + 1): fewer run the row dots of the avx512 level, tested above.
+  for (int64_t t = 5; t <= 33; ++t) cases.push_back({t, 100, 33, 100});
+  for (const IntCase& c :
+       {IntCase{17, 544, 40, 32}, IntCase{20, 64, 129, 64}, IntCase{33, 4096, 12, 128}, IntCase{7, 1, 3, 1},
+        IntCase{16, 160, 31, 32}, IntCase{32, 96, 64, 32}, IntCase{24, 384, 48, 128}})
+    cases.push_back(c);
+  uint64_t seed = 1300;
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    for (const IntCase& c : cases) {
+      const bool asym = c.t % 2 == 0;
+      const TestWeight w = edge_weight(format, c.n, c.k, c.group, asym, ++seed);
+      const GuardedMatrix x = edge_activations(c.t, c.k, ++seed);
+      const auto bias = random_vector(c.n, ++seed);
+      const bool extras = c.t % 3 == 0;  // + bias, accumulate
+      GuardedMatrix want(c.t, c.n), got(c.t, c.n);
+      want.fill_random(11);
+      got.fill_random(11);
+      for (auto [be, out] : {std::pair{scalar.get(), &want}, std::pair{amx.get(), &got}}) {
+        be->matmul({.x = x.cview(),
+                    .w = w.view(),
+                    .bias = extras ? bias.data() : nullptr,
+                    .y = out->view(),
+                    .accumulate = extras,
+                    .exact = false});
+      }
+      const auto a = want.values(), b = got.values();
+      ASSERT_EQ(a.size(), b.size());
+      int64_t differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << weight_format_name(format) << " T=" << c.t << " K=" << c.k << " N=" << c.n
+                           << " g" << c.group << (asym ? " asym" : "") << ": first " << a[0] << " vs "
+                           << b[0];
     }
   }
 }

@@ -414,6 +414,52 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
       activation_group_terms(xq, t, a.w.group, groups, terms.data() + t * groups);
   }
   const auto* scales = static_cast<const float*>(a.w.scales);
+  // dots[n - n0] of token t less the zero-point terms, into y.
+  const auto finish_int = [&](int64_t t, int64_t n0, int64_t n1, float* dots) {
+    if (zero_points) {
+      const float* tg = terms.data() + t * groups;
+      for (int64_t n = n0; n < n1; ++n) {
+        const float* s = scales + n * groups;
+        float corr = 0.0f;
+        if (a.w.zeros == nullptr) {
+          for (int64_t g = 0; g < groups; ++g) corr += s[g] * tg[g];
+          corr *= 8.0f;
+        } else {
+          const float* z = a.w.zeros + n * groups;
+          for (int64_t g = 0; g < groups; ++g) corr += s[g] * z[g] * tg[g];
+        }
+        dots[n - n0] -= corr;
+      }
+    }
+    finish_row(a, t, n0, n1, dots);
+  };
+  // A prompt on AMX-INT8 tiles: the same sums bit for bit (SimdKernels::gemm_int_amx), so only speed
+  // depends on the route; a row_invariant call keeps the row dots, whose bits match the tiles' only at
+  // the scalar level.
+  if (c.k.gemm_int_amx != nullptr && t_rows > kGemvMaxRows && !a.row_invariant) {
+    Workspace local_ws;
+    Workspace& ws = c.ws ? *c.ws : local_ws;
+    const int64_t blocks = xq.blocks;
+    const int64_t tiles = (t_rows + 15) / 16;
+    auto* xp = aligned_64<int8_t>(ws.int_tiles_x, tiles * blocks * 512);
+    auto* xsp = aligned_64<float>(ws.int_tiles_xs, tiles * blocks * 16);
+    pack_int_x_tiles(xq.q.data(), xq.scale.data(), t_rows, blocks, xp, xsp);
+    if (static_cast<int>(ws.int_tiles_w.size()) < c.pool.size())
+      ws.int_tiles_w.resize(static_cast<size_t>(c.pool.size()));
+    if (static_cast<int>(ws.thread.size()) < c.pool.size())
+      ws.thread.resize(static_cast<size_t>(c.pool.size()));
+    for_panel_chunks(c, (a.w.rows + kIntTileRows - 1) / kIntTileRows, [&](int tid, int64_t p0, int64_t p1) {
+      auto* w_pack =
+          aligned_64<uint8_t>(ws.int_tiles_w[static_cast<size_t>(tid)], kIntTileRows * blocks * 32);
+      float* out = grown(ws.thread[static_cast<size_t>(tid)], t_rows * kIntTileRows);  // [T][32]
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kIntTileRows, n1 = std::min(a.w.rows, n0 + kIntTileRows);
+        c.k.gemm_int_amx(a.w, n0, n1 - n0, xp, xsp, t_rows, w_pack, out, kIntTileRows);
+        for (int64_t t = 0; t < t_rows; ++t) finish_int(t, n0, n1, out + t * kIntTileRows);
+      }
+    });
+    return;
+  }
   constexpr int64_t kRowsPerStep = 8;
   constexpr int64_t kIntTokenTile = 16;
   // Rows of equal bytes: a split by rows is a split by weight bytes.
@@ -425,22 +471,7 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
         const int64_t n1 = std::min(end, n0 + kRowsPerStep);
         for (int64_t t = t0; t < t1; ++t) {
           c.k.dot_rows_int(a.w, n0, n1, xq.codes(t), xq.scales(t), dots);
-          if (zero_points) {
-            const float* tg = terms.data() + t * groups;
-            for (int64_t n = n0; n < n1; ++n) {
-              const float* s = scales + n * groups;
-              float corr = 0.0f;
-              if (a.w.zeros == nullptr) {
-                for (int64_t g = 0; g < groups; ++g) corr += s[g] * tg[g];
-                corr *= 8.0f;
-              } else {
-                const float* z = a.w.zeros + n * groups;
-                for (int64_t g = 0; g < groups; ++g) corr += s[g] * z[g] * tg[g];
-              }
-              dots[n - n0] -= corr;
-            }
-          }
-          finish_row(a, t, n0, n1, dots);
+          finish_int(t, n0, n1, dots);
         }
       }
     }

@@ -74,6 +74,19 @@ bool cpu_has_amx_bf16() {
   return usable;
 }
 
+bool cpu_has_amx_int8() {
+  static const bool usable = [] {
+#if defined(__x86_64__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return cpu_has_amx_bf16() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
+           ((edx >> 25) & 1u) != 0;
+#else
+    return false;
+#endif
+  }();
+  return usable;
+}
+
 SimdLevel detected_simd_level() {
   __builtin_cpu_init();
   if (cpu_has_amx_bf16()) return SimdLevel::kAmx;

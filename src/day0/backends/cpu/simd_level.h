@@ -31,6 +31,9 @@ bool cpu_has_avx512_vnni();
 // AMX-TILE + AMX-BF16 + AVX-512 BF16 in the CPU, tile state enabled by the OS (XCR0) and granted to this
 // process (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
 bool cpu_has_amx_bf16();
+// AMX-INT8 (CPUID leaf 7 EDX bit 25: TDPBSSD / TDPBUSD) on top of cpu_has_amx_bf16(): the INT8 / INT4
+// prefill tiles of the amx level.
+bool cpu_has_amx_int8();
 // How far ahead (bytes) the AVX-512 row dots of decode prefetch the weights they stream (float, BF16,
 // F16, INT8; the dequantizing FP8 / MXFP4 / INT4 ones always prefetch 2 KiB on); 0: not at all. Env
 // DAY0_PREFETCH_BYTES (0 to 65536) if set to a valid number, else 0 on AMD (Zen 4's hardware prefetchers

@@ -1,11 +1,13 @@
 // The AMX level: the AVX-512 table plus the BF16 GEMM on AMX tiles (TDPBF16PS: a 16 x 16 FP32 tile
 // += a 16 x 32 BF16 tile times a 32 x 16 one, 8192 multiply-adds per instruction, 16 times the work of
-// one vdpbf16ps). Compiled with the AMX flags; only called where cpu_has_amx_bf16().
+// one vdpbf16ps) and, where the CPU has AMX-INT8, the INT8 / INT4 GEMM on int8 tiles (TDPBSSD /
+// TDPBUSD). Compiled with the AMX flags; only called where cpu_has_amx_bf16() (and cpu_has_amx_int8()).
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_ps(), which -Wuninitialized flags.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "day0/backends/cpu/simd/simd_kernels.h"
@@ -182,6 +184,132 @@ void gemm_bf16_amx_block(const AmxBlock& b) {
   _tile_release();
 }
 
+// INT8 / INT4 tiles (gemm_int_amx). Per block of 32 columns: C (16 weight rows x 16 tokens, int32) =
+// A (16 rows x 32 code bytes) times B (8 rows x 16 tokens x 4 activation bytes). Even blocks use tiles
+// 0 (C), 2 (A), 4 (B), odd ones 1, 3, 5, so the next block's tile work can overlap this one's float sums.
+void configure_int_tiles() {
+  TileConfig cfg;
+  for (int t = 0; t < 2; ++t) {
+    cfg.colsb[t] = 64;  // C: 16 x 16 int32
+    cfg.rows[t] = 16;
+    cfg.colsb[2 + t] = 32;  // A: 16 rows x one block of codes
+    cfg.rows[2 + t] = 16;
+    cfg.colsb[4 + t] = 64;  // B: 8 groups of 4 columns x 16 tokens
+    cfg.rows[4 + t] = 8;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// w_pack[(h * blocks + b) * 512 + r * 32 + c] = code of row n0 + 16 h + r, column 32 b + c (INT4 widened
+// to a byte 0..15), zero for rows past `rows`: tile (h, b) is 512 contiguous bytes.
+void pack_int_rows(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks, uint8_t* w_pack) {
+  const int64_t row_bytes = w.int_row_bytes();
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < kIntTileRows; ++r) {
+    uint8_t* dst = w_pack + (r / 16) * blocks * 512 + (r % 16) * 32;
+    if (r >= rows) {
+      for (int64_t b = 0; b < blocks; ++b)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + b * 512), _mm256_setzero_si256());
+      continue;
+    }
+    const uint8_t* src = codes + (n0 + r) * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m256i v;
+      if (w.format == WeightFormat::kInt4) {  // low nibbles are columns 0..15, high ones 16..31
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b * 16));
+        v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+      } else {
+        v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b * 32));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + b * 512), v);
+    }
+  }
+}
+
+// acc[i] (+)= float(C row i) * (xs * sw[i]) for the 16 rows of one C tile: a multiply, then an add, as
+// the scalar row dot rounds them. The explicitly rounded forms (round to nearest, as the plain ones)
+// keep GCC from fusing them into one FMA, which it does to plain vector arithmetic in C++ mode.
+// Rows i >= live (past the matrix) take scale 0 and are never read back.
+inline void add_block(const int32_t* c, __m512 xs, const float* sw, int64_t groups, int64_t live,
+                      __m512 acc[16]) {
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  for (int i = 0; i < 16; ++i) {
+    const __m512 s = _mm512_mul_round_ps(xs, _mm512_set1_ps(i < live ? sw[i * groups] : 0.0f), kNearest);
+    const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
+    acc[i] = _mm512_add_round_ps(acc[i], _mm512_mul_round_ps(dot, s, kNearest), kNearest);
+  }
+}
+
+template <bool kInt4>
+void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
+                        int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  pack_int_rows(w, n0, rows, blocks, w_pack);
+  configure_int_tiles();
+  const auto* scales = static_cast<const float*>(w.scales);
+  alignas(64) int32_t c[2][16 * 16];
+  alignas(64) float sums[16 * 16];  // [row][token] of one tile pair
+  const int64_t tiles = (tokens + 15) / 16;
+  for (int64_t h = 0; h * 16 < rows; ++h) {
+    const uint8_t* a = w_pack + h * blocks * 512;
+    const float* sw = scales + (n0 + 16 * h) * groups;  // row i, group g at sw[i * groups + g]
+    const int64_t live = std::min<int64_t>(16, rows - 16 * h);
+    for (int64_t u = 0; u < tiles; ++u) {
+      const int8_t* bx = xp + u * blocks * 512;
+      const float* bs = xsp + u * blocks * 16;
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      int64_t b = 0;
+      for (; b + 2 <= blocks; b += 2) {
+        _tile_zero(0);
+        _tile_loadd(2, a + b * 512, 32);
+        _tile_loadd(4, bx + b * 512, 64);
+        _tile_zero(1);
+        _tile_loadd(3, a + (b + 1) * 512, 32);
+        _tile_loadd(5, bx + (b + 1) * 512, 64);
+        if constexpr (kInt4) {
+          _tile_dpbusd(0, 2, 4);
+          _tile_dpbusd(1, 3, 5);
+        } else {
+          _tile_dpbssd(0, 2, 4);
+          _tile_dpbssd(1, 3, 5);
+        }
+        _tile_stored(0, c[0], 64);
+        _tile_stored(1, c[1], 64);
+        add_block(c[0], _mm512_load_ps(bs + b * 16), sw + b / per_group, groups, live, acc);
+        add_block(c[1], _mm512_load_ps(bs + (b + 1) * 16), sw + (b + 1) / per_group, groups, live, acc);
+      }
+      if (b < blocks) {
+        _tile_zero(0);
+        _tile_loadd(2, a + b * 512, 32);
+        _tile_loadd(4, bx + b * 512, 64);
+        if constexpr (kInt4) {
+          _tile_dpbusd(0, 2, 4);
+        } else {
+          _tile_dpbssd(0, 2, 4);
+        }
+        _tile_stored(0, c[0], 64);
+        add_block(c[0], _mm512_load_ps(bs + b * 16), sw + b / per_group, groups, live, acc);
+      }
+      for (int i = 0; i < 16; ++i) _mm512_store_ps(sums + 16 * i, acc[i]);
+      for (int64_t t = 16 * u; t < std::min(tokens, 16 * u + 16); ++t)
+        for (int64_t i = 0; i < live; ++i) out[t * ldo + 16 * h + i] = sums[i * 16 + (t - 16 * u)];
+    }
+  }
+  _tile_release();
+}
+
+void gemm_int_amx_impl(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
+                       int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) {
+  if (w.format == WeightFormat::kInt4) {
+    gemm_int_amx_tiles<true>(w, n0, rows, xp, xsp, tokens, w_pack, out, ldo);
+  } else {
+    gemm_int_amx_tiles<false>(w, n0, rows, xp, xsp, tokens, w_pack, out, ldo);
+  }
+}
+
 }  // namespace
 
 // Register-only TDPBF16PS loop (machine_limits.cpp): four independent accumulators, the operand tiles
@@ -217,6 +345,7 @@ const SimdKernels& amx_kernels() {
     t.level = SimdLevel::kAmx;
     t.amx_pack_x = amx_pack_x_impl;
     t.gemm_bf16_amx = gemm_bf16_amx_block;
+    if (cpu_has_amx_int8()) t.gemm_int_amx = gemm_int_amx_impl;
     return t;
   }();
   return k;

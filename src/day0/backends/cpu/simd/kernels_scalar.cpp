@@ -1,5 +1,6 @@
 // Portable versions of the inner loops: the scalar dispatch level and the tails of the SIMD ones.
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "day0/backends/cpu/simd/simd_kernels.h"
@@ -104,6 +105,28 @@ const SimdKernels& scalar_kernels() {
 void dot_rows_int_scalar(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                          float* y) {
   dot_rows_int_portable(w, n0, n1, xq, xs, y);
+}
+
+void pack_int_x_tiles(const int8_t* xq, const float* xs, int64_t rows, int64_t blocks, int8_t* xp,
+                      float* xsp) {
+  const int64_t tiles = (rows + 15) / 16;
+  for (int64_t u = 0; u < tiles; ++u) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      int8_t* dst = xp + (u * blocks + b) * 512;
+      float* sdst = xsp + (u * blocks + b) * 16;
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t r = 16 * u + t;
+        if (r >= rows) {
+          for (int64_t q = 0; q < 8; ++q) std::memset(dst + q * 64 + t * 4, 0, 4);
+          sdst[t] = 0.0f;
+          continue;
+        }
+        const int8_t* src = xq + (r * blocks + b) * kIntBlock;
+        for (int64_t q = 0; q < 8; ++q) std::memcpy(dst + q * 64 + t * 4, src + q * 4, 4);
+        sdst[t] = xs[r * blocks + b];
+      }
+    }
+  }
 }
 
 std::vector<IntDotVariant> int_dot_variants() {

@@ -55,6 +55,15 @@ struct SimdKernels {
   // Which instruction the integer dot products use: "scalar", "avx2-maddubs", "avx-vnni",
   // "avx512-vnni" (printed by benchmarks and `run`).
   const char* int_dot_name = "scalar";
+  // The INT8 / INT4 GEMM of a prompt on AMX-INT8 tiles (null where the CPU lacks AMX-INT8). Rows n0 + i,
+  // i < rows <= kIntTileRows, against `tokens` activation rows packed by pack_int_x_tiles (xp, xsp):
+  //   out[t * ldo + i] = the sum over blocks b, in order from 0, of float(codes . xq over block b) *
+  //   (xs[t][b] * scale_w[n0 + i, g(b)]),
+  // each term a multiply then an add (no fused multiply-add), as dot_rows_int_scalar: every bit equal to
+  // it, the block dots being exact integers. w_pack: kIntTileRows * blocks * 32 bytes of scratch,
+  // 64-byte aligned (the rows' codes as whole tiles, INT4 widened to bytes).
+  void (*gemm_int_amx)(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
+                       int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) = nullptr;
   // AMX BF16 GEMM (both null below SimdLevel::kAmx), see AmxBlock and cpu_matmul.cpp.
   // x rows [0, rows) of k floats (row stride ldx), rounded to BF16 like to_bf16, into the tiles' right
   // operand for the x rows m0 + r (m0 a multiple of 16): xp[((m0 + r) / 16 * pairs + p) * 16 + (m0 + r) % 16]
@@ -166,6 +175,16 @@ struct AmxBlock {
   const float* bias = nullptr;  // [cols] or null
   bool accumulate = false;      // add to y instead of overwriting it
 };
+
+// Weight rows per gemm_int_amx call (two 16-row tiles).
+inline constexpr int64_t kIntTileRows = 32;
+// Activations of gemm_int_amx, 16 token rows per tile: for tile u and block b (blocks = ceil(cols / 32)),
+//   xp[(u * blocks + b) * 512 + q * 64 + t * 4 + j] = xq[16 u + t][32 b + 4 q + j]  (q < 8, j < 4),
+//   xsp[(u * blocks + b) * 16 + t] = xs[16 u + t][b],
+// zero for rows past `rows` (a tile operand of 8 rows x 64 bytes: four columns of each of 16 tokens per
+// row). xp holds ceil(rows / 16) * blocks * 512 bytes, xsp ceil(rows / 16) * blocks * 16 floats.
+void pack_int_x_tiles(const int8_t* xq, const float* xs, int64_t rows, int64_t blocks, int8_t* xp,
+                      float* xsp);
 
 const SimdKernels& scalar_kernels();
 const SimdKernels& avx2_kernels();
