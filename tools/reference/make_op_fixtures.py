@@ -290,12 +290,33 @@ def compressed_attention():
     return out
 
 
+def rope_trailing():
+    """DeepSeek-V4's apply_rotary_pos_emb: interleaved pairs on the trailing rope dims of [nope | rope]
+    heads, and the inverse rotation (cos, -sin) it applies to the attention output."""
+    torch.manual_seed(6)
+    heads, tokens, head_dim, rope_dim, theta = 2, 3, 8, 4, 10000.0
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float) / rope_dim))
+    positions = torch.tensor([[5, 6, 300]])
+    freqs = positions[..., None].float() * inv_freq
+    cos, sin = freqs.cos(), freqs.sin()  # [1, S, rope_dim / 2], as DeepseekV4RotaryEmbedding gives them
+    x = torch.randn(1, heads, tokens, head_dim)
+    rotated = dsv4.apply_rotary_pos_emb(x, cos, sin)  # [B, H, S, D]
+    back = dsv4.apply_rotary_pos_emb(x, cos, -sin)
+    as_rows = lambda t: flat(t.transpose(1, 2))  # noqa: E731  [S, H * D], Day0's rows
+    return {
+        "heads": heads, "tokens": tokens, "head_dim": head_dim, "rope_dim": rope_dim,
+        "positions": positions.reshape(-1).tolist(), "inv_freq": flat(inv_freq),
+        "x": as_rows(x), "rotated": as_rows(rotated), "rotated_back": as_rows(back),
+    }
+
+
 FIXTURES = {
     "hyper_connections": hyper_connections,
     "router_sqrtsoftplus": router_sqrtsoftplus,
     "swiglu_plain_clamp": swiglu_plain_clamp,
     "grouped_linear": grouped_linear,
     "compressed_attention": compressed_attention,
+    "rope_trailing": rope_trailing,
 }
 
 

@@ -217,6 +217,7 @@ void RecordingBackend::rope(const RopeArgs& a) {
   op.attrs = {{"layout", a.layout == RopeLayout::kInterleaved ? "interleaved" : "half_split"},
               {"rotary_dim", std::to_string(a.rotary_dim)}};
   if (a.attention_factor != 1.0f) op.attrs["attention_factor"] = format_g(a.attention_factor);
+  if (a.rotary_col0 > 0) op.attrs["rotary_col0"] = std::to_string(a.rotary_col0);
   op.shapes = {{a.x.rows, a.n_heads, a.head_dim}};
   op.flops_per_token = 3.0 * d(a.x.rows) * d(a.n_heads) * d(a.rotary_dim);
   note(std::move(op));

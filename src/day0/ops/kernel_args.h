@@ -81,8 +81,11 @@ struct LayerNormArgs {
 
 // ---- rope: rotate the first rotary_dim dims of every head, in place ------------------------------
 // theta(p, i) = p * inv_freq[i] in float32 (as HF), cos/sin multiplied by attention_factor.
-// kHalfSplit pairs (i, i + rotary_dim/2); kInterleaved pairs (2i, 2i + 1). Dims >= rotary_dim of each
-// head pass through (partial rotary). inv_freq comes from rope_inv_freq() (ops/rope_table.h).
+// kHalfSplit pairs (i, i + rotary_dim/2); kInterleaved pairs (2i, 2i + 1), i counted from rotary_col0.
+// The other dims of each head pass through (partial rotary): the rotated ones are the first rotary_dim
+// (rotary_col0 = 0), or the last (rotary_col0 = head_dim - rotary_dim, DeepSeek-V4's [nope | rope]
+// heads). Negated positions rotate back (cos, -sin: V4's inverse rotation of the attention output).
+// inv_freq comes from rope_inv_freq() (ops/rope_table.h).
 struct RopeArgs {
   Matrix x;                            // [T, n_heads * head_dim], rotated in place
   std::span<const int64_t> positions;  // [T]
@@ -92,6 +95,7 @@ struct RopeArgs {
   RopeLayout layout = RopeLayout::kHalfSplit;
   std::span<const float> inv_freq;  // [rotary_dim / 2]
   float attention_factor = 1.0f;
+  int64_t rotary_col0 = 0;  // first rotated dim of each head; rotary_col0 + rotary_dim <= head_dim
 };
 
 // ---- attention: causal softmax(q k^T * scale + mask) v with GQA ----------------------------------

@@ -76,6 +76,9 @@ void check_args(const RopeArgs& a) {
   D0_CHECK_MSG(a.n_heads > 0 && a.head_dim > 0, "rope: n_heads and head_dim must be positive");
   D0_CHECK_MSG(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.head_dim,
                fmt::format("rope: rotary_dim {} must be even and in (0, {}]", a.rotary_dim, a.head_dim));
+  D0_CHECK_MSG(a.rotary_col0 >= 0 && a.rotary_col0 + a.rotary_dim <= a.head_dim,
+               fmt::format("rope: dims [{}, {}) outside heads of {}", a.rotary_col0,
+                           a.rotary_col0 + a.rotary_dim, a.head_dim));
   D0_EXPECT_SHAPE("rope", "x", a.x, static_cast<int64_t>(a.positions.size()), a.n_heads * a.head_dim);
   D0_CHECK_MSG(
       static_cast<int64_t>(a.inv_freq.size()) == a.rotary_dim / 2,

@@ -311,7 +311,7 @@ std::vector<OpSchema> build_table() {
        "rotary position embedding, in place",
        {"x [T, heads*d]", "positions [T]", "inv_freq [D_r/2]"},
        {"x [T, heads*d]"},
-       {"n_heads", "head_dim", "rotary_dim", "layout", "attention_factor"},
+       {"n_heads", "head_dim", "rotary_dim", "layout", "attention_factor", "rotary_col0"},
        false,
        false,
        same_as_first,

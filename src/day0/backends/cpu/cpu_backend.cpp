@@ -132,7 +132,7 @@ class CpuBackend final : public Backend {
         cs[half + i] = std::sin(theta) * a.attention_factor;
       }
       for (int64_t h = 0; h < a.n_heads; ++h) {
-        float* x = a.x.row(t) + h * a.head_dim;
+        float* x = a.x.row(t) + h * a.head_dim + a.rotary_col0;
         for (int64_t i = 0; i < half; ++i) {
           const int64_t i0 = a.layout == RopeLayout::kHalfSplit ? i : 2 * i;
           const int64_t i1 = a.layout == RopeLayout::kHalfSplit ? i + half : 2 * i + 1;

@@ -19,7 +19,7 @@ void rope(const RopeArgs& a) {
   for (int64_t t = 0; t < a.x.rows; ++t) {
     const auto pos = static_cast<float>(a.positions[static_cast<size_t>(t)]);
     for (int64_t h = 0; h < a.n_heads; ++h) {
-      float* x = a.x.row(t) + h * a.head_dim;
+      float* x = a.x.row(t) + h * a.head_dim + a.rotary_col0;
       for (int64_t i = 0; i < half; ++i) {
         const float theta = pos * a.inv_freq[static_cast<size_t>(i)];  // float32, as HF
         const double c = std::cos(static_cast<double>(theta)) * a.attention_factor;
