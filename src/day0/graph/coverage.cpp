@@ -27,6 +27,7 @@ std::string config_fields_for(std::string_view op, const OpSpec& spec) {
       {op::kAttention, "sliding_window, layer_types, attention_chunk_size"},
       {op::kPagedAttention, "sliding_window, layer_types, attention_chunk_size"},
       {op::kKvCompress, "layer_types / compress_ratios, compress_rates"},
+      {op::kGroupedMatmul, "o_groups, o_lora_rank"},
       {op::kHcWeights, "hc_mult, hc_sinkhorn_iters, hc_eps"},
       {op::kHcCollapse, "hc_mult"},
       {op::kHcExpand, "hc_mult"},
