@@ -17,4 +17,4 @@ if [[ -z "$python" ]]; then
   exit 77
 fi
 echo "python: $python"
-DAY0_REF_THREADS=1 exec "$python" -m unittest -v "$here/vendor_reference_test.py" 2>&1
+DAY0_REF_THREADS=1 exec "$python" "$here/vendor_reference_test.py" 2>&1
