@@ -152,6 +152,19 @@ class ToyVendorModel(unittest.TestCase):
         with safe_open(out, "pt") as f:
             self.assertEqual(f.metadata()["ignored_tensors"], r"^mtp\. (1 tensors)")
 
+    def test_layers_not_found_without_a_layer_count_ask_for_the_flag(self):
+        model = self.make_checkpoint()
+        with open(os.path.join(self.folder, "config.json")) as f:
+            config = json.load(f)
+        del config["n_layers"]  # the dataclass default (2) builds the same model; nothing says which list
+        with open(os.path.join(self.folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        result, _ = self.dump()
+        self.assert_refused(result, "cannot tell the decoder layers apart", "blocks (2)", "give --layers")
+        result, out = self.dump("--layers", "blocks")
+        self.assertIsNone(result)
+        self.assert_dump_is_the_model(model, out)
+
     def test_layers_flag_must_name_a_module_list(self):
         self.make_checkpoint()
         result, _ = self.dump("--layers", "norm")
