@@ -227,6 +227,11 @@ void print_human(const ModelSummary& m) {
                m.kv_cache.bounded_layers);
   }
 
+  fmt::print("\nLayer recipes (the steps the engine replays for each layer)\n");
+  std::vector<std::vector<std::string>> recipes;
+  for (const auto& g : m.recipes)
+    recipes.push_back({describe_layer_indices(g.layers), describe_recipe(g.recipe)});
+  print_table(recipes, {false, false});
   fmt::print(
       "\nOperators (recorded: the kernels of one prefill and one decode step{}; figures per decoded token, "
       "{} "

@@ -10,6 +10,7 @@
 
 #include "day0/core/status.h"
 #include "day0/model/config_reader.h"
+#include "day0/model/layer_recipe.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/weight_table.h"
 
@@ -32,6 +33,8 @@ struct FamilyInfo {
   Status (*parse)(const ConfigReader& cfg, ModelSpec& spec) = nullptr;
   void (*write)(const ModelSpec& spec, nlohmann::json& out) = nullptr;
   WeightTableFn weights = nullptr;  // every tensor of a checkpoint (weight_table.h)
+  // The layer's forward steps when they are not the standard pre-norm decoder layer (layer_recipe.h).
+  LayerRecipeFn layer_recipe = nullptr;
 
   const std::string& name() const { return model_types.front(); }
 };

@@ -23,6 +23,13 @@ Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, 
   s.weight_memory = weight_memory_table(spec, s.params);
   s.kv_cache = kv_cache_summary(spec);
   s.ops = std::move(ops);
+  const std::vector<LayerRecipe> recipes = layer_recipes(spec);
+  for (size_t l = 0; l < recipes.size(); ++l) {
+    auto same = std::find_if(s.recipes.begin(), s.recipes.end(),
+                             [&](const ModelSummary::RecipeGroup& g) { return g.recipe == recipes[l]; });
+    if (same == s.recipes.end()) same = s.recipes.insert(s.recipes.end(), {{}, recipes[l]});
+    same->layers.push_back(static_cast<int64_t>(l));
+  }
   return s;
 }
 
@@ -292,8 +299,23 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
                    {"matmul_flops_per_token", op.matmul_flops_per_token},
                    {"bytes_per_token", op.bytes_per_token}});
   }
+  nlohmann::json recipes = nlohmann::json::array();
+  for (const auto& g : s.recipes) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const LayerStep& st : g.recipe.steps) {
+      nlohmann::json step = {
+          {"op", layer_op_name(st.op)}, {"in", layer_value_name(st.in)}, {"out", layer_value_name(st.out)}};
+      if (st.op == LayerOp::kNorm || st.op == LayerOp::kOutputNorm) step["norm"] = layer_norm_name(st.norm);
+      steps.push_back(step);
+    }
+    recipes.push_back({{"layers", g.layers},
+                       {"text", describe_recipe(g.recipe)},
+                       {"ends_reference_layer", g.recipe.ends_reference_layer},
+                       {"steps", steps}});
+  }
   return {{"source", s.source},
           {"spec", spec_to_json(s.spec)},
+          {"layer_recipes", recipes},
           {"params",
            {{"total", p.total},
             {"active", p.active},

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "day0/core/status.h"
+#include "day0/model/layer_recipe.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/op_list.h"
@@ -23,6 +24,12 @@ struct ModelSummary {
   std::vector<WeightMemoryRow> weight_memory;
   KvCacheSummary kv_cache;
   OpList ops;
+  // The layers' recipes (layer_recipe.h), layers of the same recipe together in layer order.
+  struct RecipeGroup {
+    std::vector<int64_t> layers;
+    LayerRecipe recipe;
+  };
+  std::vector<RecipeGroup> recipes;
 };
 
 // `ops`: the model's recorded operator list (runtime/op_recording.h: record_op_list), which needs the

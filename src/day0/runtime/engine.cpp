@@ -1,6 +1,7 @@
 #include "day0/runtime/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,55 @@ namespace {
 // logits to every other stage. MPI keeps the order of messages between two ranks with one tag.
 constexpr int kActivationTag = 21;
 constexpr int kLogitsTag = 22;
+
+std::span<const float> norm_weight(const LayerWeights& lw, LayerNorm n) {
+  switch (n) {
+    case LayerNorm::kInput:
+      return lw.input_norm;
+    case LayerNorm::kPost:
+      return lw.post_norm;
+    case LayerNorm::kAttnOut:
+      return lw.attn_out_norm;
+    case LayerNorm::kFfnOut:
+      return lw.ffn_out_norm;
+  }
+  return {};
+}
+
+// The held layers' recipes against their weights: every norm a step reads is bound, and a value carried
+// to the next layer is written by one layer and read by the next, both run here.
+Status check_recipes(const ModelWeights& w, const std::vector<LayerRecipe>& recipes, ShardRange held) {
+  bool carried = false;  // the previous layer wrote a value for this one
+  for (int64_t l = held.begin; l < held.end; ++l) {
+    const LayerRecipe& r = recipes[static_cast<size_t>(l)];
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    bool reads = false, writes = false;
+    for (const LayerStep& st : r.steps) {
+      if ((st.op == LayerOp::kNorm || st.op == LayerOp::kOutputNorm) && norm_weight(lw, st.norm).empty()) {
+        return invalid_argument(
+            fmt::format("engine: layer {} has no {} norm weight, which its recipe's {} step reads", l,
+                        layer_norm_name(st.norm), layer_op_name(st.op)));
+      }
+      reads = reads || st.in == LayerValue::kCarry;
+      writes = writes || st.out == LayerValue::kCarry;
+    }
+    if (reads && !carried) {
+      return invalid_argument(
+          fmt::format("engine: layer {} reads a value carried from the layer before it, which {}", l,
+                      l == held.begin && l > 0 ? "runs on another pipeline stage" : "does not write one"));
+    }
+    if (carried && !reads)
+      return invalid_argument(
+          fmt::format("engine: layer {} drops the value layer {} carried to it", l, l - 1));
+    if (writes && l + 1 == held.end) {
+      return invalid_argument(fmt::format(
+          "engine: layer {} carries a value to a next layer that does not run {}", l,
+          held.end < static_cast<int64_t>(recipes.size()) ? "on this stage" : "(the last layer)"));
+    }
+    carried = writes;
+  }
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -148,15 +198,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
     return invalid_argument(
         fmt::format("engine: KV block size must be in [1, 4096] tokens, found {}", options.kv_block_tokens));
   }
-  if (spec.shortcut_moe) {
-    // Layer pairs: the even layer holds the shortcut MoE (and a dense MLP), the odd one does not.
-    bool pairs = spec.n_layers % 2 == 0;
-    for (int64_t l = 0; l < spec.n_layers; ++l) {
-      const LayerSpec& ls = spec.layers[static_cast<size_t>(l)];
-      pairs = pairs && ls.moe == (l % 2 == 0) && ls.dense_intermediate > 0;
-    }
-    if (!pairs) return invalid_argument("engine: shortcut MoE needs layer pairs with the MoE on the first");
-  }
   // A whole model (whatever built its weights) runs every layer; a stage the binder's block.
   const ShardRange held = stage.whole() ? ShardRange{0, spec.n_layers} : weights->held_layers;
   const dist::LayerBlock want = dist::stage_layers(spec.n_layers, stage.size, stage.stage);
@@ -165,6 +206,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
         fmt::format("engine: pipeline stage {} of {} holds layers [{}, {}), its block is [{}, {})",
                     stage.stage, stage.size, held.begin, held.end, want.begin, want.end));
   }
+  std::vector<LayerRecipe> recipes = layer_recipes(spec);
+  D0_RETURN_IF_ERROR(check_recipes(*weights, recipes, held));
   for (auto n = static_cast<size_t>(held.begin); n < static_cast<size_t>(held.end); ++n) {
     const LayerSpec& l = spec.layers[n];
     if (l.linear_attention && (!spec.linear_attention || !weights->layers[n].linear.present())) {
@@ -183,13 +226,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
          (spec.moe->per_expert_scale && lw.moe.expert_scale.empty()))) {
       return invalid_argument(
           fmt::format("engine: MoE layer {} without its dense MLP, norms or router scales", n));
-    }
-    if (spec.sandwich_norms && (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
-      return invalid_argument(fmt::format("engine: layer {} without its sandwich norms", n));
-    }
-    if (spec.attention_post_norms && !l.linear_attention &&
-        (lw.attn_out_norm.empty() || lw.ffn_out_norm.empty())) {
-      return invalid_argument(fmt::format("engine: attention layer {} without its output norms", n));
     }
     if (l.block_sparse && (!spec.block_indexer || spec.attention != AttentionKind::kGqa ||
                            !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
@@ -247,6 +283,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   std::unique_ptr<Engine> e(new Engine(spec, std::move(weights), backend, options));
   e->moe_group_ = moe_group;
   e->held_ = held;
+  e->reference_layers_ = std::count_if(recipes.begin(), recipes.end(),
+                                       [](const LayerRecipe& r) { return r.ends_reference_layer; });
+  e->recipes_ = std::move(recipes);
   if (rotary > 0) {
     D0_ASSIGN_OR_RETURN(e->rope_,
                         rope_frequencies(spec.rope_theta, rotary, spec.rope, spec.max_position_embeddings,
@@ -321,23 +360,57 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
   return logits;
 }
 
-// A layer of one block (Nemotron-H): its one norm, the mixer (Mamba-2 or attention) or the FFN, the
-// residual add.
-void Engine::one_block_layer(const blocks::Context& c, int64_t l, Matrix x, Matrix h, Matrix y) {
+// Layer l's steps as its recipe lists them, each block reading and writing the values it names. The mixer
+// is the layer's kind of token mixing: Mamba-2, Gated DeltaNet, or softmax attention (MLA or GQA).
+void Engine::run_layer(const blocks::Context& c, int64_t l, std::span<const Matrix, kLayerValues> values,
+                       ConstMatrix per_layer) {
   const LayerSpec& ls = spec_.layers[static_cast<size_t>(l)];
   const LayerWeights& lw = weights_->layers[static_cast<size_t>(l)];
-  blocks::decoder_norm(c, x, lw.input_norm, static_cast<float>(spec_.rms_norm_eps), h);
-  if (ls.mamba) {
-    blocks::mamba2(c, l, lw.mamba, h, y);
-  } else if (ls.no_ffn) {
-    blocks::gqa_attention(c, l, lw.attn, h, y);
-  } else if (ls.moe) {
-    blocks::moe(c, l, lw.moe, h, y);
-  } else {
-    blocks::dense_mlp(c, lw.mlp, h, y);
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  const Matrix stream = values[static_cast<size_t>(LayerValue::kStream)];  // [T, H]
+  for (const LayerStep& st : recipes_[static_cast<size_t>(l)].steps) {
+    const Matrix in = values[static_cast<size_t>(st.in)],
+                 out = values[static_cast<size_t>(st.out)];  // [T, H]
+    switch (st.op) {
+      case LayerOp::kNorm:
+        blocks::decoder_norm(c, in, norm_weight(lw, st.norm), eps, out);
+        break;
+      case LayerOp::kOutputNorm:
+        blocks::rms_norm(c, in, norm_weight(lw, st.norm), eps, out);
+        break;
+      case LayerOp::kMixer:
+        if (ls.mamba) {
+          blocks::mamba2(c, l, lw.mamba, in, out);
+        } else if (ls.linear_attention) {
+          blocks::gated_deltanet(c, l, lw.linear, in, out);
+        } else if (spec_.attention == AttentionKind::kMla) {
+          blocks::mla_attention(c, l, lw.attn, in, out);
+        } else {
+          blocks::gqa_attention(c, l, lw.attn, in, out);
+        }
+        break;
+      case LayerOp::kDenseMlp:
+        blocks::dense_mlp(c, lw.mlp, in, out);
+        break;
+      case LayerOp::kMoe:
+        blocks::moe(c, l, lw.moe, in, out);
+        break;
+      case LayerOp::kDenseMlpBesideMoe:
+        blocks::dense_mlp_beside_moe(c, l, lw, stream, in, out);
+        break;
+      case LayerOp::kResidualAdd:
+        backend_.add({out, in, out});
+        blocks::round_activations(c, out);
+        break;
+      case LayerOp::kPerLayerInput:
+        blocks::per_layer_input(c, l, lw.per_layer, per_layer, out);
+        break;
+      case LayerOp::kLayerScalar:  // the layer's output times its stored scalar
+        backend_.mul({out, ConstMatrix(lw.layer_scalar.data(), 1, 1), out});
+        blocks::round_activations(c, out);
+        break;
+    }
   }
-  backend_.add({x, y, x});
-  blocks::round_activations(c, x);
 }
 
 int64_t Engine::first_nonfinite() const {
@@ -472,10 +545,10 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   arena_->begin_step();
   Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
       y(*arena_, t, hidden);  // residual stream, normed input, block output
-  Buffer shortcut;            // [T, H] the MoE output of a layer pair (shortcut_moe), read by the next layer
-  if (spec_.shortcut_moe) shortcut = Buffer(*arena_, t, hidden);
-  // With layer pairs the captured hidden states are those of the Hugging Face layers (pair outputs).
-  const int64_t per_hf_layer = spec_.shortcut_moe ? 2 : 1;
+  Buffer carry;               // [T, H] a block output one layer holds for the next (LayerValue::kCarry)
+  if (std::any_of(recipes_.begin(), recipes_.end(),
+                  [](const LayerRecipe& r) { return r.uses(LayerValue::kCarry); }))
+    carry = Buffer(*arena_, t, hidden);
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   inner_finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);  // the last row: scratch
   watch_.scratch = Matrix(inner_finite_.data() + spec_.n_layers * t, t, 1);
@@ -502,80 +575,28 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     blocks::per_layer_inputs(c, w, ids, x.m, per_layer.m);
   }
   if (capture && capture->want_hidden)
-    capture->hidden.assign(static_cast<size_t>(spec_.n_layers / per_hf_layer), FloatMatrix());
+    capture->hidden.assign(static_cast<size_t>(reference_layers_), FloatMatrix());
+  // The reference layer the next layer that ends one ends (hidden states are captured per reference layer).
+  auto reference_layer = std::count_if(recipes_.begin(), recipes_.begin() + held_.begin,
+                                       [](const LayerRecipe& r) { return r.ends_reference_layer; });
   for (int64_t l = held_.begin; l < held_.end; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     const blocks::StepArena::Mark layer_start = arena_->mark();  // the layer's temporaries end with it
     watch_.sum = Matrix(inner_finite_.data() + l * t, t, 1);
-    const LayerSpec& ls = spec_.layers[static_cast<size_t>(l)];
-    if (ls.no_mixer || ls.no_ffn) {
-      one_block_layer(c, l, x.m, h.m, y.m);
-    } else {
-      // OLMo 2's attention layers norm only the outputs: the blocks read the residual stream itself.
-      const bool post_only = spec_.attention_post_norms && !ls.linear_attention;
-      const ConstMatrix in = post_only ? ConstMatrix(x.m) : ConstMatrix(h.m);  // [T, H] the blocks' input
-      if (!post_only) blocks::decoder_norm(c, x.m, lw.input_norm, eps, h.m);
-      if (ls.linear_attention) {
-        blocks::gated_deltanet(c, l, lw.linear, in, y.m);
-      } else if (spec_.attention == AttentionKind::kMla) {
-        blocks::mla_attention(c, l, lw.attn, in, y.m);
-      } else {
-        blocks::gqa_attention(c, l, lw.attn, in, y.m);
-      }
-      // Sandwich norms: the block's output is normed before the residual add.
-      if (spec_.sandwich_norms || post_only) blocks::rms_norm(c, y.m, lw.attn_out_norm, eps, y.m);
-      const bool moe = spec_.layers[static_cast<size_t>(l)].moe;
-      if (spec_.parallel_attention_ffn) {
-        // The FFN reads the attention's normed input; x + attn, rounded, + ffn, rounded, as summed there.
-        Buffer z(*arena_, t, hidden);  // [T, H] the FFN's output
-        if (moe) {
-          blocks::moe(c, l, lw.moe, h.m, z.m);
-        } else {
-          blocks::dense_mlp(c, lw.mlp, h.m, z.m);
-        }
-        backend_.add({x.m, y.m, x.m});
-        blocks::round_activations(c, x.m);
-        backend_.add({x.m, z.m, x.m});
-        blocks::round_activations(c, x.m);
-      } else {
-        backend_.add({x.m, y.m, x.m});
-        blocks::round_activations(c, x.m);
-        if (!post_only) blocks::decoder_norm(c, x.m, lw.post_norm, eps, h.m);
-        const ConstMatrix ffn_in = post_only ? ConstMatrix(x.m) : ConstMatrix(h.m);  // [T, H]
-        if (spec_.shortcut_moe && moe) {
-          // Shortcut MoE: the pair's MoE reads this norm beside the dense MLP; added after the odd layer.
-          blocks::moe(c, l, lw.moe, ffn_in, shortcut.m);
-          blocks::dense_mlp(c, lw.mlp, ffn_in, y.m);
-        } else if (moe && spec_.dense_mlp_beside_moe) {
-          blocks::dense_mlp_beside_moe(c, l, lw, x.m, ffn_in, y.m);
-        } else if (moe) {
-          blocks::moe(c, l, lw.moe, ffn_in, y.m);
-        } else {
-          blocks::dense_mlp(c, lw.mlp, ffn_in, y.m);
-        }
-        if (spec_.sandwich_norms || post_only) blocks::rms_norm(c, y.m, lw.ffn_out_norm, eps, y.m);
-        backend_.add({x.m, y.m, x.m});
-        blocks::round_activations(c, x.m);
-        if (spec_.shortcut_moe && !moe) {
-          backend_.add({x.m, shortcut.m, x.m});
-          blocks::round_activations(c, x.m);
-        }
-      }
-    }
-    if (spec_.per_layer_input) blocks::per_layer_input(c, l, lw.per_layer, per_layer.m, x.m);
-    if (spec_.layer_scalar) {  // the layer's output times its stored scalar
-      backend_.mul({x.m, ConstMatrix(lw.layer_scalar.data(), 1, 1), x.m});
-      blocks::round_activations(c, x.m);
-    }
+    const LayerRecipe& recipe = recipes_[static_cast<size_t>(l)];
+    Buffer side;  // [T, H] a second block output of the layer, when its recipe has one
+    if (recipe.uses(LayerValue::kSide)) side = Buffer(*arena_, t, hidden);
+    const std::array<Matrix, kLayerValues> values{x.m, h.m, y.m, side.m, carry.m};  // by LayerValue
+    run_layer(c, l, values, per_layer.m);
     backend_.row_mean({.x = x.m, .y = Matrix(finite_.data() + l * t, t, 1)});
     backend_.add({Matrix(finite_.data() + l * t, t, 1), watch_.sum, Matrix(finite_.data() + l * t, t, 1)});
     watch_.sum = Matrix();
-    if (capture && capture->want_hidden && (l + 1) % per_hf_layer == 0) {
+    if (capture && capture->want_hidden && recipe.ends_reference_layer) {
       backend_.synchronize();
-      FloatMatrix& out = capture->hidden[static_cast<size_t>(l / per_hf_layer)];
+      FloatMatrix& out = capture->hidden[static_cast<size_t>(reference_layer)];
       out = FloatMatrix(t, hidden);
       std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * hidden) * sizeof(float));
     }
+    if (recipe.ends_reference_layer) ++reference_layer;
     arena_->release(layer_start);
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));

@@ -13,6 +13,7 @@
 #include "day0/align/float_matrix.h"
 #include "day0/backends/backend.h"
 #include "day0/core/status.h"
+#include "day0/model/layer_recipe.h"
 #include "day0/model/model_spec.h"
 #include "day0/ops/rope_table.h"
 #include "day0/runtime/finite_watch.h"
@@ -198,6 +199,8 @@ class Engine {
   ShardRange held_;                             // decoder layers run here (create())
   ExpertPickCounts picks_;                      // options_.count_expert_picks
   bool row_invariant_ = false;                  // set_row_invariant
+  std::vector<LayerRecipe> recipes_;            // [n_layers] each layer's steps (layer_recipe.h)
+  int64_t reference_layers_ = 0;  // layers the reference counts (LayerRecipe::ends_reference_layer)
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the
@@ -209,8 +212,10 @@ class Engine {
   // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call
   // held a NaN or Inf; -1 when none did.
   int64_t first_nonfinite() const;
-  // Layer l of a one-block model (LayerSpec::no_mixer / no_ffn): norm, block, residual add into x.
-  void one_block_layer(const blocks::Context& c, int64_t l, Matrix x, Matrix h, Matrix y);
+  // Layer l replayed from its recipe over the step's values ([T, H] each, indexed by LayerValue);
+  // per_layer: the step's per-layer inputs [T, n_layers * P] (spec.per_layer_input), else empty.
+  void run_layer(const blocks::Context& c, int64_t l, std::span<const Matrix, kLayerValues> values,
+                 ConstMatrix per_layer);
   // Vocabulary-parallel embedding and LM head (tensor parallelism): each rank's rows, then summed or
   // gathered over the group.
   void embed(std::span<const int32_t> ids, Matrix x);

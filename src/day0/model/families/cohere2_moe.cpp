@@ -189,6 +189,26 @@ void weights_cohere2_moe(const ModelSpec& s, WeightTableBuilder& b) {
   }
 }
 
+// A parallel block: attention and FFN both read the input norm; x + attention, rounded, + FFN, rounded.
+LayerRecipe layer_recipe_cohere2_moe(const ModelSpec& spec, int64_t layer) {
+  const LayerSpec& ls = spec.layers[static_cast<size_t>(layer)];
+  LayerRecipe r;
+  add_norm(r, LayerNorm::kInput);
+  r.steps.push_back({.op = LayerOp::kMixer, .in = LayerValue::kNormed, .out = LayerValue::kOut});
+  if (spec.sandwich_norms) {
+    r.steps.push_back({.op = LayerOp::kOutputNorm,
+                       .in = LayerValue::kOut,
+                       .out = LayerValue::kOut,
+                       .norm = LayerNorm::kAttnOut});
+  }
+  r.steps.push_back({.op = ls.moe ? LayerOp::kMoe : LayerOp::kDenseMlp,
+                     .in = LayerValue::kNormed,
+                     .out = LayerValue::kSide});
+  r.steps.push_back({.op = LayerOp::kResidualAdd, .in = LayerValue::kOut, .out = LayerValue::kStream});
+  r.steps.push_back({.op = LayerOp::kResidualAdd, .in = LayerValue::kSide, .out = LayerValue::kStream});
+  return r;
+}
+
 const FamilyRegistrar kFamily({
     .model_types = {"cohere2_moe"},
     .architectures = {"Cohere2MoeForCausalLM"},
@@ -197,6 +217,7 @@ const FamilyRegistrar kFamily({
     .parse = parse_cohere2_moe,
     .write = write_cohere2_moe,
     .weights = weights_cohere2_moe,
+    .layer_recipe = layer_recipe_cohere2_moe,
 });
 
 }  // namespace

@@ -190,6 +190,23 @@ void weights_longcat_flash(const ModelSpec& s, WeightTableBuilder& b) {
   }
 }
 
+// Layer pairs (shortcut MoE): the first layer of a pair runs its MoE beside its dense MLP on the same
+// norm and holds the MoE's output; the second adds it after its own FFN. The reference counts a pair as
+// one layer.
+LayerRecipe layer_recipe_longcat_flash(const ModelSpec& spec, int64_t layer) {
+  const bool first = spec.layers[static_cast<size_t>(layer)].moe;
+  LayerRecipe r;
+  add_norm(r, LayerNorm::kInput);
+  add_residual_block(r, LayerOp::kMixer, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kAttnOut);
+  add_norm(r, LayerNorm::kPost);
+  if (first) r.steps.push_back({.op = LayerOp::kMoe, .in = LayerValue::kNormed, .out = LayerValue::kCarry});
+  add_residual_block(r, LayerOp::kDenseMlp, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kFfnOut);
+  if (!first)
+    r.steps.push_back({.op = LayerOp::kResidualAdd, .in = LayerValue::kCarry, .out = LayerValue::kStream});
+  r.ends_reference_layer = !first;
+  return r;
+}
+
 const FamilyRegistrar kFamily({
     .model_types = {"longcat_flash"},
     .architectures = {"LongcatFlashForCausalLM"},
@@ -197,6 +214,7 @@ const FamilyRegistrar kFamily({
     .parse = parse_longcat_flash,
     .write = write_longcat_flash,
     .weights = weights_longcat_flash,
+    .layer_recipe = layer_recipe_longcat_flash,
 });
 
 }  // namespace day0::families

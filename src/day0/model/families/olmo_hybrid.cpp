@@ -219,6 +219,18 @@ void weights_olmo_hybrid(const ModelSpec& s, WeightTableBuilder& b) {
                               "linear_attn.conv1d.weight"}}});
 }
 
+// Attention layers norm only their blocks' outputs (the blocks read the residual stream itself); the
+// Gated DeltaNet layers are pre-norm.
+LayerRecipe layer_recipe_olmo_hybrid(const ModelSpec& spec, int64_t layer) {
+  const LayerSpec& ls = spec.layers[static_cast<size_t>(layer)];
+  if (ls.linear_attention) return standard_layer_recipe(spec, layer);
+  LayerRecipe r;
+  add_residual_block(r, LayerOp::kMixer, LayerValue::kStream, true, LayerNorm::kAttnOut);
+  add_residual_block(r, ls.moe ? LayerOp::kMoe : LayerOp::kDenseMlp, LayerValue::kStream, true,
+                     LayerNorm::kFfnOut);
+  return r;
+}
+
 const FamilyRegistrar kFamily({
     .model_types = {"olmo_hybrid"},
     .architectures = {"OlmoHybridForCausalLM"},
@@ -226,6 +238,7 @@ const FamilyRegistrar kFamily({
     .parse = parse_olmo_hybrid,
     .write = write_olmo_hybrid,
     .weights = weights_olmo_hybrid,
+    .layer_recipe = layer_recipe_olmo_hybrid,
 });
 
 }  // namespace
