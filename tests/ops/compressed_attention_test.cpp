@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "day0/core/numeric.h"
 #include "differential_harness.h"
 #include "op_fixtures.h"
 
@@ -94,6 +96,50 @@ TEST(KvCompress, MatchesTransformersCompressors) {
   }
 }
 
+// A bfloat16 run (kv and gate in BF16, bias and softmax in float32): with bf16_steps the pooled
+// entries are transformers' BF16 values, bit for bit where no float32 sum sits on a rounding boundary.
+TEST(KvCompress, Bf16RunRoundsWhereTransformersRounds) {
+  const nlohmann::json f = op_fixture("compressed_attention_bf16");
+  ASSERT_EQ(f.at("pooled_dtype"), "torch.bfloat16");
+  const int64_t d = f.at("head_dim");
+  for (auto& nb : every_backend()) {
+    SCOPED_TRACE(nb.label);
+    for (const auto& [name, ratio, width] :
+         {std::tuple<std::string, int64_t, int64_t>{"hca", f.at("hca_ratio"), d},
+          {"csa", f.at("csa_ratio"), 2 * d}}) {
+      const bool overlap = name == "csa";
+      const auto kv = fixture_floats(f, (name + "_kv").c_str()),
+                 gate = fixture_floats(f, (name + "_gate").c_str());
+      const auto rows = static_cast<int64_t>(kv.size()) / width / ratio * ratio;  // complete windows
+      const auto bias = fixture_floats(f, (name + "_bias").c_str());
+      const auto want = fixture_floats(f, (name + "_pooled").c_str());
+      const auto run = [&](bool bf16_steps) {
+        std::vector<float> out(want.size());
+        nb.backend->kv_compress({.kv = ConstMatrix(kv.data(), rows, width),
+                                 .gate = ConstMatrix(gate.data(), rows, width),
+                                 .position_bias = ConstMatrix(bias.data(), ratio, width),
+                                 .ratio = ratio,
+                                 .overlap = overlap,
+                                 .out = Matrix(out.data(), rows / ratio, overlap ? width / 2 : width),
+                                 .bf16_steps = bf16_steps});
+        nb.backend->synchronize();
+        return out;
+      };
+      const std::vector<float> got = run(true);
+      size_t exact = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        exact += got[i] == want[i];
+        EXPECT_LE(std::abs(got[i] - want[i]), std::abs(want[i]) / 128) << name << " element " << i;
+      }
+      EXPECT_GE(exact * 10, want.size() * 9) << name;
+      // float32 pooling rounded once is not what the bfloat16 run holds: the steps matter.
+      std::vector<float> once = run(false);
+      for (float& v : once) v = round_to_bf16(v);
+      EXPECT_NE(once, want) << name;
+    }
+  }
+}
+
 // The lightning indexer over compressed keys: the selected sets of transformers' DeepseekV4Indexer
 // wherever the choice does not hang on a tie; where it does (the query whose scores are all 0), the op
 // says so and transformers' picks score as much as the op's.
@@ -172,17 +218,21 @@ TEST(Differential, KvCompressEverySize) {
     prior_gate.fill_random(5, 4.0f);
     const std::string name = fmt::format("W={} m={} d={}{}{}", c.windows, c.ratio, c.d,
                                          c.overlap ? " overlap" : "", c.prior ? " prior" : "");
-    diff.check("kv_compress", name, c.windows, c.d, kTolFloat, [&](Backend& be, GuardedMatrix& out) {
-      be.kv_compress({.kv = kv.cview(),
-                      .gate = gate.cview(),
-                      .position_bias = bias.cview(),
-                      .prior_kv = c.prior ? prior_kv.cview() : ConstMatrix{},
-                      .prior_gate = c.prior ? prior_gate.cview() : ConstMatrix{},
-                      .ratio = c.ratio,
-                      .overlap = c.overlap,
-                      .out = out.view()});
-      be.synchronize();
-    });
+    for (const bool bf16 : {false, true}) {
+      diff.check("kv_compress", name + (bf16 ? " bf16 steps" : ""), c.windows, c.d,
+                 bf16 ? kTolBf16Activations : kTolFloat, [&](Backend& be, GuardedMatrix& out) {
+                   be.kv_compress({.kv = kv.cview(),
+                                   .gate = gate.cview(),
+                                   .position_bias = bias.cview(),
+                                   .prior_kv = c.prior ? prior_kv.cview() : ConstMatrix{},
+                                   .prior_gate = c.prior ? prior_gate.cview() : ConstMatrix{},
+                                   .ratio = c.ratio,
+                                   .overlap = c.overlap,
+                                   .out = out.view(),
+                                   .bf16_steps = bf16});
+                   be.synchronize();
+                 });
+    }
   }
   diff.finish();
 }

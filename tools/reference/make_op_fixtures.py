@@ -310,6 +310,46 @@ def rope_trailing():
     }
 
 
+def compressed_attention_bf16():
+    """The compressors' pooling in a bfloat16 run as DeepSeek-V4 loads it: kv_proj / gate_proj in
+    bfloat16, position_bias and kv_norm kept in float32 (_keep_in_fp32_modules_strict)."""
+    torch.manual_seed(7)
+    hidden, head_dim = 6, 8
+    cfg = small_config(hidden_size=hidden, head_dim=head_dim, num_hidden_layers=2,
+                       layer_types=["compressed_sparse_attention", "heavily_compressed_attention"],
+                       compress_rates={"compressed_sparse_attention": 3, "heavily_compressed_attention": 4})
+    hca = dsv4.DeepseekV4HCACompressor(cfg)
+    csa = dsv4.DeepseekV4CSACompressor(cfg)
+    captured = {}
+    for name, module in (("hca", hca), ("csa", csa)):
+        with torch.no_grad():
+            module.kv_proj.weight.normal_(0.0, 1.0)
+            module.gate_proj.weight.normal_(0.0, 1.0)
+            module.position_bias.normal_(0.0, 0.5)
+        module.kv_proj.to(torch.bfloat16)
+        module.gate_proj.to(torch.bfloat16)
+        for part in ("kv_proj", "gate_proj"):
+            getattr(module, part).register_forward_hook(
+                lambda _m, _i, out, key=f"{name}_{part}": captured.setdefault(key, out))
+        module.kv_norm.register_forward_hook(lambda _m, inputs, _o, key=f"{name}_pooled": captured.setdefault(key, inputs[0]))
+    x = torch.randn(1, 9, hidden).to(torch.bfloat16)
+    with torch.no_grad():
+        hca(x[:, :8], None, torch.arange(8)[None], None, 0)
+        class NoIndexer(torch.nn.Module):  # the pooling only
+            def forward(self, *args, **kwargs):
+                return torch.zeros(1, 9, 1, dtype=torch.long)
+
+        csa.indexer = NoIndexer()
+        csa(x, None, torch.arange(9)[None], None, 0)
+    out = {"head_dim": head_dim, "csa_ratio": 3, "hca_ratio": 4, "pooled_dtype": str(captured["hca_pooled"].dtype)}
+    for name, module in (("hca", hca), ("csa", csa)):
+        out[f"{name}_kv"] = flat(captured[f"{name}_kv_proj"])
+        out[f"{name}_gate"] = flat(captured[f"{name}_gate_proj"])
+        out[f"{name}_bias"] = flat(module.position_bias)
+        out[f"{name}_pooled"] = flat(captured[f"{name}_pooled"])
+    return out
+
+
 FIXTURES = {
     "hyper_connections": hyper_connections,
     "router_sqrtsoftplus": router_sqrtsoftplus,
@@ -317,6 +357,7 @@ FIXTURES = {
     "grouped_linear": grouped_linear,
     "compressed_attention": compressed_attention,
     "rope_trailing": rope_trailing,
+    "compressed_attention_bf16": compressed_attention_bf16,
 }
 
 

@@ -564,6 +564,7 @@ void RecordingBackend::kv_compress(const KvCompressArgs& a) {
   OpSpec op = elementwise(op::kKvCompress, a.kv.rows, a.kv.cols, 6.0);
   op.attrs = {{"ratio", std::to_string(a.ratio)}};
   if (a.overlap) op.attrs["overlap"] = "true";
+  if (a.bf16_steps) op.attrs["bf16_steps"] = "true";
   note(std::move(op));
   if (inner_) inner_->kv_compress(a);
 }

@@ -30,6 +30,11 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
+// f as a bfloat16 tensor holds it: rounded to the nearest BF16 (ties to even), back in float32.
+inline float round_to_bf16(float f) {
+  return bf16_to_f32(f32_to_bf16(f));
+}
+
 // IEEE binary16 -> binary32, exact (subnormals, inf, NaN).
 inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

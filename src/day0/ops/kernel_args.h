@@ -498,6 +498,8 @@ struct MoeExpertsArgs {
 //   For w = 0 the first m slots are prior_kv / prior_gate (the previous call's last window: its kv
 //   and biased gate, first halves), or absent (weight 0) when those are empty.
 // The caller then applies the entry's RMSNorm and RoPE at position w m + (the first window's position).
+// bf16_steps: the rounding of transformers' bfloat16 run (kv in bfloat16, gate + bias and the softmax in
+// float32): each softmax weight, each weight * kv and the window's float32 sum rounded to BF16.
 struct KvCompressArgs {
   ConstMatrix kv;             // [W m, C]
   ConstMatrix gate;           // [W m, C]
@@ -507,6 +509,7 @@ struct KvCompressArgs {
   int64_t ratio = 4;
   bool overlap = false;
   Matrix out;  // [W, d]
+  bool bf16_steps = false;
 };
 
 // ---- hyper-connections (mHC): n residual streams per token, mixed into a layer and back ------------

@@ -457,7 +457,7 @@ std::vector<OpSchema> build_table() {
        "overlapping the previous window",
        {"kv [W*m, C]", "gate [W*m, C]", "position_bias [m, C]", "prior_kv [m, d]?", "prior_gate [m, d]?"},
        {"out [W, d]"},
-       {"ratio", "overlap"},
+       {"ratio", "overlap", "bf16_steps"},
        false,
        false,
        kv_compress_shape,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "day0/core/numeric.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::cpu {
@@ -52,7 +53,21 @@ void kv_compress(const Context& c, const KvCompressArgs& a) {
           out[ch] += e * kv[ch];
         }
       }
-      for (int64_t ch = 0; ch < d; ++ch) out[ch] /= sum[static_cast<size_t>(ch)];
+      if (!a.bf16_steps) {
+        for (int64_t ch = 0; ch < d; ++ch) out[ch] /= sum[static_cast<size_t>(ch)];
+        continue;
+      }
+      // A bfloat16 run: each weight and product rounded, then the sum (rare: a second pass is fine).
+      std::fill(out, out + d, 0.0f);
+      for (int64_t s = first; s < 2 * m; ++s) {
+        const float *kv, *gate, *bias;
+        slot(s, kv, gate, bias);
+        for (int64_t ch = 0; ch < d; ++ch) {
+          const float e = std::exp(gate[ch] + (bias ? bias[ch] : 0.0f) - top[static_cast<size_t>(ch)]);
+          out[ch] += round_to_bf16(round_to_bf16(e / sum[static_cast<size_t>(ch)]) * kv[ch]);
+        }
+      }
+      for (int64_t ch = 0; ch < d; ++ch) out[ch] = round_to_bf16(out[ch]);
     }
   });
 }

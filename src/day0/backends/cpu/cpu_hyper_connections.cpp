@@ -18,10 +18,6 @@ float sigmoid(float z) {
   return 1.0f / (1.0f + std::exp(-z));
 }
 
-float round_to_bf16(float v) {
-  return bf16_to_f32(f32_to_bf16(v));
-}
-
 // Tokens per parallel chunk: enough elements to pay for a wake-up.
 int64_t token_grain(int64_t elements_per_token) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(elements_per_token, 1));

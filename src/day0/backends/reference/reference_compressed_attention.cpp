@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "day0/backends/reference/reference_kernels.h"
+#include "day0/core/numeric.h"
 #include "day0/ops/kernel_checks.h"
 
 namespace day0::ref {
@@ -34,12 +35,15 @@ void kv_compress(const KvCompressArgs& a) {
       double top = -INFINITY;
       for (double g : gate) top = std::max(top, g);
       double sum = 0.0, acc = 0.0;
+      for (size_t s = 0; s < gate.size(); ++s) sum += std::exp(gate[s] - top);
       for (size_t s = 0; s < gate.size(); ++s) {
-        const double e = std::exp(gate[s] - top);
-        sum += e;
-        acc += e * kv[s];
+        const double weight = std::exp(gate[s] - top) / sum;
+        acc +=
+            a.bf16_steps
+                ? double{round_to_bf16(round_to_bf16(static_cast<float>(weight)) * static_cast<float>(kv[s]))}
+                : weight * kv[s];
       }
-      a.out.row(w)[c] = static_cast<float>(acc / sum);
+      a.out.row(w)[c] = a.bf16_steps ? round_to_bf16(static_cast<float>(acc)) : static_cast<float>(acc);
     }
   }
 }
