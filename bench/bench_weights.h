@@ -20,9 +20,10 @@ struct OwnedWeight {
 };
 
 // `offset`: bytes the data starts past a 64-byte boundary (safetensors files give tensors 8-byte
-// alignment only, so a mapped checkpoint's rows rarely start on a cache line).
+// alignment only, so a mapped checkpoint's rows rarely start on a cache line). `fine`: FP8 in 32x32 blocks
+// (DeepSeek-V4.1) instead of 128x128, FP4 with a scale per 16 columns instead of 32.
 inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1,
-                               size_t offset = 0) {
+                               size_t offset = 0, bool fine = false) {
   OwnedWeight w;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -49,7 +50,9 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
     case WeightFormat::kFp8Block: {
       w.data.resize(n);
       for (size_t i = 0; i < n; ++i) w.data[i] = static_cast<uint8_t>((i * 131 + (i >> 7)) % 0x7e);
-      const size_t s = static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128));
+      const int64_t block = fine ? 32 : 128;
+      w.view.block_rows = w.view.block_cols = block;
+      const size_t s = static_cast<size_t>(((rows + block - 1) / block) * ((cols + block - 1) / block));
       w.scales.resize(s * 4);
       const float scale = 1e-3f;
       for (size_t i = 0; i < s; ++i) std::memcpy(w.scales.data() + 4 * i, &scale, 4);
@@ -58,7 +61,8 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
     case WeightFormat::kMxfp4:
       w.data.resize(n / 2);
       for (size_t i = 0; i < n / 2; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));
-      w.scales.assign(static_cast<size_t>(rows * (cols / 32)), 120);
+      w.view.group = fine ? 16 : 32;
+      w.scales.assign(static_cast<size_t>(rows * (cols / w.view.group)), 120);
       break;
     case WeightFormat::kInt8:
     case WeightFormat::kInt4: {  // symmetric, group 128 (what `day0 quantize` writes by default)

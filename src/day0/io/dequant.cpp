@@ -140,32 +140,65 @@ Result<std::vector<float>> dequant_fp8_block(const TensorView& weight, const Ten
   const int64_t rows = weight.shape[0];
   const int64_t cols = weight.shape[1];
   const std::vector<int64_t> expected{ceil_div(rows, block_rows), ceil_div(cols, block_cols)};
-  if ((scale_inv.dtype != DType::kF32 && scale_inv.dtype != DType::kBF16) ||
+  const bool exponent_bytes = scale_inv.dtype == DType::kF8E8M0 || scale_inv.dtype == DType::kU8;
+  if ((scale_inv.dtype != DType::kF32 && scale_inv.dtype != DType::kBF16 && !exponent_bytes) ||
       !std::equal(scale_inv.shape.begin(), scale_inv.shape.end(), expected.begin(), expected.end())) {
     return invalid_argument(
-        fmt::format("tensor '{}': scale for {} with {}x{} blocks must be F32 {}, found {} {}", scale_inv.name,
-                    shape_string(weight.shape), block_rows, block_cols, shape_string(expected),
-                    dtype_name(scale_inv.dtype), shape_string(scale_inv.shape)));
+        fmt::format("tensor '{}': scale for {} with {}x{} blocks must be F32 or E8M0 {}, found {} {}",
+                    scale_inv.name, shape_string(weight.shape), block_rows, block_cols,
+                    shape_string(expected), dtype_name(scale_inv.dtype), shape_string(scale_inv.shape)));
   }
-  D0_ASSIGN_OR_RETURN(auto scale, tensor_to_f32(scale_inv));
+  std::vector<float> scale;
+  if (exponent_bytes) {  // ue8m0: 2^(u - 127), 0xFF NaN (U8 from writers without an E8M0 dtype)
+    scale.resize(scale_inv.data.size());
+    for (size_t i = 0; i < scale.size(); ++i) scale[i] = e8m0_to_f32(scale_inv.data[i]);
+  } else {
+    D0_ASSIGN_OR_RETURN(scale, tensor_to_f32(scale_inv));
+  }
   std::vector<float> out(weight.numel());
   dequant_fp8_block(weight.data, rows, cols, scale, block_rows, block_cols, out);
   return out;
 }
 
-void dequant_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, std::span<float> out) {
-  D0_CHECK(blocks.size() == scales.size() * 16 && out.size() == scales.size() * 32);
+void dequant_fp4(std::span<const uint8_t> packed, std::span<const uint8_t> scales, int64_t group,
+                 std::span<float> out) {
+  D0_CHECK(group == 16 || group == 32);
+  const auto g_size = static_cast<size_t>(group);
+  D0_CHECK(packed.size() * 2 == scales.size() * g_size && out.size() == scales.size() * g_size);
   for (size_t g = 0; g < scales.size(); ++g) {
     const int exponent = static_cast<int>(scales[g]) - 127;
     const bool nan_scale = scales[g] == 255;
-    for (size_t j = 0; j < 16; ++j) {
-      const uint8_t byte = blocks[g * 16 + j];
+    for (size_t j = 0; j < g_size / 2; ++j) {
+      const uint8_t byte = packed[g * g_size / 2 + j];
       const float lo = fp4_e2m1_to_f32(byte & 0x0f);
       const float hi = fp4_e2m1_to_f32(byte >> 4);
-      out[g * 32 + 2 * j] = nan_scale ? NAN : std::ldexp(lo, exponent);
-      out[g * 32 + 2 * j + 1] = nan_scale ? NAN : std::ldexp(hi, exponent);
+      out[g * g_size + 2 * j] = nan_scale ? NAN : std::ldexp(lo, exponent);
+      out[g * g_size + 2 * j + 1] = nan_scale ? NAN : std::ldexp(hi, exponent);
     }
   }
+}
+
+void dequant_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, std::span<float> out) {
+  dequant_fp4(blocks, scales, 32, out);
+}
+
+Result<std::vector<float>> dequant_fp4(const TensorView& weight, const TensorView& scales) {
+  const bool weight_ok =
+      (weight.dtype == DType::kI8 || weight.dtype == DType::kU8) && weight.shape.size() == 2;
+  const int64_t rows = weight_ok ? weight.shape[0] : 0, cols = weight_ok ? 2 * weight.shape[1] : 0;
+  const bool scales_ok = (scales.dtype == DType::kU8 || scales.dtype == DType::kF8E8M0) &&
+                         scales.shape.size() == 2 && scales.shape[0] == rows && scales.shape[1] > 0 &&
+                         (scales.shape[1] * 32 == cols || scales.shape[1] * 16 == cols);
+  if (!weight_ok || !scales_ok) {
+    return invalid_argument(fmt::format(
+        "FP4 '{}' / '{}': expected I8 (or U8) nibbles [rows, cols / 2] and E8M0 scales [rows, cols / 32 or "
+        "cols / 16], found {} {} and {} {}",
+        weight.name, scales.name, dtype_name(weight.dtype), shape_string(weight.shape),
+        dtype_name(scales.dtype), shape_string(scales.shape)));
+  }
+  std::vector<float> out(static_cast<size_t>(rows * cols));  // [rows, cols]
+  dequant_fp4(weight.data, scales.data, cols / scales.shape[1], out);
+  return out;
 }
 
 std::vector<int64_t> mxfp4_dequant_shape(std::span<const int64_t> blocks_shape) {

@@ -25,12 +25,20 @@ std::vector<uint16_t> f32_to_bf16_vector(std::span<const float> values);
 void dequant_fp8_block(std::span<const uint8_t> weight, int64_t rows, int64_t cols,
                        std::span<const float> scale, int64_t block_rows, int64_t block_cols,
                        std::span<float> out);
-// Checked form over tensor views: weight F8_E4M3 2-D, scale F32 or BF16 of the matching block grid.
+// Checked form over tensor views: weight F8_E4M3 2-D, scale F32 or BF16 of the matching block grid, or
+// ue8m0 exponent bytes (F8_E8M0 or U8: 2^(u - 127), 0xFF NaN).
 Result<std::vector<float>> dequant_fp8_block(const TensorView& weight, const TensorView& scale_inv,
                                              int64_t block_rows = 128, int64_t block_cols = 128);
 
 // Raw form: n_groups groups of 16 bytes and one scale byte each; out holds n_groups * 32 values.
 void dequant_mxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> scales, std::span<float> out);
+// FP4 E2M1 with an E8M0 scale per `group` (16 or 32) consecutive values: `packed` two values a byte (low
+// nibble first), one scale byte per group (0xFF NaN); out = scales.size() * group values.
+void dequant_fp4(std::span<const uint8_t> packed, std::span<const uint8_t> scales, int64_t group,
+                 std::span<float> out);
+// Checked form for DeepSeek-V4's FP4 projections: `weight` I8 (or U8) [rows, cols / 2] and
+// `weight_scale_inv` E8M0 (or U8) [rows, cols / group]; the group (32 or 16) is read off the scale grid.
+Result<std::vector<float>> dequant_fp4(const TensorView& weight, const TensorView& scales);
 // Checked form: blocks U8 [..., G, 16], scales U8 (or F8_E8M0) [..., G]. The output shape is
 // mxfp4_dequant_shape(blocks.shape).
 Result<std::vector<float>> dequant_mxfp4(const TensorView& blocks, const TensorView& scales);

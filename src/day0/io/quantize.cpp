@@ -72,23 +72,24 @@ Fp8BlockQuantized quantize_fp8_block(std::span<const float> weight, int64_t rows
   return q;
 }
 
-Mxfp4Quantized quantize_mxfp4(std::span<const float> values) {
-  D0_CHECK(values.size() % 32 == 0);
-  const size_t groups = values.size() / 32;
+Mxfp4Quantized quantize_mxfp4(std::span<const float> values, int64_t group) {
+  D0_CHECK((group == 16 || group == 32) && values.size() % 32 == 0);
+  const auto g_size = static_cast<size_t>(group);
+  const size_t groups = values.size() / g_size;
   Mxfp4Quantized q;
-  q.blocks.resize(groups * 16);
+  q.blocks.resize(values.size() / 2);
   q.scales.resize(groups);
   for (size_t g = 0; g < groups; ++g) {
-    const float* v = values.data() + g * 32;
+    const float* v = values.data() + g * g_size;
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+    for (size_t i = 0; i < g_size; ++i) amax = std::max(amax, std::fabs(v[i]));
     int exponent = amax > 0.0f ? static_cast<int>(std::ceil(std::log2(amax / 6.0f))) : 0;
     exponent = std::clamp(exponent, -127, 127);
     q.scales[g] = static_cast<uint8_t>(exponent + 127);
-    for (int j = 0; j < 16; ++j) {
+    for (size_t j = 0; j < g_size / 2; ++j) {
       const uint8_t lo = f32_to_fp4_e2m1(std::ldexp(v[2 * j], -exponent));
       const uint8_t hi = f32_to_fp4_e2m1(std::ldexp(v[2 * j + 1], -exponent));
-      q.blocks[g * 16 + j] = static_cast<uint8_t>(lo | (hi << 4));
+      q.blocks[g * g_size / 2 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }
   return q;

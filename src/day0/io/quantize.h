@@ -22,11 +22,11 @@ Fp8BlockQuantized quantize_fp8_block(std::span<const float> weight, int64_t rows
                                      int64_t block_rows, int64_t block_cols, bool pow2_scales = false);
 
 struct Mxfp4Quantized {
-  std::vector<uint8_t> blocks;  // n_groups x 16 bytes (low nibble first)
-  std::vector<uint8_t> scales;  // n_groups E8M0 bytes
+  std::vector<uint8_t> blocks;  // values / 2 bytes, two a byte (low nibble first)
+  std::vector<uint8_t> scales;  // one E8M0 byte per group
 };
-// `values.size()` must be a multiple of 32; groups are consecutive runs of 32. Scale exponent
-// e = ceil(log2(amax / 6)) so that the largest magnitude fits e2m1 without saturating.
-Mxfp4Quantized quantize_mxfp4(std::span<const float> values);
+// `values.size()` must be a multiple of 32; groups are consecutive runs of `group` (32: MXFP4, or 16).
+// Scale exponent e = ceil(log2(amax / 6)) so that the largest magnitude fits e2m1 without saturating.
+Mxfp4Quantized quantize_mxfp4(std::span<const float> values, int64_t group = 32);
 
 }  // namespace day0

@@ -20,6 +20,7 @@ size_t element_bytes(DType d) {
       return 2;
     case DType::kF8E4M3:
     case DType::kF8E5M2:
+    case DType::kF8E8M0:
       return 1;
     default:
       return 0;
@@ -72,6 +73,8 @@ double magnitude_of(DType d, uint32_t bits) {
       return f8e4m3_to_f32(static_cast<uint8_t>(bits));
     case DType::kF8E5M2:
       return f8e5m2_to_f32(static_cast<uint8_t>(bits));
+    case DType::kF8E8M0:
+      return e8m0_to_f32(static_cast<uint8_t>(bits));
     default:
       return 0;
   }
@@ -156,6 +159,9 @@ void ShardValueScanner::decode(Tracked& t, const uint8_t* p, size_t n_elements) 
       return;
     case DType::kF8E5M2:
       scan_bits<uint8_t>(p, n_elements, {0x7f, 0x7c, 0x7c}, s, t.max_bits);
+      return;
+    case DType::kF8E8M0:  // scale exponents (ue8m0): no sign, no Inf (0xfe is never reached); 0xff is NaN
+      scan_bits<uint8_t>(p, n_elements, {0xff, 0xff, 0xfe}, s, t.max_bits);
       return;
     case DType::kF64:
       for (size_t i = 0; i < n_elements; ++i) {

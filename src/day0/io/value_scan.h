@@ -1,7 +1,8 @@
 #pragma once
 // The weight value scan of `verify --values` (and adapt's weights stage): NaN, Inf and absurd
 // magnitudes per tensor, fed with the bytes the hashing pass reads anyway (no extra read).
-// Floating formats only (F64, F32, F16, BF16, F8 E4M3 / E5M2); integer and packed formats are skipped.
+// Floating formats only (F64, F32, F16, BF16, F8 E4M3 / E5M2, and E8M0 scale exponents, whose 0xFF is
+// NaN); integer and packed formats are skipped (FP4 E2M1 nibbles have no NaN or Inf codes).
 // Thread safety: one scanner per shard, fed by one thread in file order.
 #include <cstdint>
 #include <span>

@@ -236,7 +236,17 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     return Status::ok();
   }
   if (method == "mxfp4") {
+    if (!scale_fmt.empty() && scale_fmt != "ue8m0" && scale_fmt != "float") {
+      return quant->mismatch("scale_fmt", "\"ue8m0\" or \"float\"");
+    }
     spec.weights.format = WeightFormat::kMxfp4;
+    // DeepSeek-V4: routed experts in FP4 (E2M1) with E8M0 scales per 32 input columns.
+    D0_ASSIGN_OR_RETURN(std::string expert_dtype, quant->optional_string("expert_dtype", "fp8"));
+    if (expert_dtype == "fp4") {
+      spec.weights.fp4_expert_group = 32;
+    } else if (expert_dtype != "fp8") {
+      return quant->mismatch("expert_dtype", "\"fp8\" or \"fp4\"");
+    }
     // The weight table knows which modules stay unquantized (attention, router, embeddings).
     quant->mark_used("modules_to_not_convert");
     spec.weights.block_rows = 1;
@@ -487,6 +497,7 @@ void write_core(const ModelSpec& spec, nlohmann::json& out) {
     out["quantization_config"] = {
         {"quant_method", "mxfp4"},
         {"modules_to_not_convert",
+    if (spec.weights.fp4_expert_group != 0) out["quantization_config"]["expert_dtype"] = "fp4";
          {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
   } else if (spec.weights.packed.bits != 0) {
     out["quantization_config"] = packed_int_quantization_config(spec.weights.packed);

@@ -315,7 +315,17 @@ struct ModelSpec {
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
   // SwiGLU-OAI in the dense MLPs and shared experts too (the routed experts' is MoeSpec::swiglu_limit):
+  // Routed experts stored FP4 (E2M1 nibbles two a byte, `weight` I8 [out, in/2]) with E8M0 scales per
+  // this many input columns (`weight_scale_inv` [out, in/group]): quantization_config expert_dtype "fp4"
+  // (DeepSeek-V4: 32). 0: the experts are stored like the other projections.
+  int64_t fp4_expert_group = 0;
   // (clamp(up) + 1) * g * sigmoid(alpha * g), g = min(gate, limit); 0 = plain SwiGLU.
+  // How FP8 block scales are stored. DeepSeek-V3.1 / V3.2 declare ue8m0 over 128x128 blocks but store
+  // float32 powers of two; releases with smaller ue8m0 blocks (DeepSeek-V4.1's 32x32) store the exponent
+  // bytes (F8_E8M0; U8 and F32 are accepted too, see weight_table.cpp).
+  DType fp8_scale_dtype() const {
+    return ue8m0_scales && (block_rows != 128 || block_cols != 128) ? DType::kF8E8M0 : DType::kF32;
+  }
   double mlp_swiglu_limit = 0.0;
   double mlp_swiglu_alpha = 1.702;
   bool tie_word_embeddings = false;

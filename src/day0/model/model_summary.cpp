@@ -176,8 +176,14 @@ std::string describe_weights(const ModelSpec& s) {
   }
   switch (s.weights.format) {
     case WeightFormat::kFp8Block:
-      return fmt::format("FP8 e4m3 projections with {}x{} F32 block scales (weight_scale_inv){}",
-                         s.weights.block_rows, s.weights.block_cols, s.weights.ue8m0_scales ? ", ue8m0" : "");
+      return fmt::format(
+          "FP8 e4m3 projections with {}x{} {} block scales (weight_scale_inv){}{}", s.weights.block_rows,
+          s.weights.block_cols, dtype_name(s.weights.fp8_scale_dtype()),
+          s.weights.ue8m0_scales ? ", ue8m0" : "",
+          s.weights.fp4_expert_group == 0
+              ? std::string()
+              : fmt::format("; routed experts FP4 e2m1 (I8, two a byte) with E8M0 scales per {}",
+                            s.weights.fp4_expert_group));
     case WeightFormat::kMxfp4:
       return "MXFP4 routed experts (U8 blocks + E8M0 scales), the rest BF16";
     default:
@@ -238,7 +244,8 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
        {{"format", weight_format_name(s.weights.format)},
         {"block_rows", s.weights.block_rows},
         {"block_cols", s.weights.block_cols},
-        {"ue8m0_scales", s.weights.ue8m0_scales}}},
+        {"ue8m0_scales", s.weights.ue8m0_scales},
+        {"fp4_expert_group", s.weights.fp4_expert_group}}},
       {"packed_int", s.weights.packed.bits == 0
                          ? nlohmann::json(nullptr)
                          : nlohmann::json{{"bits", s.weights.packed.bits},

@@ -191,15 +191,50 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
     return;
   }
   if (spec_.weights.format != WeightFormat::kFp8Block || shape.size() != 2) {
+    case WeightStorage::kFp4Packed:
     push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
     return;
+  if (role == TensorRole::kRoutedExpert && spec_.weights.fp4_expert_group > 0 && shape.size() == 2) {
+    push_fp4(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
+    return;
+  }
   }
   std::vector<int64_t> scale_shape = {ceil_div(shape[0], spec_.weights.block_rows),
                                       ceil_div(shape[1], spec_.weights.block_cols)};
   push(name, pattern, std::move(shape), DType::kF8E4M3, storage, role, shard, slot, expert);
-  push(name + "_scale_inv", pattern + "_scale_inv", std::move(scale_shape), DType::kF32, WeightStorage::kF32,
+  const DType scale_dtype = spec_.weights.fp8_scale_dtype();
+  push(name + "_scale_inv", pattern + "_scale_inv", std::move(scale_shape), scale_dtype, WeightStorage::kF32,
        TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
-  if (!failed_) out_.tensors.back().scaled_role = role;
+  if (failed_) return;
+  out_.tensors.back().scaled_role = role;
+  // ue8m0 scales arrive as float32 powers of two or as exponent bytes (F8_E8M0, or U8 where the writer
+  // had no E8M0 dtype); float scales only as float32.
+  out_.tensors.back().also_accepted.clear();
+  if (spec_.weights.ue8m0_scales) {
+    for (DType d : {DType::kF32, DType::kF8E8M0, DType::kU8}) {
+      if (d != scale_dtype) out_.tensors.back().also_accepted.push_back(d);
+    }
+  }
+}
+
+// FP4 projections (DeepSeek-V4's routed experts): `weight` holds the E2M1 nibbles, even column in the low
+// nibble, as I8 (U8 accepted); `weight_scale_inv` one E8M0 exponent byte per group of columns.
+void WeightTableBuilder::push_fp4(std::string name, std::string pattern, std::vector<int64_t> shape,
+                                  TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
+  const int64_t rows = shape[0], cols = shape[1], group = spec_.weights.fp4_expert_group;
+  if (cols % 32 != 0) {
+    failed_ = true;
+    error_ = fmt::format("tensor {}: FP4 weights need a multiple of 32 columns, found {}", name, cols);
+    return;
+  }
+  push(name, pattern, {rows, cols / 2}, DType::kI8, WeightStorage::kFp4Packed, role, shard, slot, expert);
+  if (failed_) return;
+  out_.tensors.back().also_accepted = {DType::kU8};
+  push(name + "_scale_inv", pattern + "_scale_inv", {rows, cols / group}, DType::kF8E8M0,
+       WeightStorage::kMxfp4Scales, TensorRole::kQuantScale, shard, WeightSlot::kNone, expert);
+  if (failed_) return;
+  out_.tensors.back().also_accepted = {DType::kU8};
+  out_.tensors.back().scaled_role = role;
 }
 
 // Integer-packed projections: compressed-tensors turns the weight into `weight_packed` (holding the
@@ -253,7 +288,8 @@ void WeightTableBuilder::push(std::string name, std::string pattern, std::vector
                               int64_t expert) {
   if (failed_) return;
   // MXFP4 blocks hold two 4-bit values a byte; scales hold no parameters.
-  const uint64_t per_element = storage == WeightStorage::kMxfp4Blocks   ? 2
+  const uint64_t per_element = storage == WeightStorage::kMxfp4Blocks || storage == WeightStorage::kFp4Packed
+                                   ? 2
                                : storage == WeightStorage::kMxfp4Scales ? 0
                                : role == TensorRole::kQuantScale        ? 0
                                                                         : 1;

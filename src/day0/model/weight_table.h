@@ -37,7 +37,8 @@ enum class WeightStorage {
                  // BF16 checkpoint (routers, sinks, norms): both are accepted
   kF32,          // float32 in the release (e_score_correction_bias); the activation dtype is accepted
   kMxfp4Blocks,  // `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
-  kMxfp4Scales,  // `*_scales` [.., cols/32] U8 (E8M0)
+  kMxfp4Scales,  // `*_scales` [.., cols/32] U8 (E8M0); also the FP4 projections' `weight_scale_inv`
+  kFp4Packed,    // an FP4 projection's `weight` I8 [out, in/2]: two E2M1 values a byte (fp4_expert_group)
   kPackedInt,    // compressed-tensors pack-quantized: a projection's `weight_packed` I32 and its
                  // `weight_scale` / `weight_zero_point` / `weight_shape` (spec.weights.packed)
 };
@@ -228,6 +229,8 @@ class WeightTableBuilder {
             WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_packed(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
                    ShardSpec shard, WeightSlot slot, int64_t expert);
+  void push_fp4(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
+                ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_weight(std::string name, std::string pattern, std::vector<int64_t> shape, WeightStorage storage,
                    TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
 

@@ -58,7 +58,7 @@ uint64_t WeightView::scale_bytes() const {
       return br * bc * 4;
     }
     case WeightFormat::kMxfp4:
-      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / 32);
+      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(fp4_row_scales());
     case WeightFormat::kInt8:
     case WeightFormat::kInt4:
       return static_cast<uint64_t>(rows) * static_cast<uint64_t>(int_groups()) * (zeros != nullptr ? 8 : 4);
@@ -74,7 +74,8 @@ bool WeightView::valid() const {
     case WeightFormat::kFp8Block:
       return block_rows > 0 && block_cols > 0 && (rows == 0 || cols == 0 || scales != nullptr);
     case WeightFormat::kMxfp4:
-      return cols % 32 == 0 && (rows == 0 || cols == 0 || scales != nullptr);
+      return cols % 32 == 0 && (fp4_group() == 16 || fp4_group() == 32) &&
+             (rows == 0 || cols == 0 || scales != nullptr);
     case WeightFormat::kInt8:
     case WeightFormat::kInt4:
       return group > 0 && (group % kIntBlock == 0 || group >= cols) &&
@@ -103,7 +104,7 @@ float WeightView::at(int64_t i, int64_t j) const {
       const auto* bytes = static_cast<const uint8_t*>(data);
       const uint8_t byte = bytes[i * (cols / 2) + j / 2];
       const uint8_t nibble = (j % 2 == 0) ? (byte & 0x0f) : (byte >> 4);
-      const uint8_t s = static_cast<const uint8_t*>(scales)[i * (cols / 32) + j / 32];
+      const uint8_t s = static_cast<const uint8_t*>(scales)[i * fp4_row_scales() + j / fp4_group()];
       return fp4_e2m1_to_f32(nibble) * e8m0_to_f32(s);
     }
     case WeightFormat::kInt8:

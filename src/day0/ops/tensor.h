@@ -66,9 +66,11 @@ using ConstMatrix = MatrixView<const float>;
 //   kFp8Block: `data` holds rows*cols F8_E4M3 bytes; `scales` is float32
 //              [ceil(rows/block_rows), ceil(cols/block_cols)] multipliers (weight_scale_inv);
 //              W[i,j] = fp8(data[i,j]) * scales[i/block_rows, j/block_cols].
-//   kMxfp4:    `data` holds rows * cols/2 bytes: per row, cols/32 blocks of 16 bytes, element 32g+2j
-//              in the low nibble of byte j of block g and 32g+2j+1 in the high nibble; `scales` is
-//              uint8 E8M0 [rows, cols/32]; W[i, 32g+t] = fp4(nibble) * 2^(scales[i,g] - 127).
+//   kMxfp4:    E2M1 values with E8M0 scales per `group` columns along the row: 32 (MXFP4, gpt-oss and
+//              DeepSeek-V4's routed experts; group 0 reads as 32) or 16 (DeepSeek-V4.1's). `data` holds
+//              rows * cols/2 bytes: element 2j of a row in the low nibble of its byte j, 2j+1 in the high
+//              nibble (gpt-oss's [cols/32, 16] blocks are the same bytes); `scales` is uint8 E8M0
+//              [rows, cols/group]; W[i, j] = fp4(nibble) * 2^(scales[i, j/group] - 127), 0xFF NaN.
 //              cols must be a multiple of 32.
 //   kInt8 / kInt4: integer codes per group of `group` columns, W[i, j] = (c[i, j] - z[i, g]) * s[i, g]
 //              with g = j / group. Rows are padded to a multiple of kIntBlock (32) columns with zero
@@ -89,7 +91,7 @@ struct WeightView {
   int64_t block_rows = 128;      // FP8 block shape
   int64_t block_cols = 128;
   const float* zeros = nullptr;  // INT8 / INT4: zero points [rows, groups], or null
-  int64_t group = 0;             // INT8 / INT4: columns per scale
+  int64_t group = 0;             // INT8 / INT4 / FP4 (kMxfp4): columns per scale
   // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
   // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
   std::string_view name;
@@ -106,6 +108,9 @@ struct WeightView {
   int64_t int_groups() const { return group >= cols || group <= 0 ? 1 : (cols + group - 1) / group; }
   int64_t int_row_bytes() const;
   bool is_int() const { return format == WeightFormat::kInt8 || format == WeightFormat::kInt4; }
+  // kMxfp4: columns per E8M0 scale (16 or 32) and scales per row.
+  int64_t fp4_group() const { return group > 0 ? group : 32; }
+  int64_t fp4_row_scales() const { return cols / fp4_group(); }
 };
 
 // "F32", "BF16", "F16", "FP8-block", "MXFP4", "INT8", "INT4"

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "day0/core/numeric.h"
 #include "day0/io/dequant.h"
@@ -44,6 +45,16 @@ Result<std::vector<float>> to_f32(const RawTensor& t, int64_t offset, int64_t n)
       return unsupported(
           fmt::format("tensor {}: dtype {} cannot be read as float", t.name, dtype_name(t.dtype)));
   }
+  return out;
+}
+
+// FP8 block scales as float32 multipliers: F32 / BF16 / F16 as they are, exponent bytes (F8_E8M0, or U8
+// from writers without an E8M0 dtype) as 2^(u - 127), 0xFF NaN.
+Result<std::vector<float>> fp8_scales_f32(const RawTensor& t, int64_t offset, int64_t n) {
+  if (t.dtype != DType::kF8E8M0 && t.dtype != DType::kU8) return to_f32(t, offset, n);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    out[static_cast<size_t>(i)] = e8m0_to_f32(t.data[static_cast<size_t>(offset + i)]);
   return out;
 }
 
@@ -110,6 +121,15 @@ Result<std::span<const float>> WeightBinder::floats(const RawTensor& t, int64_t 
   return std::span<const float>(out_.f32_store.back());
 }
 
+Result<std::span<const float>> WeightBinder::fp8_scales(const RawTensor& t) {
+  const auto n = static_cast<int64_t>(t.numel());
+  if (!out_.source->has_values())
+    return std::span<const float>(reinterpret_cast<const float*>(t.data.data()), static_cast<size_t>(n));
+  D0_ASSIGN_OR_RETURN(std::vector<float> values, fp8_scales_f32(t, 0, n));
+  out_.f32_store.push_back(std::move(values));
+  return std::span<const float>(out_.f32_store.back());
+}
+
 Result<RawTensor> WeightBinder::expect(const std::string& name, std::vector<int64_t> shape) {
   D0_ASSIGN_OR_RETURN(RawTensor t, out_.source->get(name));
   if (t.shape != shape) {
@@ -153,7 +173,7 @@ Result<Linear> WeightBinder::linear(const std::string& name, int64_t rows, int64
     const int64_t br = spec_.weights.block_rows, bc = spec_.weights.block_cols;
     if (br <= 0 || bc <= 0) return invalid_argument("FP8 weight " + name + " without a block size");
     D0_ASSIGN_OR_RETURN(RawTensor s, expect(scale_name, {(rows + br - 1) / br, (cols + bc - 1) / bc}));
-    D0_ASSIGN_OR_RETURN(std::span<const float> scales, floats(s, 0, s.numel()));
+    D0_ASSIGN_OR_RETURN(std::span<const float> scales, fp8_scales(s));
     bytes_bound_ += s.data.size();
     l.w.format = WeightFormat::kFp8Block;
     l.w.data = t.data.data();
@@ -303,8 +323,8 @@ Status WeightBinder::fp8_part_scales(const std::string& name, int64_t rows, int6
     w.scales = s.data.data();
     return Status::ok();
   }
-  D0_ASSIGN_OR_RETURN(std::vector<float> whole, to_f32(s, 0, s.numel()));  // [rows / br, cols / bc]
-  std::vector<float> part(static_cast<size_t>(part_rows * part_cols));     // [part rows / pr, part cols / pc]
+  D0_ASSIGN_OR_RETURN(std::vector<float> whole, fp8_scales_f32(s, 0, s.numel()));  // [rows / br, cols / bc]
+  std::vector<float> part(static_cast<size_t>(part_rows * part_cols));  // [part rows / pr, part cols / pc]
   for (int64_t i = 0; i < part_rows; ++i) {
     for (int64_t j = 0; j < part_cols; ++j) {
       const int64_t from = (r.begin + i * pr) / br * grid_cols + (c.begin + j * pc) / bc;
@@ -425,6 +445,35 @@ Result<WeightView> WeightBinder::stacked_transposed_part(const std::string& name
   out_.byte_store.push_back(std::move(dst));
   w.data = out_.byte_store.back().data();
   return w;
+}
+
+Result<Linear> WeightBinder::fp4_linear(const std::string& name, int64_t rows, int64_t cols) {
+  if (cols % 32 != 0)
+    return invalid_argument(fmt::format("FP4 weight {}: {} columns is not a multiple of 32", name, cols));
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols / 2}));
+  const std::string scale_name = sibling(name, ".weight_scale_inv");
+  D0_ASSIGN_OR_RETURN(RawTensor s, out_.source->get(scale_name));
+  // The group follows the scale grid, as the checkpoint has it: 32 columns (DeepSeek-V4) or 16 (V4.1).
+  const bool grid_ok =
+      s.shape.size() == 2 && s.shape[0] == rows && (s.shape[1] * 32 == cols || s.shape[1] * 16 == cols);
+  if ((t.dtype != DType::kI8 && t.dtype != DType::kU8) ||
+      (s.dtype != DType::kF8E8M0 && s.dtype != DType::kU8) || !grid_ok) {
+    return invalid_argument(
+        fmt::format("FP4 weight {}: expected I8 (or U8) [{}, {}] and E8M0 scales [{}, {} or {}] in {}, found "
+                    "{} and {} [{}]",
+                    name, rows, cols / 2, rows, cols / 32, cols / 16, scale_name, dtype_name(t.dtype),
+                    dtype_name(s.dtype), fmt::join(s.shape, "x")));
+  }
+  Linear l;
+  l.w.format = WeightFormat::kMxfp4;
+  l.w.rows = rows;
+  l.w.cols = cols;
+  l.w.group = cols / s.shape[1];
+  l.w.data = t.data.data();
+  l.w.scales = s.data.data();
+  l.w.name = keep_name(name);
+  bytes_bound_ += t.data.size() + s.data.size();
+  return l;
 }
 
 Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,

@@ -269,6 +269,9 @@ class WeightBinder {
                                              std::span<const ShardRange> row_parts, ShardRange col_part);
   // MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
   // cols/32].
+  // An FP4 projection [rows, cols] (DeepSeek-V4 routed experts): `name` I8 [rows, cols / 2] nibbles and
+  // its `weight_scale_inv` E8M0 [rows, cols / group], group 32 or 16 read off the scale grid.
+  Result<Linear> fp4_linear(const std::string& name, int64_t rows, int64_t cols);
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                            int64_t cols);
   // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole 32-column groups,
@@ -293,6 +296,8 @@ class WeightBinder {
   // Elements [offset, offset + n) of a float tensor as float32 (a converted copy; over a shape-only
   // source a view of its unreadable bytes).
   Result<std::span<const float>> floats(const RawTensor& t, int64_t offset, int64_t n);
+  // FP8 block scales (float, or E8M0 exponent bytes) as float32 multipliers.
+  Result<std::span<const float>> fp8_scales(const RawTensor& t);
   std::string_view keep_name(const std::string& name);  // a copy that lives as long as the weights
   const ModelSpec& spec_;
   ModelWeights& out_;

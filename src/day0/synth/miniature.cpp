@@ -266,9 +266,9 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     m.head_dim = mla.qk_rope_head_dim;
     m.indexer = full.indexer;
   }
-  if (m.weights.format == WeightFormat::kMxfp4 &&
+  if ((m.weights.format == WeightFormat::kMxfp4 || m.weights.fp4_expert_group != 0) &&
       (m.hidden_size % 32 != 0 || (m.moe && m.moe->expert_intermediate % 32 != 0))) {
-    return invalid_argument("MXFP4 experts need --hidden and --expert-intermediate to be multiples of 32");
+    return invalid_argument("FP4 experts need --hidden and --expert-intermediate to be multiples of 32");
   }
   m.attention_scale = derive_attention_scale(m);
   D0_RETURN_IF_ERROR(validate_model_spec(m).with_context("miniature"));

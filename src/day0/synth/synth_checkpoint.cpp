@@ -102,12 +102,19 @@ void add_fp8_pair(const TensorSpec& w, const TensorSpec& s, const ModelSpec& spe
   const int64_t rows = w.shape[0], cols = w.shape[1];
   const int64_t br = spec.weights.block_rows, bc = spec.weights.block_cols;
   const bool pow2 = spec.weights.ue8m0_scales;
-  auto compute = [pair, rows, cols, br, bc, pow2, seed, stddev, name = w.name] {
+  const bool exponent_bytes = s.dtype == DType::kF8E8M0;
+  auto compute = [pair, rows, cols, br, bc, pow2, exponent_bytes, seed, stddev, name = w.name] {
     std::call_once(pair->once, [&] {
       const auto values = normal_values(seed, name, static_cast<size_t>(rows * cols), stddev);
       auto q = quantize_fp8_block(values, rows, cols, br, bc, pow2);
       pair->values = std::move(q.values);
-      pair->scale_bytes = as_bytes(q.scale_inv);
+      if (exponent_bytes) {  // powers of two: the byte is the float32 exponent field
+        pair->scale_bytes.resize(q.scale_inv.size());
+        for (size_t i = 0; i < q.scale_inv.size(); ++i)
+          pair->scale_bytes[i] = static_cast<uint8_t>(f32_to_bits(q.scale_inv[i]) >> 23);
+      } else {
+        pair->scale_bytes = as_bytes(q.scale_inv);
+      }
     });
   };
   PendingTensor pw{w.name, w.dtype, w.shape, nullptr};
@@ -150,6 +157,33 @@ void add_mxfp4_pair(const TensorSpec& b, const TensorSpec& s, uint64_t seed, flo
   out.push_back(std::move(ps));
 }
 
+// An FP4 projection (`weight` I8 [rows, cols / 2] nibbles) and its E8M0 `weight_scale_inv`
+// [rows, cols / group]: the same normal draw as a plain tensor of that name, quantized per group.
+void add_fp4_pair(const TensorSpec& w, const TensorSpec& s, uint64_t seed, float stddev,
+                  std::vector<PendingTensor>& out) {
+  auto pair = std::make_shared<QuantizedPair>();
+  const int64_t rows = w.shape[0], cols = 2 * w.shape[1], group = cols / s.shape[1];
+  auto compute = [pair, rows, cols, group, seed, stddev, name = w.name] {
+    std::call_once(pair->once, [&] {
+      auto q = quantize_mxfp4(normal_values(seed, name, static_cast<size_t>(rows * cols), stddev), group);
+      pair->values = std::move(q.blocks);
+      pair->scale_bytes = std::move(q.scales);
+    });
+  };
+  PendingTensor pw{w.name, w.dtype, w.shape, nullptr};
+  pw.fill = [pair, compute, name = w.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->values, name);
+  };
+  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
+  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->scale_bytes, name);
+  };
+  out.push_back(std::move(pw));
+  out.push_back(std::move(ps));
+}
+
 Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifest, const ModelSpec& spec,
                                                    const SynthOptions& options) {
   std::map<std::string, const TensorSpec*> by_name;
@@ -162,6 +196,14 @@ Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifes
         return unsupported("synth: FP8 tensor " + t.name + " without a 2-D block scale sibling");
       }
       add_fp8_pair(t, *s->second, spec, options.seed, options.init_std, out);
+      continue;
+    }
+    if (t.storage == WeightStorage::kFp4Packed) {
+      const auto s = by_name.find(t.name + "_scale_inv");
+      if (s == by_name.end() || t.shape.size() != 2 || s->second->shape.size() != 2) {
+        return unsupported("synth: FP4 tensor " + t.name + " without a 2-D scale sibling");
+      }
+      add_fp4_pair(t, *s->second, options.seed, options.init_std, out);
       continue;
     }
     if (ends_with(t.name, "_scale_inv") && by_name.count(t.name.substr(0, t.name.size() - 10))) continue;

@@ -110,14 +110,31 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
 // E8M0 scale. Doubling a value and halving the scale leaves every product, sum and rounding as they were,
 // so the bits are those of multiplying E2M1 values by x and the sum by the scale (a float table by
 // vpermps and a sign bit moved into place is the slower way to the same values).
+// With a scale per 16 columns (group 16) bytes 0-7 of a block take the first scale and bytes 8-15 the
+// second, so the products pair by byte half instead of by nibble.
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
-  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
   const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i low4 = _mm_set1_epi8(0x0f);
   const auto widen = [](__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); };  // 8 int8
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
+  if (w.fp4_group() == 16) {
+    for (int64_t b = 0; b < w.cols / 32; ++b) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
+      const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));
+      const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+      const float* xb = x + b * 32;                              // evens then odds
+      __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));  // bytes 0-7: columns 0-15
+      p = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb + 16), p);
+      __m256 q = _mm256_mul_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8));  // columns 16-31
+      q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
+      acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(0.5f * e8m0_fast(scales[2 * b])), acc0);
+      acc1 = _mm256_fmadd_ps(q, _mm256_set1_ps(0.5f * e8m0_fast(scales[2 * b + 1])), acc1);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+  }
   for (int64_t b = 0; b < w.cols / 32; ++b) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
     const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens

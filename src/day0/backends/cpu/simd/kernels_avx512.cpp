@@ -157,7 +157,45 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+// The scales of one 32-column block by lane j of its 16 bytes (elements 2j and 2j + 1): with groups of 16
+// the first scale for bytes 0-7, the second for bytes 8-15.
+inline __m512 fp4_pair_scales(float first, float second) {
+  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(first), _mm512_set1_ps(second));
+}
+
+// FP4 row with a scale per 16 columns: two scales per 16-byte block, folded into the block's products by
+// one multiply of the lanes (fp4_pair_scales), the same work per byte as MXFP4's one.
+float fp4_g16_dot(const WeightView& w, int64_t n, const float* x) {
+  const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
+  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
+  const __m512 table = fp4_table();
+  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  const int64_t blocks = w.cols / 32;
+  auto block = [&](int64_t b, __m512 s, __m512& acc) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
+    const __m512 lo = _mm512_permutexvar_ps(v, table);
+    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+    const float* xb = x + b * 32;  // evens then odds (prepare_mxfp4_x)
+    const __m512 p = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xb), _mm512_mul_ps(hi, _mm512_loadu_ps(xb + 16)));
+    acc = _mm512_fmadd_ps(p, s, acc);
+  };
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {  // 16 scales: 8 blocks
+    for (int line = 0; line < 2; ++line) prefetch_ahead_busy(bytes + b * 16 + line * 64);
+    const __m512 sf = e8m0x16(scales + 2 * b);
+    for (int j = 0; j < 8; j += 2) {
+      block(b + j, _mm512_permutexvar_ps(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * j)), sf), acc0);
+      block(b + j + 1, _mm512_permutexvar_ps(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * j + 2)), sf), acc1);
+    }
+  }
+  for (; b < blocks; ++b) block(b, fp4_pair_scales(e8m0(scales[2 * b]), e8m0(scales[2 * b + 1])), acc0);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
+  if (w.fp4_group() == 16) return fp4_g16_dot(w, n, x);
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
   const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
   const __m512 table = fp4_table();
@@ -221,7 +259,175 @@ float row_dot(const WeightView& w, int64_t n, const float* x) {
   return plain_dot(w, row_ptr(w, n), x, 0, w.cols);
 }
 
+// FP8 rows through byte tables. Every E4M3 value is a BF16 value (4 significant bits, subnormals
+// included; the NaN code gives a BF16 NaN), so two vpermi2b look up the high and low bytes of each value's
+// BF16 pattern for 64 weights at once, the sign bit is ORed into the high byte, unpacking interleaves them
+// into 16-bit lanes and a shift (even lanes) or a mask (odd lanes) widens them to float32: about half the
+// instructions per byte of the F16 conversion (fp8_dot), which keeps these row dots compute-bound. The
+// lanes come out in a fixed order per 64 columns (fp8_table_order_x), in which x is laid out once per call.
+constexpr uint16_t e4m3_magnitude_bf16(int m) {  // m: the code's low 7 bits
+  if (m == 0x7f) return 0x7fc0;
+  const int e = m >> 3, f = m & 7;
+  if (e != 0) return static_cast<uint16_t>(((e + 120) << 7) | (f << 4));  // 2^(e-7) (1 + f/8)
+  if (f == 0) return 0;
+  const int p = f >= 4 ? 2 : f >= 2 ? 1 : 0;  // a subnormal f/8 * 2^-6: normalised at its leading bit p
+  return static_cast<uint16_t>(((p + 118) << 7) | ((f - (1 << p)) << (7 - p)));
+}
+struct Fp8ByteTables {
+  alignas(64) uint8_t lo[128];
+  alignas(64) uint8_t hi[128];
+};
+constexpr Fp8ByteTables make_fp8_byte_tables() {
+  Fp8ByteTables t{};
+  for (int m = 0; m < 128; ++m) {
+    t.lo[m] = static_cast<uint8_t>(e4m3_magnitude_bf16(m) & 0xff);
+    t.hi[m] = static_cast<uint8_t>(e4m3_magnitude_bf16(m) >> 8);
+  }
+  return t;
+}
+constexpr Fp8ByteTables kFp8Bytes = make_fp8_byte_tables();
+// x up to this many columns is laid out on the stack (128 KiB); wider rows take fp8_dot.
+constexpr int64_t kFp8TableMaxCols = 32768;
+
+// vpermi2b is AVX-512 VBMI (Ice Lake, Sapphire Rapids, Zen 4), which the avx512 level does not require
+// (Skylake-X and Cooper Lake lack it): checked here, and only the table functions are built for it.
+bool fp8_table_path(const WeightView& w) {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return vbmi && w.format == WeightFormat::kFp8Block && w.cols % 64 == 0 && w.cols <= kFp8TableMaxCols &&
+         (w.block_cols == 32 || w.block_cols % 64 == 0);
+}
+
+// Per 64 columns c.., lane q (L = q / 4, j = q % 4) of the four vectors holds columns c + 16L + 2j,
+// c + 16L + 2j + 1, c + 16L + 8 + 2j and c + 16L + 9 + 2j (unpacklo / unpackhi of 16-column lanes, then even
+// and odd 16-bit halves).
+void fp8_table_order_x(const float* x, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; c += 64) {
+    for (int64_t q = 0; q < 16; ++q) {
+      const int64_t col = c + 16 * (q / 4) + 2 * (q % 4);
+      out[c + q] = x[col];
+      out[c + 16 + q] = x[col + 1];
+      out[c + 32 + q] = x[col + 8];
+      out[c + 48 + q] = x[col + 9];
+    }
+  }
+}
+
+// One FP8 row against x in fp8_table_order_x's order: per 64 columns a vector partial sum, folded into
+// the total with one FMA by the block scale (32-column blocks: lanes 0-7 are the first block's, 8-15 the
+// second's, as fp4_pair_scales lays them out).
+__attribute__((target("avx512vbmi"))) float fp8_table_dot(const WeightView& w, int64_t n, const float* xp) {
+  const auto* r = static_cast<const uint8_t*>(row_ptr(w, n));
+  const float* scales = static_cast<const float*>(w.scales) + (n / w.block_rows) * fp8_scale_cols(w);
+  const __m512i lo0 = _mm512_load_si512(kFp8Bytes.lo), lo1 = _mm512_load_si512(kFp8Bytes.lo + 64);
+  const __m512i hi0 = _mm512_load_si512(kFp8Bytes.hi), hi1 = _mm512_load_si512(kFp8Bytes.hi + 64);
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const bool pairs = w.block_cols == 32;
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t c = 0; c < w.cols; c += 64) {
+    prefetch_ahead_busy(r + c);
+    const __m512i raw = _mm512_loadu_si512(r + c);
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, raw, lo1);  // the index's low 7 bits: the magnitude
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, raw, hi1), raw, sign, 0xf8);
+    const __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
+    __m512 p = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), _mm512_loadu_ps(xp + c));
+    p = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, odd)), _mm512_loadu_ps(xp + c + 16), p);
+    p = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), _mm512_loadu_ps(xp + c + 32), p);
+    p = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(b, odd)), _mm512_loadu_ps(xp + c + 48), p);
+    const __m512 s =
+        pairs ? _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(
+                                                reinterpret_cast<const __m128i*>(scales + c / 32)))))
+              : _mm512_set1_ps(scales[c / w.block_cols]);
+    total = _mm512_fmadd_ps(p, s, total);
+  }
+  return _mm512_reduce_add_ps(total);
+}
+
+// FP4 rows 128 columns (64 bytes) a step: the bytes loaded as 16 dwords and shifted by 4t (t = 0..7) put
+// nibble t of every dword in the low 4 bits that vpermps reads, so one vpermps decodes 16 values with no
+// byte widening (vpmovzxbd competes with vpermps for the shuffle port; shifts do not). Vector t, lane d
+// holds column 8d + t of the step; x is laid out in that order once per call (fp4_wide_order_x), and the
+// group scales are spread to the lanes of their columns by one vpermps per step.
+constexpr int64_t kFp4WideMaxCols = 32768;
+
+bool fp4_wide_path(const WeightView& w) {
+  return w.format == WeightFormat::kMxfp4 && w.cols % 128 == 0 && w.cols <= kFp4WideMaxCols;
+}
+
+// x in mxfp4 order (prepare_mxfp4_x: per 32 columns the evens, then the odds) to fp4_wide_dot's order.
+void fp4_wide_order_x(const float* x, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; c += 128) {
+    for (int64_t t = 0; t < 8; ++t) {
+      for (int64_t d = 0; d < 16; ++d) {
+        const int64_t col = c + 8 * d + t, r = col % 32;
+        out[c + 16 * t + d] = x[col - r + (r % 2 == 0 ? r / 2 : 16 + r / 2)];
+      }
+    }
+  }
+}
+
+float fp4_wide_dot(const WeightView& w, int64_t n, const float* xq) {
+  const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
+  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
+  const __m512 table = fp4_table();
+  const bool g16 = w.fp4_group() == 16;
+  // Lane d of a step holds columns 8d.. 8d + 7: group d / 4 of the step's 4 (32 columns) or d / 2 of its 8.
+  const __m512i spread = g16 ? _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)
+                             : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const int64_t groups_per_step = g16 ? 8 : 4;
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  __m512 sf = _mm512_setzero_ps();
+  for (int64_t c = 0, step = 0; c < w.cols; c += 128, ++step) {
+    const int64_t g0 = step * groups_per_step;
+    if (g0 % 16 == 0) {  // 16 scales: 2 steps (groups of 16) or 4 (groups of 32)
+      if (w.fp4_row_scales() - g0 >= 16) {
+        sf = e8m0x16(scales + g0);
+      } else {
+        alignas(64) float s16[16] = {};
+        for (int64_t i = 0; i < w.fp4_row_scales() - g0; ++i) s16[i] = e8m0(scales[g0 + i]);
+        sf = _mm512_load_ps(s16);
+      }
+    }
+    prefetch_ahead_busy(bytes + c / 2);
+    const __m512i v = _mm512_loadu_si512(bytes + c / 2);
+    const float* xs = xq + c;
+    __m512 p0 = _mm512_mul_ps(_mm512_permutexvar_ps(v, table), _mm512_loadu_ps(xs));
+    __m512 p1 =
+        _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), _mm512_loadu_ps(xs + 16));
+    p0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table), _mm512_loadu_ps(xs + 32), p0);
+    p1 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table), _mm512_loadu_ps(xs + 48), p1);
+    p0 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table), _mm512_loadu_ps(xs + 64), p0);
+    p1 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table), _mm512_loadu_ps(xs + 80), p1);
+    p0 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table), _mm512_loadu_ps(xs + 96), p0);
+    p1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table), _mm512_loadu_ps(xs + 112),
+                         p1);
+    const __m512 s =
+        _mm512_permutexvar_ps(_mm512_add_epi32(spread, _mm512_set1_epi32(static_cast<int>(g0 % 16))), sf);
+    acc0 = _mm512_fmadd_ps(p0, s, acc0);
+    acc1 = _mm512_fmadd_ps(p1, s, acc1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
 void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
+  if (fp4_wide_path(w)) {  // whatever the rows, so that a row's bits never depend on the call
+    alignas(64) float xq[kFp4WideMaxCols];
+    fp4_wide_order_x(x, w.cols, xq);
+    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp4_wide_dot(w, n, xq);
+    return;
+  }
+  if (fp8_table_path(w)) {  // whatever the rows, so that a row's bits never depend on the call
+    alignas(64) float xp[kFp8TableMaxCols];
+    fp8_table_order_x(x, w.cols, xp);
+    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp8_table_dot(w, n, xp);
+    return;
+  }
   for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
 
@@ -395,7 +601,8 @@ void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len,
       return;
     }
     const auto* bytes = static_cast<const uint8_t*>(row);
-    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
+    const bool g16 = w.fp4_group() == 16;
     const __m512 table = fp4_table();
     const __m512i even_first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i even_second =
@@ -404,7 +611,8 @@ void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len,
       const int64_t b = (k0 + j) / 32;
       const __m512i v =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
-      const __m512 s = _mm512_set1_ps(e8m0(scales[b]));
+      const __m512 s = g16 ? fp4_pair_scales(e8m0(scales[2 * b]), e8m0(scales[2 * b + 1]))
+                           : _mm512_set1_ps(e8m0(scales[b]));
       const __m512 lo =
           _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)), table), s);
       const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), s);

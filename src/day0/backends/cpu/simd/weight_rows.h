@@ -96,15 +96,19 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
   }
   if (w.format == WeightFormat::kMxfp4) {
     const auto* bytes = static_cast<const uint8_t*>(row);
-    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
+    const int64_t groups_per_block = 32 / w.fp4_group();  // 1 or 2 scales per 16-byte block
+    const int64_t group_bytes = 16 / groups_per_block;
     float total = 0.0f;
     for (int64_t b = k0 / 32; b < k1 / 32; ++b) {
-      float s = 0.0f;
-      for (int64_t j = 0; j < 16; ++j) {
-        const uint8_t byte = bytes[b * 16 + j];
-        s += fp4_e2m1_to_f32(byte & 0x0f) * x[b * 32 + j] + fp4_e2m1_to_f32(byte >> 4) * x[b * 32 + 16 + j];
+      for (int64_t q = 0; q < groups_per_block; ++q) {
+        float s = 0.0f;
+        for (int64_t j = q * group_bytes; j < (q + 1) * group_bytes; ++j) {
+          const uint8_t byte = bytes[b * 16 + j];
+          s += fp4_e2m1_to_f32(byte & 0x0f) * x[b * 32 + j] + fp4_e2m1_to_f32(byte >> 4) * x[b * 32 + 16 + j];
+        }
+        total += s * e8m0_fast(scales[b * groups_per_block + q]);
       }
-      total += s * e8m0_fast(scales[b]);
     }
     return total;
   }
@@ -142,11 +146,12 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
   }
   if (w.format == WeightFormat::kMxfp4) {
     const auto* bytes = static_cast<const uint8_t*>(row);
-    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * (w.cols / 32);
+    const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
     for (int64_t j = 0; j < len; ++j) {
       const int64_t k = k0 + j;
       const uint8_t byte = bytes[k / 2];
-      out[j] = fp4_e2m1_to_f32(k % 2 == 0 ? (byte & 0x0f) : (byte >> 4)) * e8m0_fast(scales[k / 32]);
+      out[j] =
+          fp4_e2m1_to_f32(k % 2 == 0 ? (byte & 0x0f) : (byte >> 4)) * e8m0_fast(scales[k / w.fp4_group()]);
     }
     return;
   }

@@ -1,0 +1,176 @@
+// FP8 block and FP4 (E2M1) weights holding the codes that decode wrongly most easily (NaN, the largest
+// finite value, negative zero, subnormals) under E8M0-derived scales (NaN, 2^-127) and float scales,
+// through the cpu backend's matmul at every SIMD level of this CPU and the reference backend, against
+// the scalar definition (WeightView::at) summed in double: NaN in exactly the rows that hold one, the
+// other rows within float32 rounding. Decode (one token: the row dots) and prefill (five tokens: the
+// dequantised panels) both; dequant_row of every level gives at()'s bits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "day0/backends/backend.h"
+#include "day0/backends/cpu/simd/simd_kernels.h"
+#include "day0/backends/cpu/simd_level.h"
+#include "day0/core/numeric.h"
+#include "op_test_support.h"
+
+namespace day0::test {
+namespace {
+
+constexpr uint8_t kE8m0Nan = 0xff;
+
+// E4M3 codes: random finite ones, and in chosen rows NaN (0x7f / 0xff), +-448 (0x7e / 0xfe), -0 (0x80)
+// and the smallest subnormal (0x01).
+std::vector<uint8_t> fp8_codes(int64_t rows, int64_t cols, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));  // [rows, cols]
+  for (auto& c : codes) {
+    do {
+      c = static_cast<uint8_t>(rng());
+    } while ((c & 0x7f) == 0x7f);
+  }
+  auto at = [&](int64_t r, int64_t c) -> uint8_t& { return codes[static_cast<size_t>(r * cols + c)]; };
+  for (int64_t c = 0; c < cols; ++c) {
+    at(1, c) = c % 2 == 0 ? 0x7e : 0xfe;  // saturated row
+    at(2, c) = 0x80;                      // negative zeros only
+    at(4, c) = c % 3 == 0 ? 0x01 : 0x81;  // subnormals only
+  }
+  at(3, 10) = 0x7f;        // NaN
+  at(7, cols - 1) = 0xff;  // NaN in the last (partial) block
+  return codes;
+}
+
+// Float multipliers from E8M0 exponent bytes around 2^0, one block NaN and one 2^-127.
+std::vector<float> e8m0_block_scales(int64_t n, uint64_t seed, int64_t nan_at, int64_t tiny_at) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> s(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t u = static_cast<uint8_t>(118 + rng() % 15);
+    if (i == nan_at) u = kE8m0Nan;
+    if (i == tiny_at) u = 0;
+    s[static_cast<size_t>(i)] = e8m0_to_f32(u);
+  }
+  return s;
+}
+
+TestWeight fp8_weight(int64_t rows, int64_t cols, int64_t block, uint64_t seed) {
+  TestWeight w;
+  w.format = WeightFormat::kFp8Block;
+  w.rows = rows;
+  w.cols = cols;
+  w.block_rows = block;
+  w.block_cols = block;
+  w.data = fp8_codes(rows, cols, seed);
+  const int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
+  // NaN scale: the last block of the last block row (a partial one); 2^-127: the first block of row block 0.
+  const auto s = e8m0_block_scales(br * bc, seed + 1, br * bc - 1, 0);
+  w.scales.resize(s.size() * 4);
+  std::memcpy(w.scales.data(), s.data(), w.scales.size());
+  return w;
+}
+
+// E2M1 nibbles with every code (NaN-free by construction: E2M1 has none), -0 (0x8) rows, and E8M0 scales
+// per `group` columns with one NaN group and one 2^-127 group.
+TestWeight fp4_weight(int64_t rows, int64_t cols, int64_t group, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  TestWeight w;
+  w.format = WeightFormat::kMxfp4;
+  w.rows = rows;
+  w.cols = cols;
+  w.group = group;
+  w.data.resize(static_cast<size_t>(rows * cols / 2));  // [rows, cols / 2]
+  for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+  for (int64_t c = 0; c < cols / 2; ++c) {
+    w.data[static_cast<size_t>(2 * cols / 2 + c)] = 0x88;  // row 2: negative zeros only
+    w.data[static_cast<size_t>(1 * cols / 2 + c)] = 0xf7;  // row 1: +6 and -6, the largest
+  }
+  const int64_t groups = cols / group;
+  w.scales.resize(static_cast<size_t>(rows * groups));  // [rows, groups] E8M0
+  for (auto& s : w.scales) s = static_cast<uint8_t>(118 + rng() % 15);
+  w.scales[static_cast<size_t>(3 * groups + groups - 1)] = kE8m0Nan;  // row 3's last group NaN
+  w.scales[static_cast<size_t>(5 * groups)] = 0;                      // row 5's first group 2^-127
+  return w;
+}
+
+std::unique_ptr<Backend> backend_at(const std::string& name, std::optional<SimdLevel> level) {
+  BackendOptions opts;
+  opts.n_threads = 2;
+  opts.quiet = true;
+  opts.simd = level;
+  return std::move(make_backend(name, opts)).value();
+}
+
+// y = x W^T on every backend configuration against the double sum of at(): NaN rows alike, others close.
+void expect_matmul_matches_definition(const TestWeight& tw, const std::string& what) {
+  const WeightView w = tw.view();
+  ASSERT_TRUE(w.valid()) << what;
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  backends.emplace_back("reference", backend_at("reference", std::nullopt));
+  for (SimdLevel level : available_simd_levels())
+    backends.emplace_back(std::string("cpu ") + simd_level_name(level), backend_at("cpu", level));
+  for (int64_t tokens : {int64_t{1}, int64_t{5}}) {
+    GuardedMatrix x(tokens, w.cols);
+    x.fill_random(static_cast<uint64_t>(tokens) + 11);
+    const auto xv = x.values();  // [tokens, cols]
+    for (auto& [name, be] : backends) {
+      GuardedMatrix y(tokens, w.rows);
+      be->matmul({.x = x.cview(), .w = w, .y = y.view(), .exact = true});
+      ASSERT_TRUE(y.guards_intact()) << what << " " << name;
+      const auto got = y.values();  // [tokens, rows]
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t n = 0; n < w.rows; ++n) {
+          double ref = 0.0, magnitude = 0.0;
+          for (int64_t k = 0; k < w.cols; ++k) {
+            const double p = static_cast<double>(w.at(n, k)) * xv[static_cast<size_t>(t * w.cols + k)];
+            ref += p;
+            magnitude += std::fabs(p);
+          }
+          const float g = got[static_cast<size_t>(t * w.rows + n)];
+          const std::string where = what + " " + name + " T=" + std::to_string(tokens) + " token " +
+                                    std::to_string(t) + " row " + std::to_string(n);
+          if (std::isnan(ref)) {
+            EXPECT_TRUE(std::isnan(g)) << where << ": " << g;
+          } else {
+            EXPECT_NEAR(g, ref, 1e-5 * magnitude + 1e-37) << where;
+          }
+        }
+      }
+    }
+  }
+  // dequant_row: the bits of at() (NaN as NaN), whole rows and a block-aligned tail.
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t n = 0; n < w.rows; ++n) {
+      k.dequant_row(w, n, 0, w.cols, row.data());
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const float want = w.at(n, c), g = row[static_cast<size_t>(c)];
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(g)) << what << " " << simd_level_name(level) << " row " << n << " col " << c;
+        } else {
+          ASSERT_EQ(f32_to_bits(g), f32_to_bits(want))
+              << what << " " << simd_level_name(level) << " row " << n << " col " << c << ": " << g;
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightFormatDecode, Fp8BlocksOf32And128WithE8m0Scales) {
+  expect_matmul_matches_definition(fp8_weight(70, 300, 32, 1), "FP8 32x32");
+  expect_matmul_matches_definition(fp8_weight(70, 300, 128, 2), "FP8 128x128");
+  expect_matmul_matches_definition(fp8_weight(40, 64, 32, 3), "FP8 32x32 whole blocks");
+}
+
+TEST(WeightFormatDecode, Fp4GroupsOf32And16WithE8m0Scales) {
+  expect_matmul_matches_definition(fp4_weight(45, 320, 32, 4), "FP4 g32");
+  expect_matmul_matches_definition(fp4_weight(45, 320, 16, 5), "FP4 g16");
+  expect_matmul_matches_definition(fp4_weight(9, 32, 16, 6), "FP4 g16 one block");
+}
+
+}  // namespace
+}  // namespace day0::test
