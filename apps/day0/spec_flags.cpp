@@ -14,11 +14,15 @@ DraftSource SpecFlags::draft_source() const {
 }
 
 void add_spec_flags(CLI::App& app, SpecFlags& flags, bool with_draft) {
+  const std::string self_int4 =
+      with_draft
+          ? "self-int4 (the model's INT4 copy drafts greedily: the --spec-draft folder, or quantized at "
+            "load)"
+          : "self-int4 (refused here: not yet; `day0 run --spec self-int4` has it)";
   app.add_option("--spec", flags.source,
                  "speculative decoding (output identical to plain decoding): none (default), ngram "
-                 "(drafts copied from the prompt and the output so far), self-int4 (the model's INT4 "
-                 "copy drafts greedily: the --spec-draft folder, or quantized at load); mtp is not "
-                 "built yet")
+                 "(drafts copied from the prompt and the output so far), " +
+                     self_int4 + "; mtp is not built yet")
       ->check(CLI::IsMember({"none", "ngram", "self-int4", "mtp"}));
   flags.tokens_option =
       app.add_option(
