@@ -62,6 +62,32 @@ TEST(OpSchema, ShapeFunctions) {
   EXPECT_EQ(glu->shape(fused, {{"interleaved", 1}}).value(), (std::vector<Shape>{{2, 5}}));
 }
 
+// The ops of hyper-connections, compressed attention and the grouped projection: shapes from the schema,
+// and a mismatch refused.
+TEST(OpSchema, ShapeFunctionsOfTheMechanismOps) {
+  const auto shape = [](std::string_view op, std::vector<Shape> in, const OpAttributes& attrs) {
+    return find_op_schema(op)->shape(in, attrs);
+  };
+  EXPECT_EQ(shape(op::kHcWeights, {{3, 24}}, {{"n_streams", 4}}).value(),
+            (std::vector<Shape>{{3, 4}, {3, 4}, {3, 16}}));
+  EXPECT_EQ(shape(op::kHcWeights, {{3, 4}}, {{"n_streams", 4}}).value(),
+            (std::vector<Shape>{{3, 4}}));  // head
+  EXPECT_FALSE(shape(op::kHcWeights, {{3, 20}}, {{"n_streams", 4}}).is_ok());
+  EXPECT_EQ(shape(op::kHcCollapse, {{3, 4 * 64}, {3, 4}}, {{"n_streams", 4}}).value(),
+            (std::vector<Shape>{{3, 64}}));
+  EXPECT_FALSE(shape(op::kHcCollapse, {{3, 65}, {3, 4}}, {{"n_streams", 4}}).is_ok());
+  EXPECT_EQ(shape(op::kHcExpand, {{3, 64}, {3, 256}}, {{"n_streams", 4}}).value(),
+            (std::vector<Shape>{{3, 256}}));
+  EXPECT_FALSE(shape(op::kHcExpand, {{3, 64}, {3, 255}}, {{"n_streams", 4}}).is_ok());
+  EXPECT_EQ(shape(op::kKvCompress, {{12, 16}}, {{"ratio", 4}, {"overlap", 1}}).value(),
+            (std::vector<Shape>{{3, 8}}));
+  EXPECT_EQ(shape(op::kKvCompress, {{256, 16}}, {{"ratio", 128}}).value(), (std::vector<Shape>{{2, 16}}));
+  EXPECT_FALSE(shape(op::kKvCompress, {{10, 16}}, {{"ratio", 4}}).is_ok());
+  EXPECT_EQ(shape(op::kGroupedMatmul, {{5, 8 * 40}, {8 * 16, 40}}, {{"groups", 8}}).value(),
+            (std::vector<Shape>{{5, 128}}));
+  EXPECT_FALSE(shape(op::kGroupedMatmul, {{5, 8 * 40}, {8 * 16, 41}}, {{"groups", 8}}).is_ok());
+}
+
 TEST(RopeFrequencies, DefaultAndLinear) {
   RopeScaling s;
   const auto f = rope_frequencies(10000.0, 64, s, 4096).value();
