@@ -129,9 +129,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                     "activations and KV cache in host memory",
                     backend.name()));
   }
+  // The weights' layout (TP / EP / PP) was checked against the model where they were bound
+  // (bind_model_weights: the only place a layout is set); here only the groups are matched to it.
   const TensorShard shard = weights->shard;
   if (!shard.whole()) {
-    D0_RETURN_IF_ERROR(check_tensor_parallel(spec, shard.size));
     const dist::Communicator* tp = options.tensor_parallel;
     if (tp == nullptr || tp->size() != shard.size || tp->rank() != shard.rank) {
       return invalid_argument(fmt::format(
@@ -141,7 +142,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   }
   const ExpertShard experts = weights->expert_shard;
   if (!experts.whole()) {
-    D0_RETURN_IF_ERROR(check_expert_parallel(spec, experts.size));
     const dist::Communicator* ep = options.expert_parallel;
     if (ep == nullptr || ep->size() != experts.size || ep->rank() != experts.rank) {
       return invalid_argument(fmt::format(
@@ -169,7 +169,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   }
   const PipelineStage stage = weights->stage;
   if (!stage.whole()) {
-    D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, stage.size));
     const dist::Communicator* pp = options.pipeline;
     if (pp == nullptr || pp->size() != stage.size || pp->rank() != stage.stage) {
       return invalid_argument(fmt::format(
