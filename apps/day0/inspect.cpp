@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "command.h"
 #include "day0/core/human.h"
@@ -171,6 +172,10 @@ void print_human(const ModelSummary& m) {
        {"attention", count_row(p.attention), human_count(static_cast<double>(p.attention))},
        {"dense MLP", count_row(p.dense_mlp), human_count(static_cast<double>(p.dense_mlp))}},
       {false, true, true});
+  if (p.hyper_connections > 0) {
+    fmt::print("  hyper-connections: {} ({}), within total\n", with_commas(p.hyper_connections),
+               human_count(static_cast<double>(p.hyper_connections)));
+  }
   if (p.active_min != p.active) {
     fmt::print(
         "  Zero-computation experts: a token uses {} ({}) to {} ({}) parameters, {} without the input "
@@ -226,12 +231,27 @@ void print_human(const ModelSummary& m) {
     fmt::print("  {} sliding/chunked layers hold at most their window in the sequence figure.\n",
                m.kv_cache.bounded_layers);
   }
+  if (m.kv_cache.kinds.size() > 1 || (!m.kv_cache.kinds.empty() && m.kv_cache.kinds[0].compress_ratio > 0)) {
+    std::vector<std::vector<std::string>> kinds = {
+        {"layer kind", "layers", "raw row B/token", "compressed B/token"}};
+    for (const KvLayerKind& k : m.kv_cache.kinds) {
+      kinds.push_back({k.name, std::to_string(k.layers), fmt::format("{:.0f}", k.raw_bytes_per_token),
+                       fmt::format("{:.2f}", k.compressed_bytes_per_token)});
+    }
+    print_table(kinds, {false, true, true, true});
+    fmt::print("  past every window a token adds {} B (all layers).\n",
+               with_commas(static_cast<int64_t>(m.kv_cache.bytes_per_token_past_windows)));
+  }
 
   fmt::print("\nLayer recipes (the steps the engine replays for each layer)\n");
   std::vector<std::vector<std::string>> recipes;
   for (const auto& g : m.recipes)
     recipes.push_back({describe_layer_indices(g.layers), describe_recipe(g.recipe)});
   print_table(recipes, {false, false});
+  if (m.ops.ops.empty()) {
+    fmt::print("\nOperators: none recorded (the engine does not run this model yet)\n");
+    return;
+  }
   fmt::print(
       "\nOperators (recorded: the kernels of one prefill and one decode step{}; figures per decoded token, "
       "{} "
@@ -277,7 +297,10 @@ int run_inspect(const InspectOptions& options) {
   }
   auto resolved = resolve_model(options.model, options.strict_config);
   if (!resolved.is_ok()) return report_error("inspect", resolved.status());
-  auto ops = record_op_list(resolved->spec, options.context);
+  // A model the engine does not run yet has no recorded operators: the rest of the summary stands.
+  const std::vector<std::string> unimplemented = unimplemented_mechanisms(resolved->spec);
+  auto ops =
+      unimplemented.empty() ? record_op_list(resolved->spec, options.context) : Result<OpList>(OpList{});
   if (!ops.is_ok()) return report_error("inspect", ops.status());
   auto summary = summarize_model(resolved->spec, resolved->source, std::move(ops).value());
   if (!summary.is_ok()) return report_error("inspect", summary.status());
@@ -288,9 +311,14 @@ int run_inspect(const InspectOptions& options) {
   if (options.json) {
     auto out = summary_to_json(*summary);
     out["unknown_config_keys"] = unknown;
+    out["unimplemented_mechanisms"] = unimplemented;
     fmt::print("{}\n", out.dump(2));
   } else {
     print_human(*summary);
+    if (!unimplemented.empty()) {
+      fmt::print("\nNot runnable yet: the engine has no block for {}; run, align and serve refuse it.\n",
+                 fmt::join(unimplemented, ", "));
+    }
     if (!unknown.empty()) fmt::print("\n{}", unknown_keys_text(resolved->config_audit));
   }
   return kExitOk;

@@ -74,6 +74,12 @@ TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
     auto full = catalog_model(entry.name);
     ASSERT_TRUE(full.is_ok()) << full.status().to_string();
     TempDir dir;
+    if (!unimplemented_mechanisms(*full).empty()) {
+      // Not run yet (DeepSeek-V4): its miniature is not built either; synth refuses it with a message.
+      auto refused = synthesize_miniature(*full, {}, {}, dir.file("refused"));
+      EXPECT_FALSE(refused.is_ok());
+      continue;
+    }
     if (full->weights.packed.bits != 0) {
       // Kimi K2.5's INT4 experts: synth refuses a pack-quantized spec (`day0 quantize` packs an
       // unquantized miniature), so the entry's structure goes through unquantized.

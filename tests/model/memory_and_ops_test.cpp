@@ -84,7 +84,12 @@ TEST(OpList, MatmulFlopsAreTwiceTheActiveMatmulParameters) {
 // costed over its window on sliding layers and over the whole context on full ones.
 TEST(OpList, UsesOnlyRegistryOpNamesAndBoundsSlidingAttention) {
   for (const auto& entry : model_catalog()) {
-    auto ops = record_op_list(catalog(entry.name.c_str()));
+    const ModelSpec spec = catalog(entry.name.c_str());
+    auto ops = record_op_list(spec);
+    if (!unimplemented_mechanisms(spec).empty()) {  // not run yet: refused by name, no list
+      EXPECT_EQ(ops.status().code(), StatusCode::kUnsupported) << entry.name;
+      continue;
+    }
     ASSERT_TRUE(ops.is_ok()) << entry.name << ": " << ops.status().to_string();
     for (const auto& op : ops->ops) {
       EXPECT_NE(find_op_schema(op.name), nullptr) << entry.name << ": " << op.name;

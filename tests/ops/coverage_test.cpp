@@ -27,6 +27,10 @@ int count(const CoverageReport& r, Placement p) {
 
 TEST(Coverage, CpuRunsEveryOpOfEveryCatalogModelNatively) {
   for (const auto& entry : model_catalog()) {
+    // A model the engine does not run yet has no operator list to place (coverage lists its missing blocks).
+    auto spec = catalog_model(entry.name);
+    ASSERT_TRUE(spec.is_ok()) << entry.name;
+    if (!unimplemented_mechanisms(*spec).empty()) continue;
     auto report = coverage_of(entry.name, "cpu");
     ASSERT_TRUE(report.is_ok()) << entry.name << ": " << report.status().to_string();
     EXPECT_EQ(count(*report, Placement::kNative), static_cast<int>(report->rows.size())) << entry.name;

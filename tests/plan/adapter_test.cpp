@@ -150,5 +150,27 @@ TEST(Adapter, LoadModelCostResolvesCatalogNamesAndFolders) {
   EXPECT_DOUBLE_EQ(from_folder->total_params(), named->total_params());
 }
 
+// DeepSeek-V4-Flash (catalog, BF16 bytes: 284B parameters, 568 GB) fits one 8xH200 node, with its 256
+// routed experts spread by EP 8 among the layouts; its KV cache is the window's rows plus the compressed
+// entries, which keep growing past the window.
+TEST(Adapter, DeepseekV4FlashOnOneH200NodeWithExpertParallelism) {
+  auto cost = load_model_cost("deepseek-v4-flash");
+  ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+  const PlanResult r = plan_model(*cost, preset("8xH200"), Workload{}).value();
+  ASSERT_FALSE(r.feasible.empty());
+  bool ep8 = false;
+  for (const auto& p : r.feasible) ep8 |= p.par.ep == 8 && p.par.devices() == 8;
+  EXPECT_TRUE(ep8);
+  ASSERT_TRUE(r.smallest_unit.has_value());
+  EXPECT_GE(r.smallest_unit->par.devices(), 5);  // 568 GB over 141 GiB devices less the reserve
+  int compressed = 0;
+  for (const auto& l : cost->layers) {
+    EXPECT_EQ(l.kv_window, 128);
+    compressed += l.compressed_kv_bytes(KvPrecision::kBF16) > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(compressed, 41);
+  EXPECT_DOUBLE_EQ(cost->kv_bytes_per_token(KvPrecision::kBF16), 43 * 1024.0 + 21 * 320.0 + 20 * 8.0);
+}
+
 }  // namespace
 }  // namespace day0::plan

@@ -109,6 +109,13 @@ TEST(RecordedOpList, EqualsTheKernelsARealStepCallsForEveryFamily) {
     SCOPED_TRACE(name);
     auto full = config_of(family);
     ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+    if (!unimplemented_mechanisms(*full).empty()) {
+      // Parsed and counted but not run yet: the recording refuses it by name.
+      auto refused = record_op_list(*full, 512);
+      ASSERT_FALSE(refused.is_ok());
+      EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << refused.status().to_string();
+      continue;
+    }
     SynthOptions synth;
     synth.n_shards = 1;
     synth.mtp_layers = false;

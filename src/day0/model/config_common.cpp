@@ -128,6 +128,10 @@ Status parse_rope_object(const ConfigReader& rope, ModelSpec& spec) {
 
 }  // namespace
 
+Status parse_rope_parameters_object(const ConfigReader& rope, ModelSpec& spec) {
+  return parse_rope_object(rope, spec);
+}
+
 Status parse_rope(const ConfigReader& cfg, ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> params, cfg.optional_object("rope_parameters"));
   if (params) {
@@ -232,14 +236,10 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     // Which modules stay unquantized is the weight table's (verify checks each tensor's dtype).
     quant->mark_used("modules_to_not_convert");
     D0_ASSIGN_OR_RETURN(std::string scale_fmt, quant->optional_string("scale_fmt", ""));
-    spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
-    return Status::ok();
-  }
-  if (method == "mxfp4") {
     if (!scale_fmt.empty() && scale_fmt != "ue8m0" && scale_fmt != "float") {
       return quant->mismatch("scale_fmt", "\"ue8m0\" or \"float\"");
     }
-    spec.weights.format = WeightFormat::kMxfp4;
+    spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
     // DeepSeek-V4: routed experts in FP4 (E2M1) with E8M0 scales per 32 input columns.
     D0_ASSIGN_OR_RETURN(std::string expert_dtype, quant->optional_string("expert_dtype", "fp8"));
     if (expert_dtype == "fp4") {
@@ -247,6 +247,10 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     } else if (expert_dtype != "fp8") {
       return quant->mismatch("expert_dtype", "\"fp8\" or \"fp4\"");
     }
+    return Status::ok();
+  }
+  if (method == "mxfp4") {
+    spec.weights.format = WeightFormat::kMxfp4;
     // The weight table knows which modules stay unquantized (attention, router, embeddings).
     quant->mark_used("modules_to_not_convert");
     spec.weights.block_rows = 1;
@@ -493,11 +497,11 @@ void write_core(const ModelSpec& spec, nlohmann::json& out) {
                                   {"activation_scheme", "dynamic"},
                                   {"weight_block_size", {spec.weights.block_rows, spec.weights.block_cols}}};
     if (spec.weights.ue8m0_scales) out["quantization_config"]["scale_fmt"] = "ue8m0";
+    if (spec.weights.fp4_expert_group != 0) out["quantization_config"]["expert_dtype"] = "fp4";
   } else if (spec.weights.format == WeightFormat::kMxfp4) {
     out["quantization_config"] = {
         {"quant_method", "mxfp4"},
         {"modules_to_not_convert",
-    if (spec.weights.fp4_expert_group != 0) out["quantization_config"]["expert_dtype"] = "fp4";
          {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
   } else if (spec.weights.packed.bits != 0) {
     out["quantization_config"] = packed_int_quantization_config(spec.weights.packed);

@@ -38,6 +38,9 @@ Status parse_core(const ConfigReader& cfg, const FamilyDefaults& defaults, Model
 Status parse_attention_bias(const ConfigReader& cfg, ModelSpec& spec);
 // rope_scaling (legacy) or rope_parameters (transformers v5) into spec.rope / spec.rope_theta.
 Status parse_rope(const ConfigReader& cfg, ModelSpec& spec);
+// One rope_parameters / rope_scaling object (its rope_type or type, factor, YaRN and llama3 keys,
+// partial_rotary_factor) into spec.rope and spec.partial_rotary_factor; rope_theta is the caller's.
+Status parse_rope_parameters_object(const ConfigReader& rope, ModelSpec& spec);
 // rope_parameters keyed by layer type (transformers 5: {"full_attention": {...}, "sliding_attention":
 // {...}}, each a rope_parameters object, its partial_rotary_factor included): the full-attention entry
 // into spec.rope_theta / partial_rotary_factor / rope, the sliding one into spec.sliding_rope where it

@@ -12,7 +12,9 @@ namespace day0 {
 
 uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
   uint64_t elements = 0;
-  if (spec.attention == AttentionKind::kMla && spec.mla) {
+  if (spec.shared_kv_low_rank) {
+    elements = static_cast<uint64_t>(spec.head_dim);  // one head that is both key and value
+  } else if (spec.attention == AttentionKind::kMla && spec.mla) {
     elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
     // With a lightning indexer: its key, cached in the same rows (beside k_pe).
     if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
@@ -25,6 +27,19 @@ uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
   return elements * static_cast<uint64_t>(kv_dtype_bytes(dtype));
 }
 
+uint64_t compressed_kv_entry_bytes(const ModelSpec& spec, const LayerSpec& layer, KvDtype dtype) {
+  if (layer.kv_compress_ratio <= 0 || !spec.compressed_kv) return 0;
+  int64_t elements = spec.head_dim;  // the pooled key = value entry
+  if (layer.compressed_sparse) elements += spec.compressed_kv->index_head_dim;  // and the indexer's key
+  return static_cast<uint64_t>(elements) * static_cast<uint64_t>(kv_dtype_bytes(dtype));
+}
+
+double compressed_kv_bytes_per_token(const ModelSpec& spec, const LayerSpec& layer, KvDtype dtype) {
+  if (layer.kv_compress_ratio <= 0) return 0.0;
+  return static_cast<double>(compressed_kv_entry_bytes(spec, layer, dtype)) /
+         static_cast<double>(layer.kv_compress_ratio);
+}
+
 uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
   const uint64_t per_layer = kv_bytes_per_token_per_layer(spec, dtype);
   uint64_t total = 0;
@@ -33,8 +48,44 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype) {
     int64_t held = tokens;
     if (layer.mask != AttentionMask::kCausal && layer.window > 0) held = std::min(tokens, layer.window);
     total += per_layer * static_cast<uint64_t>(held);
+    // Whole compression groups only: the tail of a group not yet full is pooled when it fills.
+    if (layer.kv_compress_ratio > 0) {
+      total += compressed_kv_entry_bytes(spec, layer, dtype) *
+               static_cast<uint64_t>(tokens / layer.kv_compress_ratio);
+    }
   }
   return total;
+}
+
+std::vector<KvLayerKind> kv_layer_kinds(const ModelSpec& spec, KvDtype dtype) {
+  std::vector<KvLayerKind> kinds;
+  const auto per_layer = static_cast<double>(kv_bytes_per_token_per_layer(spec, dtype));
+  for (const auto& layer : spec.layers) {
+    if (!layer_has_kv(layer)) continue;
+    KvLayerKind k;
+    const bool windowed = layer.mask != AttentionMask::kCausal && layer.window > 0;
+    k.window = windowed ? layer.window : 0;
+    k.compress_ratio = layer.kv_compress_ratio;
+    k.raw_bytes_per_token = per_layer;
+    k.compressed_bytes_per_token = compressed_kv_bytes_per_token(spec, layer, dtype);
+    if (layer.kv_compress_ratio > 0) {
+      k.name = fmt::format("{} (1 entry / {} tokens{}) + window {}",
+                           layer.compressed_sparse ? "compressed sparse" : "heavily compressed",
+                           layer.kv_compress_ratio, layer.compressed_sparse ? ", with its indexer key" : "",
+                           layer.window);
+    } else {
+      k.name = windowed ? fmt::format("{} window {}", attention_mask_name(layer.mask), layer.window) : "full";
+    }
+    auto same =
+        std::find_if(kinds.begin(), kinds.end(), [&](const KvLayerKind& o) { return o.name == k.name; });
+    if (same == kinds.end()) {
+      k.layers = 1;
+      kinds.push_back(k);
+    } else {
+      ++same->layers;
+    }
+  }
+  return kinds;
 }
 
 uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_dtype) {
@@ -61,7 +112,10 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   KvCacheSummary s;
   s.dtype = dtype;
   s.element_bits = 8 * kv_dtype_bytes(dtype);
-  if (spec.attention == AttentionKind::kMla && spec.mla) {
+  if (spec.shared_kv_low_rank) {
+    s.layout = fmt::format("one key = value head x {} per layer", spec.head_dim);
+    if (spec.compressed_kv) s.layout += ", plus compressed entries on compressed layers";
+  } else if (spec.attention == AttentionKind::kMla && spec.mla) {
     s.layout = fmt::format("MLA: latent {} + rope key {} per layer", spec.mla->kv_lora_rank,
                            spec.mla->qk_rope_head_dim);
     if (spec.indexer) s.layout += fmt::format(" + indexer key {}", spec.indexer->head_dim);
@@ -86,6 +140,12 @@ KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {
   }
   s.bytes_per_token = kv_bytes_per_token_per_layer(spec, dtype) * static_cast<uint64_t>(s.kv_layers);
   s.bytes_per_1k_tokens = kv_cache_bytes(spec, 1000, dtype);
+  s.kinds = kv_layer_kinds(spec, dtype);
+  for (const KvLayerKind& k : s.kinds) {
+    s.bytes_per_token_past_windows +=
+        static_cast<double>(k.layers) *
+        (k.compressed_bytes_per_token + (k.window > 0 ? 0.0 : k.raw_bytes_per_token));
+  }
   s.bounded_layers = spec.n_layers - count_masked_layers(spec, AttentionMask::kCausal);
   s.state_bytes_per_sequence = recurrent_state_bytes_per_sequence(spec, KvDtype::kBF16);
   return s;

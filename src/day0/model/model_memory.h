@@ -29,6 +29,25 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = K
 uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
 uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
 
+// Compressed KV attention (LayerSpec::kv_compress_ratio): the bytes of one compressed entry (head_dim, plus
+// the indexer's key on a sparse layer), and its share per source token (entry / ratio). 0 elsewhere.
+uint64_t compressed_kv_entry_bytes(const ModelSpec& spec, const LayerSpec& layer,
+                                   KvDtype dtype = KvDtype::kBF16);
+double compressed_kv_bytes_per_token(const ModelSpec& spec, const LayerSpec& layer,
+                                     KvDtype dtype = KvDtype::kBF16);
+
+// The caching layers grouped by kind (full, sliding window w, compressed 1/m + window w, ...): how many,
+// the raw rows a token leaves (held at most `window` tokens when window > 0) and the compressed share.
+struct KvLayerKind {
+  std::string name;  // "sliding window 128", "compressed sparse (1 entry / 4 tokens, ...) + window 128"
+  int64_t layers = 0;
+  int64_t window = 0;  // 0: raw rows kept for every token
+  int64_t compress_ratio = 0;
+  double raw_bytes_per_token = 0;         // one layer's row per token (kv_bytes_per_token_per_layer)
+  double compressed_bytes_per_token = 0;  // one layer's compressed share per token, never evicted
+};
+std::vector<KvLayerKind> kv_layer_kinds(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
+
 struct KvCacheSummary {
   std::string layout;  // "MLA: latent 512 + rope key 64", "GQA: K+V, 8 KV heads x 128"
   KvDtype dtype = KvDtype::kBF16;
@@ -39,6 +58,10 @@ struct KvCacheSummary {
   int64_t kv_layers = 0;                  // layers that cache K/V rows (all but linear-attention layers)
   int64_t state_layers = 0;               // linear-attention layers (a fixed state per sequence instead)
   uint64_t state_bytes_per_sequence = 0;  // recurrent_state_bytes_per_sequence() (BF16 run), per sequence
+  std::vector<KvLayerKind> kinds;         // kv_layer_kinds()
+  // What one more token adds to a sequence longer than every window: full layers' rows plus compressed
+  // shares (windowed rows are evicted as fast as they come).
+  double bytes_per_token_past_windows = 0;
 };
 KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);
 

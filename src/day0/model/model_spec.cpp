@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace day0 {
 
 const char* attention_mask_name(AttentionMask mask) {
@@ -50,6 +53,35 @@ const char* topk_method_name(TopkMethod method) {
       return "logits_then_sigmoid";
   }
   return "unknown";
+}
+
+std::vector<std::string> unimplemented_mechanisms(const ModelSpec& spec) {
+  std::vector<std::string> missing;
+  const auto any_layer = [&spec](auto predicate) {
+    return std::any_of(spec.layers.begin(), spec.layers.end(), predicate);
+  };
+  if (any_layer([](const LayerSpec& l) { return l.kv_compress_ratio > 0 && l.compressed_sparse; }))
+    missing.emplace_back("compressed sparse attention (KV compressor + lightning indexer)");
+  if (any_layer([](const LayerSpec& l) { return l.kv_compress_ratio > 0 && !l.compressed_sparse; }))
+    missing.emplace_back("heavily compressed attention (KV compressor)");
+  if (spec.shared_kv_low_rank)
+    missing.emplace_back("shared key = value attention with low-rank queries and grouped output projection");
+  if (spec.hyper_connections) missing.emplace_back("hyper-connections (Sinkhorn-mixed residual streams)");
+  if (any_layer([](const LayerSpec& l) { return l.hash_routed; }))
+    missing.emplace_back("hash-routed experts (tid2eid)");
+  if (spec.moe && spec.moe->scoring == RouterScoring::kSqrtSoftplus)
+    missing.emplace_back("sqrtsoftplus routing");
+  if (spec.moe && spec.moe->swiglu_plain_clamp) missing.emplace_back("clamped SwiGLU experts (plain clamp)");
+  return missing;
+}
+
+Status check_engine_runs(const ModelSpec& spec) {
+  const std::vector<std::string> missing = unimplemented_mechanisms(spec);
+  if (missing.empty()) return Status::ok();
+  return unsupported(fmt::format(
+      "{} ({}) is parsed, counted and planned, but the engine does not run it yet; not implemented: {}. "
+      "inspect, verify, coverage and plan work on it",
+      spec.architecture, spec.family, fmt::join(missing, ", ")));
 }
 
 int64_t count_moe_layers(const ModelSpec& spec) {

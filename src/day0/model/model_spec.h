@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "day0/core/dtype.h"
+#include "day0/core/status.h"
 
 namespace day0 {
 
@@ -130,6 +131,60 @@ struct MambaSpec {
   bool operator==(const MambaSpec&) const = default;
 };
 
+// RoPE of one kind of layer when it differs from the model's (rope_parameters keyed by layer type).
+struct LayerRope {
+  double theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  RopeScaling scaling;
+  bool operator==(const LayerRope&) const = default;
+};
+
+// Compressed KV attention: on a layer with LayerSpec::kv_compress_ratio m > 0, a learned compressor pools
+// every m source tokens into one compressed KV entry (a softmax over the window's gate logits plus a
+// learned position bias, the gated sum RMS-normed, RoPE'd at the window's first position with `rope`);
+// the layer attends to its sliding window of raw keys plus those entries. Sparse layers
+// (LayerSpec::compressed_sparse) pool overlapping windows of 2m (two series of projections) and a
+// lightning indexer of index_n_heads x index_head_dim (its own compressor over the same windows, queries
+// from the q-LoRA latent) keeps each query's index_topk best entries (scores ReLU'd, so they can tie at
+// 0); heavy layers attend to every entry. Each entry is cached (head_dim, plus index_head_dim on sparse
+// layers) beside the window's raw rows.
+struct CompressedKvSpec {
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
+  LayerRope rope;  // the compressed layers' RoPE (compress_rope_theta, YaRN); sliding layers use the model's
+  bool operator==(const CompressedKvSpec&) const = default;
+};
+
+// Hyper-connections (manifold-constrained): the residual is `streams` parallel copies of the hidden state.
+// Before each attention and FFN block a float32 projection of the RMS-normed, flattened streams
+// [streams * H] gives per token `pre` (sigmoid, + eps: the weights that collapse the streams into the
+// block's input), `post` (2 * sigmoid: how the block's output is spread back over the streams) and
+// `comb` [streams x streams] (softmax + eps, then sinkhorn_iters alternating column / row normalisations
+// towards a doubly-stochastic matrix) mixing the incoming streams into the outgoing ones; each output
+// has a learned scale and bias. A final head collapses the streams before the model's norm.
+struct HyperConnectionSpec {
+  int64_t streams = 0;                                           // hc_mult
+  int64_t sinkhorn_iters = 0;                                    // hc_sinkhorn_iters
+  double eps = 0.0;                                              // hc_eps
+  int64_t mix_width() const { return (2 + streams) * streams; }  // [pre | post | comb] per token
+  bool operator==(const HyperConnectionSpec&) const = default;
+};
+
+// Low-rank queries with one shared key = value head (DeepSeek-V4's attention, carried by a GQA layer with
+// one KV head): q = weightless-RMSNorm per head of q_b(RMSNorm(q_a(x))) [heads x head_dim, from a latent of
+// q_lora_rank]; the single kv head is RMSNorm(kv(x)) and serves as key and value, RoPE'd on its last
+// rotary dims (interleaved pairs), so the attention output's rotary dims are rotated back by the query's
+// position. The heads' outputs go through a grouped low-rank projection: `out_groups` groups of heads, each
+// projected to out_rank by its own block (o_a [groups * out_rank, heads * head_dim / groups]), then
+// o_b [H, groups * out_rank].
+struct SharedKvLowRankAttentionSpec {
+  int64_t q_lora_rank = 0;
+  int64_t out_groups = 0;  // o_groups
+  int64_t out_rank = 0;    // o_lora_rank
+  bool operator==(const SharedKvLowRankAttentionSpec&) const = default;
+};
+
 struct MoeSpec {
   int64_t n_experts = 0;
   int64_t experts_per_token = 0;
@@ -148,6 +203,9 @@ struct MoeSpec {
   bool expert_bias = false;      // expert biases
   double swiglu_limit = 0.0;     // clamped SwiGLU's limit (7.0); 0 = plain SwiGLU
   double swiglu_alpha = 1.702;   // clamped SwiGLU's sigmoid slope
+  // With swiglu_limit: silu(min(gate, limit)) * clamp(up, -limit, limit) in the routed and the shared
+  // experts (DeepSeek-V4), instead of gpt-oss's (clamp(up) + 1) * g * sigmoid(alpha * g).
+  bool swiglu_plain_clamp = false;
   // Router logits soft-capped before scoring: c * tanh(z / c) in float32 (0: none).
   double router_logit_softcap = 0.0;
   // Zero-computation experts: the router scores n_experts + n_zero_experts; a pick at or
@@ -204,15 +262,15 @@ struct LayerSpec {
   int64_t kv_source = -1;
   // Keys equal values: no v_proj; the values are the key projection's output, before the key norm and RoPE.
   bool values_from_keys = false;
+  // Compressed KV attention (spec.compressed_kv): one compressed entry per this many tokens (0: none), and
+  // whether a lightning indexer selects among them (compressed sparse) or all are attended (heavily
+  // compressed).
+  int64_t kv_compress_ratio = 0;
+  bool compressed_sparse = false;
+  // Hash-routed MoE: the experts a token uses come from a fixed table of the token id (tid2eid
+  // [vocab, top-k]); the router's scores only weight them.
+  bool hash_routed = false;
   bool operator==(const LayerSpec&) const = default;
-};
-
-// RoPE of one kind of layer when it differs from the model's (rope_parameters keyed by layer type).
-struct LayerRope {
-  double theta = 10000.0;
-  double partial_rotary_factor = 1.0;
-  RopeScaling scaling;
-  bool operator==(const LayerRope&) const = default;
 };
 
 // An attention output gate from a projection of its own (gate_proj / g_proj of the layer's input):
@@ -257,7 +315,17 @@ struct QuantSpec {
   int64_t block_rows = 128;  // FP8 block scales
   int64_t block_cols = 128;
   bool ue8m0_scales = false;  // scale_fmt "ue8m0"
+  // Routed experts stored FP4 (E2M1 nibbles two a byte, `weight` I8 [out, in/2]) with E8M0 scales per
+  // this many input columns (`weight_scale_inv` [out, in/group]): quantization_config expert_dtype "fp4"
+  // (DeepSeek-V4: 32). 0: the experts are stored like the other projections.
+  int64_t fp4_expert_group = 0;
   bool operator==(const QuantSpec&) const = default;
+  // How FP8 block scales are stored. DeepSeek-V3.1 / V3.2 declare ue8m0 over 128x128 blocks but store
+  // float32 powers of two; releases with smaller ue8m0 blocks (DeepSeek-V4.1's 32x32) store the exponent
+  // bytes (F8_E8M0; U8 and F32 are accepted too, see weight_table.cpp).
+  DType fp8_scale_dtype() const {
+    return ue8m0_scales && (block_rows != 128 || block_cols != 128) ? DType::kF8E8M0 : DType::kF32;
+  }
 };
 
 struct ModelSpec {
@@ -315,17 +383,7 @@ struct ModelSpec {
   // float32 before casting (the binder keeps 1 + w).
   bool zero_centered_norms = false;
   // SwiGLU-OAI in the dense MLPs and shared experts too (the routed experts' is MoeSpec::swiglu_limit):
-  // Routed experts stored FP4 (E2M1 nibbles two a byte, `weight` I8 [out, in/2]) with E8M0 scales per
-  // this many input columns (`weight_scale_inv` [out, in/group]): quantization_config expert_dtype "fp4"
-  // (DeepSeek-V4: 32). 0: the experts are stored like the other projections.
-  int64_t fp4_expert_group = 0;
   // (clamp(up) + 1) * g * sigmoid(alpha * g), g = min(gate, limit); 0 = plain SwiGLU.
-  // How FP8 block scales are stored. DeepSeek-V3.1 / V3.2 declare ue8m0 over 128x128 blocks but store
-  // float32 powers of two; releases with smaller ue8m0 blocks (DeepSeek-V4.1's 32x32) store the exponent
-  // bytes (F8_E8M0; U8 and F32 are accepted too, see weight_table.cpp).
-  DType fp8_scale_dtype() const {
-    return ue8m0_scales && (block_rows != 128 || block_cols != 128) ? DType::kF8E8M0 : DType::kF32;
-  }
   double mlp_swiglu_limit = 0.0;
   double mlp_swiglu_alpha = 1.702;
   bool tie_word_embeddings = false;
@@ -352,7 +410,10 @@ struct ModelSpec {
   std::optional<BlockIndexerSpec> block_indexer;        // block-sparse attention (layers with block_sparse)
   std::optional<MambaSpec> mamba;                       // Mamba-2 (layers with mamba)
   std::optional<MoeSpec> moe;
-  std::vector<LayerSpec> layers;  // n_layers entries
+  std::optional<CompressedKvSpec> compressed_kv;                   // layers with kv_compress_ratio
+  std::optional<HyperConnectionSpec> hyper_connections;            // the residual as parallel streams
+  std::optional<SharedKvLowRankAttentionSpec> shared_kv_low_rank;  // every layer's attention
+  std::vector<LayerSpec> layers;                                   // n_layers entries
 
   DType activation_dtype = DType::kBF16;  // torch_dtype
   QuantSpec weights;                      // how the release stores its projections
@@ -399,8 +460,16 @@ struct ModelSpec {
 };
 
 const char* attention_mask_name(AttentionMask mask);  // "causal", "sliding", "chunked"
-const char* rope_type_name(RopeType type);            // "default", "llama3", "yarn", ...
-const char* topk_method_name(TopkMethod method);      // "greedy", "noaux_tc", ...
+// The mechanisms of `spec` that no engine block runs yet ("compressed sparse attention",
+// "hyper-connections", ...), in a fixed order; empty when the engine runs the whole model. What parses,
+// counts and plans but does not run: `run`, `align`, `serve` and the op recording refuse such a spec
+// naming them (unimplemented_mechanisms_status). Remove a name here when its block lands.
+std::vector<std::string> unimplemented_mechanisms(const ModelSpec& spec);
+// kUnsupported naming the architecture and its unimplemented mechanisms (and what works on it), when
+// there are any; ok otherwise. Model loading and the op recording start with it.
+Status check_engine_runs(const ModelSpec& spec);
+const char* rope_type_name(RopeType type);        // "default", "llama3", "yarn", ...
+const char* topk_method_name(TopkMethod method);  // "greedy", "noaux_tc", ...
 
 // weight_format_name() lives in ops/tensor.h and yarn_get_mscale() in ops/rope_table.h.
 // Derived counts over `layers`.

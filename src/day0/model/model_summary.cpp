@@ -33,6 +33,22 @@ Result<ModelSummary> summarize_model(const ModelSpec& spec, std::string source, 
   return s;
 }
 
+namespace {
+
+const char* scoring_name(RouterScoring scoring) {
+  switch (scoring) {
+    case RouterScoring::kSoftmax:
+      return "softmax";
+    case RouterScoring::kSigmoid:
+      return "sigmoid";
+    case RouterScoring::kSqrtSoftplus:
+      return "sqrtsoftplus";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
 std::string describe_layer_indices(const std::vector<int64_t>& v) {
   if (v.empty()) return "none";
   if (v.size() == 1) return std::to_string(v[0]);
@@ -155,8 +171,7 @@ std::string describe_moe(const ModelSpec& s) {
     out += fmt::format(", shared expert {} wide{}", m.shared_intermediate,
                        m.shared_expert_gate ? " (sigmoid-gated)" : "");
   }
-  out += fmt::format(", {} {}", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax",
-                     topk_method_name(m.topk_method));
+  out += fmt::format(", {} {}", scoring_name(m.scoring), topk_method_name(m.topk_method));
   if (m.n_group > 1) out += fmt::format(" (groups {}/{})", m.topk_group, m.n_group);
   if (m.router_input_norm) out += ", router input normed and scaled";
   if (m.norm_topk_prob) out += ", renormalized";
@@ -271,7 +286,7 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
                 {"n_shared_experts", m.n_shared_experts},
                 {"shared_intermediate", m.shared_intermediate},
                 {"shared_expert_gate", m.shared_expert_gate},
-                {"scoring", m.scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax"},
+                {"scoring", scoring_name(m.scoring)},
                 {"topk_method", topk_method_name(m.topk_method)},
                 {"n_group", m.n_group},
                 {"topk_group", m.topk_group},
@@ -320,6 +335,15 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
                        {"ends_reference_layer", g.recipe.ends_reference_layer},
                        {"steps", steps}});
   }
+  nlohmann::json layer_kinds = nlohmann::json::array();
+  for (const KvLayerKind& k : s.kv_cache.kinds) {
+    layer_kinds.push_back({{"kind", k.name},
+                           {"layers", k.layers},
+                           {"window", k.window},
+                           {"compress_ratio", k.compress_ratio},
+                           {"raw_bytes_per_token", k.raw_bytes_per_token},
+                           {"compressed_bytes_per_token", k.compressed_bytes_per_token}});
+  }
   return {{"source", s.source},
           {"spec", spec_to_json(s.spec)},
           {"layer_recipes", recipes},
@@ -338,6 +362,8 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
             {"routed_experts", p.routed_experts},
             {"routed_experts_active", p.routed_experts_active},
             {"shared_experts", p.shared_experts},
+            {"hyper_connections", p.hyper_connections},
+            {"mtp", p.mtp},
             {"stored_bytes", p.stored_bytes},
             {"convention",
              "total counts every stored weight of the main model: the input embedding and the lm_head "
@@ -357,7 +383,9 @@ nlohmann::json summary_to_json(const ModelSummary& s) {
             {"state_bytes_per_sequence", s.kv_cache.state_bytes_per_sequence},
             // A running sequence of the engine holds its live state and a snapshot at its last whole
             // block (prefix caching, rollback): two state blocks.
-            {"state_bytes_per_running_sequence", 2 * s.kv_cache.state_bytes_per_sequence}}},
+            {"state_bytes_per_running_sequence", 2 * s.kv_cache.state_bytes_per_sequence},
+            {"bytes_per_token_past_windows", s.kv_cache.bytes_per_token_past_windows},
+            {"layer_kinds", layer_kinds}}},
           {"ops",
            {{"context_tokens", s.ops.context_tokens},
             {"bf16_activations", s.ops.bf16_activations},

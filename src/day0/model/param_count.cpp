@@ -15,7 +15,10 @@ Result<ParamCounts> count_params(const ModelSpec& spec, const TensorManifest& ma
     into = sum.value_or(0);
   };
   for (const auto& t : manifest.tensors) {
-    if (t.mtp) continue;  // multi-token-prediction layers are not part of the main model
+    if (t.mtp) {  // multi-token-prediction layers are not part of the main model: counted apart
+      if (t.role != TensorRole::kQuantScale) add(c.mtp, t.params);
+      continue;
+    }
     auto bytes = checked_add(c.stored_bytes, t.bytes);
     if (!bytes) ok = false;
     c.stored_bytes = bytes.value_or(0);
@@ -45,6 +48,9 @@ Result<ParamCounts> count_params(const ModelSpec& spec, const TensorManifest& ma
         break;
       case TensorRole::kSharedExpert:
         add(c.shared_experts, t.params);
+        break;
+      case TensorRole::kHyperConnection:
+        add(c.hyper_connections, t.params);
         break;
       case TensorRole::kQuantScale:
         break;

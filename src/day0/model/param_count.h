@@ -34,6 +34,10 @@ struct ParamCounts {
   int64_t routed_experts = 0;         // all routed experts
   int64_t routed_experts_active = 0;  // the top-k share one token uses
   int64_t shared_experts = 0;
+  int64_t hyper_connections = 0;  // hyper-connections' stream mixing (every layer and the final head)
+  // The multi-token-prediction layers' own parameters (their routed experts all counted), outside
+  // `total`: plain decoding never reads them.
+  int64_t mtp = 0;
   uint64_t stored_bytes = 0;  // checkpoint bytes of the main model, scales included
 };
 

@@ -113,12 +113,13 @@ void dense_mlp(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, 
   if (bias) b.add(p + n.down + ".bias", {H}, kPlain, role, kReplicated, WeightSlot::kMlpDownBias);
 }
 
-void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t width) {
+void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t width,
+                   SwigluNames n) {
   const int64_t H = s.hidden_size;
   const auto role = TensorRole::kSharedExpert;
-  b.add(p + "gate_proj.weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedGate);
-  b.add(p + "up_proj.weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedUp);
-  b.add(p + "down_proj.weight", {H, width}, kProj, role, kRow, WeightSlot::kSharedDown);
+  b.add(p + n.gate + ".weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedGate);
+  b.add(p + n.up + ".weight", {width, H}, kProj, role, kColumn, WeightSlot::kSharedUp);
+  b.add(p + n.down + ".weight", {H, width}, kProj, role, kRow, WeightSlot::kSharedDown);
 }
 
 void router(const ModelSpec& s, WeightTableBuilder& b, const std::string& name, bool bias) {
@@ -183,6 +184,60 @@ void moe_beside_dense_mlp(const ModelSpec& s, WeightTableBuilder& b) {
       {"post_feedforward_layernorm_1.weight", WeightSlot::kDenseOutNorm},
       {"post_feedforward_layernorm_2.weight", WeightSlot::kMoeOutNorm}};
   for (const auto& [name, slot] : norms) b.add(name, {H}, kKeptF32, TensorRole::kNorm, kReplicated, slot);
+}
+
+void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::string& fn,
+                      const std::string& base, const std::string& scale, bool head) {
+  const HyperConnectionSpec& hc = *s.hyper_connections;
+  const int64_t outputs = head ? hc.streams : hc.mix_width();
+  const auto role = TensorRole::kHyperConnection;
+  b.add(fn, {outputs, hc.streams * s.hidden_size}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+  b.add(base, {outputs}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+  b.add(scale, {head ? 1 : 3}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+}
+
+void kv_compressor(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t ratio,
+                   int64_t head_dim, bool overlapping) {
+  const int64_t width = overlapping ? 2 * head_dim : head_dim;  // [series a | series b] when overlapping
+  const auto role = TensorRole::kAttention;
+  b.add(p + "ape", {ratio, width}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+  // Releases keep the compressor's projections unquantized (BF16 beside FP8 projections).
+  b.add(p + "wkv.weight", {width, s.hidden_size}, WeightStorage::kPlain, role, kReplicated,
+        WeightSlot::kNone);
+  b.add(p + "wgate.weight", {width, s.hidden_size}, WeightStorage::kPlain, role, kReplicated,
+        WeightSlot::kNone);
+  b.add(p + "norm.weight", {head_dim}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
+}
+
+void shared_kv_low_rank_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l) {
+  const int64_t H = s.hidden_size, D = s.head_dim, heads = s.n_heads;
+  const SharedKvLowRankAttentionSpec& a = *s.shared_kv_low_rank;
+  const CompressedKvSpec& c = *s.compressed_kv;
+  const auto attn = TensorRole::kAttention, norm = TensorRole::kNorm;
+  b.add("attn.attn_sink", {heads}, WeightStorage::kF32, attn, kColumn, WeightSlot::kSinks);
+  b.add("attn.wq_a.weight", {a.q_lora_rank, H}, WeightStorage::kProjection, attn, kReplicated,
+        WeightSlot::kQA);
+  b.add("attn.q_norm.weight", {a.q_lora_rank}, WeightStorage::kKeptF32, norm, kReplicated,
+        WeightSlot::kQANorm);
+  b.add("attn.wq_b.weight", {heads * D, a.q_lora_rank}, WeightStorage::kProjection, attn, kColumn,
+        WeightSlot::kQB);
+  // The one key = value head is replicated under TP; the output groups split with the heads.
+  b.add("attn.wkv.weight", {D, H}, WeightStorage::kProjection, attn, kReplicated, WeightSlot::kNone);
+  b.add("attn.norm.weight", {D}, WeightStorage::kKeptF32, norm, kReplicated, WeightSlot::kNone);
+  b.add("attn.wo_a.weight", {a.out_groups * a.out_rank, heads * D / a.out_groups}, WeightStorage::kProjection,
+        attn, kColumn, WeightSlot::kNone);
+  b.add("attn.wo_b.weight", {H, a.out_groups * a.out_rank}, WeightStorage::kProjection, attn, kRow,
+        WeightSlot::kNone);
+  if (l.kv_compress_ratio > 0) {
+    kv_compressor(s, b, "attn.compressor.", l.kv_compress_ratio, D, l.compressed_sparse);
+  }
+  if (l.compressed_sparse) {
+    kv_compressor(s, b, "attn.indexer.compressor.", l.kv_compress_ratio, c.index_head_dim, true);
+    b.add("attn.indexer.wq_b.weight", {c.index_n_heads * c.index_head_dim, a.q_lora_rank},
+          WeightStorage::kProjection, attn, kReplicated, WeightSlot::kNone);
+    b.add("attn.indexer.weights_proj.weight", {c.index_n_heads, H}, WeightStorage::kPlain, attn, kReplicated,
+          WeightSlot::kNone);
+  }
 }
 
 }  // namespace day0::weights

@@ -42,7 +42,8 @@ struct SwigluNames {
 void dense_mlp(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t width, bool bias,
                SwigluNames names = {});
 // The shared expert(s) as one SwiGLU of `width` under `prefix`.
-void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t width);
+void shared_expert(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t width,
+                   SwigluNames names = {});
 // Router [E, H] (float32 in many releases); `bias` adds `<name minus .weight>.bias`.
 void router(const ModelSpec& s, WeightTableBuilder& b, const std::string& name, bool bias = false);
 // Routed experts stored one tensor per expert under `prefix` ("mlp.experts.{E}.").
@@ -59,5 +60,23 @@ void moe_beside_dense_mlp(const ModelSpec& s, WeightTableBuilder& b);
 // Multi-token-prediction layers (spec.n_mtp_layers, after the last decoder layer): a
 // decoder layer like the last one plus embed_tokens, enorm, hnorm, eh_proj and shared_head.
 void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerFfn& ffn);
+
+// Hyper-connections (spec.hyper_connections, float32, replicated): the stream-mixing projection `fn`
+// [(2 + n) * n, n * H] of n streams with its `base` [(2 + n) * n] and `scale` [3] (pre, post, comb); a `head`
+// (the final collapse) has fn [n, n * H], base [n], scale [1].
+void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::string& fn,
+                      const std::string& base, const std::string& scale, bool head = false);
+// A KV compressor under `prefix` pooling `ratio` tokens into entries of `head_dim`: its position bias `ape`
+// [ratio, w] (float32), `wkv` and `wgate` [w, H] (unquantized in releases), and the entries' RMSNorm
+// `norm` [head_dim]; w = 2 * head_dim for overlapping windows (two series), else head_dim. Replicated.
+void kv_compressor(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t ratio,
+                   int64_t head_dim, bool overlapping);
+
+// Low-rank queries over one shared key = value head (spec.shared_kv_low_rank) in the DeepSeek release's
+// names under attn.: attn_sink [heads], wq_a [q_lora, H], q_norm, wq_b [heads * D, q_lora] (heads split),
+// wkv [D, H] and its norm (replicated), the grouped output projection wo_a [groups * rank, heads * D /
+// groups] (split with the heads) and wo_b [H, groups * rank] (row split); on a compressed layer its KV
+// compressor, and on a sparse one the lightning indexer's compressor, wq_b and weights_proj.
+void shared_kv_low_rank_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& layer);
 
 }  // namespace day0::weights

@@ -29,6 +29,8 @@ const char* tensor_role_name(TensorRole role) {
       return "routed_expert";
     case TensorRole::kSharedExpert:
       return "shared_expert";
+    case TensorRole::kHyperConnection:
+      return "hyper_connection";
     case TensorRole::kQuantScale:
       return "quant_scale";
   }
@@ -172,6 +174,11 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
            expert);
       if (!failed_ && act != DType::kF32) out_.tensors.back().also_accepted = {act};
       return;
+    case WeightStorage::kI64:
+      push(std::move(name), std::move(pattern), std::move(shape), DType::kI64, storage, role, shard, slot,
+           expert);
+      if (!failed_) out_.tensors.back().also_accepted = {DType::kI32};
+      return;
     case WeightStorage::kMxfp4Blocks:
     case WeightStorage::kMxfp4Scales:
       // Scales: `role` names the weight they scale; the tensor itself holds no parameters.
@@ -184,20 +191,20 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
       return;
     case WeightStorage::kProjection:
     case WeightStorage::kPackedInt:
+    case WeightStorage::kFp4Packed:
       break;
+  }
+  if (role == TensorRole::kRoutedExpert && spec_.weights.fp4_expert_group > 0 && shape.size() == 2) {
+    push_fp4(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
+    return;
   }
   if (shape.size() == 2 && packs_module(spec_.weights.packed, strip_weight_suffix(name), true)) {
     push_packed(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
     return;
   }
   if (spec_.weights.format != WeightFormat::kFp8Block || shape.size() != 2) {
-    case WeightStorage::kFp4Packed:
     push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
     return;
-  if (role == TensorRole::kRoutedExpert && spec_.weights.fp4_expert_group > 0 && shape.size() == 2) {
-    push_fp4(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
-    return;
-  }
   }
   std::vector<int64_t> scale_shape = {ceil_div(shape[0], spec_.weights.block_rows),
                                       ceil_div(shape[1], spec_.weights.block_cols)};
@@ -292,6 +299,7 @@ void WeightTableBuilder::push(std::string name, std::string pattern, std::vector
                                    ? 2
                                : storage == WeightStorage::kMxfp4Scales ? 0
                                : role == TensorRole::kQuantScale        ? 0
+                               : storage == WeightStorage::kI64         ? 0
                                                                         : 1;
   const auto elements = checked_product(shape);
   const auto params = elements ? checked_mul(*elements, per_element) : std::nullopt;

@@ -18,15 +18,16 @@ struct ModelSpec;
 struct TensorManifest;
 
 enum class TensorRole {
-  kEmbedding,     // model.embed_tokens.weight
-  kLmHead,        // lm_head.weight (absent when tied)
-  kNorm,          // every RMSNorm / LayerNorm weight
-  kAttention,     // q/k/v/o, MLA projections, biases, sinks
-  kDenseMlp,      // dense SwiGLU layers
-  kRouter,        // router / gate weights and biases, correction bias
-  kRoutedExpert,  // routed expert weights (and their biases)
-  kSharedExpert,  // shared expert weights (and its sigmoid gate)
-  kQuantScale,    // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
+  kEmbedding,        // model.embed_tokens.weight
+  kLmHead,           // lm_head.weight (absent when tied)
+  kNorm,             // every RMSNorm / LayerNorm weight
+  kAttention,        // q/k/v/o, MLA projections, biases, sinks
+  kDenseMlp,         // dense SwiGLU layers
+  kRouter,           // router / gate weights and biases, correction bias
+  kRoutedExpert,     // routed expert weights (and their biases)
+  kSharedExpert,     // shared expert weights (and its sigmoid gate)
+  kHyperConnection,  // hyper-connections' stream-mixing projections, biases and scales
+  kQuantScale,       // FP8 weight_scale_inv, MXFP4 scales: storage, not parameters
 };
 
 // How a tensor is stored in a release.
@@ -39,6 +40,7 @@ enum class WeightStorage {
   kMxfp4Blocks,  // `*_blocks` [.., cols/32, 16] U8: two 4-bit values a byte
   kMxfp4Scales,  // `*_scales` [.., cols/32] U8 (E8M0); also the FP4 projections' `weight_scale_inv`
   kFp4Packed,    // an FP4 projection's `weight` I8 [out, in/2]: two E2M1 values a byte (fp4_expert_group)
+  kI64,          // an integer table (a hash router's token -> experts map): int64, no parameters
   kPackedInt,    // compressed-tensors pack-quantized: a projection's `weight_packed` I32 and its
                  // `weight_scale` / `weight_zero_point` / `weight_shape` (spec.weights.packed)
 };
@@ -227,10 +229,10 @@ class WeightTableBuilder {
  private:
   void push(std::string name, std::string pattern, std::vector<int64_t> shape, DType dtype,
             WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
-  void push_packed(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
-                   ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_fp4(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
                 ShardSpec shard, WeightSlot slot, int64_t expert);
+  void push_packed(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
+                   ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_weight(std::string name, std::string pattern, std::vector<int64_t> shape, WeightStorage storage,
                    TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
 

@@ -272,12 +272,15 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
     // A sequence's cache: its KV rows, plus the fixed state of a recurrent layer twice (the live state
     // and its snapshot at the sequence's last whole block, KvCache's state blocks).
-    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + 2 * layer.state_bytes_per_sequence);
+    // Compressed entries stay for the whole context, past any window (read in full: an upper bound for a
+    // sparse layer, whose indexer reads only their keys).
+    const double compressed = ctx * layer.compressed_kv_bytes(w.kv);
+    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + compressed + 2 * layer.state_bytes_per_sequence);
     // A decode step reads the keys it attends to (block-sparse: its selected blocks, and every index key).
     const double attended =
         layer.attended_keys > 0 ? std::min(cached, static_cast<double>(layer.attended_keys)) : cached;
     const double share = layer.index_key_share;
-    p.kv_read_bytes.push_back(layer.kv_bytes(w.kv) * (attended * (1 - share) + cached * share) +
+    p.kv_read_bytes.push_back(layer.kv_bytes(w.kv) * (attended * (1 - share) + cached * share) + compressed +
                               layer.state_bytes_per_sequence);
   }
   const bool checkpoint = precision == WeightPrecision::kCheckpoint;

@@ -91,9 +91,16 @@ void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear
       linear_attention ? static_cast<double>(recurrent_state_bytes_per_layer(spec, KvDtype::kBF16)) : 0.0;
 }
 
+void set_compressed_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, const LayerSpec& layer_spec) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3}) {
+    layer.compressed_kv_bytes_per_token[static_cast<size_t>(dtype)] =
+        compressed_kv_bytes_per_token(spec, layer_spec, dtype);
+  }
+}
+
 double ModelCost::kv_bytes_per_token(KvPrecision kv) const {
   double total = 0;
-  for (const auto& layer : layers) total += layer.kv_bytes(kv);
+  for (const auto& layer : layers) total += layer.kv_bytes(kv) + layer.compressed_kv_bytes(kv);
   return total;
 }
 

@@ -35,6 +35,9 @@ struct LayerCost {
   // Cached bytes per token, all kv heads (MLA: latent + rope key), by KvDtype: the engine's figure,
   // kv_bytes_per_token_per_layer() (model/model_memory.h).
   std::array<double, 3> kv_bytes_per_token{};
+  // Compressed KV attention: each token's share of the layer's compressed entries (entry bytes / ratio),
+  // by KvDtype, held for the whole sequence whatever kv_window says (compressed_kv_bytes_per_token()).
+  std::array<double, 3> compressed_kv_bytes_per_token{};
   // A linear-attention layer's fixed state per sequence (conv window + delta-rule state) in a BF16 run,
   // recurrent_state_bytes_per_layer(); its kv_bytes_per_token are 0.
   double state_bytes_per_sequence = 0;
@@ -54,6 +57,9 @@ struct LayerCost {
   double& param(WeightGroup g) { return params[static_cast<int>(g)]; }
   double param(WeightGroup g) const { return params[static_cast<int>(g)]; }
   double kv_bytes(KvPrecision kv) const { return kv_bytes_per_token[static_cast<size_t>(kv)]; }
+  double compressed_kv_bytes(KvPrecision kv) const {
+    return compressed_kv_bytes_per_token[static_cast<size_t>(kv)];
+  }
   double& stored(WeightGroup g) { return checkpoint_bytes[static_cast<int>(g)]; }
   double stored(WeightGroup g) const { return checkpoint_bytes[static_cast<int>(g)]; }
 };
@@ -83,6 +89,8 @@ struct ModelCost {
   double final_norm_params = 0;
   WeightPrecision checkpoint_precision = WeightPrecision::kBF16;  // what compute the release implies
   std::vector<LayerCost> layers;
+  // Mechanisms no engine block runs yet (unimplemented_mechanisms()): planned, but no launch line.
+  std::vector<std::string> unimplemented;
 
   int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
   double total_params() const;
@@ -97,6 +105,8 @@ struct ModelCost {
 // one figure the engine's pool, `inspect` and the planner share; a linear-attention layer gets 0 there
 // and its recurrent_state_bytes_per_layer() in state_bytes_per_sequence instead.
 void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear_attention = false);
+// And the compressed share of a compressed-KV layer (0 for the others).
+void set_compressed_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, const LayerSpec& layer_spec);
 
 // Bytes a group's parameters take at `precision` (checkpoint: as stored). Quantized formats carry their
 // scales: FP8 one f32 per 128x128 block, INT8 one bf16 per output row (ignored), INT4 one bf16 per 128.

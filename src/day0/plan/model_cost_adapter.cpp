@@ -31,6 +31,8 @@ std::optional<WeightGroup> weight_group(const TensorSpec& t) {
       return WeightGroup::kSharedExperts;
     case TensorRole::kNorm:
       return WeightGroup::kNorm;
+    case TensorRole::kHyperConnection:  // small, float32, on every rank
+      return WeightGroup::kAttentionReplicated;
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
     case TensorRole::kQuantScale:
@@ -56,6 +58,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
   m.n_heads = spec.n_heads;
   m.n_kv_heads = m.mla ? 1 : spec.n_kv_heads;
   m.tied_embeddings = spec.tie_word_embeddings;
+  m.unimplemented = unimplemented_mechanisms(spec);
   if (m.mla) {
     m.qk_head_dim = spec.mla->qk_nope_head_dim + spec.mla->qk_rope_head_dim;
     m.v_head_dim = spec.mla->v_head_dim;
@@ -93,6 +96,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
       m.dense_intermediate = std::max(m.dense_intermediate, ls.dense_intermediate);
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
     set_kv_bytes_per_token(l, spec, !layer_has_kv(ls));
+    set_compressed_kv_bytes_per_token(l, spec, ls);
     if (!layer_is_recurrent(ls)) l.state_bytes_per_sequence = 0.0;  // an FFN-only layer keeps nothing
     if (ls.block_sparse && spec.block_indexer) {
       const BlockIndexerSpec& ix = *spec.block_indexer;

@@ -3,6 +3,7 @@
 #include "day0/plan/launch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -12,6 +13,11 @@
 namespace day0::plan {
 
 namespace {
+
+// Why no layout of this model runs yet: the engine has no block for its mechanisms.
+std::string not_runnable_model(const ModelCost& m) {
+  return fmt::format("the engine has no block for {}", fmt::join(m.unimplemented, ", "));
+}
 
 using nlohmann::json;
 
@@ -98,7 +104,9 @@ json candidate_json(const PlanCandidate& c, const PlanReportInput& in) {
     j["prefill_comm_s"] = comm_json(c.time.prefill);
     j["decode_memory_bound"] = c.time.decode_memory_bound;
     const std::string line = launch_line(c, in.model_arg, *in.workload, *in.cluster, in.launcher);
-    if (!line.empty()) {
+    if (!in.model->unimplemented.empty()) {
+      j["launch_not_runnable"] = not_runnable_model(*in.model);
+    } else if (!line.empty()) {
       j["launch"] = line;
     } else {
       j["launch_not_runnable"] = runtime_layout(c.par).not_runnable;
@@ -111,6 +119,8 @@ json candidate_json(const PlanCandidate& c, const PlanReportInput& in) {
 
 // The launch line, or why Day0 cannot run the layout yet.
 std::string launch_text(const PlanCandidate& c, const PlanReportInput& in, const ClusterSpec& cluster) {
+  if (!in.model->unimplemented.empty())
+    return "(not runnable by day0 yet: " + not_runnable_model(*in.model) + ")";
   const std::string line = launch_line(c, in.model_arg, *in.workload, cluster, in.launcher);
   return line.empty() ? "(not runnable by day0 yet: " + runtime_layout(c.par).not_runnable + ")" : line;
 }

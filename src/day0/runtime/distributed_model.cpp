@@ -46,6 +46,7 @@ Result<DistributedModel> load_distributed_model(const std::string& model, const 
     // rank opens the world or reads a weight.
     D0_ASSIGN_OR_RETURN(ResolvedModel resolved, resolve_model(model));
     const ModelSpec spec = unpacked_spec(resolved.spec);
+    D0_RETURN_IF_ERROR(check_engine_runs(spec));
     D0_RETURN_IF_ERROR(check_expert_parallel(spec, layout.ep));
     D0_RETURN_IF_ERROR(check_tensor_parallel(spec, layout.tp));
     D0_RETURN_IF_ERROR(check_pipeline_parallel(spec, layout.pp));

@@ -14,6 +14,8 @@ LoadOptions load_options_for(ActivationPrecision precision) {
 
 Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const TensorSource> source,
                                     const LoadOptions& options) {
+  // Before any tensor is looked for: a model whose mechanisms no block runs is refused by name.
+  D0_RETURN_IF_ERROR(check_engine_runs(spec));
   LoadedModel m;
   // Pack-quantized projections are dequantized at load: the engine sees the unquantized model.
   m.spec = unpacked_spec(spec);

@@ -71,6 +71,7 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed)
 }  // namespace
 
 Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens) {
+  D0_RETURN_IF_ERROR(check_engine_runs(spec));
   const ModelSpec engine_spec = unpacked_spec(spec);
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(engine_spec));
   D0_ASSIGN_OR_RETURN(std::shared_ptr<const TensorSource> shapes, make_shape_only_source(manifest));
@@ -86,6 +87,7 @@ Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens) {
 
 Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
                               int64_t context_tokens, EngineOptions options) {
+  D0_RETURN_IF_ERROR(check_engine_runs(spec));
   return record(spec, std::move(weights), &backend, context_tokens, options);
 }
 

@@ -93,6 +93,17 @@ Status apply_mlp_layer_types_or_first_dense(const ConfigReader& cfg, ModelSpec& 
 // as read). Both present with different values is an error.
 Result<nlohmann::json> with_canonical_keys(
     const ConfigReader& cfg, std::initializer_list<std::pair<const char*, const char*>> aliases);
+// Compressed-KV attention layers (LayerSpec::kv_compress_ratio, compressed_sparse): layer_types, else the
+// legacy compress_ratios (0 / 4 / 128 per layer), else two heavily compressed layers then compressed sparse
+// and heavily compressed in turn; lists longer than the layers are cut (as the class cuts them), shorter
+// ones refused. Ratios from compress_rates (default 4 and 128; legacy compress_rate_csa / _hca override).
+// Every layer also keeps a sliding window of sliding_window (default 128) raw keys.
+Status parse_compressed_kv_layer_types(const ConfigReader& cfg, ModelSpec& spec);
+// Hash-routed MoE layers (LayerSpec::hash_routed): mlp_layer_types "hash_moe" / "moe", else the first
+// num_hash_layers (default 3) hash-routed; every layer is a MoE.
+Status parse_hash_moe_layer_types(const ConfigReader& cfg, ModelSpec& spec);
+// The inverse of both: layer_types, compress_rates, mlp_layer_types and sliding_window.
+void write_compressed_kv_layer_types(const ModelSpec& spec, nlohmann::json& out);
 // Index of the first layer whose FFN is MoE, or n_layers.
 int64_t first_moe_layer(const ModelSpec& spec);
 
