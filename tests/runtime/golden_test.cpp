@@ -36,6 +36,21 @@ TEST(GoldenSet, EveryFamilyOfTheIssueHasAGolden) {
   }
 }
 
+// A golden whose mechanisms the engine does not run yet is refused by name at load, before any tensor is
+// looked for (never a missing-tensor error); DeepSeek-V4's is one until its blocks are wired.
+TEST(GoldenSet, PendingGoldensAreRefusedNamingTheirMechanisms) {
+  const auto pending = pending_golden_names();
+  EXPECT_NE(std::find(pending.begin(), pending.end(), "deepseek-v4"), pending.end());
+  for (const std::string& name : pending) {
+    SCOPED_TRACE(name);
+    auto run = open_golden(name);
+    ASSERT_FALSE(run.is_ok());
+    EXPECT_EQ(run.status().code(), StatusCode::kUnsupported) << run.status().to_string();
+    EXPECT_NE(run.status().message().find("not implemented"), std::string::npos) << run.status().to_string();
+    EXPECT_EQ(run.status().message().find("no tensor"), std::string::npos) << run.status().to_string();
+  }
+}
+
 TEST_P(Golden, F32LogitsMatchTransformers) {
   EngineOptions exact;
   exact.kv_dtype = KvDtype::kF32;  // the engine's default (BF16) would round every cached key

@@ -252,6 +252,25 @@ CONFIGS = {
         max_position_embeddings=163840,
         rope_scaling={"type": "yarn", "factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096}),
+    # DeepSeek-V4 in the release's own (legacy) spelling, which DeepseekV4Config folds in: compress_ratios (one
+    # entry more than the layers, the MTP layer's; 0 / 4 / 128 name sliding / compressed sparse / heavily
+    # compressed) with the heavy rate shrunk to 8 by compress_rate_hca so that the prompts pool entries,
+    # num_hash_layers 2 (tid2eid routing), qk_rope_head_dim 8 of 32, rope_theta + compress_rope_theta +
+    # rope_scaling (YaRN on the compressed layers only). Hyper-connections of 4 streams, a sliding window of 8
+    # and index_topk 2 under the prompts' compressed entries, so that window, pooling and selection all act.
+    # make_golden randomises tid2eid, sinks, position biases, the hyper-connections' base / scale and norm gains.
+    # No MTP layer: transformers neither builds nor saves one (the catalog entry's table covers it).
+    "deepseek-v4": cfg(
+        architectures=["DeepseekV4ForCausalLM"], model_type="deepseek_v4", num_hidden_layers=4,
+        num_key_value_heads=1, head_dim=32, q_lora_rank=32, qk_rope_head_dim=8, o_groups=2, o_lora_rank=16,
+        moe_intermediate_size=16, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        num_hash_layers=2, scoring_func="sqrtsoftplus", topk_method="noaux_tc", norm_topk_prob=True,
+        routed_scaling_factor=1.5, swiglu_limit=10.0, sliding_window=8, index_n_heads=4, index_head_dim=16,
+        index_topk=2, hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, num_nextn_predict_layers=0,
+        compress_ratios=[0, 4, 128, 4, 0], compress_rate_hca=8, rms_norm_eps=1e-6, rope_theta=10000.0,
+        compress_rope_theta=160000.0, max_position_embeddings=1024, tie_word_embeddings=False,
+        rope_scaling={"type": "yarn", "factor": 16.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "original_max_position_embeddings": 64}),
     # Qwen3-Next: 4 layers, full_attention_interval 4 (the release's v4 key): three Gated DeltaNet layers (2 key
     # heads of 16, 4 value heads of 16, conv kernel 4) then one gated full-attention layer (head_dim 16, partial
     # rotary 0.25); MoE of 8 experts top-2 with the sigmoid-gated shared expert, layer 1 dense (mlp_only_layers).
@@ -615,6 +634,7 @@ SHARD_SIZES["param2-17b"] = "150KB"
 
 SHARD_SIZES["cohere2-moe"] = "250KB"
 
+SHARD_SIZES["deepseek-v4"] = "150KB"  # 0.53 MB in BF16: 4 shards
 SHARD_SIZES["glm-5"] = "250KB"  # 0.67 MB in BF16: 3 shards
 SHARD_SIZES["k-exaone"] = "220KB"  # 0.59 MB: 3 shards
 SHARD_SIZES["nemotron-3-super"] = "100KB"
@@ -626,6 +646,7 @@ PROMPT_SEEDS = {"glm-5": 6, "glm-5-indexshare": 7, "k-exaone": 11, "laguna": 15}
 # the default seed's prompts, which BF16 rounding flips (transformers' own BF16 run flips others): seed 3
 # gives prompts whose picks hold in BF16 (the F32 align is 6e-7 of the logit range with either seed).
 PROMPT_SEEDS["nemotron-h"] = 3
+PROMPT_SEEDS["deepseek-v4"] = 4
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.
@@ -649,6 +670,9 @@ SHARD_SIZES["minimax-m3"] = "250KB"  # 0.57 MB in BF16, vision tower included: 3
 # differences between any two implementations (the BF16 engine and transformers' BF16 run pick differently);
 # with [5, 7, 12] the closest boundary gap is 0.6%.
 PROMPT_LENGTHS["deepseek-v32"] = [5, 7, 12]
+# DeepSeek-V4: past the window of 8 and over several compression groups (4 and 8 tokens) in every prompt but
+# the first.
+PROMPT_LENGTHS["deepseek-v4"] = [6, 13, 21]
 # GLM-5 (top-4 of the indexer scores, sigmoid + bias top-2 of 8): every set whose first prompt has 4 or more
 # tokens holds its 4th token, whose 2nd / 3rd router scores in layer 3 are 0.7086 / 0.7076: the BF16 engine
 # picks the other expert (transformers' BF16 run does not), 5.5 off in that row. With [3, 6, 7] the closest

@@ -75,8 +75,8 @@ def quantize_mxfp4(w):
 
 
 # Families whose golden gets random norm gains (make_golden's hf_init).
-RANDOM_NORM_GAINS = ("hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe", "olmo_hybrid", "gemma4_text",
-                     "gemma4")
+RANDOM_NORM_GAINS = ("deepseek_v4", "hy_v3", "exaone", "sarvam_moe", "param2moe", "cohere2_moe", "olmo_hybrid",
+                     "gemma4_text", "gemma4")
 
 
 def hf_init(name, folder, config):
@@ -101,6 +101,10 @@ def hf_init(name, folder, config):
         for name, buf in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 buf.normal_(0.0, 0.1)
+            # DeepSeek-V4's hash routing table starts at zero (every token on expert 0): distinct random experts.
+            if name.endswith("tid2eid"):
+                experts, k = config["n_routed_experts"], buf.shape[1]
+                buf.copy_(torch.stack([torch.randperm(experts)[:k] for _ in range(buf.shape[0])]))
             # Gemma 4's layer_scalar starts at 1, where a scalar the engine skipped would go unseen.
             if name.endswith("layer_scalar"):
                 buf.uniform_(0.5, 1.5)
@@ -125,6 +129,13 @@ def hf_init(name, folder, config):
                     p.normal_(0.0, 1.0)
                 elif name.endswith("dt_bias") or name.endswith("conv1d.bias"):
                     p.normal_(0.0, 1.0)
+            # DeepSeek-V4: sinks and the compressors' position biases start at zero, the hyper-connections'
+            # biases at zero and scales at one, where each would go unseen.
+            if config["model_type"] == "deepseek_v4":
+                if name.endswith(("sinks", "position_bias", "_hc.base", "hc_head.hc_base")):
+                    p.normal_(0.0, 0.5)
+                elif name.endswith(("_hc.scale", "hc_head.hc_scale")):
+                    p.uniform_(0.5, 1.5)
             # Projection biases start at zero, where a bias the engine skipped would go unseen.
             if config["model_type"] == "seed_oss" and name.endswith("_proj.bias"):
                 p.normal_(0.0, 0.5)
@@ -272,9 +283,12 @@ def main():
             run([args.day0, "synth", config_path, "--out", folder, "--seed", str(1000 + i)])
         run([python, os.path.join(HERE, "dump_reference.py"), "check-load", folder])
         lengths = [str(n) for n in PROMPT_LENGTHS[name]]
+        # A hyper-connection model's layers output hc_mult residual streams, which day0-reference/1 has no
+        # shape for ([T, hidden] per layer): its dump holds the logits, the final norm and the greedy ids.
+        no_hidden = ["--no-hidden"] if config.get("hc_mult", 1) > 1 else []
         run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
              os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths,
-             "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy)])
+             "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy), *no_hidden])
     if args.only:
         # VERSIONS describes the whole set; a partial run leaves it to be edited by hand (each
         # reference.safetensors also names the transformers version that wrote it).
