@@ -28,12 +28,20 @@ void add_residual_block(LayerRecipe& r, LayerOp op, LayerValue in, bool out_norm
 
 LayerRecipe standard_layer_recipe(const ModelSpec& spec, int64_t layer) {
   const LayerSpec& ls = spec.layers[static_cast<size_t>(layer)];
+  const LayerOp ffn = !ls.moe                     ? LayerOp::kDenseMlp
+                      : spec.dense_mlp_beside_moe ? LayerOp::kDenseMlpBesideMoe
+                                                  : LayerOp::kMoe;
   LayerRecipe r;
   add_norm(r, LayerNorm::kInput);
+  if (ls.no_ffn || ls.no_mixer) {  // one block through the layer's one norm
+    add_residual_block(r, ls.no_ffn ? LayerOp::kMixer : ffn, LayerValue::kNormed, false, LayerNorm::kInput);
+    return r;
+  }
   add_residual_block(r, LayerOp::kMixer, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kAttnOut);
   add_norm(r, LayerNorm::kPost);
-  add_residual_block(r, ls.moe ? LayerOp::kMoe : LayerOp::kDenseMlp, LayerValue::kNormed, spec.sandwich_norms,
-                     LayerNorm::kFfnOut);
+  add_residual_block(r, ffn, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kFfnOut);
+  if (spec.per_layer_input) r.steps.push_back({.op = LayerOp::kPerLayerInput, .out = LayerValue::kStream});
+  if (spec.layer_scalar) r.steps.push_back({.op = LayerOp::kLayerScalar, .out = LayerValue::kStream});
   return r;
 }
 

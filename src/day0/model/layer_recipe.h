@@ -1,12 +1,12 @@
 #pragma once
 // The layer recipe: one decoder layer's forward pass as data — an ordered list of block steps over the
-// step's [T, H] values — which the engine replays for every layer (runtime/engine.cpp), `inspect --graph`
+// step's [T, H] values — which the engine replays for every layer (runtime/engine.cpp), `day0 inspect`
 // prints, and a family composes in its own file. The blocks themselves (attention, MoE, norms) are the
 // shared vocabulary in runtime/; which of them a layer runs, in what order, reading and writing which
-// value, is the recipe's. A family whose layers are the plain pre-norm decoder (norm, mixer, add, norm,
-// FFN, add; optional norms on the block outputs) needs no recipe of its own: `standard_layer_recipe`
-// is the default. A family with another shape (a parallel block, a single-block layer, a layer pair
-// sharing a MoE) registers its recipe function with its FamilyRegistrar (model/family_registry.h).
+// value, is the recipe's. A family whose layers are the pre-norm decoder, with the options the spec's
+// mechanisms switch on (`standard_layer_recipe`), needs no recipe of its own. A family with another shape (a
+// parallel block, post-only norms, a layer pair sharing a MoE) registers its recipe function with its
+// FamilyRegistrar (model/family_registry.h).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,9 +66,11 @@ struct LayerRecipe {
 // A family's recipe function (FamilyInfo::layer_recipe): the steps of layer `layer` of `spec`.
 using LayerRecipeFn = LayerRecipe (*)(const ModelSpec& spec, int64_t layer);
 
-// The pre-norm decoder layer: norm(input) -> mixer -> [norm(mixer out)] -> add -> norm(post) -> FFN (dense
-// or MoE, as the LayerSpec says) -> [norm(FFN out)] -> add; the bracketed norms with spec.sandwich_norms.
-// A layer with LayerSpec::no_mixer / no_ffn runs its one block through its one norm.
+// The pre-norm decoder layer: norm(input) -> mixer -> [norm(mixer out)] -> add -> norm(post) -> FFN (dense,
+// MoE, or a MoE beside the dense MLP with spec.dense_mlp_beside_moe) -> [norm(FFN out)] -> add, the
+// bracketed norms with spec.sandwich_norms; then the per-layer input block (spec.per_layer_input) and the
+// layer's scalar (spec.layer_scalar). A layer with LayerSpec::no_mixer / no_ffn runs its one block (the
+// mixer, or the FFN) through its one norm.
 LayerRecipe standard_layer_recipe(const ModelSpec& spec, int64_t layer);
 
 // Pieces of the vocabulary for recipes of other shapes (each appends its steps).

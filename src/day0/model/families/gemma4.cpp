@@ -281,22 +281,6 @@ void weights_gemma4(const ModelSpec& s, WeightTableBuilder& b) {
   b.stored_layout({.name = "Gemma 4 image-text names", .renames = wrapper, .release = s.multimodal_wrapper});
 }
 
-// The sandwich-normed decoder layer, its FFN a MoE beside the dense MLP when the model has one, then the
-// per-layer input block and the layer's scalar.
-LayerRecipe layer_recipe_gemma4(const ModelSpec& spec, int64_t layer) {
-  LayerRecipe r;
-  add_norm(r, LayerNorm::kInput);
-  add_residual_block(r, LayerOp::kMixer, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kAttnOut);
-  add_norm(r, LayerNorm::kPost);
-  const LayerOp ffn = !spec.layers[static_cast<size_t>(layer)].moe ? LayerOp::kDenseMlp
-                      : spec.dense_mlp_beside_moe                  ? LayerOp::kDenseMlpBesideMoe
-                                                                   : LayerOp::kMoe;
-  add_residual_block(r, ffn, LayerValue::kNormed, spec.sandwich_norms, LayerNorm::kFfnOut);
-  if (spec.per_layer_input) r.steps.push_back({.op = LayerOp::kPerLayerInput, .out = LayerValue::kStream});
-  if (spec.layer_scalar) r.steps.push_back({.op = LayerOp::kLayerScalar, .out = LayerValue::kStream});
-  return r;
-}
-
 const FamilyRegistrar kFamily({
     .model_types = {"gemma4_text", "gemma4"},
     .architectures = {"Gemma4ForCausalLM"},
@@ -307,7 +291,6 @@ const FamilyRegistrar kFamily({
     .parse = parse_gemma4,
     .write = write_gemma4,
     .weights = weights_gemma4,
-    .layer_recipe = layer_recipe_gemma4,
 });
 
 }  // namespace

@@ -288,17 +288,6 @@ void weights_nemotron_h(const ModelSpec& s, WeightTableBuilder& b) {
                    .release = true});
 }
 
-// A layer is one block: a Mamba-2 or attention mixer, a MoE or a dense MLP, each through the layer's one
-// norm.
-LayerRecipe layer_recipe_nemotron_h(const ModelSpec& spec, int64_t layer) {
-  const LayerSpec& ls = spec.layers[static_cast<size_t>(layer)];
-  const LayerOp op = ls.no_ffn ? LayerOp::kMixer : ls.moe ? LayerOp::kMoe : LayerOp::kDenseMlp;
-  LayerRecipe r;
-  add_norm(r, LayerNorm::kInput);
-  add_residual_block(r, op, LayerValue::kNormed, false, LayerNorm::kInput);
-  return r;
-}
-
 const FamilyRegistrar kFamily({
     .model_types = {"nemotron_h"},
     .architectures = {"NemotronHForCausalLM"},
@@ -306,7 +295,6 @@ const FamilyRegistrar kFamily({
     .parse = parse_nemotron_h,
     .write = write_nemotron_h,
     .weights = weights_nemotron_h,
-    .layer_recipe = layer_recipe_nemotron_h,
 });
 
 }  // namespace day0::families
