@@ -65,6 +65,24 @@ Status copy_into(std::span<uint8_t> out, const std::vector<uint8_t>& bytes, cons
   return Status::ok();
 }
 
+// The values tensor and the scales tensor of `pair`, each filled by running `compute` (once for both).
+template <typename Compute>
+void push_pair(const std::shared_ptr<QuantizedPair>& pair, Compute compute, const TensorSpec& values,
+               const TensorSpec& scales, std::vector<PendingTensor>& out) {
+  PendingTensor pv{values.name, values.dtype, values.shape, nullptr};
+  pv.fill = [pair, compute, name = values.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->values, name);
+  };
+  PendingTensor ps{scales.name, scales.dtype, scales.shape, nullptr};
+  ps.fill = [pair, compute, name = scales.name](std::span<uint8_t> o) {
+    compute();
+    return copy_into(o, pair->scale_bytes, name);
+  };
+  out.push_back(std::move(pv));
+  out.push_back(std::move(ps));
+}
+
 // Plain tensors: N(0, std^2) (norms: 1) in the tensor's dtype.
 PendingTensor plain_tensor(const TensorSpec& t, uint64_t seed, float stddev) {
   PendingTensor p{t.name, t.dtype, t.shape, nullptr};
@@ -117,18 +135,7 @@ void add_fp8_pair(const TensorSpec& w, const TensorSpec& s, const ModelSpec& spe
       }
     });
   };
-  PendingTensor pw{w.name, w.dtype, w.shape, nullptr};
-  pw.fill = [pair, compute, name = w.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->values, name);
-  };
-  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
-  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->scale_bytes, name);
-  };
-  out.push_back(std::move(pw));
-  out.push_back(std::move(ps));
+  push_pair(pair, compute, w, s, out);
 }
 
 void add_mxfp4_pair(const TensorSpec& b, const TensorSpec& s, uint64_t seed, float stddev,
@@ -143,18 +150,7 @@ void add_mxfp4_pair(const TensorSpec& b, const TensorSpec& s, uint64_t seed, flo
       pair->scale_bytes = std::move(q.scales);
     });
   };
-  PendingTensor pb{b.name, b.dtype, b.shape, nullptr};
-  pb.fill = [pair, compute, name = b.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->values, name);
-  };
-  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
-  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->scale_bytes, name);
-  };
-  out.push_back(std::move(pb));
-  out.push_back(std::move(ps));
+  push_pair(pair, compute, b, s, out);
 }
 
 // An FP4 projection (`weight` I8 [rows, cols / 2] nibbles) and its E8M0 `weight_scale_inv`
@@ -170,18 +166,7 @@ void add_fp4_pair(const TensorSpec& w, const TensorSpec& s, uint64_t seed, float
       pair->scale_bytes = std::move(q.scales);
     });
   };
-  PendingTensor pw{w.name, w.dtype, w.shape, nullptr};
-  pw.fill = [pair, compute, name = w.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->values, name);
-  };
-  PendingTensor ps{s.name, s.dtype, s.shape, nullptr};
-  ps.fill = [pair, compute, name = s.name](std::span<uint8_t> o) {
-    compute();
-    return copy_into(o, pair->scale_bytes, name);
-  };
-  out.push_back(std::move(pw));
-  out.push_back(std::move(ps));
+  push_pair(pair, compute, w, s, out);
 }
 
 Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifest, const ModelSpec& spec,
