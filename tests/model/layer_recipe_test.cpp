@@ -7,14 +7,13 @@
 
 #include "day0/model/catalog.h"
 #include "day0/model/layer_recipe.h"
+#include "model_test_support.h"
 
 namespace day0 {
 namespace {
 
 ModelSpec catalog(const char* name) {
-  auto spec = catalog_model(name);
-  EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
-  return spec.is_ok() ? *spec : ModelSpec{};
+  return testing::catalog_spec(name);
 }
 
 TEST(LayerRecipe, StandardLayerIsPreNormMixerThenFfn) {

@@ -11,14 +11,13 @@
 #include "day0/ops/op_names.h"
 #include "day0/ops/op_schema.h"
 #include "day0/runtime/op_recording.h"
+#include "model_test_support.h"
 
 namespace day0 {
 namespace {
 
 ModelSpec catalog(const char* name) {
-  auto spec = catalog_model(name);
-  EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
-  return spec.is_ok() ? *spec : ModelSpec{};
+  return testing::catalog_spec(name);
 }
 
 TEST(WeightMemory, ThreeTrillionParameters) {
