@@ -284,6 +284,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   e->held_ = held;
   e->reference_layers_ = std::count_if(recipes.begin(), recipes.end(),
                                        [](const LayerRecipe& r) { return r.ends_reference_layer; });
+  e->carries_ = std::any_of(recipes.begin(), recipes.end(),
+                            [](const LayerRecipe& r) { return r.uses(LayerValue::kCarry); });
   e->recipes_ = std::move(recipes);
   if (rotary > 0) {
     D0_ASSIGN_OR_RETURN(e->rope_,
@@ -545,9 +547,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
       y(*arena_, t, hidden);  // residual stream, normed input, block output
   Buffer carry;               // [T, H] a block output one layer holds for the next (LayerValue::kCarry)
-  if (std::any_of(recipes_.begin(), recipes_.end(),
-                  [](const LayerRecipe& r) { return r.uses(LayerValue::kCarry); }))
-    carry = Buffer(*arena_, t, hidden);
+  if (carries_) carry = Buffer(*arena_, t, hidden);
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   inner_finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);  // the last row: scratch
   watch_.scratch = Matrix(inner_finite_.data() + spec_.n_layers * t, t, 1);

@@ -201,6 +201,7 @@ class Engine {
   bool row_invariant_ = false;                  // set_row_invariant
   std::vector<LayerRecipe> recipes_;            // [n_layers] each layer's steps (layer_recipe.h)
   int64_t reference_layers_ = 0;  // layers the reference counts (LayerRecipe::ends_reference_layer)
+  bool carries_ = false;          // a recipe carries a value to the next layer (kCarry)
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the
