@@ -17,6 +17,7 @@
 #include "day0/core/human.h"
 #include "day0/io/mapped_file.h"
 #include "day0/model/param_count.h"
+#include "day0/runtime/draft_model.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/speculative.h"
@@ -168,7 +169,8 @@ struct SpecBenchTest {
   bool same_tokens = true;                      // every run gave plain decoding's tokens
 };
 
-Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, const BenchModelArgs& a) {
+// `draft`: self-int4's draft engine (a ModelDrafter each run), or null for n-gram lookup.
+Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, Engine* draft, const BenchModelArgs& a) {
   std::vector<SpecBenchTest> out;
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<int32_t> pick(
@@ -184,8 +186,13 @@ Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, const BenchMod
       r.max_new = n;
       auto plain = generate_batch(engine, std::span(&r, 1));
       if (!plain.is_ok()) return plain.status().with_context(t.name);
-      NgramDrafter drafter;
-      auto spec = generate_speculative(engine, r, drafter, SpecOptions{.tokens = a.spec.tokens});
+      std::unique_ptr<Drafter> drafter;
+      if (draft != nullptr) {
+        drafter = std::make_unique<ModelDrafter>(*draft);
+      } else {
+        drafter = std::make_unique<NgramDrafter>();
+      }
+      auto spec = generate_speculative(engine, r, *drafter, SpecOptions{.tokens = a.spec.tokens});
       if (!spec.is_ok()) return spec.status().with_context(t.name + " --spec");
       if (run == 0) continue;
       t.plain_tok_s.push_back((*plain)[0].decode_tokens_per_second());
@@ -339,10 +346,6 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
 int bench_model(const BenchModelArgs& a) {
   const char* name = "bench";
   if (Status st = check_spec_flags(a.spec); !st.is_ok()) return report_error(name, st);
-  if (a.spec.draft_source() == DraftSource::kSelfInt4) {
-    return report_error(name, unsupported("bench --spec self-int4: not yet; use --spec ngram, or `day0 run "
-                                          "--spec self-int4` for one generation"));
-  }
   EngineOptions eo;
   eo.precision = a.dtype == "bf16" ? ActivationPrecision::kBF16 : ActivationPrecision::kF32;
   const auto kv = parse_kv_dtype(a.kv_dtype);
@@ -357,6 +360,13 @@ int bench_model(const BenchModelArgs& a) {
   if (!params.is_ok()) return report_error(name, params.status());
   auto engine = open_engine(*model, a.backend, eo, a.threads);
   if (!engine.is_ok()) return report_error(name, engine.status());
+  // Opened before the tests run: a bad draft fails at once.
+  std::unique_ptr<SelfDraft> draft;
+  if (a.spec.draft_source() == DraftSource::kSelfInt4) {
+    auto opened = open_self_draft(*model, a.spec.draft, *engine->backend, eo);
+    if (!opened.is_ok()) return report_error(name, opened.status());
+    draft = std::move(opened).value();
+  }
   std::string simd;
   if (a.backend == "cpu") {
     if (auto level = default_simd_level(); level.is_ok()) simd = simd_level_name(*level);
@@ -386,7 +396,7 @@ int bench_model(const BenchModelArgs& a) {
   if (a.spec.source != "none") {
     fmt::print(stderr, "bench: speculative decoding ({}, {} drafts a step) beside plain decoding\n",
                a.spec.source, a.spec.tokens);
-    auto tests = run_spec_bench(*engine->engine, a);
+    auto tests = run_spec_bench(*engine->engine, draft ? draft->engine.get() : nullptr, a);
     if (!tests.is_ok()) return report_error(name, tests.status());
     spec_tests = std::move(*tests);
   }
@@ -397,6 +407,7 @@ int bench_model(const BenchModelArgs& a) {
       nlohmann::json s = serve::spec_stats_json(t.stats);
       s["test"] = t.name;
       s["source"] = a.spec.source;
+      s["draft"] = a.spec.draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.spec.draft);
       s["tokens"] = a.spec.tokens;
       s["plain_tok_s_samples"] = t.plain_tok_s;
       s["spec_tok_s_samples"] = t.spec_tok_s;
@@ -508,7 +519,7 @@ const Registrar kBenchCommand(
       app.add_flag("--no-limits", m->no_limits,
                    "skip the bandwidth and peak probes (a few seconds and up to 2 GiB of memory)");
       app.add_flag("--json", m->json, "JSON output");
-      add_spec_flags(app, m->spec, /*with_draft=*/false);
+      add_spec_flags(app, m->spec);
       CLI::App* s =
           app.add_subcommand("serve", "Streamed completions against a server: throughput, TTFT/ITL/e2e");
       serve::BenchOptions& o = a->options;

@@ -22,8 +22,8 @@
 #include "day0/core/json_reader.h"
 #include "day0/dist/expert_load.h"
 #include "day0/dist/expert_placement.h"
-#include "day0/quant/quantize_checkpoint.h"
 #include "day0/runtime/distributed_model.h"
+#include "day0/runtime/draft_model.h"
 #include "day0/runtime/engine_settings.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
@@ -77,55 +77,6 @@ struct RunOptions {
   // `day0 quantize --to int4` (empty: the model quantized at load).
   SpecFlags spec;
 };
-
-// The draft of --spec self-int4: the model's INT4 copy (the --spec-draft folder, or one quantized now
-// into a temporary folder, removed with this object) and an engine over it on the target's backend.
-struct SelfDraft {
-  LoadedModel model;
-  std::unique_ptr<Engine> engine;
-  std::filesystem::path temporary;
-  SelfDraft() = default;
-  SelfDraft(const SelfDraft&) = delete;
-  SelfDraft& operator=(const SelfDraft&) = delete;
-  ~SelfDraft() {
-    std::error_code ec;
-    if (!temporary.empty()) std::filesystem::remove_all(temporary, ec);
-  }
-};
-
-Status open_self_draft(const RunOptions& o, const LoadedModel& target, Backend& backend,
-                       EngineOptions options, SelfDraft& draft) {
-  std::string folder = o.spec.draft;
-  if (folder.empty()) {
-    draft.temporary = std::filesystem::temp_directory_path() / fmt::format("day0-self-int4-{}", ::getpid());
-    std::error_code ec;
-    std::filesystem::remove_all(draft.temporary, ec);
-    // The widest group that divides every projection's rows (SmolLM2's 576 columns take 64).
-    Result<QuantizeResult> made = invalid_argument("no group size tried");
-    for (const int64_t group : {128, 64, 32}) {
-      std::filesystem::remove_all(draft.temporary, ec);
-      QuantizeOptions q;
-      q.bits = 4;
-      q.group_size = group;
-      made = quantize_checkpoint(target.folder, draft.temporary.string(), q);
-      if (made.is_ok() || made.status().to_string().find("does not divide") == std::string::npos) break;
-    }
-    if (!made.is_ok())
-      return made.status().with_context("--spec self-int4: quantizing the model to INT4 at load");
-    folder = draft.temporary.string();
-  }
-  // The draft runs on the integer kernels whatever the target's precision: drafting fast is its point.
-  LoadOptions load = load_options_for(ActivationPrecision::kBF16);
-  auto loaded = load_model(folder, load);
-  if (!loaded.is_ok()) return loaded.status().with_context("--spec-draft " + folder);
-  draft.model = std::move(loaded).value();
-  D0_RETURN_IF_ERROR(check_draft_matches(target.spec, target.folder, draft.model.spec, folder));
-  options.precision = ActivationPrecision::kBF16;
-  auto engine = Engine::create(draft.model.spec, draft.model.weights, backend, options);
-  if (!engine.is_ok()) return engine.status().with_context("--spec-draft " + folder);
-  draft.engine = std::move(engine).value();
-  return Status::ok();
-}
 
 // --spec and its companions, checked before anything loads.
 Status check_spec_options(const RunOptions& o) {
@@ -345,13 +296,14 @@ int run_command(const RunOptions& o) {
   if (prompts->size() != 1) return fail(invalid_argument("run takes one prompt (no ';')"));
   auto engine = open_engine(*model, o.backend, eo, o.threads);
   if (!engine.is_ok()) return fail(engine.status());
-  SelfDraft self_draft;
+  std::unique_ptr<SelfDraft> self_draft;
   std::unique_ptr<Drafter> drafter;
   if (o.spec.source == "ngram") drafter = std::make_unique<NgramDrafter>();
   if (o.spec.source == "self-int4") {
-    if (const Status st = open_self_draft(o, *model, *engine->backend, eo, self_draft); !st.is_ok())
-      return fail(st);
-    drafter = std::make_unique<ModelDrafter>(*self_draft.engine);
+    auto opened = open_self_draft(*model, o.spec.draft, *engine->backend, eo);
+    if (!opened.is_ok()) return fail(opened.status());
+    self_draft = std::move(opened).value();
+    drafter = std::make_unique<ModelDrafter>(*self_draft->engine);
   }
 
   SamplingParams sp;
@@ -773,7 +725,7 @@ const Registrar kRunCommand(
              "--comm-timeout", o->comm_timeout,
              "seconds a rank waits in one collective before naming the dead or hung peer (default 30)")
           ->check(finite_number(0.0, 3600.0, "--comm-timeout (seconds)", true));
-      add_spec_flags(app, o->spec, /*with_draft=*/true);
+      add_spec_flags(app, o->spec);
       return [o] { return run_command(*o); };
     });
 

@@ -30,6 +30,7 @@ struct ServeArgs {
   std::string weights = "checkpoint";
   std::string page_cache = "keep";
   SpecFlags spec;
+  CLI::Option* spec_max_rows_option = nullptr;
 };
 
 // Rank 0 bound its port (or could not): every rank learns which, so that followers never wait for
@@ -67,8 +68,13 @@ int serve_command(ServeArgs& a) {
                                                 a.weights)));
   }
   if (Status st = check_spec_flags(a.spec); !st.is_ok()) return report_error(name, st);
+  if (a.spec_max_rows_option->count() > 0 && a.spec.source == "none")
+    return report_error(name,
+                        invalid_argument("--spec-max-rows needs --spec ngram or --spec self-int4, found "
+                                         "--spec none"));
   a.setup.server.scheduler.spec = a.spec.draft_source();
   a.setup.server.scheduler.spec_tokens = a.spec.tokens;
+  a.setup.spec_draft = a.spec.draft;
   if (Status st = serve::check_serve_spec(a.setup); !st.is_ok()) return report_error(name, st);
   // The engine settings' combination is checked before anything is loaded (open_served_model repeats it).
   if (auto checked = engine_options_from(a.setup.engine); !checked.is_ok()) {
@@ -119,9 +125,13 @@ int serve_command(ServeArgs& a) {
       m.tokenizer ? "tokenizer loaded" : "no tokenizer: token-id prompts only", sc.max_seqs, sc.max_waiting,
       sc.max_batch_tokens, sc.kv_blocks, human_bytes_binary(static_cast<double>(m.kv_bytes)),
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
-      sc.spec == DraftSource::kNone ? std::string()
-                                    : fmt::format(", speculative decoding {} (up to {} drafts a step)",
-                                                  draft_source_name(sc.spec), sc.spec_tokens),
+      sc.spec == DraftSource::kNone
+          ? std::string()
+          : fmt::format(", speculative decoding {} (up to {} drafts a step, {})", draft_source_name(sc.spec),
+                        sc.spec_tokens,
+                        sc.spec_max_rows > 0
+                            ? fmt::format("at most {} verified rows a step", sc.spec_max_rows)
+                            : std::string("no draft-row cap")),
       so.api_key.empty() ? "" : ", API key required");
   if (m.lockstep) {
     fmt::print(
@@ -277,7 +287,15 @@ const Registrar kServeCommand(
           "with --redundant-experts: per-layer expert load (JSON, as `day0 run --record-expert-load` "
           "writes) choosing which experts get copies (default: every expert weighs the same)");
       app.add_option("--weights", a->weights, "weight precision of the plan (checkpoint)");
-      add_spec_flags(app, a->spec, /*with_draft=*/false);
+      add_spec_flags(app, a->spec);
+      a->spec_max_rows_option =
+          app.add_option(
+                 "--spec-max-rows", sc.spec_max_rows,
+                 fmt::format("with --spec: the draft-row cap, rows (decoding rows and drafts) one step "
+                             "may verify; drafts go to the sequences accepting most, and a step whose "
+                             "decoding rows fill it runs without drafts; 0: no cap (default {})",
+                             serve::kDefaultSpecMaxRows))
+              ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
       return [a] { return serve_command(*a); };
     });
 

@@ -13,27 +13,20 @@ DraftSource SpecFlags::draft_source() const {
   return DraftSource::kNone;
 }
 
-void add_spec_flags(CLI::App& app, SpecFlags& flags, bool with_draft) {
-  const std::string self_int4 =
-      with_draft
-          ? "self-int4 (the model's INT4 copy drafts greedily: the --spec-draft folder, or quantized at "
-            "load)"
-          : "self-int4 (refused here: not yet; `day0 run --spec self-int4` has it)";
+void add_spec_flags(CLI::App& app, SpecFlags& flags) {
   app.add_option("--spec", flags.source,
                  "speculative decoding (output identical to plain decoding): none (default), ngram "
-                 "(drafts copied from the prompt and the output so far), " +
-                     self_int4 + "; mtp is not built yet")
+                 "(drafts copied from the prompt and the output so far), self-int4 (the model's INT4 copy "
+                 "drafts greedily: the --spec-draft folder, or quantized at load); mtp is not built yet")
       ->check(CLI::IsMember({"none", "ngram", "self-int4", "mtp"}));
   flags.tokens_option =
       app.add_option(
              "--spec-tokens", flags.tokens,
              fmt::format("with --spec: draft tokens verified per step, 1..{} (default 4)", kMaxSpecTokens))
           ->check(CLI::Range(int64_t{1}, kMaxSpecTokens));
-  if (with_draft) {
-    app.add_option("--spec-draft", flags.draft,
-                   "with --spec self-int4: the draft folder, made by `day0 quantize MODEL --to int4 --out "
-                   "DIR` (same tokenizer; default: quantize the model at load into a temporary folder)");
-  }
+  app.add_option("--spec-draft", flags.draft,
+                 "with --spec self-int4: the draft folder, made by `day0 quantize MODEL --to int4 --out "
+                 "DIR` (same tokenizer; default: quantize the model at load into a temporary folder)");
 }
 
 Status check_spec_flags(const SpecFlags& f) {

@@ -13,14 +13,14 @@ namespace day0::cli {
 struct SpecFlags {
   std::string source = "none";  // none, ngram, self-int4 (mtp: refused, not built yet)
   int64_t tokens = 4;           // drafts verified per step
-  std::string draft;            // self-int4's folder ("": quantized at load); with_draft only
+  std::string draft;            // self-int4's folder ("": quantized at load)
   CLI::Option* tokens_option = nullptr;
   bool tokens_given() const { return tokens_option != nullptr && tokens_option->count() > 0; }
   DraftSource draft_source() const;  // source as the enum (mtp: kNone; check_spec_flags refuses it)
 };
 
-// Declares --spec and --spec-tokens on `app`, and --spec-draft when `with_draft`.
-void add_spec_flags(CLI::App& app, SpecFlags& flags, bool with_draft);
+// Declares --spec, --spec-tokens and --spec-draft on `app`.
+void add_spec_flags(CLI::App& app, SpecFlags& flags);
 
 // What every command refuses, before anything loads: mtp, --spec-tokens without a draft source,
 // --spec-draft without self-int4.

@@ -1,6 +1,7 @@
 // `--spec` beyond `run`: `serve` and `bench` take the same flags with the same checks (and refuse the
-// draft sources they do not run yet, saying so); `bench --spec ngram` reports plain and speculative
-// decode speed side by side, with the tokens checked equal, in the table and in --json.
+// draft source they do not run yet, saying so), `serve` its draft-row cap; `bench --spec ngram` and
+// `--spec self-int4` report plain and speculative decode speed side by side, with the tokens checked
+// equal, in the table and in --json.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -23,12 +24,17 @@ TEST(CliSpecFlags, ServeAndBenchRefuseBadValuesClearly) {
       {{"serve", kGolden, "--spec", "ngram", "--spec-tokens", "17"}, "--spec-tokens"},
       {{"serve", kGolden, "--spec-tokens", "3"},
        "--spec-tokens needs --spec ngram or --spec self-int4, found --spec none"},
-      {{"serve", kGolden, "--spec", "self-int4"},
-       "serve --spec self-int4: only n-gram drafts are served yet"},
+      {{"serve", kGolden, "--spec", "self-int4", "--spec-draft", "/nonexistent/draft"}, "/nonexistent/draft"},
+      {{"serve", kGolden, "--spec", "ngram", "--spec-max-rows", "-1"}, "--spec-max-rows"},
+      {{"serve", kGolden, "--spec-max-rows", "4"},
+       "--spec-max-rows needs --spec ngram or --spec self-int4, found --spec none"},
+      {{"serve", kGolden, "--spec", "ngram", "--spec-draft", "/tmp"},
+       "--spec-draft needs --spec self-int4, found --spec ngram"},
       {{"bench", kGolden, "--spec", "ngram", "--spec-tokens", "0"}, "--spec-tokens"},
       {{"bench", kGolden, "--spec-tokens", "2"},
        "--spec-tokens needs --spec ngram or --spec self-int4, found --spec none"},
-      {{"bench", kGolden, "--spec", "self-int4"}, "bench --spec self-int4: not yet"},
+      {{"bench", kGolden, "-p", "8", "--spec", "self-int4", "--spec-draft", "/nonexistent/draft"},
+       "/nonexistent/draft"},
   };
   for (const auto& c : cases) {
     const CliResult r = run_cli(c.args);
@@ -37,12 +43,25 @@ TEST(CliSpecFlags, ServeAndBenchRefuseBadValuesClearly) {
   }
   for (const char* command : {"serve", "bench"}) {
     const CliResult help = run_cli({command, "--help"});
-    for (const char* flag : {"--spec ", "--spec-tokens"})
+    for (const char* flag : {"--spec ", "--spec-tokens", "--spec-draft"})
       EXPECT_NE(help.out.find(flag), std::string::npos) << command << " " << flag;
   }
+  EXPECT_NE(run_cli({"serve", "--help"}).out.find("--spec-max-rows"), std::string::npos);
 }
 
 TEST(CliSpecFlags, BenchComparesPlainAndSpeculativeDecoding) {
+  // The INT4 copy quantized at load drafts: the same tokens as plain decoding.
+  {
+    const CliResult r = run_cli({"bench", kGolden, "-p", "8", "-n", "16", "-r", "1", "--no-limits", "--spec",
+                                 "self-int4", "--spec-tokens", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& s = doc["speculative"][0];
+    EXPECT_EQ(s["source"], "self-int4");
+    EXPECT_TRUE(s["same_tokens"].get<bool>());
+    EXPECT_GT(s["drafted"].get<int64_t>(), 0);
+    EXPECT_EQ(s["accepted"].get<int64_t>() + s["verify_steps"].get<int64_t>(), 15);
+  }
   const std::vector<std::string> args = {"bench", kGolden, "-p",          "8",      "-n",    "24",
                                          "-r",    "1",     "--no-limits", "--spec", "ngram", "--spec-tokens",
                                          "3"};

@@ -17,6 +17,7 @@
 
 #include "day0/backends/backend.h"
 #include "day0/backends/kernel_list.h"
+#include "day0/runtime/draft_model.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/serve/openai_server.h"
 #include "day0/serve/timing_backend.h"
@@ -81,6 +82,7 @@ struct HarnessOptions {
   serve::ServerOptions server;
   KvDtype kv_dtype = KvDtype::kBF16;
   std::function<void(std::span<const int32_t>)> before_embedding;
+  // With server.scheduler.spec kSelfInt4: the model's INT4 copy, quantized at start, drafts.
 };
 
 class ServeHarness {
@@ -101,6 +103,7 @@ class ServeHarness {
   std::unique_ptr<HookBackend> hook_;
   std::unique_ptr<serve::TimingBackend> timing_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<SelfDraft> draft_;  // --spec self-int4's draft
   std::unique_ptr<serve::OpenAiServer> server_;
   std::thread thread_;
   int port_ = 0;

@@ -59,6 +59,12 @@ ServeHarness::ServeHarness(HarnessOptions o) {
   D0_CHECK_MSG(engine.is_ok(), engine.status().to_string());
   engine_ = std::move(engine).value();
   serve::ServerOptions so = o.server;
+  if (so.scheduler.spec == DraftSource::kSelfInt4) {
+    auto draft = open_self_draft(model_, "", *timing_, eo);
+    D0_CHECK_MSG(draft.is_ok(), draft.status().to_string());
+    draft_ = std::move(draft).value();
+    so.scheduler.draft = draft_->engine.get();
+  }
   so.host = "127.0.0.1";
   so.port = 0;
   if (so.served_model_name.empty()) so.served_model_name = "mini";

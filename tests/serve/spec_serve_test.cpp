@@ -1,9 +1,10 @@
-// Speculative decoding inside `day0 serve`'s continuous batching (n-gram drafts): concurrent requests
-// of different lengths give, greedy, the tokens of a server without speculation and of plain
-// decoding alone (`run`), on a dense golden and on a hybrid one (recurrent state rolled back to a
-// checkpoint), with chunked prefill beside the verification rows, prefix caching and preemption on;
+// Speculative decoding inside `day0 serve`'s continuous batching (n-gram drafts, and the model's INT4
+// copy drafting for every sequence in batched draft steps): concurrent requests of different lengths
+// give, greedy, the tokens of a server without speculation and of plain decoding alone (`run`), on a
+// dense golden and on a hybrid one (recurrent state rolled back to a checkpoint), with chunked prefill
+// beside the verification rows, prefix caching and preemption on, with and without the draft-row cap;
 // sampled, every seed gives plain decoding's tokens and the tokens after a verified draft follow the
-// target's distribution (chi-square); the /metrics counters add up.
+// target's distribution (chi-square); the /metrics counters add up, the cap's among them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -143,12 +144,15 @@ void expect_consistent(const SpecStats& st, int64_t k) {
 struct Case {
   std::string golden;
   int64_t kv_blocks = 0;  // 0: the harness's (no preemption)
+  DraftSource source = DraftSource::kNgram;
+  int64_t max_rows = 0;  // the draft-row cap (0: none)
 };
 
 // Greedy: with speculation, every concurrent stream gives the tokens of the same server without it
 // and of plain decoding alone; drafts were proposed, some accepted and some rejected.
 void greedy_identical(const Case& c, int64_t k) {
-  SCOPED_TRACE(c.golden + " k " + std::to_string(k) + " kv_blocks " + std::to_string(c.kv_blocks));
+  SCOPED_TRACE(c.golden + " " + draft_source_name(c.source) + " k " + std::to_string(k) + " kv_blocks " +
+               std::to_string(c.kv_blocks) + " max rows " + std::to_string(c.max_rows));
   std::vector<std::vector<int32_t>> xs;
   std::vector<int> max_tokens, echoed;
   for (int i = 0; i < 10; ++i) {
@@ -170,8 +174,9 @@ void greedy_identical(const Case& c, int64_t k) {
     ServeHarness h(o);
     plain = serve_concurrently(h, prompts, max_tokens);
   }
-  o.server.scheduler.spec = DraftSource::kNgram;
+  o.server.scheduler.spec = c.source;
   o.server.scheduler.spec_tokens = k;
+  o.server.scheduler.spec_max_rows = c.max_rows;
   {
     ServeHarness h(o);
     spec = serve_concurrently(h, prompts, max_tokens);
@@ -195,6 +200,8 @@ void greedy_identical(const Case& c, int64_t k) {
 TEST(ServeSpec, GreedyStreamsGiveThePlainTokensOnADenseModel) {
   greedy_identical({"llama3"}, 3);
   greedy_identical({"llama3"}, 5);
+  // The cap: up to 12 rows a step, drafts to the sequences accepting most.
+  greedy_identical({.golden = "llama3", .max_rows = 12}, 4);
 }
 
 TEST(ServeSpec, GreedyStreamsGiveThePlainTokensUnderPreemption) {
@@ -206,6 +213,39 @@ TEST(ServeSpec, GreedyStreamsGiveThePlainTokensOnAHybridModel) {
   greedy_identical({"qwen3-next"}, 4);
   // One attention layer takes blocks: 6 blocks hold two sequences at their longest, and eight run.
   greedy_identical({"qwen3-next", 6}, 3);
+}
+
+// The model's INT4 copy drafts for every decoding sequence (one draft step per draft position for all
+// of them), its caches following each sequence's accepted and rejected drafts, preemptions and all.
+TEST(ServeSpec, GreedyStreamsGiveThePlainTokensWithTheSelfInt4Draft) {
+  greedy_identical({.golden = "llama3", .source = DraftSource::kSelfInt4}, 3);
+  greedy_identical({.golden = "llama3", .kv_blocks = 16, .source = DraftSource::kSelfInt4, .max_rows = 8}, 4);
+}
+
+// A cap the decoding rows alone fill: no step verifies a draft, every drafts the n-gram lookup found
+// is counted as withheld, and the tokens are plain decoding's.
+TEST(ServeSpec, ACapTheDecodingRowsFillWithholdsEveryDraft) {
+  const std::vector<std::vector<int32_t>> prompts =
+      echo_prompts("llama3", {repetitive_prompt(1, 10), repetitive_prompt(2, 14)}, {8, 8});
+  const std::vector<int> max_tokens = {12, 12};
+  HarnessOptions o;
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.spec = DraftSource::kNgram;
+  o.server.scheduler.spec_tokens = 3;
+  o.server.scheduler.spec_max_rows = 1;
+  ServeHarness h(o);
+  const auto spec = serve_concurrently(h, prompts, max_tokens);
+  const std::string text = http_get(h.port(), "/metrics").body;
+  const SpecStats st = spec_metrics(h);
+  EXPECT_EQ(st.drafted, 0);
+  EXPECT_GT(st.verify_steps, 0);
+  const int64_t withheld = h.server().metrics().spec_withheld_drafts();
+  EXPECT_GT(withheld, 0);
+  EXPECT_EQ(metric_value(text, "day0:spec_decode_cap_withheld_draft_tokens_total", "model_name=\"mini\""),
+            static_cast<double>(withheld));
+  EXPECT_EQ(metric_value(text, "day0:spec_decode_max_rows", "model_name=\"mini\""), 1.0);
+  const auto alone = run_alone("llama3", prompts, max_tokens);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(spec[i], alone[i]) << "request " << i;
 }
 
 // Sampled (temperature 0.25: peaked enough for the test's bins): each seed gives plain decoding's tokens with

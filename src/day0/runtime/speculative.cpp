@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "day0/runtime/draft_model.h"
+
 namespace day0 {
 namespace {
 double elapsed_seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -65,21 +67,7 @@ Result<std::vector<int32_t>> NgramDrafter::propose(std::span<const int32_t> hist
 ModelDrafter::ModelDrafter(Engine& draft) : draft_(draft), cache_(draft.new_cache()) {}
 
 void ModelDrafter::cut_back(int64_t tokens) {
-  if (tokens >= cache_.length()) return;
-  if (!cache_.can_truncate(tokens)) {
-    // A recurrent state goes back only to a saved point at or before `tokens`; the rest is fed again.
-    int64_t to = 0;
-    if (cache_.checkpoint_tokens() >= 0 && cache_.checkpoint_tokens() <= tokens)
-      to = cache_.checkpoint_tokens();
-    if (cache_.snapshot_tokens() >= 0 && cache_.snapshot_tokens() <= tokens)
-      to = std::max(to, cache_.snapshot_tokens());
-    tokens = to;
-  }
-  if (!cache_.truncate(tokens).is_ok()) {
-    cache_ = draft_.new_cache();
-    tokens = 0;
-  }
-  fed_.resize(static_cast<size_t>(tokens));
+  fed_.resize(static_cast<size_t>(cut_back_draft_cache(draft_, cache_, tokens)));
 }
 
 Status ModelDrafter::start(std::span<const int32_t> prompt) {

@@ -123,9 +123,10 @@ void ServeMetrics::add_op_seconds(const std::map<std::string, double>& seconds) 
   std::lock_guard lock(mutex_);
   for (const auto& [op, s] : seconds) op_seconds_[op] += s;
 }
-void ServeMetrics::enable_spec(int64_t k) {
+void ServeMetrics::enable_spec(int64_t k, int64_t max_rows) {
   std::lock_guard lock(mutex_);
   spec_enabled_ = true;
+  spec_max_rows_ = max_rows;
   spec_.position_drafted.resize(static_cast<size_t>(std::max<int64_t>(k, 0)), 0);
   spec_.position_accepted.resize(spec_.position_drafted.size(), 0);
 }
@@ -142,6 +143,16 @@ void ServeMetrics::count_verification(int64_t drafted, int64_t accepted) {
     ++spec_.position_drafted[static_cast<size_t>(i)];
     if (i < accepted) ++spec_.position_accepted[static_cast<size_t>(i)];
   }
+}
+void ServeMetrics::count_draft_cap(int64_t withheld) {
+  if (withheld <= 0) return;
+  std::lock_guard lock(mutex_);
+  ++spec_capped_steps_;
+  spec_withheld_ += withheld;
+}
+int64_t ServeMetrics::spec_withheld_drafts() const {
+  std::lock_guard lock(mutex_);
+  return spec_withheld_;
 }
 SpecStats ServeMetrics::spec() const {
   std::lock_guard lock(mutex_);
@@ -262,6 +273,15 @@ std::string ServeMetrics::render(const std::string& model_name) const {
     for (size_t i = 0; i < spec_.position_accepted.size(); ++i)
       out += fmt::format("{}{{{},position=\"{}\"}} {}\n", kSpecAcceptedTokensPerPos, m, i + 1,
                          spec_.position_accepted[i]);
+    gauge("day0:spec_decode_max_rows",
+          "The draft-row cap: rows (decoding rows and drafts) a step may verify (0: no cap).",
+          static_cast<double>(spec_max_rows_));
+    counter("day0:spec_decode_cap_steps_total", "Steps in which the draft-row cap withheld drafts.",
+            static_cast<double>(spec_capped_steps_));
+    counter("day0:spec_decode_cap_withheld_draft_tokens_total",
+            "Drafts the draft-row cap kept out of verification (found by n-gram lookup and dropped, or "
+            "positions the draft model was not run for).",
+            static_cast<double>(spec_withheld_));
   }
   ttft_.render(out, "day0:time_to_first_token_seconds", "Time from arrival to the first generated token.");
   itl_.render(out, "day0:inter_token_latency_seconds", "Time between two generated tokens of a request.");

@@ -3,8 +3,9 @@
 // latency histograms (time to first token, inter-token latency, end-to-end), token and request
 // counters, scheduler, KV pool and recurrent-state gauges, prefix-cache hits, time per operator kind, KV
 // fragmentation, the communication idle ratio (0 in one process; the distributed issue fills it) and,
-// with speculative decoding, the drafts proposed and accepted (in all and per draft position). Thread
-// safety: every member is safe to call from any thread (one mutex).
+// with speculative decoding, the drafts proposed and accepted (in all and per draft position) and the
+// ones the draft-row cap withheld. Thread safety: every member is safe to call from any thread (one
+// mutex).
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -69,11 +70,14 @@ class ServeMetrics {
   void set_http_counters(const HttpCounters& counters);
   // Seconds spent in each operator kind since start (the engine thread adds them per step).
   void add_op_seconds(const std::map<std::string, double>& seconds_by_op);
-  // Speculative decoding with up to `k` drafts a step: its metrics appear in render() from now on.
-  void enable_spec(int64_t k);
+  // Speculative decoding with up to `k` drafts a step and a draft-row cap of `max_rows` (0: none): its
+  // metrics appear in render() from now on.
+  void enable_spec(int64_t k, int64_t max_rows = 0);
   // One decoding step of a speculating sequence: `drafted` drafts verified (0..k), the first
   // `accepted` of them accepted.
   void count_verification(int64_t drafted, int64_t accepted);
+  // A step in which the draft-row cap kept `withheld` drafts out of verification (0: none, not counted).
+  void count_draft_cap(int64_t withheld);
 
   std::string render(const std::string& model_name) const;
 
@@ -82,6 +86,7 @@ class ServeMetrics {
   int64_t preemptions() const;
   int64_t prefix_cache_hit_tokens() const;
   SpecStats spec() const;
+  int64_t spec_withheld_drafts() const;
 
  private:
   mutable std::mutex mutex_;
@@ -95,6 +100,7 @@ class ServeMetrics {
   HttpCounters http_;
   bool spec_enabled_ = false;
   SpecStats spec_;  // position_* sized k by enable_spec
+  int64_t spec_max_rows_ = 0, spec_capped_steps_ = 0, spec_withheld_ = 0;
 };
 
 // The speculative-decoding counters of a render()ed exposition (`day0 bench serve` reads them before

@@ -64,12 +64,17 @@ struct Scheduler::Sequence {
   bool counted = false;      // prompt tokens and prefix-cache lookups counted in the metrics
   bool planned = false;      // in the current step
   bool done = false;         // finished: its last event was sent
-  // Speculative decoding: the drafter, this step's fed tokens (pending ones, then `drafts` drafts),
-  // and whether the cache went back to a checkpoint before accepted tokens (fed again, as decoding).
+  // Speculative decoding: the n-gram drafter (the draft model's cache instead under self-int4), this
+  // step's drafts before planning, its fed tokens (pending ones, then `drafts` drafts), whether the
+  // cache went back to a checkpoint before accepted tokens (fed again, as decoding), and how often
+  // its drafts were accepted lately (the draft-row cap's order).
   std::unique_ptr<Drafter> drafter;
+  DraftCache draft_cache;
+  std::vector<int32_t> proposed;
   std::vector<int32_t> feed;
   int64_t drafts = 0;
   bool rolled_back = false;
+  AcceptanceEstimate acceptance;
   Clock::time_point arrival = Clock::now(), last_token{};
 
   explicit Sequence(SequenceRequest r)
@@ -79,6 +84,8 @@ struct Scheduler::Sequence {
   int64_t fed() const { return cache ? cache->length() : 0; }
   bool scoring_prompt() const { return request.prompt_logprobs >= 0 && prompt_scored < prompt_len; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - fed(); }
+  // Its next step decodes: one token after the first, or the accepted tokens a rollback feeds again.
+  bool decoding() const { return generated > 0 && (pending() == 1 || rolled_back); }
 };
 
 struct Scheduler::PrefixState {
@@ -107,12 +114,13 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
   if (StepMirror* mirror = options_.mirror)
     prefix_->cache.on_drop([mirror](uint64_t entry) { mirror->prefix_drop(entry); });
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
-  D0_CHECK_MSG(options_.spec == DraftSource::kNone || options_.spec == DraftSource::kNgram,
-               "scheduler: speculative decoding drafts by n-gram lookup only");
+  D0_CHECK_MSG(options_.spec == DraftSource::kNone || options_.spec == DraftSource::kNgram ||
+                   (options_.spec == DraftSource::kSelfInt4 && options_.draft != nullptr),
+               "scheduler: speculative decoding drafts by n-gram lookup or with a draft engine");
   D0_CHECK_MSG(!speculating() || (options_.spec_tokens >= 1 && options_.spec_tokens <= kMaxSpecTokens &&
                                   options_.mirror == nullptr && options_.lockstep == nullptr),
                "scheduler: speculative decoding needs 1..kMaxSpecTokens drafts and one process");
-  if (speculating()) metrics_.enable_spec(options_.spec_tokens);
+  if (speculating()) metrics_.enable_spec(options_.spec_tokens, options_.spec_max_rows);
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
   publish_gauges();
@@ -227,6 +235,7 @@ void Scheduler::remember_prefix(const Sequence& s) {
 void Scheduler::drop_cache(Sequence& s) {
   if (s.cache && options_.mirror != nullptr) options_.mirror->release(s.id);
   s.cache.reset();
+  s.draft_cache.reset();
   s.rolled_back = false;  // recomputed from its tokens as a prefill
 }
 
@@ -396,20 +405,58 @@ void Scheduler::admit() {
   }
 }
 
-std::vector<int32_t> Scheduler::draft_for(Sequence& s, int64_t room) {
+int64_t Scheduler::draft_room(const Sequence& s) const {
   // Every row verified could be emitted: drafts stop short of the token budget and the context.
-  int64_t k = std::min(
-      {options_.spec_tokens, room, s.request.max_new - s.generated - 1, context_ - s.fed() - s.pending()});
-  if (k <= 0 || !s.drafter) return {};
-  auto proposed = s.drafter->propose(s.tokens, k);
-  if (!proposed.is_ok()) return {};  // no guess this step: plain decoding
-  std::vector<int32_t> drafts = std::move(*proposed);
-  if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+  return std::min(
+      {options_.spec_tokens, s.request.max_new - s.generated - 1, context_ - s.fed() - s.pending()});
+}
+
+void Scheduler::propose_drafts() {
+  std::vector<Sequence*> decoding;
+  std::vector<DraftClaim> claims;
+  for (auto& r : running_) {
+    Sequence& s = *r;
+    s.proposed.clear();
+    if (!s.cache || !s.decoding()) continue;
+    const int64_t room = draft_room(s);
+    DraftClaim claim{.rows = s.pending(), .wanted = 0, .acceptance = s.acceptance.value()};
+    if (room > 0 && s.drafter) {
+      // Lookup costs next to nothing: what it finds is what the cap weighs.
+      if (auto found = s.drafter->propose(s.tokens, room); found.is_ok()) s.proposed = std::move(*found);
+      if (static_cast<int64_t>(s.proposed.size()) > room) s.proposed.resize(static_cast<size_t>(room));
+      claim.wanted = static_cast<int64_t>(s.proposed.size());
+    } else if (room > 0 && options_.draft != nullptr) {
+      claim.wanted = room;  // a draft model drafts only what the cap allots
+    }
+    decoding.push_back(&s);
+    claims.push_back(claim);
+  }
+  if (decoding.empty()) return;
+  const DraftAllotment allotted = allot_draft_rows(claims, options_.spec_max_rows);
+  metrics_.count_draft_cap(allotted.withheld);
+  std::vector<DraftAsk> asks;
+  std::vector<Sequence*> asking;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    Sequence& s = *decoding[i];
+    const auto n = static_cast<size_t>(allotted.drafts[i]);
+    if (s.drafter) {
+      s.proposed.resize(std::min(s.proposed.size(), n));
+    } else if (n > 0) {
+      asks.push_back({.state = &s.draft_cache, .history = s.tokens, .k = allotted.drafts[i]});
+      asking.push_back(&s);
+    }
+  }
+  // A failed draft step leaves this step without drafts: plain decoding, the caches rebuilt next time.
+  if (!asks.empty() && draft_greedy_batch(*options_.draft, asks).is_ok()) {
+    for (size_t a = 0; a < asks.size(); ++a) asking[a]->proposed = std::move(asks[a].drafts);
+  }
   // A token outside the vocabulary would fail the whole step: drafts end before it.
   const int64_t vocab = engine_.spec().vocab_size;
-  const auto bad = std::find_if(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= vocab; });
-  drafts.erase(bad, drafts.end());
-  return drafts;
+  for (Sequence* s : decoding) {
+    const auto bad =
+        std::find_if(s->proposed.begin(), s->proposed.end(), [&](int32_t t) { return t < 0 || t >= vocab; });
+    s->proposed.erase(bad, s->proposed.end());
+  }
 }
 
 // One step; false when there was nothing to run.
@@ -420,16 +467,21 @@ bool Scheduler::run_step() {
   // Oldest first: the newest are the ones preempted.
   std::sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
   for (auto& r : running_) r->planned = false;
+  if (speculating()) propose_drafts();
   // Decodes first (one token each, and their drafts), then prefill chunks in the room left.
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& r : running_) {
       Sequence& s = *r;
       if (!s.cache || s.planned) continue;  // preempted in this step, or planned
-      const bool decode = s.generated > 0 && (s.pending() == 1 || s.rolled_back);
+      const bool decode = s.decoding();
       if ((pass == 0) != decode || budget == 0) continue;
       const int64_t take = std::min(s.pending(), budget);
       std::vector<int32_t> drafts;
-      if (decode && speculating() && take == s.pending()) drafts = draft_for(s, budget - take);
+      if (decode && take == s.pending()) {
+        drafts = std::move(s.proposed);
+        if (static_cast<int64_t>(drafts.size()) > budget - take)
+          drafts.resize(static_cast<size_t>(budget - take));
+      }
       const auto n_drafts = static_cast<int64_t>(drafts.size());
       int64_t need = s.cache->blocks_needed(take + n_drafts);
       if (n_drafts > 0 && free_blocks() - planned_ < need) {
@@ -476,7 +528,16 @@ bool Scheduler::run_step() {
     it = running_.erase(it);
   }
   if (plan.empty()) return false;
-  if (!speculating()) {
+  const bool any_drafts =
+      std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.decoding && p.seq->drafts > 0; });
+  if (!any_drafts) {
+    // Nothing to verify (no drafts found, or the cap withheld them): one call on the fast kernels, as
+    // plain decoding runs the step.
+    for (Planned& p : plan) {
+      p.seq->feed.clear();
+      p.seq->rolled_back = false;
+    }
+    engine_.set_row_invariant(false);
     execute(plan, false);
   } else {
     // Decoding rows on the row-invariant kernels (each row's logits those of a one-token step), then
@@ -537,6 +598,11 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
   // from its last.
   auto consume = [&](const Planned& p, const ConstMatrix& rows, int64_t first_row, bool per_token) {
     if (verify) return verify_rows(p, rows, first_row);
+    if (p.decoding && p.seq->pending() == 0) {
+      // A speculating sequence's step without drafts: a verification of none.
+      metrics_.count_verification(0, 0);
+      p.seq->acceptance.observe(0, 0);
+    }
     if (!per_token) return pick(*p.seq, rows.row_span(first_row));
     if (p.seq->scoring_prompt()) score_prompt(*p.seq, p.start, rows, first_row, p.take);
     pick(*p.seq, rows.row_span(first_row + p.take - 1));
@@ -607,6 +673,7 @@ void Scheduler::verify_rows(const Planned& p, const ConstMatrix& rows, int64_t f
     return;
   }
   metrics_.count_verification(n_drafts, accepted);
+  s.acceptance.observe(n_drafts, accepted);
   // Keep the positions that are inputs of the picked tokens: the pending ones and the drafts accepted.
   const int64_t keep = p.start + pending + accepted;
   s.rolled_back = false;

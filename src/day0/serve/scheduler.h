@@ -14,15 +14,17 @@
 //    (Gated DeltaNet, Mamba-2) too: an entry carries the recurrent state at its end (the snapshot the
 //    engine takes at the last whole block a step passes), and the entries' state blocks are capped at
 //    max_seqs (one running sequence's state each).
-//  - Speculative decoding (SchedulerOptions::spec, runtime/speculative.h): every decoding sequence's
-//    drafter proposes up to k tokens, fed after its last token in the same step (the budget counts
-//    them; drafts never take blocks a sequence or a prefill would need), and the rows of every
-//    decoding sequence are verified at once with `run`'s rule (verify_drafts): greedy output is plain
-//    decoding's, sampling draws from the same distribution. Rejected positions go back (KV pages; a
-//    hybrid's recurrent state to a checkpoint taken before the drafts, its accepted tokens fed again
-//    in the next step). Decoding rows run on the engine's row-invariant kernels in a forward call of
-//    their own, prefill chunks on the fast ones in another: a sequence's tokens never depend on its
-//    batch neighbours.
+//  - Speculative decoding (SchedulerOptions::spec, runtime/speculative.h): every decoding sequence may
+//    add up to k drafts after its last token in the same step (n-gram lookup, or the INT4 draft model,
+//    run for all sequences at once: runtime/draft_model.h; the budget counts them; drafts never take
+//    blocks a sequence or a prefill would need), and the rows of every decoding sequence are verified
+//    at once with `run`'s rule (verify_drafts): greedy output is plain decoding's, sampling draws from
+//    the same distribution. Rejected positions go back (KV pages; a hybrid's recurrent state to a
+//    checkpoint taken before the drafts, its accepted tokens fed again in the next step). Decoding rows
+//    run on the engine's row-invariant kernels in a forward call of their own, prefill chunks on the
+//    fast ones in another: a sequence's tokens never depend on its batch neighbours. The draft-row cap
+//    (serve/draft_rows.h) decides how many drafts a step verifies; a step left without drafts runs as
+//    plain decoding does (one call on the fast kernels).
 //  - A request cancelled by its client (disconnect) is dropped and its blocks freed at the next step.
 //  - A step that fails is retried one sequence at a time, so a failure fails only the requests whose
 //    sequence fails alone (500); the others go on. A recurrent state the failed step left ahead of its
@@ -44,10 +46,12 @@
 #include <variant>
 #include <vector>
 
+#include "day0/runtime/draft_model.h"
 #include "day0/runtime/engine.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/speculative.h"
 #include "day0/serve/api_request.h"
+#include "day0/serve/draft_rows.h"
 #include "day0/serve/metrics.h"
 #include "day0/tokenizer/tokenizer.h"
 
@@ -73,11 +77,17 @@ struct SchedulerOptions {
   // Attention data parallelism (every EP rank serves its own requests): each forward, and each loop
   // turn without one, meets the other ranks' first (serve/dp_lockstep.h). Not owned.
   DpLockstep* lockstep = nullptr;
-  // Speculative decoding: where drafts come from (kNone: one token a step; the scheduler runs
-  // kNgram, open_served_model refuses the others) and k, the drafts a sequence may add to a step
-  // (1..kMaxSpecTokens). Not with mirror or lockstep.
+  // Speculative decoding: where drafts come from (kNone: one token a step; kNgram; kSelfInt4 with
+  // `draft`) and k, the drafts a sequence may add to a step (1..kMaxSpecTokens). Not with mirror or
+  // lockstep.
   DraftSource spec = DraftSource::kNone;
   int64_t spec_tokens = 4;
+  // The draft-row cap: rows (decoding rows and drafts) a step's verification may hold; 0: no cap
+  // (serve/draft_rows.h).
+  int64_t spec_max_rows = kDefaultSpecMaxRows;
+  // kSelfInt4: the draft model's engine (not owned, outlives the scheduler); every sequence's draft
+  // cache lives on its pool, which grows as they need.
+  Engine* draft = nullptr;
 };
 
 struct SequenceRequest {
@@ -176,8 +186,10 @@ class Scheduler {
   bool make_room(int64_t blocks, const Sequence* for_seq);
   // Sends a token picked with `cached` tokens in the sequence's cache (as plain decoding has them).
   void emit_token(Sequence& s, GenerationStep step, int64_t cached);
-  // Up to `room` drafts for a decoding sequence (fewer near its token budget or the context).
-  std::vector<int32_t> draft_for(Sequence& s, int64_t room);
+  // The drafts a decoding sequence may add: k, fewer near its token budget or the context.
+  int64_t draft_room(const Sequence& s) const;
+  // Every decoding sequence's drafts of this step (Sequence::proposed), under the draft-row cap.
+  void propose_drafts();
   // One forward call over `group` and every sequence's picks; a failed call is retried one sequence
   // at a time. `verify`: the group of decoding sequences under speculation (a row per fed token).
   void execute(std::vector<Planned>& group, bool verify);

@@ -49,16 +49,22 @@ ServedModel::~ServedModel() {
 
 Status check_serve_spec(const ServeSetup& setup) {
   const SchedulerOptions& sched = setup.server.scheduler;
+  if (!setup.spec_draft.empty() && sched.spec != DraftSource::kSelfInt4) {
+    return invalid_argument(fmt::format("serve --spec-draft needs --spec self-int4, found --spec {}",
+                                        draft_source_name(sched.spec)));
+  }
   if (sched.spec == DraftSource::kNone) return Status::ok();
-  if (sched.spec != DraftSource::kNgram) {
-    return unsupported(fmt::format(
-        "serve --spec {}: only n-gram drafts are served yet (a draft model's own KV cache per sequence "
-        "is not built); use --spec ngram, or `day0 run --spec {}` for one sequence",
-        draft_source_name(sched.spec), draft_source_name(sched.spec)));
+  if (sched.spec != DraftSource::kNgram && sched.spec != DraftSource::kSelfInt4) {
+    return unsupported(fmt::format("serve --spec {}: not served; use --spec ngram or --spec self-int4",
+                                   draft_source_name(sched.spec)));
   }
   if (sched.spec_tokens < 1 || sched.spec_tokens > kMaxSpecTokens) {
     return invalid_argument(
         fmt::format("serve --spec-tokens: expected 1..{}, found {}", kMaxSpecTokens, sched.spec_tokens));
+  }
+  if (sched.spec_max_rows < 0) {
+    return invalid_argument(
+        fmt::format("serve --spec-max-rows: expected 0 (no cap) or more, found {}", sched.spec_max_rows));
   }
   const dist::ParallelLayout& layout = setup.engine.layout;
   if (layout.tp > 1 || layout.pp > 1 || layout.ep > 1 || setup.engine.dp_attention > 1)
@@ -94,9 +100,14 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   D0_ASSIGN_OR_RETURN(out->backend, open_backend(setup.backend, bo));
   out->timing = std::make_unique<TimingBackend>(*out->backend);
   D0_ASSIGN_OR_RETURN(out->engine, Engine::create(spec, out->model.weights, *out->timing, eo));
+  if (setup.server.scheduler.spec == DraftSource::kSelfInt4) {
+    // On the timing backend: the draft's kernels count in the operator times of its steps.
+    D0_ASSIGN_OR_RETURN(out->draft, open_self_draft(out->model, setup.spec_draft, *out->timing, eo));
+  }
 
   ServerOptions so = setup.server;
   SchedulerOptions& sched = so.scheduler;
+  if (out->draft) sched.draft = out->draft->engine.get();
   const int64_t model_context = spec.max_position_embeddings;
   if (sched.context <= 0 || sched.context > model_context) {
     if (sched.context > model_context) {

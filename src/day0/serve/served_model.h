@@ -9,6 +9,7 @@
 #include "day0/core/status.h"
 #include "day0/dist/process_groups.h"
 #include "day0/runtime/distributed_model.h"
+#include "day0/runtime/draft_model.h"
 #include "day0/runtime/engine_settings.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/serve/dp_lockstep.h"
@@ -33,6 +34,8 @@ struct ServeSetup {
   ServerOptions server;
   dist::CommOptions comm;
   RedundantExperts redundant_experts;  // under EP: extra expert copies (distributed_model.h)
+  // --spec self-int4's draft folder (made by `day0 quantize --to int4`); "": quantized at load.
+  std::string spec_draft;
 };
 
 inline constexpr uint64_t kDefaultKvMemory = uint64_t{1} << 30;
@@ -44,6 +47,7 @@ struct ServedModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TimingBackend> timing;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<SelfDraft> draft;      // --spec self-int4: the INT4 copy drafting for every sequence
   std::unique_ptr<StepMirror> mirror;    // rank 0 of a distributed job
   std::unique_ptr<DpLockstep> lockstep;  // every rank under attention data parallelism
   std::unique_ptr<OpenAiServer> server;  // rank 0 only (every rank under attention data parallelism)
@@ -62,8 +66,9 @@ struct ServedModel {
 };
 
 // InvalidArgument / Unsupported when the scheduler's speculative decoding cannot run with this setup:
-// only n-gram drafts are served (a draft model's per-sequence cache is not built yet), in one process.
-// open_served_model checks it too.
+// n-gram or self-int4 drafts, k in 1..kMaxSpecTokens, a draft-row cap >= 0, --spec-draft only with
+// self-int4, in one process (no TP / PP / EP / attention data parallelism). open_served_model checks it
+// too.
 Status check_serve_spec(const ServeSetup& setup);
 
 // Loads and builds everything (not yet bound). Bad input (folder, options) is an error Status. Under
