@@ -6,6 +6,7 @@
 // dequantised panels) both; dequant_row of every level gives at()'s bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -160,6 +161,50 @@ void expect_matmul_matches_definition(const TestWeight& tw, const std::string& w
   }
 }
 
+// The row dots of every level against x laid out once by the level's own order_x (dot_rows_ordered, a few
+// rows a call as the drivers take them): the double sum of at() within float32 rounding, NaN in exactly
+// the rows that hold one, and dot_rows' bits. FP4 x in mxfp4 order, as the drivers pass it.
+void expect_ordered_rows_match_definition(const TestWeight& tw, const std::string& what) {
+  const WeightView w = tw.view();
+  const auto x = random_vector(w.cols, 77);
+  std::vector<float> xin(x.size()), xo(x.size());
+  if (w.format == WeightFormat::kMxfp4) {
+    cpu::prepare_mxfp4_x(x.data(), w.cols, xin.data());
+  } else {
+    xin = x;
+  }
+  int levels = 0;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    ASSERT_EQ(k.order_x == nullptr, k.dot_rows_ordered == nullptr) << simd_level_name(level);
+    if (k.order_x == nullptr) continue;
+    ++levels;
+    std::vector<float> want(static_cast<size_t>(w.rows)), got(static_cast<size_t>(w.rows));
+    k.dot_rows(w, 0, w.rows, xin.data(), want.data());
+    const float* xg = k.order_x(w, xin.data(), xo.data()) ? xo.data() : xin.data();
+    for (int64_t n0 = 0; n0 < w.rows; n0 += 8)
+      k.dot_rows_ordered(w, n0, std::min(w.rows, n0 + 8), xg, got.data() + n0);
+    for (int64_t n = 0; n < w.rows; ++n) {
+      const std::string where = what + " " + simd_level_name(level) + " row " + std::to_string(n);
+      double ref = 0.0, magnitude = 0.0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const double p = static_cast<double>(w.at(n, c)) * x[static_cast<size_t>(c)];
+        ref += p;
+        magnitude += std::fabs(p);
+      }
+      const float g = got[static_cast<size_t>(n)], d = want[static_cast<size_t>(n)];
+      if (std::isnan(ref)) {
+        EXPECT_TRUE(std::isnan(g)) << where << ": " << g;
+        EXPECT_TRUE(std::isnan(d)) << where << ": " << d;
+      } else {
+        EXPECT_NEAR(g, ref, 1e-5 * magnitude + 1e-37) << where;
+        EXPECT_EQ(f32_to_bits(g), f32_to_bits(d)) << where;
+      }
+    }
+  }
+  if (levels == 0) GTEST_SKIP() << "no SIMD level here lays x out for its row dots";
+}
+
 TEST(WeightFormatDecode, Fp8BlocksOf32And128WithE8m0Scales) {
   expect_matmul_matches_definition(fp8_weight(70, 300, 32, 1), "FP8 32x32");
   expect_matmul_matches_definition(fp8_weight(70, 300, 128, 2), "FP8 128x128");
@@ -170,6 +215,28 @@ TEST(WeightFormatDecode, Fp4GroupsOf32And16WithE8m0Scales) {
   expect_matmul_matches_definition(fp4_weight(45, 320, 32, 4), "FP4 g32");
   expect_matmul_matches_definition(fp4_weight(45, 320, 16, 5), "FP4 g16");
   expect_matmul_matches_definition(fp4_weight(9, 32, 16, 6), "FP4 g16 one block");
+}
+
+// Whole 64-column steps (the byte-table path) and other widths, 32x32 and 128x128 blocks.
+TEST(WeightFormatDecode, Fp8RowsOnTheLevelsOwnXLayout) {
+  const TestWeight shapes[] = {fp8_weight(70, 300, 32, 11), fp8_weight(40, 64, 32, 12),
+                               fp8_weight(20, 384, 128, 13), fp8_weight(20, 320, 128, 14)};
+  for (const TestWeight& w : shapes) {
+    const std::string what = "FP8 " + std::to_string(w.block_cols) + " cols " + std::to_string(w.cols);
+    expect_ordered_rows_match_definition(w, what);
+  }
+}
+
+// Whole 128-column steps (the wide path, one with a short last load of scales) and other widths, groups of
+// 32 and 16.
+TEST(WeightFormatDecode, Fp4RowsOnTheLevelsOwnXLayout) {
+  const TestWeight shapes[] = {fp4_weight(45, 320, 32, 15), fp4_weight(9, 256, 32, 16),
+                               fp4_weight(9, 384, 16, 17), fp4_weight(9, 32, 16, 18),
+                               fp4_weight(12, 2176, 16, 19)};
+  for (const TestWeight& w : shapes) {
+    const std::string what = "FP4 g" + std::to_string(w.group) + " cols " + std::to_string(w.cols);
+    expect_ordered_rows_match_definition(w, what);
+  }
 }
 
 }  // namespace

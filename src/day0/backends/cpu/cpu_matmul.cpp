@@ -84,6 +84,18 @@ void gemv(const Context& c, const MatmulArgs& a) {
   } else {
     for (int64_t t = 0; t < t_rows; ++t) xs[static_cast<size_t>(t)] = a.x.row(t);
   }
+  // The level's own layout of x (SimdKernels::order_x), once per call instead of once per dot_rows call.
+  bool ordered = false;
+  std::vector<float> local_ordered;  // when the call has no workspace
+  if (!bf16x && c.k.order_x != nullptr) {
+    float* xo = grown(c.ws ? c.ws->gemv_ordered : local_ordered, t_rows * k);
+    ordered = c.k.order_x(a.w, xs[0], xo);
+    for (int64_t t = 1; ordered && t < t_rows; ++t) {
+      c.k.order_x(a.w, xs[static_cast<size_t>(t)], xo + t * k);
+      xs[static_cast<size_t>(t)] = xo + t * k;
+    }
+    if (ordered) xs[0] = xo;
+  }
   constexpr int64_t kRowsPerStep = 8;
   const auto dot_rows = [&](int64_t begin, int64_t end) {
     float dots[kGemvMaxRows][kRowsPerStep];
@@ -93,6 +105,8 @@ void gemv(const Context& c, const MatmulArgs& a) {
         const int64_t group = std::min(kGemvMaxRows, t_rows - t0);
         if (bf16x) {
           c.k.dot_rows_bf16x(a.w, n0, n1, xbs + t0, group, dots[0], kRowsPerStep);
+        } else if (ordered) {
+          for (int64_t t = 0; t < group; ++t) c.k.dot_rows_ordered(a.w, n0, n1, xs[t0 + t], dots[t]);
         } else {
           dot_rows_each(c.k, a.w, n0, n1, xs + t0, group, dots[0], kRowsPerStep);
         }

@@ -21,6 +21,12 @@ bool plain_rows(const WeightView& w, bool exact) {
   return w.format != WeightFormat::kMxfp4 && (exact || !w.is_int());
 }
 
+// Whether the level lays x out the same way for the row dots of a and b (SimdKernels::order_x depends on
+// nothing else).
+bool same_x_layout(const WeightView& a, const WeightView& b) {
+  return a.format == b.format && a.cols == b.cols && a.block_cols == b.block_cols && a.group == b.group;
+}
+
 // The experts' gated activation of one gate / up pair where it is not the plain SwiGLU: the clamped
 // SwiGLU or GEGLU, in double like the reference, so that every path gives the same bits.
 float gated_of(const MoeExpertsArgs& a, float g, float u) {
@@ -103,6 +109,19 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
     actb = aligned_bf16_rows(ws.moe_act_bf16, slots, inter);
     for (int64_t slot = 0; slot < slots; ++slot) c.k.to_bf16(x_of(slot), h, xb + slot * xb_stride);
   }
+  // The level's own layout of x and of act (SimdKernels::order_x), once per slot rather than once per
+  // dot_rows call, where every active expert's matrices take the first one's layout.
+  const ExpertWeights& first = a.experts[static_cast<size_t>(active.front())];
+  bool order_in = !bf16x && c.k.order_x != nullptr, order_act = order_in;
+  for (int64_t e : active) {
+    const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
+    order_in = order_in && same_x_layout(ew.gate, first.gate) &&
+               (a.layout != GateUpLayout::kSeparate || same_x_layout(ew.up, first.gate));
+    order_act = order_act && same_x_layout(ew.down, first.down);
+  }
+  float* xo = order_in ? grown(ws.moe_x_ordered, slots * h) : nullptr;  // [slots, h]
+  for (int64_t slot = 0; order_in && slot < slots; ++slot)
+    order_in = c.k.order_x(first.gate, x_of(slot), xo + slot * h);
   const auto items = static_cast<int64_t>(active.size()) * chunks;
   std::atomic<int64_t> next{0};
   c.pool.run([&](int) {
@@ -126,6 +145,9 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
           const int64_t m = std::min(kStep, rows - r);
           if (bf16x) {
             c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
+          } else if (order_in) {
+            for (int64_t slot = s0; slot < s1; ++slot)
+              c.k.dot_rows_ordered(w, r0 + r, r0 + r + m, xo + slot * h, gu[slot - s0] + out0 + r);
           } else {
             dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
           }
@@ -163,6 +185,9 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       }
     }
   });
+  float* act_o = order_act ? grown(ws.moe_act_ordered, slots * inter) : nullptr;  // [slots, inter]
+  for (int64_t slot = 0; order_act && slot < slots; ++slot)
+    order_act = c.k.order_x(first.down, act + slot * inter, act_o + slot * inter);
   constexpr int64_t kRows = 8;  // down rows per dot_rows call
   // Experts outer, row blocks inner: a thread reads each expert's rows of its range as one stream
   // (hundreds of KiB the prefetchers follow) rather than 8 rows of one expert, then 8 of the next; every
@@ -182,6 +207,9 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
         const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);
         if (bf16x) {
           c.k.dot_rows_bf16x(ew.down, r0, r1, actbs, s1 - s0, d[0], kRows);
+        } else if (order_act) {
+          for (int64_t slot = s0; slot < s1; ++slot)
+            c.k.dot_rows_ordered(ew.down, r0, r1, act_o + slot * inter, d[slot - s0]);
         } else {
           dot_rows_each(c.k, ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
         }

@@ -24,6 +24,7 @@ struct Workspace {
   std::vector<std::vector<float>> thread;         // per pool thread
   std::vector<std::vector<int32_t>> lane_bounds;  // per pool thread: paged attention's lanes' [lo], [hi]
   std::vector<float> gemv_prepared;               // MXFP4 activations in nibble order
+  std::vector<float> gemv_ordered;                // [T, K] activations in the level's order (order_x)
   std::vector<uint16_t> gemv_bf16;                // [T, K] activations rounded to BF16 for dot_rows_bf16x
   Int8Rows int8_x;                                // INT8 / INT4 weights: the activations quantized
   std::vector<float> int8_terms;                  // [T, groups] zero-point terms of those
@@ -35,9 +36,10 @@ struct Workspace {
   std::vector<uint8_t> moe_done;  // [experts]: run by the row dots or the tiles
   std::vector<int32_t> moe_tokens;
   std::vector<float> moe_weights, moe_x, moe_gate_up, moe_act, moe_down;
-  std::vector<float> moe_halves;                   // one token's gate and up sums de-interleaved, [2, inter]
-  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;  // [slots, hidden], [slots, inter] for dot_rows_bf16x
-  std::vector<uint32_t> moe_x_tiles, moe_act_tiles;  // x and act of the tiled experts, pack_bf16_x16 tiles
+  std::vector<float> moe_halves;  // one token's gate and up sums de-interleaved, [2, inter]
+  std::vector<float> moe_x_ordered, moe_act_ordered;  // [slots, hidden], [slots, inter] in order_x's layout
+  std::vector<uint16_t> moe_x_bf16, moe_act_bf16;     // [slots, hidden], [slots, inter] for dot_rows_bf16x
+  std::vector<uint32_t> moe_x_tiles, moe_act_tiles;   // x and act of the tiled experts, pack_bf16_x16 tiles
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
   std::vector<uint32_t> amx_x;
   std::vector<float> amx_yt;

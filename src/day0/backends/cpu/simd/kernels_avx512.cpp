@@ -415,20 +415,35 @@ float fp4_wide_dot(const WeightView& w, int64_t n, const float* xq) {
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+// SimdKernels::order_x: FP4 rows in 128-column steps and FP8 rows through byte tables take x permuted
+// within each step, whatever the rows, so that a row's bits never depend on the call.
+bool order_x_avx512(const WeightView& w, const float* x, float* out) {
+  if (fp4_wide_path(w)) {
+    fp4_wide_order_x(x, w.cols, out);
+    return true;
+  }
+  if (fp8_table_path(w)) {
+    fp8_table_order_x(x, w.cols, out);
+    return true;
+  }
+  return false;
+}
+
+// Rows n0..n1 against x as order_x laid it out (as it is where order_x declines).
+void dot_rows_ordered_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* xo, float* y) {
+  if (fp4_wide_path(w)) {
+    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp4_wide_dot(w, n, xo);
+  } else if (fp8_table_path(w)) {
+    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp8_table_dot(w, n, xo);
+  } else {
+    for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, xo);
+  }
+}
+
 void dot_rows_avx512(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
-  if (fp4_wide_path(w)) {  // whatever the rows, so that a row's bits never depend on the call
-    alignas(64) float xq[kFp4WideMaxCols];
-    fp4_wide_order_x(x, w.cols, xq);
-    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp4_wide_dot(w, n, xq);
-    return;
-  }
-  if (fp8_table_path(w)) {  // whatever the rows, so that a row's bits never depend on the call
-    alignas(64) float xp[kFp8TableMaxCols];
-    fp8_table_order_x(x, w.cols, xp);
-    for (int64_t n = n0; n < n1; ++n) y[n - n0] = fp8_table_dot(w, n, xp);
-    return;
-  }
-  for (int64_t n = n0; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
+  static_assert(kFp4WideMaxCols == kFp8TableMaxCols);
+  alignas(64) float xo[kFp8TableMaxCols];  // x laid out for the rows (128 KiB at most)
+  dot_rows_ordered_avx512(w, n0, n1, order_x_avx512(w, x, xo) ? xo : x, y);
 }
 
 // 16 weights of a plain row of format F from column k (masked lanes read nothing and give 0).
@@ -1483,6 +1498,8 @@ const SimdKernels& avx512_kernels() {
     t.widen_bf16_rows = widen_bf16_rows_avx512;
     t.attend_span_lanes = attend_span_lanes_avx512;
     t.dot_rows_multi = dot_rows_multi_avx512;
+    t.order_x = order_x_avx512;
+    t.dot_rows_ordered = dot_rows_ordered_avx512;
     t.silu_mul = silu_mul_avx512;
     if (has_bf16) t.round_bf16 = round_bf16_avx512;
     return t;

@@ -94,6 +94,12 @@ struct SimdKernels {
   // tokens, decode batches). Null: the driver calls dot_rows per x.
   void (*dot_rows_multi)(const WeightView& w, int64_t n0, int64_t n1, const float* const* xs, int64_t nx,
                          float* y, int64_t ldy) = nullptr;
+  // A level's own layout of x for the row dots of w (both null, or order_x false: x as it is). order_x
+  // lays x (as dot_rows takes it) out in out [w.cols]; dot_rows_ordered then gives dot_rows' bits for the
+  // same rows. A driver lays x out once per call this way rather than once per dot_rows call (the FP8
+  // byte tables and FP4 wide steps take x permuted within each step).
+  bool (*order_x)(const WeightView& w, const float* x, float* out) = nullptr;
+  void (*dot_rows_ordered)(const WeightView& w, int64_t n0, int64_t n1, const float* xo, float* y) = nullptr;
   // BF16 rows against x given in BF16 (rounded once per call, to_bf16), by vdpbf16ps: the precision of
   // the BF16 GEMM (products of BF16 pairs summed in float32), for calls that are not `exact`. Each
   // 64-byte line of weights is two instructions where widening it to float32 is six, so decode streams
