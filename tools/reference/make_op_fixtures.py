@@ -350,6 +350,79 @@ def compressed_attention_bf16():
     return out
 
 
+def shared_kv_attention():
+    """DeepseekV4Attention, whole, for each layer kind (sliding only; compressed sparse; heavily compressed),
+    run as the model runs it: eager attention, the model's sliding-window mask and both RoPE settings, and
+    its own cache (DynamicCache of the config: DeepseekV4CSACache / DeepseekV4HCACache): a prefill call
+    then two one-token decode calls. Windows are short (sliding 4, ratios 2 and 4) so that the window
+    drops keys, decode completes a compressed entry and the indexer keeps 2 of up to 6 entries. The
+    hidden state at position 5 is zero: its indexer scores all tie at 0."""
+    torch.manual_seed(13)
+    hidden, heads, head_dim, prefill, decode = 16, 4, 16, 10, 2
+    layer_types = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
+    cfg = small_config(hidden_size=hidden, num_attention_heads=heads, head_dim=head_dim, q_lora_rank=8,
+                       partial_rotary_factor=0.25, o_groups=2, o_lora_rank=6, sliding_window=4,
+                       index_n_heads=2, index_head_dim=8, index_topk=2, num_hidden_layers=3,
+                       layer_types=layer_types, max_position_embeddings=64,
+                       compress_rates={"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
+                       rope_parameters={"main": {"rope_type": "default", "rope_theta": 10000.0},
+                                        "compress": {"rope_type": "yarn", "rope_theta": 160000.0,
+                                                     "factor": 4.0, "original_max_position_embeddings": 16,
+                                                     "beta_fast": 32.0, "beta_slow": 1.0,
+                                                     "attention_factor": 1.0}})
+    cfg._attn_implementation = "eager"
+    rotary = dsv4.DeepseekV4RotaryEmbedding(cfg)
+    x = torch.randn(1, prefill + decode, hidden)
+    x[0, 5] = 0.0
+    out = {"hidden": hidden, "heads": heads, "head_dim": head_dim, "rope_dim": int(head_dim * 0.25),
+           "q_lora_rank": cfg.q_lora_rank, "o_groups": cfg.o_groups, "o_lora_rank": cfg.o_lora_rank,
+           "sliding_window": cfg.sliding_window, "index_n_heads": cfg.index_n_heads,
+           "index_head_dim": cfg.index_head_dim, "index_topk": cfg.index_topk, "rms_norm_eps": cfg.rms_norm_eps,
+           "rope_theta": 10000.0, "compress_rope": cfg.rope_parameters["compress"],
+           "calls": [prefill] + [1] * decode, "x": flat(x), "layers": [], "config": cfg.to_dict()}
+    # One cache for the three layers, called in turn as the model calls them: the model builds one
+    # sliding-window mask per call from its first (sliding) layer's cache and every layer uses it.
+    cache = transformers.DynamicCache(config=cfg)
+    layers = []
+    for idx, kind in enumerate(layer_types):
+        attn = dsv4.DeepseekV4Attention(cfg, idx)
+        params = {}
+        with torch.no_grad():
+            for name, p in attn.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.copy_(1.0 + 0.2 * torch.randn_like(p))
+                elif name.endswith("sinks"):
+                    p.normal_(0.0, 1.0)
+                elif name.endswith("position_bias"):
+                    p.normal_(0.0, 0.5)
+                else:
+                    p.normal_(0.0, p.shape[-1] ** -0.5)
+                params[name] = flat(p)
+        layer = {"kind": kind, "params": params, "outputs": []}
+        if kind == "compressed_sparse_attention":  # the indexer's scores of every call [rows, entries so far]
+            layer["index_scores"], layer["index_entries"] = [], []
+            def keep_scores(_module, _inputs, scores, layer=layer):
+                layer["index_scores"].append(flat(scores))
+                layer["index_entries"].append(int(scores.shape[-1]))
+
+            attn.compressor.indexer.scorer.register_forward_hook(keep_scores)
+        layers.append((attn, layer))
+    start = 0
+    for n in out["calls"]:
+        positions = torch.arange(start, start + n)[None]
+        embeds = x[:, start:start + n]
+        mask = transformers.masking_utils.create_sliding_window_causal_mask(
+            config=cfg, inputs_embeds=embeds, attention_mask=None, cache=cache, position_ids=positions)
+        pe = {t: rotary(embeds, position_ids=positions, layer_type=t) for t in ("main", "compress")}
+        for attn, layer in layers:
+            with torch.no_grad():
+                y, _ = attn(embeds, pe, positions, mask, cache=cache)
+            layer["outputs"].append(flat(y))
+        start += n
+    out["layers"] = [layer for _, layer in layers]
+    return out
+
+
 FIXTURES = {
     "hyper_connections": hyper_connections,
     "router_sqrtsoftplus": router_sqrtsoftplus,
@@ -358,6 +431,7 @@ FIXTURES = {
     "compressed_attention": compressed_attention,
     "rope_trailing": rope_trailing,
     "compressed_attention_bf16": compressed_attention_bf16,
+    "shared_kv_attention": shared_kv_attention,
 }
 
 

@@ -10,21 +10,21 @@
 
 namespace day0 {
 
-uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
-  uint64_t elements = 0;
-  if (spec.shared_kv_low_rank) {
-    elements = static_cast<uint64_t>(spec.head_dim);  // one head that is both key and value
-  } else if (spec.attention == AttentionKind::kMla && spec.mla) {
-    elements = static_cast<uint64_t>(spec.mla->kv_lora_rank + spec.mla->qk_rope_head_dim);
+KvRowWidths kv_row_widths(const ModelSpec& spec) {
+  if (spec.shared_kv_low_rank) return {spec.head_dim, 0};  // one head that is both key and value
+  if (spec.attention == AttentionKind::kMla && spec.mla) {
     // With a lightning indexer: its key, cached in the same rows (beside k_pe).
-    if (spec.indexer) elements += static_cast<uint64_t>(spec.indexer->head_dim);
-  } else {
-    // Rows as wide as the widest layer's keys and values (the pool's; other layers leave columns unused).
-    elements = static_cast<uint64_t>(max_key_width(spec) + max_value_width(spec));
-    // Block-sparse attention: the token's index key after V, in every layer's rows (one pool).
-    if (spec.block_indexer) elements += static_cast<uint64_t>(spec.block_indexer->head_dim);
+    return {spec.mla->kv_lora_rank, spec.mla->qk_rope_head_dim + (spec.indexer ? spec.indexer->head_dim : 0)};
   }
-  return elements * static_cast<uint64_t>(kv_dtype_bytes(dtype));
+  // Rows as wide as the widest layer's keys and values (the pool's; other layers leave columns unused).
+  // Block-sparse attention: the token's index key after V, in every layer's rows (one pool).
+  return {max_key_width(spec),
+          max_value_width(spec) + (spec.block_indexer ? spec.block_indexer->head_dim : 0)};
+}
+
+uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype) {
+  const KvRowWidths w = kv_row_widths(spec);
+  return static_cast<uint64_t>(w.first + w.second) * static_cast<uint64_t>(kv_dtype_bytes(dtype));
 }
 
 uint64_t compressed_kv_entry_bytes(const ModelSpec& spec, const LayerSpec& layer, KvDtype dtype) {

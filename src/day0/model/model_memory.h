@@ -10,8 +10,15 @@
 
 namespace day0 {
 
-// KV-cache bytes of one layer for one cached token in `dtype`: MLA caches the normalised latent
-// (kv_lora_rank) plus the shared rope key (qk_rope_head_dim); GQA caches K and V for each KV head.
+// The two tensors of one layer's cached row per token, in elements (KvPages' first / second): GQA K and V
+// of the widest layer (then any block-sparse index key after V); MLA the normalised latent (kv_lora_rank),
+// then the shared rope key (qk_rope_head_dim) and any lightning indexer key; one shared key = value head
+// (spec.shared_kv_low_rank) the head alone, second empty. The engine's pool is built with these widths.
+struct KvRowWidths {
+  int64_t first = 0, second = 0;
+};
+KvRowWidths kv_row_widths(const ModelSpec& spec);
+// KV-cache bytes of one layer for one cached token in `dtype`: kv_row_widths() in `dtype`.
 // The single source of this figure: the engine's paged pool sizes its blocks with it, `inspect`
 // prints it and the planner budgets with it.
 uint64_t kv_bytes_per_token_per_layer(const ModelSpec& spec, KvDtype dtype = KvDtype::kBF16);

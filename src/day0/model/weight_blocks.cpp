@@ -196,17 +196,20 @@ void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::stri
   b.add(scale, {head ? 1 : 3}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
 }
 
+// `indexer`: the lightning indexer's own compressor (its slots), else the layer's.
 void kv_compressor(const ModelSpec& s, WeightTableBuilder& b, const std::string& p, int64_t ratio,
-                   int64_t head_dim, bool overlapping) {
+                   int64_t head_dim, bool overlapping, bool indexer) {
   const int64_t width = overlapping ? 2 * head_dim : head_dim;  // [series a | series b] when overlapping
   const auto role = TensorRole::kAttention;
-  b.add(p + "ape", {ratio, width}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+  b.add(p + "ape", {ratio, width}, WeightStorage::kF32, role, kReplicated,
+        indexer ? WeightSlot::kIndexCompressorBias : WeightSlot::kCompressorBias);
   // Releases keep the compressor's projections unquantized (BF16 beside FP8 projections).
   b.add(p + "wkv.weight", {width, s.hidden_size}, WeightStorage::kPlain, role, kReplicated,
-        WeightSlot::kNone);
+        indexer ? WeightSlot::kIndexCompressorKv : WeightSlot::kCompressorKv);
   b.add(p + "wgate.weight", {width, s.hidden_size}, WeightStorage::kPlain, role, kReplicated,
-        WeightSlot::kNone);
-  b.add(p + "norm.weight", {head_dim}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
+        indexer ? WeightSlot::kIndexCompressorGate : WeightSlot::kCompressorGate);
+  b.add(p + "norm.weight", {head_dim}, kKeptF32, TensorRole::kNorm, kReplicated,
+        indexer ? WeightSlot::kIndexCompressorNorm : WeightSlot::kCompressorNorm);
 }
 
 void shared_kv_low_rank_attention(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l) {
@@ -222,21 +225,21 @@ void shared_kv_low_rank_attention(const ModelSpec& s, WeightTableBuilder& b, con
   b.add("attn.wq_b.weight", {heads * D, a.q_lora_rank}, WeightStorage::kProjection, attn, kColumn,
         WeightSlot::kQB);
   // The one key = value head is replicated under TP; the output groups split with the heads.
-  b.add("attn.wkv.weight", {D, H}, WeightStorage::kProjection, attn, kReplicated, WeightSlot::kNone);
-  b.add("attn.norm.weight", {D}, WeightStorage::kKeptF32, norm, kReplicated, WeightSlot::kNone);
+  b.add("attn.wkv.weight", {D, H}, WeightStorage::kProjection, attn, kReplicated, WeightSlot::kSharedKv);
+  b.add("attn.norm.weight", {D}, WeightStorage::kKeptF32, norm, kReplicated, WeightSlot::kSharedKvNorm);
   b.add("attn.wo_a.weight", {a.out_groups * a.out_rank, heads * D / a.out_groups}, WeightStorage::kProjection,
-        attn, kColumn, WeightSlot::kNone);
+        attn, kColumn, WeightSlot::kOutGroupsA);
   b.add("attn.wo_b.weight", {H, a.out_groups * a.out_rank}, WeightStorage::kProjection, attn, kRow,
-        WeightSlot::kNone);
+        WeightSlot::kOutGroupsB);
   if (l.kv_compress_ratio > 0) {
-    kv_compressor(s, b, "attn.compressor.", l.kv_compress_ratio, D, l.compressed_sparse);
+    kv_compressor(s, b, "attn.compressor.", l.kv_compress_ratio, D, l.compressed_sparse, false);
   }
   if (l.compressed_sparse) {
-    kv_compressor(s, b, "attn.indexer.compressor.", l.kv_compress_ratio, c.index_head_dim, true);
+    kv_compressor(s, b, "attn.indexer.compressor.", l.kv_compress_ratio, c.index_head_dim, true, true);
     b.add("attn.indexer.wq_b.weight", {c.index_n_heads * c.index_head_dim, a.q_lora_rank},
-          WeightStorage::kProjection, attn, kReplicated, WeightSlot::kNone);
+          WeightStorage::kProjection, attn, kReplicated, WeightSlot::kIndexerQ);
     b.add("attn.indexer.weights_proj.weight", {c.index_n_heads, H}, WeightStorage::kPlain, attn, kReplicated,
-          WeightSlot::kNone);
+          WeightSlot::kIndexerWeights);
   }
 }
 

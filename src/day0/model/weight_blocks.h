@@ -69,8 +69,9 @@ void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::stri
 // A KV compressor under `prefix` pooling `ratio` tokens into entries of `head_dim`: its position bias `ape`
 // [ratio, w] (float32), `wkv` and `wgate` [w, H] (unquantized in releases), and the entries' RMSNorm
 // `norm` [head_dim]; w = 2 * head_dim for overlapping windows (two series), else head_dim. Replicated.
+// `indexer`: the lightning indexer's compressor (bound to its own slots).
 void kv_compressor(const ModelSpec& s, WeightTableBuilder& b, const std::string& prefix, int64_t ratio,
-                   int64_t head_dim, bool overlapping);
+                   int64_t head_dim, bool overlapping, bool indexer);
 
 // Low-rank queries over one shared key = value head (spec.shared_kv_low_rank) in the DeepSeek release's
 // names under attn.: attn_sink [heads], wq_a [q_lora, H], q_norm, wq_b [heads * D, q_lora] (heads split),

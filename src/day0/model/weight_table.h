@@ -126,6 +126,21 @@ enum class WeightSlot {
   // [d_I, H]); its per-head RMSNorms of q and k (zero-centred like the model's other norms).
   kIndexerQNorm,     // [d_I]
   kIndexerKRmsNorm,  // [d_I]
+  // Shared key = value attention (spec.shared_kv_low_rank; its queries bind to kQA / kQANorm / kQB).
+  kSharedKv,      // wkv [head_dim, H]: the one head that is both key and value
+  kSharedKvNorm,  // its RMSNorm gain [head_dim]
+  kOutGroupsA,    // wo_a [groups * o_rank, heads * head_dim / groups]: each head group's own block
+  kOutGroupsB,    // wo_b [H, groups * o_rank]
+  // Compressed KV attention's compressor (width C = head_dim, 2 head_dim where windows overlap) and, on
+  // compressed sparse layers, the lightning indexer's own (at index_head_dim; kIndexerQ / kIndexerWeights).
+  kCompressorKv,         // wkv [C, H]
+  kCompressorGate,       // wgate [C, H]
+  kCompressorBias,       // ape [ratio, C]: the gate's per-slot bias
+  kCompressorNorm,       // norm [head_dim]: the pooled entry's RMSNorm gain
+  kIndexCompressorKv,    // indexer.compressor.wkv [2 d_I, H]
+  kIndexCompressorGate,  // indexer.compressor.wgate [2 d_I, H]
+  kIndexCompressorBias,  // indexer.compressor.ape [ratio, 2 d_I]
+  kIndexCompressorNorm,  // indexer.compressor.norm [d_I]
   // Gated DeltaNet (linear_attn.*).
   kLinearQkvz,    // in_proj_qkvz [2 * n_k * d_k + 2 * n_v * d_v, H], grouped per key head
   kLinearBa,      // in_proj_ba [2 * n_v, H], grouped per key head

@@ -181,6 +181,12 @@ void page_layer(const Context& c, int64_t layer);
 
 void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
 void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h, Matrix out);
+// Shared key = value attention with low-rank queries (spec.shared_kv_low_rank) on a sliding-only, compressed
+// sparse or heavily compressed layer (LayerSpec::kv_compress_ratio, compressed_sparse): the window's raw
+// rows in the paged cache, the compressed entries and the compressor's partial window in the sequence's
+// KvCache::compressed() state. shared_kv_attention_block.cpp says what it computes.
+void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h,
+                         Matrix out);
 // Gated DeltaNet (linear attention) over each sequence's recurrent state of `layer`.
 void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeights& w, ConstMatrix h,
                     Matrix out);

@@ -92,17 +92,9 @@ Engine::Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Bac
       layout_(std::make_unique<blocks::StepLayout>()),
       arena_(std::make_unique<blocks::StepArena>()) {
   // Each rank caches only its own KV heads; MLA's latent and rope key are per token, whole on every rank.
-  const bool mla = local_.attention == AttentionKind::kMla && local_.mla;
-  // GQA rows hold the widest layer's keys and values (layers with fewer KV heads or narrower heads use
-  // their first columns).
-  const int64_t first = mla ? local_.mla->kv_lora_rank : max_key_width(local_);
-  // MLA's second tensor: k_pe, then any lightning indexer key, so that one block table pages both.
-  // GQA's second tensor: V, then any block-sparse index key (blocks::block_index_key_col0).
-  const int64_t second =
-      mla ? local_.mla->qk_rope_head_dim + (local_.indexer ? local_.indexer->head_dim : 0)
-          : max_value_width(local_) + (local_.block_indexer ? local_.block_indexer->head_dim : 0);
+  const KvRowWidths row = kv_row_widths(local_);
   pool_ = std::make_shared<KvBlockPool>(
-      first, second,
+      row.first, row.second,
       KvCacheOptions{
           .dtype = options_.kv_dtype,
           .block_tokens = options_.kv_block_tokens,
@@ -132,6 +124,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   // The weights' layout (TP / EP / PP) was checked against the model where they were bound
   // (bind_model_weights: the only place a layout is set); here only the groups are matched to it.
   const TensorShard shard = weights->shard;
+  if (spec.shared_kv_low_rank && !shard.whole()) {
+    return unsupported(
+        "engine: shared key = value attention (low-rank queries, compressed KV) under tensor parallelism: "
+        "not yet; run it in one process");
+  }
   if (!shard.whole()) {
     const dist::Communicator* tp = options.tensor_parallel;
     if (tp == nullptr || tp->size() != shard.size || tp->rank() != shard.rank) {
@@ -384,6 +381,8 @@ void Engine::run_layer(const blocks::Context& c, int64_t l, std::span<const Matr
           blocks::mamba2(c, l, lw.mamba, in, out);
         } else if (ls.linear_attention) {
           blocks::gated_deltanet(c, l, lw.linear, in, out);
+        } else if (spec_.shared_kv_low_rank) {
+          blocks::shared_kv_attention(c, l, lw.attn, in, out);
         } else if (spec_.attention == AttentionKind::kMla) {
           blocks::mla_attention(c, l, lw.attn, in, out);
         } else {

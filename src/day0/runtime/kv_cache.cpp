@@ -183,6 +183,8 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
       layers_[l].paged = false;
       continue;
     }
+    layers_[l].compressed = ls.kv_compress_ratio > 0 && layer_has_kv(ls);
+    if (layers_[l].compressed) compressed_.resize(layers_.size());
     if (layer_has_kv(ls)) continue;
     layers_[l].paged = false;  // an FFN-only layer keeps nothing; recurrent layers their state
     if (!layer_is_recurrent(ls)) continue;
@@ -270,6 +272,7 @@ KvCache::KvCache(KvCache&& other) noexcept
     : pool_(std::move(other.pool_)),
       layers_(std::move(other.layers_)),
       recurrent_(std::move(other.recurrent_)),
+      compressed_(std::move(other.compressed_)),
       state_tokens_(std::move(other.state_tokens_)),
       state_bytes_(other.state_bytes_),
       recurrent_model_(other.recurrent_model_),
@@ -281,6 +284,7 @@ KvCache::KvCache(KvCache&& other) noexcept
       length_(other.length_) {
   other.layers_.clear();
   other.recurrent_.clear();
+  other.compressed_.clear();
   other.state_tokens_.clear();
   other.live_ = -1;
   other.boundary_ = other.checkpoint_ = other.pending_ = Snapshot{};
@@ -293,6 +297,7 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     pool_ = std::move(other.pool_);
     layers_ = std::move(other.layers_);
     recurrent_ = std::move(other.recurrent_);
+    compressed_ = std::move(other.compressed_);
     state_tokens_ = std::move(other.state_tokens_);
     state_bytes_ = other.state_bytes_;
     recurrent_model_ = other.recurrent_model_;
@@ -304,6 +309,7 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     length_ = other.length_;
     other.layers_.clear();
     other.recurrent_.clear();
+    other.compressed_.clear();
     other.state_tokens_.clear();
     other.live_ = -1;
     other.boundary_ = other.checkpoint_ = other.pending_ = Snapshot{};
@@ -342,6 +348,7 @@ KvCache KvCache::fork() const {
   KvCache copy(pool_, ModelSpec{});
   copy.layers_ = layers_;
   copy.recurrent_ = recurrent_;
+  copy.compressed_ = compressed_;
   copy.state_tokens_ = state_tokens_;
   copy.state_bytes_ = state_bytes_;
   copy.recurrent_model_ = recurrent_model_;
@@ -475,6 +482,7 @@ void KvCache::restore(const Snapshot& s) {
 
 bool KvCache::can_truncate(int64_t tokens) const {
   if (tokens < 0 || tokens > length_) return false;
+  if (!compressed_.empty() && tokens != 0 && tokens != length_) return false;
   for (const Layer& l : layers_) {
     if (!l.held || !l.paged) continue;  // no keys of its own to give back
     int64_t needed = 0;                 // the first position a query at `tokens` can see
@@ -492,6 +500,23 @@ bool KvCache::can_truncate(int64_t tokens) const {
 Status KvCache::truncate(int64_t tokens) {
   if (tokens < 0 || tokens > length_)
     return out_of_range(fmt::format("KV cache: truncate to {} tokens, holding {}", tokens, length_));
+  if (!compressed_.empty()) {
+    // Compressed entries pool whole windows and the compressor carries its partial window: the state
+    // restarts or stays, it is not kept per position.
+    if (tokens != 0 && tokens != length_) {
+      return failed_precondition(fmt::format(
+          "KV cache: compressed KV attention keeps its compressed entries and compressor state whole per "
+          "sequence: it cannot go back from {} to {} tokens (only to 0)",
+          length_, tokens));
+    }
+    for (CompressedKvLayerState& c : compressed_) {
+      if (tokens == 0) {
+        c = CompressedKvLayerState{};
+      } else if (c.tokens != tokens) {
+        c.tokens = -1;  // a failed step advanced it past the committed length
+      }
+    }
+  }
   // A step that failed part-way drops the snapshot it planned.
   release_snapshot(pending_);
   pending_parts_ = 0;
@@ -598,7 +623,9 @@ KvPages KvCache::pages(int64_t layer) const {
 }
 
 uint64_t KvCache::bytes() const {
-  return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes();
+  uint64_t compressed = 0;
+  for (const CompressedKvLayerState& c : compressed_) compressed += c.bytes();
+  return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes() + compressed;
 }
 
 void KvCache::collect_blocks(std::vector<int32_t>& out) const {

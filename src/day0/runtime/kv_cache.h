@@ -17,6 +17,10 @@
 //    at token boundaries: the engine takes one at the last whole-block boundary each step passes
 //    (plan_snapshot), so that a fork cut back to whole blocks (a prefix-cache entry) restores the state
 //    of exactly its length, and checkpoint() takes one at the current length (a rollback point).
+//  - Compressed KV attention layers (LayerSpec::kv_compress_ratio) keep their window of raw rows in the
+//    pool like any sliding layer, and beside it a per-sequence CompressedKvLayerState (host memory, the
+//    entries in the pool's dtype): copied whole by fork(), dropped by truncate(0), never cut at another
+//    length (truncate refuses that, naming the mechanism).
 //  - This class keeps the books only: the row bytes are written by the backend's kv_write kernel and
 //    copy-on-write copies made by its kv_copy_blocks kernel (append_slots says where and what), so a
 //    device backend holds the pool in its own memory without a change here. State blocks are host
@@ -151,6 +155,31 @@ struct RecurrentLayerState {
   int64_t* tokens = nullptr;
 };
 
+// One compressor's part of a compressed KV layer's state (the layer's own, or its lightning indexer's).
+struct CompressorState {
+  std::vector<unsigned char> entries;  // [n_entries, width] the pooled entries so far, in the KV dtype
+  int64_t n_entries = 0;
+  // The tokens past the last complete window: their kv / gate projections [tail, C], float32, the gate
+  // without its position bias.
+  std::vector<float> tail_kv, tail_gate;
+  // Overlapping windows: the last complete window's first halves, kv [ratio, width] and the gate with its
+  // bias [ratio, width] (what the next window pools beside its own); empty before the first window.
+  std::vector<float> prior_kv, prior_gate;
+  uint64_t bytes() const {
+    return entries.size() + (tail_kv.size() + tail_gate.size() + prior_kv.size() + prior_gate.size()) * 4u;
+  }
+};
+
+// A sequence's state of one compressed KV attention layer.
+struct CompressedKvLayerState {
+  CompressorState compressor;
+  CompressorState indexer;  // compressed sparse layers only
+  // Tokens absorbed (the cache's length after each step), -1 once a failed step left it ahead of the
+  // committed length: the sequence must start again from 0.
+  int64_t tokens = 0;
+  uint64_t bytes() const { return compressor.bytes() + indexer.bytes(); }
+};
+
 class KvCache {
  public:
   // A sequence on `pool` for `spec` (the window of each layer decides what it keeps). Linear-attention
@@ -208,7 +237,8 @@ class KvCache {
 
   // The paged view of a layer (valid until the next append or truncate on any cache of the pool).
   KvPages pages(int64_t layer) const;
-  // Bytes of the blocks this sequence holds (shared blocks counted in full), and blocks held.
+  // Bytes of the blocks this sequence holds (shared blocks counted in full) plus its compressed KV state,
+  // and blocks held.
   uint64_t bytes() const;
   int64_t blocks_held() const;
   // Appends the pool block of every layer's table entry (a block shared between layers or with another
@@ -219,6 +249,12 @@ class KvCache {
   bool paged(int64_t layer) const { return layers_[static_cast<size_t>(layer)].paged; }
   // Whether this cache keeps layer `layer` at all (false: another pipeline stage's layer, no blocks).
   bool held(int64_t layer) const { return layers_[static_cast<size_t>(layer)].held; }
+
+  // The compressed KV state of layer `layer` (a compressed KV attention layer held here), else null.
+  CompressedKvLayerState* compressed(int64_t layer) {
+    return layers_[static_cast<size_t>(layer)].compressed ? &compressed_[static_cast<size_t>(layer)]
+                                                          : nullptr;
+  }
 
   // ---- recurrent state ------------------------------------------------------------------------------
   // The live state of recurrent layer `layer` (all null for a layer without one), for a step that
@@ -272,9 +308,10 @@ class KvCache {
     int64_t rows = 0;             // positions held end at rows - 1 (includes the current step)
     AttentionMask mask = AttentionMask::kCausal;
     int64_t window = 0;
-    bool paged = true;   // false: a linear-attention layer (no KV rows; rows follow the length)
-    bool held = true;    // false: another pipeline stage's layer (nothing kept; rows follow the length)
-    int32_t state = -1;  // index into recurrent_ of a recurrent layer
+    bool paged = true;        // false: a linear-attention layer (no KV rows; rows follow the length)
+    bool held = true;         // false: another pipeline stage's layer (nothing kept; rows follow the length)
+    int32_t state = -1;       // index into recurrent_ of a recurrent layer
+    bool compressed = false;  // a compressed KV attention layer: its state in compressed_
   };
   // Where a recurrent layer's part sits in a state block: the float32 states of every layer first, then
   // the conv windows (so that the floats stay aligned whatever the windows' element size).
@@ -300,7 +337,8 @@ class KvCache {
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<Layer> layers_;
-  std::vector<StatePart> recurrent_;   // one per held recurrent layer
+  std::vector<StatePart> recurrent_;                // one per held recurrent layer
+  std::vector<CompressedKvLayerState> compressed_;  // by layer, when a compressed KV layer is held
   std::vector<int64_t> state_tokens_;  // one per held recurrent layer: RecurrentLayerState::tokens
   uint64_t state_bytes_ = 0;           // what the parts take in a state block
   bool recurrent_model_ = false;

@@ -96,6 +96,14 @@ struct Linear {
   bool present() const { return w.data != nullptr; }
 };
 
+// A compressed KV layer's learned pooling (CompressedKvSpec): kv / gate [C, H] (C the entry width, twice it
+// where windows overlap), position_bias [ratio, C], norm [entry width] (the pooled entry's RMSNorm gain).
+struct CompressorWeights {
+  Linear kv, gate;
+  std::span<const float> position_bias, norm;
+  bool present() const { return kv.present(); }
+};
+
 struct AttentionWeights {
   // GQA.
   Linear q, k, v, o;
@@ -111,6 +119,14 @@ struct AttentionWeights {
   // Block-sparse attention's indexer: index_q [n_I * d_I, H], index_k [d_I, H], and its per-head
   // RMSNorm gains of q (here) and k (index_k_norm).
   std::span<const float> index_q_norm;  // [d_I]
+  // Shared key = value attention (spec.shared_kv_low_rank; queries from q_a, q_a_norm, q_b above): the
+  // key = value head kv [head_dim, H] and its norm kv_norm [head_dim]; the grouped output projection
+  // o_a [groups * o_rank, heads * head_dim / groups], then o_b [H, groups * o_rank].
+  Linear kv, o_a, o_b;
+  std::span<const float> kv_norm;
+  // Compressed layers: the entries' compressor; compressed sparse layers also the indexer's (index_q
+  // [n_I * d_I, q_lora_rank] and index_weights [n_I, H] above).
+  CompressorWeights compressor, index_compressor;
 };
 
 // Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key

@@ -137,6 +137,30 @@ class TableBinder {
         return norm(t, a.index_q_norm);
       case WeightSlot::kIndexerKRmsNorm:
         return norm(t, a.index_k_norm);
+      case WeightSlot::kSharedKv:
+        return linear(t, a.kv);
+      case WeightSlot::kSharedKvNorm:
+        return vector(t, a.kv_norm);
+      case WeightSlot::kOutGroupsA:
+        return linear(t, a.o_a);
+      case WeightSlot::kOutGroupsB:
+        return linear(t, a.o_b);
+      case WeightSlot::kCompressorKv:
+        return linear(t, a.compressor.kv);
+      case WeightSlot::kCompressorGate:
+        return linear(t, a.compressor.gate);
+      case WeightSlot::kCompressorBias:
+        return vector(t, a.compressor.position_bias);
+      case WeightSlot::kCompressorNorm:
+        return vector(t, a.compressor.norm);
+      case WeightSlot::kIndexCompressorKv:
+        return linear(t, a.index_compressor.kv);
+      case WeightSlot::kIndexCompressorGate:
+        return linear(t, a.index_compressor.gate);
+      case WeightSlot::kIndexCompressorBias:
+        return vector(t, a.index_compressor.position_bias);
+      case WeightSlot::kIndexCompressorNorm:
+        return vector(t, a.index_compressor.norm);
       case WeightSlot::kLinearQkvz:
         return linear(t, layer->linear.in_qkvz);
       case WeightSlot::kLinearBa:

@@ -1,0 +1,326 @@
+// Shared key = value attention with low-rank queries (ModelSpec::shared_kv_low_rank) on its three layer
+// kinds: sliding window only, compressed sparse and heavily compressed (LayerSpec::kv_compress_ratio m,
+// compressed_sparse; CompressedKvSpec).
+//  - Queries: q_a, its RMSNorm, q_b, a weightless RMSNorm per head, RoPE on each head's last rotary dims
+//    (interleaved pairs, rotary_col0) at the row's position.
+//  - The one key = value head: kv, its RMSNorm, the same RoPE; appended to the layer's paged cache, which
+//    keeps the sliding window of raw rows (the pool's second tensor is empty: the key is the value).
+//  - Compressed layers: every complete window of m tokens pools into one entry (kv_compress over the
+//    compressor's kv / gate projections, overlapping windows of 2m on sparse layers), RMS-normed and
+//    RoPE'd at the window's first position. The sequence's KvCache::compressed() state holds the entries
+//    and what a partial window needs (its rows' projections, the last window's first halves). Heavily
+//    compressed layers attend to every entry a row can see (j < (p + 1) / m); compressed sparse layers to
+//    the index_topk entries their lightning indexer picks (its own compressor at index_head_dim, queries
+//    from the q latent, indexer_topk with key_ratio m).
+//  - RoPE: sliding layers rotate queries and key with the model's frequencies, compressed layers with the
+//    compressed ones (CompressedKvSpec::rope, YaRN); entries and the indexer always with the compressed.
+//  - Each row attends to its window's raw rows then its entries in one softmax with the head's sink; the
+//    output's rotary dims are rotated back at the row's position; then the grouped output projection o_a
+//    (grouped_matmul) and o_b.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "day0/runtime/blocks.h"
+
+namespace day0::blocks {
+namespace {
+
+// RoPE on the last `rotary` dims of each of the `heads` heads of x [T, heads * width], in place.
+void rope_trailing(const Context& c, Matrix x, std::span<const int64_t> positions, int64_t heads,
+                   int64_t width, int64_t rotary, const RopeFrequencies& f) {
+  c.be.rope({.x = x,
+             .positions = positions,
+             .n_heads = heads,
+             .head_dim = width,
+             .rotary_dim = rotary,
+             .layout = RopeLayout::kInterleaved,
+             .inv_freq = f.inv_freq,
+             .attention_factor = f.attention_factor,
+             .rotary_col0 = width - rotary});
+}
+
+// One compressor over one sequence's new rows.
+struct CompressorCall {
+  const CompressorWeights& w;
+  int64_t ratio = 0;
+  int64_t width = 0;     // an entry's width (the projections are twice it where windows overlap)
+  bool overlap = false;  // compressed sparse layers' windows of 2m
+  int64_t rotary = 0;
+  const RopeFrequencies& rope;
+  KvDtype dtype = KvDtype::kF32;  // the entries' storage
+};
+
+// Pools the held tail and the sequence's new projections kv / gate [n, C] (values on the host) into every
+// window they complete: the entries (normed, RoPE'd at their windows' first positions) appended to `st` in
+// its dtype, the rows past the last window kept as the new tail and, with overlapping windows, the last
+// window's first halves kept for the next.
+void compress_rows(const Context& c, const CompressorCall& call, ConstMatrix kv, ConstMatrix gate,
+                   CompressorState& st) {
+  const int64_t m = call.ratio, cw = kv.cols, d = call.width;
+  const auto held = static_cast<int64_t>(st.tail_kv.size()) / cw;
+  const int64_t total = held + kv.rows, windows = total / m, usable = windows * m;
+  const StepArena::Mark mark = c.arena.mark();
+  Buffer rows_kv(c.arena, total, cw), rows_gate(c.arena, total, cw);  // [tail + n, C] held rows first
+  std::copy(st.tail_kv.begin(), st.tail_kv.end(), rows_kv.data());
+  std::copy(st.tail_gate.begin(), st.tail_gate.end(), rows_gate.data());
+  for (int64_t r = 0; r < kv.rows; ++r) {
+    std::copy(kv.row(r), kv.row(r) + cw, rows_kv.m.row(held + r));
+    std::copy(gate.row(r), gate.row(r) + cw, rows_gate.m.row(held + r));
+  }
+  if (windows > 0) {
+    const bool prior = call.overlap && !st.prior_kv.empty();
+    Buffer pooled(c.arena, windows, d);  // [W, width]
+    c.be.kv_compress({.kv = rows_kv.m.row_slice(0, usable),
+                      .gate = rows_gate.m.row_slice(0, usable),
+                      .position_bias = ConstMatrix(call.w.position_bias.data(), m, cw),
+                      .prior_kv = prior ? ConstMatrix(st.prior_kv.data(), m, d) : ConstMatrix{},
+                      .prior_gate = prior ? ConstMatrix(st.prior_gate.data(), m, d) : ConstMatrix{},
+                      .ratio = m,
+                      .overlap = call.overlap,
+                      .out = pooled.m,
+                      .bf16_steps = c.bf16()});
+    round_activations(c, pooled.m);
+    rms_norm(c, pooled.m, call.w.norm, static_cast<float>(c.spec.rms_norm_eps), pooled.m);
+    std::vector<int64_t> positions(static_cast<size_t>(windows));  // each window's first position
+    for (int64_t i = 0; i < windows; ++i) positions[static_cast<size_t>(i)] = (st.n_entries + i) * m;
+    rope_trailing(c, pooled.m, positions, 1, d, call.rotary, call.rope);
+    round_activations(c, pooled.m);
+    c.be.synchronize();  // the entries and the rows are read on the host
+    const int64_t entry_bytes = d * kv_dtype_bytes(call.dtype);
+    st.entries.resize(static_cast<size_t>((st.n_entries + windows) * entry_bytes));
+    for (int64_t i = 0; i < windows; ++i) {
+      kv_row_from_f32(call.dtype, pooled.m.row(i), d, st.entries.data() + (st.n_entries + i) * entry_bytes);
+    }
+    st.n_entries += windows;
+    if (call.overlap) {  // the last window's first halves, its gate with the bias, for the next window
+      st.prior_kv.resize(static_cast<size_t>(m * d));
+      st.prior_gate.resize(static_cast<size_t>(m * d));
+      for (int64_t i = 0; i < m; ++i) {
+        const float* k = rows_kv.m.row(usable - m + i);
+        const float* g = rows_gate.m.row(usable - m + i);
+        const float* bias = call.w.position_bias.data() + i * cw;
+        for (int64_t j = 0; j < d; ++j) {
+          st.prior_kv[static_cast<size_t>(i * d + j)] = k[j];
+          st.prior_gate[static_cast<size_t>(i * d + j)] = g[j] + bias[j];
+        }
+      }
+    }
+  }
+  st.tail_kv.assign(rows_kv.data() + usable * cw, rows_kv.data() + total * cw);
+  st.tail_gate.assign(rows_gate.data() + usable * cw, rows_gate.data() + total * cw);
+  c.arena.release(mark);
+}
+
+// Entry j of a compressor state [n_entries, width], as float32 into `out`.
+void read_entry(const CompressorState& st, KvDtype dtype, int64_t width, int64_t j, float* out) {
+  kv_row_to_f32(dtype, st.entries.data() + j * width * kv_dtype_bytes(dtype), width, out);
+}
+
+// A compressor state's entries as one page of a paged cache (the key in the second tensor), what
+// indexer_topk reads; `block` is the one block pointer, kept alive by the caller.
+KvPages entry_pages(const CompressorState& st, KvDtype dtype, int64_t width, const void*& block) {
+  static constexpr int32_t kOnlyBlock = 0;
+  block = st.entries.data();
+  KvPages p;
+  p.dtype = dtype;
+  p.block_tokens = std::max<int64_t>(1, st.n_entries);
+  p.first_width = 0;
+  p.second_width = width;
+  p.first_blocks = &block;
+  p.second_blocks = &block;
+  p.table = std::span<const int32_t>(&kOnlyBlock, 1);
+  p.length = st.n_entries;
+  return p;
+}
+
+}  // namespace
+
+void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights& w, ConstMatrix h,
+                         Matrix out) {
+  const ModelSpec& s = c.spec;
+  const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
+  const SharedKvLowRankAttentionSpec& a = *s.shared_kv_low_rank;
+  const int64_t t = h.rows, nh = s.n_heads, d = s.head_dim, m = ls.kv_compress_ratio;
+  const bool compressed = m > 0, sparse = compressed && ls.compressed_sparse;
+  const float eps = static_cast<float>(s.rms_norm_eps);
+  const int64_t rotary = rotary_dims(d, s.partial_rotary_factor);
+  D0_CHECK_MSG(!compressed || s.compressed_kv.has_value(),
+               "shared_kv_attention: a compressed layer without its sizes");
+  // The compressed layers' frequencies (a few floats: built here rather than kept by the engine).
+  std::optional<RopeFrequencies> compressed_rope;
+  if (s.compressed_kv) {
+    const LayerRope& r = s.compressed_kv->rope;
+    Result<RopeFrequencies> f = rope_frequencies(r.theta, rotary_dims(d, r.partial_rotary_factor), r.scaling,
+                                                 s.max_position_embeddings, s.max_position_embeddings);
+    D0_CHECK_MSG(f.is_ok(), f.status().to_string());
+    compressed_rope = std::move(*f);
+  }
+  const RopeFrequencies& rope = compressed ? *compressed_rope : c.rope;
+  const std::span<const int64_t> positions = c.layout.positions;
+
+  // Queries from the low-rank latent: [T, q_lora_rank] -> [T, heads * head_dim].
+  Buffer latent(c.arena, t, a.q_lora_rank);
+  linear(c, h, w.q_a, latent.m);
+  rms_norm(c, latent.m, w.q_a_norm, eps, latent.m);
+  Buffer q(c.arena, t, nh * d);
+  linear(c, latent.m, w.q_b, q.m);
+  const Matrix q_heads(q.data(), t * nh, d);  // [T * heads, head_dim] the weightless norm per head
+  rms_norm(c, q_heads, {}, eps, q_heads);
+  rope_trailing(c, q.m, positions, nh, d, rotary, rope);
+  round_activations(c, q.m);
+  // The key = value row [T, head_dim], into the paged window.
+  Buffer kv(c.arena, t, d);
+  linear(c, h, w.kv, kv.m);
+  rms_norm(c, kv.m, w.kv_norm, eps, kv.m);
+  rope_trailing(c, kv.m, positions, 1, d, rotary, rope);
+  round_activations(c, kv.m);
+  watch_finite(c, q.m);  // attention's running max would drop a NaN score
+  watch_finite(c, kv.m);
+  append_and_page(c, layer, kv.m, ConstMatrix(kv.data(), t, 0));
+
+  // Compressed entries: the step's projections, then each sequence's windows on the host.
+  const int64_t cw = sparse ? 2 * d : d;  // [series a | series b] where windows overlap
+  Buffer comp_kv, comp_gate;              // [T, C]
+  Buffer index_q, index_w, index_kv, index_gate;
+  const int64_t n_i = sparse ? s.compressed_kv->index_n_heads : 0,
+                d_i = sparse ? s.compressed_kv->index_head_dim : 0;
+  if (compressed) {
+    comp_kv = Buffer(c.arena, t, cw);
+    comp_gate = Buffer(c.arena, t, cw);
+    linear(c, h, w.compressor.kv, comp_kv.m);
+    linear(c, h, w.compressor.gate, comp_gate.m);
+  }
+  if (sparse) {
+    index_kv = Buffer(c.arena, t, 2 * d_i);  // [T, 2 d_I]
+    index_gate = Buffer(c.arena, t, 2 * d_i);
+    linear(c, h, w.index_compressor.kv, index_kv.m);
+    linear(c, h, w.index_compressor.gate, index_gate.m);
+    index_q = Buffer(c.arena, t, n_i * d_i);  // [T, n_I * d_I] from the q latent
+    linear(c, latent.m, w.index_q, index_q.m);
+    rope_trailing(c, index_q.m, positions, n_i, d_i, rotary, *compressed_rope);
+    round_activations(c, index_q.m);
+    index_w = Buffer(c.arena, t, n_i);  // [T, n_I] the heads' weights, times n_I^-1/2 in float32
+    linear(c, h, w.index_weights, index_w.m);
+    c.be.scale({.x = index_w.m, .y = index_w.m, .scale = 1.0f / std::sqrt(static_cast<float>(n_i))});
+  }
+  StepLayout& l = c.layout;
+  const auto n_seq = l.caches.size();
+  std::vector<CompressedKvLayerState*> states(n_seq, nullptr);
+  if (compressed) {
+    c.be.synchronize();  // the projections are read on the host
+    for (size_t sq = 0; sq < n_seq; ++sq) {
+      CompressedKvLayerState* st = l.caches[sq]->compressed(layer);
+      D0_CHECK_MSG(st != nullptr,
+                   fmt::format("shared_kv_attention: layer {} has no compressed KV state", layer));
+      D0_CHECK_MSG(st->tokens == l.pos0[sq],
+                   st->tokens < 0
+                       ? fmt::format("shared_kv_attention: layer {}'s compressed KV state was lost by "
+                                     "a failed step; the sequence must restart",
+                                     layer)
+                       : fmt::format("shared_kv_attention: layer {}'s compressed KV state holds {} "
+                                     "tokens, the sequence {}",
+                                     layer, st->tokens, l.pos0[sq]));
+      states[sq] = st;
+      const KvDtype dtype = l.caches[sq]->pool().options().dtype;
+      const int64_t r0 = l.row0[sq], rn = l.rows[sq];
+      compress_rows(c, {w.compressor, m, d, sparse, rotary, *compressed_rope, dtype},
+                    comp_kv.m.row_slice(r0, rn), comp_gate.m.row_slice(r0, rn), st->compressor);
+      if (sparse) {
+        compress_rows(c, {w.index_compressor, m, d_i, true, rotary, *compressed_rope, dtype},
+                      index_kv.m.row_slice(r0, rn), index_gate.m.row_slice(r0, rn), st->indexer);
+      }
+      st->tokens += rn;
+    }
+  }
+  // Compressed sparse layers: each row's index_topk entries (-1: fewer visible).
+  MatrixView<int32_t> picked;
+  if (sparse) {
+    const int64_t k = s.compressed_kv->index_topk;
+    picked =
+        MatrixView<int32_t>(reinterpret_cast<int32_t*>(c.arena.take(t * k)), t, k);  // [T, k] 4-byte slots
+    std::vector<const void*> blocks(n_seq);
+    std::vector<PagedSequence> seqs(n_seq);
+    for (size_t sq = 0; sq < n_seq; ++sq) {
+      const KvDtype dtype = l.caches[sq]->pool().options().dtype;
+      seqs[sq] = PagedSequence{l.row0[sq], l.rows[sq], l.pos0[sq],
+                               entry_pages(states[sq]->indexer, dtype, d_i, blocks[sq])};
+    }
+    c.be.indexer_topk({.q = index_q.m,
+                       .weights = index_w.m,
+                       .seqs = seqs,
+                       .selected = picked,
+                       .n_heads = n_i,
+                       .head_dim = d_i,
+                       .key_col0 = 0,
+                       .scale = 1.0f / std::sqrt(static_cast<float>(d_i)),
+                       .key_ratio = m});
+    c.be.synchronize();  // the picks are read on the host
+  }
+
+  // Each row over its window's raw rows, then its entries: one attention call of one query row.
+  Buffer attn(c.arena, t, nh * d);  // [T, heads * head_dim]
+  const int64_t window = ls.window, most_entries = sparse ? s.compressed_kv->index_topk : 0;
+  for (size_t sq = 0; sq < n_seq; ++sq) {
+    const KvPages& pages = l.paged[sq].kv;
+    const KvDtype dtype = pages.dtype;
+    const CompressorState* entries = compressed ? &states[sq]->compressor : nullptr;
+    const int64_t visible_max = sparse ? most_entries : (entries != nullptr ? entries->n_entries : 0);
+    const StepArena::Mark mark = c.arena.mark();
+    Buffer keys(c.arena, window + visible_max, d);  // [keys of one row, head_dim]: both key and value
+    for (int64_t r = 0; r < l.rows[sq]; ++r) {
+      const int64_t row = l.row0[sq] + r, p = l.pos0[sq] + r;
+      const int64_t first = std::max<int64_t>(0, p - window + 1);
+      D0_CHECK_MSG(first >= pages.pos0 && p < pages.pos0 + pages.length,
+                   "shared_kv_attention: the window's rows are not in the cache");
+      c.be.synchronize();  // the previous row's call has read `keys`
+      int64_t n = 0;
+      for (int64_t pos = first; pos <= p; ++pos)
+        kv_row_to_f32(dtype, pages.first_row(pos - pages.pos0), d, keys.m.row(n++));
+      if (sparse) {
+        for (int64_t i = 0; i < picked.cols; ++i) {
+          const int32_t j = picked.row(row)[i];
+          if (j >= 0) read_entry(*entries, dtype, d, j, keys.m.row(n++));
+        }
+      } else if (entries != nullptr) {
+        const int64_t visible = std::min(entries->n_entries, (p + 1) / m);
+        for (int64_t j = 0; j < visible; ++j) read_entry(*entries, dtype, d, j, keys.m.row(n++));
+      }
+      const ConstMatrix k = keys.m.row_slice(0, n);
+      // Every key listed is visible: the row sits at the last position of a causal call.
+      c.be.attention({.q = q.m.row_slice(row, 1),
+                      .k = k,
+                      .v = k,
+                      .out = attn.m.row_slice(row, 1),
+                      .n_heads = nh,
+                      .n_kv_heads = 1,
+                      .head_dim = d,
+                      .v_head_dim = d,
+                      .q_pos0 = n - 1,
+                      .k_pos0 = 0,
+                      .scale = static_cast<float>(s.attention_scale),
+                      .mask = AttentionMask::kCausal,
+                      .sinks = w.sinks});
+    }
+    c.be.synchronize();
+    c.arena.release(mark);
+  }
+  round_activations(c, attn.m);
+  // The values carried their keys' rotation: rotated back at the row's own position.
+  std::vector<int64_t> back(positions.begin(), positions.end());
+  for (int64_t& p : back) p = -p;
+  rope_trailing(c, attn.m, back, nh, d, rotary, rope);
+  round_activations(c, attn.m);
+  Buffer grouped(c.arena, t, a.out_groups * a.out_rank);  // [T, groups * o_rank]
+  c.be.grouped_matmul(
+      {.x = attn.m, .w = w.o_a.w, .y = grouped.m, .groups = a.out_groups, .exact = c.exact()});
+  round_activations(c, grouped.m);
+  matmul(c, grouped.m, w.o_b, out);  // [T, hidden]
+  finish_row_parallel(c, out);
+}
+
+}  // namespace day0::blocks
