@@ -418,9 +418,9 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
   std::vector<float>& terms = c.ws ? c.ws->int8_terms : local_terms;
   quantize_activations(a.x, xq);  // [T, blocks * 32] int8 + [T, blocks] scales
   const int64_t groups = a.w.int_groups();
-  // Zero points: y[n] -= sum_g scale_w[n, g] * z[n, g] * terms[t, g] (INT4 always has one: 8 when
-  // symmetric; INT8 only when asymmetric).
-  const bool zero_points = a.w.zeros != nullptr || a.w.format == WeightFormat::kInt4;
+  // Stored zero points (asymmetric INT8 / INT4): y[n] -= sum_g scale_w[n, g] * z[n, g] * terms[t, g].
+  // Symmetric INT4's zero (8) is subtracted inside the kernels' integer sums instead.
+  const bool zero_points = a.w.zeros != nullptr;
   if (zero_points) {
     if (static_cast<int64_t>(terms.size()) < t_rows * groups)
       terms.resize(static_cast<size_t>(t_rows * groups));
@@ -437,16 +437,10 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
       float corr[kIntTileRows] = {};
       const int64_t rows = n1 - n0;
       const float* s = scales + n0 * groups;
-      if (a.w.zeros == nullptr) {
-        for (int64_t g = 0; g < groups; ++g)
-          for (int64_t i = 0; i < rows; ++i) corr[i] += s[i * groups + g] * tg[g];
-        for (int64_t i = 0; i < rows; ++i) dots[i] -= corr[i] * 8.0f;
-      } else {
-        const float* z = a.w.zeros + n0 * groups;
-        for (int64_t g = 0; g < groups; ++g)
-          for (int64_t i = 0; i < rows; ++i) corr[i] += s[i * groups + g] * z[i * groups + g] * tg[g];
-        for (int64_t i = 0; i < rows; ++i) dots[i] -= corr[i];
-      }
+      const float* z = a.w.zeros + n0 * groups;
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t i = 0; i < rows; ++i) corr[i] += s[i * groups + g] * z[i * groups + g] * tg[g];
+      for (int64_t i = 0; i < rows; ++i) dots[i] -= corr[i];
     }
     finish_row(a, t, n0, n1, dots);
   };

@@ -4,7 +4,9 @@
 // linkage, as weight_rows.h). `Dot` is the u8 x s8 -> 8 x int32 primitive: vpmaddubsw + vpmaddwd on
 // AVX2, vpdpbusd with VNNI. INT8 codes are signed, so the usual sign trick feeds it |c| (u8; |-128| =
 // 128 fits) and x * sign(c) (s8; x is never -128, see ops/int8_activations.h); INT4 codes are already
-// unsigned nibbles. No int16 saturation: |c| * |x| * 2 <= 128 * 127 * 2 < 2^15.
+// unsigned nibbles. No int16 saturation: |c| * |x| * 2 <= 128 * 127 * 2 < 2^15. Symmetric INT4 (no
+// zero points stored: the zero is 8) subtracts 8 * sum(x) from each block's integer sum (SimdKernels::
+// dot_rows_int): exact, where a float correction after the scales would cancel.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -27,7 +29,7 @@ inline __m256i int4_block(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-template <class Dot, bool kInt4, int R>
+template <class Dot, bool kInt4, bool kFold, int R>
 inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
   const int64_t row_bytes = w.int_row_bytes();
@@ -50,10 +52,14 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
     const float sx = xs[b];
     const int64_t g = b / per_group;
+    // 8 * the block's codes of x, in the lanes Dot sums them into (the zero point of symmetric INT4).
+    __m256i zero_term = _mm256_setzero_si256();
+    if constexpr (kFold) zero_term = Dot::dot(_mm256_set1_epi8(8), x);
     for (int r = 0; r < R; ++r) {
       __m256i p;
       if constexpr (kInt4) {
         p = Dot::dot(int4_block(rows + r * row_bytes + b * 16), x);
+        if constexpr (kFold) p = _mm256_sub_epi32(p, zero_term);
       } else {
         const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
         p = Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
@@ -69,12 +75,15 @@ inline void int_dot_rows(const WeightView& w, int64_t n0, int64_t n1, const int8
                          float* y) {
   // Four rows per pass share each activation block load.
   int64_t n = n0;
-  if (w.format == WeightFormat::kInt4) {
-    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows<Dot, true, 1>(w, n, xq, xs, y + (n - n0));
+  if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
+    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, true, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows<Dot, true, true, 1>(w, n, xq, xs, y + (n - n0));
+  } else if (w.format == WeightFormat::kInt4) {
+    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, false, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows<Dot, true, false, 1>(w, n, xq, xs, y + (n - n0));
   } else {
-    for (; n + 4 <= n1; n += 4) int_rows<Dot, false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows<Dot, false, 1>(w, n, xq, xs, y + (n - n0));
+    for (; n + 4 <= n1; n += 4) int_rows<Dot, false, false, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int_rows<Dot, false, false, 1>(w, n, xq, xs, y + (n - n0));
   }
 }
 

@@ -201,8 +201,10 @@ void configure_int_tiles() {
 }
 
 // w_pack[(h * blocks + b) * 512 + r * 32 + c] = code of row n0 + 16 h + r, column 32 b + c (INT4 widened
-// to a byte 0..15), zero for rows past `rows`: tile (h, b) is 512 contiguous bytes.
+// to a byte 0..15, or to code - 8 in -8..7 for symmetric INT4: its zero point folded into the signed
+// tiles' exact sums), zero for rows past `rows`: tile (h, b) is 512 contiguous bytes.
 void pack_int_rows(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks, uint8_t* w_pack) {
+  const bool centred = w.format == WeightFormat::kInt4 && w.zeros == nullptr;
   const int64_t row_bytes = w.int_row_bytes();
   const auto* codes = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < kIntTileRows; ++r) {
@@ -218,6 +220,7 @@ void pack_int_rows(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks
       if (w.format == WeightFormat::kInt4) {  // low nibbles are columns 0..15, high ones 16..31
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b * 16));
         v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+        if (centred) v = _mm256_sub_epi8(v, _mm256_set1_epi8(8));
       } else {
         v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b * 32));
       }
@@ -240,7 +243,8 @@ inline void add_block(const int32_t* c, __m512 xs, const float* sw, int64_t grou
   }
 }
 
-template <bool kInt4>
+// kUnsigned: codes 0..15 (INT4 with stored zero points) on TDPBUSD; else signed codes on TDPBSSD.
+template <bool kUnsigned>
 void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
                         int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
@@ -269,7 +273,7 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
         _tile_zero(1);
         _tile_loadd(3, a + (b + 1) * 512, 32);
         _tile_loadd(5, bx + (b + 1) * 512, 64);
-        if constexpr (kInt4) {
+        if constexpr (kUnsigned) {
           _tile_dpbusd(0, 2, 4);
           _tile_dpbusd(1, 3, 5);
         } else {
@@ -285,7 +289,7 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
         _tile_zero(0);
         _tile_loadd(2, a + b * 512, 32);
         _tile_loadd(4, bx + b * 512, 64);
-        if constexpr (kInt4) {
+        if constexpr (kUnsigned) {
           _tile_dpbusd(0, 2, 4);
         } else {
           _tile_dpbssd(0, 2, 4);
@@ -303,7 +307,7 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
 
 void gemm_int_amx_impl(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
                        int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) {
-  if (w.format == WeightFormat::kInt4) {
+  if (w.format == WeightFormat::kInt4 && w.zeros != nullptr) {
     gemm_int_amx_tiles<true>(w, n0, rows, xp, xsp, tokens, w_pack, out, ldo);
   } else {
     gemm_int_amx_tiles<false>(w, n0, rows, xp, xsp, tokens, w_pack, out, ldo);

@@ -1384,47 +1384,29 @@ struct Vnni256Dot {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 };
 
-// Rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
-template <bool kInt4, int R>
-void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
+// INT8 rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
+template <int R>
+void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
   const int64_t row_bytes = w.int_row_bytes();
   const int64_t groups = w.int_groups();
   const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
   const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
   const float* scales = static_cast<const float*>(w.scales) + n * groups;
-  // int32 lanes of block b + 1 after the dot: INT8 lanes 8..15; INT4 (x reordered, see below) 4..7
-  // and 12..15.
-  const __mmask16 second = kInt4 ? __mmask16(0xf0f0) : __mmask16(0xff00);
+  const __mmask16 second = 0xff00;  // int32 lanes of block b + 1 after the dot
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    __m512i x = _mm512_loadu_si512(xq + b * kIntBlock);
-    // INT4 bytes unpack to [b cols 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]: x in the same order.
-    if constexpr (kInt4) x = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i x = _mm512_loadu_si512(xq + b * kIntBlock);
     const __m512 sx = _mm512_mask_blend_ps(second, _mm512_set1_ps(xs[b]), _mm512_set1_ps(xs[b + 1]));
     const int64_t g0 = b / per_group, g1 = (b + 1) / per_group;
     for (int r = 0; r < R; ++r) {
-      if constexpr (kInt4) {
-        prefetch_ahead_busy(rows + r * row_bytes + b * 16);
-      } else {
-        prefetch_ahead(rows + r * row_bytes + b * 32);
-      }
-      __m512i p;
-      if constexpr (kInt4) {
-        const __m256i raw =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 16));
-        const __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(0x0f));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
-        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                                x);
-      } else {
-        const __m512i c = _mm512_loadu_si512(rows + r * row_bytes + b * 32);
-        // x negated where c < 0 (x is never -128), against |c| (|-128| = 128 as u8).
-        const __m512i sxc = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(c), _mm512_setzero_si512(), x);
-        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(c), sxc);
-      }
+      prefetch_ahead(rows + r * row_bytes + b * 32);
+      const __m512i c = _mm512_loadu_si512(rows + r * row_bytes + b * 32);
+      // x negated where c < 0 (x is never -128), against |c| (|-128| = 128 as u8).
+      const __m512i sxc = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(c), _mm512_setzero_si512(), x);
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(c), sxc);
       const float* s = scales + r * groups;
       const __m512 sw = g0 == g1 ? _mm512_set1_ps(s[g0])
                                  : _mm512_mask_blend_ps(second, _mm512_set1_ps(s[g0]), _mm512_set1_ps(s[g1]));
@@ -1433,16 +1415,83 @@ void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float*
   }
   float tail[R] = {};
   if (b < blocks) {  // an odd last block: the 256-bit step on its own
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
     for (int r = 0; r < R; ++r) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
-      __m256i p;
-      if constexpr (kInt4) {
-        p = Vnni256Dot::dot(int4_block(rows + r * row_bytes + b * 16), x);
-      } else {
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
-        p = Vnni256Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
-      }
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
+      const __m256i p = Vnni256Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
       tail[r] = int_hsum(
+          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+
+// INT4 rows [n, n + R), four blocks (64 bytes of each row, one cache line) a step. The low nibbles of
+// the 64 bytes are columns 0..15 of the four blocks and the high ones columns 16..31, so x is taken in
+// that order (x_low / x_high, once a step for all R rows) and two vpdpbusd leave block b + j's sum in
+// int32 lanes 4j..4j+3: half the instructions per byte of a block-pair step, which decode needs to keep
+// up with the read bandwidth. kFold: symmetric INT4, the zero point 8 subtracted from the integer sums.
+template <bool kFold, int R>
+void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t row_bytes = w.int_row_bytes();
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  // 64-bit pieces of x's blocks b, b + 1 (0..7) and b + 2, b + 3 (8..15): columns 0..15 of each block
+  // are its pieces 0, 1; columns 16..31 pieces 2, 3.
+  const __m512i low_pieces = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
+  const __m512i high_pieces = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
+  const __m512i lane_block = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    const __m512i x01 = _mm512_loadu_si512(xq + b * kIntBlock);
+    const __m512i x23 = _mm512_loadu_si512(xq + (b + 2) * kIntBlock);
+    const __m512i x_low = _mm512_permutex2var_epi64(x01, low_pieces, x23);
+    const __m512i x_high = _mm512_permutex2var_epi64(x01, high_pieces, x23);
+    __m512i zero_term = _mm512_setzero_si512();
+    if constexpr (kFold) {
+      const __m512i eights = _mm512_set1_epi8(8);
+      zero_term = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero_term, eights, x_low), eights, x_high);
+    }
+    const __m512 sx = _mm512_permutexvar_ps(lane_block, _mm512_castps128_ps512(_mm_loadu_ps(xs + b)));
+    // The groups of blocks b..b + 3 relative to the first (the same for every row).
+    const int64_t g0 = b / per_group;
+    const int64_t span = (b + 3) / per_group - g0 + 1;  // 1..4 scales a row
+    const __m512i lane_group = _mm512_set_epi32(
+        static_cast<int>((b + 3) / per_group - g0), static_cast<int>((b + 3) / per_group - g0),
+        static_cast<int>((b + 3) / per_group - g0), static_cast<int>((b + 3) / per_group - g0),
+        static_cast<int>((b + 2) / per_group - g0), static_cast<int>((b + 2) / per_group - g0),
+        static_cast<int>((b + 2) / per_group - g0), static_cast<int>((b + 2) / per_group - g0),
+        static_cast<int>((b + 1) / per_group - g0), static_cast<int>((b + 1) / per_group - g0),
+        static_cast<int>((b + 1) / per_group - g0), static_cast<int>((b + 1) / per_group - g0), 0, 0, 0, 0);
+    const auto span_mask = static_cast<__mmask8>((1u << span) - 1u);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* line = rows + r * row_bytes + b * 16;
+      prefetch_ahead_busy(line);
+      const __m512i raw = _mm512_loadu_si512(line);
+      const __m512i low = _mm512_and_si512(raw, nibble);
+      const __m512i high = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble);
+      __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low), high, x_high);
+      if constexpr (kFold) p = _mm512_sub_epi32(p, zero_term);
+      const __m128 s4 = _mm_maskz_loadu_ps(span_mask, scales + r * groups + g0);
+      const __m512 sw = _mm512_permutexvar_ps(lane_group, _mm512_castps128_ps512(s4));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
+    }
+  }
+  float tail[R] = {};
+  for (; b < blocks; ++b) {  // the last blocks past a multiple of four, one 256-bit step each
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
+    __m256i zero_term = _mm256_setzero_si256();
+    if constexpr (kFold) zero_term = Vnni256Dot::dot(_mm256_set1_epi8(8), x);
+    for (int r = 0; r < R; ++r) {
+      const __m256i p =
+          _mm256_sub_epi32(Vnni256Dot::dot(int4_block(rows + r * row_bytes + b * 16), x), zero_term);
+      tail[r] += int_hsum(
           _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
     }
   }
@@ -1454,12 +1503,15 @@ void int_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float*
 void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                               float* y) {
   int64_t n = n0;
-  if (w.format == WeightFormat::kInt4) {
-    for (; n + 4 <= n1; n += 4) int_rows_512<true, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows_512<true, 1>(w, n, xq, xs, y + (n - n0));
+  if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
+    for (; n + 4 <= n1; n += 4) int4_rows_512<true, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int4_rows_512<true, 1>(w, n, xq, xs, y + (n - n0));
+  } else if (w.format == WeightFormat::kInt4) {
+    for (; n + 4 <= n1; n += 4) int4_rows_512<false, 4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int4_rows_512<false, 1>(w, n, xq, xs, y + (n - n0));
   } else {
-    for (; n + 4 <= n1; n += 4) int_rows_512<false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows_512<false, 1>(w, n, xq, xs, y + (n - n0));
+    for (; n + 4 <= n1; n += 4) int8_rows_512<4>(w, n, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int8_rows_512<1>(w, n, xq, xs, y + (n - n0));
   }
 }
 

@@ -79,13 +79,15 @@ void dot_rows_int_portable(const WeightView& w, int64_t n0, int64_t n1, const in
                            float* y) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
   const int64_t per_group = w.int_groups() <= 1 ? blocks : w.group / kIntBlock;
+  // Symmetric INT4's zero point (8) inside the integer sum (see SimdKernels::dot_rows_int).
+  const int32_t zero = w.format == WeightFormat::kInt4 && w.zeros == nullptr ? 8 : 0;
   for (int64_t n = n0; n < n1; ++n) {
     const auto* row = static_cast<const uint8_t*>(row_ptr(w, n));
     float total = 0.0f;
     for (int64_t b = 0; b < blocks; ++b) {
       int32_t dot = 0;
       for (int64_t k = b * kIntBlock; k < (b + 1) * kIntBlock; ++k) {
-        dot += static_cast<int32_t>(int_code(w, row, k)) * xq[k];
+        dot += (static_cast<int32_t>(int_code(w, row, k)) - zero) * xq[k];
       }
       total += static_cast<float>(dot) * (xs[b] * int_scale(w, n, b / per_group));
     }

@@ -48,8 +48,9 @@ struct SimdKernels {
   float (*exp_sum)(float* s, int64_t n, float shift);
   // INT8 / INT4 weights against int8 activations (ops/int8_activations.h: codes xq padded to whole
   // 32-column blocks, one scale xs per block): y[i] = sum over blocks b of scale_w[n, g(b)] * xs[b] *
-  // sum_{k in b} c[n, k] * xq[k], n = n0 + i. The zero points are not subtracted here (the driver
-  // subtracts scale_w * z * the activation group terms).
+  // sum_{k in b} (c[n, k] - z) * xq[k], n = n0 + i, with z = 8 for symmetric INT4 (no zero points
+  // stored), subtracted inside the exact integer sum, else 0: stored zero points are subtracted by the
+  // driver (scale_w * z * the activation group terms).
   void (*dot_rows_int)(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                        float* y);
   // Which instruction the integer dot products use: "scalar", "avx2-maddubs", "avx-vnni",
