@@ -27,6 +27,7 @@
 #include "day0/runtime/engine_settings.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/mtp_drafter.h"
 #include "day0/runtime/speculative.h"
 #include "day0/serve/bench_client.h"
 #include "day0/tokenizer/prompt_ids.h"
@@ -80,7 +81,7 @@ struct RunOptions {
 
 // --spec and its companions, checked before anything loads.
 Status check_spec_options(const RunOptions& o) {
-  D0_RETURN_IF_ERROR(check_spec_flags(o.spec));
+  D0_RETURN_IF_ERROR(check_spec_flags(o.spec, /*mtp_here=*/true));
   if (o.spec.source != "none" && o.interactive) return unsupported("--spec with --interactive: not yet");
   if (o.spec.source != "none" && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return unsupported("--spec with --tp/--pp/--ep above 1: not yet");
@@ -239,13 +240,18 @@ int run_command(const RunOptions& o) {
                                     "layers; not yet (record as one process or under --tp / --ep)"));
   }
   eo.count_expert_picks = o.ep > 1 || !o.record_expert_load.empty();
+  eo.mtp_layers = o.spec.draft_source() == DraftSource::kMtp;  // their weights are bound only then
   LoadOptions load_options = load_options_for(eo.precision);
   load_options.page_cache = page_cache_from(o.page_cache);
+  load_options.mtp_layers = eo.mtp_layers;
   auto distributed =
       load_distributed_model(o.model, dist::ParallelLayout{o.tp, o.pp, o.ep}, load_options,
                              dist::CommOptions{.timeout_seconds = o.comm_timeout},
                              RedundantExperts{.count = o.redundant_experts, .load_file = o.expert_load});
-  if (!distributed.is_ok()) return report_error(name, distributed.status());
+  if (!distributed.is_ok()) {
+    return report_error(
+        name, eo.mtp_layers ? distributed.status().with_context("--spec mtp") : distributed.status());
+  }
   DistributedModel& dm = *distributed;
   LoadedModel* model = &dm.model;
   if (!o.record_expert_load.empty() && !model->spec.moe) {
@@ -299,6 +305,7 @@ int run_command(const RunOptions& o) {
   std::unique_ptr<SelfDraft> self_draft;
   std::unique_ptr<Drafter> drafter;
   if (o.spec.source == "ngram") drafter = std::make_unique<NgramDrafter>();
+  if (eo.mtp_layers) drafter = std::make_unique<MtpDrafter>(*engine->engine);
   if (o.spec.source == "self-int4") {
     auto opened = open_self_draft(*model, o.spec.draft, *engine->backend, eo);
     if (!opened.is_ok()) return fail(opened.status());

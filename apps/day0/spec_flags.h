@@ -11,7 +11,7 @@
 namespace day0::cli {
 
 struct SpecFlags {
-  std::string source = "none";  // none, ngram, self-int4 (mtp: refused, not built yet)
+  std::string source = "none";  // none, ngram, self-int4, mtp (run only)
   int64_t tokens = 4;           // drafts verified per step
   std::string draft;            // self-int4's folder ("": quantized at load)
   CLI::Option* tokens_option = nullptr;
@@ -22,9 +22,10 @@ struct SpecFlags {
 // Declares --spec, --spec-tokens and --spec-draft on `app`.
 void add_spec_flags(CLI::App& app, SpecFlags& flags);
 
-// What every command refuses, before anything loads: mtp, --spec-tokens without a draft source,
+// What every command refuses, before anything loads: mtp where the command has no MTP drafts (`mtp_here`),
+// --spec-tokens without a draft source,
 // --spec-draft without self-int4.
-Status check_spec_flags(const SpecFlags& flags);
+Status check_spec_flags(const SpecFlags& flags, bool mtp_here = false);
 
 // "A of D drafts accepted (R%), M accepted per verification step (S steps), by position P1% P2% ...".
 std::string spec_summary(const SpecStats& stats);

@@ -158,12 +158,13 @@ void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerF
   const int64_t H = s.hidden_size, V = s.vocab_size;
   for (int64_t k = 0; k < s.n_mtp_layers; ++k) {
     b.begin_layer(s.n_layers + k);
-    b.add("embed_tokens.weight", {V, H}, kPlain, TensorRole::kEmbedding, kVocab, WeightSlot::kNone);
-    b.add("enorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
-    b.add("hnorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
-    b.add("eh_proj.weight", {H, 2 * H}, kProj, TensorRole::kAttention, kReplicated, WeightSlot::kNone);
-    b.add("shared_head.norm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kNone);
-    b.add("shared_head.head.weight", {V, H}, kPlain, TensorRole::kLmHead, kVocab, WeightSlot::kNone);
+    b.add("embed_tokens.weight", {V, H}, kPlain, TensorRole::kEmbedding, kVocab, WeightSlot::kEmbedding);
+    b.add("enorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kMtpEmbeddingNorm);
+    b.add("hnorm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kMtpHiddenNorm);
+    b.add("eh_proj.weight", {H, 2 * H}, kProj, TensorRole::kAttention, kReplicated,
+          WeightSlot::kMtpProjection);
+    b.add("shared_head.norm.weight", {H}, kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kFinalNorm);
+    b.add("shared_head.head.weight", {V, H}, kPlain, TensorRole::kLmHead, kVocab, WeightSlot::kLmHead);
     decoder_layer(s, b, s.layers.back(), ffn);
     b.end_layer();
   }

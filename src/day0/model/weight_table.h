@@ -63,7 +63,7 @@ struct ShardSpec {
 
 // Where the engine's binder puts a tensor (runtime/model_weights.h).
 enum class WeightSlot {
-  kNone,  // not bound: MTP layers, scales consumed with their weight
+  kNone,  // not bound: scales consumed with their weight, tensors no block reads yet
   kEmbedding,
   kLmHead,
   kFinalNorm,
@@ -187,6 +187,13 @@ enum class WeightSlot {
   kMoeOutNorm,
   kRouterInputScale,
   kRouterExpertScale,
+  // A DeepSeek-V3-layout multi-token-prediction layer's input (bound only when asked, ModelWeights::mtp): the
+  // norms [H] of the next token's embedding and of the main model's hidden state, and eh_proj [H, 2H] over
+  // their concatenation [embedding | hidden]. Its embed_tokens, shared_head.norm and shared_head.head take
+  // kEmbedding, kFinalNorm and kLmHead inside the MTP layer.
+  kMtpEmbeddingNorm,
+  kMtpHiddenNorm,
+  kMtpProjection,
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

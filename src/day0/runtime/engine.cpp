@@ -301,7 +301,55 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                                            spec.max_position_embeddings));
     }
   }
+  if (options.mtp_layers) {
+    if (e->weights_->mtp.empty()) {
+      return invalid_argument(
+          "engine: multi-token-prediction layers asked for, but the weights were bound without them "
+          "(LoadOptions::mtp_layers)");
+    }
+    // Each MTP layer runs as a one-layer model of the last decoder layer's kind, on its own KV pool.
+    ModelSpec one_layer = spec;
+    one_layer.n_layers = 1;
+    one_layer.layers = {spec.layers.back()};
+    one_layer.n_mtp_layers = 0;
+    EngineOptions mtp_options = options;
+    mtp_options.mtp_layers = false;
+    mtp_options.count_expert_picks = false;
+    for (const std::shared_ptr<ModelWeights>& w : e->weights_->mtp) {
+      auto mtp = Engine::create(one_layer, w, backend, mtp_options);
+      if (!mtp.is_ok()) return mtp.status().with_context("engine: a multi-token-prediction layer");
+      e->mtp_.push_back(std::move(mtp).value());
+    }
+  }
   return e;
+}
+
+Result<ConstMatrix> Engine::forward_mtp(int64_t k, std::span<const SequenceStep> batch, ConstMatrix hidden,
+                                        bool last_only, ForwardCapture* capture) {
+  if (k < 0 || k >= mtp_layers()) {
+    return invalid_argument(fmt::format("forward_mtp: MTP layer {} of {} (EngineOptions::mtp_layers: {})", k,
+                                        mtp_layers(), options_.mtp_layers ? "on" : "off"));
+  }
+  int64_t rows = 0;
+  for (const SequenceStep& s : batch) rows += static_cast<int64_t>(s.tokens.size());
+  if (hidden.data == nullptr || hidden.rows != rows || hidden.cols != spec_.hidden_size) {
+    return invalid_argument(fmt::format("forward_mtp: hidden states [{}, {}] for {} rows of width {}",
+                                        hidden.rows, hidden.cols, rows, spec_.hidden_size));
+  }
+  return mtp_[static_cast<size_t>(k)]->forward_step(batch, last_only, capture, hidden);
+}
+
+void Engine::mtp_input(const blocks::Context& c, ConstMatrix mtp_hidden, Matrix x) {
+  const MtpInputWeights& in = weights_->mtp_input;
+  const int64_t t = x.rows, hidden = spec_.hidden_size;
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  const blocks::StepArena::Mark start = arena_->mark();  // `joined` ends with the projection
+  blocks::Buffer joined(*arena_, t, 2 * hidden);         // [T, 2H]: [enorm(embedding) | hnorm(h)]
+  blocks::decoder_norm(c, x, in.embedding_norm, eps, Matrix(joined.data(), t, hidden, 2 * hidden));
+  blocks::decoder_norm(c, mtp_hidden, in.hidden_norm, eps,
+                       Matrix(joined.data() + hidden, t, hidden, 2 * hidden));
+  blocks::linear(c, joined.m, in.projection, x);
+  arena_->release(start);
 }
 
 FloatMatrix copy_matrix(ConstMatrix m) {
@@ -313,6 +361,14 @@ FloatMatrix copy_matrix(ConstMatrix m) {
 
 Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool last_only,
                                     ForwardCapture* capture) {
+  if (weights_->mtp_input.present())
+    return invalid_argument(
+        "forward: an MTP layer's engine runs through forward_mtp (it reads hidden states)");
+  return forward_step(batch, last_only, capture, ConstMatrix());
+}
+
+Result<ConstMatrix> Engine::forward_step(std::span<const SequenceStep> batch, bool last_only,
+                                         ForwardCapture* capture, ConstMatrix mtp_hidden) {
   ConstMatrix logits;
   // A step that fails part-way has appended to some layers only (and, pipelined, committed its first
   // micro-batches): each cache goes back to its length before the step, so the caller can retry or go
@@ -324,13 +380,15 @@ Result<ConstMatrix> Engine::forward(std::span<const SequenceStep> batch, bool la
       if (batch[i].cache != nullptr) (void)batch[i].cache->truncate(step_start_[i]);
     }
   };
-  if (pipelined() && capture != nullptr && (capture->want_hidden || capture->want_final_norm)) {
+  if (pipelined() && capture != nullptr &&
+      (capture->want_hidden || capture->want_last_hidden || capture->want_final_norm)) {
     return unsupported(
         "forward: hidden states are not captured under pipeline parallelism (each stage holds its layers "
         "only): not yet");
   }
   try {
-    logits = pipelined() ? forward_pipelined(batch, last_only) : forward_unchecked(batch, last_only, capture);
+    logits = pipelined() ? forward_pipelined(batch, last_only)
+                         : forward_unchecked(batch, last_only, capture, mtp_hidden);
   } catch (const dist::CommError& e) {  // a peer rank died or hangs
     roll_back();
     return e.status().with_context("forward");
@@ -501,7 +559,7 @@ ConstMatrix Engine::forward_pipelined(std::span<const SequenceStep> batch, bool 
 }
 
 ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool last_only,
-                                      ForwardCapture* capture) {
+                                      ForwardCapture* capture, ConstMatrix mtp_hidden) {
   using blocks::Buffer;
   blocks::StepLayout& layout = *layout_;
   layout.clear();
@@ -566,6 +624,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     dist::check_comm(
         options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
   }
+  if (mtp_hidden.data != nullptr) mtp_input(c, mtp_hidden, x.m);
   // Per-layer inputs [T, n_layers * P] of the step, from the token ids and the scaled embeddings.
   Buffer per_layer;
   if (spec_.per_layer_input) {
@@ -598,6 +657,13 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     arena_->release(layer_start);
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));
+  if (capture && capture->want_last_hidden) {
+    backend_.synchronize();
+    capture->last_hidden = FloatMatrix(t, x.m.cols);
+    for (int64_t r = 0; r < t; ++r)
+      std::memcpy(capture->last_hidden.row(r).data(), x.m.row(r),
+                  static_cast<size_t>(x.m.cols) * sizeof(float));
+  }
   if (!stage.last()) {
     backend_.synchronize();
     dist::check_comm(options_.pipeline->send(std::as_bytes(activations()), stage.stage + 1, kActivationTag));

@@ -94,6 +94,9 @@ struct EngineOptions {
   // Count the MoE layers' picks (Engine::expert_picks()): what `run --record-expert-load` writes and
   // `run --json` reports per rank. Off by default: the counts read the router's picks on the host.
   bool count_expert_picks = false;
+  // Run the checkpoint's multi-token-prediction layers too (Engine::forward_mtp), as a draft source: the
+  // weights must hold them (LoadOptions::mtp_layers). Off: plain runs hold neither their weights nor caches.
+  bool mtp_layers = false;
 };
 
 // The MoE layers' picks summed over forward calls, when EngineOptions::count_expert_picks is set.
@@ -130,7 +133,10 @@ struct SequenceStep {
 // the final norm's output, rows of all sequences of the step concatenated in batch order.
 struct ForwardCapture {
   bool want_hidden = false;
+  bool want_last_hidden = false;  // last_hidden: the last decoder layer's output alone (an MTP layer's input)
   bool want_final_norm = false;
+  // [rows, hidden] the last decoder layer's output, before the final norm
+  FloatMatrix last_hidden;
   std::vector<FloatMatrix> hidden;  // [n_layers] x [rows, hidden]
   FloatMatrix final_norm;           // [rows, hidden]
 };
@@ -176,6 +182,20 @@ class Engine {
   void set_row_invariant(bool on) { row_invariant_ = on; }
   bool row_invariant() const { return row_invariant_; }
 
+  // The checkpoint's multi-token-prediction layers (EngineOptions::mtp_layers; 0 without). MTP layer k
+  // runs at row t on the main model's last hidden state h_t (ForwardCapture::last_hidden, before the final
+  // norm) and the token x_{t+1}: eh_proj([enorm(embed(x_{t+1})) | hnorm(h_t)]), its decoder layer over its
+  // own cache (new_mtp_cache: rows at positions cache->length() ... like forward's), shared_head.norm,
+  // then its head: logits of x_{t+2}.
+  int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
+  KvCache new_mtp_cache(int64_t k) const { return mtp_.at(static_cast<size_t>(k))->new_cache(); }
+  // One step of MTP layer k: `batch` holds each sequence's MTP cache and tokens x_{t+1}, `hidden` [rows,
+  // hidden] the h_t of every row in batch order. Returns logits as forward does; capture->last_hidden is
+  // the MTP layer's output before shared_head.norm (what a chained draft feeds back as h). InvalidArgument
+  // without MTP layers, for k out of range or a hidden matrix of other rows or width.
+  Result<ConstMatrix> forward_mtp(int64_t k, std::span<const SequenceStep> batch, ConstMatrix hidden,
+                                  bool last_only = false, ForwardCapture* capture = nullptr);
+
  private:
   Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
          EngineOptions options);
@@ -203,11 +223,19 @@ class Engine {
   int64_t reference_layers_ = 0;  // layers the reference counts (LayerRecipe::ends_reference_layer)
   bool carries_ = false;          // a recipe carries a value to the next layer (kCarry)
 
+  std::vector<std::unique_ptr<Engine>> mtp_;  // one-layer engines over ModelWeights::mtp (mtp_layers)
+
   bool pipelined() const { return !weights_->stage.whole(); }
+  // forward, with an MTP layer's input hidden states [rows, hidden] when this engine runs one.
+  Result<ConstMatrix> forward_step(std::span<const SequenceStep> batch, bool last_only,
+                                   ForwardCapture* capture, ConstMatrix mtp_hidden);
   // One step (or, pipelined, one micro-batch) through this rank's layers: embedding (first stage) or the
   // previous stage's activations, the held layers, then the head (last stage; other stages send their
   // activations on and return an empty matrix).
-  ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture);
+  ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture,
+                                ConstMatrix mtp_hidden = {});
+  // An MTP layer's input into x [T, H]: eh_proj([enorm(x) | hnorm(mtp_hidden)]), x holding the embeddings.
+  void mtp_input(const blocks::Context& c, ConstMatrix mtp_hidden, Matrix x);
   // A pipelined step: micro-batches through the stages, then the last stage's logits to every stage.
   ConstMatrix forward_pipelined(std::span<const SequenceStep> batch, bool last_only);
   // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call

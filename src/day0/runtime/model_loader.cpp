@@ -26,7 +26,7 @@ Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const
       m.weights,
       bind_model_weights(m.spec,
                          unpacked_source(std::move(source), spec, options.exact_f32_dequantized, int_kernels),
-                         options.shard, options.experts, options.stage));
+                         options.shard, options.experts, options.stage, options.mtp_layers));
   if (spec.weights.packed.bits != 0) {
     const std::string dequantized = options.exact_f32_dequantized ? "dequantized at load to exact F32"
                                                                   : "dequantized at load to the scale dtype";

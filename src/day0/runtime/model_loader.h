@@ -38,6 +38,9 @@ struct LoadOptions {
   // The checkpoint's pages cached already: kept as they are, or dropped to be read back in 2 MiB
   // folios (tensor_source.h).
   PageCache page_cache = PageCache::kKeep;
+  // Bind the checkpoint's multi-token-prediction layers too (ModelWeights::mtp), for drafts from them
+  // (EngineOptions::mtp_layers). Off: plain runs never read them.
+  bool mtp_layers = false;
 };
 // The load options a run in `precision` needs: F32 -> exact float32 dequantized; BF16 -> integer kernels.
 LoadOptions load_options_for(ActivationPrecision precision);

@@ -211,6 +211,14 @@ struct IntProjections {
   std::string label() const;  // "int4 g128 x int8 activations (210 projections)", "" when none
 };
 
+// What turns the main model's hidden state and the next token into a multi-token-prediction layer's input
+// (DeepSeek-V3 layout): eh_proj([enorm(embedding) | hnorm(hidden)]).
+struct MtpInputWeights {
+  std::span<const float> embedding_norm, hidden_norm;  // enorm, hnorm [H]
+  Linear projection;                                   // eh_proj [H, 2H]
+  bool present() const { return projection.present(); }
+};
+
 struct ModelWeights {
   WeightView embedding;  // [V, H]
   Linear lm_head;        // [V, H] (the embedding when tied)
@@ -221,6 +229,13 @@ struct ModelWeights {
   Linear per_layer_model_projection;
   std::span<const float> per_layer_projection_norm;
   std::vector<LayerWeights> layers;
+  // The checkpoint's multi-token-prediction layers (spec.n_mtp_layers), bound only when asked
+  // (bind_model_weights' mtp_layers): each a one-layer model whose `layers[0]` is the MTP decoder layer,
+  // `embedding` / `lm_head` its own embed_tokens / shared_head.head (the main model's where it stores none),
+  // `final_norm` its shared_head.norm and `mtp_input` its input; empty otherwise.
+  std::vector<std::shared_ptr<ModelWeights>> mtp;
+  // Present only in an MTP layer's weights.
+  MtpInputWeights mtp_input;
   TensorShard shard;         // what this process holds (whole unless tensor-parallel)
   ExpertShard expert_shard;  // whose routed experts it holds (all unless expert-parallel)
   PipelineStage stage;       // which pipeline stage's layers it holds (all unless pipeline-parallel)
@@ -321,7 +336,8 @@ class WeightBinder {
 };
 
 // Binds every tensor of `spec` from `source`, driven by the family's weight table (the tensor
-// manifest): each tensor's slot says where it goes; MTP layers are skipped. With a tensor-parallel
+// manifest): each tensor's slot says where it goes; MTP layers are skipped unless `mtp_layers` (then bound
+// into ModelWeights::mtp; in one process only: Unsupported with a TP / EP / PP shard). With a tensor-parallel
 // `shard` only that rank's part of every tensor is bound (check_tensor_parallel() must pass); with an
 // expert-parallel `experts` shard only that rank's routed experts are (the others are never read;
 // check_expert_parallel() must pass); with a pipeline `stage` only that stage's layers, and the
@@ -330,6 +346,6 @@ class WeightBinder {
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& spec,
                                                          std::shared_ptr<const TensorSource> source,
                                                          TensorShard shard = {}, ExpertShard experts = {},
-                                                         PipelineStage stage = {});
+                                                         PipelineStage stage = {}, bool mtp_layers = false);
 
 }  // namespace day0

@@ -14,6 +14,10 @@
 
 namespace day0 {
 namespace {
+ConstMatrix capture_view(const FloatMatrix& m) {
+  return ConstMatrix(m.data.data(), m.rows, m.cols);
+}
+
 double elapsed_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -36,6 +40,8 @@ const char* draft_source_name(DraftSource s) {
       return "ngram";
     case DraftSource::kSelfInt4:
       return "self-int4";
+    case DraftSource::kMtp:
+      return "mtp";
   }
   return "?";
 }
@@ -196,10 +202,15 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     return false;
   };
 
+  // The target's hidden states for a drafter that reads them (ForwardCapture::last_hidden).
+  ForwardCapture capture{.want_last_hidden = true};
+  ForwardCapture* const hidden = drafter.reads_target_hidden() ? &capture : nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   {
     const SequenceStep prefill{&cache, request.prompt};
-    D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&prefill, 1), true));  // [1, vocab]
+    D0_ASSIGN_OR_RETURN(ConstMatrix logits,
+                        engine.forward(std::span(&prefill, 1), true, hidden));  // [1, vocab]
+    if (hidden) drafter.observe_target(capture_view(capture.last_hidden), 0);
     record(sampler.next(engine.backend(), logits.row_span(0)), cache.length());
   }
   if (active) D0_RETURN_IF_ERROR(drafter.start(request.prompt));
@@ -247,7 +258,10 @@ Result<SpecGeneration> generate_speculative(Engine& engine, const GenerationRequ
     for (size_t begin = 0; begin < feed.size(); begin += rows_per_forward) {
       const size_t end = std::min(feed.size(), begin + rows_per_forward);
       const SequenceStep verify{&cache, std::span<const int32_t>(feed).subspan(begin, end - begin)};
-      D0_ASSIGN_OR_RETURN(ConstMatrix logits, engine.forward(std::span(&verify, 1)));  // [end - begin, vocab]
+      D0_ASSIGN_OR_RETURN(ConstMatrix logits,
+                          engine.forward(std::span(&verify, 1), false, hidden));  // [end - begin, vocab]
+      if (hidden)
+        drafter.observe_target(capture_view(capture.last_hidden), fed + static_cast<int64_t>(begin));
       // Row j checks draft begin + j + 1 (feed[0] is the last accepted token); the last row of the
       // last step has none: the bonus.
       const std::span<const int32_t> checked =

@@ -26,8 +26,8 @@
 namespace day0 {
 
 // Where drafts come from.
-enum class DraftSource { kNone, kNgram, kSelfInt4 };
-const char* draft_source_name(DraftSource s);  // "none", "ngram", "self-int4"
+enum class DraftSource { kNone, kNgram, kSelfInt4, kMtp };
+const char* draft_source_name(DraftSource s);  // "none", "ngram", "self-int4", "mtp"
 
 inline constexpr int64_t kMaxSpecTokens = 16;  // --spec-tokens' upper bound
 
@@ -41,6 +41,14 @@ class Drafter {
   // that its prefill counts in the time to first token, not in decode.
   virtual Status start(std::span<const int32_t> /*prompt*/) { return Status::ok(); }
   virtual Result<std::vector<int32_t>> propose(std::span<const int32_t> history, int64_t k) = 0;
+  // Whether the drafter reads the target's hidden states (an MTP layer does): the target's steps then
+  // capture the last decoder layer's output (ForwardCapture::want_last_hidden) and hand it to
+  // observe_target.
+  virtual bool reads_target_hidden() const { return false; }
+  // The target's last decoder layer output [rows, hidden] (before the final norm) for the tokens it was
+  // just fed, at positions `first`, first + 1, ...; rows past what the history keeps are stale by the next
+  // propose (rejected drafts). first == 0: a new sequence.
+  virtual void observe_target(ConstMatrix /*hidden*/, int64_t /*first*/) {}
 };
 
 // Prompt lookup: the latest earlier occurrence of the last n tokens of the history (n from max_n down to

@@ -1,6 +1,7 @@
 // The one weight binder: walks the family's weight table (the tensor manifest) and puts each tensor in
 // the ModelWeights field its slot names. No family code here: a new family that reuses existing
 // slots needs nothing in this file.
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -25,7 +26,9 @@ std::string strip_suffix(const std::string& name, const std::string& suffix) {
 
 class TableBinder {
  public:
-  TableBinder(WeightBinder& b, ModelWeights& out) : b_(b), out_(out) {}
+  // `first_layer`: the table's layer index of out.layers[0] (an MTP layer's, bound as a one-layer model).
+  TableBinder(WeightBinder& b, ModelWeights& out, int64_t first_layer = 0)
+      : b_(b), out_(out), first_layer_(first_layer) {}
 
   // Binds this rank's part of `t` and counts its bytes as split or replicated.
   Status bind(const TensorSpec& t) {
@@ -39,10 +42,11 @@ class TableBinder {
 
  private:
   Status bind_slot(const TensorSpec& t) {
-    if (t.layer >= static_cast<int64_t>(out_.layers.size())) {
+    const int64_t index = t.layer - first_layer_;
+    if (t.layer >= 0 && (index < 0 || index >= static_cast<int64_t>(out_.layers.size()))) {
       return internal_error(fmt::format("tensor {}: layer {} outside the model", t.name, t.layer));
     }
-    LayerWeights* layer = t.layer >= 0 ? &out_.layers[static_cast<size_t>(t.layer)] : nullptr;
+    LayerWeights* layer = t.layer >= 0 ? &out_.layers[static_cast<size_t>(index)] : nullptr;
     const bool in_layer = layer != nullptr;
     switch (t.slot) {
       case WeightSlot::kNone:
@@ -67,6 +71,12 @@ class TableBinder {
         return linear(t, out_.per_layer_model_projection);
       case WeightSlot::kPerLayerProjectionNorm:
         return norm(t, out_.per_layer_projection_norm);
+      case WeightSlot::kMtpEmbeddingNorm:
+        return norm(t, out_.mtp_input.embedding_norm);
+      case WeightSlot::kMtpHiddenNorm:
+        return norm(t, out_.mtp_input.hidden_norm);
+      case WeightSlot::kMtpProjection:
+        return linear(t, out_.mtp_input.projection);
       default:
         break;
     }
@@ -471,15 +481,75 @@ class TableBinder {
 
   WeightBinder& b_;
   ModelWeights& out_;
+  int64_t first_layer_ = 0;
   std::map<int64_t, int> conv_parts_;  // per layer: how many of the conv's q / k / v parts are bound
 };
+
+// The checkpoint's multi-token-prediction layers, each bound as a one-layer model (ModelWeights::mtp). A
+// DeepSeek-V3-layout layer may leave out its embed_tokens and shared_head.head: the main model's serve.
+Status bind_mtp_layers(const ModelSpec& spec, const TensorManifest& manifest, ModelWeights& out) {
+  if (spec.n_mtp_layers == 0) {
+    std::string elsewhere;  // an MTP module the config does not count (MiMo's model.mtp.*)
+    for (const std::string& name : out.source->names()) {
+      if (name.starts_with("mtp.") || name.find(".mtp.") != std::string::npos) {
+        elsewhere = name;
+        break;
+      }
+    }
+    if (!elsewhere.empty()) {
+      return unsupported(fmt::format(
+          "{} holds a multi-token-prediction module ({}) outside DeepSeek-V3's layout "
+          "(model.layers.{}.eh_proj and its companions, counted by num_nextn_predict_layers): drafting "
+          "with it is not built yet",
+          spec.family, elsewhere, spec.n_layers));
+    }
+    return invalid_argument(fmt::format(
+        "the checkpoint has no multi-token-prediction layers: config.json's num_nextn_predict_layers is 0 or "
+        "absent, so no model.layers.{}.eh_proj / enorm / hnorm / shared_head tensors are read",
+        spec.n_layers));
+  }
+  for (int64_t k = 0; k < spec.n_mtp_layers; ++k) {
+    const int64_t table_layer = spec.n_layers + k;
+    // The layout is the family's, read off its weight table before any tensor is looked for.
+    const bool deepseek_layout =
+        std::any_of(manifest.tensors.begin(), manifest.tensors.end(), [&](const TensorSpec& t) {
+          return t.mtp && t.layer == table_layer && t.slot == WeightSlot::kMtpProjection;
+        });
+    if (!deepseek_layout) {
+      return unsupported(
+          fmt::format("{}: its multi-token-prediction layers are not laid out as DeepSeek-V3's (enorm, "
+                      "hnorm, eh_proj and shared_head in model.layers.{}): drafting with them is not "
+                      "built yet",
+                      spec.family, table_layer));
+    }
+    auto sub = std::make_shared<ModelWeights>();
+    sub->vocab = out.vocab;
+    sub->held_layers = {0, 1};
+    sub->source = out.source;
+    sub->layers.resize(1);
+    if (spec.layers.back().moe && spec.moe)  // the MTP layer is laid out as the last decoder layer
+      sub->layers[0].moe.experts.resize(static_cast<size_t>(spec.moe->n_experts));
+    WeightBinder b(spec, *sub);
+    TableBinder table(b, *sub, table_layer);
+    for (const TensorSpec& t : manifest.tensors) {
+      if (!t.mtp || t.layer != table_layer) continue;
+      // Shared with the main model when the layer stores no copy of its own.
+      if ((t.slot == WeightSlot::kEmbedding || t.slot == WeightSlot::kLmHead) && !b.has(t.name)) continue;
+      D0_RETURN_IF_ERROR(table.bind(t));
+    }
+    if (sub->embedding.data == nullptr) sub->embedding = out.embedding;
+    if (!sub->lm_head.present()) sub->lm_head = out.lm_head;
+    out.mtp.push_back(std::move(sub));
+  }
+  return Status::ok();
+}
 
 }  // namespace
 
 Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_spec,
                                                          std::shared_ptr<const TensorSource> source,
                                                          TensorShard shard, ExpertShard experts,
-                                                         PipelineStage stage) {
+                                                         PipelineStage stage, bool mtp_layers) {
   if (static_cast<int64_t>(model_spec.layers.size()) != model_spec.n_layers) {
     return invalid_argument(fmt::format("model spec lists {} layers, expected {}", model_spec.layers.size(),
                                         model_spec.n_layers));
@@ -577,6 +647,14 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
       // A last stage that is not the first maps the embedding only as its head.
       if (!stage.first()) out->embedding = {};
     }
+  }
+  if (mtp_layers) {
+    if (!shard.whole() || !experts.whole() || !stage.whole()) {
+      return unsupported(
+          "multi-token-prediction layers under tensor, expert or pipeline parallelism: not yet (one "
+          "process)");
+    }
+    if (Status st = bind_mtp_layers(spec, manifest, *out); !st.is_ok()) return st.with_context(context);
   }
   return out;
 }

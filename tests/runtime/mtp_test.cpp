@@ -1,0 +1,216 @@
+// Drafts from the checkpoint's multi-token-prediction layers (Engine::forward_mtp, MtpDrafter) on the
+// DeepSeek-V3 miniature with one MTP layer (tests/golden/deepseek-v3-mtp): the MTP layer's logits against
+// tools/reference/make_mtp_golden.py's torch reference (transformers' decoder layer, the report's math),
+// the tokens of plain decoding with drafts of 1, 2 and 3 tokens, and the refusals of checkpoints whose
+// MTP layers are absent or laid out otherwise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "day0/io/safetensors_file.h"
+#include "day0/model/config_parser.h"
+#include "day0/model/tensor_manifest.h"
+#include "day0/runtime/mtp_drafter.h"
+#include "golden.h"
+
+namespace day0::testing {
+namespace {
+
+const char* const kGolden = "deepseek-v3-mtp";
+
+// A float32 tensor [rows, cols] of the reference file.
+FloatMatrix reference_matrix(const SafetensorsFile& file, const std::string& name) {
+  auto t = file.tensor(name);
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  if (!t.is_ok() || t->dtype != DType::kF32 || t->shape.size() != 2) return {};
+  FloatMatrix m(t->shape[0], t->shape[1]);
+  std::memcpy(m.data.data(), t->data.data(), m.data.size() * sizeof(float));
+  return m;
+}
+
+struct MtpRun {
+  LoadedModel model;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Engine> engine;
+};
+
+Result<MtpRun> open_mtp(EngineOptions options) {
+  MtpRun run;
+  D0_ASSIGN_OR_RETURN(run.model, load_model(golden_dir(kGolden), LoadOptions{.mtp_layers = true}));
+  BackendOptions bo;
+  bo.n_threads = 2;
+  D0_ASSIGN_OR_RETURN(run.backend, open_backend("cpu", bo));
+  options.mtp_layers = true;
+  D0_ASSIGN_OR_RETURN(run.engine, Engine::create(run.model.spec, run.model.weights, *run.backend, options));
+  return run;
+}
+
+// Teacher-forced: the target's hidden state at every prompt position and the next prompt token give the MTP
+// layer's logits of the token after; the same rows the reference computes.
+TEST(MtpGolden, DraftLogitsAndHiddenStatesMatchTheTorchReference) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_mtp(exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  Engine& engine = *run->engine;
+  ASSERT_EQ(engine.mtp_layers(), 1);
+  auto file = SafetensorsFile::open(golden_dir(kGolden) + "/reference.safetensors");
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  auto reference = read_reference_dump(golden_dir(kGolden) + "/reference.safetensors");
+  ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+  ASSERT_EQ(reference->prompts.size(), 3u);
+  for (size_t i = 0; i < reference->prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    const std::vector<int32_t> ids(reference->prompts[i].input_ids.begin(),
+                                   reference->prompts[i].input_ids.end());
+    const auto rows = static_cast<int64_t>(ids.size()) - 1;
+    KvCache cache = engine.new_cache();
+    ForwardCapture target{.want_last_hidden = true};
+    const SequenceStep prompt{&cache, ids};
+    ASSERT_TRUE(engine.forward(std::span(&prompt, 1), true, &target).is_ok());
+    ASSERT_EQ(target.last_hidden.rows, rows + 1);
+    KvCache mtp_cache = engine.new_mtp_cache(0);
+    ForwardCapture mtp_out{.want_last_hidden = true};
+    const SequenceStep next{&mtp_cache, std::span<const int32_t>(ids).subspan(1)};
+    auto logits = engine.forward_mtp(
+        0, std::span(&next, 1), ConstMatrix(target.last_hidden.data.data(), rows, target.last_hidden.cols),
+        false, &mtp_out);
+    ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+    const FloatMatrix want = reference_matrix(*file, fmt::format("mtp.{}.logits", i));
+    const FloatMatrix want_hidden = reference_matrix(*file, fmt::format("mtp.{}.hidden", i));
+    ASSERT_EQ(logits->rows, want.rows);
+    ASSERT_EQ(logits->cols, want.cols);
+    ASSERT_TRUE(mtp_out.last_hidden.same_shape(want_hidden));
+    const auto [lo, hi] = std::minmax_element(want.data.begin(), want.data.end());
+    const double range = *hi - *lo;
+    double worst = 0, worst_hidden = 0, hidden_range = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t mine_top = 0, want_top = 0;
+      for (int64_t v = 0; v < want.cols; ++v) {
+        worst = std::max(worst, std::abs(static_cast<double>(logits->row(r)[v]) - want.row(r)[v]));
+        if (logits->row(r)[v] > logits->row(r)[mine_top]) mine_top = v;
+        if (want.row(r)[v] > want.row(r)[want_top]) want_top = v;
+      }
+      EXPECT_EQ(mine_top, want_top) << "row " << r;
+      for (int64_t c = 0; c < want_hidden.cols; ++c) {
+        worst_hidden = std::max(worst_hidden, std::abs(static_cast<double>(mtp_out.last_hidden.row(r)[c]) -
+                                                       want_hidden.row(r)[c]));
+        hidden_range = std::max(hidden_range, std::abs(static_cast<double>(want_hidden.row(r)[c])));
+      }
+    }
+    EXPECT_LE(worst, 1e-4 * range) << "worst |logit difference| " << worst << " of a range of " << range;
+    EXPECT_LE(worst_hidden, 1e-4 * hidden_range) << worst_hidden;
+    std::printf("prompt %zu: MTP logits within %.2e of the range, hidden within %.2e of its largest\n", i,
+                worst / range, worst_hidden / hidden_range);
+  }
+}
+
+class MtpDrafts : public ::testing::TestWithParam<ActivationPrecision> {};
+
+TEST_P(MtpDrafts, EveryDraftLengthGivesPlainDecodingsTokens) {
+  EngineOptions options;
+  options.precision = GetParam();
+  auto run = open_mtp(options);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  Engine& engine = *run->engine;
+  const std::vector<int32_t> prompt = {5, 9, 2, 6, 5, 3, 5, 9, 2, 6, 5, 3, 5};
+  constexpr int64_t kNew = 16;
+  SamplingParams greedy;
+  greedy.greedy = true;
+  auto plain = generate(engine, prompt, kNew, greedy);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  ASSERT_EQ(plain->steps.size(), static_cast<size_t>(kNew));
+  for (int64_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE(k);
+    MtpDrafter drafter(engine);
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new = kNew;
+    request.sampling = greedy;
+    auto spec = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    ASSERT_EQ(spec->result.steps.size(), plain->steps.size());
+    for (size_t s = 0; s < plain->steps.size(); ++s)
+      EXPECT_EQ(spec->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
+    const SpecStats& st = spec->stats;
+    // Every token after the first came from a verification step: accepted drafts plus one per step; the
+    // MTP layer drafts at every step (up to k, fewer only where the token budget ends).
+    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    EXPECT_GE(st.drafted, st.verify_steps - 1);  // the last step may have no budget left for drafts
+    EXPECT_LE(st.drafted, k * st.verify_steps);
+    std::printf("%s k=%lld: %lld of %lld MTP drafts accepted (%.1f%%), %.2f a step\n",
+                precision_name(GetParam()), static_cast<long long>(k), static_cast<long long>(st.accepted),
+                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, MtpDrafts,
+                         ::testing::Values(ActivationPrecision::kF32, ActivationPrecision::kBF16),
+                         [](const ::testing::TestParamInfo<ActivationPrecision>& p) {
+                           return std::string(precision_name(p.param));
+                         });
+
+TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
+  auto run = open_mtp({});
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  Engine& engine = *run->engine;
+  KvCache cache = engine.new_mtp_cache(0);
+  const std::vector<int32_t> ids = {3, 4};
+  const SequenceStep step{&cache, ids};
+  FloatMatrix hidden(1, engine.spec().hidden_size);  // one row for two tokens
+  auto wrong_rows =
+      engine.forward_mtp(0, std::span(&step, 1), ConstMatrix(hidden.data.data(), 1, hidden.cols));
+  ASSERT_FALSE(wrong_rows.is_ok());
+  EXPECT_EQ(wrong_rows.status().code(), StatusCode::kInvalidArgument);
+  auto wrong_layer =
+      engine.forward_mtp(1, std::span(&step, 1), ConstMatrix(hidden.data.data(), 1, hidden.cols));
+  ASSERT_FALSE(wrong_layer.is_ok());
+  EXPECT_EQ(wrong_layer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.length(), 0);
+
+  // The same weights without EngineOptions::mtp_layers: a plain engine, no MTP layer to run.
+  auto plain = Engine::create(run->model.spec, run->model.weights, *run->backend, {});
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_EQ((*plain)->mtp_layers(), 0);
+  auto refused =
+      (*plain)->forward_mtp(0, std::span(&step, 1), ConstMatrix(hidden.data.data(), 1, hidden.cols));
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+
+  // Weights bound without their MTP layers cannot make an MTP engine.
+  auto unbound = load_model(golden_dir(kGolden));
+  ASSERT_TRUE(unbound.is_ok()) << unbound.status().to_string();
+  EXPECT_TRUE(unbound->weights->mtp.empty());
+  auto asked =
+      Engine::create(unbound->spec, unbound->weights, *run->backend, EngineOptions{.mtp_layers = true});
+  ASSERT_FALSE(asked.is_ok());
+  EXPECT_NE(asked.status().message().find("LoadOptions::mtp_layers"), std::string::npos)
+      << asked.status().to_string();
+}
+
+TEST(Mtp, CheckpointsWithoutDeepSeekV3MtpLayersAreRefusedByName) {
+  // No MTP layers: the config key is named.
+  auto none = load_model(golden_dir("deepseek-v3"), LoadOptions{.mtp_layers = true});
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("num_nextn_predict_layers"), std::string::npos)
+      << none.status().to_string();
+  // Qwen3.5's MTP module (mtp.fc over [embedding | hidden], mtp.layers.N): another layout, refused by name.
+  auto spec = load_model_config(golden_dir("qwen3.5") + "/config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  spec->n_mtp_layers = 1;
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
+  auto shapes = make_shape_only_source(*manifest);
+  ASSERT_TRUE(shapes.is_ok()) << shapes.status().to_string();
+  auto bound = bind_model_weights(*spec, *shapes, {}, {}, {}, /*mtp_layers=*/true);
+  ASSERT_FALSE(bound.is_ok());
+  EXPECT_EQ(bound.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(bound.status().message().find("not laid out as DeepSeek-V3's"), std::string::npos)
+      << bound.status().to_string();
+}
+
+}  // namespace
+}  // namespace day0::testing
