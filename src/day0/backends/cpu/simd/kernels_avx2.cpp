@@ -78,30 +78,18 @@ inline __m256 load_weights(const WeightView& w, const void* row, int64_t k) {
   }
 }
 
-// Columns [k0, k1) of a plain (or one FP8 block of a) row against x.
+// Columns [k0, k1) of a plain row (F32 / BF16 / F16) against x.
 inline float plain_dot(const WeightView& w, const void* row, const float* x, int64_t k0, int64_t k1) {
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   int64_t k = k0;
-  if (w.format == WeightFormat::kFp8Block) {
-    // 16 bytes decoded in one register (same bits): FP8 row dots are bound by this decoding, not memory.
-    const auto* bytes = static_cast<const uint8_t*>(row);
-    for (; k + 16 <= k1; k += 16) {
-      const __m256i h = fp8_to_f16x16(bytes + k);
-      acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc0);
-      acc1 =
-          _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + k + 8), acc1);
-    }
-  }
   for (; k + 16 <= k1; k += 16) {
     acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
     acc1 = _mm256_fmadd_ps(load_weights(w, row, k + 8), _mm256_loadu_ps(x + k + 8), acc1);
   }
   for (; k + 8 <= k1; k += 8) acc0 = _mm256_fmadd_ps(load_weights(w, row, k), _mm256_loadu_ps(x + k), acc0);
   float s = hsum(_mm256_add_ps(acc0, acc1));
-  // The vector part of an FP8 row holds value * 2^-8 (see load_fp8): bring the tail to the same scale.
-  const float tail_scale = w.format == WeightFormat::kFp8Block ? 1.0f / kFp8Unscale : 1.0f;
-  for (; k < k1; ++k) s += plain_element(w, row, k) * x[k] * tail_scale;
+  for (; k < k1; ++k) s += plain_element(w, row, k) * x[k];
   return s;
 }
 
@@ -151,17 +139,39 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
+// FP8 row: per scale block a vector partial sum, folded into the total by one FMA with the block scale;
+// one horizontal sum per row, not per block (blocks of 32 columns are two steps of 16). Columns past the
+// last whole 8 of a block (rows narrower than their blocks) are added with their true values.
+float fp8_dot(const WeightView& w, int64_t n, const float* x) {
+  const auto* r = static_cast<const uint8_t*>(row_ptr(w, n));
+  const float* scales = static_cast<const float*>(w.scales) + (n / w.block_rows) * fp8_scale_cols(w);
+  __m256 total = _mm256_setzero_ps();
+  float tail = 0.0f;
+  for (int64_t k0 = 0, b = 0; k0 < w.cols; k0 += w.block_cols, ++b) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    __m256 acc0 = _mm256_setzero_ps();
+    __m256 acc1 = _mm256_setzero_ps();
+    int64_t k = k0;
+    for (; k + 16 <= k1; k += 16) {
+      const __m256i h = fp8_to_f16x16(r + k);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc0);
+      acc1 =
+          _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + k + 8), acc1);
+    }
+    for (; k + 8 <= k1; k += 8) acc0 = _mm256_fmadd_ps(load_fp8(r + k), _mm256_loadu_ps(x + k), acc0);
+    total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(scales[b] * kFp8Unscale), total);
+    float s = 0.0f;
+    for (; k < k1; ++k) s += f8e4m3_to_f32(r[k]) * x[k];
+    tail += s * scales[b];
+  }
+  return hsum(total) + tail;
+}
+
 float row_dot(const WeightView& w, int64_t n, const float* x) {
   if (w.is_int()) return scalar_row_dot(w, n, x);  // exact float path of integer weights: not hot
   if (w.format == WeightFormat::kMxfp4) return mxfp4_dot(w, n, x);
-  const void* row = row_ptr(w, n);
-  if (w.format != WeightFormat::kFp8Block) return plain_dot(w, row, x, 0, w.cols);
-  float total = 0.0f;
-  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
-    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    total += plain_dot(w, row, x, k0, k1) * (fp8_block_scale(w, n, k0) * kFp8Unscale);
-  }
-  return total;
+  if (w.format == WeightFormat::kFp8Block) return fp8_dot(w, n, x);
+  return plain_dot(w, row_ptr(w, n), x, 0, w.cols);
 }
 
 // Element j of a plain row of format F, as plain_element gives it.
