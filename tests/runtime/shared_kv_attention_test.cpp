@@ -20,6 +20,7 @@
 #include "day0/model/config_parser.h"
 #include "day0/model/model_memory.h"
 #include "day0/runtime/blocks.h"
+#include "day0/runtime/tensor_source.h"
 
 namespace day0 {
 namespace {
@@ -267,6 +268,46 @@ TEST(SharedKvAttention, CacheRefusesToCutCompressedStateBack) {
   ASSERT_TRUE(run.cache().truncate(0).is_ok());
   EXPECT_EQ(run.cache().compressed(1)->compressor.n_entries, 0);
   EXPECT_EQ(run.cache().compressed(1)->tokens, 0);
+}
+
+// The golden checkpoint (transformers 5.25's save names) binds every tensor the block reads, at its shape.
+TEST(SharedKvAttention, GoldenCheckpointBindsTheBlocksWeights) {
+  const std::string dir = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v4";
+  auto spec = load_model_config(dir + "/config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto source = open_checkpoint_source(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  auto weights = bind_model_weights(*spec, std::shared_ptr<const TensorSource>(std::move(*source)));
+  ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
+  const ModelSpec& s = *spec;
+  const SharedKvLowRankAttentionSpec& a = *s.shared_kv_low_rank;
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    SCOPED_TRACE(fmt::format("layer {}", l));
+    const LayerSpec& ls = s.layers[static_cast<size_t>(l)];
+    const AttentionWeights& w = (*weights)->layers[static_cast<size_t>(l)].attn;
+    EXPECT_EQ(w.q_a.w.rows, a.q_lora_rank);
+    EXPECT_EQ(w.q_b.w.rows, s.n_heads * s.head_dim);
+    EXPECT_EQ(w.kv.w.rows, s.head_dim);
+    EXPECT_EQ(w.o_a.w.rows, a.out_groups * a.out_rank);
+    EXPECT_EQ(w.o_b.w.cols, a.out_groups * a.out_rank);
+    EXPECT_EQ(w.q_a_norm.size(), static_cast<size_t>(a.q_lora_rank));
+    EXPECT_EQ(w.kv_norm.size(), static_cast<size_t>(s.head_dim));
+    EXPECT_EQ(w.sinks.size(), static_cast<size_t>(s.n_heads));
+    const int64_t m = ls.kv_compress_ratio, width = ls.compressed_sparse ? 2 * s.head_dim : s.head_dim;
+    EXPECT_EQ(w.compressor.present(), m > 0);
+    if (m > 0) {
+      EXPECT_EQ(w.compressor.kv.w.rows, width);
+      EXPECT_EQ(w.compressor.position_bias.size(), static_cast<size_t>(m * width));
+      EXPECT_EQ(w.compressor.norm.size(), static_cast<size_t>(s.head_dim));
+    }
+    EXPECT_EQ(w.index_compressor.present(), ls.compressed_sparse);
+    if (ls.compressed_sparse) {
+      const int64_t di = s.compressed_kv->index_head_dim;
+      EXPECT_EQ(w.index_compressor.position_bias.size(), static_cast<size_t>(m * 2 * di));
+      EXPECT_EQ(w.index_q.w.rows, s.compressed_kv->index_n_heads * di);
+      EXPECT_EQ(w.index_weights.w.rows, s.compressed_kv->index_n_heads);
+    }
+  }
 }
 
 }  // namespace

@@ -159,16 +159,20 @@ class TableBinder {
         return linear(t, a.compressor.kv);
       case WeightSlot::kCompressorGate:
         return linear(t, a.compressor.gate);
-      case WeightSlot::kCompressorBias:
-        return vector(t, a.compressor.position_bias);
+      case WeightSlot::kCompressorBias: {  // [ratio, C]
+        D0_ASSIGN_OR_RETURN(a.compressor.position_bias, b_.flat(t.name, t.shape));
+        return Status::ok();
+      }
       case WeightSlot::kCompressorNorm:
         return vector(t, a.compressor.norm);
       case WeightSlot::kIndexCompressorKv:
         return linear(t, a.index_compressor.kv);
       case WeightSlot::kIndexCompressorGate:
         return linear(t, a.index_compressor.gate);
-      case WeightSlot::kIndexCompressorBias:
-        return vector(t, a.index_compressor.position_bias);
+      case WeightSlot::kIndexCompressorBias: {  // [ratio, 2 d_I]
+        D0_ASSIGN_OR_RETURN(a.index_compressor.position_bias, b_.flat(t.name, t.shape));
+        return Status::ok();
+      }
       case WeightSlot::kIndexCompressorNorm:
         return vector(t, a.index_compressor.norm);
       case WeightSlot::kLinearQkvz:
