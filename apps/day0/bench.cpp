@@ -280,6 +280,7 @@ nlohmann::json speed_json(const BenchModelArgs& a, const LoadedModel& m, const P
                       {"fma_avx2_peak_gflops", r.limits.fma_avx2_gflops},
                       {"amx_bf16_peak_gflops", r.limits.amx_bf16_gflops},
                       {"int8_vnni_peak_gops", r.limits.int8_vnni_gops},
+                      {"amx_int8_peak_gops", r.limits.amx_int8_gops},
                       {"prefill_peak", r.limits.prefill_peak_name},  // the name under its first key
                       {"prefill_peak_name", r.limits.prefill_peak_name},
                       {"prefill_peak_gflops", r.limits.prefill_peak_gflops}};
@@ -298,7 +299,8 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
       "bench  {}: {}, {} parameters ({} active), {} weights; {} backend{}, {}, {} activations, "
       "{} KV cache, {} a test after a warm-up\n",
       a.model, m.spec.architecture, human_count(static_cast<double>(params.total)),
-      human_count(static_cast<double>(params.active)), weight_format_name(m.spec.weights.format), a.backend,
+      human_count(static_cast<double>(params.active)),
+      weight_format_name(m.stored_spec.weights.projection_format()), a.backend,
       simd.empty() ? "" : " (" + simd + ")", plural(threads, "thread"), a.dtype, a.kv_dtype,
       plural(a.repetitions, "run"));
   if (r.limits.measured) {
@@ -306,11 +308,11 @@ void print_speed_table(const BenchModelArgs& a, const LoadedModel& m, const Para
       return gflops > 0 ? fmt::format(", {} peak {:.0f} G{}/s", name, gflops, ops) : std::string();
     };
     fmt::print(
-        "machine (measured now, {}): read bandwidth {:.1f} GB/s{}{}{}{}{}\n",
+        "machine (measured now, {}): read bandwidth {:.1f} GB/s{}{}{}{}{}{}\n",
         plural(r.limits.threads, "thread"), r.limits.read_gbps, peak("FP32 FMA", r.limits.fma_gflops, "FLOP"),
         peak("FP32 FMA (AVX2)", r.limits.fma_avx2_gflops, "FLOP"),
         peak("BF16 dot", r.limits.bf16_gflops, "FLOP"), peak("AMX BF16", r.limits.amx_bf16_gflops, "FLOP"),
-        peak("INT8 VNNI", r.limits.int8_vnni_gops, "OP"));
+        peak("INT8 VNNI", r.limits.int8_vnni_gops, "OP"), peak("AMX INT8", r.limits.amx_int8_gops, "OP"));
     fmt::print("prefill's matmuls run on: {}{}\n", r.limits.prefill_peak_name,
                r.limits.prefill_peak_gflops > 0 ? "" : " (no peak loop for this unit: no prefill limit)");
   }
@@ -379,6 +381,8 @@ int bench_model(const BenchModelArgs& a) {
   o.seed = a.seed;
   o.measure_limits = !a.no_limits && a.backend == "cpu";
   o.limit_threads = threads;
+  // The integer kernels read the packed codes: the checkpoint's bytes, not the dequantized ones.
+  if (model->weights->int_projections.n > 0) o.stored_spec = &model->stored_spec;
   // Progress on stderr: one line a test (over-written in place on a terminal).
   const bool tty = isatty(STDERR_FILENO) != 0;
   o.progress = [tty](const std::string& test, int run, int runs) {

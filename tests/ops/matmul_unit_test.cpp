@@ -36,7 +36,8 @@ std::vector<float> run_matmul(Backend& be, const TestWeight& w, int64_t rows, bo
 
 bool rounds_activations(ComputeUnit unit) {
   return unit == ComputeUnit::kBf16Dot || unit == ComputeUnit::kAmxBf16 ||
-         unit == ComputeUnit::kInt8Avx512Vnni || unit == ComputeUnit::kInt8Dot;
+         unit == ComputeUnit::kInt8Avx512Vnni || unit == ComputeUnit::kInt8Dot ||
+         unit == ComputeUnit::kAmxInt8;
 }
 
 TEST(MatmulUnit, NamesTheKernelThatRunsAtEveryLevel) {
@@ -56,7 +57,9 @@ TEST(MatmulUnit, NamesTheKernelThatRunsAtEveryLevel) {
                                          : level == SimdLevel::kAvx2 ? ComputeUnit::kFp32FmaAvx2
                                                                      : ComputeUnit::kFp32Fma;
           EXPECT_EQ(exact_unit, float_unit) << what;
-          EXPECT_TRUE(level == SimdLevel::kAmx || unit != ComputeUnit::kAmxBf16) << what;
+          EXPECT_TRUE(level == SimdLevel::kAmx ||
+                      (unit != ComputeUnit::kAmxBf16 && unit != ComputeUnit::kAmxInt8))
+              << what;
           const std::vector<float> rounded = run_matmul(*be, w, rows, false);
           const std::vector<float> exact = run_matmul(*be, w, rows, true);
           if (rounds_activations(unit)) {
@@ -92,6 +95,30 @@ TEST(MatmulUnit, AmxTilesWhereTheUnitSaysSoAndVdpbf16psElsewhere) {
     }
   }
   EXPECT_EQ(amx->matmul_unit(WeightFormat::kBF16, false, 160), ComputeUnit::kAmxBf16);
+}
+
+// INT8 prompts: where the unit says AMX INT8 the amx level gives the scalar level's bits (the tiles'
+// sums are the scalar row dots', SimdKernels::gemm_int_amx); where it says INT8 VNNI (decode-sized
+// rows) it gives the avx512 level's bits (the same row dots).
+TEST(MatmulUnit, AmxInt8TilesWhereTheUnitSaysSo) {
+  if (!cpu_has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 here";
+  auto amx = cpu_at(SimdLevel::kAmx, true);
+  auto avx512 = cpu_at(SimdLevel::kAvx512, true);
+  auto scalar = cpu_at(SimdLevel::kScalar, true);
+  const TestWeight w = random_weight(WeightFormat::kInt8, kOut, kIn, 11);
+  for (int64_t rows : {3, 40, 160}) {
+    const ComputeUnit unit = amx->matmul_unit(WeightFormat::kInt8, false, rows);
+    const std::vector<float> on_amx_level = run_matmul(*amx, w, rows, false);
+    if (unit == ComputeUnit::kAmxInt8) {
+      EXPECT_EQ(on_amx_level, run_matmul(*scalar, w, rows, false)) << rows;
+    } else {
+      EXPECT_EQ(unit, ComputeUnit::kInt8Avx512Vnni) << rows;
+      EXPECT_EQ(on_amx_level, run_matmul(*avx512, w, rows, false)) << rows;
+    }
+  }
+  EXPECT_EQ(amx->matmul_unit(WeightFormat::kInt8, false, 160), ComputeUnit::kAmxInt8);
+  EXPECT_EQ(amx->matmul_unit(WeightFormat::kInt4, false, 160), ComputeUnit::kAmxInt8);
+  EXPECT_EQ(amx->matmul_unit(WeightFormat::kInt8, false, 3), ComputeUnit::kInt8Avx512Vnni);
 }
 
 TEST(MatmulUnit, TheResolverAnswersForTheBackendThatRunsTheMatmul) {

@@ -129,6 +129,38 @@ TEST(SpeedBench, PrefillLimitIsThePeakOfTheUnitTheMatmulsRunOn) {
   }
 }
 
+// A checkpoint whose packed INT4 codes the integer kernels read: the bytes a token reads and the unit
+// of prefill come from the checkpoint's own spec (stored_spec), not from the dequantized one the engine
+// computes with.
+TEST(SpeedBench, PackedIntegerWeightsCountTheirOwnBytesAndUnit) {
+  EngineOptions eo;
+  eo.precision = ActivationPrecision::kBF16;
+  auto run = open_golden("llama3", "cpu", eo);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ModelSpec stored = run->engine->spec();
+  stored.weights.packed.bits = 4;
+  stored.weights.packed.group_size = 32;
+  stored.weights.packed.targets = {"Linear"};
+  stored.weights.packed.ignore = {"lm_head"};
+  ASSERT_EQ(stored.weights.projection_format(), WeightFormat::kInt4);
+  SpeedBenchOptions o;
+  o.prompt_tokens = {160};
+  o.gen_tokens = {2};
+  o.repetitions = 1;
+  o.limit_threads = 1;
+  o.stored_spec = &stored;
+  auto r = run_speed_bench(*run->engine, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const double packed_bytes = activated_weights_per_token(stored).bytes;
+  EXPECT_DOUBLE_EQ(r->weight_bytes_per_token, packed_bytes);
+  EXPECT_LT(packed_bytes, activated_weights_per_token(run->engine->spec()).bytes);
+  EXPECT_EQ(r->limits.prefill_unit, run->engine->backend().matmul_unit(WeightFormat::kInt4, false, 160));
+  if (r->limits.prefill_unit == ComputeUnit::kAmxInt8) {
+    EXPECT_GT(r->limits.amx_int8_gops, 0.0);
+    EXPECT_EQ(r->limits.prefill_peak_gflops, r->limits.amx_int8_gops);
+  }
+}
+
 TEST(SpeedBench, SelectPrefillPeakTakesTheUnitsOwnPeakOrNone) {
   MachineLimits m;
   m.fma_gflops = 100;
@@ -136,10 +168,11 @@ TEST(SpeedBench, SelectPrefillPeakTakesTheUnitsOwnPeakOrNone) {
   m.bf16_gflops = 150;
   m.amx_bf16_gflops = 900;
   m.int8_vnni_gops = 300;
+  m.amx_int8_gops = 1800;
   const std::pair<ComputeUnit, double> want[] = {
-      {ComputeUnit::kFp32Fma, 100}, {ComputeUnit::kFp32FmaAvx2, 60},     {ComputeUnit::kBf16Dot, 150},
-      {ComputeUnit::kAmxBf16, 900}, {ComputeUnit::kInt8Avx512Vnni, 300}, {ComputeUnit::kInt8Dot, 0},
-      {ComputeUnit::kScalar, 0},    {ComputeUnit::kUnknown, 0}};
+      {ComputeUnit::kFp32Fma, 100},  {ComputeUnit::kFp32FmaAvx2, 60},     {ComputeUnit::kBf16Dot, 150},
+      {ComputeUnit::kAmxBf16, 900},  {ComputeUnit::kInt8Avx512Vnni, 300}, {ComputeUnit::kInt8Dot, 0},
+      {ComputeUnit::kAmxInt8, 1800}, {ComputeUnit::kScalar, 0},           {ComputeUnit::kUnknown, 0}};
   for (const auto& [unit, peak] : want) {
     select_prefill_peak(unit, m);
     EXPECT_EQ(m.prefill_unit, unit);

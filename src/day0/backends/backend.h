@@ -47,9 +47,11 @@ enum class ComputeUnit {
   kBf16Dot,
   kAmxBf16,
   kInt8Avx512Vnni,
-  kInt8Dot
+  kInt8Dot,
+  kAmxInt8
 };
-// "unknown", "scalar", "FP32 FMA", "FP32 FMA (AVX2)", "BF16 dot", "AMX BF16", "INT8 VNNI", "INT8 dot"
+// "unknown", "scalar", "FP32 FMA", "FP32 FMA (AVX2)", "BF16 dot", "AMX BF16", "INT8 VNNI", "INT8 dot",
+// "AMX INT8"
 const char* compute_unit_name(ComputeUnit unit);
 
 class Backend {

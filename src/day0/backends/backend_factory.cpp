@@ -26,6 +26,8 @@ const char* compute_unit_name(ComputeUnit unit) {
       return "INT8 VNNI";
     case ComputeUnit::kInt8Dot:
       return "INT8 dot";
+    case ComputeUnit::kAmxInt8:
+      return "AMX INT8";
   }
   return "unknown";
 }

@@ -320,6 +320,10 @@ struct QuantSpec {
   // (DeepSeek-V4: 32). 0: the experts are stored like the other projections.
   int64_t fp4_expert_group = 0;
   bool operator==(const QuantSpec&) const = default;
+  // The format the projections run in: the packed integer codes where the checkpoint has them.
+  WeightFormat projection_format() const {
+    return packed.bits == 8 ? WeightFormat::kInt8 : packed.bits == 4 ? WeightFormat::kInt4 : format;
+  }
   // How FP8 block scales are stored. DeepSeek-V3.1 / V3.2 declare ue8m0 over 128x128 blocks but store
   // float32 powers of two; releases with smaller ue8m0 blocks (DeepSeek-V4.1's 32x32) store the exponent
   // bytes (F8_E8M0; U8 and F32 are accepted too, see weight_table.cpp).

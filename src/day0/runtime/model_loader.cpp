@@ -19,6 +19,7 @@ Result<LoadedModel> load_model_from(const ModelSpec& spec, std::shared_ptr<const
   LoadedModel m;
   // Pack-quantized projections are dequantized at load: the engine sees the unquantized model.
   m.spec = unpacked_spec(spec);
+  m.stored_spec = spec;
   m.folder = source->origin();
   // A tensor-parallel rank binds parts of the dequantized tensors: the integer layout is not split yet.
   const bool int_kernels = options.int_kernels && options.shard.whole();

@@ -12,7 +12,8 @@
 namespace day0 {
 
 struct LoadedModel {
-  ModelSpec spec;
+  ModelSpec spec;         // what the engine computes with (packed integer projections unpacked)
+  ModelSpec stored_spec;  // as the checkpoint stores its weights, packed integer codes included
   std::shared_ptr<ModelWeights> weights;
   std::string folder;
   // How integer-quantized projections are computed, for `run` to print ("" for a checkpoint without

@@ -55,7 +55,7 @@ Result<RunTiming> run_generate(Engine& engine, int64_t tokens, int32_t first) {
 
 // The peaks of the units prefill may run on, and the one its matmuls of `prompt_rows` rows do run on
 // (the backend's answer, from the rule that picks the kernel).
-MachineLimits measure_limits(Engine& engine, int threads, int64_t prompt_rows) {
+MachineLimits measure_limits(Engine& engine, WeightFormat weights, int threads, int64_t prompt_rows) {
   MachineLimits m;
   m.measured = true;
   m.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -68,9 +68,10 @@ MachineLimits measure_limits(Engine& engine, int threads, int64_t prompt_rows) {
   m.bf16_gflops = measure_bf16_peak_gflops(pool);
   m.amx_bf16_gflops = measure_amx_bf16_peak_gflops(pool);
   const bool exact = engine.options().precision != ActivationPrecision::kBF16;  // as the blocks' matmuls
-  const ComputeUnit unit = engine.backend().matmul_unit(engine.spec().weights.format, exact, prompt_rows);
+  const ComputeUnit unit = engine.backend().matmul_unit(weights, exact, prompt_rows);
   if (unit == ComputeUnit::kFp32FmaAvx2) m.fma_avx2_gflops = measure_fma_avx2_peak_gflops(pool);
   if (unit == ComputeUnit::kInt8Avx512Vnni) m.int8_vnni_gops = measure_int8_vnni_peak_gops(pool);
+  if (unit == ComputeUnit::kAmxInt8) m.amx_int8_gops = measure_amx_int8_peak_gops(pool);
   select_prefill_peak(unit, m);
   return m;
 }
@@ -95,6 +96,9 @@ void select_prefill_peak(ComputeUnit unit, MachineLimits& m) {
       break;
     case ComputeUnit::kInt8Avx512Vnni:
       m.prefill_peak_gflops = m.int8_vnni_gops;
+      break;
+    case ComputeUnit::kAmxInt8:
+      m.prefill_peak_gflops = m.amx_int8_gops;
       break;
     default:  // no peak loop for this unit: no limit rather than another unit's
       m.prefill_peak_gflops = 0;
@@ -132,7 +136,8 @@ Result<SpeedBenchResult> run_speed_bench(Engine& engine, const SpeedBenchOptions
   }
 
   SpeedBenchResult result;
-  const ActivatedWeights activated = activated_weights_per_token(spec);
+  const ModelSpec& weights_spec = options.stored_spec != nullptr ? *options.stored_spec : spec;
+  const ActivatedWeights activated = activated_weights_per_token(weights_spec);
   result.weight_bytes_per_token = activated.bytes;
   result.matmul_flops_per_token = 2.0 * activated.matmul_params;
 
@@ -172,7 +177,8 @@ Result<SpeedBenchResult> run_speed_bench(Engine& engine, const SpeedBenchOptions
         options.prompt_tokens.empty()
             ? 1
             : *std::max_element(options.prompt_tokens.begin(), options.prompt_tokens.end());
-    result.limits = measure_limits(engine, options.limit_threads, longest_prompt);
+    result.limits = measure_limits(engine, weights_spec.weights.projection_format(), options.limit_threads,
+                                   longest_prompt);
     for (auto& t : result.tests) {
       if (t.kind == SpeedTestKind::kPrompt) {
         t.limit_tok_s = result.matmul_flops_per_token > 0

@@ -30,6 +30,10 @@ struct SpeedBenchOptions {
   uint64_t seed = 0;                        // of the random prompt tokens
   bool measure_limits = true;               // bandwidth and peak probes (a few seconds, ~0.5-2 GiB)
   int limit_threads = 0;                    // threads of the probes: the engine's (0: all cores)
+  // When the engine runs the integer kernels on the checkpoint's packed codes: the checkpoint's own spec
+  // (LoadedModel::stored_spec), whose tensors give the bytes a token reads and whose format the unit of
+  // prefill's matmuls. Null: engine.spec().
+  const ModelSpec* stored_spec = nullptr;
   // Called before each run: ("pp512", 2, 5) for the second of five measured runs, 0 for the warm-up.
   std::function<void(const std::string& test, int run, int runs)> progress;
 };
@@ -57,6 +61,7 @@ struct MachineLimits {
   double bf16_gflops = 0;                            // vdpbf16ps peak (0 without AVX-512 BF16)
   double amx_bf16_gflops = 0;                        // TDPBF16PS peak on AMX tiles (0 without AMX)
   double int8_vnni_gops = 0;                         // vpdpbusd peak, measured only when prefill runs on it
+  double amx_int8_gops = 0;                          // TDPBSSD peak, measured only when prefill runs on it
   ComputeUnit prefill_unit = ComputeUnit::kUnknown;  // what prefill's matmuls run on (see above)
   double prefill_peak_gflops = 0;                    // that unit's peak; 0: no peak loop for it
   std::string prefill_peak_name;                     // compute_unit_name(prefill_unit)

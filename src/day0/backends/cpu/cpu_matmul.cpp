@@ -515,6 +515,7 @@ ComputeUnit matmul_unit(const Context& c, WeightFormat weights, bool exact, int6
                                                                  : ComputeUnit::kFp32Fma;
   switch (matmul_route(c, weights, exact, rows)) {
     case MatmulRoute::kInt:
+      if (c.k.gemm_int_amx != nullptr && rows > kGemvMaxRows) return ComputeUnit::kAmxInt8;  // int_matmul
       return std::string_view(c.k.int_dot_name) == "avx512-vnni" ? ComputeUnit::kInt8Avx512Vnni
                                                                  : ComputeUnit::kInt8Dot;
     case MatmulRoute::kGemv:

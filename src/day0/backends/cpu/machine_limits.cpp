@@ -20,7 +20,8 @@ double int8_vnni_loop_avx512(int64_t iterations);
 double fma_loop_avx2(int64_t iterations);
 namespace cpu {
 double amx_bf16_loop(int64_t iterations);  // simd/kernels_amx.cpp
-}
+double amx_int8_loop(int64_t iterations);  // simd/kernels_amx.cpp
+}  // namespace cpu
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -174,6 +175,15 @@ double measure_amx_bf16_peak_gflops(ThreadPool& pool) {
   double best = 0;
   for (int pass = 0; pass < 3; ++pass)
     best = std::max(best, peak(pool, [](int64_t n) { return cpu::amx_bf16_loop(n / 16); }));
+  return best;
+}
+
+double measure_amx_int8_peak_gops(ThreadPool& pool) {
+  if (!cpu_has_amx_int8()) return 0.0;
+  // As the BF16 tiles: one TDPBSSD is 16 cycles of work; the best of three passes.
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass)
+    best = std::max(best, peak(pool, [](int64_t n) { return cpu::amx_int8_loop(n / 16); }));
   return best;
 }
 

@@ -63,5 +63,8 @@ double measure_amx_bf16_peak_gflops(ThreadPool& pool);
 // Integer OP/s (a multiply and an add per byte product) of a register-only vpdpbusd loop on 512-bit
 // registers, the INT8 / INT4 matmuls' instruction at the avx512 level (0 without AVX-512 VNNI).
 double measure_int8_vnni_peak_gops(ThreadPool& pool);
+// Integer OP/s of a register-only TDPBSSD loop on full AMX tiles (0 where the CPU or the OS has no
+// AMX-INT8): the unit of INT8 / INT4 prompts at the amx level.
+double measure_amx_int8_peak_gops(ThreadPool& pool);
 
 }  // namespace day0

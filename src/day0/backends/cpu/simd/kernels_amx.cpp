@@ -343,6 +343,33 @@ double amx_bf16_loop(int64_t iterations) {
   return static_cast<double>(iterations) * 4 * 16 * 16 * 32 * 2;
 }
 
+// Register-only TDPBSSD loop (machine_limits.cpp): full 16 x 64-byte tiles, int8 products, the unit of
+// INT8 / INT4 prompts (whose tiles take one 32-column block per instruction, half this work).
+double amx_int8_loop(int64_t iterations) {
+  configure_tiles();
+  alignas(64) static const int8_t ones[16 * 64] = {};
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  for (int64_t i = 0; i < iterations; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  alignas(64) int32_t sink[16 * 16];
+  _tile_stored(0, sink, 64);
+  _tile_release();
+  volatile int32_t keep = sink[0];
+  (void)keep;
+  return static_cast<double>(iterations) * 4 * 16 * 16 * 64 * 2;
+}
+
 const SimdKernels& amx_kernels() {
   static const SimdKernels k = [] {
     SimdKernels t = avx512_kernels();
