@@ -28,6 +28,15 @@ TEST(DraftRows, DecodingRowsThatFillTheCapLeaveNoDrafts) {
   EXPECT_EQ(allot_draft_rows(rolled, 5).drafts, (std::vector<int64_t>{1, 0}));
 }
 
+TEST(DraftRows, AStepThatPrefillsHasNoDrafts) {
+  const std::vector<DraftClaim> claims = {{1, 3, 1.0}};
+  EXPECT_EQ(allot_draft_rows(claims, 8, /*prefilling=*/true).drafts, (std::vector<int64_t>{0}));
+  EXPECT_EQ(allot_draft_rows(claims, 8, /*prefilling=*/true).withheld, 3);
+  EXPECT_EQ(allot_draft_rows(claims, 8, /*prefilling=*/false).drafts, (std::vector<int64_t>{3}));
+  // Without a cap, drafts go with every step.
+  EXPECT_EQ(allot_draft_rows(claims, 0, /*prefilling=*/true).drafts, (std::vector<int64_t>{3}));
+}
+
 TEST(DraftRows, TheRowsLeftGoToTheLikeliestDrafts) {
   // Three rows left: 0.95 (second draft 0.9025) beats 0.9, whose first draft beats 0.95's third
   // (0.857); 0.5 waits.

@@ -5,7 +5,7 @@
 
 namespace day0::serve {
 
-DraftAllotment allot_draft_rows(std::span<const DraftClaim> claims, int64_t max_rows) {
+DraftAllotment allot_draft_rows(std::span<const DraftClaim> claims, int64_t max_rows, bool prefilling) {
   DraftAllotment out;
   out.drafts.assign(claims.size(), 0);
   int64_t wanted = 0, rows = 0;
@@ -17,7 +17,7 @@ DraftAllotment allot_draft_rows(std::span<const DraftClaim> claims, int64_t max_
     for (size_t i = 0; i < claims.size(); ++i) out.drafts[i] = claims[i].wanted;
     return out;
   }
-  for (int64_t left = max_rows - rows; left > 0; --left) {
+  for (int64_t left = prefilling ? 0 : max_rows - rows; left > 0; --left) {
     // The claim whose next draft is likeliest to be accepted.
     double best_chance = kMinDraftAcceptance;
     size_t best = claims.size();

@@ -4,7 +4,9 @@
 // one-token step per row past the first on SmolLM2-135M, bench/RESULTS.md), while plain decoding's
 // rows of many sequences share one weight read on the fast kernels. So a step drafts only while its
 // decoding rows and drafts stay within a budget of rows; once the decoding rows alone fill it, the
-// step runs as plain decoding (no drafts, the fast kernels). Within the budget the drafts go to the
+// step runs as plain decoding (no drafts, the fast kernels). Nor does a step draft while it prefills:
+// the prefill chunks' call reads every weight anyway and the decoding rows ride along in it, where
+// verification would need a second call of its own. Within the budget the drafts go to the
 // sequences whose drafts were recently accepted most, and a draft whose estimated chance of being
 // accepted is below what its row costs is not verified.
 #include <cstdint>
@@ -35,10 +37,11 @@ struct DraftAllotment {
 };
 
 // Allots draft rows under `max_rows` rows in all (0: no cap, every claim gets what it wants). When the
-// claims' own rows reach max_rows, nobody drafts. Otherwise the rows left go one draft at a time to
-// the claim whose next draft is likeliest to be accepted (acceptance^position, ties to the earlier
-// claim), down to kMinDraftAcceptance.
-DraftAllotment allot_draft_rows(std::span<const DraftClaim> claims, int64_t max_rows);
+// claims' own rows reach max_rows, or the step prefills too (`prefilling`), nobody drafts. Otherwise
+// the rows left go one draft at a time to the claim whose next draft is likeliest to be accepted
+// (acceptance^position, ties to the earlier claim), down to kMinDraftAcceptance.
+DraftAllotment allot_draft_rows(std::span<const DraftClaim> claims, int64_t max_rows,
+                                bool prefilling = false);
 
 // A sequence's recent acceptance: accepted over drafted, both decayed at every decoding step (drafted
 // or not) towards a prior of one in two, so that a sequence whose drafts stopped being verified is

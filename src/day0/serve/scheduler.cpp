@@ -432,7 +432,11 @@ void Scheduler::propose_drafts() {
     claims.push_back(claim);
   }
   if (decoding.empty()) return;
-  const DraftAllotment allotted = allot_draft_rows(claims, options_.spec_max_rows);
+  // A prompt (or a preempted sequence) with tokens to feed: its chunk joins this step.
+  const bool prefilling = std::any_of(running_.begin(), running_.end(), [](const auto& r) {
+    return r->cache && !r->decoding() && r->pending() > 0;
+  });
+  const DraftAllotment allotted = allot_draft_rows(claims, options_.spec_max_rows, prefilling);
   metrics_.count_draft_cap(allotted.withheld);
   std::vector<DraftAsk> asks;
   std::vector<Sequence*> asking;
