@@ -308,6 +308,15 @@ TEST(SharedKvAttention, GoldenCheckpointBindsTheBlocksWeights) {
       EXPECT_EQ(w.index_weights.w.rows, s.compressed_kv->index_n_heads);
     }
   }
+  // An engine over weights that lack a compressed layer's compressor refuses them by layer.
+  auto missing = std::make_shared<ModelWeights>(**weights);
+  missing->layers[2].attn.compressor.kv = Linear{};
+  auto be = make_backend("reference").value();
+  auto engine = Engine::create(s, missing, *be, EngineOptions{});
+  ASSERT_FALSE(engine.is_ok());
+  EXPECT_NE(engine.status().message().find("attention layer 2 without its projections, compressor"),
+            std::string::npos)
+      << engine.status().to_string();
 }
 
 }  // namespace
