@@ -17,7 +17,7 @@ const std::string kGolden = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-
 void expect_refused_by_name(const CliResult& r) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("not implemented: compressed sparse attention"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("hyper-connections"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shared key = value attention"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("no tensor"), std::string::npos) << r.err;
 }
 
@@ -50,7 +50,7 @@ TEST(NotRunnableFamily, VerifyPassesOnTheTransformersWrittenCheckpoint) {
 TEST(NotRunnableFamily, CoverageListsTheMissingBlocks) {
   CliResult text = run_cli({"coverage", kGolden});
   EXPECT_EQ(text.exit_code, 1) << text.err;
-  EXPECT_NE(text.out.find("missing  hyper-connections"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("missing  compressed sparse attention"), std::string::npos) << text.out;
   CliResult json = run_cli({"coverage", kGolden, "--json"});
   EXPECT_EQ(json.exit_code, 1) << json.err;
   const auto j = nlohmann::json::parse(json.out);

@@ -45,6 +45,22 @@ LayerRecipe standard_layer_recipe(const ModelSpec& spec, int64_t layer) {
   return r;
 }
 
+LayerRecipe hyper_connection_layer_recipe(const ModelSpec& spec, int64_t layer) {
+  const LayerSpec& ls = spec.layers[static_cast<size_t>(layer)];
+  LayerRecipe r;
+  const auto block = [&r](LayerHc hc, LayerNorm norm, LayerOp op) {
+    r.steps.push_back(
+        {.op = LayerOp::kHcCollapse, .in = LayerValue::kStream, .out = LayerValue::kOut, .hc = hc});
+    r.steps.push_back(
+        {.op = LayerOp::kNorm, .in = LayerValue::kOut, .out = LayerValue::kNormed, .norm = norm});
+    r.steps.push_back({.op = op, .in = LayerValue::kNormed, .out = LayerValue::kOut});
+    r.steps.push_back({.op = LayerOp::kHcExpand, .in = LayerValue::kOut, .out = LayerValue::kStream});
+  };
+  block(LayerHc::kAttn, LayerNorm::kInput, LayerOp::kMixer);
+  block(LayerHc::kFfn, LayerNorm::kPost, ls.moe ? LayerOp::kMoe : LayerOp::kDenseMlp);
+  return r;
+}
+
 LayerRecipe layer_recipe(const ModelSpec& spec, int64_t layer) {
   const auto& families = family_registry();
   const auto it = std::find_if(families.begin(), families.end(),
@@ -80,6 +96,10 @@ const char* layer_op_name(LayerOp op) {
       return "per_layer_input";
     case LayerOp::kLayerScalar:
       return "layer_scalar";
+    case LayerOp::kHcCollapse:
+      return "hc_collapse";
+    case LayerOp::kHcExpand:
+      return "hc_expand";
   }
   return "?";
 }
@@ -114,6 +134,10 @@ const char* layer_norm_name(LayerNorm n) {
   return "?";
 }
 
+const char* layer_hc_name(LayerHc hc) {
+  return hc == LayerHc::kAttn ? "attn" : "ffn";
+}
+
 std::string describe_recipe(const LayerRecipe& r) {
   std::string out;
   for (const LayerStep& s : r.steps) {
@@ -127,8 +151,12 @@ std::string describe_recipe(const LayerRecipe& r) {
       case LayerOp::kResidualAdd:
         if (s.in != LayerValue::kOut) out += std::string("(") + layer_value_name(s.in) + ")";
         break;
+      case LayerOp::kHcCollapse:
+        out += std::string("(") + layer_hc_name(s.hc) + ")";
+        break;
       case LayerOp::kPerLayerInput:
       case LayerOp::kLayerScalar:
+      case LayerOp::kHcExpand:
         break;
       default:
         // A block reading something other than the norm's output, or writing elsewhere than kOut.

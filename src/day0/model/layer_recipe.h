@@ -17,7 +17,7 @@ namespace day0 {
 
 // The [T, H] values of a step a recipe reads and writes (T rows of the step, H = hidden_size).
 enum class LayerValue : uint8_t {
-  kStream,  // the residual stream: the layer's input and output
+  kStream,  // the residual stream: the layer's input and output ([T, n H]: n streams with hyper-connections)
   kNormed,  // a norm's output, a block's input
   kOut,     // a block's output
   kSide,    // a second block output in the same layer (the FFN of a parallel block)
@@ -44,6 +44,18 @@ enum class LayerOp : uint8_t {
   kResidualAdd,        // stream += in, rounded
   kPerLayerInput,      // stream += the per-layer input block (spec.per_layer_input)
   kLayerScalar,        // stream *= the layer's stored scalar, rounded
+  // Hyper-connections (spec.hyper_connections): the stream is n streams [T, n H]. kHcCollapse reads them
+  // (in = kStream) into one block input (out, [T, H]) with the layer's `hc` weights and keeps their post
+  // and comb mixes; kHcExpand spreads a block's output (in) back over the streams (out = kStream) with
+  // the mixes of the collapse before it.
+  kHcCollapse,
+  kHcExpand,
+};
+
+// The hyper-connection weights of a layer a kHcCollapse step uses.
+enum class LayerHc : uint8_t {
+  kAttn,  // before the mixer
+  kFfn,   // before the FFN
 };
 
 struct LayerStep {
@@ -51,6 +63,7 @@ struct LayerStep {
   LayerValue in = LayerValue::kNormed;
   LayerValue out = LayerValue::kOut;
   LayerNorm norm = LayerNorm::kInput;  // kNorm / kOutputNorm only
+  LayerHc hc = LayerHc::kAttn;         // kHcCollapse only
   bool operator==(const LayerStep&) const = default;
 };
 
@@ -79,6 +92,10 @@ void add_norm(LayerRecipe& r, LayerNorm norm);
 // `op` over `in` into kOut, then its output norm when `out_norm`, then stream += kOut.
 void add_residual_block(LayerRecipe& r, LayerOp op, LayerValue in, bool out_norm, LayerNorm out_norm_weight);
 
+// The pre-norm layer over hyper-connected streams: for the mixer, then the FFN, collapse the streams
+// (kHcCollapse), norm, block, expand its output over the streams (kHcExpand).
+LayerRecipe hyper_connection_layer_recipe(const ModelSpec& spec, int64_t layer);
+
 // The layer's recipe: its family's (FamilyInfo::layer_recipe) or the standard one.
 LayerRecipe layer_recipe(const ModelSpec& spec, int64_t layer);
 // Every layer's recipe of the spec.
@@ -89,5 +106,6 @@ std::string describe_recipe(const LayerRecipe& r);
 const char* layer_op_name(LayerOp op);
 const char* layer_value_name(LayerValue v);
 const char* layer_norm_name(LayerNorm n);
+const char* layer_hc_name(LayerHc hc);
 
 }  // namespace day0

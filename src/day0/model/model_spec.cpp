@@ -66,12 +66,6 @@ std::vector<std::string> unimplemented_mechanisms(const ModelSpec& spec) {
     missing.emplace_back("heavily compressed attention (KV compressor)");
   if (spec.shared_kv_low_rank)
     missing.emplace_back("shared key = value attention with low-rank queries and grouped output projection");
-  if (spec.hyper_connections) missing.emplace_back("hyper-connections (Sinkhorn-mixed residual streams)");
-  if (any_layer([](const LayerSpec& l) { return l.hash_routed; }))
-    missing.emplace_back("hash-routed experts (tid2eid)");
-  if (spec.moe && spec.moe->scoring == RouterScoring::kSqrtSoftplus)
-    missing.emplace_back("sqrtsoftplus routing");
-  if (spec.moe && spec.moe->swiglu_plain_clamp) missing.emplace_back("clamped SwiGLU experts (plain clamp)");
   return missing;
 }
 

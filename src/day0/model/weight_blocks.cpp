@@ -188,13 +188,14 @@ void moe_beside_dense_mlp(const ModelSpec& s, WeightTableBuilder& b) {
 }
 
 void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::string& fn,
-                      const std::string& base, const std::string& scale, bool head) {
+                      const std::string& base, const std::string& scale, HyperConnectionSlots slots,
+                      bool head) {
   const HyperConnectionSpec& hc = *s.hyper_connections;
   const int64_t outputs = head ? hc.streams : hc.mix_width();
   const auto role = TensorRole::kHyperConnection;
-  b.add(fn, {outputs, hc.streams * s.hidden_size}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
-  b.add(base, {outputs}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
-  b.add(scale, {head ? 1 : 3}, WeightStorage::kF32, role, kReplicated, WeightSlot::kNone);
+  b.add(fn, {outputs, hc.streams * s.hidden_size}, WeightStorage::kF32, role, kReplicated, slots.fn);
+  b.add(base, {outputs}, WeightStorage::kF32, role, kReplicated, slots.base);
+  b.add(scale, {head ? 1 : 3}, WeightStorage::kF32, role, kReplicated, slots.scale);
 }
 
 // `indexer`: the lightning indexer's own compressor (its slots), else the layer's.

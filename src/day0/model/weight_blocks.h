@@ -63,9 +63,19 @@ void deepseek_mtp_layers(const ModelSpec& s, WeightTableBuilder& b, const LayerF
 
 // Hyper-connections (spec.hyper_connections, float32, replicated): the stream-mixing projection `fn`
 // [(2 + n) * n, n * H] of n streams with its `base` [(2 + n) * n] and `scale` [3] (pre, post, comb); a `head`
-// (the final collapse) has fn [n, n * H], base [n], scale [1].
+// (the final collapse) has fn [n, n * H], base [n], scale [1]. `slots` says where the engine binds them.
+struct HyperConnectionSlots {
+  WeightSlot fn = WeightSlot::kNone, base = WeightSlot::kNone, scale = WeightSlot::kNone;
+};
+inline constexpr HyperConnectionSlots kHcAttnSlots{WeightSlot::kHcAttnFn, WeightSlot::kHcAttnBase,
+                                                   WeightSlot::kHcAttnScale};
+inline constexpr HyperConnectionSlots kHcFfnSlots{WeightSlot::kHcFfnFn, WeightSlot::kHcFfnBase,
+                                                  WeightSlot::kHcFfnScale};
+inline constexpr HyperConnectionSlots kHcHeadSlots{WeightSlot::kHcHeadFn, WeightSlot::kHcHeadBase,
+                                                   WeightSlot::kHcHeadScale};
 void hyper_connection(const ModelSpec& s, WeightTableBuilder& b, const std::string& fn,
-                      const std::string& base, const std::string& scale, bool head = false);
+                      const std::string& base, const std::string& scale, HyperConnectionSlots slots,
+                      bool head = false);
 // A KV compressor under `prefix` pooling `ratio` tokens into entries of `head_dim`: its position bias `ape`
 // [ratio, w] (float32), `wkv` and `wgate` [w, H] (unquantized in releases), and the entries' RMSNorm
 // `norm` [head_dim]; w = 2 * head_dim for overlapping windows (two series), else head_dim. Replicated.

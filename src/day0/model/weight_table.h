@@ -116,6 +116,19 @@ enum class WeightSlot {
   kSharedUp,
   kSharedDown,
   kSharedExpertGate,  // the shared expert's sigmoid gate [1, H]
+  kHashRoutingTable,  // a hash-routed MoE's token id -> experts table (tid2eid) [vocab, top_k], integer
+  // Hyper-connections (ModelSpec::hyper_connections, n streams): before the attention, before the FFN,
+  // and the head's final collapse. fn [(2 + n) n, n H] ([n, n H] the head's), base [(2 + n) n] ([n]),
+  // scale [3] ([1]).
+  kHcAttnFn,
+  kHcAttnBase,
+  kHcAttnScale,
+  kHcFfnFn,
+  kHcFfnBase,
+  kHcFfnScale,
+  kHcHeadFn,
+  kHcHeadBase,
+  kHcHeadScale,
   // Lightning indexer (sparse attention).
   kIndexerQ,          // wq_b [n_I * d_I, q_lora_rank]
   kIndexerK,          // wk [d_I, H]

@@ -113,6 +113,7 @@ struct Context {
   // Each row computed as a one-token step computes it (MatmulArgs::row_invariant; attention one row at a
   // time): a verification step's logits are then those of feeding its tokens one by one.
   bool row_invariant = false;
+  std::span<const int32_t> token_ids;  // [T] the step's input ids (a hash-routed MoE picks by them)
   bool bf16() const { return options.precision == ActivationPrecision::kBF16; }
   // Whether matmuls must be float32-exact (F32 precision) or may round activations (BF16).
   bool exact() const { return !bf16(); }
@@ -206,5 +207,15 @@ void moe(const Context& c, int64_t layer, const MoeWeights& w, ConstMatrix h, Ma
 // h [T, H]: out [T, H] = norm(mlp(h)) + norm(moe(x)), the experts reading moe_in_norm(x), rounded.
 void dense_mlp_beside_moe(const Context& c, int64_t layer, const LayerWeights& w, ConstMatrix x,
                           ConstMatrix h, Matrix out);
+
+// Hyper-connections (spec.hyper_connections, n streams; docs/ops.md). A block's input from the streams
+// [T, n H] with weights `w`: out [T, H] = sum_j pre_j stream_j (rounded), and the mixes that spread its
+// output back, post [T, n] and comb [T, n n].
+void hc_collapse(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams, Matrix post,
+                 Matrix comb, Matrix out);
+// streams [T, n H] = post_k x + sum_j comb[j, k] stream_j for the block output x [T, H], in place.
+void hc_expand(const Context& c, ConstMatrix x, ConstMatrix post, ConstMatrix comb, Matrix streams);
+// The model's last collapse of the streams [T, n H] into out [T, H], before the final norm.
+void hc_head(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams, Matrix out);
 
 }  // namespace day0::blocks

@@ -37,20 +37,56 @@ std::span<const float> norm_weight(const LayerWeights& lw, LayerNorm n) {
   return {};
 }
 
+const HyperConnectionWeights& hc_weights(const LayerWeights& lw, LayerHc hc) {
+  return hc == LayerHc::kAttn ? lw.attn_hc : lw.ffn_hc;
+}
+
+// With hyper-connections the stream is n streams [T, n H]: only a collapse reads it and only an expansion
+// writes it, each expansion after a collapse of the layer, whose weights are bound. Without, neither runs.
+Status check_hyper_connection_step(const ModelSpec& spec, const LayerWeights& lw, const LayerStep& st,
+                                   int64_t l, bool& collapsed) {
+  const bool hc_step = st.op == LayerOp::kHcCollapse || st.op == LayerOp::kHcExpand;
+  if (!spec.hyper_connections) {
+    if (!hc_step) return Status::ok();
+    return invalid_argument(fmt::format(
+        "engine: layer {}'s recipe has a {} step, the model no hyper-connections", l, layer_op_name(st.op)));
+  }
+  const bool reads = st.in == LayerValue::kStream, writes = st.out == LayerValue::kStream;
+  const bool fits = st.op == LayerOp::kHcCollapse ? reads && !writes
+                    : st.op == LayerOp::kHcExpand ? writes && !reads && collapsed
+                                                  : !reads && !writes;
+  if (!fits) {
+    return invalid_argument(fmt::format(
+        "engine: layer {}'s {} step: with hyper-connections only a collapse reads the {} streams and only "
+        "an expansion after it writes them",
+        l, layer_op_name(st.op), spec.hyper_connections->streams));
+  }
+  if (st.op == LayerOp::kHcCollapse) {
+    if (!hc_weights(lw, st.hc).present()) {
+      return invalid_argument(
+          fmt::format("engine: layer {} has no {} hyper-connection weights", l, layer_hc_name(st.hc)));
+    }
+    collapsed = true;
+  }
+  return Status::ok();
+}
+
 // The held layers' recipes against their weights: every norm a step reads is bound, and a value carried
 // to the next layer is written by one layer and read by the next, both run here.
-Status check_recipes(const ModelWeights& w, const std::vector<LayerRecipe>& recipes, ShardRange held) {
+Status check_recipes(const ModelSpec& spec, const ModelWeights& w, const std::vector<LayerRecipe>& recipes,
+                     ShardRange held) {
   bool carried = false;  // the previous layer wrote a value for this one
   for (int64_t l = held.begin; l < held.end; ++l) {
     const LayerRecipe& r = recipes[static_cast<size_t>(l)];
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    bool reads = false, writes = false;
+    bool reads = false, writes = false, collapsed = false;
     for (const LayerStep& st : r.steps) {
       if ((st.op == LayerOp::kNorm || st.op == LayerOp::kOutputNorm) && norm_weight(lw, st.norm).empty()) {
         return invalid_argument(
             fmt::format("engine: layer {} has no {} norm weight, which its recipe's {} step reads", l,
                         layer_norm_name(st.norm), layer_op_name(st.op)));
       }
+      D0_RETURN_IF_ERROR(check_hyper_connection_step(spec, lw, st, l, collapsed));
       reads = reads || st.in == LayerValue::kCarry;
       writes = writes || st.out == LayerValue::kCarry;
     }
@@ -203,7 +239,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                     stage.stage, stage.size, held.begin, held.end, want.begin, want.end));
   }
   std::vector<LayerRecipe> recipes = layer_recipes(spec);
-  D0_RETURN_IF_ERROR(check_recipes(*weights, recipes, held));
+  D0_RETURN_IF_ERROR(check_recipes(spec, *weights, recipes, held));
+  if (spec.hyper_connections && stage.last() && !weights->hc_head.present())
+    return invalid_argument("engine: hyper-connections without the head's collapse weights (hc_head)");
   for (auto n = static_cast<size_t>(held.begin); n < static_cast<size_t>(held.end); ++n) {
     const LayerSpec& l = spec.layers[n];
     if (l.linear_attention && (!spec.linear_attention || !weights->layers[n].linear.present())) {
@@ -227,17 +265,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                            !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
       return invalid_argument(fmt::format("engine: block-sparse layer {} without its indexer (GQA only)", n));
     }
-    if (spec.shared_kv_low_rank && layer_has_kv(l) &&
-        (!lw.attn.q_a.present() || !lw.attn.q_b.present() || !lw.attn.kv.present() ||
-         !lw.attn.o_a.present() || !lw.attn.o_b.present() ||
-         (l.kv_compress_ratio > 0 && !lw.attn.compressor.present()) ||
-         (l.compressed_sparse && (!lw.attn.index_compressor.present() || !lw.attn.index_q.present() ||
-                                  !lw.attn.index_weights.present())))) {
-      return invalid_argument(
-          fmt::format("engine: shared key = value attention layer {} without its projections, compressor "
-                      "or indexer",
-                      n));
-    }
     if (layer_has_kv(l) && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
       return invalid_argument(fmt::format("engine: layer {} without its output gate projection", n));
     }
@@ -260,6 +287,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
       return invalid_argument(fmt::format("engine: layer {}'s values are its keys but narrower", n));
     if (spec.per_layer_input && !lw.per_layer.present())
       return invalid_argument(fmt::format("engine: layer {} without its per-layer input weights", n));
+    if (l.hash_routed && (lw.moe.hash_table.rows != spec.vocab_size ||
+                          lw.moe.hash_table.cols != spec.moe->experts_per_token)) {
+      return invalid_argument(
+          fmt::format("engine: hash-routed layer {} without its [vocab, top_k] token -> experts table", n));
+    }
     if (spec.layer_scalar && lw.layer_scalar.size() != 1)
       return invalid_argument(fmt::format("engine: layer {} without its layer scalar", n));
   }
@@ -434,10 +466,18 @@ void Engine::run_layer(const blocks::Context& c, int64_t l, std::span<const Matr
   const LayerSpec& ls = spec_.layers[static_cast<size_t>(l)];
   const LayerWeights& lw = weights_->layers[static_cast<size_t>(l)];
   const float eps = static_cast<float>(spec_.rms_norm_eps);
-  const Matrix stream = values[static_cast<size_t>(LayerValue::kStream)];  // [T, H]
-  for (const LayerStep& st : recipes_[static_cast<size_t>(l)].steps) {
+  const Matrix stream = values[static_cast<size_t>(LayerValue::kStream)];  // [T, H] ([T, n H]: n streams)
+  const LayerRecipe& recipe = recipes_[static_cast<size_t>(l)];
+  // The mixes of the last hyper-connection collapse, which the expansion after the block reads.
+  blocks::Buffer hc_post, hc_comb;  // [T, n], [T, n n]
+  if (spec_.hyper_connections) {
+    const int64_t n = spec_.hyper_connections->streams;
+    hc_post = blocks::Buffer(c.arena, stream.rows, n);
+    hc_comb = blocks::Buffer(c.arena, stream.rows, n * n);
+  }
+  for (const LayerStep& st : recipe.steps) {
     const Matrix in = values[static_cast<size_t>(st.in)],
-                 out = values[static_cast<size_t>(st.out)];  // [T, H]
+                 out = values[static_cast<size_t>(st.out)];  // [T, H] (the stream: as above)
     switch (st.op) {
       case LayerOp::kNorm:
         blocks::decoder_norm(c, in, norm_weight(lw, st.norm), eps, out);
@@ -477,6 +517,12 @@ void Engine::run_layer(const blocks::Context& c, int64_t l, std::span<const Matr
       case LayerOp::kLayerScalar:  // the layer's output times its stored scalar
         backend_.mul({out, ConstMatrix(lw.layer_scalar.data(), 1, 1), out});
         blocks::round_activations(c, out);
+        break;
+      case LayerOp::kHcCollapse:
+        blocks::hc_collapse(c, hc_weights(lw, st.hc), in, hc_post.m, hc_comb.m, out);
+        break;
+      case LayerOp::kHcExpand:
+        blocks::hc_expand(c, in, hc_post.m, hc_comb.m, out);
         break;
     }
   }
@@ -606,31 +652,38 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
                           options_.count_expert_picks ? &picks_ : nullptr,
                           sliding_rope_ ? &*sliding_rope_ : nullptr,
                           &watch_,
-                          row_invariant_};
+                          row_invariant_,
+                          ids};
   const int64_t t = layout.total_rows, hidden = spec_.hidden_size;
+  // The residual: n hyper-connected streams side by side [T, n H], or the one stream [T, H].
+  const int64_t n_streams = spec_.hyper_connections ? spec_.hyper_connections->streams : 1;
+  const int64_t width = n_streams * hidden;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   const ModelWeights& w = *weights_;
 
   arena_->begin_step();
-  Buffer x(*arena_, t, hidden), h(*arena_, t, hidden),
-      y(*arena_, t, hidden);  // residual stream, normed input, block output
+  Buffer x(*arena_, t, width), h(*arena_, t, hidden),
+      y(*arena_, t, hidden);  // residual stream(s), normed input, block output
   Buffer carry;               // [T, H] a block output one layer holds for the next (LayerValue::kCarry)
   if (carries_) carry = Buffer(*arena_, t, hidden);
   finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);
   inner_finite_.assign(static_cast<size_t>((spec_.n_layers + 1) * t), 0.0f);  // the last row: scratch
   watch_.scratch = Matrix(inner_finite_.data() + spec_.n_layers * t, t, 1);
   const PipelineStage stage = w.stage;
-  // Activations cross stages as float32 [T, H] in row order (both sides' buffers have this layout).
-  auto activations = [&] { return std::span<float>(x.data(), static_cast<size_t>(t * hidden)); };
+  // Activations cross stages as float32 [T, n H] in row order (both sides' buffers have this layout).
+  auto activations = [&] { return std::span<float>(x.data(), static_cast<size_t>(t * width)); };
   if (stage.first()) {
-    embed(ids, x.m);
-    blocks::round_activations(c, x.m);
+    const Matrix embedded = n_streams > 1 ? h.m : x.m;  // [T, H]
+    embed(ids, embedded);
+    blocks::round_activations(c, embedded);
     if (spec_.embedding_sqrt_scale) {  // muP input scaling, rounded like the product it is
       const float scale = blocks::activation_scalar(c, std::sqrt(static_cast<double>(spec_.hidden_size)),
                                                     spec_.embedding_scale_rounded);
-      backend_.scale({.x = x.m, .y = x.m, .scale = scale});
-      blocks::round_activations(c, x.m);
+      backend_.scale({.x = embedded, .y = embedded, .scale = scale});
+      blocks::round_activations(c, embedded);
     }
+    for (int64_t j = 0; n_streams > 1 && j < n_streams; ++j)  // every stream starts as the embedding
+      backend_.copy_columns({.x = h.m, .y = x.m, .width = hidden, .y_col0 = j * hidden});
   } else {
     dist::check_comm(
         options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
@@ -661,8 +714,8 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     if (capture && capture->want_hidden && recipe.ends_reference_layer) {
       backend_.synchronize();
       FloatMatrix& out = capture->hidden[static_cast<size_t>(reference_layer)];
-      out = FloatMatrix(t, hidden);
-      std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * hidden) * sizeof(float));
+      out = FloatMatrix(t, width);
+      std::memcpy(out.data.data(), x.data(), static_cast<size_t>(t * width) * sizeof(float));
     }
     if (recipe.ends_reference_layer) ++reference_layer;
     arena_->release(layer_start);
@@ -681,7 +734,12 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     return {};
   }
 
-  blocks::decoder_norm(c, x.m, w.final_norm, eps, h.m);
+  ConstMatrix last_hidden = x.m;  // [T, H]
+  if (n_streams > 1) {            // the streams collapse into one before the final norm
+    blocks::hc_head(c, w.hc_head, x.m, y.m);
+    last_hidden = y.m;
+  }
+  blocks::decoder_norm(c, last_hidden, w.final_norm, eps, h.m);
   if (capture && capture->want_final_norm) {
     backend_.synchronize();
     capture->final_norm = FloatMatrix(t, hidden);

@@ -137,8 +137,9 @@ struct ForwardCapture {
   bool want_final_norm = false;
   // [rows, hidden] the last decoder layer's output, before the final norm
   FloatMatrix last_hidden;
-  std::vector<FloatMatrix> hidden;  // [n_layers] x [rows, hidden]
-  FloatMatrix final_norm;           // [rows, hidden]
+  // [n_layers] x [rows, hidden] ([rows, n * hidden]: the n streams with spec.hyper_connections)
+  std::vector<FloatMatrix> hidden;
+  FloatMatrix final_norm;  // [rows, hidden]
 };
 
 class Engine {
@@ -241,7 +242,8 @@ class Engine {
   // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call
   // held a NaN or Inf; -1 when none did.
   int64_t first_nonfinite() const;
-  // Layer l replayed from its recipe over the step's values ([T, H] each, indexed by LayerValue);
+  // Layer l replayed from its recipe over the step's values ([T, H] each, the stream [T, n H] with n
+  // hyper-connected streams; indexed by LayerValue);
   // per_layer: the step's per-layer inputs [T, n_layers * P] (spec.per_layer_input), else empty.
   void run_layer(const blocks::Context& c, int64_t l, std::span<const Matrix, kLayerValues> values,
                  ConstMatrix per_layer);

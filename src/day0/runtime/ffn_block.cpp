@@ -13,6 +13,15 @@ namespace day0::blocks {
 
 namespace {
 
+// The clamp of the model's clamped SwiGLU in the dense MLPs and shared experts: DeepSeek-V4's plain clamp
+// (MoeSpec::swiglu_plain_clamp, shared with the routed experts), SwiGLU-OAI's (mlp_swiglu_limit), or none
+// (limit 0).
+SwigluArgs mlp_clamp(const ModelSpec& s) {
+  if (s.moe && s.moe->swiglu_plain_clamp)
+    return {.limit = static_cast<float>(s.moe->swiglu_limit), .alpha = 1.0f, .up_shift = 0.0f};
+  return {.limit = static_cast<float>(s.mlp_swiglu_limit), .alpha = static_cast<float>(s.mlp_swiglu_alpha)};
+}
+
 // The SwiGLU up to the down projection: y = down(swiglu(gate x, up x)), float32 and not rounded; a
 // partial sum over the TP group under tensor parallelism (this rank's FFN columns).
 void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, Matrix out) {
@@ -33,12 +42,11 @@ void swiglu_partial(const Context& c, const DenseMlpWeights& w, ConstMatrix h, M
     c.be.gelu({.x = gate.m, .y = gate.m, .gelu = GeluApprox::kTanh});
     round_activations(c, gate.m);
     c.be.mul({gate.m, up.m, act.m});
-  } else if (c.spec.mlp_swiglu_limit > 0) {  // SwiGLU-OAI in the dense MLPs and shared experts too
-    c.be.swiglu_clamped({.gate = gate.m,
-                         .up = up.m,
-                         .out = act.m,
-                         .limit = static_cast<float>(c.spec.mlp_swiglu_limit),
-                         .alpha = static_cast<float>(c.spec.mlp_swiglu_alpha)});
+  } else if (SwigluArgs clamp = mlp_clamp(c.spec); clamp.limit > 0) {
+    clamp.gate = gate.m;
+    clamp.up = up.m;
+    clamp.out = act.m;
+    c.be.swiglu_clamped(clamp);
   } else {
     c.be.swiglu({gate.m, up.m, act.m});
   }
@@ -104,6 +112,12 @@ Routing route(const Context& c, const MoeWeights& w, ConstMatrix h) {
   r.expert_ids = MatrixView<int32_t>(out.ids, t, k);
   r.expert_weights = out.weights.m;
   if (m.per_expert_scale) r.expert_scale = w.expert_scale;  // [E] after the normalization
+  if (w.hash_table.rows > 0) {  // a hash-routed layer: the picks are the token's table row
+    D0_CHECK_MSG(static_cast<int64_t>(c.token_ids.size()) == t,
+                 "moe: a hash-routed layer without its token ids");
+    r.hash_table = w.hash_table;
+    r.token_ids = c.token_ids;
+  }
   c.be.moe_router(r);
   if (!fp32_weights) round_activations(c, out.weights.m);
   return out;
@@ -205,7 +219,8 @@ MoeExpertsArgs experts_args(const Context& c, const MoeWeights& w, ConstMatrix x
   a.relu2 = c.spec.relu2_mlp;
   a.gelu_tanh = c.spec.gelu_tanh_mlp;
   a.limit = static_cast<float>(m.swiglu_limit > 0 ? m.swiglu_limit : 7.0);
-  a.alpha = static_cast<float>(m.swiglu_alpha);
+  a.alpha = m.swiglu_plain_clamp ? 1.0f : static_cast<float>(m.swiglu_alpha);
+  a.up_shift = m.swiglu_plain_clamp ? 0.0f : 1.0f;
   a.input_scaling = m.topk_method == TopkMethod::kLogitsThenSigmoid;
   a.n_zero_experts = m.n_zero_experts;
   a.out = out;

@@ -204,6 +204,37 @@ Result<std::span<const float>> WeightBinder::vector(const std::string& name, int
   return floats(t, 0, n);
 }
 
+Result<MatrixView<const int32_t>> WeightBinder::index_table(const std::string& name, int64_t rows,
+                                                            int64_t cols, int64_t limit) {
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols}));
+  if (t.dtype != DType::kI64 && t.dtype != DType::kI32) {
+    return invalid_argument(fmt::format("{}: tensor {}: expected an integer table (I64 or I32), found {}",
+                                        out_.source->origin(), name, dtype_name(t.dtype)));
+  }
+  bytes_bound_ += t.data.size();
+  std::vector<int32_t>& table = out_.index_store.emplace_back(static_cast<size_t>(rows * cols), 0);
+  if (out_.source->has_values()) {
+    const size_t width = t.dtype == DType::kI64 ? sizeof(int64_t) : sizeof(int32_t);
+    for (size_t i = 0; i < table.size(); ++i) {
+      int64_t v = 0;  // the safetensors bytes promise no alignment
+      if (width == sizeof(int64_t)) {
+        std::memcpy(&v, t.data.data() + i * width, width);
+      } else {
+        int32_t narrow = 0;
+        std::memcpy(&narrow, t.data.data() + i * width, width);
+        v = narrow;
+      }
+      if (v < 0 || v >= limit) {
+        return invalid_argument(fmt::format("{}: tensor {}: entry [{}, {}] is {}, outside [0, {})",
+                                            out_.source->origin(), name, static_cast<int64_t>(i) / cols,
+                                            static_cast<int64_t>(i) % cols, v, limit));
+      }
+      table[i] = static_cast<int32_t>(v);
+    }
+  }
+  return MatrixView<const int32_t>(table.data(), rows, cols);
+}
+
 Result<std::span<const float>> WeightBinder::flat(const std::string& name, std::vector<int64_t> shape) {
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, std::move(shape)));
   bytes_bound_ += t.data.size();

@@ -177,6 +177,16 @@ struct MoeWeights {
   Linear latent_in, latent_out;  // latent MoE: [latent, H] before the experts, [H, latent] after, or absent
   std::span<const float> router_input_scale;  // [H] (MoeSpec::router_input_norm), or empty
   std::span<const float> expert_scale;        // [E] (MoeSpec::per_expert_scale), or empty
+  // [vocab, top_k] a hash-routed layer's token id -> experts (LayerSpec::hash_routed), or empty.
+  MatrixView<const int32_t> hash_table;
+};
+
+// One hyper-connection's weights (ModelSpec::hyper_connections, n streams): the projection of the normed
+// streams fn [(2 + n) n, n H] ([n, n H] for the head), base [(2 + n) n] ([n]) and scale [3] ([1]).
+struct HyperConnectionWeights {
+  Linear fn;
+  std::span<const float> base, scale;
+  bool present() const { return fn.present() && !base.empty() && !scale.empty(); }
 };
 
 // A layer's per-layer input block (ModelSpec::per_layer_input): gate [P, H], projection [H, P], norm [H].
@@ -198,6 +208,7 @@ struct LayerWeights {
   std::span<const float> layer_scalar;  // [1] (spec.layer_scalar), or empty
   // [H] each, spec.dense_mlp_beside_moe: the experts' input norm, the dense MLP's and the MoE's output norms.
   std::span<const float> moe_in_norm, dense_out_norm, moe_out_norm;
+  HyperConnectionWeights attn_hc, ffn_hc;  // spec.hyper_connections: before the mixer, before the FFN
 };
 
 // What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.
@@ -228,6 +239,7 @@ struct ModelWeights {
   WeightView per_layer_embedding;
   Linear per_layer_model_projection;
   std::span<const float> per_layer_projection_norm;
+  HyperConnectionWeights hc_head;  // spec.hyper_connections: the streams' final collapse, or absent
   std::vector<LayerWeights> layers;
   // The checkpoint's multi-token-prediction layers (spec.n_mtp_layers), bound only when asked
   // (bind_model_weights' mtp_layers): each a one-layer model whose `layers[0]` is the MTP decoder layer,
@@ -247,7 +259,8 @@ struct ModelWeights {
   // that spans handed out stay valid as it grows.
   std::deque<std::vector<float>> f32_store;
   std::deque<std::vector<uint8_t>> byte_store;
-  std::deque<std::string> name_store;  // the tensor names WeightView::name points into
+  std::deque<std::vector<int32_t>> index_store;  // integer tables converted to int32 (tid2eid)
+  std::deque<std::string> name_store;            // the tensor names WeightView::name points into
   // The source whose bytes the WeightViews point into; kept alive with the weights.
   std::shared_ptr<const TensorSource> source;
   IntProjections int_projections;
@@ -272,6 +285,10 @@ class WeightBinder {
   uint64_t bytes_bound() const { return bytes_bound_; }
   // A float32 copy of a vector (norm weight, bias, sinks) of n elements, any float dtype.
   Result<std::span<const float>> vector(const std::string& name, int64_t n);
+  // An integer table [rows, cols] (I64 or I32) as int32, every entry checked to lie in [0, limit) (over a
+  // shape-only source: zeros).
+  Result<MatrixView<const int32_t>> index_table(const std::string& name, int64_t rows, int64_t cols,
+                                                int64_t limit);
   // A float32 copy of a small tensor of exactly `shape` (a depthwise conv weight [C, 1, K]), flattened.
   Result<std::span<const float>> flat(const std::string& name, std::vector<int64_t> shape);
   // The same, only the runs `rows` of its first dimension, concatenated in order.

@@ -77,6 +77,12 @@ class TableBinder {
         return norm(t, out_.mtp_input.hidden_norm);
       case WeightSlot::kMtpProjection:
         return linear(t, out_.mtp_input.projection);
+      case WeightSlot::kHcHeadFn:
+        return linear(t, out_.hc_head.fn);
+      case WeightSlot::kHcHeadBase:
+        return vector(t, out_.hc_head.base);
+      case WeightSlot::kHcHeadScale:
+        return vector(t, out_.hc_head.scale);
       default:
         break;
     }
@@ -310,6 +316,25 @@ class TableBinder {
         return vector(t, moe.router_input_scale);
       case WeightSlot::kRouterExpertScale:
         return vector(t, moe.expert_scale);
+      case WeightSlot::kHashRoutingTable: {  // every entry an expert of the layer
+        if (t.shape.size() != 2 || !b_.spec().moe)
+          return internal_error("weight table: a hash routing table that is not [vocab, top_k]: " + t.name);
+        D0_ASSIGN_OR_RETURN(moe.hash_table,
+                            b_.index_table(t.name, t.shape[0], t.shape[1], b_.spec().moe->n_experts));
+        return Status::ok();
+      }
+      case WeightSlot::kHcAttnFn:
+        return linear(t, layer->attn_hc.fn);
+      case WeightSlot::kHcAttnBase:
+        return vector(t, layer->attn_hc.base);
+      case WeightSlot::kHcAttnScale:
+        return vector(t, layer->attn_hc.scale);
+      case WeightSlot::kHcFfnFn:
+        return linear(t, layer->ffn_hc.fn);
+      case WeightSlot::kHcFfnBase:
+        return vector(t, layer->ffn_hc.base);
+      case WeightSlot::kHcFfnScale:
+        return vector(t, layer->ffn_hc.scale);
       default:
         return stacked_experts(t, moe);
     }
@@ -631,7 +656,10 @@ Result<std::shared_ptr<ModelWeights>> bind_model_weights(const ModelSpec& model_
   auto held = [&](const TensorSpec& t) {
     if (t.layer >= 0) return t.layer >= held_layers.begin && t.layer < held_layers.end;
     if (t.slot == WeightSlot::kEmbedding) return stage.first() || (stage.last() && tied_head_from_embedding);
-    if (t.slot == WeightSlot::kLmHead || t.slot == WeightSlot::kFinalNorm) return stage.last();
+    if (t.slot == WeightSlot::kLmHead || t.slot == WeightSlot::kFinalNorm ||
+        t.slot == WeightSlot::kHcHeadFn || t.slot == WeightSlot::kHcHeadBase ||
+        t.slot == WeightSlot::kHcHeadScale)
+      return stage.last();
     return true;
   };
   for (const TensorSpec& t : manifest.tensors) {

@@ -1,8 +1,7 @@
 // DeepseekV4ForCausalLM (DeepSeek-V4 Flash / Pro) as transformers 5.25's DeepseekV4Config reads it, the
 // release's legacy keys (compress_ratios, compress_rate_csa / _hca, num_hash_layers, qk_rope_head_dim,
-// rope_scaling beside compress_rope_theta) folded in as the class folds them. Its mechanisms (model_spec.h:
-// SharedKvLowRankAttentionSpec, CompressedKvSpec, HyperConnectionSpec, hash routing, sqrtsoftplus) have no
-// engine blocks yet: unimplemented_mechanisms() names them and model loading refuses the model.
+// rope_scaling beside compress_rope_theta) folded in as the class folds them. model_spec.h describes its
+// mechanisms; its layers run over hyper-connected streams (hyper_connection_layer_recipe).
 #include <fmt/format.h>
 
 #include "day0/model/config_common.h"
@@ -11,7 +10,6 @@
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
-
 namespace {
 
 constexpr const char* kImplementation = "transformers' DeepSeek-V4";
@@ -219,7 +217,7 @@ void layer_weights(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
         WeightSlot::kRouter);
   if (l.hash_routed) {
     b.add("ffn.gate.tid2eid", {s.vocab_size, s.moe->experts_per_token}, WeightStorage::kI64,
-          TensorRole::kRouter, kReplicated, WeightSlot::kNone);
+          TensorRole::kRouter, kReplicated, WeightSlot::kHashRoutingTable);
   } else {
     b.add("ffn.gate.bias", {E}, WeightStorage::kF32, TensorRole::kRouter, kReplicated,
           WeightSlot::kCorrectionBias);
@@ -228,8 +226,8 @@ void layer_weights(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
   shared_expert(s, b, "ffn.shared_experts.", s.moe->shared_intermediate, {"w1", "w3", "w2"});
   b.add("ffn_norm.weight", {H}, WeightStorage::kKeptF32, TensorRole::kNorm, kReplicated,
         WeightSlot::kPostNorm);
-  hyper_connection(s, b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale");
-  hyper_connection(s, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale");
+  hyper_connection(s, b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", kHcAttnSlots);
+  hyper_connection(s, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", kHcFfnSlots);
 }
 
 // The release's own names (DeepSeek's inference code; transformers converts them on load): no "model."
@@ -263,7 +261,8 @@ void weights_deepseek_v4(const ModelSpec& s, WeightTableBuilder& b) {
   }
   b.add("norm.weight", {H}, WeightStorage::kKeptF32, TensorRole::kNorm, weights::kReplicated,
         WeightSlot::kFinalNorm);
-  weights::hyper_connection(s, b, "hc_head.hc_fn", "hc_head.hc_base", "hc_head.hc_scale", true);
+  weights::hyper_connection(s, b, "hc_head.hc_fn", "hc_head.hc_base", "hc_head.hc_scale",
+                            weights::kHcHeadSlots, true);
   if (!s.tie_word_embeddings) {
     b.add_absolute("head.weight", {s.vocab_size, H}, WeightStorage::kPlain, TensorRole::kLmHead,
                    weights::kVocab, WeightSlot::kLmHead);
@@ -281,7 +280,7 @@ void weights_deepseek_v4(const ModelSpec& s, WeightTableBuilder& b) {
     for (const char* norm : {"enorm.weight", "hnorm.weight", "norm.weight"}) {
       b.add(norm, {H}, WeightStorage::kKeptF32, TensorRole::kNorm, weights::kReplicated, WeightSlot::kNone);
     }
-    weights::hyper_connection(s, b, "hc_head_fn", "hc_head_base", "hc_head_scale", true);
+    weights::hyper_connection(s, b, "hc_head_fn", "hc_head_base", "hc_head_scale", {}, true);
     b.end_layer();
   }
   b.stored_layout(release_layout());
@@ -295,6 +294,7 @@ const FamilyRegistrar kFamily({
     .parse = parse_deepseek_v4,
     .write = write_deepseek_v4,
     .weights = weights_deepseek_v4,
+    .layer_recipe = hyper_connection_layer_recipe,
 });
 
 }  // namespace day0::families

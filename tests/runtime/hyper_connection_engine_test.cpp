@@ -1,0 +1,158 @@
+// Hyper-connections and hash routing in the engine, over the blocks of an existing golden (Qwen3-MoE): the
+// hyper-connection recipe (n streams collapsed before each block, its output expanded back over them) with
+// mixes that make every stream the plain residual reproduces the one-stream model, and other mixes do not;
+// a hash-routed layer's picks are its table's rows of the step's token ids.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "golden.h"
+
+namespace day0::testing {
+namespace {
+
+constexpr int64_t kStreams = 4;
+constexpr double kHcEps = 1e-6;
+
+// Hyper-connection weights of n streams with fn = 0, so that the mixes are the biases alone:
+// pre = sigmoid(b_pre) + eps = 1 / n (n equal streams collapse into one of them), post = 2 sigmoid(b_post),
+// comb = Sinkhorn(uniform) = 1 / n up to eps (every stream keeps the mean of the streams).
+struct BiasOnlyHc {
+  std::vector<float> fn, base,
+      scale;  // [(2 + n) n, n H] zeros (or [n, n H]), [(2 + n) n] (or [n]), [3] (or [1])
+  BiasOnlyHc(int64_t hidden, bool head, double post) {
+    const int64_t outputs = head ? kStreams : (2 + kStreams) * kStreams;
+    fn.assign(static_cast<size_t>(outputs * kStreams * hidden), 0.0f);
+    base.assign(static_cast<size_t>(outputs), 0.0f);
+    scale.assign(head ? 1 : 3, 1.0f);
+    const double pre = 1.0 / kStreams - kHcEps;
+    std::fill_n(base.begin(), kStreams, static_cast<float>(std::log(pre / (1.0 - pre))));
+    if (!head)
+      std::fill_n(base.begin() + kStreams, kStreams, static_cast<float>(std::log(post / (2.0 - post))));
+  }
+  HyperConnectionWeights view() const {
+    HyperConnectionWeights w;
+    w.fn.w = WeightView{.format = WeightFormat::kF32,
+                        .rows = static_cast<int64_t>(base.size()),
+                        .cols = static_cast<int64_t>(fn.size() / base.size()),
+                        .data = fn.data()};
+    w.base = base;
+    w.scale = scale;
+    return w;
+  }
+};
+
+FloatMatrix prefill_logits(Engine& e, std::span<const int32_t> ids) {
+  KvCache cache = e.new_cache();
+  const SequenceStep s{&cache, ids};
+  auto logits = e.forward(std::span(&s, 1));
+  D0_CHECK_MSG(logits.is_ok(), logits.status().to_string());
+  return copy_matrix(*logits);
+}
+
+double max_abs_diff(const FloatMatrix& a, const FloatMatrix& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.data.size(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a.data[i]) - b.data[i]));
+  return m;
+}
+
+double range_of(const FloatMatrix& m) {
+  const auto [lo, hi] = std::minmax_element(m.data.begin(), m.data.end());
+  return *hi - *lo;
+}
+
+const std::vector<int32_t> kPrompt = {1, 17, 200, 5, 93, 42, 7, 255, 64, 3};
+
+// The golden's model over n hyper-connected streams whose mixes are the biases alone, post = `post`.
+FloatMatrix logits_over_streams(GoldenRun& run, double post, const EngineOptions& options,
+                                std::vector<std::unique_ptr<BiasOnlyHc>>& keep) {
+  ModelSpec spec = run.model.spec;
+  spec.hyper_connections = HyperConnectionSpec{.streams = kStreams, .sinkhorn_iters = 20, .eps = kHcEps};
+  spec.family = "deepseek_v4";  // the family whose registrar names the hyper-connection recipe
+  auto weights = std::make_shared<ModelWeights>(*run.model.weights);
+  const int64_t hidden = spec.hidden_size;
+  for (LayerWeights& lw : weights->layers) {
+    keep.push_back(std::make_unique<BiasOnlyHc>(hidden, false, post));
+    lw.attn_hc = keep.back()->view();
+    lw.ffn_hc = keep.back()->view();
+  }
+  keep.push_back(std::make_unique<BiasOnlyHc>(hidden, true, post));
+  weights->hc_head = keep.back()->view();
+  auto engine = Engine::create(spec, weights, *run.backend, options);
+  D0_CHECK_MSG(engine.is_ok(), engine.status().to_string());
+  return prefill_logits(**engine, kPrompt);
+}
+
+TEST(HyperConnections, StreamsThatAreTheResidualReproduceTheOneStreamModel) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("qwen3-moe", "cpu", exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const FloatMatrix plain = prefill_logits(*run->engine, kPrompt);
+  std::vector<std::unique_ptr<BiasOnlyHc>> keep;
+  const FloatMatrix streams = logits_over_streams(*run, 1.0, exact, keep);
+  // Off only by the eps of pre and of Sinkhorn's sums (1e-6 a mix, four blocks).
+  EXPECT_LE(max_abs_diff(plain, streams), 1e-4 * range_of(plain));
+  // post = 1.5 adds each block's output one and a half times: the streams are what carries the residual.
+  const FloatMatrix scaled = logits_over_streams(*run, 1.5, exact, keep);
+  EXPECT_GT(max_abs_diff(plain, scaled), 1e-2 * range_of(plain));
+}
+
+TEST(HyperConnections, TheEngineRefusesStreamsWithoutTheirWeights) {
+  auto run = open_golden("qwen3-moe");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ModelSpec spec = run->model.spec;
+  spec.hyper_connections = HyperConnectionSpec{.streams = kStreams, .sinkhorn_iters = 20, .eps = kHcEps};
+  spec.family = "deepseek_v4";
+  auto engine = Engine::create(spec, run->model.weights, *run->backend);
+  ASSERT_FALSE(engine.is_ok());
+  EXPECT_NE(engine.status().message().find("hyper-connection weights"), std::string::npos)
+      << engine.status().to_string();
+  // The standard recipe would read the n streams as one.
+  spec.family = run->model.spec.family;
+  engine = Engine::create(spec, run->model.weights, *run->backend);
+  ASSERT_FALSE(engine.is_ok());
+  EXPECT_NE(engine.status().message().find("only a collapse reads"), std::string::npos)
+      << engine.status().to_string();
+}
+
+// Layer 0 routed by a token-id table: every token's picks are its row, whatever the router scores.
+TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
+  auto run = open_golden("qwen3-moe");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ModelSpec spec = run->model.spec;
+  const int64_t experts = spec.moe->n_experts, k = spec.moe->experts_per_token;
+  ASSERT_EQ(k, 2);
+  spec.layers[0].hash_routed = true;
+  auto weights = std::make_shared<ModelWeights>(*run->model.weights);
+  EngineOptions counting;
+  counting.count_expert_picks = true;
+  auto refused = Engine::create(spec, weights, *run->backend, counting);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("token -> experts table"), std::string::npos)
+      << refused.status().to_string();
+
+  std::vector<int32_t> table(static_cast<size_t>(spec.vocab_size * k));  // [vocab, 2]: v % E, (3 v + 1) % E
+  for (int64_t v = 0; v < spec.vocab_size; ++v) {
+    table[static_cast<size_t>(v * k)] = static_cast<int32_t>(v % experts);
+    table[static_cast<size_t>(v * k + 1)] = static_cast<int32_t>((3 * v + 1) % experts);
+  }
+  weights->layers[0].moe.hash_table = MatrixView<const int32_t>(table.data(), spec.vocab_size, k);
+  auto engine = Engine::create(spec, weights, *run->backend, counting);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  (void)prefill_logits(**engine, kPrompt);
+  std::vector<int64_t> want(static_cast<size_t>(experts), 0);
+  for (int32_t id : kPrompt)
+    for (int64_t j = 0; j < k; ++j) ++want[static_cast<size_t>(table[static_cast<size_t>(id * k + j)])];
+  const ExpertPickCounts& picks = (*engine)->expert_picks();
+  ASSERT_GE(picks.routed.size(), 2u);
+  EXPECT_EQ(picks.routed[0], want);
+  // The next layer still routes by its router: other picks than the table's for these tokens.
+  EXPECT_NE(picks.routed[1], want);
+}
+
+}  // namespace
+}  // namespace day0::testing
