@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -152,6 +153,83 @@ INSTANTIATE_TEST_SUITE_P(Precisions, MtpDrafts,
                          [](const ::testing::TestParamInfo<ActivationPrecision>& p) {
                            return std::string(precision_name(p.param));
                          });
+
+// A one-layer target (the golden's last layer, embedding rows scaled to unit RMS) and an MTP layer made to
+// copy it: its decoder layer, shared_head.norm and head are the target's, enorm's gain is 1 (a unit-RMS row
+// passes it unchanged) and eh_proj = [I | 0] keeps the next token's embedding and drops h. MTP row t then
+// computes the target's step at position t + 1 with x_0 missing from its context (RoPE sees only position
+// differences), and a chained draft the target's next step: most drafts should be the target's own tokens.
+TEST(MtpDrafts, AnMtpLayerCopyingTheTargetIsMostlyAccepted) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_mtp(exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const ModelSpec& full = run->model.spec;
+  const ModelWeights& w = *run->model.weights;
+  const int64_t vocab = full.vocab_size, hidden = full.hidden_size;
+  FloatMatrix table(vocab, hidden);  // [V, H] the embedding, each row scaled to RMS 1
+  for (int64_t i = 0; i < vocab; ++i) {
+    double squares = 0;
+    for (int64_t j = 0; j < hidden; ++j) squares += std::pow(w.embedding.at(i, j), 2);
+    const double scale = 1.0 / std::sqrt(squares / static_cast<double>(hidden));
+    for (int64_t j = 0; j < hidden; ++j) table.row(i)[j] = static_cast<float>(w.embedding.at(i, j) * scale);
+  }
+  FloatMatrix pass(hidden, 2 * hidden);  // [H, 2H] = [I | 0]
+  for (int64_t i = 0; i < hidden; ++i) pass.row(i)[i] = 1.0f;
+  const std::vector<float> ones(static_cast<size_t>(hidden), 1.0f);
+  auto one_layer = [&] {
+    auto m = std::make_shared<ModelWeights>();
+    m->embedding =
+        WeightView{.format = WeightFormat::kF32, .rows = vocab, .cols = hidden, .data = table.data.data()};
+    m->lm_head = w.lm_head;
+    m->final_norm = w.final_norm;
+    m->layers = {w.layers.back()};
+    m->held_layers = {0, 1};
+    m->vocab = w.vocab;
+    m->source = w.source;
+    return m;
+  };
+  auto copy = one_layer();
+  copy->mtp_input = {
+      ones, ones,
+      Linear{WeightView{
+          .format = WeightFormat::kF32, .rows = hidden, .cols = 2 * hidden, .data = pass.data.data()}}};
+  auto target_weights = one_layer();
+  target_weights->mtp = {copy};
+  ModelSpec spec = full;
+  spec.n_layers = 1;
+  spec.layers = {full.layers.back()};
+  EngineOptions options = exact;
+  options.mtp_layers = true;
+  auto target = Engine::create(spec, target_weights, *run->backend, options);
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  Engine& engine = **target;
+
+  const std::vector<int32_t> prompt = {17, 4, 200, 31, 9, 77, 4, 120, 63, 8, 150, 2, 99};
+  constexpr int64_t kNew = 24;
+  SamplingParams greedy;
+  auto plain = generate(engine, prompt, kNew, greedy);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  for (int64_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE(k);
+    MtpDrafter drafter(engine);
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new = kNew;
+    request.sampling = greedy;
+    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
+    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
+    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
+    for (size_t s = 0; s < plain->steps.size(); ++s)
+      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
+    const SpecStats& st = spec_run->stats;
+    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    EXPECT_GE(st.acceptance_rate(), 0.5) << st.accepted << " of " << st.drafted;
+    std::printf("copying MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n",
+                static_cast<long long>(k), static_cast<long long>(st.accepted),
+                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
+  }
+}
 
 TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
   auto run = open_mtp({});

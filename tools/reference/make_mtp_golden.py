@@ -37,7 +37,7 @@ from golden_configs import CONFIGS  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(HERE))
 NAME = "deepseek-v3-mtp"
 PROMPT_LENGTHS = [5, 11, 17]
-PROMPT_SEED = 3
+PROMPT_SEED = 5  # seed 3's prompts put a routing pick of the BF16 run on a near tie (Golden.Bf16...)
 
 
 def golden_config():
@@ -126,6 +126,7 @@ def mtp_draft(mtp, rotary, ids, hidden):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(REPO, "tests/golden", NAME))
+    ap.add_argument("--seed", type=int, default=PROMPT_SEED, help="seed of the random prompts")
     args = ap.parse_args()
     import torch
     import transformers
@@ -154,7 +155,7 @@ def main():
     reference = os.path.join(args.out, "reference.safetensors")
     subprocess.run([python, os.path.join(HERE, "dump_reference.py"), "check-load", args.out], check=True)
     subprocess.run([python, os.path.join(HERE, "dump_reference.py"), "dump", args.out, "--out", reference,
-                    "--random-lengths", *map(str, PROMPT_LENGTHS), "--seed", str(PROMPT_SEED), "--greedy", "6"],
+                    "--random-lengths", *map(str, PROMPT_LENGTHS), "--seed", str(args.seed), "--greedy", "6"],
                    check=True)
     with safe_open(reference, "pt") as f:
         metadata = f.metadata()
