@@ -265,6 +265,17 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                            !lw.attn.index_q.present() || !lw.attn.index_k.present())) {
       return invalid_argument(fmt::format("engine: block-sparse layer {} without its indexer (GQA only)", n));
     }
+    if (spec.shared_kv_low_rank && layer_has_kv(l) &&
+        (!lw.attn.q_a.present() || !lw.attn.q_b.present() || !lw.attn.kv.present() ||
+         !lw.attn.o_a.present() || !lw.attn.o_b.present() ||
+         (l.kv_compress_ratio > 0 && !lw.attn.compressor.present()) ||
+         (l.compressed_sparse && (!lw.attn.index_compressor.present() || !lw.attn.index_q.present() ||
+                                  !lw.attn.index_weights.present())))) {
+      return invalid_argument(
+          fmt::format("engine: shared key = value attention layer {} without its projections, compressor "
+                      "or indexer",
+                      n));
+    }
     if (layer_has_kv(l) && spec.output_gate != OutputGate::kNone && !lw.attn.gate.present()) {
       return invalid_argument(fmt::format("engine: layer {} without its output gate projection", n));
     }
