@@ -283,12 +283,9 @@ def main():
             run([args.day0, "synth", config_path, "--out", folder, "--seed", str(1000 + i)])
         run([python, os.path.join(HERE, "dump_reference.py"), "check-load", folder])
         lengths = [str(n) for n in PROMPT_LENGTHS[name]]
-        # A hyper-connection model's layers output hc_mult residual streams, which day0-reference/1 has no
-        # shape for ([T, hidden] per layer): its dump holds the logits, the final norm and the greedy ids.
-        no_hidden = ["--no-hidden"] if config.get("hc_mult", 1) > 1 else []
         run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
              os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths,
-             "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy), *no_hidden])
+             "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy)])
     if args.only:
         # VERSIONS describes the whole set; a partial run leaves it to be edited by hand (each
         # reference.safetensors also names the transformers version that wrote it).

@@ -55,13 +55,15 @@ def parse_prompts(args, vocab):
 @torch.no_grad()
 def capture_forward(logits_of, ids, layers, final_norm=None):
     """One forward pass of `ids`; returns {"logits": [T, vocab], "hidden.<l>": output of layers[l] without
-    its batch axis, "final_norm": output of final_norm}, all float32."""
+    its batch axis ([T, n * hidden] for n hyper-connected streams), "final_norm": output of final_norm}, all
+    float32."""
     captured = {}
 
     def keep(name):
         def hook(_module, _inputs, output):
             tensor = output[0] if isinstance(output, (tuple, list)) else output
-            captured[name] = tensor[0].detach().to(torch.float32).clone()
+            # A hyper-connection layer outputs its streams [T, n, hidden]: dumped side by side [T, n * hidden].
+            captured[name] = tensor[0].detach().to(torch.float32).flatten(1).clone()
 
         return hook
 

@@ -52,7 +52,9 @@ Result<std::vector<int64_t>> read_i64_1d(const std::string& path, const TensorVi
 Status validate_reference_dump(const ReferenceDump& dump) {
   if (dump.prompts.empty()) return invalid_argument("no prompts (prompt.0.input_ids is missing)");
   const int64_t vocab = dump.prompts.front().logits.cols;
-  int64_t hidden = -1;
+  // The layers' outputs share one width; the final norm's may differ (n hyper-connected streams side by
+  // side [T, n H] against [T, H]).
+  int64_t hidden = -1, final_width = -1;
   for (size_t i = 0; i < dump.prompts.size(); ++i) {
     const ReferencePrompt& p = dump.prompts[i];
     const auto t = static_cast<int64_t>(p.input_ids.size());
@@ -61,16 +63,17 @@ Status validate_reference_dump(const ReferenceDump& dump) {
       return invalid_argument(fmt::format("prompt.{}.logits: expected [{}, {}], found [{}, {}]", i, t, vocab,
                                           p.logits.rows, p.logits.cols));
     }
-    auto check_hidden = [&](const FloatMatrix& m, const std::string& name) -> Status {
-      if (hidden < 0) hidden = m.cols;
-      if (m.rows != t || m.cols != hidden || hidden <= 0) {
+    auto check_hidden = [&](const FloatMatrix& m, const std::string& name, int64_t& width) -> Status {
+      if (width < 0) width = m.cols;
+      if (m.rows != t || m.cols != width || width <= 0) {
         return invalid_argument(fmt::format("prompt.{}.{}: expected [{}, {}], found [{}, {}]", i, name, t,
-                                            hidden, m.rows, m.cols));
+                                            width, m.rows, m.cols));
       }
       return Status::ok();
     };
-    for (const auto& [l, m] : p.hidden) D0_RETURN_IF_ERROR(check_hidden(m, fmt::format("hidden.{}", l)));
-    if (p.final_norm) D0_RETURN_IF_ERROR(check_hidden(*p.final_norm, "final_norm"));
+    for (const auto& [l, m] : p.hidden)
+      D0_RETURN_IF_ERROR(check_hidden(m, fmt::format("hidden.{}", l), hidden));
+    if (p.final_norm) D0_RETURN_IF_ERROR(check_hidden(*p.final_norm, "final_norm", final_width));
     const auto n = static_cast<int64_t>(p.greedy_ids.size());
     if (p.greedy_logits.rows != n || (n > 0 && p.greedy_logits.cols != vocab)) {
       return invalid_argument(fmt::format("prompt.{}.greedy_logits: expected [{}, {}], found [{}, {}]", i, n,

@@ -4,7 +4,8 @@
 // and for prompts i = 0, 1, ... (contiguous):
 //   prompt.<i>.input_ids      I64 [T]
 //   prompt.<i>.logits         F32 [T, vocab]
-//   prompt.<i>.hidden.<l>     F32 [T, hidden]   output of decoder layer l (0-based), optional per layer
+//   prompt.<i>.hidden.<l>     F32 [T, hidden]   output of decoder layer l (0-based), optional per layer;
+//                                                [T, n * hidden] for n hyper-connected streams, side by side
 //   prompt.<i>.final_norm     F32 [T, hidden]   optional
 // Our own extension, optional (the vLLM-style generation check uses it when present):
 //   prompt.<i>.greedy_ids     I64 [N]           greedy continuation of the prompt
@@ -30,7 +31,7 @@ inline constexpr const char* kReferenceFormat = "day0-reference/1";
 struct ReferencePrompt {
   std::vector<int64_t> input_ids;
   FloatMatrix logits;                     // [T, vocab]
-  std::map<int64_t, FloatMatrix> hidden;  // layer -> [T, hidden]
+  std::map<int64_t, FloatMatrix> hidden;  // layer -> [T, hidden] ([T, n * hidden]: n streams)
   std::optional<FloatMatrix> final_norm;  // [T, hidden]
   std::vector<int64_t> greedy_ids;        // [N] (may be empty)
   FloatMatrix greedy_logits;              // [N, vocab]
