@@ -283,8 +283,8 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
         kv_row_to_f32(dtype, pages.first_row(pos - pages.pos0), d, keys.m.row(n++));
       if (sparse) {
         for (int64_t i = 0; i < picked.cols; ++i) {
-          const int32_t j = picked.row(row)[i];
-          if (j >= 0) read_entry(*entries, dtype, d, j, keys.m.row(n++));
+          const int32_t j = picked.row(row)[i];  // -1: fewer visible entries than index_topk
+          if (j >= 0 && j < entries->n_entries) read_entry(*entries, dtype, d, j, keys.m.row(n++));
         }
       } else if (entries != nullptr) {
         const int64_t visible = std::min(entries->n_entries, (p + 1) / m);
