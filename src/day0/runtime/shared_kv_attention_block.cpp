@@ -98,17 +98,29 @@ void compress_rows(const Context& c, const CompressorCall& call, ConstMatrix kv,
     }
     st.n_entries += windows;
     if (call.overlap) {  // the last window's first halves, its gate with the bias, for the next window
+      // The bias is added by kernels: the host reads only the step's buffers, never a weight (a
+      // shape-only binding, as the operator list records, has no readable bytes).
+      Buffer gate_first(c.arena, m, d), bias_first(c.arena, m, d);  // [m, d]
+      c.be.copy_columns({.x = rows_gate.m.row_slice(usable - m, m),
+                         .y = gate_first.m,
+                         .groups = 1,
+                         .width = d,
+                         .x_stride = d,
+                         .y_stride = d});
+      c.be.copy_columns({.x = ConstMatrix(call.w.position_bias.data(), m, cw),
+                         .y = bias_first.m,
+                         .groups = 1,
+                         .width = d,
+                         .x_stride = d,
+                         .y_stride = d});
+      c.be.add({gate_first.m, bias_first.m, gate_first.m});
+      c.be.synchronize();
       st.prior_kv.resize(static_cast<size_t>(m * d));
-      st.prior_gate.resize(static_cast<size_t>(m * d));
       for (int64_t i = 0; i < m; ++i) {
         const float* k = rows_kv.m.row(usable - m + i);
-        const float* g = rows_gate.m.row(usable - m + i);
-        const float* bias = call.w.position_bias.data() + i * cw;
-        for (int64_t j = 0; j < d; ++j) {
-          st.prior_kv[static_cast<size_t>(i * d + j)] = k[j];
-          st.prior_gate[static_cast<size_t>(i * d + j)] = g[j] + bias[j];
-        }
+        std::copy(k, k + d, st.prior_kv.begin() + i * d);
       }
+      st.prior_gate.assign(gate_first.data(), gate_first.data() + m * d);
     }
   }
   st.tail_kv.assign(rows_kv.data() + usable * cw, rows_kv.data() + total * cw);
