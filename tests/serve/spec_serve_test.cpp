@@ -216,10 +216,13 @@ TEST(ServeSpec, GreedyStreamsGiveThePlainTokensOnAHybridModel) {
 }
 
 // The model's INT4 copy drafts for every decoding sequence (one draft step per draft position for all
-// of them), its caches following each sequence's accepted and rejected drafts, preemptions and all.
+// of them), its caches following each sequence's accepted and rejected drafts, preemptions and all, on
+// a dense and on a hybrid model.
 TEST(ServeSpec, GreedyStreamsGiveThePlainTokensWithTheSelfInt4Draft) {
   greedy_identical({.golden = "llama3", .source = DraftSource::kSelfInt4}, 3);
   greedy_identical({.golden = "llama3", .kv_blocks = 16, .source = DraftSource::kSelfInt4, .max_rows = 8}, 4);
+  // A hybrid draft: its recurrent state goes back to the checkpoint after the accepted history.
+  greedy_identical({.golden = "qwen3-next", .source = DraftSource::kSelfInt4}, 3);
 }
 
 // A cap the decoding rows alone fill: no step verifies a draft, every drafts the n-gram lookup found
