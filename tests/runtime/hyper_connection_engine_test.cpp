@@ -159,9 +159,9 @@ TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
 // DeepSeek-V4's golden (every layer kind, hash layers, 4 streams), bound directly: load_model still refuses
 // the family while unimplemented_mechanisms() names its attention. F32 logits of the prompts and each layer's
 // streams against transformers 5.25. The greedy continuations are not compared here: prompt 1's step 3 (a
-// full prefill of 16 tokens included) misses by 2.2 while steps 0-2 and 4-5 match to 3e-5, the data-dependent
-// signature of the lightning indexer's top-k among rectified-at-0 ties (docs/ops.md), which align must
-// report as ambiguous rather than fail or pass.
+// 16-token prefill too) misses by 2.2 while steps 0-2 and 4-5 match to 3e-5, because at that query layer 3's
+// indexer scores its 4 entries 0, 0.138, -0.162, 0 (transformers' DeepseekV4IndexerScorer) and keeps 2: a tie
+// at 0 for the second pick (docs/ops.md, "Ties"), which align must report as ambiguous, not fail or pass.
 TEST(DeepseekV4Golden, F32LogitsAndEveryLayersStreamsMatchTransformers) {
   auto resolved = resolve_model(golden_dir("deepseek-v4"));
   ASSERT_TRUE(resolved.is_ok()) << resolved.status().to_string();
