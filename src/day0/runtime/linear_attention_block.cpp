@@ -1,5 +1,5 @@
 // Gated DeltaNet block (layer_types "linear_attention"): in_proj_qkvz and in_proj_ba (grouped
-// per key head, Qwen3-Next) or the separate in_proj_qkv / z / b / a (Qwen3.5) give [q | k | v], z, b and a;
+// per key head) or the separate in_proj_qkv / z / b / a give [q | k | v], z, b and a;
 // the causal depthwise conv with silu over each sequence's conv window; beta = sigmoid(b); the gated delta
 // rule over each sequence's float32 state (decay from a, A_log and dt_bias inside the kernel; beta times
 // beta_scale first); the gated RMSNorm with silu(z) per value head (its own eps where the spec gives one);
@@ -14,7 +14,7 @@ namespace day0::blocks {
 
 namespace {
 
-// Qwen3-Next's grouped projections: per key head [q | k | v of its value heads | z of them] and [b | a].
+// The grouped projections: per key head [q | k | v of its value heads | z of them] and [b | a].
 // u = [q of every key head | k of every key head | v of every value head] (the conv's channels).
 void split_grouped(const Context& c, const LinearAttentionWeights& w, ConstMatrix h, Matrix u, Matrix z,
                    Matrix a, Matrix beta) {
@@ -64,7 +64,7 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
   const int64_t ch = la.conv_channels();
   Buffer u(c.arena, t, ch), z(c.arena, t, vd), a(c.arena, t, nv),
       beta(c.arena, t, nv);  // [T, C] = [q | k | v], [T, n_v d_v], [T, n_v] x 2
-  if (w.separate()) {        // Qwen3.5: the conv's channels are in_proj_qkv's rows, each part straight into u
+  if (w.separate()) {  // separate projections: the conv's channels are in_proj_qkv's rows, straight into u
     linear(c, h, w.in_q, u.m.col_slice(0, kd));
     linear(c, h, w.in_k, u.m.col_slice(kd, kd));
     linear(c, h, w.in_v, u.m.col_slice(2 * kd, vd));
@@ -88,7 +88,7 @@ void gated_deltanet(const Context& c, int64_t layer, const LinearAttentionWeight
   round_activations(c, uc.m);
   c.be.sigmoid({beta.m, beta.m});
   round_activations(c, beta.m);
-  if (la.beta_scale != 1.0) {  // OLMo-Hybrid's negative eigenvalues: beta in [0, 2] (x2 is exact in BF16)
+  if (la.beta_scale != 1.0) {  // negative eigenvalues allowed: beta in [0, 2] (x2 is exact in BF16)
     c.be.scale({.x = beta.m, .y = beta.m, .scale = static_cast<float>(la.beta_scale)});
     round_activations(c, beta.m);
   }

@@ -1,4 +1,4 @@
-// Mamba-2 block (Nemotron-H's "linear_attention" layers): in_proj splits into z, x B C and dt; the causal
+// Mamba-2 block (a hybrid's Mamba layers): in_proj splits into z, x B C and dt; the causal
 // depthwise conv with bias and silu over x B C (each sequence's conv window); dt = softplus(dt + dt_bias);
 // the selective scan over each sequence's float32 state with the D skip; y * silu(z) normed per group of
 // intermediate / n_groups channels, times the norm's gain; out_proj. The states live in the sequences'

@@ -130,7 +130,7 @@ struct AttentionWeights {
 };
 
 // Gated DeltaNet: in_qkvz [2 n_k d_k + 2 n_v d_v, H] and in_ba [2 n_v, H] grouped per key
-// head (Qwen3-Next), or the separate projections of Qwen3.5: in_q / in_k [n_k d_k, H] and in_v [n_v d_v, H]
+// head, or the separate projections: in_q / in_k [n_k d_k, H] and in_v [n_v d_v, H]
 // (row views of one in_proj_qkv), in_z [n_v d_v, H], in_b / in_a [n_v, H]; conv [C * K] (C = 2 n_k d_k +
 // n_v d_v channels [q | k | v], K taps each), a_log / dt_bias [n_v], norm [d_v] (the gated RMSNorm's plain
 // gain), out [H, n_v d_v].
@@ -295,7 +295,7 @@ class WeightBinder {
   Result<std::span<const float>> flat_rows(const std::string& name, std::vector<int64_t> shape,
                                            std::span<const ShardRange> rows);
   // `head` followed by flat_rows(name, shape, rows): a depthwise conv whose channel groups are stored as
-  // separate tensors (OLMo-Hybrid's q_conv1d / k_conv1d / v_conv1d), bound group by group.
+  // separate tensors (q_conv1d / k_conv1d / v_conv1d), bound group by group.
   Result<std::span<const float>> append_rows(std::span<const float> head, const std::string& name,
                                              std::vector<int64_t> shape, std::span<const ShardRange> rows);
   // 1 + w for a zero-centred norm's stored offset w (over a shape-only source: `w` itself, unread).
