@@ -144,7 +144,7 @@ void recurrent_scan(const Context& c, int64_t layer, GatedDeltaRuleArgs a);
 void recurrent_scan(const Context& c, int64_t layer, SsmScanArgs a);
 
 // A scalar factor of the step as the family's code holds it: `value` as a float, rounded to bfloat16 first in
-// BF16 precision when `rounded` (a buffer kept in the weights' dtype, e.g. Gemma's embedding scale).
+// BF16 precision when `rounded` (a buffer kept in the weights' dtype, e.g. an embedding scale).
 float activation_scalar(const Context& c, double value, bool rounded);
 
 // RMSNorm as the family computes it (BF16: cast before the weight, after it with norm_gain_f32).

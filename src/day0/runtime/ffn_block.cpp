@@ -13,7 +13,7 @@ namespace day0::blocks {
 
 namespace {
 
-// The clamp of the model's clamped SwiGLU in the dense MLPs and shared experts: DeepSeek-V4's plain clamp
+// The clamp of the model's clamped SwiGLU in the dense MLPs and shared experts: the plain clamp
 // (MoeSpec::swiglu_plain_clamp, shared with the routed experts), SwiGLU-OAI's (mlp_swiglu_limit), or none
 // (limit 0).
 SwigluArgs mlp_clamp(const ModelSpec& s) {

@@ -484,7 +484,7 @@ Result<Linear> WeightBinder::fp4_linear(const std::string& name, int64_t rows, i
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols / 2}));
   const std::string scale_name = sibling(name, ".weight_scale_inv");
   D0_ASSIGN_OR_RETURN(RawTensor s, out_.source->get(scale_name));
-  // The group follows the scale grid, as the checkpoint has it: 32 columns (DeepSeek-V4) or 16 (V4.1).
+  // The group follows the scale grid, as the checkpoint has it: 32 or 16 columns.
   const bool grid_ok =
       s.shape.size() == 2 && s.shape[0] == rows && (s.shape[1] * 32 == cols || s.shape[1] * 16 == cols);
   if ((t.dtype != DType::kI8 && t.dtype != DType::kU8) ||

@@ -223,7 +223,7 @@ struct IntProjections {
 };
 
 // What turns the main model's hidden state and the next token into a multi-token-prediction layer's input
-// (DeepSeek-V3 layout): eh_proj([enorm(embedding) | hnorm(hidden)]).
+// (the eh_proj layout): eh_proj([enorm(embedding) | hnorm(hidden)]).
 struct MtpInputWeights {
   std::span<const float> embedding_norm, hidden_norm;  // enorm, hnorm [H]
   Linear projection;                                   // eh_proj [H, 2H]
@@ -317,7 +317,7 @@ class WeightBinder {
                                              std::span<const ShardRange> row_parts, ShardRange col_part);
   // MXFP4 expert e: `<prefix>_blocks` [E, rows, cols/32, 16] and `<prefix>_scales` [E, rows,
   // cols/32].
-  // An FP4 projection [rows, cols] (DeepSeek-V4 routed experts): `name` I8 [rows, cols / 2] nibbles and
+  // An FP4 projection [rows, cols] (FP4 routed experts): `name` I8 [rows, cols / 2] nibbles and
   // its `weight_scale_inv` E8M0 [rows, cols / group], group 32 or 16 read off the scale grid.
   Result<Linear> fp4_linear(const std::string& name, int64_t rows, int64_t cols);
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,

@@ -1,5 +1,5 @@
 #pragma once
-// Drafts from the checkpoint's own multi-token-prediction layers (DeepSeek-V3 layout, Engine::forward_mtp).
+// Drafts from the checkpoint's own multi-token-prediction layers (the eh_proj layout, Engine::forward_mtp).
 // MTP row t reads the target's last hidden state h_t and the token x_{t+1} and predicts x_{t+2}; its KV
 // cache holds a row for every position the target has kept, fed with the target's hidden states (the
 // prompt's from the prefill, then each verification step's accepted rows). A proposal first feeds the rows
@@ -17,7 +17,7 @@ namespace day0 {
 class MtpDrafter final : public Drafter {
  public:
   // `target` runs MTP layers (EngineOptions::mtp_layers) and outlives the drafter. Every draft depth runs
-  // MTP layer 0 (DeepSeek-V3, GLM-4.5 and their kin ship one).
+  // MTP layer 0 (most releases ship one).
   explicit MtpDrafter(Engine& target);
   bool reads_target_hidden() const override { return true; }
   void observe_target(ConstMatrix hidden, int64_t first) override;

@@ -515,10 +515,10 @@ class TableBinder {
 };
 
 // The checkpoint's multi-token-prediction layers, each bound as a one-layer model (ModelWeights::mtp). A
-// DeepSeek-V3-layout layer may leave out its embed_tokens and shared_head.head: the main model's serve.
+// layer of the eh_proj layout may leave out its embed_tokens and shared_head.head: the main model's serve.
 Status bind_mtp_layers(const ModelSpec& spec, const TensorManifest& manifest, ModelWeights& out) {
   if (spec.n_mtp_layers == 0) {
-    std::string elsewhere;  // an MTP module the config does not count (MiMo's model.mtp.*)
+    std::string elsewhere;  // an MTP module the config does not count (e.g. a model.mtp.* module)
     for (const std::string& name : out.source->names()) {
       if (name.starts_with("mtp.") || name.find(".mtp.") != std::string::npos) {
         elsewhere = name;
@@ -540,11 +540,11 @@ Status bind_mtp_layers(const ModelSpec& spec, const TensorManifest& manifest, Mo
   for (int64_t k = 0; k < spec.n_mtp_layers; ++k) {
     const int64_t table_layer = spec.n_layers + k;
     // The layout is the family's, read off its weight table before any tensor is looked for.
-    const bool deepseek_layout =
+    const bool eh_proj_layout =
         std::any_of(manifest.tensors.begin(), manifest.tensors.end(), [&](const TensorSpec& t) {
           return t.mtp && t.layer == table_layer && t.slot == WeightSlot::kMtpProjection;
         });
-    if (!deepseek_layout) {
+    if (!eh_proj_layout) {
       return unsupported(
           fmt::format("{}: its multi-token-prediction layers are not laid out as DeepSeek-V3's (enorm, "
                       "hnorm, eh_proj and shared_head in model.layers.{}): drafting with them is not "

@@ -70,7 +70,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
   m.n_layers = n_layers;
   // KV shared across layers: the miniature ends with the release's last layers, up to half of it reading
   // the KV of the layers before (fewer, or none, when those lack a layer of a reader's kind). Without
-  // that, a release whose last layer is full attention among sliding ones (Gemma 4 forces it) keeps it so.
+  // that, a release whose last layer is full attention among sliding ones (a config can force it) keeps it
+  // so.
   const std::vector<LayerSpec> prefix = m.layers;
   const auto full_shared =
       std::count_if(full.layers.begin(), full.layers.end(), [](auto& l) { return l.kv_source >= 0; });
@@ -213,7 +214,7 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
     }
   }
 
-  // Layers reading another layer's KV with a double-wide MLP (Gemma 4's use_double_wide_mlp) keep it.
+  // Layers reading another layer's KV with a double-wide MLP (use_double_wide_mlp) keep it.
   const bool double_wide = std::any_of(full.layers.begin(), full.layers.end(), [&](auto& l) {
     return l.kv_source >= 0 && !l.moe && l.dense_intermediate == 2 * full.intermediate_size;
   });

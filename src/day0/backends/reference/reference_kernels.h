@@ -75,7 +75,7 @@ inline double gelu_tanh_of(double z) {
 inline double geglu_of(double gate, double up) {
   return gelu_tanh_of(gate) * up;
 }
-// The clamped SwiGLU of swiglu_clamped (ops/kernel_args.h): gpt-oss's with up_shift 1, DeepSeek-V4's
+// The clamped SwiGLU of swiglu_clamped (ops/kernel_args.h): SwiGLU-OAI's with up_shift 1, the plain clamp's
 // silu(min(gate, limit)) * clamp(up) with alpha 1 and up_shift 0.
 inline double clamped_swiglu_of(double gate, double up, double limit, double alpha, double up_shift) {
   const double g = std::min(gate, limit);
