@@ -29,14 +29,29 @@ inline __m256i int4_block(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
+// Rows n.. of an INT8 / INT4 weight and their scales, with the block and group counts a row dot walks.
+struct IntRowsAt {
+  int64_t blocks;     // 32-column blocks a row
+  int64_t row_bytes;  // bytes a row
+  int64_t groups;     // scales a row
+  int64_t per_group;  // blocks a scale
+  const uint8_t* rows;
+  const float* scales;  // [.., groups] from row n
+};
+inline IntRowsAt int_rows_at(const WeightView& w, int64_t n) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t groups = w.int_groups();
+  return {blocks,
+          w.int_row_bytes(),
+          groups,
+          groups <= 1 ? blocks : w.group / kIntBlock,
+          static_cast<const uint8_t*>(w.data) + n * w.int_row_bytes(),
+          static_cast<const float*>(w.scales) + n * groups};
+}
+
 template <class Dot, bool kInt4, bool kFold, int R>
 inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
-  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
-  const int64_t row_bytes = w.int_row_bytes();
-  const int64_t groups = w.int_groups();
-  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
-  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
-  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   // The next R rows are prefetched at the same column, a cache line at a time (as the plain GEMV:

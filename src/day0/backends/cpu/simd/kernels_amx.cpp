@@ -316,58 +316,49 @@ void gemm_int_amx_impl(const WeightView& w, int64_t n0, int64_t rows, const int8
 
 }  // namespace
 
-// Register-only TDPBF16PS loop (machine_limits.cpp): four independent accumulators, the operand tiles
-// loaded once.
-double amx_bf16_loop(int64_t iterations) {
+// A register-only loop of tile products (machine_limits.cpp): `products` issues four independent ones
+// (accumulators 0..3, operands 4..7 loaded once from zeros: the rate does not depend on the values), each
+// `macs` multiply-adds. Returns the operations done (a multiply and an add each).
+template <class Products>
+double amx_tile_loop(int64_t iterations, int64_t macs, Products products) {
   configure_tiles();
-  alignas(64) static const uint16_t ones[16 * 32] = {};
+  alignas(64) static const uint8_t zeros[16 * 64] = {};
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
-  for (int64_t i = 0; i < iterations; ++i) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  alignas(64) float sink[16 * 16];
-  _tile_stored(0, sink, 64);
-  _tile_release();
-  volatile float keep = sink[0];
-  (void)keep;
-  return static_cast<double>(iterations) * 4 * 16 * 16 * 32 * 2;
-}
-
-// Register-only TDPBSSD loop (machine_limits.cpp): full 16 x 64-byte tiles, int8 products, the unit of
-// INT8 / INT4 prompts (whose tiles take one 32-column block per instruction, half this work).
-double amx_int8_loop(int64_t iterations) {
-  configure_tiles();
-  alignas(64) static const int8_t ones[16 * 64] = {};
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
-  for (int64_t i = 0; i < iterations; ++i) {
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 7);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
-  }
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  _tile_loadd(7, zeros, 64);
+  for (int64_t i = 0; i < iterations; ++i) products();
   alignas(64) int32_t sink[16 * 16];
   _tile_stored(0, sink, 64);
   _tile_release();
   volatile int32_t keep = sink[0];
   (void)keep;
-  return static_cast<double>(iterations) * 4 * 16 * 16 * 64 * 2;
+  return static_cast<double>(iterations) * 4 * static_cast<double>(macs) * 2;
+}
+
+// TDPBF16PS on full tiles: 16 x 16 outputs of 32 BF16 pairs.
+double amx_bf16_loop(int64_t iterations) {
+  return amx_tile_loop(iterations, 16 * 16 * 32, [] {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  });
+}
+
+// TDPBSSD on full tiles (16 x 16 outputs of 64 int8 products): the unit of INT8 / INT4 prompts, whose
+// tiles take one 32-column block per instruction, half this work.
+double amx_int8_loop(int64_t iterations) {
+  return amx_tile_loop(iterations, 16 * 16 * 64, [] {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  });
 }
 
 const SimdKernels& amx_kernels() {

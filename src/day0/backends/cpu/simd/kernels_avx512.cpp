@@ -1387,12 +1387,7 @@ struct Vnni256Dot {
 // INT8 rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
 template <int R>
 void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
-  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
-  const int64_t row_bytes = w.int_row_bytes();
-  const int64_t groups = w.int_groups();
-  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
-  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
-  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   const __mmask16 second = 0xff00;  // int32 lanes of block b + 1 after the dot
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -1433,12 +1428,7 @@ void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
 // up with the read bandwidth. kFold: symmetric INT4, the zero point 8 subtracted from the integer sums.
 template <bool kFold, int R>
 void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
-  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
-  const int64_t row_bytes = w.int_row_bytes();
-  const int64_t groups = w.int_groups();
-  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
-  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
-  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   // 64-bit pieces of x's blocks b, b + 1 (0..7) and b + 2, b + 3 (8..15): columns 0..15 of each block
   // are its pieces 0, 1; columns 16..31 pieces 2, 3.
   const __m512i low_pieces = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
