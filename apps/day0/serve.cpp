@@ -127,11 +127,14 @@ int serve_command(ServeArgs& a) {
       serve::policy_name(sc.policy), sc.prefix_caching ? "on" : "off",
       sc.spec == DraftSource::kNone
           ? std::string()
-          : fmt::format(", speculative decoding {} (up to {} drafts a step, {})", draft_source_name(sc.spec),
-                        sc.spec_tokens,
-                        sc.spec_max_rows > 0
-                            ? fmt::format("at most {} verified rows a step", sc.spec_max_rows)
-                            : std::string("no draft-row cap")),
+          : fmt::format(
+                ", speculative decoding {} (up to {} drafts a step, {}{})", draft_source_name(sc.spec),
+                sc.spec_tokens,
+                sc.spec_max_rows > 0 ? fmt::format("at most {} verified rows a step", sc.spec_max_rows)
+                                     : std::string("no draft-row cap"),
+                m.draft_kv_blocks > 0 ? fmt::format(", draft KV pool {} blocks ({})", m.draft_kv_blocks,
+                                                    human_bytes_binary(static_cast<double>(m.draft_kv_bytes)))
+                                      : std::string()),
       so.api_key.empty() ? "" : ", API key required");
   if (m.lockstep) {
     fmt::print(

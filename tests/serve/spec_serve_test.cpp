@@ -145,14 +145,16 @@ struct Case {
   std::string golden;
   int64_t kv_blocks = 0;  // 0: the harness's (no preemption)
   DraftSource source = DraftSource::kNgram;
-  int64_t max_rows = 0;  // the draft-row cap (0: none)
+  int64_t max_rows = 0;         // the draft-row cap (0: none)
+  int64_t draft_kv_blocks = 0;  // self-int4: the draft pool's capacity (0: the scheduler's rule)
 };
 
 // Greedy: with speculation, every concurrent stream gives the tokens of the same server without it
 // and of plain decoding alone; drafts were proposed, some accepted and some rejected.
 void greedy_identical(const Case& c, int64_t k) {
   SCOPED_TRACE(c.golden + " " + draft_source_name(c.source) + " k " + std::to_string(k) + " kv_blocks " +
-               std::to_string(c.kv_blocks) + " max rows " + std::to_string(c.max_rows));
+               std::to_string(c.kv_blocks) + " max rows " + std::to_string(c.max_rows) + " draft blocks " +
+               std::to_string(c.draft_kv_blocks));
   std::vector<std::vector<int32_t>> xs;
   std::vector<int> max_tokens, echoed;
   for (int i = 0; i < 10; ++i) {
@@ -177,6 +179,7 @@ void greedy_identical(const Case& c, int64_t k) {
   o.server.scheduler.spec = c.source;
   o.server.scheduler.spec_tokens = k;
   o.server.scheduler.spec_max_rows = c.max_rows;
+  o.server.scheduler.draft_kv_blocks = c.draft_kv_blocks;
   {
     ServeHarness h(o);
     spec = serve_concurrently(h, prompts, max_tokens);
@@ -187,6 +190,24 @@ void greedy_identical(const Case& c, int64_t k) {
     EXPECT_LT(st.accepted, st.drafted);
     if (c.kv_blocks > 0) {
       EXPECT_GT(h.server().metrics().preemptions(), 0);
+    }
+    if (c.source == DraftSource::kSelfInt4) {
+      // The draft pool stays within its capacity; a tiny one turns sequences away, and /metrics says so.
+      const serve::SchedulerGauges g = h.server().metrics().gauges();
+      EXPECT_GT(g.draft_kv_blocks_total, 0);
+      EXPECT_LE(g.draft_kv_blocks_used, g.draft_kv_blocks_total);
+      const int64_t pool_full = h.server().metrics().spec_draft_pool_full();
+      if (c.draft_kv_blocks > 0) {
+        EXPECT_EQ(g.draft_kv_blocks_total, c.draft_kv_blocks);
+        EXPECT_GT(pool_full, 0);
+      } else if (c.kv_blocks == 0) {
+        EXPECT_EQ(pool_full, 0);  // as many tokens as the target's pool: room for every sequence
+      }
+      const std::string text = http_get(h.port(), "/metrics").body;
+      EXPECT_EQ(metric_value(text, "day0:spec_decode_draft_pool_full_total", "model_name=\"mini\""),
+                static_cast<double>(pool_full));
+      EXPECT_EQ(metric_value(text, "day0:spec_decode_draft_kv_capacity_blocks", "model_name=\"mini\""),
+                static_cast<double>(g.draft_kv_blocks_total));
     }
   }
   alone = run_alone(c.golden, prompts, max_tokens);
@@ -223,6 +244,15 @@ TEST(ServeSpec, GreedyStreamsGiveThePlainTokensWithTheSelfInt4Draft) {
   greedy_identical({.golden = "llama3", .kv_blocks = 16, .source = DraftSource::kSelfInt4, .max_rows = 8}, 4);
   // A hybrid draft: its recurrent state goes back to the checkpoint after the accepted history.
   greedy_identical({.golden = "qwen3-next", .source = DraftSource::kSelfInt4}, 3);
+}
+
+// A draft pool of 4 blocks (two sequences of up to 32 tokens on the two-layer model) under eight
+// streams: the sequences it has no room for decode without drafts that step, and the tokens stay plain
+// decoding's; the target's pool is never touched for it.
+TEST(ServeSpec, ATinyDraftPoolTurnsSequencesAwayWithoutChangingTokens) {
+  greedy_identical({.golden = "llama3", .source = DraftSource::kSelfInt4, .draft_kv_blocks = 4}, 3);
+  // One attention layer takes blocks: 2 blocks hold two short sequences.
+  greedy_identical({.golden = "qwen3-next", .source = DraftSource::kSelfInt4, .draft_kv_blocks = 2}, 3);
 }
 
 // A cap the decoding rows alone fill: no step verifies a draft, every drafts the n-gram lookup found

@@ -71,16 +71,18 @@ int64_t cut_back_draft_cache(Engine& draft, KvCache& cache, int64_t tokens) {
   return tokens;
 }
 
-Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks) {
+Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks, int64_t pool_blocks) {
   std::vector<std::vector<int32_t>> feeds(asks.size());
   std::vector<SequenceStep> batch;
   std::vector<size_t> in_batch;  // ask of each batch entry
+  std::vector<bool> drafting(asks.size(), false);
   int64_t positions = 0;
+  int64_t claimed = 0;  // blocks the asks admitted so far may take
   for (size_t a = 0; a < asks.size(); ++a) {
     DraftAsk& ask = asks[a];
     ask.drafts.clear();
+    ask.pool_full = false;
     if (ask.k <= 0 || ask.history.empty()) continue;
-    positions = std::max(positions, ask.k);
     DraftCache& st = *ask.state;
     if (!st.cache) st.cache.emplace(draft.new_cache());
     // Keep the prefix the cache shares with the history, short of its last token: its logits give the
@@ -90,13 +92,26 @@ Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks) {
       ++common;
     st.fed.resize(static_cast<size_t>(cut_back_draft_cache(draft, *st.cache, static_cast<int64_t>(common))));
     feeds[a].assign(ask.history.begin() + static_cast<std::ptrdiff_t>(st.fed.size()), ask.history.end());
+    if (pool_blocks > 0) {
+      // The feed, then k - 1 drafts fed back: every row this call may append to the cache.
+      const int64_t need = st.cache->blocks_needed(static_cast<int64_t>(feeds[a].size()) + ask.k - 1);
+      if (draft.kv_pool().stats().blocks_allocated + claimed + need > pool_blocks) {
+        // No room: this ask waits, and what it holds goes back to the others.
+        st.reset();
+        ask.pool_full = true;
+        continue;
+      }
+      claimed += need;
+    }
+    drafting[a] = true;
+    positions = std::max(positions, ask.k);
   }
   SamplingParams greedy;
   for (int64_t i = 0; i < positions; ++i) {
     batch.clear();
     in_batch.clear();
     for (size_t a = 0; a < asks.size(); ++a) {
-      if (asks[a].k <= i || asks[a].history.empty()) continue;
+      if (!drafting[a] || asks[a].k <= i) continue;
       batch.push_back({&*asks[a].state->cache, feeds[a]});
       in_batch.push_back(a);
     }

@@ -59,12 +59,16 @@ struct DraftAsk {
   std::span<const int32_t> history;
   int64_t k = 0;
   std::vector<int32_t> drafts;  // out: k greedy tokens
+  bool pool_full = false;       // out: no drafts, the pool's capacity had no room for them (state reset)
 };
 
 // Greedy drafts for every ask, in max(k) forward calls on `draft`: the first feeds each sequence's
 // tokens its cache lacks (at least the history's last, whose logits give the first draft), each later
 // one the previous draft of the sequences that want more. On a failed call every ask's state is reset
 // (its cache rebuilt at the next call) and the error returned; no ask has drafts then.
-Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks);
+// `pool_blocks` > 0 bounds the draft pool's allocated blocks: an ask whose rows would take it past that
+// (blocks_needed, an over-estimate) gets no drafts, its state reset so that its blocks go back and the
+// cache is rebuilt at a later call (`pool_full`); 0: the pool grows as the caches need.
+Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks, int64_t pool_blocks = 0);
 
 }  // namespace day0

@@ -150,6 +150,15 @@ void ServeMetrics::count_draft_cap(int64_t withheld) {
   ++spec_capped_steps_;
   spec_withheld_ += withheld;
 }
+void ServeMetrics::count_draft_pool_full(int64_t sequences) {
+  if (sequences <= 0) return;
+  std::lock_guard lock(mutex_);
+  spec_pool_full_ += sequences;
+}
+int64_t ServeMetrics::spec_draft_pool_full() const {
+  std::lock_guard lock(mutex_);
+  return spec_pool_full_;
+}
 int64_t ServeMetrics::spec_withheld_drafts() const {
   std::lock_guard lock(mutex_);
   return spec_withheld_;
@@ -282,6 +291,16 @@ std::string ServeMetrics::render(const std::string& model_name) const {
             "Drafts the draft-row cap kept out of verification (found by n-gram lookup and dropped, or "
             "positions the draft model was not run for).",
             static_cast<double>(spec_withheld_));
+    if (gauges_.draft_kv_blocks_total > 0) {
+      gauge("day0:spec_decode_draft_kv_capacity_blocks",
+            "KV blocks of the draft model's pool (--spec self-int4; fixed at start).",
+            static_cast<double>(gauges_.draft_kv_blocks_total));
+      gauge("day0:spec_decode_draft_kv_used_blocks", "KV blocks of the draft model's pool held by sequences.",
+            static_cast<double>(gauges_.draft_kv_blocks_used));
+      counter("day0:spec_decode_draft_pool_full_total",
+              "Times a sequence got no drafts because the draft model's pool had no room for them.",
+              static_cast<double>(spec_pool_full_));
+    }
   }
   ttft_.render(out, "day0:time_to_first_token_seconds", "Time from arrival to the first generated token.");
   itl_.render(out, "day0:inter_token_latency_seconds", "Time between two generated tokens of a request.");

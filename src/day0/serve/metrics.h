@@ -41,7 +41,10 @@ struct SchedulerGauges {
   int64_t waiting = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
-  double kv_fragmentation = 0;                // allocated-but-unused token slots / allocated slots
+  double kv_fragmentation = 0;  // allocated-but-unused token slots / allocated slots
+  // --spec self-int4: the draft model's own pool (capacity 0: no draft model).
+  int64_t draft_kv_blocks_total = 0;
+  int64_t draft_kv_blocks_used = 0;
   int64_t prefix_cache_blocks = 0;            // distinct blocks the cache's entries reference
   int64_t prefix_cache_exclusive_blocks = 0;  // of those, the ones no sequence references
   bool prefix_caching = true;  // off by option (or under pipeline stages with unlike windowed layers)
@@ -78,6 +81,8 @@ class ServeMetrics {
   void count_verification(int64_t drafted, int64_t accepted);
   // A step in which the draft-row cap kept `withheld` drafts out of verification (0: none, not counted).
   void count_draft_cap(int64_t withheld);
+  // `sequences` asked the draft model for drafts this step and got none: its pool had no room.
+  void count_draft_pool_full(int64_t sequences);
 
   std::string render(const std::string& model_name) const;
 
@@ -87,6 +92,7 @@ class ServeMetrics {
   int64_t prefix_cache_hit_tokens() const;
   SpecStats spec() const;
   int64_t spec_withheld_drafts() const;
+  int64_t spec_draft_pool_full() const;
 
  private:
   mutable std::mutex mutex_;
@@ -100,7 +106,7 @@ class ServeMetrics {
   HttpCounters http_;
   bool spec_enabled_ = false;
   SpecStats spec_;  // position_* sized k by enable_spec
-  int64_t spec_max_rows_ = 0, spec_capped_steps_ = 0, spec_withheld_ = 0;
+  int64_t spec_max_rows_ = 0, spec_capped_steps_ = 0, spec_withheld_ = 0, spec_pool_full_ = 0;
 };
 
 // The speculative-decoding counters of a render()ed exposition (`day0 bench serve` reads them before

@@ -123,12 +123,25 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
   if (speculating()) metrics_.enable_spec(options_.spec_tokens, options_.spec_max_rows);
   // Every block up front: the pool never grows past its capacity and a step never allocates slabs.
   engine_.kv_pool().reserve(options_.kv_blocks);
+  if (options_.draft != nullptr && options_.spec == DraftSource::kSelfInt4) {
+    draft_blocks_ = draft_pool_blocks(options_, engine_.spec());
+    D0_CHECK_MSG(draft_blocks_ > 0, "scheduler: the draft KV pool needs a capacity");
+    options_.draft->kv_pool().reserve(draft_blocks_);
+  }
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
 
 Scheduler::~Scheduler() {
   shutdown(std::chrono::milliseconds(0));
+}
+
+int64_t draft_pool_blocks(const SchedulerOptions& options, const ModelSpec& target) {
+  if (options.draft == nullptr) return 0;
+  if (options.draft_kv_blocks > 0) return options.draft_kv_blocks;
+  const int64_t target_layers = std::max<int64_t>(count_kv_layers(target), 1);
+  const int64_t draft_layers = std::max<int64_t>(count_kv_layers(options.draft->spec()), 1);
+  return std::max<int64_t>(options.kv_blocks * draft_layers / target_layers, draft_layers);
 }
 
 int64_t Scheduler::blocks_for(int64_t tokens) const {
@@ -451,8 +464,13 @@ void Scheduler::propose_drafts() {
     }
   }
   // A failed draft step leaves this step without drafts: plain decoding, the caches rebuilt next time.
-  if (!asks.empty() && draft_greedy_batch(*options_.draft, asks).is_ok()) {
-    for (size_t a = 0; a < asks.size(); ++a) asking[a]->proposed = std::move(asks[a].drafts);
+  if (!asks.empty() && draft_greedy_batch(*options_.draft, asks, draft_blocks_).is_ok()) {
+    int64_t pool_full = 0;
+    for (size_t a = 0; a < asks.size(); ++a) {
+      asking[a]->proposed = std::move(asks[a].drafts);
+      pool_full += asks[a].pool_full ? 1 : 0;
+    }
+    metrics_.count_draft_pool_full(pool_full);
   }
   // A token outside the vocabulary would fail the whole step: drafts end before it.
   const int64_t vocab = engine_.spec().vocab_size;
@@ -720,6 +738,10 @@ void Scheduler::publish_gauges() {
   g.kv_blocks_total = options_.kv_blocks;
   g.kv_blocks_used = st.blocks_allocated;
   g.kv_fragmentation = st.fragmentation();
+  if (draft_blocks_ > 0) {
+    g.draft_kv_blocks_total = draft_blocks_;
+    g.draft_kv_blocks_used = options_.draft->kv_pool().stats().blocks_allocated;
+  }
   const PrefixCache::BlockCounts cached = prefix_->cache.block_counts(engine_.kv_pool());
   g.prefix_cache_blocks = cached.distinct;
   g.prefix_cache_exclusive_blocks = cached.exclusive;

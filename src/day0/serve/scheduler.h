@@ -86,9 +86,18 @@ struct SchedulerOptions {
   // (serve/draft_rows.h).
   int64_t spec_max_rows = kDefaultSpecMaxRows;
   // kSelfInt4: the draft model's engine (not owned, outlives the scheduler); every sequence's draft
-  // cache lives on its pool, which grows as they need.
+  // cache lives on its pool, reserved up front and bounded at draft_pool_blocks(): a sequence the pool
+  // has no room for gets no drafts that step (its draft cache dropped, rebuilt later), never a failure.
   Engine* draft = nullptr;
+  // The draft pool's capacity in blocks; 0: the rule of draft_pool_blocks().
+  int64_t draft_kv_blocks = 0;
 };
+
+// The draft pool's capacity under `options` (kSelfInt4): draft_kv_blocks when set, else the blocks
+// that hold the same tokens as the target's pool (kv_blocks scaled by the two models' KV layers), so
+// that every sequence the target pool can hold can draft too; the draft's KV memory then equals the
+// target's when their KV dtypes agree, and is reported beside it. 0 without a draft engine.
+int64_t draft_pool_blocks(const SchedulerOptions& options, const ModelSpec& target);
 
 struct SequenceRequest {
   std::vector<int32_t> prompt;
@@ -216,8 +225,9 @@ class Scheduler {
   ServeMetrics& metrics_;
   std::function<void()> after_step_;
   int64_t context_;
-  int64_t kv_layers_ = 0;  // layers that take blocks of this rank's pool
-  int64_t planned_ = 0;    // blocks the sequences planned for this step will take
+  int64_t kv_layers_ = 0;     // layers that take blocks of this rank's pool
+  int64_t planned_ = 0;       // blocks the sequences planned for this step will take
+  int64_t draft_blocks_ = 0;  // the draft pool's capacity (draft_pool_blocks), 0 without a draft engine
 
   std::mutex mutex_;  // guards incoming_, accepted_, stopping_ transitions
   std::condition_variable wake_;

@@ -138,6 +138,11 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   out->state_bytes_per_sequence = out->engine->new_cache().state_bytes();
   out->kv_bytes = static_cast<uint64_t>(sched.kv_blocks) * block_bytes;
   out->kv_blocks = sched.kv_blocks;
+  if (out->draft) {
+    out->draft_kv_blocks = draft_pool_blocks(sched, spec);
+    out->draft_kv_bytes =
+        static_cast<uint64_t>(out->draft_kv_blocks) * out->draft->engine->kv_pool().block_bytes();
+  }
   if (eo.data_parallel_attention) {
     out->lockstep = std::make_unique<DpLockstep>(*out->groups.ep, *out->engine);
     sched.lockstep = out->lockstep.get();

@@ -53,6 +53,9 @@ struct ServedModel {
   std::unique_ptr<OpenAiServer> server;  // rank 0 only (every rank under attention data parallelism)
   int64_t kv_blocks = 0;                 // the pool's capacity in blocks (every rank reserves it)
   uint64_t kv_bytes = 0;                 // the pool's capacity
+  // --spec self-int4: the draft model's pool (draft_pool_blocks), reserved by the scheduler; 0 without.
+  int64_t draft_kv_blocks = 0;
+  uint64_t draft_kv_bytes = 0;
   // Why prefix caching was turned off for this model ("" when it was not): under mpirun, pipeline
   // stages holding unlike windowed layers.
   std::string prefix_caching_off;
