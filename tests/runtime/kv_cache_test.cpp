@@ -207,6 +207,7 @@ TEST(PagedKv, ForkedSequencesShareThePrefixAndCopyOnWrite) {
   const FloatMatrix ax = run_step(*e, a, std::span(&x, 1));
   const FloatMatrix by = run_step(*e, b, std::span(&y, 1));
   EXPECT_EQ(e->kv_pool().stats().blocks_allocated, 3 * layers);  // the partial block was copied once
+  EXPECT_EQ(e->kv_pool().blocks_allocated(), 3 * layers);        // the count without the walk
   for (auto [tail, got] : {std::pair{x, &ax}, std::pair{y, &by}}) {
     std::vector<int32_t> all = prefix;
     all.push_back(tail);

@@ -95,7 +95,7 @@ Status draft_greedy_batch(Engine& draft, std::span<DraftAsk> asks, int64_t pool_
     if (pool_blocks > 0) {
       // The feed, then k - 1 drafts fed back: every row this call may append to the cache.
       const int64_t need = st.cache->blocks_needed(static_cast<int64_t>(feeds[a].size()) + ask.k - 1);
-      if (draft.kv_pool().stats().blocks_allocated + claimed + need > pool_blocks) {
+      if (draft.kv_pool().blocks_allocated() + claimed + need > pool_blocks) {
         // No room: this ask waits, and what it holds goes back to the others.
         st.reset();
         ask.pool_full = true;

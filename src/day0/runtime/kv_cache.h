@@ -110,6 +110,8 @@ class KvBlockPool {
   KvBlockTable table() const;
 
   KvPoolStats stats() const;
+  // stats().blocks_allocated without the walk over every block (a bound checked per sequence).
+  int64_t blocks_allocated() const { return static_cast<int64_t>(refs_.size() - free_.size()); }
 
   // ---- recurrent-state blocks -------------------------------------------------------------------
   // Bytes one state block takes (a sequence's recurrent state, rounded up to 64 bytes); 0 until the
