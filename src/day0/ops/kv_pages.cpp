@@ -11,6 +11,7 @@
 namespace day0 {
 
 void kv_row_to_f32(KvDtype dtype, const void* row, int64_t n, float* out) {
+  if (n == 0) return;  // a cache without a second tensor (shared K=V) has no row to point at
   switch (dtype) {
     case KvDtype::kF32:
       std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
@@ -34,6 +35,7 @@ void kv_row_to_f32(KvDtype dtype, const void* row, int64_t n, float* out) {
 }
 
 void kv_row_from_f32(KvDtype dtype, const float* row, int64_t n, void* dst) {
+  if (n == 0) return;
   switch (dtype) {
     case KvDtype::kF32:
       std::memcpy(dst, row, static_cast<size_t>(n) * sizeof(float));
