@@ -7,6 +7,7 @@
 
 #include "day0/backends/cpu/simd/attention_lanes.h"
 #include "day0/backends/cpu/simd/int_dot.h"
+#include "day0/backends/cpu/simd/row_prefetch.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
 #include "day0/core/error.h"
@@ -38,12 +39,6 @@ inline __m256 load_fp8(const uint8_t* p) {
   // S.1111.111 is NaN in E4M3 (the shift alone would make it 480): all-ones lanes are an F16 NaN.
   const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
   return _mm256_cvtph_ps(_mm_or_si128(_mm_or_si128(sign, rest), nan));
-}
-// Row dots that decode (FP8, FP4) issue their loads too slowly for the out-of-order window to keep
-// enough lines in flight: they prefetch 2 KiB ahead, one line per 64 bytes read (as at avx512).
-inline constexpr int64_t kDecodePrefetchBytes = 2048;
-inline void prefetch_decode(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kDecodePrefetchBytes, _MM_HINT_T0);
 }
 
 // load_fp8's F16 patterns for 16 bytes at once, in 16-bit lanes of one register (sign to bit 15 by adding
@@ -117,7 +112,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   __m256 acc1 = _mm256_setzero_ps();
   if (w.fp4_group() == 16) {
     for (int64_t b = 0; b < w.cols / 32; ++b) {
-      if (b % 4 == 0) prefetch_decode(bytes + b * 16);
+      if (b % 4 == 0) prefetch_ahead_busy(bytes + b * 16);
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
       const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));
       const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
@@ -132,7 +127,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
     return hsum(_mm256_add_ps(acc0, acc1));
   }
   for (int64_t b = 0; b < w.cols / 32; ++b) {
-    if (b % 4 == 0) prefetch_decode(bytes + b * 16);
+    if (b % 4 == 0) prefetch_ahead_busy(bytes + b * 16);
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
     const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens
     const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));  // x odds
@@ -162,7 +157,7 @@ float fp8_dot(const WeightView& w, int64_t n, const float* x) {
     __m256 acc1 = _mm256_setzero_ps();
     int64_t k = k0;
     for (; k + 16 <= k1; k += 16) {
-      if (k % 64 == 0) prefetch_decode(r + k);
+      if (k % 64 == 0) prefetch_ahead_busy(r + k);
       const __m256i h = fp8_to_f16x16(r + k);
       acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc0);
       acc1 =

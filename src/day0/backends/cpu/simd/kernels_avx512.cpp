@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "day0/backends/cpu/simd/attention_lanes.h"
-#include "day0/backends/cpu/simd/int_dot.h"
+#include "day0/backends/cpu/simd/row_prefetch.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd/weight_rows.h"
 #include "day0/backends/cpu/simd_level.h"
@@ -23,30 +23,6 @@ namespace {
 
 inline __mmask16 tail_mask(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u);
-}
-
-// Decode streams weight rows from memory one after another. On some CPUs the hardware prefetchers
-// alone leave the loads waiting on DRAM latency (the Xeons measured), on others software prefetch only
-// gets in their way (Zen 4), so the distance is the CPU's (software_prefetch_bytes()): where
-// kPrefetchBytes is not 0, each loop step of the row dots prefetches the line that far past the one it
-// reads (past a row's end that is the next row, or the next chunk's: harmless either way).
-const int64_t kPrefetchBytes = software_prefetch_bytes();
-inline void prefetch_ahead(const void* p) {
-  if (kPrefetchBytes != 0) _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-}
-// Row dots that do more work per weight byte (several float32 x at once, or weights to decode: FP8
-// blocks, MXFP4, INT4 nibbles) issue their loads more slowly than the out-of-order window needs to keep
-// enough lines in flight, so they prefetch 2 KiB ahead on every CPU, Zen 4 included: there it raises
-// both the bytes per second of the decoding row dots and the FLOP/s of several float32 x against BF16
-// rows. The vdpbf16ps row dots (bf16x_row) issue fast enough and take the CPU's distance instead.
-inline constexpr int64_t kBusyPrefetchBytes = 2048;
-inline void prefetch_ahead_busy(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kBusyPrefetchBytes, _MM_HINT_T0);
-}
-// The prefetch distance of a row dot against NT x (0: none).
-template <int NT>
-int64_t row_prefetch_bytes() {
-  return NT > 1 ? kBusyPrefetchBytes : kPrefetchBytes;
 }
 
 // 16 weights starting at column k of a row, as float32 (masked lanes read nothing and give 0).
@@ -1379,137 +1355,7 @@ void to_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
 }
 
-// ---- INT8 / INT4 x int8 activations with AVX-512 VNNI: two 32-column blocks per 512-bit step -------
-struct Vnni256Dot {
-  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-};
-
-// INT8 rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
-template <int R>
-void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
-  const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
-  const __mmask16 second = 0xff00;  // int32 lanes of block b + 1 after the dot
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    const __m512i x = _mm512_loadu_si512(xq + b * kIntBlock);
-    const __m512 sx = _mm512_mask_blend_ps(second, _mm512_set1_ps(xs[b]), _mm512_set1_ps(xs[b + 1]));
-    const int64_t g0 = b / per_group, g1 = (b + 1) / per_group;
-    for (int r = 0; r < R; ++r) {
-      prefetch_ahead(rows + r * row_bytes + b * 32);
-      const __m512i c = _mm512_loadu_si512(rows + r * row_bytes + b * 32);
-      // x negated where c < 0 (x is never -128), against |c| (|-128| = 128 as u8).
-      const __m512i sxc = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(c), _mm512_setzero_si512(), x);
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(c), sxc);
-      const float* s = scales + r * groups;
-      const __m512 sw = g0 == g1 ? _mm512_set1_ps(s[g0])
-                                 : _mm512_mask_blend_ps(second, _mm512_set1_ps(s[g0]), _mm512_set1_ps(s[g1]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
-    }
-  }
-  float tail[R] = {};
-  if (b < blocks) {  // an odd last block: the 256-bit step on its own
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
-    for (int r = 0; r < R; ++r) {
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
-      const __m256i p = Vnni256Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
-      tail[r] = int_hsum(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
-}
-
-// INT4 rows [n, n + R), four blocks (64 bytes of each row, one cache line) a step. The low nibbles of
-// the 64 bytes are columns 0..15 of the four blocks and the high ones columns 16..31, so x is taken in
-// that order (x_low / x_high, once a step for all R rows) and two vpdpbusd leave block b + j's sum in
-// int32 lanes 4j..4j+3: half the instructions per byte of a block-pair step, which decode needs to keep
-// up with the read bandwidth. kFold: symmetric INT4, the zero point 8 subtracted from the integer sums.
-template <bool kFold, int R>
-void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
-  const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
-  // 64-bit pieces of x's blocks b, b + 1 (0..7) and b + 2, b + 3 (8..15): columns 0..15 of each block
-  // are its pieces 0, 1; columns 16..31 pieces 2, 3.
-  const __m512i low_pieces = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0);
-  const __m512i high_pieces = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
-  const __m512i lane_block = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 4 <= blocks; b += 4) {
-    const __m512i x01 = _mm512_loadu_si512(xq + b * kIntBlock);
-    const __m512i x23 = _mm512_loadu_si512(xq + (b + 2) * kIntBlock);
-    const __m512i x_low = _mm512_permutex2var_epi64(x01, low_pieces, x23);
-    const __m512i x_high = _mm512_permutex2var_epi64(x01, high_pieces, x23);
-    __m512i zero_term = _mm512_setzero_si512();
-    if constexpr (kFold) {
-      const __m512i eights = _mm512_set1_epi8(8);
-      zero_term = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero_term, eights, x_low), eights, x_high);
-    }
-    const __m512 sx = _mm512_permutexvar_ps(lane_block, _mm512_castps128_ps512(_mm_loadu_ps(xs + b)));
-    // The groups of blocks b..b + 3 relative to the first (the same for every row).
-    const int64_t g0 = b / per_group;
-    const int64_t span = (b + 3) / per_group - g0 + 1;  // 1..4 scales a row
-    const __m512i lane_group = _mm512_set_epi32(
-        static_cast<int>((b + 3) / per_group - g0), static_cast<int>((b + 3) / per_group - g0),
-        static_cast<int>((b + 3) / per_group - g0), static_cast<int>((b + 3) / per_group - g0),
-        static_cast<int>((b + 2) / per_group - g0), static_cast<int>((b + 2) / per_group - g0),
-        static_cast<int>((b + 2) / per_group - g0), static_cast<int>((b + 2) / per_group - g0),
-        static_cast<int>((b + 1) / per_group - g0), static_cast<int>((b + 1) / per_group - g0),
-        static_cast<int>((b + 1) / per_group - g0), static_cast<int>((b + 1) / per_group - g0), 0, 0, 0, 0);
-    const auto span_mask = static_cast<__mmask8>((1u << span) - 1u);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* line = rows + r * row_bytes + b * 16;
-      prefetch_ahead_busy(line);
-      const __m512i raw = _mm512_loadu_si512(line);
-      const __m512i low = _mm512_and_si512(raw, nibble);
-      const __m512i high = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble);
-      __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low), high, x_high);
-      if constexpr (kFold) p = _mm512_sub_epi32(p, zero_term);
-      const __m128 s4 = _mm_maskz_loadu_ps(span_mask, scales + r * groups + g0);
-      const __m512 sw = _mm512_permutexvar_ps(lane_group, _mm512_castps128_ps512(s4));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
-    }
-  }
-  float tail[R] = {};
-  for (; b < blocks; ++b) {  // the last blocks past a multiple of four, one 256-bit step each
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
-    __m256i zero_term = _mm256_setzero_si256();
-    if constexpr (kFold) zero_term = Vnni256Dot::dot(_mm256_set1_epi8(8), x);
-    for (int r = 0; r < R; ++r) {
-      const __m256i p =
-          _mm256_sub_epi32(Vnni256Dot::dot(int4_block(rows + r * row_bytes + b * 16), x), zero_term);
-      tail[r] += int_hsum(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
-}
-
 }  // namespace
-
-void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
-                              float* y) {
-  int64_t n = n0;
-  if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
-    for (; n + 4 <= n1; n += 4) int4_rows_512<true, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_rows_512<true, 1>(w, n, xq, xs, y + (n - n0));
-  } else if (w.format == WeightFormat::kInt4) {
-    for (; n + 4 <= n1; n += 4) int4_rows_512<false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_rows_512<false, 1>(w, n, xq, xs, y + (n - n0));
-  } else {
-    for (; n + 4 <= n1; n += 4) int8_rows_512<4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int8_rows_512<1>(w, n, xq, xs, y + (n - n0));
-  }
-}
-
-// AVX-512 without VNNI (Skylake-X): the AVX2 instruction pair.
-void dot_rows_int_avx512_maddubs(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq,
-                                 const float* xs, float* y) {
-  int_dot_rows<MaddubsDot>(w, n0, n1, xq, xs, y);
-}
 
 const SimdKernels& avx512_kernels() {
   // vdpbf16ps / vcvtneps2bf16 need AVX-512 BF16 on top of the base AVX-512 of this level.
