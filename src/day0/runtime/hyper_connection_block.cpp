@@ -14,13 +14,14 @@ void stream_mixes(const Context& c, const HyperConnectionWeights& w, ConstMatrix
   c.be.matmul({.x = normed.m, .w = w.fn.w, .y = mixes, .exact = true, .row_invariant = c.row_invariant});
 }
 
-}  // namespace
-
-void hc_collapse(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams, Matrix post,
-                 Matrix comb, Matrix out) {
+// The streams' mixes ([T, mix_width]), their weights and the collapsed input, rounded once to the
+// activation dtype: a layer's (width (2 + n) n: post and comb as well) or the head's (width n: pre only,
+// post and comb empty).
+void collapse_streams(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams,
+                      int64_t mix_width, Matrix post, Matrix comb, Matrix out) {
   const HyperConnectionSpec& hc = *c.spec.hyper_connections;
   const int64_t t = streams.rows, n = hc.streams;
-  Buffer mixes(c.arena, t, hc.mix_width()), pre(c.arena, t, n);  // [T, (2 + n) n], [T, n]
+  Buffer mixes(c.arena, t, mix_width), pre(c.arena, t, n);  // [T, mix_width], [T, n]
   stream_mixes(c, w, streams, mixes.m);
   c.be.hc_weights({.mixes = mixes.m,
                    .base = w.base,
@@ -33,6 +34,13 @@ void hc_collapse(const Context& c, const HyperConnectionWeights& w, ConstMatrix 
                    .comb = comb});
   c.be.hc_collapse({.streams = streams, .pre = pre.m, .out = out, .n_streams = n});
   round_activations(c, out);  // float32 products and sum, cast once to the activation dtype
+}
+
+}  // namespace
+
+void hc_collapse(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams, Matrix post,
+                 Matrix comb, Matrix out) {
+  collapse_streams(c, w, streams, c.spec.hyper_connections->mix_width(), post, comb, out);
 }
 
 void hc_expand(const Context& c, ConstMatrix x, ConstMatrix post, ConstMatrix comb, Matrix streams) {
@@ -49,19 +57,7 @@ void hc_expand(const Context& c, ConstMatrix x, ConstMatrix post, ConstMatrix co
 }
 
 void hc_head(const Context& c, const HyperConnectionWeights& w, ConstMatrix streams, Matrix out) {
-  const HyperConnectionSpec& hc = *c.spec.hyper_connections;
-  const int64_t t = streams.rows, n = hc.streams;
-  Buffer mixes(c.arena, t, n), pre(c.arena, t, n);  // [T, n] x 2
-  stream_mixes(c, w, streams, mixes.m);
-  c.be.hc_weights({.mixes = mixes.m,
-                   .base = w.base,
-                   .scale = w.scale,
-                   .n_streams = n,
-                   .sinkhorn_iters = hc.sinkhorn_iters,
-                   .eps = static_cast<float>(hc.eps),
-                   .pre = pre.m});
-  c.be.hc_collapse({.streams = streams, .pre = pre.m, .out = out, .n_streams = n});
-  round_activations(c, out);
+  collapse_streams(c, w, streams, c.spec.hyper_connections->streams, {}, {}, out);
 }
 
 }  // namespace day0::blocks
