@@ -19,8 +19,10 @@ struct TestWeight {
   std::vector<uint8_t> scales;
   int64_t block_rows = 128;
   int64_t block_cols = 128;
-  std::vector<float> zeros;  // INT8 / INT4 zero points [rows, groups], or empty
-  int64_t group = 0;         // INT8 / INT4 columns per scale
+  std::vector<float> zeros;                           // INT8 / INT4 zero points [rows, groups], or empty
+  int64_t group = 0;                                  // INT8 / INT4 columns per scale
+  Fp4ScaleCode fp4_scale_code = Fp4ScaleCode::kE8M0;  // FP4: E8M0 or NVFP4's E4M3 scale bytes
+  float fp4_global_scale = 1.0f;                      // NVFP4's per-tensor multiplier
   WeightView view() const;
 };
 

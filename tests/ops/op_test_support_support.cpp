@@ -24,6 +24,8 @@ WeightView TestWeight::view() const {
   v.block_cols = block_cols;
   v.zeros = zeros.empty() ? nullptr : zeros.data();
   v.group = group;
+  v.fp4_scale_code = fp4_scale_code;
+  v.fp4_global_scale = fp4_global_scale;
   return v;
 }
 

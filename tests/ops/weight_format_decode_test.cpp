@@ -3,7 +3,8 @@
 // through the cpu backend's matmul at every SIMD level of this CPU and the reference backend, against
 // the scalar definition (WeightView::at) summed in double: NaN in exactly the rows that hold one, the
 // other rows within float32 rounding. Decode (one token: the row dots) and prefill (five tokens: the
-// dequantised panels) both; dequant_row of every level gives at()'s bits.
+// dequantised panels) both; dequant_row of every level gives at()'s bits. NVFP4 (E4M3 group scales with
+// NaN, saturated, subnormal and zero codes, times a global scale, zero included) the same way.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +95,33 @@ TestWeight fp4_weight(int64_t rows, int64_t cols, int64_t group, uint64_t seed) 
   for (auto& s : w.scales) s = static_cast<uint8_t>(118 + rng() % 15);
   w.scales[static_cast<size_t>(3 * groups + groups - 1)] = kE8m0Nan;  // row 3's last group NaN
   w.scales[static_cast<size_t>(5 * groups)] = 0;                      // row 5's first group 2^-127
+  return w;
+}
+
+// NVFP4: the same nibbles as fp4_weight with E4M3 group scales of every kind: random finite ones, and
+// in chosen rows NaN (0x7f, 0xff), the saturated +-448 (0x7e, 0xfe; negative scales flip the sign), the
+// smallest subnormal (0x01), a zero (0x00); `global` multiplies them all (0 included).
+TestWeight nvfp4_weight(int64_t rows, int64_t cols, float global, uint64_t seed) {
+  TestWeight w = fp4_weight(rows, cols, 16, seed);
+  w.fp4_scale_code = Fp4ScaleCode::kE4M3;
+  w.fp4_global_scale = global;
+  std::mt19937_64 rng(seed + 100);
+  const int64_t groups = cols / 16;
+  for (auto& s : w.scales) {
+    do {
+      s = static_cast<uint8_t>(rng());
+    } while ((s & 0x7f) == 0x7f);
+  }
+  auto scale = [&](int64_t r, int64_t g) -> uint8_t& {
+    return w.scales[static_cast<size_t>(r * groups + g)];
+  };
+  scale(3, groups - 1) = 0x7f;  // NaN, the last group
+  scale(4, 0) = 0xff;           // negative NaN, the first group
+  for (int64_t g = 0; g < groups; ++g) {
+    scale(6, g) = g % 2 == 0 ? 0x7e : 0xfe;  // +-448
+    scale(7, g) = g % 2 == 0 ? 0x01 : 0x00;  // 2^-9 and zero
+  }
+  scale(1, 0) = 0x7e;  // +-6 nibbles under the largest scale
   return w;
 }
 
@@ -215,6 +243,32 @@ TEST(WeightFormatDecode, Fp4GroupsOf32And16WithE8m0Scales) {
   expect_matmul_matches_definition(fp4_weight(45, 320, 32, 4), "FP4 g32");
   expect_matmul_matches_definition(fp4_weight(45, 320, 16, 5), "FP4 g16");
   expect_matmul_matches_definition(fp4_weight(9, 32, 16, 6), "FP4 g16 one block");
+}
+
+// NVFP4 under a typical global scale (weight_scale_2 = amax / 2688 of a unit-range weight), one (the scales
+// as stored) and zero (every finite scale 0, NaN scales NaN).
+TEST(WeightFormatDecode, Nvfp4WithE4m3ScalesAndAGlobalScale) {
+  for (float global : {1.0f / 2688.0f, 1.0f, 0.0f}) {
+    const std::string g = " global " + std::to_string(global);
+    expect_matmul_matches_definition(nvfp4_weight(45, 320, global, 21), "NVFP4" + g);
+    expect_matmul_matches_definition(nvfp4_weight(9, 32, global, 22), "NVFP4 one block" + g);
+  }
+  // at(): the definition against numeric.h's decoders, one element a case.
+  const TestWeight tw = nvfp4_weight(9, 32, 0.25f, 23);
+  const WeightView w = tw.view();
+  EXPECT_TRUE(std::isnan(w.at(3, 31)));
+  EXPECT_TRUE(std::isnan(w.at(4, 0)));
+  EXPECT_EQ(w.at(1, 0), 6.0f * 448.0f * 0.25f);  // byte 0xf7: even column +6
+  EXPECT_EQ(w.at(1, 1), -6.0f * 448.0f * 0.25f);
+  EXPECT_EQ(w.at(7, 16), 0.0f);
+}
+
+TEST(WeightFormatDecode, Nvfp4RowsOnTheLevelsOwnXLayout) {
+  const TestWeight shapes[] = {nvfp4_weight(45, 320, 1.0f / 2688.0f, 24), nvfp4_weight(9, 384, 0.5f, 25),
+                               nvfp4_weight(9, 32, 0.0f, 26), nvfp4_weight(12, 2176, 2.0f, 27)};
+  for (const TestWeight& w : shapes) {
+    expect_ordered_rows_match_definition(w, "NVFP4 cols " + std::to_string(w.cols));
+  }
 }
 
 // Whole 64-column steps (the byte-table path) and other widths, 32x32 and 128x128 blocks.

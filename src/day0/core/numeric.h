@@ -86,6 +86,19 @@ inline float f8e5m2_to_f32(uint8_t b) {
   return f16_to_f32(static_cast<uint16_t>(b) << 8);
 }
 
+// All 256 E4M3 codes decoded (f8e4m3_to_f32), for kernels that look a scale byte up per group instead
+// of decoding it: NVFP4's group scales.
+inline const float* f8e4m3_table() {
+  static const auto table = [] {
+    struct Table {
+      float v[256];
+    } t{};
+    for (int c = 0; c < 256; ++c) t.v[c] = f8e4m3_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.v;
+}
+
 // E8M0 (MX scale): 2^(u - 127). 255 is NaN in the OCP MX spec.
 inline float e8m0_to_f32(uint8_t u) {
   if (u == 255) return NAN;

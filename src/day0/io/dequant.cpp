@@ -201,6 +201,42 @@ Result<std::vector<float>> dequant_fp4(const TensorView& weight, const TensorVie
   return out;
 }
 
+float nvfp4_global_multiplier(float stored, Nvfp4GlobalScale convention) {
+  return convention == Nvfp4GlobalScale::kDivisor ? 1.0f / stored : stored;
+}
+
+void dequant_nvfp4(std::span<const uint8_t> packed, std::span<const uint8_t> scales, float global_multiplier,
+                   std::span<float> out) {
+  D0_CHECK(packed.size() * 2 == scales.size() * 16 && out.size() == scales.size() * 16);
+  for (size_t g = 0; g < scales.size(); ++g) {
+    const float scale = f8e4m3_to_f32(scales[g]) * global_multiplier;  // rounded once, as WeightView::at
+    for (size_t j = 0; j < 8; ++j) {
+      const uint8_t byte = packed[g * 8 + j];
+      out[g * 16 + 2 * j] = fp4_e2m1_to_f32(byte & 0x0f) * scale;
+      out[g * 16 + 2 * j + 1] = fp4_e2m1_to_f32(byte >> 4) * scale;
+    }
+  }
+}
+
+Result<std::vector<float>> dequant_nvfp4(const TensorView& weight, const TensorView& scales,
+                                         float global_multiplier) {
+  const bool weight_ok =
+      (weight.dtype == DType::kU8 || weight.dtype == DType::kI8) && weight.shape.size() == 2;
+  const int64_t rows = weight_ok ? weight.shape[0] : 0, cols = weight_ok ? 2 * weight.shape[1] : 0;
+  const bool scales_ok = scales.dtype == DType::kF8E4M3 && scales.shape.size() == 2 &&
+                         scales.shape[0] == rows && scales.shape[1] * 16 == cols;
+  if (!weight_ok || !scales_ok) {
+    return invalid_argument(fmt::format(
+        "NVFP4 '{}' / '{}': expected U8 nibbles [rows, cols / 2] and F8_E4M3 scales [rows, cols / 16], found "
+        "{} {} and {} {}",
+        weight.name, scales.name, dtype_name(weight.dtype), shape_string(weight.shape),
+        dtype_name(scales.dtype), shape_string(scales.shape)));
+  }
+  std::vector<float> out(static_cast<size_t>(rows * cols));  // [rows, cols]
+  dequant_nvfp4(weight.data, scales.data, global_multiplier, out);
+  return out;
+}
+
 std::vector<int64_t> mxfp4_dequant_shape(std::span<const int64_t> blocks_shape) {
   if (blocks_shape.size() < 2) return {};
   std::vector<int64_t> shape(blocks_shape.begin(), blocks_shape.end() - 2);

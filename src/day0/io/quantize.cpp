@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "day0/core/error.h"
+#include "day0/core/numeric.h"
 
 namespace day0 {
 
@@ -90,6 +91,29 @@ Mxfp4Quantized quantize_mxfp4(std::span<const float> values, int64_t group) {
       const uint8_t lo = f32_to_fp4_e2m1(std::ldexp(v[2 * j], -exponent));
       const uint8_t hi = f32_to_fp4_e2m1(std::ldexp(v[2 * j + 1], -exponent));
       q.blocks[g * g_size / 2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+  return q;
+}
+
+Nvfp4Quantized quantize_nvfp4(std::span<const float> values) {
+  D0_CHECK(values.size() % 16 == 0);
+  Nvfp4Quantized q;
+  q.packed.resize(values.size() / 2);
+  q.scales.resize(values.size() / 16);
+  float amax = 0.0f;
+  for (float v : values) amax = std::max(amax, std::fabs(v));
+  q.global_multiplier = amax > 0.0f ? amax / (6.0f * 448.0f) : 1.0f;
+  for (size_t g = 0; g < q.scales.size(); ++g) {
+    const float* v = values.data() + g * 16;
+    float group_amax = 0.0f;
+    for (size_t i = 0; i < 16; ++i) group_amax = std::max(group_amax, std::fabs(v[i]));
+    q.scales[g] = f32_to_f8e4m3(group_amax / 6.0f / q.global_multiplier);
+    const float scale = f8e4m3_to_f32(q.scales[g]) * q.global_multiplier;  // what the decode multiplies by
+    for (size_t j = 0; j < 8; ++j) {
+      const uint8_t lo = scale > 0.0f ? f32_to_fp4_e2m1(v[2 * j] / scale) : 0;
+      const uint8_t hi = scale > 0.0f ? f32_to_fp4_e2m1(v[2 * j + 1] / scale) : 0;
+      q.packed[g * 8 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }
   return q;

@@ -1,6 +1,6 @@
 #pragma once
 // Quantizers producing the release formats from F32 values: what `day0 synth` uses to write FP8
-// block-scaled and MXFP4 miniatures, and the inverse that tests check dequant.h against.
+// block-scaled and MXFP4 miniatures (NVFP4 for tests), and the inverse that tests check dequant.h against.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -28,5 +28,14 @@ struct Mxfp4Quantized {
 // `values.size()` must be a multiple of 32; groups are consecutive runs of `group` (32: MXFP4, or 16).
 // Scale exponent e = ceil(log2(amax / 6)) so that the largest magnitude fits e2m1 without saturating.
 Mxfp4Quantized quantize_mxfp4(std::span<const float> values, int64_t group = 32);
+
+struct Nvfp4Quantized {
+  std::vector<uint8_t> packed;     // values / 2 bytes, two a byte (low nibble first)
+  std::vector<uint8_t> scales;     // one E4M3 byte per 16 values
+  float global_multiplier = 1.0f;  // g (ModelOpt's weight_scale_2; compressed-tensors stores 1 / g)
+};
+// NVFP4 over one tensor (`values.size()` a multiple of 16): g = amax / (6 * 448) (1 for all zeros) so the
+// largest group scale fits E4M3; per group scale = e4m3(group amax / 6 / g), value = e2m1(x / (scale * g)).
+Nvfp4Quantized quantize_nvfp4(std::span<const float> values);
 
 }  // namespace day0

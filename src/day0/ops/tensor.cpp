@@ -74,7 +74,7 @@ bool WeightView::valid() const {
     case WeightFormat::kFp8Block:
       return block_rows > 0 && block_cols > 0 && (rows == 0 || cols == 0 || scales != nullptr);
     case WeightFormat::kMxfp4:
-      return cols % 32 == 0 && (fp4_group() == 16 || fp4_group() == 32) &&
+      return cols % 32 == 0 && (fp4_group() == 16 || fp4_group() == 32) && (!nvfp4() || fp4_group() == 16) &&
              (rows == 0 || cols == 0 || scales != nullptr);
     case WeightFormat::kInt8:
     case WeightFormat::kInt4:
@@ -105,6 +105,7 @@ float WeightView::at(int64_t i, int64_t j) const {
       const uint8_t byte = bytes[i * (cols / 2) + j / 2];
       const uint8_t nibble = (j % 2 == 0) ? (byte & 0x0f) : (byte >> 4);
       const uint8_t s = static_cast<const uint8_t*>(scales)[i * fp4_row_scales() + j / fp4_group()];
+      if (nvfp4()) return fp4_e2m1_to_f32(nibble) * (f8e4m3_to_f32(s) * fp4_global_scale);
       return fp4_e2m1_to_f32(nibble) * e8m0_to_f32(s);
     }
     case WeightFormat::kInt8:

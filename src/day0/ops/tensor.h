@@ -72,6 +72,10 @@ using ConstMatrix = MatrixView<const float>;
 //              nibble (gpt-oss's [cols/32, 16] blocks are the same bytes); `scales` is uint8 E8M0
 //              [rows, cols/group]; W[i, j] = fp4(nibble) * 2^(scales[i, j/group] - 127), 0xFF NaN.
 //              cols must be a multiple of 32.
+//              NVFP4 (fp4_scale_code kE4M3, group 16): the same nibbles; `scales` holds FP8 E4M3 bytes
+//              [rows, cols/16] (no Inf; 0x7F / 0xFF NaN) and the tensor has one float32 multiplier g
+//              (fp4_global_scale): W[i, j] = fp4(nibble) * (e4m3(scales[i, j/16]) * g), the scale product
+//              rounded to float32 first, as every kernel computes it.
 //   kInt8 / kInt4: integer codes per group of `group` columns, W[i, j] = (c[i, j] - z[i, g]) * s[i, g]
 //              with g = j / group. Rows are padded to a multiple of kIntBlock (32) columns with zero
 //              codes (row_bytes() apart), so SIMD loops read whole 32-column blocks:
@@ -82,6 +86,9 @@ using ConstMatrix = MatrixView<const float>;
 //              zeros hold small integers (the zero point in the code's domain). group is a multiple
 //              of 32 or >= cols (one group per row).
 inline constexpr int64_t kIntBlock = 32;
+// How a kMxfp4 scale byte decodes: an E8M0 exponent (MXFP4, DeepSeek's FP4) or an FP8 E4M3 value times
+// the tensor's global scale (NVFP4).
+enum class Fp4ScaleCode : uint8_t { kE8M0, kE4M3 };
 struct WeightView {
   WeightFormat format = WeightFormat::kF32;
   int64_t rows = 0;
@@ -90,8 +97,10 @@ struct WeightView {
   const void* scales = nullptr;  // FP8 / INT8 / INT4: const float*; MXFP4: const uint8_t*; else null
   int64_t block_rows = 128;      // FP8 block shape
   int64_t block_cols = 128;
-  const float* zeros = nullptr;  // INT8 / INT4: zero points [rows, groups], or null
-  int64_t group = 0;             // INT8 / INT4 / FP4 (kMxfp4): columns per scale
+  const float* zeros = nullptr;                       // INT8 / INT4: zero points [rows, groups], or null
+  int64_t group = 0;                                  // INT8 / INT4 / FP4 (kMxfp4): columns per scale
+  Fp4ScaleCode fp4_scale_code = Fp4ScaleCode::kE8M0;  // kMxfp4 scale bytes
+  float fp4_global_scale = 1.0f;                      // kMxfp4 with kE4M3 scales: the per-tensor g
   // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
   // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
   std::string_view name;
@@ -111,6 +120,7 @@ struct WeightView {
   // kMxfp4: columns per E8M0 scale (16 or 32) and scales per row.
   int64_t fp4_group() const { return group > 0 ? group : 32; }
   int64_t fp4_row_scales() const { return cols / fp4_group(); }
+  bool nvfp4() const { return format == WeightFormat::kMxfp4 && fp4_scale_code == Fp4ScaleCode::kE4M3; }
 };
 
 // "F32", "BF16", "F16", "FP8-block", "MXFP4", "INT8", "INT4"

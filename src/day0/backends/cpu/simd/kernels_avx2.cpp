@@ -101,7 +101,8 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
 // so the bits are those of multiplying E2M1 values by x and the sum by the scale (a float table by
 // vpermps and a sign bit moved into place is the slower way to the same values).
 // With a scale per 16 columns (group 16) bytes 0-7 of a block take the first scale and bytes 8-15 the
-// second, so the products pair by byte half instead of by nibble.
+// second, so the products pair by byte half instead of by nibble. NVFP4's scale (E4M3 times the global
+// scale) halves exactly too, unless it is below 2^-125.
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
   const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
@@ -121,8 +122,8 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
       p = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb + 16), p);
       __m256 q = _mm256_mul_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8));  // columns 16-31
       q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
-      acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(0.5f * e8m0_fast(scales[2 * b])), acc0);
-      acc1 = _mm256_fmadd_ps(q, _mm256_set1_ps(0.5f * e8m0_fast(scales[2 * b + 1])), acc1);
+      acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[2 * b])), acc0);
+      acc1 = _mm256_fmadd_ps(q, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[2 * b + 1])), acc1);
     }
     return hsum(_mm256_add_ps(acc0, acc1));
   }
@@ -132,7 +133,7 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
     const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens
     const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));  // x odds
     const float* xb = x + b * 32;  // evens then odds
-    const __m256 s = _mm256_set1_ps(0.5f * e8m0_fast(scales[b]));
+    const __m256 s = _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[b]));
     __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
     p = _mm256_fmadd_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), p);
     __m256 q = _mm256_mul_ps(widen(hi), _mm256_loadu_ps(xb + 16));

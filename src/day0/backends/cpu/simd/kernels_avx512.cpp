@@ -64,13 +64,14 @@ inline __m512 fp4_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                         -3.0f, -4.0f, -6.0f);
 }
-inline float e8m0(uint8_t s) {
-  return e8m0_fast(s);
-}
-
-// 16 E8M0 scale bytes -> float32 (the byte is the exponent field; 0 is 2^-127, 255 NaN).
-inline __m512 e8m0x16(const uint8_t* p) {
+// 16 FP4 scale bytes -> float32. E8M0: the byte is the exponent field (0 is 2^-127, 255 NaN). NVFP4's
+// E4M3 bytes: looked up in the decoded table (a gather of 16 lanes, once per 256 columns) and multiplied
+// by the global scale, rounding as fp4_scale_value does.
+inline __m512 fp4_scales_x16(const WeightView& w, const uint8_t* p) {
   const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if (w.fp4_scale_code == Fp4ScaleCode::kE4M3) {
+    return _mm512_mul_ps(_mm512_i32gather_ps(u, f8e4m3_table(), 4), _mm512_set1_ps(w.fp4_global_scale));
+  }
   __m512i bits = _mm512_slli_epi32(u, 23);
   bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(u, _mm512_setzero_si512()),
                                _mm512_set1_epi32(0x00400000));
@@ -160,13 +161,14 @@ float fp4_g16_dot(const WeightView& w, int64_t n, const float* x) {
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {  // 16 scales: 8 blocks
     for (int line = 0; line < 2; ++line) prefetch_ahead_busy(bytes + b * 16 + line * 64);
-    const __m512 sf = e8m0x16(scales + 2 * b);
+    const __m512 sf = fp4_scales_x16(w, scales + 2 * b);
     for (int j = 0; j < 8; j += 2) {
       block(b + j, _mm512_permutexvar_ps(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * j)), sf), acc0);
       block(b + j + 1, _mm512_permutexvar_ps(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * j + 2)), sf), acc1);
     }
   }
-  for (; b < blocks; ++b) block(b, fp4_pair_scales(e8m0(scales[2 * b]), e8m0(scales[2 * b + 1])), acc0);
+  for (; b < blocks; ++b)
+    block(b, fp4_pair_scales(fp4_scale_value(w, scales[2 * b]), fp4_scale_value(w, scales[2 * b + 1])), acc0);
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
@@ -190,13 +192,13 @@ float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
   int64_t b = 0;
   for (; b + 16 <= blocks; b += 16) {
     for (int line = 0; line < 4; ++line) prefetch_ahead_busy(bytes + b * 16 + line * 64);
-    _mm512_store_ps(scale_f, e8m0x16(scales + b));
+    _mm512_store_ps(scale_f, fp4_scales_x16(w, scales + b));
     for (int j = 0; j < 16; j += 2) {
       block(b + j, scale_f[j], acc0);
       block(b + j + 1, scale_f[j + 1], acc1);
     }
   }
-  for (; b < blocks; ++b) block(b, e8m0(scales[b]), acc0);
+  for (; b < blocks; ++b) block(b, fp4_scale_value(w, scales[b]), acc0);
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
@@ -359,10 +361,10 @@ float fp4_wide_dot(const WeightView& w, int64_t n, const float* xq) {
     const int64_t g0 = step * groups_per_step;
     if (g0 % 16 == 0) {  // 16 scales: 2 steps (groups of 16) or 4 (groups of 32)
       if (w.fp4_row_scales() - g0 >= 16) {
-        sf = e8m0x16(scales + g0);
+        sf = fp4_scales_x16(w, scales + g0);
       } else {
         alignas(64) float s16[16] = {};
-        for (int64_t i = 0; i < w.fp4_row_scales() - g0; ++i) s16[i] = e8m0(scales[g0 + i]);
+        for (int64_t i = 0; i < w.fp4_row_scales() - g0; ++i) s16[i] = fp4_scale_value(w, scales[g0 + i]);
         sf = _mm512_load_ps(s16);
       }
     }
@@ -602,8 +604,9 @@ void dequant_row_avx512(const WeightView& w, int64_t n, int64_t k0, int64_t len,
       const int64_t b = (k0 + j) / 32;
       const __m512i v =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16)));
-      const __m512 s = g16 ? fp4_pair_scales(e8m0(scales[2 * b]), e8m0(scales[2 * b + 1]))
-                           : _mm512_set1_ps(e8m0(scales[b]));
+      const __m512 s =
+          g16 ? fp4_pair_scales(fp4_scale_value(w, scales[2 * b]), fp4_scale_value(w, scales[2 * b + 1]))
+              : _mm512_set1_ps(fp4_scale_value(w, scales[b]));
       const __m512 lo =
           _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)), table), s);
       const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), s);
@@ -1389,6 +1392,7 @@ const SimdKernels& avx512_kernels() {
     t.order_x = order_x_avx512;
     t.dot_rows_ordered = dot_rows_ordered_avx512;
     t.silu_mul = silu_mul_avx512;
+    t.quantize_int8_row = quantize_int8_row_avx512;
     if (has_bf16) t.round_bf16 = round_bf16_avx512;
     return t;
   }();

@@ -18,6 +18,13 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
   return bits_to_f32(static_cast<uint32_t>(u) << 23);
 }
 
+// The multiplier a kMxfp4 scale byte stands for: E8M0, or NVFP4's E4M3 times the global scale (the
+// product rounded once, as WeightView::at defines it).
+[[maybe_unused]] inline float fp4_scale_value(const WeightView& w, uint8_t code) {
+  if (w.fp4_scale_code == Fp4ScaleCode::kE4M3) return f8e4m3_table()[code] * w.fp4_global_scale;
+  return e8m0_fast(code);
+}
+
 [[maybe_unused]] inline int64_t fp8_scale_cols(const WeightView& w) {
   return (w.cols + w.block_cols - 1) / w.block_cols;
 }
@@ -107,7 +114,7 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
           const uint8_t byte = bytes[b * 16 + j];
           s += fp4_e2m1_to_f32(byte & 0x0f) * x[b * 32 + j] + fp4_e2m1_to_f32(byte >> 4) * x[b * 32 + 16 + j];
         }
-        total += s * e8m0_fast(scales[b * groups_per_block + q]);
+        total += s * fp4_scale_value(w, scales[b * groups_per_block + q]);
       }
     }
     return total;
@@ -150,8 +157,8 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
     for (int64_t j = 0; j < len; ++j) {
       const int64_t k = k0 + j;
       const uint8_t byte = bytes[k / 2];
-      out[j] =
-          fp4_e2m1_to_f32(k % 2 == 0 ? (byte & 0x0f) : (byte >> 4)) * e8m0_fast(scales[k / w.fp4_group()]);
+      out[j] = fp4_e2m1_to_f32(k % 2 == 0 ? (byte & 0x0f) : (byte >> 4)) *
+               fp4_scale_value(w, scales[k / w.fp4_group()]);
     }
     return;
   }
