@@ -287,6 +287,83 @@ TEST(DeepseekV4Kv, BytesPerLayerKind) {
   EXPECT_DOUBLE_EQ(s.bytes_per_token_past_windows, 21 * 320.0 + 20 * 8.0);
 }
 
+// DeepSeek's model card (huggingface.co/deepseek-ai/DeepSeek-V4-Pro): 1.6T total, 49B activated, both two
+// significant figures, so each holds to half its last digit (0.5% of 1.6T would ask for a third digit the
+// card does not give). Conventions as Flash's: the MTP layer counted apart, the active count without the
+// input embedding.
+TEST(DeepseekV4Counts, ProMatchesThePublishedFigures) {
+  auto spec = catalog_model("deepseek-v4-pro");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  auto c = count_params(*spec);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_LE(std::fabs(static_cast<double>(c->total) - 1.6e12), 0.05e12) << c->total;
+  EXPECT_LE(std::fabs(static_cast<double>(c->active_without_embedding) - 49e9), 0.5e9)
+      << c->active_without_embedding;
+  // Routed experts: 61 layers x 384 experts x 3 x 3072 x 7168; a token uses 6 of each layer's.
+  EXPECT_EQ(c->routed_experts, int64_t{61} * 384 * 3 * 3072 * 7168);
+  EXPECT_EQ(c->routed_experts_active, int64_t{61} * 6 * 3 * 3072 * 7168);
+  // Hyper-connections over 4 streams of 7168: per layer two mixers of fn [24, 28672] + base [24] + scale [3],
+  // the head's [4, 28672] + [4] + [1].
+  EXPECT_EQ(c->hyper_connections, int64_t{61} * 2 * (24 * 28672 + 24 + 3) + (4 * 28672 + 4 + 1));
+}
+
+// The release's bytes (quantization_config FP8 e4m3 in 128x128 blocks, expert_dtype "fp4" beside it): a
+// routed expert matrix [out, in] is I8 [out, in / 2] (two e2m1 codes a byte) with E8M0 scales [out, in / 32];
+// the attention's projections FP8 with one E8M0 scale per 128x128 block.
+TEST(DeepseekV4Weights, ProReleaseBytesFp4ExpertsFp8Rest) {
+  auto spec = catalog_model("deepseek-v4-pro");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->weights.format, WeightFormat::kFp8Block);
+  EXPECT_EQ(spec->weights.block_rows, 128);
+  EXPECT_EQ(spec->weights.fp4_expert_group, 32);
+  auto m = build_tensor_manifest(*spec);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  uint64_t expert_bytes = 0;
+  for (const TensorSpec& t : m->tensors) {
+    if (!t.mtp && t.expert >= 0) expert_bytes += t.bytes;
+  }
+  const uint64_t expert_params = uint64_t{61} * 384 * 3 * 3072 * 7168;
+  EXPECT_EQ(expert_bytes, expert_params / 2 + expert_params / 32);
+  const TensorSpec* wq_b = find_tensor(*m, "model.layers.0.attn.wq_b.weight");
+  ASSERT_NE(wq_b, nullptr);
+  EXPECT_EQ(wq_b->dtype, DType::kF8E4M3);
+  EXPECT_EQ(wq_b->bytes, uint64_t{65536} * 1536);
+  const TensorSpec* w1 = find_tensor(*m, "model.layers.5.ffn.experts.383.w1.weight");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(w1->shape, (std::vector<int64_t>{3072, 7168 / 2}));
+  EXPECT_EQ(w1->params, int64_t{3072} * 7168);
+}
+
+// KV bytes per token per layer kind, from the config's numbers: one K=V head of head_dim 512 in BF16 per
+// raw row; a compressed sparse layer (ratio 4) adds its entry and its indexer key (512 + index_head_dim 128)
+// per 4 tokens, a heavily compressed one (ratio 128) one entry per 128 tokens. compress_ratios gives 31
+// heavily compressed layers (0, 1 and the odd ones from 3) and 30 compressed sparse (the even ones from 2).
+TEST(DeepseekV4Kv, ProBytesPerLayerKind) {
+  auto spec = catalog_model("deepseek-v4-pro");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  const double head_dim = 512, index_head_dim = 128, bf16 = 2;
+  const double raw = head_dim * bf16;
+  const double sparse = (head_dim + index_head_dim) * bf16 / 4;
+  const double heavy = head_dim * bf16 / 128;
+  EXPECT_EQ(kv_bytes_per_token_per_layer(*spec, KvDtype::kBF16), static_cast<uint64_t>(raw));
+  const KvCacheSummary s = kv_cache_summary(*spec, KvDtype::kBF16);
+  ASSERT_EQ(s.kinds.size(), 2u);
+  for (const KvLayerKind& k : s.kinds) {
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ(k.window, 128);
+    EXPECT_EQ(k.raw_bytes_per_token, raw);
+    if (k.compress_ratio == 4) {
+      EXPECT_EQ(k.layers, 30);
+      EXPECT_EQ(k.compressed_bytes_per_token, sparse);
+    } else {
+      EXPECT_EQ(k.compress_ratio, 128);
+      EXPECT_EQ(k.layers, 31);
+      EXPECT_EQ(k.compressed_bytes_per_token, heavy);
+    }
+  }
+  EXPECT_DOUBLE_EQ(s.bytes_per_token_past_windows, 30 * sparse + 31 * heavy);
+}
+
 // Until the blocks exist the spec names what does not run; check_engine_runs refuses it by those names.
 TEST(DeepseekV4Runs, NotYetAndSaysWhy) {
   auto spec = catalog_model("deepseek-v4-flash");
