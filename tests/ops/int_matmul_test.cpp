@@ -44,6 +44,48 @@ TEST(Int8Activations, HandWorkedBlocks) {
   EXPECT_EQ(scale[1], 0.0f);
 }
 
+// Every level's quantize_int8_row against the one quantizer (ops/int8_activations.h), every code, scale
+// and sum equal: widths past and short of whole blocks, a block at exactly half steps (ties to even), a
+// zero block, blocks holding an infinity or a NaN, -0.0, and values whose product with 127 / amax lands
+// just past 127.
+TEST(Int8Activations, EverySimdLevelQuantizesAsTheSharedQuantizer) {
+  int levels = 0;
+  uint64_t seed = 40;
+  for (SimdLevel level : available_simd_levels()) {
+    const auto quantize = cpu::kernels_for(level).quantize_int8_row;
+    if (quantize == nullptr) continue;
+    ++levels;
+    for (int64_t n :
+         {int64_t{1}, int64_t{17}, int64_t{32}, int64_t{40}, int64_t{64}, int64_t{200}, int64_t{576}}) {
+      std::vector<float> x = random_vector(n, ++seed, 3.0f);
+      if (n >= 32) {
+        for (int64_t k = 0; k < 32; ++k) x[static_cast<size_t>(k)] = 0.5f * static_cast<float>(k - 16);
+        x[0] = 127.0f;  // amax 127: scale 1, codes k - 16 halved: ties at every odd k
+      }
+      if (n >= 64) {
+        for (int64_t k = 32; k < 64; ++k) x[static_cast<size_t>(k)] = k % 2 ? 0.0f : -0.0f;
+      }
+      if (n >= 200) {
+        x[70] = INFINITY;
+        x[101] = NAN;
+        x[130] = -3.3333333f;  // amax of its block: 127 / amax times itself rounds past 127 or not
+        x[131] = 3.3333333f;
+      }
+      const int64_t blocks = (n + kIntBlock - 1) / kIntBlock;
+      std::vector<int8_t> want_q(static_cast<size_t>(blocks * kIntBlock), 99), got_q(want_q);
+      std::vector<float> want_s(static_cast<size_t>(blocks), -1.0f), got_s(want_s);
+      std::vector<int32_t> want_sum(static_cast<size_t>(blocks), -1), got_sum(want_sum);
+      quantize_activation_row(x.data(), n, want_q.data(), want_s.data(), want_sum.data());
+      quantize(x.data(), n, got_q.data(), got_s.data(), got_sum.data());
+      const std::string where = fmt::format("{} n={}", simd_level_name(level), n);
+      EXPECT_EQ(got_q, want_q) << where;
+      EXPECT_EQ(got_sum, want_sum) << where;
+      ASSERT_EQ(std::memcmp(got_s.data(), want_s.data(), got_s.size() * sizeof(float)), 0) << where;
+    }
+  }
+  if (levels == 0) GTEST_SKIP() << "no level here has its own activation quantizer";
+}
+
 // Weights with edge cases planted: a row of -128 codes (INT8 saturation of |c|), a group whose scale
 // is 0, INT4 codes 0 and 15.
 TestWeight edge_weight(WeightFormat format, int64_t rows, int64_t cols, int64_t group, bool asym,

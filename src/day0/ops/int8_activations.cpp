@@ -40,15 +40,19 @@ void quantize_activation_row(const float* x, int64_t n, int8_t* q, float* scale,
   }
 }
 
-void quantize_activations(ConstMatrix x, Int8Rows& out) {
-  out.rows = x.rows;
-  out.cols = x.cols;
-  out.blocks = (x.cols + kIntBlock - 1) / kIntBlock;
+void size_activations(int64_t rows, int64_t cols, Int8Rows& out) {
+  out.rows = rows;
+  out.cols = cols;
+  out.blocks = (cols + kIntBlock - 1) / kIntBlock;
   const auto codes = static_cast<size_t>(out.rows * out.blocks * kIntBlock);
   const auto blocks = static_cast<size_t>(out.rows * out.blocks);
   if (out.q.size() < codes) out.q.resize(codes);
   if (out.scale.size() < blocks) out.scale.resize(blocks);
   if (out.sum.size() < blocks) out.sum.resize(blocks);
+}
+
+void quantize_activations(ConstMatrix x, Int8Rows& out) {
+  size_activations(x.rows, x.cols, out);
   for (int64_t r = 0; r < x.rows; ++r) {
     quantize_activation_row(x.row(r), x.cols, out.q.data() + r * out.blocks * kIntBlock,
                             out.scale.data() + r * out.blocks, out.sum.data() + r * out.blocks);

@@ -33,6 +33,9 @@ struct Int8Rows {
 
 // Quantizes every row of x into `out` (its storage is reused; grown, never shrunk).
 void quantize_activations(ConstMatrix x, Int8Rows& out);
+// Sets out's shape to rows x cols and grows its storage to fit, for callers that quantize the rows
+// themselves (the cpu backend: on its threads, with its level's quantize_int8_row).
+void size_activations(int64_t rows, int64_t cols, Int8Rows& out);
 // Quantizes one row of n floats: q [ceil(n / 32) * 32], scale and sum [ceil(n / 32)].
 void quantize_activation_row(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum);
 

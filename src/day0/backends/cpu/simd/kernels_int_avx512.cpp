@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "day0/backends/cpu/simd/int_dot.h"
@@ -139,6 +140,52 @@ void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const
   } else {
     for (; n + 4 <= n1; n += 4) int8_rows_512<4>(w, n, xq, xs, y + (n - n0));
     for (; n < n1; ++n) int8_rows_512<1>(w, n, xq, xs, y + (n - n0));
+  }
+}
+
+// quantize_activation_row's arithmetic on a block of 32 floats at a time: the same amax, the same
+// float32 product x * (127 / amax) rounded half to even (vcvtps2dq under the default rounding mode, as
+// nearbyint), so every code, scale and sum is equal to it. Lanes past n load as zeros, which leave amax
+// and the sum unchanged and make the padding codes 0.
+void quantize_int8_row_avx512(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) {
+  const int64_t blocks = (n + kIntBlock - 1) / kIntBlock;
+  const __m512i abs_bits = _mm512_set1_epi32(0x7fffffff);
+  const __m512i infinity_bits = _mm512_set1_epi32(0x7f800000);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const auto lanes = [](int64_t left) -> __mmask16 {
+    return left >= 16  ? __mmask16(0xffff)
+           : left <= 0 ? __mmask16(0)
+                       : static_cast<__mmask16>((1u << left) - 1u);
+  };
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k0 = b * kIntBlock;
+    const __m512 v0 = _mm512_maskz_loadu_ps(lanes(n - k0), x + k0);
+    const __m512 v1 = _mm512_maskz_loadu_ps(lanes(n - k0 - 16), x + k0 + 16);
+    const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), abs_bits);  // |x| as bits
+    const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(v1), abs_bits);
+    int8_t* qb = q + k0;
+    // An infinity or a NaN (exponent all ones) anywhere in the block: a NaN scale, zero codes.
+    if ((_mm512_cmpge_epu32_mask(a0, infinity_bits) | _mm512_cmpge_epu32_mask(a1, infinity_bits)) != 0) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      scale[b] = NAN;
+      sum[b] = 0;
+      continue;
+    }
+    // Finite magnitudes order as their bits do.
+    const float amax = _mm512_reduce_max_ps(_mm512_castsi512_ps(_mm512_max_epu32(a0, a1)));
+    if (amax == 0.0f) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      scale[b] = 0.0f;
+      sum[b] = 0;
+      continue;
+    }
+    scale[b] = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    const __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), lo), hi);
+    const __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv)), lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(c1));
+    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
   }
 }
 

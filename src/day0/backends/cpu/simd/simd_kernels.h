@@ -65,6 +65,9 @@ struct SimdKernels {
   // 64-byte aligned (the rows' codes as whole tiles, INT4 widened to bytes).
   void (*gemm_int_amx)(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
                        int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) = nullptr;
+  // One activation row quantized for the integer kernels, every code, scale and sum equal to
+  // quantize_activation_row's (ops/int8_activations.h), which the driver calls where this is null.
+  void (*quantize_int8_row)(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) = nullptr;
   // AMX BF16 GEMM (both null below SimdLevel::kAmx), see AmxBlock and cpu_matmul.cpp.
   // x rows [0, rows) of k floats (row stride ldx), rounded to BF16 like to_bf16, into the tiles' right
   // operand for the x rows m0 + r (m0 a multiple of 16): xp[((m0 + r) / 16 * pairs + p) * 16 + (m0 + r) % 16]
@@ -218,6 +221,8 @@ void dot_rows_int_avx512_maddubs(const WeightView& w, int64_t n0, int64_t n1, co
                                  const float* xs, float* y);
 void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                               float* y);  // needs cpu_has_avx512_vnni()
+// SimdKernels::quantize_int8_row at the avx512 level (kernels_int_avx512.cpp).
+void quantize_int8_row_avx512(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum);
 struct IntDotVariant {
   const char* name;  // "scalar", "avx2-maddubs", "avx-vnni", "avx512-maddubs", "avx512-vnni"
   DotRowsInt fn;
