@@ -254,7 +254,6 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
   configure_int_tiles();
   const auto* scales = static_cast<const float*>(w.scales);
   alignas(64) int32_t c[2][16 * 16];
-  alignas(64) float sums[16 * 16];  // [row][token] of one tile pair
   const int64_t tiles = (tokens + 15) / 16;
   for (int64_t h = 0; h * 16 < rows; ++h) {
     const uint8_t* a = w_pack + h * blocks * 512;
@@ -297,9 +296,10 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
         _tile_stored(0, c[0], 64);
         add_block(c[0], _mm512_load_ps(bs + b * 16), sw + b / per_group, groups, live, acc);
       }
-      for (int i = 0; i < 16; ++i) _mm512_store_ps(sums + 16 * i, acc[i]);
-      for (int64_t t = 16 * u; t < std::min(tokens, 16 * u + 16); ++t)
-        for (int64_t i = 0; i < live; ++i) out[t * ldo + 16 * h + i] = sums[i * 16 + (t - 16 * u)];
+      transpose16(acc);  // acc[j]: token 16 u + j, lanes rows 16 h .. 16 h + 15
+      const __mmask16 rows_live = first_lanes(live);
+      for (int64_t j = 0; j < std::min<int64_t>(16, tokens - 16 * u); ++j)
+        _mm512_mask_storeu_ps(out + (16 * u + j) * ldo + 16 * h, rows_live, acc[j]);
     }
   }
   _tile_release();
