@@ -237,6 +237,31 @@ TEST(TensorShard, MlaSplitsByWholeHeadsAndRefusesHeadsThatDoNotDivide) {
   ASSERT_TRUE(check_expert_parallel(s, 2).is_ok()) << check_expert_parallel(s, 2).to_string();
 }
 
+// Shared key = value attention (DeepSeek-V4) splits its heads with their output groups; the one K=V head,
+// the compressors and the indexer are whole on every rank.
+TEST(TensorShard, SharedKvAttentionSplitsHeadsWithTheirOutputGroups) {
+  auto r = resolve_model(std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v4");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const ModelSpec& s = r->spec;
+  ASSERT_TRUE(s.shared_kv_low_rank && s.compressed_kv);
+  ASSERT_EQ(s.n_heads, 4);
+  ASSERT_EQ(s.shared_kv_low_rank->out_groups, 2);
+  ASSERT_TRUE(check_tensor_parallel(s, 2).is_ok()) << check_tensor_parallel(s, 2).to_string();
+  const ModelSpec local = tensor_parallel_spec(s, {1, 2});
+  EXPECT_EQ(local.n_heads, 2);
+  EXPECT_EQ(local.n_kv_heads, 1);
+  EXPECT_EQ(local.shared_kv_low_rank->out_groups, 1);
+  EXPECT_EQ(local.shared_kv_low_rank->out_rank, s.shared_kv_low_rank->out_rank);
+  EXPECT_EQ(local.compressed_kv, s.compressed_kv);  // the indexer's heads are not split
+  EXPECT_EQ(local.head_dim, s.head_dim);
+  // 4 heads divide into 4 parts, their 2 output groups do not.
+  const Status four = check_tensor_parallel(s, 4);
+  EXPECT_EQ(four.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(four.message().find("2 output projection groups (o_groups) do not divide into 4 parts"),
+            std::string::npos)
+      << four.message();
+}
+
 ModelSpec moe_spec() {
   ModelSpec s = dense_spec();
   s.family = "qwen3_moe";
@@ -246,6 +271,20 @@ ModelSpec moe_spec() {
     l.dense_intermediate = 0;
   }
   return s;
+}
+
+// FP4 experts (DeepSeek-V4's release) split each expert's width on whole 32-column scale groups.
+TEST(TensorShard, Fp4ExpertsSplitOnWholeScaleGroups) {
+  ModelSpec s = moe_spec();
+  s.weights.format = WeightFormat::kFp8Block;
+  s.weights.fp4_expert_group = 32;
+  s.moe->expert_intermediate = 64;
+  EXPECT_TRUE(check_tensor_parallel(s, 2).is_ok()) << check_tensor_parallel(s, 2).to_string();
+  const Status four = check_tensor_parallel(s, 4);  // 16 columns a rank: half a group
+  EXPECT_EQ(four.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(four.message().find("FP4 experts of width 64 would split inside their 32-column scale groups"),
+            std::string::npos)
+      << four.message();
 }
 
 TEST(TensorShard, MoeLayersSplitEveryExpertsWidth) {

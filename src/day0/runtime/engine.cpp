@@ -160,11 +160,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
   // The weights' layout (TP / EP / PP) was checked against the model where they were bound
   // (bind_model_weights: the only place a layout is set); here only the groups are matched to it.
   const TensorShard shard = weights->shard;
-  if (spec.shared_kv_low_rank && !shard.whole()) {
-    return unsupported(
-        "engine: shared key = value attention (low-rank queries, compressed KV) under tensor parallelism: "
-        "not yet; run it in one process");
-  }
   if (!shard.whole()) {
     const dist::Communicator* tp = options.tensor_parallel;
     if (tp == nullptr || tp->size() != shard.size || tp->rank() != shard.rank) {

@@ -507,6 +507,51 @@ Result<Linear> WeightBinder::fp4_linear(const std::string& name, int64_t rows, i
   return l;
 }
 
+Result<Linear> WeightBinder::fp4_linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
+                                             ShardRange c) {
+  if (r.begin < 0 || r.end > rows || r.size() <= 0 || c.begin < 0 || c.end > cols || c.size() <= 0) {
+    return internal_error(fmt::format("FP4 weight {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it",
+                                      name, rows, cols, r.begin, r.end, c.begin, c.end));
+  }
+  D0_ASSIGN_OR_RETURN(Linear whole, fp4_linear(name, rows, cols));
+  const int64_t group = whole.w.group, groups = cols / group;
+  bytes_bound_ -= static_cast<uint64_t>(rows * (cols / 2 + groups));  // counted below: the part only
+  if (c.begin % group != 0 || c.size() % group != 0) {
+    return unsupported(fmt::format(
+        "FP4 weight {}: columns [{}, {}) of {} split a {}-column scale group; a split on whole groups is "
+        "supported",
+        name, c.begin, c.end, cols, group));
+  }
+  const auto* values = static_cast<const uint8_t*>(whole.w.data) + r.begin * (cols / 2);  // [rows, cols / 2]
+  const auto* scales = static_cast<const uint8_t*>(whole.w.scales) + r.begin * groups;    // [rows, groups]
+  Linear l = whole;
+  l.w.rows = r.size();
+  l.w.cols = c.size();
+  const int64_t part_groups = c.size() / group, g0 = c.begin / group;
+  bytes_bound_ += static_cast<uint64_t>(r.size() * (c.size() / 2 + part_groups));
+  if (c.size() == cols) {  // whole rows: a view
+    l.w.data = values;
+    l.w.scales = scales;
+    return l;
+  }
+  if (!out_.source->has_values()) return l;  // shape only: never read
+  // Whole groups: their nibble bytes and scale bytes, row by row.
+  const int64_t group_bytes = group / 2;
+  std::vector<uint8_t> part_values(static_cast<size_t>(r.size() * part_groups * group_bytes));  // [rows, c / 2]
+  std::vector<uint8_t> part_scales(static_cast<size_t>(r.size() * part_groups));  // [rows, part groups]
+  for (int64_t i = 0; i < r.size(); ++i) {
+    std::memcpy(&part_values[static_cast<size_t>(i * part_groups * group_bytes)],
+                values + i * (cols / 2) + g0 * group_bytes, static_cast<size_t>(part_groups * group_bytes));
+    std::memcpy(&part_scales[static_cast<size_t>(i * part_groups)], scales + i * groups + g0,
+                static_cast<size_t>(part_groups));
+  }
+  out_.byte_store.push_back(std::move(part_values));
+  l.w.data = out_.byte_store.back().data();
+  out_.byte_store.push_back(std::move(part_scales));
+  l.w.scales = out_.byte_store.back().data();
+  return l;
+}
+
 Result<WeightView> WeightBinder::mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                                        int64_t cols) {
   if (cols % 32 != 0)

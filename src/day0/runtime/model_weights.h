@@ -320,6 +320,10 @@ class WeightBinder {
   // An FP4 projection [rows, cols] (FP4 routed experts): `name` I8 [rows, cols / 2] nibbles and
   // its `weight_scale_inv` E8M0 [rows, cols / group], group 32 or 16 read off the scale grid.
   Result<Linear> fp4_linear(const std::string& name, int64_t rows, int64_t cols);
+  // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole scale groups; a
+  // split inside a group is refused.
+  Result<Linear> fp4_linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
+                                 ShardRange c);
   Result<WeightView> mxfp4(const std::string& prefix, int64_t e, int64_t n_experts, int64_t rows,
                            int64_t cols);
   // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole 32-column groups,

@@ -17,6 +17,12 @@
 //  - Each row attends to its window's raw rows then its entries in one softmax with the head's sink; the
 //    output's rotary dims are rotated back at the row's position; then the grouped output projection o_a
 //    (grouped_matmul) and o_b.
+//
+// Tensor parallelism splits by heads with their output groups (Context::spec is the rank's part): each rank
+// holds its heads' rows of q_b and sinks, its groups' rows of o_a and their columns of o_b, and sums its
+// o_b share over the TP group. The one key = value head, the compressors and the indexer belong to the
+// token, not to a head: they are replicated, so every rank caches the same window rows and compressed
+// entries and its indexer picks the same entries.
 #include <algorithm>
 #include <cmath>
 #include <optional>

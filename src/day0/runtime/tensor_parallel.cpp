@@ -61,6 +61,12 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     return invalid_argument(fmt::format("{}: {} {}attention heads do not divide into {} parts", what,
                                         s.n_heads, s.attention == AttentionKind::kMla ? "MLA " : "", tp));
   }
+  if (s.shared_kv_low_rank && s.shared_kv_low_rank->out_groups % tp != 0) {
+    // The grouped output projection reads whole groups of heads: each rank holds its groups' rows of o_a
+    // and their columns of o_b.
+    return invalid_argument(fmt::format("{}: {} output projection groups (o_groups) do not divide into {} parts",
+                                        what, s.shared_kv_low_rank->out_groups, tp));
+  }
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
         "{}: {} KV heads neither divide into {} parts nor into their multiple", what, s.n_kv_heads, tp));
@@ -94,6 +100,13 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
                                           what, m.shared_intermediate, tp));
     }
     // Experts stacked in one tensor split the same way, expert by expert.
+    // FP4 experts (one tensor an expert) split their down projection's input on whole scale groups.
+    const int64_t group = s.weights.fp4_expert_group;
+    if (group > 0 && (m.expert_intermediate / tp) % group != 0) {
+      return invalid_argument(
+          fmt::format("{}: FP4 experts of width {} would split inside their {}-column scale groups", what,
+                      m.expert_intermediate, group));
+    }
   }
   // A q/k RMSNorm over all heads sums each rank's squares over the group (split_rms_norm).
   // FP8 block weights split anywhere (a part's scale grid is re-blocked, WeightBinder::linear_part);
@@ -123,6 +136,9 @@ ModelSpec tensor_parallel_spec(const ModelSpec& spec, TensorShard shard) {
     if (l.n_heads > 0) l.n_heads /= shard.size;
     if (l.n_kv_heads > 0) l.n_kv_heads = l.n_kv_heads % shard.size == 0 ? l.n_kv_heads / shard.size : 1;
   }
+  // Shared key = value attention: the heads and their output groups split, the one K=V head, compressors
+  // and indexer are whole on every rank.
+  if (local.shared_kv_low_rank) local.shared_kv_low_rank->out_groups /= shard.size;
   if (local.linear_attention) {  // whole key heads, each with its value heads
     local.linear_attention->n_key_heads /= shard.size;
     local.linear_attention->n_value_heads /= shard.size;

@@ -370,20 +370,21 @@ class TableBinder {
       return internal_error("weight table: a linear weight that is not 2-D: " + t.name);
     const int64_t rows = t.shape[0], cols = t.shape[1];
     Linear l;
-    if (t.storage == WeightStorage::kFp4Packed) {  // stored [out, in / 2]: two values a byte
-      if (!out_.shard.whole()) {
-        return unsupported(
-            fmt::format("FP4 weight {}: split under tensor parallelism is not supported yet "
-                        "(expert parallelism keeps whole experts)",
-                        t.name));
-      }
-      D0_ASSIGN_OR_RETURN(l, b_.fp4_linear(t.name, rows, 2 * cols));
-      into.w = l.w;
-      return Status::ok();
-    }
     // [out, in]: row-parallel tensors (o, down and each expert's down) split input columns.
     const bool by_columns = t.shard.rule == ShardRule::kRow ||
                             (t.shard.rule == ShardRule::kExpert && t.slot == WeightSlot::kExpertDown);
+    if (t.storage == WeightStorage::kFp4Packed) {  // stored [out, in / 2]: two values a byte
+      const int64_t in = 2 * cols;
+      if (out_.shard.whole()) {
+        D0_ASSIGN_OR_RETURN(l, b_.fp4_linear(t.name, rows, in));
+      } else if (by_columns) {
+        D0_ASSIGN_OR_RETURN(l, b_.fp4_linear_part(t.name, rows, in, {0, rows}, part(t, in)));
+      } else {
+        D0_ASSIGN_OR_RETURN(l, b_.fp4_linear_part(t.name, rows, in, part(t, rows), {0, in}));
+      }
+      into.w = l.w;
+      return Status::ok();
+    }
     if (out_.shard.whole()) {
       D0_ASSIGN_OR_RETURN(l, b_.linear(t.name, rows, cols));
     } else if (by_columns) {
