@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "day0/model/attention_cost.h"
 #include "day0/model/catalog.h"
 #include "day0/model/model_memory.h"
 
@@ -86,7 +87,6 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
   // Pack-quantized projections are dequantized at load today: the compute stays BF16, while the
   // stored bytes (from the weight table) are the packed ones.
   m.layers.resize(static_cast<size_t>(spec.n_layers));
-  const auto heads = static_cast<double>(spec.n_heads);
   for (int64_t i = 0; i < spec.n_layers; ++i) {
     const LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
     LayerCost& l = m.layers[static_cast<size_t>(i)];
@@ -98,28 +98,15 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     set_kv_bytes_per_token(l, spec, !layer_has_kv(ls));
     set_compressed_kv_bytes_per_token(l, spec, ls);
     if (!layer_is_recurrent(ls)) l.state_bytes_per_sequence = 0.0;  // an FFN-only layer keeps nothing
-    if (ls.block_sparse && spec.block_indexer) {
-      const BlockIndexerSpec& ix = *spec.block_indexer;
-      l.attended_keys = ix.topk_blocks * ix.block_size;
-      l.index_flops_per_pair = 2.0 * static_cast<double>(ix.n_heads * ix.head_dim);
-      l.index_key_share = static_cast<double>(ix.head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
+    // Attention's cost per (query, key) pair: the figure the recorder measures on the engine's kernels.
+    const AttentionPairCost pair = attention_pair_cost(spec, ls);
+    l.attn_flops_per_pair_decode = pair.decode_flops;
+    l.attn_flops_per_pair_prefill = pair.prefill_flops;
+    l.attended_keys = pair.attended_keys;
+    l.index_flops_per_pair = pair.index_flops;
+    if (pair.attended_keys > 0) {  // the block indexer reads one index key a token, cached beside K and V
+      l.index_key_share = static_cast<double>(spec.block_indexer->head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
                           static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
-    }
-    if (!layer_has_kv(ls) && ls.kv_source < 0) {
-      // Gated DeltaNet, Mamba-2 or an FFN alone: no attention over cached tokens (a recurrent layer reads
-      // and writes its fixed state once a token).
-    } else if (m.mla) {
-      const auto latent = static_cast<double>(spec.mla->kv_lora_rank);
-      const auto rope = static_cast<double>(spec.mla->qk_rope_head_dim);
-      l.attn_flops_per_pair_decode = heads * (2 * (latent + rope) + 2 * latent);
-      l.attn_flops_per_pair_prefill =
-          heads * (2 * static_cast<double>(m.qk_head_dim) + 2 * static_cast<double>(m.v_head_dim));
-    } else {  // scores over head_dim, the weighted sum over the value width; the layer's own heads
-      const auto width = 2 * static_cast<double>(layer_head_dim(spec, ls)) +
-                         2 * static_cast<double>(layer_value_head_dim(spec, ls));
-      const auto layer_heads_d = static_cast<double>(layer_heads(spec, ls));
-      l.attn_flops_per_pair_decode = layer_heads_d * width;
-      l.attn_flops_per_pair_prefill = layer_heads_d * width;
     }
   }
   for (const TensorSpec& t : manifest.tensors) {

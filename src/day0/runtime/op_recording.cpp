@@ -11,22 +11,30 @@
 namespace day0 {
 namespace {
 
-Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend* compute,
-                      int64_t context_tokens, EngineOptions options = {}) {
-  if (context_tokens < 0) return invalid_argument("operator list: context_tokens must be >= 0");
+// One prefill step and one decode step of `spec` on `recorder`.
+Status run_steps(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, RecordingBackend& recorder,
+                 EngineOptions options) {
   if (spec.vocab_size < 2) return invalid_argument("operator list: the vocabulary needs two tokens");
-  RecordingBackend recorder(compute, context_tokens);
   D0_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                       Engine::create(spec, std::move(weights), recorder, options));
-  // Two prompt tokens: a multi-token prefill step (MLA takes its naive form there), then one decode
-  // step; greedy, as `run` defaults to.
-  const std::vector<int32_t> prompt = {0, 1};
+  // A multi-token prefill step (MLA takes its naive form there), then one decode step; greedy, as
+  // `run` defaults to.
+  std::vector<int32_t> prompt(static_cast<size_t>(kRecordedPromptTokens));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 2);
   recorder.set_phase(StepPhase::kPrefill);
   auto generated = generate(*engine, prompt, 2, SamplingParams{}, 0, [&](const GenerationStep&) {
     recorder.set_phase(StepPhase::kDecode);
     return true;
   });
   if (!generated.is_ok()) return generated.status().with_context("recording the operator list");
+  return Status::ok();
+}
+
+Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend* compute,
+                      int64_t context_tokens, EngineOptions options = {}) {
+  if (context_tokens < 0) return invalid_argument("operator list: context_tokens must be >= 0");
+  RecordingBackend recorder(compute, context_tokens);
+  D0_RETURN_IF_ERROR(run_steps(spec, std::move(weights), recorder, options));
   OpList list = recorder.op_list();
   list.bf16_activations = options.precision == ActivationPrecision::kBF16;
   return list;
@@ -68,21 +76,39 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed)
   }
 }
 
+// The dry run's binding: shape-only weights, packed projections presented as the loader keeps them.
+struct DryRun {
+  ModelSpec spec;
+  std::shared_ptr<ModelWeights> weights;
+  EngineOptions options;
+};
+
+Result<DryRun> prepare_dry_run(const ModelSpec& spec) {
+  D0_RETURN_IF_ERROR(check_engine_runs(spec));
+  DryRun dry{.spec = unpacked_spec(spec), .weights = nullptr, .options = {}};
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(dry.spec));
+  D0_ASSIGN_OR_RETURN(std::shared_ptr<const TensorSource> shapes, make_shape_only_source(manifest));
+  D0_ASSIGN_OR_RETURN(dry.weights, bind_model_weights(dry.spec, std::move(shapes)));
+  if (spec.weights.packed.bits != 0) {
+    present_int_projections(*dry.weights, spec.weights.packed);
+    dry.options.precision = ActivationPrecision::kBF16;
+  }
+  return dry;
+}
+
 }  // namespace
 
 Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens) {
-  D0_RETURN_IF_ERROR(check_engine_runs(spec));
-  const ModelSpec engine_spec = unpacked_spec(spec);
-  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(engine_spec));
-  D0_ASSIGN_OR_RETURN(std::shared_ptr<const TensorSource> shapes, make_shape_only_source(manifest));
-  D0_ASSIGN_OR_RETURN(std::shared_ptr<ModelWeights> weights,
-                      bind_model_weights(engine_spec, std::move(shapes)));
-  EngineOptions options;
-  if (spec.weights.packed.bits != 0) {
-    present_int_projections(*weights, spec.weights.packed);
-    options.precision = ActivationPrecision::kBF16;
-  }
-  return record(engine_spec, std::move(weights), nullptr, context_tokens, options);
+  D0_ASSIGN_OR_RETURN(DryRun dry, prepare_dry_run(spec));
+  return record(dry.spec, std::move(dry.weights), nullptr, context_tokens, dry.options);
+}
+
+Result<std::vector<RecordedCall>> record_calls(const ModelSpec& spec, int64_t context_tokens) {
+  if (context_tokens < 0) return invalid_argument("operator list: context_tokens must be >= 0");
+  D0_ASSIGN_OR_RETURN(DryRun dry, prepare_dry_run(spec));
+  RecordingBackend recorder(nullptr, context_tokens);
+  D0_RETURN_IF_ERROR(run_steps(dry.spec, std::move(dry.weights), recorder, dry.options));
+  return recorder.calls();
 }
 
 Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,

@@ -12,8 +12,10 @@
 // records what a real step calls).
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "day0/backends/backend.h"
+#include "day0/backends/recording_backend.h"
 #include "day0/core/status.h"
 #include "day0/model/model_spec.h"
 #include "day0/model/op_list.h"
@@ -22,10 +24,17 @@
 
 namespace day0 {
 
+// The prompt of the recorded prefill step: two tokens (0, 1), so that it is a multi-token step.
+inline constexpr int64_t kRecordedPromptTokens = 2;
+
 // Dry run from the spec alone. A pack-quantized / GPTQ / AWQ checkpoint is recorded as a BF16 run
 // binds it (load_options_for(kBF16)): its projections as INT8 / INT4 for the integer kernels, or
 // dequantized to the scale dtype where the layout cannot be kept; OpList::bf16_activations says so.
 Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens = kDefaultOpContext);
+
+// The dry run's calls one by one, both steps, before op_list() merges them: a figure taken apart by
+// step (the prefill step's calls keep their costs here, and the list keeps none).
+Result<std::vector<RecordedCall>> record_calls(const ModelSpec& spec, int64_t context_tokens);
 
 // Real run: `weights` bound for `spec`, kernels computed on `backend` by an engine with `options`.
 Result<OpList> record_op_list(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
