@@ -1,6 +1,7 @@
 // quantization_config forms of the 2026 DeepSeek releases (FP8 in 32x32 blocks with ue8m0 scales, FP4
 // routed experts), their round trip through config.json, the manifest they give, and the schemes and
-// values Day0 does not read: each refused with a message naming the key and what it found.
+// values Day0 does not read: each refused with a message naming the key and what it found. NVFP4 in
+// ModelOpt's and compressed-tensors' layouts: the modules each quantizes and the tensors it stores.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -103,9 +104,144 @@ TEST(QuantizationConfig, SchemesNotUnderstoodNameTheKeyAndTheScheme) {
   json bad_scale = v4_fp8({32, 32});
   bad_scale["scale_fmt"] = "e5m2";
   expect_refused(bad_scale, {"scale_fmt", "e5m2"});
-  expect_refused({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}, {"quant_method", "modelopt"});
-  expect_refused({{"quant_method", "compressed-tensors"}, {"format", "nvfp4-pack-quantized"}},
-                 {"format", "nvfp4-pack-quantized"});
+}
+
+json llama_config(const json& quantization) {
+  json c = to_hf_config(catalog_model("llama-3.1-8b").value());
+  c["quantization_config"] = quantization;
+  return c;
+}
+
+json modelopt_nvfp4() {
+  return {{"quant_method", "modelopt"},
+          {"quant_algo", "NVFP4"},
+          {"group_size", 16},
+          {"exclude_modules", {"lm_head", "model.layers.0.mlp*", "model.layers.1.self_attn"}},
+          {"kv_cache_quant_algo", nullptr},
+          {"producer", {{"name", "modelopt"}, {"version", "0.29.0"}}}};
+}
+
+json ct_nvfp4(bool activations) {
+  const json args = {{"num_bits", 4},    {"type", "float"},   {"strategy", "tensor_group"},
+                     {"group_size", 16}, {"symmetric", true}, {"dynamic", false}};
+  json inputs = args;
+  inputs["dynamic"] = "local";
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "nvfp4-pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"Linear"}},
+              {"weights", args},
+              {"input_activations", activations ? inputs : json(nullptr)},
+              {"format", "nvfp4-pack-quantized"}}}}},
+          {"ignore", {"lm_head"}}};
+}
+
+// The tensor of `manifest` named `name`, or null.
+const TensorSpec* find_tensor(const TensorManifest& manifest, const std::string& name) {
+  for (const TensorSpec& t : manifest.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// ModelOpt: quantized projections are U8 nibbles [out, in/2] holding out*in parameters, E4M3 scales
+// [out, in/16], 0-D F32 weight_scale_2 and input_scale; exclude_modules globs keep a whole MLP (a module
+// prefix) and a whole attention (a module name without a glob) unquantized; lm_head stays plain.
+TEST(QuantizationConfig, ModelOptNvfp4ParsesAndSelectsModules) {
+  auto spec = parse_model_config(llama_config(modelopt_nvfp4()), "config.json");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->weights.nvfp4.layout, Nvfp4Layout::kModelOpt);
+  EXPECT_TRUE(spec->weights.nvfp4.activation_scales);
+  auto again = parse_model_config(to_hf_config(*spec), "written");
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_TRUE(*again == *spec);
+  auto manifest = build_tensor_manifest(*spec);
+  ASSERT_TRUE(manifest.is_ok()) << manifest.status().to_string();
+  const int64_t h = spec->hidden_size, inter = spec->intermediate_size;
+  const TensorSpec* down = find_tensor(*manifest, "model.layers.2.mlp.down_proj.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->dtype, DType::kU8);
+  EXPECT_EQ(down->shape, (std::vector<int64_t>{h, inter / 2}));
+  EXPECT_EQ(down->params, h * inter);
+  EXPECT_EQ(down->bytes, static_cast<uint64_t>(h * inter / 2));
+  const TensorSpec* scale = find_tensor(*manifest, "model.layers.2.mlp.down_proj.weight_scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->dtype, DType::kF8E4M3);
+  EXPECT_EQ(scale->shape, (std::vector<int64_t>{h, inter / 16}));
+  EXPECT_EQ(scale->params, 0);
+  for (const char* scalar : {"weight_scale_2", "input_scale"}) {
+    const TensorSpec* t = find_tensor(*manifest, std::string("model.layers.2.mlp.down_proj.") + scalar);
+    ASSERT_NE(t, nullptr) << scalar;
+    EXPECT_EQ(t->dtype, DType::kF32);
+    EXPECT_TRUE(t->shape.empty());
+    EXPECT_EQ(t->bytes, 4u);
+    EXPECT_EQ(t->params, 0);
+  }
+  for (const char* plain :
+       {"model.layers.0.mlp.down_proj.weight", "model.layers.1.self_attn.q_proj.weight", "lm_head.weight"}) {
+    const TensorSpec* t = find_tensor(*manifest, plain);
+    ASSERT_NE(t, nullptr) << plain;
+    EXPECT_EQ(t->dtype, spec->activation_dtype) << plain;
+  }
+  EXPECT_EQ(find_tensor(*manifest, "model.layers.0.mlp.down_proj.weight_scale"), nullptr);
+  EXPECT_NE(find_tensor(*manifest, "model.layers.0.self_attn.q_proj.weight_scale"), nullptr);
+  // "model.layers.1.self_attn" names a module, not a prefix of "model.layers.10".
+  EXPECT_NE(find_tensor(*manifest, "model.layers.10.self_attn.q_proj.weight_scale"), nullptr);
+}
+
+// compressed-tensors: weight_packed / weight_scale / weight_global_scale [1], input_global_scale only where
+// the config quantizes activations (the nvfp4 preset; NVFP4A16 has none).
+TEST(QuantizationConfig, CompressedTensorsNvfp4ParsesAndRoundTrips) {
+  for (bool activations : {true, false}) {
+    auto spec = parse_model_config(llama_config(ct_nvfp4(activations)), "config.json");
+    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+    EXPECT_EQ(spec->weights.nvfp4.layout, Nvfp4Layout::kCompressedTensors);
+    EXPECT_EQ(spec->weights.nvfp4.activation_scales, activations);
+    auto again = parse_model_config(to_hf_config(*spec), "written");
+    ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+    EXPECT_TRUE(*again == *spec);
+    auto manifest = build_tensor_manifest(*spec);
+    ASSERT_TRUE(manifest.is_ok());
+    const std::string stem = "model.layers.0.self_attn.o_proj";
+    const TensorSpec* packed = find_tensor(*manifest, stem + ".weight_packed");
+    ASSERT_NE(packed, nullptr);
+    EXPECT_EQ(packed->dtype, DType::kU8);
+    EXPECT_EQ(packed->params, spec->hidden_size * spec->n_heads * spec->head_dim);
+    const TensorSpec* global = find_tensor(*manifest, stem + ".weight_global_scale");
+    ASSERT_NE(global, nullptr);
+    EXPECT_EQ(global->shape, (std::vector<int64_t>{1}));
+    EXPECT_EQ(find_tensor(*manifest, stem + ".input_global_scale") != nullptr, activations);
+    EXPECT_EQ(find_tensor(*manifest, stem + ".weight"), nullptr);
+  }
+}
+
+TEST(QuantizationConfig, Nvfp4SchemesNotUnderstoodNameTheKeyExpectedAndFound) {
+  const auto refused = [](const json& q, const std::vector<std::string>& named) {
+    auto spec = parse_model_config(llama_config(q), "config.json");
+    ASSERT_FALSE(spec.is_ok()) << q.dump();
+    for (const auto& word : named)
+      EXPECT_NE(spec.status().message().find(word), std::string::npos)
+          << "'" << word << "' not in: " << spec.status().message();
+  };
+  json algo = modelopt_nvfp4();
+  algo["quant_algo"] = "W4A8_AWQ";
+  refused(algo, {"config.json", "quant_algo", "NVFP4", "W4A8_AWQ"});
+  json group = modelopt_nvfp4();
+  group["group_size"] = 32;
+  refused(group, {"group_size", "16", "32"});
+  json kv = modelopt_nvfp4();
+  kv["kv_cache_quant_algo"] = "FP8";
+  refused(kv, {"kv_cache_quant_algo", "FP8"});
+  json type = ct_nvfp4(false);
+  type["config_groups"]["group_0"]["weights"]["type"] = "int";
+  refused(type, {"config_groups.group_0.weights.type", "\"float\"", "\"int\""});
+  json bits = ct_nvfp4(true);
+  bits["config_groups"]["group_0"]["input_activations"]["num_bits"] = 8;
+  refused(bits, {"input_activations.num_bits", "4", "8"});
+  json ct_group = ct_nvfp4(false);
+  ct_group["config_groups"]["group_0"]["weights"]["group_size"] = 32;
+  refused(ct_group, {"weights.group_size", "16", "32"});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "day0/model/nvfp4_config.h"
 #include "day0/model/packed_int_config.h"
 
 namespace day0 {
@@ -257,12 +258,18 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
     spec.weights.block_cols = 32;
     return Status::ok();
   }
-  if (method == "compressed-tensors") return parse_compressed_tensors(*quant, spec);
+  if (method == "modelopt") return parse_modelopt_quantization(*quant, spec);
+  if (method == "compressed-tensors") {
+    D0_ASSIGN_OR_RETURN(std::string format, quant->optional_string("format", ""));
+    if (format == "nvfp4-pack-quantized") return parse_compressed_tensors_nvfp4(*quant, spec);
+    return parse_compressed_tensors(*quant, spec);
+  }
   if (method == "gptq") return parse_gptq(*quant, spec);
   if (method == "awq") return parse_awq(*quant, spec);
   return unsupported(
       fmt::format("{}: quantization_config.quant_method: \"{}\" is not supported (supported: "
-                  "fp8 with weight_block_size, mxfp4, compressed-tensors pack-quantized, gptq, awq)",
+                  "fp8 with weight_block_size, mxfp4, modelopt NVFP4, compressed-tensors pack-quantized or "
+                  "nvfp4-pack-quantized, gptq, awq)",
                   cfg.source(), method));
 }
 
@@ -505,6 +512,8 @@ void write_core(const ModelSpec& spec, nlohmann::json& out) {
          {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
   } else if (spec.weights.packed.bits != 0) {
     out["quantization_config"] = packed_int_quantization_config(spec.weights.packed);
+  } else if (spec.weights.nvfp4.layout != Nvfp4Layout::kNone) {
+    out["quantization_config"] = nvfp4_quantization_config(spec.weights.nvfp4);
   }
 }
 

@@ -328,6 +328,27 @@ Result<ModelSpec> load_model_config(const std::filesystem::path& path, ConfigAud
     return invalid_argument(fmt::format("{}: is a directory, expected a config.json file", path.string()));
   }
   D0_ASSIGN_OR_RETURN(std::string text, read_bounded_file(path, kConfigJsonLimits.max_bytes));
+  // ModelOpt exports may keep their scheme beside config.json only, in hf_quant_config.json's
+  // "quantization" object: read as config.json's quantization_config with quant_method "modelopt".
+  const std::filesystem::path hf_quant = path.parent_path() / "hf_quant_config.json";
+  if (std::filesystem::exists(hf_quant, ec)) {
+    D0_ASSIGN_OR_RETURN(nlohmann::json config, parse_json_text(text, path.string(), kConfigJsonLimits));
+    if (config.is_object() && !config.contains("quantization_config")) {
+      D0_ASSIGN_OR_RETURN(std::string hf_text, read_bounded_file(hf_quant, kConfigJsonLimits.max_bytes));
+      D0_ASSIGN_OR_RETURN(nlohmann::json hf, parse_json_text(hf_text, hf_quant.string(), kConfigJsonLimits));
+      if (!hf.is_object() || !hf.contains("quantization") || !hf["quantization"].is_object()) {
+        return invalid_argument(fmt::format(
+            "{}: quantization: expected an object (ModelOpt's scheme), found {}", hf_quant.string(),
+            hf.is_object() && hf.contains("quantization") ? describe_json(hf["quantization"])
+                                                          : std::string("none")));
+      }
+      nlohmann::json quant = hf["quantization"];
+      quant["quant_method"] = "modelopt";
+      if (hf.contains("producer")) quant["producer"] = hf["producer"];
+      config["quantization_config"] = std::move(quant);
+      return parse_model_config(config, path.string() + " (with hf_quant_config.json)", audit, strict);
+    }
+  }
   return parse_model_config_text(text, path.string(), audit, strict);
 }
 

@@ -309,9 +309,36 @@ struct PackedIntSpec {
   bool operator==(const PackedIntSpec&) const = default;
 };
 
+// Where an NVFP4 checkpoint keeps each projection's tensors (both: E2M1 nibbles two a byte, low nibble the
+// even column, FP8 E4M3 scales per 16 input columns, one float32 global scale per tensor; io/dequant.h):
+enum class Nvfp4Layout {
+  kNone,
+  // NVIDIA ModelOpt (quant_method "modelopt", quant_algo "NVFP4"): `weight` U8 [out, in/2], `weight_scale`
+  // F8_E4M3 [out, in/16], `weight_scale_2` F32 [] (the multiplier), `input_scale` F32 [] (activations).
+  kModelOpt,
+  // compressed-tensors format "nvfp4-pack-quantized": `weight_packed` U8 [out, in/2], `weight_scale`
+  // F8_E4M3 [out, in/16], `weight_global_scale` F32 [1] (a divisor), `input_global_scale` F32 [1] where
+  // the config quantizes activations.
+  kCompressedTensors,
+};
+
+// NVFP4 weights: the projections `targets` select minus `ignore` (packs_module's rules: "Linear" or
+// "re:<regex>" from the start of the module name; ignore entries exact or "re:", ModelOpt's globs as
+// written, see nvfp4_config.h). The other weights keep QuantSpec::format (the activation dtype).
+struct Nvfp4Spec {
+  Nvfp4Layout layout = Nvfp4Layout::kNone;
+  std::vector<std::string> targets;
+  std::vector<std::string> ignore;
+  // The checkpoint stores a per-tensor activation scale (ModelOpt input_scale, compressed-tensors
+  // input_global_scale): bound and checked finite, never applied, as activations stay float here.
+  bool activation_scales = false;
+  bool operator==(const Nvfp4Spec&) const = default;
+};
+
 struct QuantSpec {
   WeightFormat format = WeightFormat::kBF16;
   PackedIntSpec packed;
+  Nvfp4Spec nvfp4;
   int64_t block_rows = 128;  // FP8 block scales
   int64_t block_cols = 128;
   bool ue8m0_scales = false;  // scale_fmt "ue8m0"

@@ -189,6 +189,14 @@ std::string describe_weights(const ModelSpec& s) {
         packed_int_label(s.weights.packed), dtype_name(s.activation_dtype),
         s.weights.packed.symmetric ? "" : ", int32-packed zero points", dtype_name(s.activation_dtype));
   }
+  if (s.weights.nvfp4.layout != Nvfp4Layout::kNone) {
+    const bool modelopt = s.weights.nvfp4.layout == Nvfp4Layout::kModelOpt;
+    return fmt::format(
+        "NVFP4 projections ({}: E2M1 two a byte, F8_E4M3 scales per 16, F32 global scale{}), the rest {}",
+        modelopt ? "ModelOpt" : "compressed-tensors nvfp4-pack-quantized",
+        s.weights.nvfp4.activation_scales ? "; activation scales read, not applied" : "",
+        dtype_name(s.activation_dtype));
+  }
   switch (s.weights.format) {
     case WeightFormat::kFp8Block:
       return fmt::format(

@@ -6,6 +6,7 @@
 
 #include "day0/core/checked_math.h"
 #include "day0/model/model_spec.h"
+#include "day0/model/nvfp4_config.h"
 #include "day0/model/packed_int_config.h"
 #include "day0/model/tensor_manifest.h"
 
@@ -192,10 +193,15 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
     case WeightStorage::kProjection:
     case WeightStorage::kPackedInt:
     case WeightStorage::kFp4Packed:
+    case WeightStorage::kNvfp4Scale:
       break;
   }
   if (role == TensorRole::kRoutedExpert && spec_.weights.fp4_expert_group > 0 && shape.size() == 2) {
     push_fp4(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
+    return;
+  }
+  if (shape.size() == 2 && nvfp4_module(spec_.weights.nvfp4, strip_weight_suffix(name))) {
+    push_nvfp4(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
     return;
   }
   if (shape.size() == 2 && packs_module(spec_.weights.packed, strip_weight_suffix(name), true)) {
@@ -242,6 +248,38 @@ void WeightTableBuilder::push_fp4(std::string name, std::string pattern, std::ve
   if (failed_) return;
   out_.tensors.back().also_accepted = {DType::kU8};
   out_.tensors.back().scaled_role = role;
+}
+
+// NVFP4 projections (model_spec.h, Nvfp4Layout): the nibbles hold the parameters; the E4M3 group scales,
+// the global scale and the activation scale hold none.
+void WeightTableBuilder::push_nvfp4(std::string name, std::string pattern, std::vector<int64_t> shape,
+                                    TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
+  const int64_t rows = shape[0], cols = shape[1];
+  if (cols % 32 != 0) {
+    failed_ = true;
+    error_ = fmt::format("tensor {}: NVFP4 weights need a multiple of 32 columns, found {}", name, cols);
+    return;
+  }
+  const Nvfp4Layout layout = spec_.weights.nvfp4.layout;
+  const Nvfp4TensorNames names = nvfp4_tensor_names(layout, strip_weight_suffix(name));
+  const Nvfp4TensorNames patterns = nvfp4_tensor_names(layout, strip_weight_suffix(pattern));
+  // ModelOpt writes its scalars 0-D; compressed-tensors as [1].
+  const std::vector<int64_t> scalar =
+      layout == Nvfp4Layout::kModelOpt ? std::vector<int64_t>{} : std::vector<int64_t>{1};
+  push(names.values, patterns.values, {rows, cols / 2}, DType::kU8, WeightStorage::kFp4Packed, role, shard,
+       slot, expert);
+  if (failed_) return;
+  out_.tensors.back().also_accepted = {DType::kI8};
+  const auto add_scale = [&](const std::string& n, const std::string& p, std::vector<int64_t> s,
+                             DType dtype) {
+    push(n, p, std::move(s), dtype, WeightStorage::kNvfp4Scale, TensorRole::kQuantScale, shard,
+         WeightSlot::kNone, expert);
+    if (!failed_) out_.tensors.back().scaled_role = role;
+  };
+  add_scale(names.scales, patterns.scales, {rows, cols / 16}, DType::kF8E4M3);
+  add_scale(names.global_scale, patterns.global_scale, scalar, DType::kF32);
+  if (spec_.weights.nvfp4.activation_scales)
+    add_scale(names.input_scale, patterns.input_scale, scalar, DType::kF32);
 }
 
 // Integer-packed projections: compressed-tensors turns the weight into `weight_packed` (holding the

@@ -43,6 +43,8 @@ enum class WeightStorage {
   kI64,          // an integer table (a hash router's token -> experts map): int64, no parameters
   kPackedInt,    // compressed-tensors pack-quantized: a projection's `weight_packed` I32 and its
                  // `weight_scale` / `weight_zero_point` / `weight_shape` (spec.weights.packed)
+  kNvfp4Scale,   // an NVFP4 projection's F8_E4M3 group scales, F32 global or activation scale
+                 // (spec.weights.nvfp4; its nibbles are kFp4Packed U8)
 };
 
 // How tensor / expert parallelism splits a tensor over ranks.
@@ -266,6 +268,8 @@ class WeightTableBuilder {
             WeightStorage storage, TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_fp4(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
                 ShardSpec shard, WeightSlot slot, int64_t expert);
+  void push_nvfp4(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
+                  ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_packed(std::string name, std::string pattern, std::vector<int64_t> shape, TensorRole role,
                    ShardSpec shard, WeightSlot slot, int64_t expert);
   void push_weight(std::string name, std::string pattern, std::vector<int64_t> shape, WeightStorage storage,

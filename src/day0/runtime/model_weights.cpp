@@ -8,6 +8,7 @@
 
 #include "day0/core/numeric.h"
 #include "day0/io/dequant.h"
+#include "day0/model/nvfp4_config.h"
 #include "day0/runtime/int_weight.h"
 
 namespace day0 {
@@ -478,7 +479,67 @@ Result<WeightView> WeightBinder::stacked_transposed_part(const std::string& name
   return w;
 }
 
+// An NVFP4 projection (model_spec.h, Nvfp4Layout): the nibbles and E4M3 scales bound as stored, the global
+// scale read as the multiplier the kernels apply (io/dequant.h, nvfp4_global_multiplier). The activation
+// scale is read and checked finite but not applied: activations stay float32 here, so there is nothing
+// to quantize them with it.
+Result<Linear> WeightBinder::nvfp4_linear(const std::string& name, int64_t rows, int64_t cols) {
+  const Nvfp4Layout layout = spec_.weights.nvfp4.layout;
+  std::string stem = name;
+  for (const char* tail : {".weight_packed", ".weight"}) {
+    if (stem.ends_with(tail)) {
+      stem.resize(stem.size() - std::string_view(tail).size());
+      break;
+    }
+  }
+  const Nvfp4TensorNames names = nvfp4_tensor_names(layout, stem);
+  D0_ASSIGN_OR_RETURN(RawTensor t, expect(names.values, {rows, cols / 2}));
+  D0_ASSIGN_OR_RETURN(RawTensor s, expect(names.scales, {rows, cols / 16}));
+  if ((t.dtype != DType::kU8 && t.dtype != DType::kI8) || s.dtype != DType::kF8E4M3 || cols % 32 != 0) {
+    return invalid_argument(fmt::format(
+        "{}: NVFP4 weight {}: expected U8 [{}, {}] and F8_E4M3 scales {} [{}, {}] over a multiple of 32 "
+        "columns, found {} and {}, {} columns",
+        out_.source->origin(), names.values, rows, cols / 2, names.scales, rows, cols / 16,
+        dtype_name(t.dtype), dtype_name(s.dtype), cols));
+  }
+  const auto scalar = [&](const std::string& scalar_name) -> Result<float> {
+    D0_ASSIGN_OR_RETURN(RawTensor g, out_.source->get(scalar_name));
+    if (g.dtype != DType::kF32 || g.numel() != 1) {
+      return invalid_argument(fmt::format("{}: tensor {}: expected one F32 value, found {} {}",
+                                          out_.source->origin(), scalar_name, dtype_name(g.dtype),
+                                          shape_text(g.shape)));
+    }
+    bytes_bound_ += g.data.size();
+    if (!out_.source->has_values()) return 1.0f;  // shape only: never read
+    D0_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(g, 0, 1));
+    if (!std::isfinite(v[0])) {
+      return invalid_argument(fmt::format("{}: tensor {}: the scale is {}, not a finite number",
+                                          out_.source->origin(), scalar_name, v[0]));
+    }
+    return v[0];
+  };
+  D0_ASSIGN_OR_RETURN(const float stored, scalar(names.global_scale));
+  if (spec_.weights.nvfp4.activation_scales) {
+    D0_ASSIGN_OR_RETURN([[maybe_unused]] const float activation_scale, scalar(names.input_scale));
+  }
+  Linear l;
+  l.w.format = WeightFormat::kMxfp4;
+  l.w.fp4_scale_code = Fp4ScaleCode::kE4M3;
+  l.w.fp4_global_scale = nvfp4_global_multiplier(stored, layout == Nvfp4Layout::kCompressedTensors
+                                                             ? Nvfp4GlobalScale::kDivisor
+                                                             : Nvfp4GlobalScale::kMultiplier);
+  l.w.rows = rows;
+  l.w.cols = cols;
+  l.w.group = 16;
+  l.w.data = t.data.data();
+  l.w.scales = s.data.data();
+  l.w.name = keep_name(names.values);
+  bytes_bound_ += t.data.size() + s.data.size();
+  return l;
+}
+
 Result<Linear> WeightBinder::fp4_linear(const std::string& name, int64_t rows, int64_t cols) {
+  if (spec_.weights.nvfp4.layout != Nvfp4Layout::kNone) return nvfp4_linear(name, rows, cols);
   if (cols % 32 != 0)
     return invalid_argument(fmt::format("FP4 weight {}: {} columns is not a multiple of 32", name, cols));
   D0_ASSIGN_OR_RETURN(RawTensor t, expect(name, {rows, cols / 2}));

@@ -319,7 +319,10 @@ class WeightBinder {
   // cols/32].
   // An FP4 projection [rows, cols] (FP4 routed experts): `name` I8 [rows, cols / 2] nibbles and
   // its `weight_scale_inv` E8M0 [rows, cols / group], group 32 or 16 read off the scale grid.
+  // Where the spec has NVFP4 projections (spec.weights.nvfp4): nvfp4_linear's tensors instead.
   Result<Linear> fp4_linear(const std::string& name, int64_t rows, int64_t cols);
+  // An NVFP4 projection [rows, cols] whose values tensor is `name` (Nvfp4Layout names the others).
+  Result<Linear> nvfp4_linear(const std::string& name, int64_t rows, int64_t cols);
   // Rows `r` and columns `c` of it (expert-TP): a view of whole rows, a copy of whole scale groups; a
   // split inside a group is refused.
   Result<Linear> fp4_linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
