@@ -156,40 +156,98 @@ TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
   EXPECT_NE(picks.routed[1], want);
 }
 
-// DeepSeek-V4's golden (every layer kind, hash layers, 4 streams), bound directly: load_model still refuses
-// the family while unimplemented_mechanisms() names its attention. F32 logits of the prompts and each layer's
-// streams against transformers 5.25. The greedy continuations are not compared here: prompt 1's step 3 (a
-// 16-token prefill too) misses by 2.2 while steps 0-2 and 4-5 match to 3e-5, because at that query layer 3's
-// indexer scores its 4 entries 0, 0.138, -0.162, 0 (transformers' DeepseekV4IndexerScorer) and keeps 2: a tie
-// at 0 for the second pick (docs/ops.md, "Ties"), which align must report as ambiguous, not fail or pass.
-TEST(DeepseekV4Golden, F32LogitsAndEveryLayersStreamsMatchTransformers) {
+// DeepSeek-V4's golden and an F32 engine over it, bound directly: load_model still refuses the family
+// while unimplemented_mechanisms() names its attention.
+struct V4Golden {
+  ReferenceDump reference;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Engine> engine;
+};
+
+V4Golden open_v4_golden() {
+  V4Golden g;
   auto resolved = resolve_model(golden_dir("deepseek-v4"));
-  ASSERT_TRUE(resolved.is_ok()) << resolved.status().to_string();
-  ASSERT_FALSE(check_engine_runs(resolved->spec).is_ok()) << "the family runs: use Golden.* instead";
+  EXPECT_TRUE(resolved.is_ok()) << resolved.status().to_string();
+  if (!resolved.is_ok()) return g;
   auto source = open_checkpoint_source(resolved->folder.string(), {});
-  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  EXPECT_TRUE(source.is_ok()) << source.status().to_string();
   auto weights = bind_model_weights(resolved->spec, std::shared_ptr<const TensorSource>(std::move(*source)));
-  ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
+  EXPECT_TRUE(weights.is_ok()) << weights.status().to_string();
   auto reference = read_reference_dump(golden_dir("deepseek-v4") + "/reference.safetensors");
-  ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+  EXPECT_TRUE(reference.is_ok()) << reference.status().to_string();
   auto backend = open_backend("cpu", BackendOptions{.n_threads = 2});
-  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  EXPECT_TRUE(backend.is_ok()) << backend.status().to_string();
+  if (!weights.is_ok() || !reference.is_ok() || !backend.is_ok()) return g;
+  g.reference = std::move(*reference);
+  g.backend = std::move(*backend);
   EngineOptions exact;
   exact.kv_dtype = KvDtype::kF32;
-  auto engine = Engine::create(resolved->spec, *weights, **backend, exact);
-  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
-  ReferenceDump prompts_only = *reference;  // the prompts' logits and hidden states, no continuation
-  for (ReferencePrompt& p : prompts_only.prompts) {
-    p.greedy_ids.clear();
-    p.greedy_logits = FloatMatrix();
-  }
-  auto mine = run_reference_prompts(**engine, prompts_only, "test");
+  auto engine = Engine::create(resolved->spec, *weights, *g.backend, exact);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
+  if (engine.is_ok()) g.engine = std::move(*engine);
+  return g;
+}
+
+// DeepSeek-V4's golden (every layer kind, hash layers, 4 streams): F32 logits and each layer's streams
+// against transformers 5.25 within 1e-5 of the range; and it holds one tied selection: on prompt 1's
+// greedy step 3 layer 3's indexer scores its 4 entries 0, 0.138, -0.162, 0 and keeps 2, so the second
+// pick is a tie at 0 (docs/ops.md, "Ties") that transformers' topk breaks the other way. align compares
+// up to it, says so, and passes on what it compared; the same comparison without the engine's tie flags
+// diverges right there, which is what the flags are for.
+TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
+  V4Golden run = open_v4_golden();
+  ASSERT_NE(run.engine, nullptr);
+  auto mine = run_reference_prompts(*run.engine, run.reference, "test");
   ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
-  const AlignReport r = compare_dumps(prompts_only, *mine, default_thresholds(ActivationPrecision::kF32));
+  const AlignThresholds th = default_thresholds(ActivationPrecision::kF32);
+  const AlignReport r = compare_dumps(run.reference, *mine, th);
   EXPECT_TRUE(r.pass()) << align_report_text(r);
   EXPECT_LE(r.logits.max_abs_err, 1e-5 * r.logits.logit_range) << align_report_text(r);
   EXPECT_DOUBLE_EQ(r.logits.same_top1, 1.0);
   EXPECT_EQ(r.layers.rows.size(), 5u) << align_report_text(r);  // 4 layers' streams, the final norm
+  ASSERT_EQ(r.tie_cuts.size(), 1u) << align_report_text(r);
+  const SelectionTieCut& cut = r.tie_cuts.front();
+  EXPECT_EQ(cut.prompt, 1);
+  EXPECT_EQ(cut.rows, cut.of_rows);  // the prompt's own rows are all compared
+  EXPECT_EQ(cut.steps, 3);
+  EXPECT_GT(cut.of_steps, 3);
+  for (const GreedyCheck& g : r.greedy) EXPECT_EQ(g.first_divergence, -1) << align_report_text(r);
+  EXPECT_NE(align_report_text(r).find("greedy step 3 ties: compared 3 of"), std::string::npos);
+  EXPECT_EQ(align_report_json(r)["selection_tie_cuts"][0]["greedy_steps_compared"], 3);
+
+  ReferenceDump unflagged = *mine;
+  for (ReferencePrompt& p : unflagged.prompts) {
+    p.selection_ties.clear();
+    p.greedy_selection_ties.clear();
+  }
+  const AlignReport blind = compare_dumps(run.reference, unflagged, th);
+  EXPECT_TRUE(blind.tie_cuts.empty());
+  ASSERT_GT(blind.greedy.size(), 1u);
+  EXPECT_EQ(blind.greedy[1].first_divergence, 3) << align_report_text(blind);
+}
+
+// A dump's tie flags survive the file (day0 run --dump, then day0 align on it) and bad ones are refused.
+TEST(DeepseekV4Golden, TieFlagsRoundTripThroughTheDumpFile) {
+  V4Golden run = open_v4_golden();
+  ASSERT_NE(run.engine, nullptr);
+  auto mine = run_reference_prompts(*run.engine, run.reference, "test");
+  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const std::string path = ::testing::TempDir() + "/v4_ties.safetensors";
+  ASSERT_TRUE(write_reference_dump(*mine, path).is_ok());
+  auto back = read_reference_dump(path);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  ASSERT_EQ(back->prompts.size(), mine->prompts.size());
+  for (size_t i = 0; i < mine->prompts.size(); ++i) {
+    EXPECT_EQ(back->prompts[i].selection_ties, mine->prompts[i].selection_ties);
+    EXPECT_EQ(back->prompts[i].greedy_selection_ties, mine->prompts[i].greedy_selection_ties);
+  }
+  EXPECT_EQ(mine->prompts[1].greedy_selection_ties.at(3), 1);
+  ReferenceDump bad = *mine;
+  bad.prompts[0].selection_ties.push_back(0);  // one flag too many
+  EXPECT_FALSE(validate_reference_dump(bad).is_ok());
+  bad = *mine;
+  bad.prompts[0].selection_ties[0] = 2;
+  EXPECT_FALSE(validate_reference_dump(bad).is_ok());
 }
 
 }  // namespace

@@ -33,6 +33,20 @@ FloatMatrix copy_rows(const FloatMatrix& m, int64_t r0, int64_t n) {
   return out;
 }
 
+// The first flagged index of `flags`, or n when none is (or none were recorded).
+int64_t first_tie(const std::vector<int64_t>& flags, int64_t n) {
+  for (size_t i = 0; i < flags.size() && static_cast<int64_t>(i) < n; ++i) {
+    if (flags[i] != 0) return static_cast<int64_t>(i);
+  }
+  return n;
+}
+
+// The first `n` tokens and logits rows of a greedy continuation.
+std::pair<std::vector<int64_t>, FloatMatrix> greedy_prefix(const ReferencePrompt& p, int64_t n) {
+  return {std::vector<int64_t>(p.greedy_ids.begin(), p.greedy_ids.begin() + n),
+          copy_rows(p.greedy_logits, 0, n)};
+}
+
 }  // namespace
 
 Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps,
@@ -44,9 +58,15 @@ Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids,
   ForwardCapture capture;
   capture.want_hidden = hidden;
   capture.want_final_norm = hidden;
+  // Ties are recorded where every layer runs here (a pipeline stage sees only its own).
+  const ShardRange held = engine.held_layers();
+  capture.want_selection_ties = held.begin == 0 && held.end == engine.spec().n_layers;
   const SequenceStep step{&cache, tokens};
   D0_ASSIGN_OR_RETURN(const ConstMatrix logits, engine.forward(std::span(&step, 1), false, &capture));
   p.logits = copy_matrix(logits);
+  // Empty when no layer selected keys with an indexer: then nothing is recorded.
+  const bool ties = !capture.selection_ties.empty();
+  p.selection_ties.assign(capture.selection_ties.begin(), capture.selection_ties.end());
   if (hidden) {
     for (size_t l = 0; l < capture.hidden.size(); ++l)
       p.hidden[static_cast<int64_t>(l)] = std::move(capture.hidden[l]);
@@ -55,14 +75,19 @@ Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids,
   if (greedy_steps <= 0) return p;
   p.greedy_logits = FloatMatrix(greedy_steps, p.logits.cols);
   FloatMatrix last = copy_rows(p.logits, p.logits.rows - 1, 1);
+  int64_t last_tie = ties ? p.selection_ties.back() : 0;  // of the row that gave `last`
   for (int64_t s = 0; s < greedy_steps; ++s) {
     std::copy(last.data.begin(), last.data.end(), p.greedy_logits.row(s).begin());
+    if (ties) p.greedy_selection_ties.push_back(last_tie);
     const int32_t next = static_cast<int32_t>(top_n_indices(last.row(0), 1).front());
     p.greedy_ids.push_back(next);
     if (s + 1 == greedy_steps) break;
     const SequenceStep decode{&cache, std::span<const int32_t>(&next, 1)};
-    D0_ASSIGN_OR_RETURN(const ConstMatrix row, engine.forward(std::span(&decode, 1), true));
+    ForwardCapture step_ties;
+    step_ties.want_selection_ties = ties;
+    D0_ASSIGN_OR_RETURN(const ConstMatrix row, engine.forward(std::span(&decode, 1), true, &step_ties));
     last = copy_matrix(row);
+    last_tie = step_ties.selection_ties.empty() ? 0 : step_ties.selection_ties.front();
   }
   return p;
 }
@@ -91,20 +116,40 @@ AlignReport compare_dumps(const ReferenceDump& ref, const ReferenceDump& engine,
   r.reference = fmt::format("{} ({}, {})", ref.producer(), ref.version(), ref.dtype());
   LogitAccumulator logits;
   LayerAccumulator layers(th.layers);
+  int64_t compared_rows = 0;
   for (size_t i = 0; i < ref.prompts.size(); ++i) {
     const ReferencePrompt& a = ref.prompts[i];
     const ReferencePrompt& b = engine.prompts[i];
-    logits.add_prompt(a.logits, b.logits, a.input_ids);
-    for (const auto& [l, m] : a.hidden) {
-      auto it = b.hidden.find(l);
-      if (it != b.hidden.end()) layers.add(fmt::format("layer {}", l), l, m, it->second);
+    // Either side's first tied selection ends what can be compared (SelectionTieCut).
+    const auto t = static_cast<int64_t>(a.input_ids.size());
+    const int64_t rows = std::min(first_tie(a.selection_ties, t), first_tie(b.selection_ties, t));
+    const auto n = static_cast<int64_t>(std::min(a.greedy_ids.size(), b.greedy_ids.size()));
+    const int64_t steps =
+        rows < t ? 0 : std::min(first_tie(a.greedy_selection_ties, n), first_tie(b.greedy_selection_ties, n));
+    if (rows < t || steps < n) {
+      r.tie_cuts.push_back(
+          {.prompt = static_cast<int64_t>(i), .rows = rows, .of_rows = t, .steps = steps, .of_steps = n});
     }
-    if (a.final_norm && b.final_norm) {
-      layers.add("final_norm", static_cast<int64_t>(b.hidden.size()), *a.final_norm, *b.final_norm);
+    compared_rows += rows;
+    auto part = [&](const FloatMatrix& m) { return rows == t ? m : copy_rows(m, 0, rows); };
+    if (rows > 0) {
+      logits.add_prompt(part(a.logits), part(b.logits),
+                        std::span(a.input_ids).first(static_cast<size_t>(rows)));
+      for (const auto& [l, m] : a.hidden) {
+        auto it = b.hidden.find(l);
+        if (it != b.hidden.end()) layers.add(fmt::format("layer {}", l), l, part(m), part(it->second));
+      }
+      if (a.final_norm && b.final_norm) {
+        layers.add("final_norm", static_cast<int64_t>(b.hidden.size()), part(*a.final_norm),
+                   part(*b.final_norm));
+      }
     }
     if (!a.greedy_ids.empty() && !b.greedy_ids.empty()) {
-      r.greedy.push_back(
-          compare_greedy(a.greedy_ids, a.greedy_logits, b.greedy_ids, b.greedy_logits, th.greedy_top_n));
+      const auto [a_ids, a_logits] =
+          greedy_prefix(a, steps == n ? static_cast<int64_t>(a.greedy_ids.size()) : steps);
+      const auto [b_ids, b_logits] =
+          greedy_prefix(b, steps == n ? static_cast<int64_t>(b.greedy_ids.size()) : steps);
+      r.greedy.push_back(compare_greedy(a_ids, a_logits, b_ids, b_logits, th.greedy_top_n));
     }
   }
   r.logits = logits.summary();
@@ -112,6 +157,9 @@ AlignReport compare_dumps(const ReferenceDump& ref, const ReferenceDump& engine,
 
   const LogitSummary& s = r.logits;
   auto fail = [&](std::string text) { r.failures.push_back(std::move(text)); };
+  if (compared_rows == 0) {
+    fail("nothing compared: every prompt's first row has a tied sparse-attention selection");
+  }
   const double abs_limit = th.max_abs_err_of_range * s.logit_range;
   if (s.max_abs_err > abs_limit) {
     fail(fmt::format("logits max abs error {:.3g} > {:.3g} ({:.3g} of the logit range {:.4g})", s.max_abs_err,
@@ -215,6 +263,15 @@ nlohmann::json align_report_json(const AlignReport& r) {
                       {"pass", g.pass}});
   }
   j["greedy"] = greedy;
+  json cuts = json::array();
+  for (const SelectionTieCut& c : r.tie_cuts) {
+    cuts.push_back({{"prompt", c.prompt},
+                    {"rows_compared", c.rows},
+                    {"rows", c.of_rows},
+                    {"greedy_steps_compared", c.steps},
+                    {"greedy_steps", c.of_steps}});
+  }
+  j["selection_tie_cuts"] = cuts;
   j["thresholds"] = {{"max_abs_err_of_range", r.thresholds.max_abs_err_of_range},
                      {"kl_mean", r.thresholds.kl_mean},
                      {"kl_max", r.thresholds.kl_max},
@@ -284,6 +341,20 @@ std::string align_report_text(const AlignReport& r) {
             "{}\n",
             i, g.first_divergence, g.ref_token, g.ref_token_rank_in_engine, g.engine_token,
             g.engine_token_rank_in_ref, g.pass ? "pass" : "FAIL");
+      }
+    }
+  }
+  if (!r.tie_cuts.empty()) {
+    out +=
+        "\nsparse-attention selection ties (the indexer's last pick and best left-out key score alike: a\n"
+        "reference breaking ties another way attends elsewhere, so nothing from there on is compared)\n";
+    for (const SelectionTieCut& c : r.tie_cuts) {
+      if (c.rows < c.of_rows) {
+        out += fmt::format("  prompt {:<3} row {} ties: compared rows 0..{} of {}, no greedy step\n",
+                           c.prompt, c.rows, c.rows - 1, c.of_rows);
+      } else {
+        out += fmt::format("  prompt {:<3} greedy step {} ties: compared {} of {} greedy steps\n", c.prompt,
+                           c.steps, c.steps, c.of_steps);
       }
     }
   }

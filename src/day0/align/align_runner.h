@@ -39,6 +39,15 @@ struct AlignSetting {
 // "kv dtype bf16 (from the dump's settings)", "dtype f32 (--dtype)", "mla auto (default)".
 std::string align_setting_text(const AlignSetting& setting);
 
+// A prompt compared only in part because a sparse-attention selection tied (ReferencePrompt's
+// selection_ties): the first tied row decides which keys it attends to by the tie rule, and every later
+// row reads that row's state, so nothing from there on says anything about either side's arithmetic.
+struct SelectionTieCut {
+  int64_t prompt = 0;
+  int64_t rows = 0, of_rows = 0;    // prompt rows compared (those before the first tie), of T
+  int64_t steps = 0, of_steps = 0;  // greedy steps compared, of N
+};
+
 struct AlignReport {
   std::string model;
   std::string backend;
@@ -53,14 +62,16 @@ struct AlignReport {
   int64_t prompts = 0;
   LogitSummary logits;
   LayerReport layers;
-  std::vector<GreedyCheck> greedy;  // one per prompt that has a reference continuation
+  std::vector<GreedyCheck> greedy;        // one per prompt that has a reference continuation
+  std::vector<SelectionTieCut> tie_cuts;  // prompts compared only up to a tied selection
   AlignThresholds thresholds;
   std::vector<std::string> failures;  // every threshold crossed, readable
   bool pass() const { return failures.empty(); }
 };
 
 // The engine's own dump entry for one prompt: logits and hidden states of a full prefill, and a
-// greedy continuation of `greedy_steps` tokens decoded one at a time with the KV cache.
+// greedy continuation of `greedy_steps` tokens decoded one at a time with the KV cache; where a layer
+// selects keys with an indexer, the rows and steps whose selection tied.
 // The engine's error (a kernel failure, non-finite logits) is returned.
 Result<ReferencePrompt> run_prompt(Engine& engine, std::span<const int64_t> ids, int64_t greedy_steps,
                                    bool hidden = true);

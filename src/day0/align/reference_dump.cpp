@@ -79,6 +79,20 @@ Status validate_reference_dump(const ReferenceDump& dump) {
       return invalid_argument(fmt::format("prompt.{}.greedy_logits: expected [{}, {}], found [{}, {}]", i, n,
                                           vocab, p.greedy_logits.rows, p.greedy_logits.cols));
     }
+    auto check_flags = [&](const std::vector<int64_t>& flags, const std::string& name,
+                           int64_t rows) -> Status {
+      if (!flags.empty() && static_cast<int64_t>(flags.size()) != rows) {
+        return invalid_argument(
+            fmt::format("prompt.{}.{}: expected [{}], found [{}]", i, name, rows, flags.size()));
+      }
+      for (int64_t f : flags) {
+        if (f != 0 && f != 1)
+          return invalid_argument(fmt::format("prompt.{}.{}: value {} is not 0 or 1", i, name, f));
+      }
+      return Status::ok();
+    };
+    D0_RETURN_IF_ERROR(check_flags(p.selection_ties, "selection_ties", t));
+    D0_RETURN_IF_ERROR(check_flags(p.greedy_selection_ties, "greedy_selection_ties", n));
     for (int64_t id : p.input_ids) {
       if (id < 0 || id >= vocab)
         return invalid_argument(fmt::format("prompt.{}.input_ids: id {} outside [0, {})", i, id, vocab));
@@ -124,6 +138,10 @@ Result<ReferenceDump> read_reference_dump(const std::string& path) {
       D0_ASSIGN_OR_RETURN(p.greedy_ids, read_i64_1d(path, t));
     } else if (field == "greedy_logits") {
       D0_ASSIGN_OR_RETURN(p.greedy_logits, read_f32_2d(path, t));
+    } else if (field == "selection_ties") {
+      D0_ASSIGN_OR_RETURN(p.selection_ties, read_i64_1d(path, t));
+    } else if (field == "greedy_selection_ties") {
+      D0_ASSIGN_OR_RETURN(p.greedy_selection_ties, read_i64_1d(path, t));
     } else if (field.starts_with("hidden.")) {
       const auto layer = parse_index(std::string_view(field).substr(7));
       if (!layer) return reject(path, "malformed tensor name " + name);
@@ -167,6 +185,11 @@ Status write_reference_dump(const ReferenceDump& dump, const std::string& path) 
           w.add(tensor_i64(pre + "greedy_ids", {static_cast<int64_t>(p.greedy_ids.size())}, p.greedy_ids)));
       D0_RETURN_IF_ERROR(matrix(pre + "greedy_logits", p.greedy_logits));
     }
+    auto flags = [&](const std::string& name, const std::vector<int64_t>& v) {
+      return v.empty() ? Status::ok() : w.add(tensor_i64(pre + name, {static_cast<int64_t>(v.size())}, v));
+    };
+    D0_RETURN_IF_ERROR(flags("selection_ties", p.selection_ties));
+    D0_RETURN_IF_ERROR(flags("greedy_selection_ties", p.greedy_selection_ties));
   }
   return w.write(path);
 }

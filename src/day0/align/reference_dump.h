@@ -10,6 +10,9 @@
 // Our own extension, optional (the vLLM-style generation check uses it when present):
 //   prompt.<i>.greedy_ids     I64 [N]           greedy continuation of the prompt
 //   prompt.<i>.greedy_logits  F32 [N, vocab]    logits each greedy token was chosen from
+//   prompt.<i>.selection_ties         I64 [T]   1 where an indexer's top-k selection of that row tied
+//   prompt.<i>.greedy_selection_ties  I64 [N]   1 where the row that gave greedy token s's logits tied
+//     (an engine's dump of a sparse-attention model; `align` compares only the rows before a tie)
 // Tensors whose names do not start with "prompt." are ignored; malformed prompt.* names, wrong
 // dtypes or shapes and a missing or foreign format are rejected with a message naming the problem.
 // A dump of day0's own engine (`day0 run --dump`) also records the settings that shaped it, so that
@@ -35,6 +38,9 @@ struct ReferencePrompt {
   std::optional<FloatMatrix> final_norm;  // [T, hidden]
   std::vector<int64_t> greedy_ids;        // [N] (may be empty)
   FloatMatrix greedy_logits;              // [N, vocab]
+  // Rows / greedy steps whose sparse-attention selection tied (0/1), or empty when not recorded.
+  std::vector<int64_t> selection_ties;         // [T]
+  std::vector<int64_t> greedy_selection_ties;  // [N]
 };
 
 struct ReferenceDump {

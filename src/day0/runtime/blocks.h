@@ -75,6 +75,23 @@ struct StepLayout {
   std::vector<int32_t> key_selection;
   int64_t key_selection_cols = 0;
   int64_t total_rows = 0;
+  // Where an indexer's top-k selection is a tie across its cut (indexer_topk's `ambiguous`): kept only
+  // when the step's capture asks (ForwardCapture::want_selection_ties). selection_ties [total_rows] is
+  // 1 where any layer's selection of that row tied, empty until an indexer ran; selection_flags() is
+  // the span one indexer call writes and merge_selection_flags() folds it in.
+  bool want_selection_ties = false;
+  std::vector<uint8_t> selection_ties, layer_selection_ties;
+  std::span<uint8_t> selection_flags() {
+    if (!want_selection_ties) return {};
+    layer_selection_ties.assign(static_cast<size_t>(total_rows), 0);
+    return layer_selection_ties;
+  }
+  // Call after the backend synchronized (the flags are read on the host).
+  void merge_selection_flags() {
+    if (!want_selection_ties) return;
+    selection_ties.resize(static_cast<size_t>(total_rows), 0);
+    for (size_t r = 0; r < selection_ties.size(); ++r) selection_ties[r] |= layer_selection_ties[r];
+  }
   void clear() {
     caches.clear();
     row0.clear();
@@ -93,6 +110,8 @@ struct StepLayout {
     key_selection.clear();
     key_selection_cols = 0;
     total_rows = 0;
+    want_selection_ties = false;
+    selection_ties.clear();
   }
 };
 

@@ -430,10 +430,11 @@ Result<ConstMatrix> Engine::forward_step(std::span<const SequenceStep> batch, bo
     }
   };
   if (pipelined() && capture != nullptr &&
-      (capture->want_hidden || capture->want_last_hidden || capture->want_final_norm)) {
+      (capture->want_hidden || capture->want_last_hidden || capture->want_final_norm ||
+       capture->want_selection_ties)) {
     return unsupported(
-        "forward: hidden states are not captured under pipeline parallelism (each stage holds its layers "
-        "only): not yet");
+        "forward: hidden states and selection ties are not captured under pipeline parallelism (each "
+        "stage holds its layers only): not yet");
   }
   try {
     logits = pipelined() ? forward_pipelined(batch, last_only)
@@ -703,6 +704,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
   }
   if (capture && capture->want_hidden)
     capture->hidden.assign(static_cast<size_t>(reference_layers_), FloatMatrix());
+  layout.want_selection_ties = capture && capture->want_selection_ties;
   // The reference layer the next layer that ends one ends (hidden states are captured per reference layer).
   auto reference_layer = std::count_if(recipes_.begin(), recipes_.begin() + held_.begin,
                                        [](const LayerRecipe& r) { return r.ends_reference_layer; });
@@ -727,6 +729,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     arena_->release(layer_start);
   }
   for (const SequenceStep& s : batch) s.cache->commit(static_cast<int64_t>(s.tokens.size()));
+  if (capture && capture->want_selection_ties) capture->selection_ties = layout.selection_ties;
   if (capture && capture->want_last_hidden) {
     backend_.synchronize();
     capture->last_hidden = FloatMatrix(t, x.m.cols);

@@ -140,6 +140,12 @@ struct ForwardCapture {
   // [n_layers] x [rows, hidden] ([rows, n * hidden]: the n streams with spec.hyper_connections)
   std::vector<FloatMatrix> hidden;
   FloatMatrix final_norm;  // [rows, hidden]
+  // Rows whose sparse-attention selection is a tie in some layer (an indexer's n-th and best left-out
+  // scores equal, e.g. several rectified to 0): a reference that breaks ties another way attends to
+  // other keys there, and every later row sees that row's state. [rows] 0/1; empty when no layer of the
+  // step selected keys with an indexer.
+  bool want_selection_ties = false;
+  std::vector<uint8_t> selection_ties;
 };
 
 class Engine {

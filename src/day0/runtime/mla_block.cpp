@@ -90,7 +90,12 @@ MatrixView<const int32_t> select_keys(const Context& c, const Indexer& ix, int64
                      .n_heads = spec.n_heads,
                      .head_dim = spec.head_dim,
                      .key_col0 = key_col0,
-                     .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim)))});
+                     .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim))),
+                     .ambiguous = c.layout.selection_flags()});
+  if (c.layout.want_selection_ties) {
+    c.be.synchronize();  // the tie flags are read on the host
+    c.layout.merge_selection_flags();
+  }
   return MatrixView<const int32_t>(ids, t, k);
 }
 

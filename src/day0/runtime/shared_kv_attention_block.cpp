@@ -276,8 +276,10 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
                        .head_dim = d_i,
                        .key_col0 = 0,
                        .scale = 1.0f / std::sqrt(static_cast<float>(d_i)),
-                       .key_ratio = m});
-    c.be.synchronize();  // the picks are read on the host
+                       .key_ratio = m,
+                       .ambiguous = l.selection_flags()});
+    c.be.synchronize();  // the picks (and the tie flags) are read on the host
+    l.merge_selection_flags();
   }
 
   // Each row over its window's raw rows, then its entries: one attention call of one query row.
