@@ -2,7 +2,9 @@
 // synth -> verify round trip that passes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "day0/core/numeric.h"
@@ -66,6 +68,95 @@ void expect_same_structure(const ModelSpec& full, const ModelSpec& mini, const s
     EXPECT_EQ(mini.moe->n_group > 1, full.moe->n_group > 1);
     EXPECT_LE(mini.moe->experts_per_token, mini.moe->topk_group * (mini.moe->n_experts / mini.moe->n_group));
   }
+  EXPECT_EQ(mini.shared_kv_low_rank.has_value(), full.shared_kv_low_rank.has_value());
+  EXPECT_EQ(mini.compressed_kv.has_value(), full.compressed_kv.has_value());
+  EXPECT_EQ(mini.hyper_connections, full.hyper_connections);
+  const auto count = [](const ModelSpec& s, auto predicate) {
+    return std::count_if(s.layers.begin(), s.layers.end(), predicate);
+  };
+  const auto hashed = [](const LayerSpec& l) { return l.hash_routed; };
+  EXPECT_EQ(count(mini, hashed) > 0, count(full, hashed) > 0);
+}
+
+// DeepSeek-V4-Flash's miniature keeps every attention layer kind (sliding only, compressed sparse, heavily
+// compressed: the release's first four layers), hash-routed and learned-routed MoE layers and the
+// hyper-connections; its o_groups still split over two ranks, and a heavily compressed window completes
+// within a short prompt.
+TEST(Synth, DeepseekV4MiniatureKeepsEveryLayerKind) {
+  auto full = catalog_model("deepseek-v4-flash");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  auto mini = make_miniature_spec(*full, {});
+  ASSERT_TRUE(mini.is_ok()) << mini.status().to_string();
+  int sliding = 0, sparse = 0, heavy = 0, hashed = 0;
+  for (const LayerSpec& l : mini->layers) {
+    sliding += l.kv_compress_ratio == 0;
+    sparse += l.kv_compress_ratio > 0 && l.compressed_sparse;
+    heavy += l.kv_compress_ratio > 0 && !l.compressed_sparse;
+    hashed += l.hash_routed;
+    if (l.kv_compress_ratio > 0) {
+      EXPECT_LE(l.kv_compress_ratio, 8);
+    }
+  }
+  EXPECT_GT(sliding, 0);
+  EXPECT_GT(sparse, 0);
+  EXPECT_GT(heavy, 0);
+  EXPECT_GT(hashed, 0);
+  EXPECT_LT(hashed, mini->n_layers);
+  EXPECT_EQ(mini->n_kv_heads, 1);
+  EXPECT_EQ(mini->shared_kv_low_rank->out_groups, 2);
+  EXPECT_EQ(mini->n_heads % mini->shared_kv_low_rank->out_groups, 0);
+  EXPECT_LT(mini->compressed_kv->index_topk, 4);  // a 16-token prompt's 4 entries get a real choice
+  EXPECT_EQ(mini->hyper_connections, full->hyper_connections);
+}
+
+// In the release's format (DeepSeek-V4-Pro's catalog entry carries its quantization_config): FP8 e4m3
+// attention and shared experts in 128x128 blocks, FP4 e2m1 routed experts with a ue8m0 byte per 32
+// columns, under the release's own tensor names; each hash layer's token table gives every token distinct
+// experts.
+TEST(Synth, DeepseekV4MiniatureIsWrittenInTheReleaseFormatAndNames) {
+  auto full = catalog_model("deepseek-v4-pro");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  ASSERT_EQ(full->weights.format, WeightFormat::kFp8Block);
+  ASSERT_EQ(full->weights.fp4_expert_group, 32);
+  TempDir dir;
+  SynthOptions options;
+  options.seed = 4;
+  auto result = synthesize_miniature(*full, {}, options, dir.file("m"));
+  ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+  EXPECT_EQ(result->spec.weights, full->weights);
+  auto ckpt = Checkpoint::open(dir.file("m"));
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  const auto dtype_of = [&](const std::string& name) {
+    auto t = ckpt->tensor(name);
+    EXPECT_TRUE(t.is_ok()) << name;
+    return t.is_ok() ? t->dtype : DType::kF32;
+  };
+  EXPECT_EQ(dtype_of("layers.0.attn.wq_a.weight"), DType::kF8E4M3);
+  EXPECT_EQ(dtype_of("layers.0.attn.wo_a.weight"), DType::kF8E4M3);
+  EXPECT_EQ(dtype_of("layers.0.ffn.shared_experts.w1.weight"), DType::kF8E4M3);
+  EXPECT_EQ(dtype_of("layers.0.ffn.experts.0.w1.weight"), DType::kI8);
+  EXPECT_EQ(dtype_of("layers.0.ffn.experts.0.w1.weight_scale_inv"), DType::kF8E8M0);
+  EXPECT_TRUE(ckpt->tensor("layers.0.attn.kv_norm.weight").is_ok());  // the release name of attn.norm
+  EXPECT_TRUE(ckpt->tensor("embed.weight").is_ok());
+  EXPECT_TRUE(ckpt->tensor("hc_head_fn").is_ok());
+  EXPECT_FALSE(ckpt->tensor("model.embed_tokens.weight").is_ok());
+  const int64_t experts = result->spec.moe->n_experts, k = result->spec.moe->experts_per_token;
+  const TensorView table = *ckpt->tensor("layers.0.ffn.gate.tid2eid");  // [vocab, k] I64
+  ASSERT_EQ(table.dtype, DType::kI64);
+  ASSERT_EQ(std::vector<int64_t>(table.shape.begin(), table.shape.end()),
+            (std::vector<int64_t>{result->spec.vocab_size, k}));
+  std::vector<int64_t> ids(static_cast<size_t>(result->spec.vocab_size * k));
+  std::memcpy(ids.data(), table.data.data(), ids.size() * sizeof(int64_t));
+  std::vector<int> used(static_cast<size_t>(experts), 0);
+  for (int64_t v = 0; v < result->spec.vocab_size; ++v) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids[static_cast<size_t>(v * k + j)];
+      ASSERT_TRUE(e >= 0 && e < experts) << "token " << v;
+      ++used[static_cast<size_t>(e)];
+      for (int64_t i = 0; i < j; ++i) ASSERT_NE(ids[static_cast<size_t>(v * k + i)], e) << "token " << v;
+    }
+  }
+  for (int64_t e = 0; e < experts; ++e) EXPECT_GT(used[static_cast<size_t>(e)], 0) << "expert " << e;
 }
 
 TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
@@ -74,12 +165,6 @@ TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
     auto full = catalog_model(entry.name);
     ASSERT_TRUE(full.is_ok()) << full.status().to_string();
     TempDir dir;
-    if (!unimplemented_mechanisms(*full).empty()) {
-      // Not run yet (DeepSeek-V4): its miniature is not built either; synth refuses it with a message.
-      auto refused = synthesize_miniature(*full, {}, {}, dir.file("refused"));
-      EXPECT_FALSE(refused.is_ok());
-      continue;
-    }
     if (full->weights.packed.bits != 0) {
       // Kimi K2.5's INT4 experts: synth refuses a pack-quantized spec (`day0 quantize` packs an
       // unquantized miniature), so the entry's structure goes through unquantized.

@@ -34,6 +34,35 @@ std::vector<LayerSpec> shrink_layers(const std::vector<LayerSpec>& full, int64_t
   return out;
 }
 
+// Shared key = value attention with low-rank queries and its compressed KV layers (DeepSeek-V4): heads of
+// 32 (the release's rotary share of them), the q latent and output groups small, two output groups so that
+// a TP 2 split keeps one a rank, the heavily compressed layers' ratio cut to 8 (128 would need prompts of
+// hundreds of tokens before a window completes), and an 8-head indexer keeping 2 entries: short prompts
+// then exercise the sparse selection, and 8 heads make a rectified score of exactly 0 (a tie) rare.
+void shrink_shared_kv_attention(const ModelSpec& full, const MiniatureOptions& o, ModelSpec& m) {
+  m.head_dim = or_default(o.head_dim, 32);
+  const SharedKvLowRankAttentionSpec& fa = *full.shared_kv_low_rank;
+  int64_t groups = std::max<int64_t>(1, std::min(fa.out_groups, m.n_heads / 2));
+  while (m.n_heads % groups != 0) --groups;
+  // FP8 block weights: each group's rows of o_a fill whole scale blocks (the grouped matmul reads a group's
+  // rows by whole blocks), as the release's 1024 do its 128.
+  const int64_t out_rank = m.weights.format == WeightFormat::kFp8Block ? m.weights.block_rows : 16;
+  m.shared_kv_low_rank =
+      SharedKvLowRankAttentionSpec{.q_lora_rank = 32, .out_groups = groups, .out_rank = out_rank};
+  if (full.compressed_kv) {
+    CompressedKvSpec ckv = *full.compressed_kv;
+    ckv.index_n_heads = 8;
+    ckv.index_head_dim = 16;
+    ckv.index_topk = 2;
+    m.compressed_kv = ckv;
+  }
+  constexpr int64_t kHeavyRatio = 8;
+  for (LayerSpec& layer : m.layers) {
+    if (layer.kv_compress_ratio > 0 && !layer.compressed_sparse)
+      layer.kv_compress_ratio = std::min(layer.kv_compress_ratio, kHeavyRatio);
+  }
+}
+
 }  // namespace
 
 Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOptions& o) {
@@ -127,6 +156,8 @@ Result<ModelSpec> make_miniature_spec(const ModelSpec& full, const MiniatureOpti
           IndexerSpec{.n_heads = 8, .head_dim = 16, .topk = 4, .rope_layout = full.indexer->rope_layout};
     }
     m.n_kv_heads = m.n_heads;
+  } else if (full.shared_kv_low_rank) {
+    shrink_shared_kv_attention(full, o, m);
   } else {
     m.head_dim = or_default(o.head_dim, 16);
     // Partial RoPE rotates int(head_dim * factor) dimensions, which transformers rounds up to even and Day0

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "day0/core/atomic_file.h"
 #include "day0/core/checked_math.h"
@@ -114,6 +115,33 @@ PendingTensor plain_tensor(const TensorSpec& t, uint64_t seed, float stddev) {
   return p;
 }
 
+// A token -> experts table (hash-routed MoE layers, `tid2eid` [vocab, k]): each token's k distinct experts,
+// drawn from the stream (seed, name) by a partial shuffle of the n_experts ids.
+PendingTensor hash_routing_table(const TensorSpec& t, int64_t n_experts, uint64_t seed) {
+  PendingTensor p{t.name, t.dtype, t.shape, nullptr};
+  p.fill = [t, n_experts, seed](std::span<uint8_t> out) -> Status {
+    const int64_t rows = t.shape[0], k = t.shape[1];
+    if (t.shape.size() != 2 || k > n_experts || (t.dtype != DType::kI64 && t.dtype != DType::kI32)) {
+      return internal_error(fmt::format("synth: hash routing table {} [{}] of {} for {} experts", t.name,
+                                        fmt::join(t.shape, ", "), dtype_name(t.dtype), n_experts));
+    }
+    WeightRng rng(seed, t.name);
+    std::vector<int64_t> ids(static_cast<size_t>(n_experts)), table;  // table [rows, k]
+    table.reserve(static_cast<size_t>(rows * k));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t e = 0; e < n_experts; ++e) ids[static_cast<size_t>(e)] = e;
+      for (int64_t j = 0; j < k; ++j) {
+        const auto pick = j + static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(n_experts - j));
+        std::swap(ids[static_cast<size_t>(j)], ids[static_cast<size_t>(pick)]);
+        table.push_back(ids[static_cast<size_t>(j)]);
+      }
+    }
+    if (t.dtype == DType::kI64) return copy_into(out, as_bytes(table), t.name);
+    return copy_into(out, as_bytes(std::vector<int32_t>(table.begin(), table.end())), t.name);
+  };
+  return p;
+}
+
 void add_fp8_pair(const TensorSpec& w, const TensorSpec& s, const ModelSpec& spec, uint64_t seed,
                   float stddev, std::vector<PendingTensor>& out) {
   auto pair = std::make_shared<QuantizedPair>();
@@ -200,6 +228,10 @@ Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifes
     }
     if (ends_with(t.name, "_scales") && by_name.count(t.name.substr(0, t.name.size() - 7) + "_blocks"))
       continue;
+    if (t.slot == WeightSlot::kHashRoutingTable && spec.moe) {
+      out.push_back(hash_routing_table(t, spec.moe->n_experts, options.seed));
+      continue;
+    }
     out.push_back(plain_tensor(t, options.seed, options.init_std));
   }
   return out;
