@@ -206,10 +206,9 @@ const Registrar kPlanCommand{
       auto a = std::make_shared<PlanArgs>();
       sub.add_option("model", a->model, "Model: a folder with config.json, a config.json, or a catalog name")
           ->required();
-      sub.add_option(
-             "--cluster", a->cluster,
-             "Cluster JSON file, or a preset: 8xH200, 8xH100, 8xH800, 8xA100-80G, 8xMI300X, 8x910B, 1xCPU "
-             "(NxMxDEVICE multiplies nodes, e.g. 2x8xH200), local")
+      sub.add_option("--cluster", a->cluster,
+                     "Cluster JSON file, or a preset: 8xH200, 8xB200, 8xH100, 8xH800, 8xA100-80G, 8xMI300X, "
+                     "8x910B, 1xCPU (NxMxDEVICE multiplies nodes, e.g. 2x8xH200), local")
           ->required();
       sub.add_option("--context", a->contexts,
                      "Tokens per sequence; several (comma-separated) for a what-if table")

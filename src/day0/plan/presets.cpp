@@ -53,6 +53,15 @@ const std::vector<NodePreset>& node_presets() {
        {"H200", 141 * kGiB, 4.8e12, 989 * kTera, 1979 * kTera, 1979 * kTera},
        {450 * kGB, kNvlinkLatency},
        {50 * kGB, kNetworkLatency}},
+      // NVIDIA DGX B200 / HGX B200 datasheets, per GPU of the 1,000 W HGX board: 180 GB HBM3e (1,440 GB
+      // over 8), 8 TB/s (64 TB/s over 8), BF16 4.5 / FP8 9 / INT8 9 / FP4 18 PFLOPS "with sparsity"
+      // (dense = half; the planner has no FP4 rate, FP4 weights are read at their bytes and multiplied at
+      // FP8's), NVLink 5 1.8 TB/s (both directions together); DGX B200: one ConnectX-7 400 Gb/s NIC per GPU.
+      {"B200",
+       8,
+       {"B200", 180 * kGiB, 8e12, 2250 * kTera, 4500 * kTera, 4500 * kTera},
+       {900 * kGB, kNvlinkLatency},
+       {50 * kGB, kNetworkLatency}},
       // NVIDIA H100 Tensor Core GPU datasheet (SXM): 80 GB HBM3, 3.35 TB/s, BF16 989 / FP8 1,979 /
       // INT8 1,979 dense, NVLink 900 GB/s; DGX H100: 8x ConnectX-7 400 Gb/s.
       {"H100",

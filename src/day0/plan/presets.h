@@ -9,7 +9,7 @@
 
 namespace day0::plan {
 
-// Device keys of the built-in nodes: H200, H100, H800, A100-80G, MI300X, 910B, CPU.
+// Device keys of the built-in nodes: H200, B200, H100, H800, A100-80G, MI300X, 910B, CPU.
 std::vector<std::string> preset_device_names();
 // The single-node presets: "8xH200", ..., "8x910B", "1xCPU".
 std::vector<std::string> preset_names();
