@@ -2,6 +2,8 @@
 // second (issue 6). Prints the layouts costed and the count that fit beside the time.
 #include <benchmark/benchmark.h>
 
+#include "day0/model/catalog.h"
+#include "day0/plan/model_cost_adapter.h"
 #include "day0/plan/planner.h"
 #include "day0/plan/presets.h"
 
@@ -9,27 +11,16 @@ namespace {
 
 using namespace day0::plan;
 
-// DeepSeek-V3's attention, 66 layers (2 dense), 1024 experts of width 2112, top-8: ~2.99 T parameters.
+// DeepSeek-V3 (the catalog's config in BF16) with 66 layers (2 dense) of 1024 experts of width 2112,
+// top-8: ~2.99 T parameters, counted by the family's weight table.
 ModelCost three_trillion() {
-  ModelShape s;
-  s.name = "hypothetical-3t";
-  s.hidden = 7168;
-  s.n_layers = 66;
-  s.n_heads = 128;
-  s.mla = true;
-  s.q_lora_rank = 1536;
-  s.kv_lora_rank = 512;
-  s.qk_nope_head_dim = 128;
-  s.qk_rope_head_dim = 64;
-  s.v_head_dim = 128;
-  s.vocab = 129280;
-  s.dense_intermediate = 18432;
-  s.n_dense_layers = 2;
-  s.n_experts = 1024;
-  s.experts_per_token = 8;
-  s.expert_intermediate = 2112;
-  s.n_shared_experts = 1;
-  return model_cost_from_shape(s);
+  nlohmann::json config = day0::find_catalog_entry("deepseek-v3")->config;
+  config.erase("quantization_config");
+  config["num_hidden_layers"] = 66;
+  config["first_k_dense_replace"] = 2;
+  config["n_routed_experts"] = 1024;
+  config["moe_intermediate_size"] = 2112;
+  return model_cost_from_config(config, "hypothetical-3t").value();
 }
 
 void BM_Plan3TOver1024Devices(benchmark::State& state, const char* cluster_name, WeightPrecision weights) {

@@ -24,35 +24,35 @@ TEST(WeightTable, ThreeTrillionParameters) {
   EXPECT_DOUBLE_EQ(bytes_of("INT4"), 1.5e12);
 }
 
-TEST(ModelShape, DeepSeekV3CountsMatchThePublishedTotal) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
-  // ../shared/configs/README.md: 671B total, 37B active (our count of the config: 671.03B / 37.55B).
+TEST(ModelCost, DeepSeekV3CountsMatchThePublishedTotal) {
+  const ModelCost m = testing::deepseek_v3();
+  // DeepSeek: 671B total, 37B active (the weight table's count of the config: 671.03B / 37.55B; the
+  // multi-token-prediction layer is not planned).
   EXPECT_NEAR(m.total_params() / 1e9, 671.03, 0.01);
   EXPECT_NEAR(m.active_params_per_token() / 1e9, 37.55, 0.01);
   EXPECT_EQ(m.n_layers(), 61);
 }
 
-TEST(ModelShape, DeepSeekV3MlaKvBytesPerToken) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+TEST(ModelCost, DeepSeekV3MlaKvBytesPerToken) {
+  const ModelCost m = testing::deepseek_v3();
   // (kv_lora_rank 512 + rope 64) x 61 layers x 2 bytes.
   EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kBF16), 70272);
   EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(KvPrecision::kFp8E4M3), 35136);
 }
 
-TEST(ModelShape, LlamaAndKimiTotals) {
-  const ModelCost llama = model_cost_from_shape(testing::llama31_8b_shape());
+TEST(ModelCost, LlamaKimiAndThreeTrillionTotals) {
+  const ModelCost llama = testing::llama31_8b();
   EXPECT_NEAR(llama.total_params() / 1e9, 8.03, 0.01);  // Meta: 8.03B
   // GQA: 2 (k, v) x 8 kv heads x 128 x 32 layers x 2 bytes.
   EXPECT_DOUBLE_EQ(llama.kv_bytes_per_token(KvPrecision::kBF16), 131072);
-  const ModelCost kimi = model_cost_from_shape(testing::kimi_k2_shape());
-  // Moonshot: 1,026,408,232,448 parameters; the shape omits only the router's correction bias.
-  EXPECT_NEAR(kimi.total_params(), 1026408232448.0, 1e6);
-  const ModelCost big = model_cost_from_shape(testing::three_trillion_shape());
+  const ModelCost kimi = testing::kimi_k2();
+  EXPECT_DOUBLE_EQ(kimi.total_params(), 1026408232448.0);  // Moonshot's published exact count
+  const ModelCost big = testing::three_trillion();
   EXPECT_NEAR(big.total_params() / 1e12, 3.0, 0.05);
 }
 
 TEST(GroupBytes, PrecisionsOrderAndCarryScales) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const LayerCost& layer = m.layers.back();
   const double params = layer.param(WeightGroup::kRoutedExperts);
   const double bf16 = group_bytes(layer, WeightGroup::kRoutedExperts, WeightPrecision::kBF16);

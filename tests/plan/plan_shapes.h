@@ -1,23 +1,30 @@
 #pragma once
-// Model shapes for planner tests that do not need a config file: the architecture numbers of public
-// releases (from their config.json) and a hypothetical 3T model.
+// The models of the planner tests, costed the way a release is: a config (a catalog entry's, its keys
+// changed for what-if models and in BF16, quantization_config dropped) parsed by its family, its
+// parameters counted from the family's weight table (model_cost_from_config). No parameter formula of
+// its own: a figure here is the one `day0 plan` gives the same config.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "day0/plan/model_cost.h"
 
 namespace day0::plan::testing {
 
-ModelShape deepseek_v3_shape();
-ModelShape llama31_8b_shape();
-ModelShape three_trillion_shape();
+// The catalog entry's config in BF16 (its quantization_config dropped).
+nlohmann::json bf16_config(const std::string& catalog_name);
+// The config costed; a config that does not parse or cost fails the calling test (and gives no layers).
+ModelCost cost_of(const nlohmann::json& config, const std::string& name);
 
-}  // namespace day0::plan::testing
+ModelCost deepseek_v3();     // the catalog's deepseek-v3 in BF16
+ModelCost kimi_k2();         // the catalog's kimi-k2 in BF16
+ModelCost llama31_8b();      // the catalog's llama-3.1-8b
+ModelCost llama31_70b();     // the catalog's llama-3.1-70b
+ModelCost three_trillion();  // DeepSeek-V3 with 66 layers (2 dense), 1024 experts of width 2112, top-8
 
-namespace day0::plan::testing {
-// Kimi K2 config.json: DeepSeek-V3's layer with 64 heads, 384 experts, 1 leading dense layer, vocab 163840.
-ModelShape kimi_k2_shape();
-}  // namespace day0::plan::testing
+// The bench shapes as bench/e2e.sh synthesises them (`day0 synth`: the miniature of a catalog entry
+// with the given sizes; grouped-query attention kept at 2 KV heads). `vocab` overrides 32000.
+ModelCost bench_dense_1b(int64_t vocab = 32000);  // llama-3.1-8b, 16 layers of hidden 2048
+ModelCost bench_moe_a02b();                       // qwen3-30b-a3b, 12 layers of 64 experts
 
-namespace day0::plan::testing {
-// The bench shapes of ../shared/docs/benchmarks.md as `day0 synth` writes them for bench/e2e.sh.
-ModelShape bench_dense_1b();
-ModelShape bench_moe_a02b();
 }  // namespace day0::plan::testing

@@ -49,7 +49,7 @@ Workload fp8_workload() {
 TEST(Planner, DeepSeekV3Fp8FitsOneH200Node) {
   // Public serving recipes run the FP8 release on one 8xH200 node: SGLang `--tp 8`, and DP attention 8
   // with EP 8 (SGLang `--tp 8 --dp 8 --enable-dp-attention`).
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const PlanResult r = plan(m, preset("8xH200"), fp8_workload());
   ASSERT_FALSE(r.feasible.empty());
   EXPECT_NE(find_plan(r.feasible, {8, 1, 1, 8}), nullptr);
@@ -68,7 +68,7 @@ TEST(Planner, DeepSeekV3Fp8FitsOneH200Node) {
 }
 
 TEST(Planner, DeepSeekV3Bf16DoesNotFitOneA100Node) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   Workload w;
   w.weights = WeightPrecision::kBF16;
   const PlanResult r = plan(m, preset("8xA100-80G"), w);
@@ -87,7 +87,7 @@ TEST(Planner, DeepSeekV3Bf16DoesNotFitOneA100Node) {
 TEST(Planner, KimiK2Fp8At128kNeedsSixteenH800) {
   // vLLM's Kimi-K2 recipe: "The smallest deployment unit for Kimi-K2 FP8 weights with 128k seqlen on
   // mainstream H800 platform is a cluster with 16 GPUs" (TP, or DP + EP).
-  const ModelCost m = model_cost_from_shape(testing::kimi_k2_shape());
+  const ModelCost m = testing::kimi_k2();
   Workload w = fp8_workload();
   w.context = 131072;
   w.concurrency = 1;
@@ -103,7 +103,7 @@ TEST(Planner, KimiK2Fp8At128kNeedsSixteenH800) {
 }
 
 TEST(Planner, Llama31_8bFitsOneDeviceOfEveryPreset) {
-  const ModelCost m = model_cost_from_shape(testing::llama31_8b_shape());
+  const ModelCost m = testing::llama31_8b();
   for (const auto& device : preset_device_names()) {
     const ClusterSpec c = preset(("1x" + device).c_str());
     const PlanResult r = plan(m, c, Workload{});
@@ -116,12 +116,7 @@ TEST(Planner, Llama31_8bFitsOneDeviceOfEveryPreset) {
 TEST(Planner, Llama31_70bOnOneH100NodeNeedsTensorParallelism) {
   // vLLM / TGI recipes serve Llama-3.1-70B in BF16 (141 GB) on 4 or 8 x H100 80GB with TP 4 / TP 8; 2 x
   // 80 GB cannot hold it.
-  ModelShape s = testing::llama31_8b_shape();
-  s.hidden = 8192;
-  s.n_layers = 80;
-  s.n_heads = 64;
-  s.dense_intermediate = 28672;
-  const ModelCost m = model_cost_from_shape(s);
+  const ModelCost m = testing::llama31_70b();
   EXPECT_NEAR(m.total_params() / 1e9, 70.55, 0.01);
   Workload w;
   w.concurrency = 8;
@@ -134,7 +129,7 @@ TEST(Planner, Llama31_70bOnOneH100NodeNeedsTensorParallelism) {
 }
 
 TEST(ExpertParallelism, RoutedExpertsDivideByEpAndRedundantCopiesAddPerRank) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const ClusterSpec c = preset("2x8xH100");
   Workload w = fp8_workload();
   double routed_total = 0;
@@ -157,7 +152,7 @@ TEST(ExpertParallelism, RoutedExpertsDivideByEpAndRedundantCopiesAddPerRank) {
 }
 
 TEST(DataParallelAttention, EachReplicaHoldsItsOwnKvCache) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const ClusterSpec c = preset("8xH200");
   Workload w = fp8_workload();
   w.context = 8192;
@@ -177,7 +172,7 @@ TEST(DataParallelAttention, EachReplicaHoldsItsOwnKvCache) {
 }
 
 TEST(GqaKvCache, KvHeadsShardUntilTpExceedsThem) {
-  const ModelCost m = model_cost_from_shape(testing::llama31_8b_shape());
+  const ModelCost m = testing::llama31_8b();
   ClusterSpec c = preset("2x8xH100");
   Workload w;
   w.allow_cross_node_tp = true;
@@ -190,11 +185,11 @@ TEST(GqaKvCache, KvHeadsShardUntilTpExceedsThem) {
 }
 
 TEST(Divisibility, DegreesDivideHeadsExpertsAndNodes) {
-  ModelShape s = testing::llama31_8b_shape();
-  s.n_heads = 12;  // a hypothetical model: 12 heads, 4 kv heads
-  s.n_kv_heads = 4;
-  s.hidden = 1536;
-  const ModelCost m = model_cost_from_shape(s);
+  nlohmann::json config = testing::bf16_config("llama-3.1-8b");
+  config["num_attention_heads"] = 12;  // a hypothetical model: 12 heads of 128, 4 kv heads
+  config["num_key_value_heads"] = 4;
+  config["hidden_size"] = 1536;
+  const ModelCost m = testing::cost_of(config, "12-heads");
   const PlanResult r = plan(m, preset("2x8xH100"), Workload{});
   ASSERT_FALSE(r.feasible.empty());
   for (const auto& p : r.feasible) {
@@ -211,7 +206,7 @@ TEST(Divisibility, DegreesDivideHeadsExpertsAndNodes) {
   EXPECT_TRUE(saw_heads);
   EXPECT_TRUE(saw_node);
   EXPECT_GT(r.n_structural, 0);
-  const ModelCost ds = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost ds = testing::deepseek_v3();
   const PlanResult moe = plan(ds, preset("2x8xH200"), fp8_workload());
   for (const auto& p : moe.feasible) {
     EXPECT_EQ(256 % p.par.ep, 0);
@@ -221,7 +216,7 @@ TEST(Divisibility, DegreesDivideHeadsExpertsAndNodes) {
 }
 
 TEST(Monotonic, MoreDevicesNeverMakeAFeasiblePlanInfeasible) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   Workload w;
   w.weights = WeightPrecision::kBF16;
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> previous;
@@ -249,7 +244,7 @@ TEST(Monotonic, MoreDevicesNeverMakeAFeasiblePlanInfeasible) {
 }
 
 TEST(Monotonic, LongerContextNeverLowersMemory) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const ClusterSpec c = preset("2x8xH200");
   Workload w = fp8_workload();
   const Parallelism layouts[] = {{8, 1, 1, 8}, {1, 1, 16, 16}, {8, 2, 1, 8}, {2, 1, 4, 8}};
@@ -265,9 +260,7 @@ TEST(Monotonic, LongerContextNeverLowersMemory) {
 }
 
 TEST(Monotonic, Fp8WeightsNeverNeedMoreThanBf16) {
-  for (const auto& shape :
-       {testing::deepseek_v3_shape(), testing::llama31_8b_shape(), testing::kimi_k2_shape()}) {
-    const ModelCost m = model_cost_from_shape(shape);
+  for (const ModelCost& m : {testing::deepseek_v3(), testing::llama31_8b(), testing::kimi_k2()}) {
     const ClusterSpec c = preset("4x8xH100");
     Workload bf16;
     bf16.weights = WeightPrecision::kBF16;
@@ -284,7 +277,7 @@ TEST(Monotonic, Fp8WeightsNeverNeedMoreThanBf16) {
 }
 
 TEST(Objectives, RankByTheirCriterion) {
-  const ModelCost m = model_cost_from_shape(testing::deepseek_v3_shape());
+  const ModelCost m = testing::deepseek_v3();
   const ClusterSpec c = preset("4x8xH200");
   Workload w = fp8_workload();
   for (Objective o :
@@ -308,7 +301,7 @@ TEST(Objectives, RankByTheirCriterion) {
 }
 
 TEST(TimeModel, DecodeIsBoundedByReadingTheWeights) {
-  const ModelCost m = model_cost_from_shape(testing::llama31_8b_shape());
+  const ModelCost m = testing::llama31_8b();
   const ClusterSpec c = preset("8xH100");
   Workload w;
   w.concurrency = 1;
@@ -330,7 +323,7 @@ TEST(TimeModel, DecodeIsBoundedByReadingTheWeights) {
 // MiniMax-M2's q/k norm spans all heads: under TP every layer adds a small all-reduce of the sums of
 // squares, which costs nothing on one device.
 TEST(TimeModel, NormOverAllHeadsAddsAnAllReduceUnderTensorParallelism) {
-  ModelCost with = model_cost_from_shape(testing::llama31_8b_shape());
+  ModelCost with = testing::llama31_8b();
   ModelCost without = with;
   for (auto& layer : with.layers) layer.heads_norm_all_reduce = true;
   const ClusterSpec c = preset("8xH100");
@@ -348,7 +341,7 @@ TEST(TimeModel, NormOverAllHeadsAddsAnAllReduceUnderTensorParallelism) {
 }
 
 TEST(Planner, BadInputIsAnErrorNotACrash) {
-  const ModelCost m = model_cost_from_shape(testing::llama31_8b_shape());
+  const ModelCost m = testing::llama31_8b();
   Workload w;
   w.concurrency = 0;
   EXPECT_EQ(plan_model(m, preset("8xH100"), w).status().code(), StatusCode::kInvalidArgument);
@@ -365,7 +358,7 @@ TEST(Planner, BadInputIsAnErrorNotACrash) {
 }
 
 TEST(Planner, ModelTooLargeForAnySearchedClusterSaysSo) {
-  const ModelCost m = model_cost_from_shape(testing::three_trillion_shape());
+  const ModelCost m = testing::three_trillion();
   Workload w;
   w.weights = WeightPrecision::kBF16;
   PlanOptions options;

@@ -47,8 +47,7 @@ Workload run_workload() {
   return w;
 }
 
-TimeEstimate time_of(const ModelShape& shape, const ClusterSpec& c, Parallelism par) {
-  const ModelCost m = model_cost_from_shape(shape);
+TimeEstimate time_of(const ModelCost& m, const ClusterSpec& c, Parallelism par) {
   const Workload w = run_workload();
   const PreparedModel prepared = prepare_model(m, w, c.device);
   return estimate_time(prepared, c, w, par);
@@ -145,8 +144,7 @@ TEST(CommunicationModel, WaitsLandWhereTheLayoutPutsThem) {
   // PP, one sequence: decode takes the stages in turn, a bubble of (P - 1) / P whatever the stages
   // hold; prefill's 64 tokens go in 2 x P micro-batches, (P - 1) / (M + P - 1) when the stages are
   // even (a small vocabulary, so that the last stage's head weighs nothing).
-  ModelShape even = bench_dense_1b();
-  even.vocab = 256;
+  const ModelCost even = bench_dense_1b(256);
   for (int64_t stages : {2, 4}) {
     const TimeEstimate pp = time_of(even, host, {1, stages, 1, 1});
     const auto p = static_cast<double>(stages);
@@ -274,7 +272,7 @@ TEST(ExpertLoadImbalance, AgreesWithASimulatedRouting) {
 }
 
 TEST(PlanReport, JsonSeparatesTransferFromWaits) {
-  const ModelCost m = model_cost_from_shape(bench_dense_1b());
+  const ModelCost m = bench_dense_1b();
   const ClusterSpec host = this_host();
   const Workload w = run_workload();
   auto r = plan_model(m, host, w);

@@ -2,7 +2,8 @@
 // What the planner needs to know about a model, and nothing more: parameters and stored bytes per layer
 // and per sharding rule, the KV cache a token leaves behind in each layer, the math per token, and the
 // head/expert counts that decide which parallel degrees divide evenly. Built from a ModelSpec and its
-// tensor manifest (model_cost_adapter.h) or by hand for hypothetical models (tests, benchmarks).
+// tensor manifest (model_cost_adapter.h); a hypothetical model is a config with keys changed
+// (model_cost_from_config), so that its parameters are counted by its family's weight table too.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -119,31 +120,5 @@ struct WeightTableRow {
   double bytes;
 };
 std::array<WeightTableRow, 5> weight_table(double params);  // FP32, BF16, FP8, INT8, INT4
-
-// A hypothetical model described by its shape (tests, benchmarks, what-if planning). Uniform layers
-// except the first `n_dense_layers` (dense MLP of `dense_intermediate`); checkpoint is BF16.
-struct ModelShape {
-  std::string name = "hypothetical";
-  int64_t hidden = 4096;
-  int64_t n_layers = 32;
-  int64_t n_heads = 32;
-  int64_t n_kv_heads = 8;
-  int64_t head_dim = 128;
-  bool mla = false;
-  int64_t q_lora_rank = 0;  // MLA
-  int64_t kv_lora_rank = 0;
-  int64_t qk_nope_head_dim = 0;
-  int64_t qk_rope_head_dim = 0;
-  int64_t v_head_dim = 0;
-  int64_t vocab = 32000;
-  int64_t dense_intermediate = 14336;
-  int64_t n_dense_layers = 0;  // with experts: leading dense layers
-  int64_t n_experts = 0;
-  int64_t experts_per_token = 0;
-  int64_t expert_intermediate = 0;
-  int64_t n_shared_experts = 0;
-  bool tied_embeddings = false;
-};
-ModelCost model_cost_from_shape(const ModelShape& shape);
 
 }  // namespace day0::plan

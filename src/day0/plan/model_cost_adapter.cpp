@@ -7,6 +7,7 @@
 
 #include "day0/model/attention_cost.h"
 #include "day0/model/catalog.h"
+#include "day0/model/config_parser.h"
 #include "day0/model/model_memory.h"
 
 namespace day0::plan {
@@ -138,6 +139,12 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     l.stored(*group) += bytes;
   }
   return m;
+}
+
+Result<ModelCost> model_cost_from_config(const nlohmann::json& config, const std::string& name) {
+  D0_ASSIGN_OR_RETURN(ModelSpec spec, parse_model_config(config, name));
+  D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
+  return model_cost_from_spec(spec, manifest, name);
 }
 
 Result<ModelCost> load_model_cost(const std::string& model_arg) {
