@@ -171,5 +171,58 @@ TEST(Adapter, DeepseekV4FlashOnOneH200NodeWithExpertParallelism) {
   EXPECT_DOUBLE_EQ(cost->kv_bytes_per_token(KvPrecision::kBF16), 43 * 1024.0 + 21 * 320.0 + 20 * 8.0);
 }
 
+// The release's bytes the planner charges: every layer's groups as stored, the embedding and the head.
+double checkpoint_bytes(const ModelCost& m) {
+  double bytes = m.embedding_checkpoint_bytes + m.lm_head_checkpoint_bytes;
+  for (const LayerCost& l : m.layers) {
+    for (int g = 0; g < kWeightGroups; ++g) bytes += l.stored(static_cast<WeightGroup>(g));
+  }
+  return bytes;
+}
+
+// DeepSeek-V4-Flash and -Pro in the bytes they ship in (Pro's entry: FP8 in 128x128 blocks, routed experts
+// FP4 with a ue8m0 scale per 32; Flash's: BF16) on one 8-GPU node of H200s and of B200s: a layout that
+// spreads the routed experts over the 8 devices (EP 8) is among the feasible ones, and every feasible
+// layout's most loaded device holds what the planner charges it within its capacity.
+TEST(Adapter, DeepseekV4FlashAndProOnOneH200AndOneB200NodeWithExpertParallelism) {
+  for (const char* model : {"deepseek-v4-flash", "deepseek-v4-pro"}) {
+    auto cost = load_model_cost(model);
+    ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+    for (const char* cluster : {"8xH200", "8xB200"}) {
+      SCOPED_TRACE(std::string(model) + " on " + cluster);
+      const PlanResult r = plan_model(*cost, preset(cluster), Workload{}).value();
+      ASSERT_FALSE(r.feasible.empty());
+      bool ep8 = false;
+      for (const PlanCandidate& p : r.feasible) {
+        ep8 |= p.par.ep == 8 && p.par.devices() == 8;
+        EXPECT_LE(p.memory.total, p.memory.capacity);
+        EXPECT_GE(p.memory.weights() * static_cast<double>(p.par.devices()), 0.99 * checkpoint_bytes(*cost));
+      }
+      EXPECT_TRUE(ep8);
+    }
+  }
+}
+
+// Pro's checkpoint (850 GB) on one H200 (141 GiB) fits no layout: the plan says so with its numbers (what
+// the most loaded device needs, what it has) and names the smallest cluster of H200s that holds it,
+// instead of a layout that would run out of memory.
+TEST(Adapter, DeepseekV4ProOnOneH200IsRefusedWithTheNumbers) {
+  auto cost = load_model_cost("deepseek-v4-pro");
+  ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+  const ClusterSpec one = preset("1xH200");
+  ASSERT_LT(one.device.memory_bytes, checkpoint_bytes(*cost));
+  const PlanResult r = plan_model(*cost, one, Workload{}).value();
+  EXPECT_TRUE(r.feasible.empty());
+  ASSERT_FALSE(r.over_memory.empty());
+  const PlanCandidate& least = r.over_memory.front();
+  EXPECT_GT(least.memory.total, least.memory.capacity);
+  EXPECT_GE(least.memory.weights(), checkpoint_bytes(*cost));
+  const std::string reason = over_memory_reason(least, Workload{});
+  EXPECT_NE(reason.find("needs "), std::string::npos) << reason;
+  EXPECT_NE(reason.find(", has "), std::string::npos) << reason;
+  ASSERT_TRUE(r.smallest_cluster.has_value());
+  EXPECT_GE(r.smallest_cluster->total_devices() * one.device.memory_bytes, checkpoint_bytes(*cost));
+}
+
 }  // namespace
 }  // namespace day0::plan
