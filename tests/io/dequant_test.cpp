@@ -1,4 +1,4 @@
-// FP8 block-scaled and MXFP4 dequantization against hand-worked values, plus quantize -> dequantize.
+// FP8 block-scaled, MXFP4 and NVFP4 dequantization against hand-worked values, plus quantize -> dequantize.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +128,62 @@ TEST(DequantMxfp4, QuantizeThenDequantizeIsExactOnRepresentableValues) {
   std::vector<float> back(values.size());
   dequant_mxfp4(q.blocks, q.scales, back);
   EXPECT_EQ(back, values);
+}
+
+// NVFP4: the even column in the low nibble, bit 3 the sign, the E4M3 group scale times the global
+// multiplier. Byte 0x9A: low 0xA = -1.0, high 0x9 = -0.5; byte 0x7F: low 0xF = -6, high 0x7 = +6.
+TEST(DequantNvfp4, HandWorkedGroupsAndGlobalScale) {
+  std::vector<uint8_t> packed(16, 0x00);  // [1 row, 32 columns / 2]: two groups of 16
+  packed[0] = 0x9A;
+  packed[8] = 0x7F;
+  const std::vector<uint8_t> scales = {0x38, 0x7E};  // E4M3 1.0, 448
+  const std::vector<int64_t> ps{1, 16}, ss{1, 2};
+  auto out = dequant_nvfp4(view("w", DType::kU8, ps, packed.data(), packed.size()),
+                           view("w_scale", DType::kF8E4M3, ss, scales.data(), scales.size()), 2.0f);
+  ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+  EXPECT_EQ((*out)[0], -2.0f);
+  EXPECT_EQ((*out)[1], -1.0f);
+  EXPECT_EQ((*out)[2], 0.0f);
+  EXPECT_EQ((*out)[16], -6.0f * 448.0f * 2.0f);
+  EXPECT_EQ((*out)[17], 6.0f * 448.0f * 2.0f);
+  // ModelOpt's weight_scale_2 multiplies; compressed-tensors' weight_global_scale divides.
+  EXPECT_EQ(nvfp4_global_multiplier(0.25f, Nvfp4GlobalScale::kMultiplier), 0.25f);
+  EXPECT_EQ(nvfp4_global_multiplier(4.0f, Nvfp4GlobalScale::kDivisor), 0.25f);
+  // A NaN scale code (0x7F, 0xFF) makes its group NaN; a zero global scale zeroes the finite ones.
+  const std::vector<uint8_t> nan_scales = {0xFF, 0x38};
+  std::vector<float> raw(32);
+  dequant_nvfp4(packed, nan_scales, 0.0f, raw);
+  EXPECT_TRUE(std::isnan(raw[0]) && std::isnan(raw[15]));
+  EXPECT_EQ(raw[16], 0.0f);
+  // Shape or dtype off: refused naming both tensors.
+  auto bad = dequant_nvfp4(view("w", DType::kU8, ps, packed.data(), packed.size()),
+                           view("w_scale", DType::kF8E8M0, ss, scales.data(), scales.size()), 1.0f);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("w_scale"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("F8_E4M3"), std::string::npos);
+}
+
+// quantize_nvfp4 -> dequant_nvfp4: the tensor's largest magnitude round-trips (its group scale is 448
+// exactly), zeros stay zero, and the whole draw stays within e2m1's relative step.
+TEST(DequantNvfp4, QuantizeThenDequantizeKeepsTheLargestValue) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> values(64 * 32);
+  for (auto& v : values) v = normal(rng);
+  values[100] = 0.5f;                                                   // the amax
+  for (int i = 32; i < 48; ++i) values[static_cast<size_t>(i)] = 0.0f;  // one all-zero group
+  const Nvfp4Quantized q = quantize_nvfp4(values);
+  EXPECT_EQ(q.global_multiplier, 0.5f / (6.0f * 448.0f));
+  std::vector<float> out(values.size());
+  dequant_nvfp4(q.packed, q.scales, q.global_multiplier, out);
+  EXPECT_NEAR(out[100], 0.5f, 1e-6f);
+  for (int i = 32; i < 48; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    err2 += std::pow(out[i] - values[i], 2);
+    ref2 += std::pow(values[i], 2);
+  }
+  EXPECT_LT(err2 / ref2, 0.02);
 }
 
 TEST(Conversions, TensorToF32CoversIntegerAndFloatTypes) {

@@ -3,6 +3,10 @@
 // values Day0 does not read: each refused with a message naming the key and what it found. NVFP4 in
 // ModelOpt's and compressed-tensors' layouts: the modules each quantizes and the tensors it stores.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <string>
 #include <vector>
@@ -214,6 +218,36 @@ TEST(QuantizationConfig, CompressedTensorsNvfp4ParsesAndRoundTrips) {
     EXPECT_EQ(find_tensor(*manifest, stem + ".input_global_scale") != nullptr, activations);
     EXPECT_EQ(find_tensor(*manifest, stem + ".weight"), nullptr);
   }
+}
+
+// ModelOpt exports that keep the scheme beside config.json: hf_quant_config.json's "quantization" object is
+// read as quantization_config; a config.json that has one wins.
+TEST(QuantizationConfig, ModelOptSchemeFromHfQuantConfigJson) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("day0-hf-quant-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  json bare = llama_config(json(nullptr));
+  bare.erase("quantization_config");
+  std::ofstream(dir / "config.json") << bare.dump();
+  json scheme = modelopt_nvfp4();
+  scheme.erase("quant_method");
+  scheme.erase("producer");
+  std::ofstream(dir / "hf_quant_config.json")
+      << json{{"producer", {{"name", "modelopt"}}}, {"quantization", scheme}}.dump();
+  auto spec = load_model_config(dir / "config.json");
+  EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
+  if (spec.is_ok()) {
+    EXPECT_EQ(spec->weights.nvfp4.layout, Nvfp4Layout::kModelOpt);
+  }
+  scheme["quant_algo"] = "FP8";
+  std::ofstream(dir / "hf_quant_config.json") << json{{"quantization", scheme}}.dump();
+  auto refused = load_model_config(dir / "config.json");
+  EXPECT_FALSE(refused.is_ok());
+  if (!refused.is_ok()) {
+    EXPECT_NE(refused.status().message().find("hf_quant_config.json"), std::string::npos);
+    EXPECT_NE(refused.status().message().find("quant_algo"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(QuantizationConfig, Nvfp4SchemesNotUnderstoodNameTheKeyExpectedAndFound) {

@@ -30,7 +30,9 @@
 #include "day0/model/catalog.h"
 #include "day0/model/config_parser.h"
 #include "day0/model/config_writer.h"
+#include "day0/model/model_memory.h"
 #include "day0/model/nvfp4_config.h"
+#include "day0/model/param_count.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/runtime/engine.h"
 #include "day0/runtime/model_loader.h"
@@ -219,6 +221,16 @@ void expect_nvfp4_end_to_end(const Base& base, const nlohmann::json& quantizatio
   }
   EXPECT_EQ(nibble_bytes * 2, static_cast<uint64_t>(nvfp4_params));  // 4 bits a parameter
   EXPECT_EQ(scale_bytes * 16, static_cast<uint64_t>(nvfp4_params));  // 8 bits per 16
+  // inspect's checkpoint row: the file's bytes under the format's name.
+  auto counts = count_params(*nvfp4, *manifest);
+  ASSERT_TRUE(counts.is_ok());
+  uint64_t file_bytes = 0;
+  for (const auto& name : ckpt->tensor_names()) file_bytes += ckpt->tensor(name)->data.size();
+  EXPECT_EQ(counts->stored_bytes, file_bytes);
+  const auto rows = weight_memory_table(*nvfp4, *counts);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().bytes, file_bytes);
+  EXPECT_NE(rows.back().format.find("NVFP4"), std::string::npos) << rows.back().format;
 
   // Each backend configuration against itself on the dequantized model: what differs is the weight format
   // alone (the cpu backend's own float paths differ from the reference backend's by more than this).

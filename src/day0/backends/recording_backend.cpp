@@ -62,6 +62,7 @@ void set_weights(OpSpec& op, const WeightView& w) {
   op.weights = w.format;
   op.label = weight_label(w.name);
   op.attrs["weights"] = weight_format_name(w.format);
+  if (w.nvfp4()) op.attrs["weights"] = "NVFP4";  // the FP4 kernels, E4M3 group scales and a global scale
   if (w.format == WeightFormat::kFp8Block)
     op.attrs["block"] = fmt::format("{}x{}", w.block_rows, w.block_cols);
   if (w.is_int()) {

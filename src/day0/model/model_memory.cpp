@@ -164,10 +164,10 @@ std::vector<WeightMemoryRow> weight_memory_table(const ModelSpec& spec, const Pa
   rows.push_back({"INT4", 4, (total + 1) / 2});
   const double bits =
       counts.total > 0 ? 8.0 * static_cast<double>(counts.stored_bytes) / static_cast<double>(total) : 0.0;
-  rows.push_back({fmt::format("checkpoint ({})", spec.weights.packed.bits != 0
-                                                     ? packed_int_label(spec.weights.packed)
-                                                     : std::string(weight_format_name(spec.weights.format))),
-                  bits, counts.stored_bytes});
+  std::string format = spec.weights.packed.bits != 0 ? packed_int_label(spec.weights.packed)
+                                                     : std::string(weight_format_name(spec.weights.format));
+  if (spec.weights.nvfp4.layout != Nvfp4Layout::kNone) format = "NVFP4 + " + format;  // the rest unquantized
+  rows.push_back({fmt::format("checkpoint ({})", format), bits, counts.stored_bytes});
   return rows;
 }
 
