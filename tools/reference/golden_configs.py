@@ -635,6 +635,19 @@ SHARD_SIZES["param2-17b"] = "150KB"
 SHARD_SIZES["cohere2-moe"] = "250KB"
 
 SHARD_SIZES["deepseek-v4"] = "150KB"  # 0.53 MB in BF16: 4 shards
+
+# DeepSeek-V4 in the bytes the release ships: routed experts FP4 e2m1 with a ue8m0 scale per 32 input columns
+# (I8 [out, in / 2], low nibble first; F8_E8M0 [out, in / 32]), the projections the weight table quantizes
+# FP8 e4m3 in 32x32 blocks with ue8m0 scales, expert_dtype beside quantization_config as the release writes
+# it. The experts' width is 32 (FP4 groups of 32 columns in w2), o_lora_rank 32 (the grouped output
+# projection's FP8 blocks do not straddle its groups, as 128-row blocks over groups of 1024 do not in the
+# release). make_golden quantizes transformers' init and dumps the reference from the dequantized weights
+# (exact in BF16), so align sees the engine's decode of the formats, not quantization error.
+CONFIGS["deepseek-v4-fp4"] = dict(
+    CONFIGS["deepseek-v4"], moe_intermediate_size=32, o_lora_rank=32, expert_dtype="fp4",
+    quantization_config={"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                         "scale_fmt": "ue8m0", "weight_block_size": [32, 32]})
+SHARD_SIZES["deepseek-v4-fp4"] = "200KB"  # 0.95 MB in BF16, 0.5 MB stored: 5 shards
 SHARD_SIZES["glm-5"] = "250KB"  # 0.67 MB in BF16: 3 shards
 SHARD_SIZES["k-exaone"] = "220KB"  # 0.59 MB: 3 shards
 SHARD_SIZES["nemotron-3-super"] = "100KB"
@@ -647,6 +660,7 @@ PROMPT_SEEDS = {"glm-5": 6, "glm-5-indexshare": 7, "k-exaone": 11, "laguna": 15}
 # gives prompts whose picks hold in BF16 (the F32 align is 6e-7 of the logit range with either seed).
 PROMPT_SEEDS["nemotron-h"] = 3
 PROMPT_SEEDS["deepseek-v4"] = 4
+PROMPT_SEEDS["deepseek-v4-fp4"] = 4
 
 # Prompt lengths per miniature (random ids, seeded): several prompts each; gpt-oss gets one longer than
 # its sliding window of 8.
@@ -673,6 +687,10 @@ PROMPT_LENGTHS["deepseek-v32"] = [5, 7, 12]
 # DeepSeek-V4: past the window of 8 and over several compression groups (4 and 8 tokens) in every prompt but
 # the first.
 PROMPT_LENGTHS["deepseek-v4"] = [6, 13, 21]
+# The FP4 variant: [6, 13, 21] ends on an indexer tie (its last row and greedy steps go uncompared), [6, 13, 19]
+# and [6, 12, 20] miss the BF16 thresholds (layer 3's max |error| 4.9 against 4); [5, 13, 19] has no tie and
+# passes in F32 (2.7e-6 of the logit range) and BF16.
+PROMPT_LENGTHS["deepseek-v4-fp4"] = [5, 13, 19]
 # GLM-5 (top-4 of the indexer scores, sigmoid + bias top-2 of 8): every set whose first prompt has 4 or more
 # tokens holds its 4th token, whose 2nd / 3rd router scores in layer 3 are 0.7086 / 0.7076: the BF16 engine
 # picks the other expert (transformers' BF16 run does not), 5.5 off in that row. With [3, 6, 7] the closest

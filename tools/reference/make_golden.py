@@ -16,6 +16,7 @@ and a golden test would not see it. At 0.16 the same error moves logits by ~0.4%
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -72,6 +73,95 @@ def quantize_mxfp4(w):
     packed = nib[..., 0::2] | (nib[..., 1::2] << 4)
     assert math.isfinite(float(exp.max()))
     return packed.contiguous(), (exp + 127).to(torch.uint8).contiguous()
+
+
+# DeepSeek-V4's release formats (golden_configs.py "deepseek-v4-fp4"), on transformers' saved names: the
+# projections Day0's weight table stores FP8 (attention, the indexer's query, the shared expert) and the
+# routed experts it stores FP4.
+V4_FP8 = re.compile(r"\.attn\.(wq_a|wq_b|wkv|wo_a|wo_b|indexer\.wq_b)\.weight$|\.ffn\.shared_experts\.w[123]\.weight$")
+V4_FP4 = re.compile(r"\.ffn\.experts\.\d+\.w[123]\.weight$")
+
+
+def pow2_at_least(x):
+    """The smallest power of two >= x (x > 0), as a float tensor: a ue8m0 scale."""
+    import torch
+
+    return torch.pow(2.0, torch.ceil(torch.log2(x)))
+
+
+def quantize_fp8_ue8m0(w, block):
+    """[M, K] -> (F8_E4M3 [M, K], F8_E8M0 [ceil(M/b), ceil(K/b)]): each block's scale the power of two that
+    brings its amax within 448, and the dequantized [M, K] (q * scale, exact in BF16)."""
+    import torch
+
+    m, k = w.shape
+    sm, sk = -(-m // block), -(-k // block)
+    padded = torch.zeros(sm * block, sk * block)
+    padded[:m, :k] = w.float()
+    blocks = padded.reshape(sm, block, sk, block)
+    amax = blocks.abs().amax(dim=(1, 3))
+    scales = torch.where(amax > 0, pow2_at_least(amax / 448.0), torch.ones_like(amax))
+    q = (blocks / scales[:, None, :, None]).to(torch.float8_e4m3fn)
+    deq = (q.float() * scales[:, None, :, None]).reshape(sm * block, sk * block)[:m, :k]
+    return q.reshape(sm * block, sk * block)[:m, :k].contiguous(), scales.to(torch.float8_e8m0fnu), deq
+
+
+def quantize_fp4_ue8m0(w):
+    """[M, K] (K % 32 == 0) -> (I8 [M, K/2]: e2m1 codes, column 2j in the low nibble of byte j; F8_E8M0
+    [M, K/32]: each group's power-of-two scale), and the dequantized [M, K]."""
+    import torch
+
+    m, k = w.shape
+    packed, exps = quantize_mxfp4(w)  # U8 [M, K/32, 16], U8 biased exponents [M, K/32]
+    packed = packed.reshape(m, k // 2)
+    lut = torch.tensor(FP4_GRID + [-v for v in FP4_GRID])
+    codes = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(m, k).long()
+    scale = torch.pow(2.0, exps.float() - 127.0)
+    deq = (lut[codes].reshape(m, k // 32, 32) * scale[..., None]).reshape(m, k)
+    return packed.view(torch.int8), exps.view(torch.float8_e8m0fnu), deq
+
+
+def quantize_v4_release_formats(folder, config):
+    """Rewrites the sharded save in `folder` in DeepSeek-V4's release formats (FP4 experts, FP8 blocks, ue8m0
+    scales as `<name>_scale_inv` beside each weight, in its shard) and writes the same model with the
+    dequantized weights, unquantized, to a temporary folder: the one the reference is dumped from (main
+    removes it)."""
+    import shutil
+    import tempfile
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    block = config["quantization_config"]["weight_block_size"][0]
+    plain = tempfile.mkdtemp(prefix="day0-golden-dequantized-")
+    shutil.copytree(folder, plain, dirs_exist_ok=True)
+    index_path = os.path.join(folder, "model.safetensors.index.json")
+    with open(index_path) as f:
+        index = json.load(f)
+    weight_map, total = {}, 0
+    for shard in sorted(set(index["weight_map"].values())):
+        stored, dequantized = {}, {}
+        for name, t in load_file(os.path.join(folder, shard)).items():
+            if V4_FP4.search(name) or V4_FP8.search(name):
+                q, scale, deq = quantize_fp4_ue8m0(t) if V4_FP4.search(name) else quantize_fp8_ue8m0(t, block)
+                stored[name], stored[name + "_scale_inv"] = q, scale
+                dequantized[name] = deq.to(t.dtype)
+                if not torch.equal(deq.to(t.dtype).float(), deq):
+                    raise SystemExit(f"{name}: dequantized values not exact in {t.dtype}")
+            else:
+                stored[name] = dequantized[name] = t
+        save_file(stored, os.path.join(folder, shard), metadata={"format": "pt"})
+        save_file(dequantized, os.path.join(plain, shard), metadata={"format": "pt"})
+        for name, t in stored.items():
+            weight_map[name] = shard
+            total += t.numel() * t.element_size()
+    index["weight_map"] = dict(sorted(weight_map.items()))
+    index["metadata"] = {"total_size": total}
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=2)
+    unquantized = {k: v for k, v in config.items() if k not in ("quantization_config", "expert_dtype")}
+    with open(os.path.join(plain, "config.json"), "w") as f:
+        json.dump(unquantized, f, indent=2)
+    return plain
 
 
 # Families whose golden gets random norm gains (make_golden's hf_init).
@@ -193,6 +283,13 @@ def hf_init(name, folder, config):
                 p.normal_(0.0, 1.0)
     quant = (config.get("quantization_config") or {}).get("quant_method")
     shard = SHARD_SIZES.get(golden)
+    if config["model_type"] == "deepseek_v4" and quant:
+        model.save_pretrained(folder, max_shard_size=shard)
+        os.remove(os.path.join(folder, "generation_config.json"))  # the engine reads none; not a release file
+        reference_folder = quantize_v4_release_formats(folder, config)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        return reference_folder
     if shard and quant:
         raise SystemExit(f"{golden}: a sharded golden is written unquantized (the quantizer reads one file)")
     # Sharded as save_pretrained writes a release: model-0000i-of-0000n.safetensors + the index.
@@ -215,7 +312,7 @@ def hf_init(name, folder, config):
         json.dump(config, f, indent=2)
     if config["model_type"] in RELEASE_NAMES:
         check_release_layout(folder, config, model)
-    return True
+    return folder
 
 
 # Model types whose releases keep their own tensor names, which transformers converts on load and writes
@@ -276,16 +373,21 @@ def main():
         with open(config_path, "w") as f:
             json.dump(config, f, indent=2)
             f.write("\n")
+        reference_folder = folder  # where transformers reads the weights (a quantized golden's dequantized copy)
         if args.hf_init:
-            if not hf_init(name, folder, config):
+            reference_folder = hf_init(name, folder, config)
+            if not reference_folder:
                 continue
         else:
             run([args.day0, "synth", config_path, "--out", folder, "--seed", str(1000 + i)])
-        run([python, os.path.join(HERE, "dump_reference.py"), "check-load", folder])
+        run([python, os.path.join(HERE, "dump_reference.py"), "check-load", reference_folder])
         lengths = [str(n) for n in PROMPT_LENGTHS[name]]
-        run([python, os.path.join(HERE, "dump_reference.py"), "dump", folder, "--out",
+        run([python, os.path.join(HERE, "dump_reference.py"), "dump", reference_folder, "--out",
              os.path.join(folder, "reference.safetensors"), "--random-lengths", *lengths,
              "--seed", str(PROMPT_SEEDS.get(name, i)), "--greedy", str(args.greedy)])
+        if reference_folder != folder:
+            import shutil
+            shutil.rmtree(reference_folder)
     if args.only:
         # VERSIONS describes the whole set; a partial run leaves it to be edited by hand (each
         # reference.safetensors also names the transformers version that wrote it).
