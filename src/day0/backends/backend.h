@@ -26,6 +26,7 @@
 #include "day0/backends/thread_pool.h"
 #include "day0/core/status.h"
 #include "day0/ops/kernel_args.h"
+#include "day0/ops/kernel_list.h"
 #include "day0/ops/op_key.h"
 
 namespace day0 {
@@ -74,52 +75,11 @@ class Backend {
     return ComputeUnit::kUnknown;
   }
 
-  // ---- kernels (contracts in ops/kernel_args.h) ----
-  virtual void embedding(const EmbeddingArgs& a) = 0;
-  virtual void matmul(const MatmulArgs& a) = 0;
-  virtual void grouped_matmul(const GroupedMatmulArgs& a) = 0;
-  virtual void rms_norm(const RmsNormArgs& a) = 0;
-  virtual void layer_norm(const LayerNormArgs& a) = 0;
-  virtual void rope(const RopeArgs& a) = 0;
-  virtual void attention(const AttentionArgs& a) = 0;
-  virtual void mla_attention(const MlaArgs& a) = 0;
-  virtual void paged_attention(const PagedAttentionArgs& a) = 0;
-  virtual void paged_mla_attention(const PagedMlaArgs& a) = 0;
-  virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
-  virtual void block_indexer_topk(const BlockIndexerTopkArgs& a) = 0;
-  virtual void causal_conv1d(const CausalConv1dArgs& a) = 0;
-  virtual void gated_delta_rule(const GatedDeltaRuleArgs& a) = 0;
-  virtual void gated_rms_norm(const GatedRmsNormArgs& a) = 0;
-  virtual void ssm_scan(const SsmScanArgs& a) = 0;
-  virtual void softmax(const SoftmaxArgs& a) = 0;
-  virtual void silu(const UnaryArgs& a) = 0;
-  virtual void gelu(const UnaryArgs& a) = 0;
-  virtual void sigmoid(const UnaryArgs& a) = 0;
-  virtual void softplus(const UnaryArgs& a) = 0;
-  virtual void tanh(const UnaryArgs& a) = 0;
-  virtual void swiglu(const SwigluArgs& a) = 0;
-  virtual void swiglu_clamped(const SwigluArgs& a) = 0;
-  virtual void moe_router(const MoeRouterArgs& a) = 0;
-  virtual void moe_experts(const MoeExpertsArgs& a) = 0;
-  virtual void kv_compress(const KvCompressArgs& a) = 0;
-  virtual void hc_weights(const HcWeightsArgs& a) = 0;
-  virtual void hc_collapse(const HcCollapseArgs& a) = 0;
-  virtual void hc_expand(const HcExpandArgs& a) = 0;
-  virtual void add(const BinaryArgs& a) = 0;
-  virtual void mul(const BinaryArgs& a) = 0;
-  virtual void argmax(const ArgmaxArgs& a) = 0;
-  virtual void sample(const SampleArgs& a) = 0;
-  virtual void kv_write(const KvWriteArgs& a) = 0;
-  virtual void kv_copy_blocks(const KvCopyBlocksArgs& a) = 0;
-  virtual void round_bf16(const PointwiseArgs& a) = 0;
-  virtual void copy_columns(const CopyColumnsArgs& a) = 0;
-  // Primitives.
-  virtual void clamp(const PointwiseArgs& a) = 0;
-  virtual void scale(const PointwiseArgs& a) = 0;
-  virtual void rsqrt(const PointwiseArgs& a) = 0;
-  virtual void row_mean(const PointwiseArgs& a) = 0;
-  virtual void gather_rows(const GatherRowsArgs& a) = 0;
-  virtual void scatter_add(const ScatterAddArgs& a) = 0;
+  // ---- kernels: one pure virtual per row of the kernel table (ops/kernel_list.h), contracts in
+  // ops/kernel_args.h ----
+#define D0_PURE_KERNEL(method, Args, op) virtual void method(const Args& a) = 0;
+  D0_FOR_EACH_KERNEL(D0_PURE_KERNEL)
+#undef D0_PURE_KERNEL
 };
 
 struct BackendOptions {
