@@ -568,11 +568,12 @@ Result<Linear> WeightBinder::fp4_linear(const std::string& name, int64_t rows, i
   return l;
 }
 
-Result<Linear> WeightBinder::fp4_linear_part(const std::string& name, int64_t rows, int64_t cols, ShardRange r,
-                                             ShardRange c) {
+Result<Linear> WeightBinder::fp4_linear_part(const std::string& name, int64_t rows, int64_t cols,
+                                             ShardRange r, ShardRange c) {
   if (r.begin < 0 || r.end > rows || r.size() <= 0 || c.begin < 0 || c.end > cols || c.size() <= 0) {
-    return internal_error(fmt::format("FP4 weight {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it",
-                                      name, rows, cols, r.begin, r.end, c.begin, c.end));
+    return internal_error(
+        fmt::format("FP4 weight {} [{}, {}]: part rows [{}, {}) columns [{}, {}) outside it", name, rows,
+                    cols, r.begin, r.end, c.begin, c.end));
   }
   D0_ASSIGN_OR_RETURN(Linear whole, fp4_linear(name, rows, cols));
   const int64_t group = whole.w.group, groups = cols / group;
@@ -598,8 +599,9 @@ Result<Linear> WeightBinder::fp4_linear_part(const std::string& name, int64_t ro
   if (!out_.source->has_values()) return l;  // shape only: never read
   // Whole groups: their nibble bytes and scale bytes, row by row.
   const int64_t group_bytes = group / 2;
-  std::vector<uint8_t> part_values(static_cast<size_t>(r.size() * part_groups * group_bytes));  // [rows, c / 2]
-  std::vector<uint8_t> part_scales(static_cast<size_t>(r.size() * part_groups));  // [rows, part groups]
+  // [part rows, c / 2] nibbles and [part rows, part groups] scale bytes.
+  std::vector<uint8_t> part_values(static_cast<size_t>(r.size() * part_groups * group_bytes));
+  std::vector<uint8_t> part_scales(static_cast<size_t>(r.size() * part_groups));
   for (int64_t i = 0; i < r.size(); ++i) {
     std::memcpy(&part_values[static_cast<size_t>(i * part_groups * group_bytes)],
                 values + i * (cols / 2) + g0 * group_bytes, static_cast<size_t>(part_groups * group_bytes));

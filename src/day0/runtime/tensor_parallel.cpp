@@ -64,8 +64,9 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
   if (s.shared_kv_low_rank && s.shared_kv_low_rank->out_groups % tp != 0) {
     // The grouped output projection reads whole groups of heads: each rank holds its groups' rows of o_a
     // and their columns of o_b.
-    return invalid_argument(fmt::format("{}: {} output projection groups (o_groups) do not divide into {} parts",
-                                        what, s.shared_kv_low_rank->out_groups, tp));
+    return invalid_argument(
+        fmt::format("{}: {} output projection groups (o_groups) do not divide into {} parts", what,
+                    s.shared_kv_low_rank->out_groups, tp));
   }
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
