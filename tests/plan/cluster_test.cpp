@@ -29,7 +29,7 @@ std::string replace(std::string text, const std::string& from, const std::string
 
 TEST(Presets, EveryPresetResolvesAndValidates) {
   const auto names = preset_names();
-  ASSERT_EQ(names.size(), 7u);
+  ASSERT_EQ(names.size(), 8u);
   for (const auto& name : names) {
     auto c = resolve_preset(name);
     ASSERT_TRUE(c.is_ok()) << name << ": " << c.status().to_string();
@@ -53,6 +53,15 @@ TEST(Presets, SpecSheetNumbers) {
   ASSERT_TRUE(h800.is_ok() && h100.is_ok());
   EXPECT_LT(h800->intra_node.bandwidth, h100->intra_node.bandwidth);  // the export variant's NVLink
   EXPECT_EQ(h800->device.memory_bytes, h100->device.memory_bytes);
+  // B200 (DGX / HGX B200 datasheets): 180 GB, 8 TB/s, dense BF16 2.25 PFLOPS and FP8 twice that, NVLink 5 at
+  // twice the H200's.
+  auto b200 = resolve_preset("8xB200");
+  ASSERT_TRUE(b200.is_ok());
+  EXPECT_DOUBLE_EQ(b200->device.memory_bytes, 180 * kGiB);
+  EXPECT_DOUBLE_EQ(b200->device.memory_bandwidth, 8e12);
+  EXPECT_DOUBLE_EQ(b200->device.peak_flops_bf16, 2.25e15);
+  EXPECT_DOUBLE_EQ(b200->device.peak_flops_fp8, 2 * b200->device.peak_flops_bf16);
+  EXPECT_DOUBLE_EQ(b200->intra_node.bandwidth, 2 * h200->intra_node.bandwidth);
 }
 
 TEST(Presets, NodesMultiplyAndNamesAreCaseInsensitive) {

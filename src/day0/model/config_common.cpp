@@ -241,8 +241,10 @@ Status parse_quantization(const ConfigReader& cfg, ModelSpec& spec) {
       return quant->mismatch("scale_fmt", "\"ue8m0\" or \"float\"");
     }
     spec.weights.ue8m0_scales = scale_fmt == "ue8m0";
-    // DeepSeek-V4: routed experts in FP4 (E2M1) with E8M0 scales per 32 input columns.
-    D0_ASSIGN_OR_RETURN(std::string expert_dtype, quant->optional_string("expert_dtype", "fp8"));
+    // DeepSeek-V4: routed experts in FP4 (E2M1) with E8M0 scales per 32 input columns. Its release writes
+    // expert_dtype beside quantization_config; transformers moves it in unless one is named there.
+    D0_ASSIGN_OR_RETURN(std::string released, cfg.optional_string("expert_dtype", "fp8"));
+    D0_ASSIGN_OR_RETURN(std::string expert_dtype, quant->optional_string("expert_dtype", released));
     if (expert_dtype == "fp4") {
       spec.weights.fp4_expert_group = 32;
     } else if (expert_dtype != "fp8") {

@@ -93,18 +93,6 @@ Status parse_moe(const ConfigReader& cfg, ModelSpec& spec) {
   return Status::ok();
 }
 
-// The release ships expert_dtype beside quantization_config; the class moves it in when the config is
-// quantized and names none there itself (configuration_deepseek_v4.py).
-void fold_expert_dtype_into_quantization(nlohmann::json& merged) {
-  auto top = merged.find("expert_dtype");
-  if (top == merged.end()) return;
-  auto quant = merged.find("quantization_config");
-  if (quant != merged.end() && quant->is_object() && !quant->contains("expert_dtype")) {
-    (*quant)["expert_dtype"] = *top;
-  }
-  merged.erase(top);
-}
-
 }  // namespace
 
 Status parse_deepseek_v4(const ConfigReader& cfg, ModelSpec& spec) {
@@ -121,8 +109,6 @@ Status parse_deepseek_v4(const ConfigReader& cfg, ModelSpec& spec) {
     if (!merged.contains(key) || merged[key].is_null()) merged[key] = value;
   }
   merged["intermediate_size"] = merged["moe_intermediate_size"];
-  fold_expert_dtype_into_quantization(merged);
-  ignore_keys(cfg, {"expert_dtype"});  // read through quantization_config, or meaningless without one
   for (const char* key : {"rope_parameters", "rope_scaling", "partial_rotary_factor"}) merged.erase(key);
   const ConfigReader core = cfg.derived(merged, "");
   FamilyDefaults defaults;  // DeepseekV4Config
