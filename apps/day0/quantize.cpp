@@ -23,6 +23,7 @@ struct QuantizeArgs {
   bool symmetric = false;
   bool asymmetric = false;
   std::vector<std::string> skip;
+  std::string head = "keep";
   std::string out;
   bool json = false;
   bool quiet = false;
@@ -34,6 +35,7 @@ int run_quantize(const QuantizeArgs& args) {
   options.group_size = args.group;
   options.symmetric = !args.asymmetric;
   options.skip = args.skip;
+  options.head_bits = args.head == "int8" ? 8 : 0;
   options.progress = args.quiet ? nullptr : stderr;
   auto result = quantize_checkpoint(args.model, args.out, options);
   if (!result.is_ok()) return report_error("quantize", result.status());
@@ -47,6 +49,9 @@ int run_quantize(const QuantizeArgs& args) {
                           {"bits", options.bits},
                           {"group_size", options.group_size},
                           {"symmetric", options.symmetric},
+                          {"head", args.head},
+                          {"head_params", r.head_params},
+                          {"tie_word_embeddings", r.spec.tie_word_embeddings},
                           {"quantized_tensors", r.n_quantized},
                           {"kept_tensors", r.n_kept},
                           {"quantized_params", r.quantized_params},
@@ -61,6 +66,12 @@ int run_quantize(const QuantizeArgs& args) {
   fmt::print("Quantized {} -> {} ({}, compressed-tensors pack-quantized)\n", args.model, r.dir,
              packed_int_label(r.spec.weights.packed));
   fmt::print("  packed   {} projections, {} parameters\n", r.n_quantized, with_commas(r.quantized_params));
+  if (r.head_params > 0) {
+    fmt::print(
+        "  head     lm_head int8 g{}, {} parameters (untied: tie_word_embeddings "
+        "false; the logits change)\n",
+        options.group_size, with_commas(r.head_params));
+  }
   fmt::print("  kept     {} tensors in their original dtype ({} modules in the ignore list)\n", r.n_kept,
              r.ignore.size());
   fmt::print("  size     {} -> {} ({:.2f}x smaller)\n", human_bytes(static_cast<double>(r.bytes_in)),
@@ -87,6 +98,11 @@ const Registrar kQuantizeCommand(
       app.add_option("--skip", args->skip,
                      "Modules kept in the original precision besides embeddings, norms, routers and the LM "
                      "head: a glob over module names (\"*.down_proj\") or re:<regex>; repeatable");
+      app.add_option("--head", args->head,
+                     "LM head: keep (the default; as stored, or the tied embedding) or int8 (an untied "
+                     "lm_head packed INT8 with --group beside the kept embedding; halves the bytes the head "
+                     "reads per token but changes the logits, so it is never a default)")
+          ->check(CLI::IsMember({"keep", "int8"}));
       app.add_option("--out", args->out, "Directory to create (must not exist, or be empty)")->required();
       app.add_flag("--json", args->json, "Print the result as JSON");
       app.add_flag("--quiet", args->quiet, "No progress on stderr");

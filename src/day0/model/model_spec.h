@@ -306,6 +306,11 @@ struct PackedIntSpec {
   std::vector<std::string> ignore;   // module names or "re:<regex>"
   PackedIntLayout layout = PackedIntLayout::kCompressedTensors;
   bool zero_offset = false;  // GPTQ v1 (checkpoint_format "gptq"): qzeros hold z - 1
+  // A compressed-tensors config group naming the LM head alone (`day0 quantize --head int8`): the head is
+  // packed at head_bits (same group size and symmetry) while `targets` pack the projections at `bits`.
+  // head_bits == 0: no such group, the head keeps its dtype.
+  int head_bits = 0;
+  std::string head_target;  // "lm_head" (or "language_model.lm_head" inside a multimodal wrapper)
   bool operator==(const PackedIntSpec&) const = default;
 };
 

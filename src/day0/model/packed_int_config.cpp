@@ -67,6 +67,30 @@ Result<const tokenizer::Regex*> compiled(const std::string& pattern) {
   return &it->second;
 }
 
+bool is_head_module(const std::string& module) {
+  return module == "lm_head" || module == "language_model.lm_head";
+}
+
+nlohmann::json compressed_tensors_group(const PackedIntSpec& packed, int bits,
+                                        const std::vector<std::string>& targets) {
+  nlohmann::json weights = {
+      {"num_bits", bits},
+      {"type", "int"},
+      {"symmetric", packed.symmetric},
+      {"strategy", packed.group_size > 0 ? "group" : "channel"},
+      {"group_size", packed.group_size > 0 ? nlohmann::json(packed.group_size) : nullptr},
+      {"dynamic", false},
+      {"actorder", nullptr},
+      {"block_structure", nullptr},
+      {"observer", "minmax"},
+      {"observer_kwargs", nlohmann::json::object()}};
+  return {{"targets", targets},
+          {"weights", weights},
+          {"input_activations", nullptr},
+          {"output_activations", nullptr},
+          {"format", "pack-quantized"}};
+}
+
 }  // namespace
 
 bool matches_module_pattern(const std::string& target, const std::string& module) {
@@ -105,6 +129,8 @@ Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
   if (!groups || groups->json().empty()) return quant.mismatch("config_groups", "at least one config group");
   PackedIntSpec packed;
   bool first = true;
+  int64_t head_group_size = 0;
+  bool head_symmetric = true;
   for (const auto& [name, value] : groups->json().items()) {
     D0_ASSIGN_OR_RETURN(std::optional<ConfigReader> group, groups->optional_object(name));
     if (!group) return groups->mismatch(name, "a config group object");
@@ -124,6 +150,14 @@ Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
     D0_RETURN_IF_ERROR(parse_weights(*weights, args));
     D0_ASSIGN_OR_RETURN(std::vector<std::string> targets, group->optional_string_list("targets"));
     if (targets.empty()) return group->mismatch("targets", "a non-empty list of module targets");
+    if (targets.size() == 1 && is_head_module(targets[0])) {  // the head group, checked after the loop
+      if (packed.head_bits != 0) return not_supported(*group, "targets", "two config groups for the LM head");
+      packed.head_bits = args.bits;
+      packed.head_target = targets[0];
+      head_group_size = args.group_size;
+      head_symmetric = args.symmetric;
+      continue;
+    }
     if (!first && (args.bits != packed.bits || args.group_size != packed.group_size ||
                    args.symmetric != packed.symmetric)) {
       return not_supported(*group, "weights", "config groups with different schemes");
@@ -133,6 +167,10 @@ Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
     packed.symmetric = args.symmetric;
     packed.targets.insert(packed.targets.end(), targets.begin(), targets.end());
     first = false;
+  }
+  if (first) return quant.mismatch("config_groups", "a group for the projections besides the LM head's");
+  if (packed.head_bits != 0 && (head_group_size != packed.group_size || head_symmetric != packed.symmetric)) {
+    return not_supported(*groups, "weights", "an LM head group with another group size or symmetry");
   }
   D0_ASSIGN_OR_RETURN(packed.ignore, quant.optional_string_list("ignore"));
   for (const auto& pattern : packed.targets) {
@@ -154,36 +192,35 @@ Status parse_compressed_tensors(const ConfigReader& quant, ModelSpec& spec) {
 }
 
 nlohmann::json compressed_tensors_config(const PackedIntSpec& packed) {
-  nlohmann::json weights = {
-      {"num_bits", packed.bits},
-      {"type", "int"},
-      {"symmetric", packed.symmetric},
-      {"strategy", packed.group_size > 0 ? "group" : "channel"},
-      {"group_size", packed.group_size > 0 ? nlohmann::json(packed.group_size) : nullptr},
-      {"dynamic", false},
-      {"actorder", nullptr},
-      {"block_structure", nullptr},
-      {"observer", "minmax"},
-      {"observer_kwargs", nlohmann::json::object()}};
-  nlohmann::json group = {{"targets", packed.targets},
-                          {"weights", weights},
-                          {"input_activations", nullptr},
-                          {"output_activations", nullptr},
-                          {"format", "pack-quantized"}};
+  nlohmann::json groups = {{"group_0", compressed_tensors_group(packed, packed.bits, packed.targets)}};
+  if (packed.head_bits != 0) {
+    groups["group_1"] = compressed_tensors_group(packed, packed.head_bits, {packed.head_target});
+  }
   return {{"quant_method", "compressed-tensors"},
           {"format", "pack-quantized"},
           {"quantization_status", "compressed"},
-          {"config_groups", {{"group_0", group}}},
+          {"config_groups", groups},
           {"ignore", packed.ignore},
           {"kv_cache_scheme", nullptr},
           {"global_compression_ratio", nullptr},
           {"sparsity_config", nlohmann::json::object()}};
 }
 
+int packed_bits_of(const PackedIntSpec& packed, const std::string& module) {
+  return packed.head_bits != 0 && module == packed.head_target ? packed.head_bits : packed.bits;
+}
+
 bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear) {
   // Only Linear weights are packed, whatever a pattern would also match (an embedding, a norm).
   if (packed.bits == 0 || !is_linear) return false;
   bool targeted = false;
+  if (is_head_module(module)) {
+    targeted = packed.head_bits != 0 && module == packed.head_target;
+    for (const auto& i : packed.ignore) {
+      if (matches_module_pattern(i, module)) return false;
+    }
+    return targeted;
+  }
   for (const auto& t : packed.targets) {
     if (t == "Linear" || (t.starts_with("re:") && matches_module_pattern(t, module))) {
       targeted = true;
@@ -201,9 +238,11 @@ std::string packed_int_label(const PackedIntSpec& packed) {
   const char* layout = packed.layout == PackedIntLayout::kGptq  ? " (GPTQ)"
                        : packed.layout == PackedIntLayout::kAwq ? " (AWQ)"
                                                                 : "";
-  return fmt::format("int{} {} {}{}", packed.bits,
-                     packed.group_size > 0 ? fmt::format("g{}", packed.group_size) : std::string("channel"),
-                     packed.symmetric ? "sym" : "asym", layout);
+  return fmt::format(
+      "int{} {} {}{}{}", packed.bits,
+      packed.group_size > 0 ? fmt::format("g{}", packed.group_size) : std::string("channel"),
+      packed.symmetric ? "sym" : "asym", layout,
+      packed.head_bits != 0 ? fmt::format(", int{} LM head", packed.head_bits) : std::string());
 }
 
 Status parse_gptq(const ConfigReader& quant, ModelSpec& spec) {

@@ -38,7 +38,11 @@ nlohmann::json packed_int_quantization_config(const PackedIntSpec& packed);
 // True when `module` (a tensor name without ".weight", e.g. "model.layers.0.self_attn.q_proj") is
 // packed: a Linear projection (`is_linear`) selected by a target ("Linear" or a "re:" pattern matched
 // from the start of the name) and not ignored (exact name or "re:" pattern).
+// A head group (PackedIntSpec::head_target) packs the LM head; a "Linear" target alone never does (the
+// head is kept, as llm-compressor's default ignore list keeps it).
 bool packs_module(const PackedIntSpec& packed, const std::string& module, bool is_linear);
+// The width `module` is packed at: head_bits for the head group's module, `bits` otherwise.
+int packed_bits_of(const PackedIntSpec& packed, const std::string& module);
 
 // A module name against an exact name or "re:<regex>" (PCRE2, matched from the start of the name).
 bool matches_module_pattern(const std::string& pattern, const std::string& module);

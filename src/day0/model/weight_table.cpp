@@ -164,6 +164,12 @@ void WeightTableBuilder::push_weight(std::string name, std::string pattern, std:
   const DType act = spec_.activation_dtype;
   switch (storage) {
     case WeightStorage::kPlain:
+      // An LM head that a head config group packs (day0 quantize --head int8).
+      if (role == TensorRole::kLmHead && shape.size() == 2 &&
+          packs_module(spec_.weights.packed, strip_weight_suffix(name), true)) {
+        push_packed(std::move(name), std::move(pattern), std::move(shape), role, shard, slot, expert);
+        return;
+      }
       push(std::move(name), std::move(pattern), std::move(shape), act, storage, role, shard, slot, expert);
       return;
     case WeightStorage::kKeptF32:
@@ -288,7 +294,7 @@ void WeightTableBuilder::push_nvfp4(std::string name, std::string pattern, std::
 void WeightTableBuilder::push_packed(std::string name, std::string pattern, std::vector<int64_t> shape,
                                      TensorRole role, ShardSpec shard, WeightSlot slot, int64_t expert) {
   const PackedIntSpec& p = spec_.weights.packed;
-  const int64_t per_word = 32 / p.bits;
+  const int64_t per_word = 32 / packed_bits_of(p, strip_weight_suffix(name));
   const int64_t rows = shape[0], cols = shape[1];
   const int64_t groups = p.group_size > 0 ? ceil_div(cols, p.group_size) : 1;
   const std::string stem = strip_weight_suffix(name), stem_pattern = strip_weight_suffix(pattern);

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -148,6 +149,9 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   if (options.group_size != 32 && options.group_size != 64 && options.group_size != 128) {
     return invalid_argument(fmt::format("--group {}: expected 32, 64 or 128", options.group_size));
   }
+  if (options.head_bits != 0 && options.head_bits != 8) {
+    return invalid_argument(fmt::format("--head: int{} is not supported (keep, int8)", options.head_bits));
+  }
   for (const auto& p : options.skip) {
     if (auto st = validate_module_pattern(p); !st) {
       return invalid_argument(
@@ -169,6 +173,19 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   std::error_code ec;
   const std::filesystem::path parent = target.parent_path();
 
+  const bool pack_head = options.head_bits != 0;
+  const std::string head_stem = spec.multimodal_wrapper ? "language_model.lm_head" : "lm_head";
+  if (pack_head && spec.multimodal_wrapper) {
+    return unsupported(fmt::format(
+        "{}: --head int8 writes a text model's lm_head; this checkpoint wraps its language model ({})",
+        resolved.source, spec.model_type));
+  }
+  if (pack_head && spec.hidden_size % options.group_size != 0) {
+    return invalid_argument(fmt::format(
+        "--head int8: --group {} does not divide the LM head's {} columns (hidden_size); choose a group "
+        "size that does",
+        options.group_size, spec.hidden_size));
+  }
   D0_ASSIGN_OR_RETURN(TensorManifest manifest, build_tensor_manifest(spec));
   D0_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(resolved.folder.string()));
   // The output is written under the weight table's names, with a config whose module lists name them.
@@ -183,8 +200,9 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   // Which projections are packed, decided from the weight table's storage and roles.
   std::set<std::string> packed_stems;
   std::set<std::string> ignore;
-  ignore.insert(spec.multimodal_wrapper ? "language_model.lm_head" : "lm_head");
+  if (!pack_head) ignore.insert(head_stem);
   for (const TensorSpec& t : manifest.tensors) {
+    if (pack_head && t.role == TensorRole::kLmHead) continue;
     const bool projection = t.storage == WeightStorage::kProjection && t.shape.size() == 2;
     const bool linear_kept = t.role == TensorRole::kRouter || t.role == TensorRole::kLmHead ||
                              t.slot == WeightSlot::kSharedExpertGate || t.slot == WeightSlot::kIndexerWeights;
@@ -205,6 +223,7 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
     }
     packed_stems.insert(stem);
   }
+  if (pack_head) packed_stems.insert(head_stem);
 
   QuantizeResult result;
   result.spec = spec;
@@ -213,6 +232,12 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
                                              options.symmetric,
                                              {"Linear"},
                                              std::vector<std::string>(ignore.begin(), ignore.end())};
+  if (pack_head) {
+    // An untied head: the embedding stays as stored for the lookup, the head is its own packed copy.
+    result.spec.tie_word_embeddings = false;
+    result.spec.weights.packed.head_bits = options.head_bits;
+    result.spec.weights.packed.head_target = head_stem;
+  }
   result.ignore = result.spec.weights.packed.ignore;
   // The output's own weight table must pack exactly the chosen projections.
   D0_ASSIGN_OR_RETURN(TensorManifest out_manifest, build_tensor_manifest(result.spec));
@@ -226,8 +251,17 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
         "than the ones chosen");
   }
 
-  std::map<std::string, const TensorSpec*> expected;
-  for (const TensorSpec& t : manifest.tensors) expected[t.name] = &t;
+  std::map<std::string, std::vector<int64_t>> expected_shape;
+  for (const TensorSpec& t : manifest.tensors) expected_shape[t.name] = t.shape;
+  // [V, H]: the head packed from a stored lm_head.weight (untied, or a tied checkpoint's copy) or the
+  // embedding table.
+  expected_shape[head_stem + ".weight"] = {spec.vocab_size, spec.hidden_size};
+  // Copies of the views (a shard's tensors() is a fresh list); the mapping outlives them.
+  std::optional<TensorView> head_source, embedding_source;
+  std::string embedding_name;
+  for (const TensorSpec& t : manifest.tensors) {
+    if (t.role == TensorRole::kEmbedding && t.slot == WeightSlot::kEmbedding) embedding_name = t.name;
+  }
 
   uint64_t total_in = 0;
   for (const auto& shard : ckpt.shards()) {
@@ -245,11 +279,70 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   std::vector<std::shared_ptr<PackJob>> jobs;
   const PackArgs base_args{options.bits, options.group_size, options.symmetric, DType::kBF16};
   std::set<std::string> seen_stems;
+  // Packs `t` as `stem`'s weight_packed / weight_scale / weight_zero_point / weight_shape.
+  const auto add_packed = [&](const std::string& stem, const TensorView& t,
+                              const std::string& where) -> Status {
+    const std::string name = stem + ".weight";
+    const std::vector<int64_t>& want = expected_shape.at(name);
+    const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+    if (shape != want) {
+      return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found [{}]", where, name,
+                                          fmt::join(want, ", "), fmt::join(shape, ", ")));
+    }
+    if (!is_float(t.dtype)) {
+      return invalid_argument(fmt::format("{}: tensor {}: expected F32, BF16 or F16 to quantize, found {}",
+                                          where, name, dtype_name(t.dtype)));
+    }
+    seen_stems.insert(stem);
+    auto job = std::make_shared<PackJob>();
+    job->stem = stem;
+    job->source = t;
+    job->rows = shape[0];
+    job->cols = shape[1];
+    job->remaining = options.symmetric ? 2 : 3;
+    jobs.push_back(job);
+    PackArgs args = base_args;
+    args.bits = packed_bits_of(result.spec.weights.packed, stem);
+    args.scale_dtype = t.dtype;  // compressed-tensors keeps scales in the weight's dtype
+    const int64_t rows = shape[0], cols = shape[1], per_word = pack_factor(args.bits);
+    const int64_t groups = cols / options.group_size;
+    D0_RETURN_IF_ERROR(writer.add(PendingTensor{stem + ".weight_packed",
+                                                DType::kI32,
+                                                {rows, (cols + per_word - 1) / per_word},
+                                                [job, args, bar](std::span<uint8_t> out) -> Status {
+                                                  D0_ASSIGN_OR_RETURN(auto q, quantized_of(*job, args, bar));
+                                                  put_bytes(out,
+                                                            pack_rows(q->q, job->rows, job->cols, args.bits));
+                                                  return Status::ok();
+                                                }}));
+    D0_RETURN_IF_ERROR(writer.add(PendingTensor{
+        stem + ".weight_scale", t.dtype, {rows, groups}, [job, args, bar](std::span<uint8_t> out) -> Status {
+          D0_ASSIGN_OR_RETURN(auto q, quantized_of(*job, args, bar));
+          put_bytes(out, scale_bytes(q->scale, args.scale_dtype));
+          return Status::ok();
+        }}));
+    if (!options.symmetric) {
+      D0_RETURN_IF_ERROR(writer.add(
+          PendingTensor{stem + ".weight_zero_point",
+                        DType::kI32,
+                        {(rows + per_word - 1) / per_word, groups},
+                        [job, args, bar, groups](std::span<uint8_t> out) -> Status {
+                          D0_ASSIGN_OR_RETURN(auto q, quantized_of(*job, args, bar));
+                          put_bytes(out, pack_columns(q->zero_point, job->rows, groups, args.bits));
+                          return Status::ok();
+                        }}));
+    }
+    D0_RETURN_IF_ERROR(writer.add(tensor_i64(stem + ".weight_shape", {2}, {rows, cols})));
+    ++result.n_quantized;
+    result.quantized_params += rows * cols;
+    return Status::ok();
+  };
   for (const auto& shard : ckpt.shards()) {
     for (const TensorView& t : shard.tensors()) {
       const std::string name(t.name);
       result.bytes_in += t.data.size();
       const std::string stem = module_of(name);
+      if (name == embedding_name) embedding_source = t;
       if (!name.ends_with(".weight") || !packed_stems.count(stem)) {
         // Kept as stored: a view into the mapping, copied when the writer reaches it.
         const TensorView view = t;
@@ -266,64 +359,24 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
         ++result.n_kept;
         continue;
       }
-      const TensorSpec& want = *expected.at(name);
-      const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
-      if (shape != want.shape) {
-        return invalid_argument(fmt::format("{}: tensor {}: expected shape [{}], found [{}]", shard.path(),
-                                            name, fmt::join(want.shape, ", "), fmt::join(shape, ", ")));
+      if (stem == head_stem) {
+        head_source = t;  // packed after the loop, whichever source it comes from
+        continue;
       }
-      if (!is_float(t.dtype)) {
-        return invalid_argument(fmt::format("{}: tensor {}: expected F32, BF16 or F16 to quantize, found {}",
-                                            shard.path(), name, dtype_name(t.dtype)));
-      }
-      seen_stems.insert(stem);
-      auto job = std::make_shared<PackJob>();
-      job->stem = stem;
-      job->source = t;
-      job->rows = shape[0];
-      job->cols = shape[1];
-      job->remaining = options.symmetric ? 2 : 3;
-      jobs.push_back(job);
-      PackArgs args = base_args;
-      args.scale_dtype = t.dtype;  // compressed-tensors keeps scales in the weight's dtype
-      const int64_t rows = shape[0], cols = shape[1], per_word = pack_factor(options.bits);
-      const int64_t groups = cols / options.group_size;
-      D0_RETURN_IF_ERROR(
-          writer.add(PendingTensor{stem + ".weight_packed",
-                                   DType::kI32,
-                                   {rows, (cols + per_word - 1) / per_word},
-                                   [job, args, bar](std::span<uint8_t> out) -> Status {
-                                     D0_ASSIGN_OR_RETURN(auto q, quantized_of(*job, args, bar));
-                                     put_bytes(out, pack_rows(q->q, job->rows, job->cols, args.bits));
-                                     return Status::ok();
-                                   }}));
-      D0_RETURN_IF_ERROR(writer.add(PendingTensor{stem + ".weight_scale",
-                                                  t.dtype,
-                                                  {rows, groups},
-                                                  [job, args, bar](std::span<uint8_t> out) -> Status {
-                                                    D0_ASSIGN_OR_RETURN(auto q,
-                                                                        quantized_of(*job, args, bar));
-                                                    put_bytes(out, scale_bytes(q->scale, args.scale_dtype));
-                                                    return Status::ok();
-                                                  }}));
-      if (!options.symmetric) {
-        D0_RETURN_IF_ERROR(writer.add(
-            PendingTensor{stem + ".weight_zero_point",
-                          DType::kI32,
-                          {(rows + per_word - 1) / per_word, groups},
-                          [job, args, bar, groups](std::span<uint8_t> out) -> Status {
-                            D0_ASSIGN_OR_RETURN(auto q, quantized_of(*job, args, bar));
-                            put_bytes(out, pack_columns(q->zero_point, job->rows, groups, args.bits));
-                            return Status::ok();
-                          }}));
-      }
-      D0_RETURN_IF_ERROR(writer.add(tensor_i64(stem + ".weight_shape", {2}, {rows, cols})));
-      ++result.n_quantized;
-      result.quantized_params += rows * cols;
+      D0_RETURN_IF_ERROR(add_packed(stem, t, shard.path()));
     }
   }
+  if (pack_head) {
+    const std::optional<TensorView>& from = head_source ? head_source : embedding_source;
+    if (!from) {
+      return invalid_argument(fmt::format("{}: --head int8: neither {}.weight nor the embedding {} is stored",
+                                          resolved.folder.string(), head_stem, embedding_name));
+    }
+    D0_RETURN_IF_ERROR(add_packed(head_stem, *from, resolved.folder.string()));
+    result.head_params = spec.vocab_size * spec.hidden_size;
+  }
   for (const auto& stem : packed_stems) {
-    if (!seen_stems.count(stem)) {
+    if (!seen_stems.count(stem) && stem != head_stem) {
       return invalid_argument(
           fmt::format("{}: tensor {}.weight is missing from the checkpoint", resolved.folder.string(), stem));
     }
@@ -335,6 +388,7 @@ Result<QuantizeResult> quantize_checkpoint(const std::string& model, const std::
   const fs::path tmp = tmp_dir.path();
   D0_ASSIGN_OR_RETURN(nlohmann::json config, read_json(resolved.folder / "config.json"));
   config["quantization_config"] = compressed_tensors_config(result.spec.weights.packed);
+  if (pack_head) config["tie_word_embeddings"] = false;
   D0_RETURN_IF_ERROR(write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n"));
   // Tokenizer, chat template, generation config...: everything but the weights, the config and the
   // hash list (rewritten below).

@@ -4,9 +4,9 @@
 //
 // Which tensors: the projections of the family's weight table (storage kProjection: attention,
 // dense MLP, routed and shared experts) of the decoder layers; embeddings, norms, biases, routers, the
-// LM head and multi-token-prediction layers keep their original dtype, as do the modules `skip`
-// names. The config's `ignore` list names every kept Linear module, so that transformers and vLLM
-// pack exactly what was packed.
+// LM head (unless head_bits) and multi-token-prediction layers keep their original dtype, as do the modules
+// `skip` names. The config's `ignore` list names every kept Linear module, so that transformers and vLLM pack
+// exactly what was packed.
 //
 // Streaming: the source shards are memory-mapped and each output tensor is produced when the writer
 // reaches it, one tensor in memory at a time. The output goes into a mkdtemp folder beside `out_dir`,
@@ -28,6 +28,10 @@ struct QuantizeOptions {
   bool symmetric = true;          // false: per-group zero points
   std::vector<std::string> skip;  // module patterns kept unquantized: a glob ("*.down_proj") or "re:<regex>"
   std::FILE* progress = nullptr;  // progress lines (stderr), or nullptr for none
+  // 8: an untied INT8 LM head (`--head int8`): lm_head.weight packed from the head, or from the embedding
+  // when tied, in a second config group; the config says tie_word_embeddings false and the embedding
+  // stays as stored for the lookup. Changes the logits, so never a default. 0: the head is kept.
+  int head_bits = 0;
 };
 
 struct QuantizeResult {
@@ -35,7 +39,8 @@ struct QuantizeResult {
   ModelSpec spec;                   // the output's spec (weights.packed set)
   int64_t n_quantized = 0;          // projections packed
   int64_t n_kept = 0;               // tensors copied unchanged
-  int64_t quantized_params = 0;     // parameters in packed projections
+  int64_t quantized_params = 0;     // parameters in packed projections (the head among them)
+  int64_t head_params = 0;          // parameters of the packed LM head; 0 when kept
   uint64_t bytes_in = 0;            // tensor bytes read
   uint64_t bytes_out = 0;           // tensor bytes written
   std::vector<std::string> shards;  // file names written

@@ -94,6 +94,7 @@ Result<int64_t> rows_of_part(const std::string& name, int64_t rows, int64_t cols
 
 void IntProjections::count(const WeightView& w) {
   ++n;
+  ++(w.format == WeightFormat::kInt8 ? n_int8 : n_int4);
   bytes += w.data_bytes() + w.scale_bytes();
   format = w.format;
   group = w.group;
@@ -102,6 +103,10 @@ void IntProjections::count(const WeightView& w) {
 
 std::string IntProjections::label() const {
   if (n == 0) return "";
+  if (n_int8 > 0 && n_int4 > 0) {
+    return fmt::format("int4 g{0}{1} ({2} projections) + int8 g{0}{1} ({3}) x int8 activations", group,
+                       asymmetric ? " asym" : "", n_int4, n_int8);
+  }
   return fmt::format("{} g{}{} x int8 activations ({} projections)",
                      format == WeightFormat::kInt8 ? "int8" : "int4", group, asymmetric ? " asym" : "", n);
 }

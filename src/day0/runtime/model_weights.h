@@ -214,7 +214,8 @@ struct LayerWeights {
 // What the binder kept as INT8 / INT4 (the integer kernels' share of the model), for `run` to print.
 struct IntProjections {
   int64_t n = 0;
-  uint64_t bytes = 0;  // codes + scales + zero points
+  int64_t n_int8 = 0, n_int4 = 0;  // an INT4 model may carry an INT8 LM head (day0 quantize --head int8)
+  uint64_t bytes = 0;              // codes + scales + zero points
   WeightFormat format = WeightFormat::kInt8;
   int64_t group = 0;  // of the last one counted (one quantization config per checkpoint)
   bool asymmetric = false;

@@ -54,7 +54,7 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed)
     if (!packs_module(packed, module, true)) return;
     const int64_t group = packed.group_size > 0 && packed.group_size < w.cols ? packed.group_size : w.cols;
     if (group != w.cols && (w.cols % group != 0 || group % kIntBlock != 0)) return;
-    w.format = packed.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
+    w.format = packed_bits_of(packed, module) == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
     w.group = group;
     w.scales = w.data;
     w.zeros = packed.symmetric ? nullptr : static_cast<const float*>(w.data);

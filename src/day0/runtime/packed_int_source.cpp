@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "day0/core/numeric.h"
+#include "day0/model/packed_int_config.h"
 #include "day0/quant/pack_quantized.h"
 
 namespace day0 {
@@ -176,7 +177,7 @@ Result<IntCodes> gptq_awq_codes(const TensorSource& source, const std::string& s
 // when asymmetric.
 Result<IntCodes> compressed_tensors_codes(const TensorSource& source, const std::string& stem,
                                           const PackedIntSpec& packed, DType& dtype) {
-  const int bits = packed.bits;
+  const int bits = packed_bits_of(packed, stem);
   const std::string shape_name = stem + ".weight_shape";
   D0_ASSIGN_OR_RETURN(RawTensor shape_t, source.get(shape_name));
   if (shape_t.shape != std::vector<int64_t>{2} ||
