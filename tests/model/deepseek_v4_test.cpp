@@ -364,25 +364,13 @@ TEST(DeepseekV4Kv, ProBytesPerLayerKind) {
   EXPECT_DOUBLE_EQ(s.bytes_per_token_past_windows, 30 * sparse + 31 * heavy);
 }
 
-// Until the blocks exist the spec names what does not run; check_engine_runs refuses it by those names.
-TEST(DeepseekV4Runs, NotYetAndSaysWhy) {
+// Every mechanism of the family has its block: the released config is not refused by name.
+TEST(DeepseekV4Runs, EveryMechanismHasItsBlock) {
   auto spec = catalog_model("deepseek-v4-flash");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-  const std::vector<std::string> missing = unimplemented_mechanisms(*spec);
-  EXPECT_FALSE(missing.empty());
+  EXPECT_TRUE(unimplemented_mechanisms(*spec).empty());
   const Status s = check_engine_runs(*spec);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  for (const char* name :
-       {"compressed sparse attention", "heavily compressed attention", "shared key = value attention"}) {
-    EXPECT_NE(s.message().find(name), std::string::npos) << name << " in " << s.message();
-  }
-  // The engine runs the rest of the layer: hyper-connections, hash routing, sqrtsoftplus, the plain clamp.
-  for (const char* name : {"hyper-connections", "hash-routed", "sqrtsoftplus", "clamped SwiGLU"})
-    EXPECT_EQ(s.message().find(name), std::string::npos) << name << " in " << s.message();
-  auto llama = catalog_model("llama-3.1-8b");
-  ASSERT_TRUE(llama.is_ok());
-  EXPECT_TRUE(unimplemented_mechanisms(*llama).empty());
-  EXPECT_TRUE(check_engine_runs(*llama).is_ok());
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
 }
 
 }  // namespace

@@ -48,7 +48,13 @@ TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) 
         EXPECT_EQ(cost->layers[l].kv_bytes(dtype), layer_has_kv(ls) ? row : 0.0) << l;
         EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0, layer_is_recurrent(ls)) << l;
       }
-      EXPECT_EQ(cost->kv_bytes_per_token(dtype), row * static_cast<double>(count_kv_layers(model->spec)));
+      // Compressed attention (DeepSeek-V4) also keeps a share of an entry per token, per sequence outside
+      // the pool's rows (CompressedKvLayerState): the planner counts it beside the window's rows.
+      double compressed = 0;
+      for (const auto& layer : cost->layers) compressed += layer.compressed_kv_bytes(dtype);
+      EXPECT_EQ(compressed > 0, model->spec.compressed_kv.has_value());
+      const double rows = row * static_cast<double>(count_kv_layers(model->spec));
+      EXPECT_EQ(cost->kv_bytes_per_token(dtype), rows + compressed);
       // The planner's state per sequence is what a sequence of a BF16 engine allocates (an F32 run keeps
       // its conv windows in float32).
       EngineOptions bf16 = options;
@@ -59,8 +65,7 @@ TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) 
                 static_cast<double>((*bf16_engine)->new_cache().state_bytes()));
       EXPECT_EQ((*engine)->new_cache().state_bytes(),
                 recurrent_state_bytes_per_sequence(model->spec, KvDtype::kF32));
-      EXPECT_EQ(cost->kv_bytes_per_token(dtype),
-                static_cast<double>(kv_cache_summary(model->spec, dtype).bytes_per_token));
+      EXPECT_EQ(rows, static_cast<double>(kv_cache_summary(model->spec, dtype).bytes_per_token));
     }
   }
   EXPECT_GE(goldens, 12);  // every golden checkpoint was found

@@ -59,7 +59,7 @@ TEST(AttentionCost, PerPairFlopsAreWhatTheRecorderMeasuresOnEveryCatalogEntry) {
     const double measured_prefill = attention_pair_flops(*two_keys, StepPhase::kPrefill) -
                                     attention_pair_flops(*one_key, StepPhase::kPrefill);
     EXPECT_DOUBLE_EQ(measured_decode, decode);  // one query row
-    EXPECT_DOUBLE_EQ(measured_prefill, static_cast<double>(kRecordedPromptTokens) * prefill);
+    EXPECT_DOUBLE_EQ(measured_prefill, static_cast<double>(recorded_prompt_tokens(*mini)) * prefill);
     checked += decode > 0 ? 1 : 0;  // a miniature's few layers may all be recurrent
   }
   EXPECT_GT(checked, 40);

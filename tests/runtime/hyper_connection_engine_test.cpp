@@ -156,38 +156,6 @@ TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
   EXPECT_NE(picks.routed[1], want);
 }
 
-// DeepSeek-V4's golden and an F32 engine over it, bound directly: load_model still refuses the family
-// while unimplemented_mechanisms() names its attention.
-struct V4Golden {
-  ReferenceDump reference;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Engine> engine;
-};
-
-V4Golden open_v4_golden() {
-  V4Golden g;
-  auto resolved = resolve_model(golden_dir("deepseek-v4"));
-  EXPECT_TRUE(resolved.is_ok()) << resolved.status().to_string();
-  if (!resolved.is_ok()) return g;
-  auto source = open_checkpoint_source(resolved->folder.string(), {});
-  EXPECT_TRUE(source.is_ok()) << source.status().to_string();
-  auto weights = bind_model_weights(resolved->spec, std::shared_ptr<const TensorSource>(std::move(*source)));
-  EXPECT_TRUE(weights.is_ok()) << weights.status().to_string();
-  auto reference = read_reference_dump(golden_dir("deepseek-v4") + "/reference.safetensors");
-  EXPECT_TRUE(reference.is_ok()) << reference.status().to_string();
-  auto backend = open_backend("cpu", BackendOptions{.n_threads = 2});
-  EXPECT_TRUE(backend.is_ok()) << backend.status().to_string();
-  if (!weights.is_ok() || !reference.is_ok() || !backend.is_ok()) return g;
-  g.reference = std::move(*reference);
-  g.backend = std::move(*backend);
-  EngineOptions exact;
-  exact.kv_dtype = KvDtype::kF32;
-  auto engine = Engine::create(resolved->spec, *weights, *g.backend, exact);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
-  if (engine.is_ok()) g.engine = std::move(*engine);
-  return g;
-}
-
 // DeepSeek-V4's golden (every layer kind, hash layers, 4 streams): F32 logits and each layer's streams
 // against transformers 5.25 within 1e-5 of the range; and it holds one tied selection: on prompt 1's
 // greedy step 3 layer 3's indexer scores its 4 entries 0, 0.138, -0.162, 0 and keeps 2, so the second
@@ -195,12 +163,14 @@ V4Golden open_v4_golden() {
 // up to it, says so, and passes on what it compared; the same comparison without the engine's tie flags
 // diverges right there, which is what the flags are for.
 TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
-  V4Golden run = open_v4_golden();
-  ASSERT_NE(run.engine, nullptr);
-  auto mine = run_reference_prompts(*run.engine, run.reference, "test");
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("deepseek-v4", "cpu", exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  auto mine = run_reference_prompts(*run->engine, run->reference, "test");
   ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
   const AlignThresholds th = default_thresholds(ActivationPrecision::kF32);
-  const AlignReport r = compare_dumps(run.reference, *mine, th);
+  const AlignReport r = compare_dumps(run->reference, *mine, th);
   EXPECT_TRUE(r.pass()) << align_report_text(r);
   EXPECT_LE(r.logits.max_abs_err, 1e-5 * r.logits.logit_range) << align_report_text(r);
   EXPECT_DOUBLE_EQ(r.logits.same_top1, 1.0);
@@ -220,7 +190,7 @@ TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
     p.selection_ties.clear();
     p.greedy_selection_ties.clear();
   }
-  const AlignReport blind = compare_dumps(run.reference, unflagged, th);
+  const AlignReport blind = compare_dumps(run->reference, unflagged, th);
   EXPECT_TRUE(blind.tie_cuts.empty());
   ASSERT_GT(blind.greedy.size(), 1u);
   EXPECT_EQ(blind.greedy[1].first_divergence, 3) << align_report_text(blind);
@@ -228,9 +198,11 @@ TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
 
 // A dump's tie flags survive the file (day0 run --dump, then day0 align on it) and bad ones are refused.
 TEST(DeepseekV4Golden, TieFlagsRoundTripThroughTheDumpFile) {
-  V4Golden run = open_v4_golden();
-  ASSERT_NE(run.engine, nullptr);
-  auto mine = run_reference_prompts(*run.engine, run.reference, "test");
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("deepseek-v4", "cpu", exact);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  auto mine = run_reference_prompts(*run->engine, run->reference, "test");
   ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
   const std::string path = ::testing::TempDir() + "/v4_ties.safetensors";
   ASSERT_TRUE(write_reference_dump(*mine, path).is_ok());

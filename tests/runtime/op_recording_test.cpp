@@ -41,6 +41,9 @@ WeightFormat format_of(const MlaArgs& a) {
 WeightFormat format_of(const PagedMlaArgs& a) {
   return a.w_kv_b.format;
 }
+WeightFormat format_of(const GroupedMatmulArgs& a) {
+  return a.w.format;
+}
 WeightFormat format_of(const MoeExpertsArgs& a) {
   return a.experts.empty() ? WeightFormat::kF32 : a.experts[0].down.format;
 }
@@ -149,13 +152,16 @@ TEST(RecordedOpList, EqualsTheKernelsARealStepCallsForEveryFamily) {
     EXPECT_EQ(covered, counting.seen);
     EXPECT_FALSE(report->failed());
 
-    // A decode step calls the LM head and picks a token; both steps run attention on pages.
+    // A decode step calls the LM head and picks a token; both steps run attention on pages (shared
+    // key = value attention gathers each row's window and entries, then attends to them).
     bool lm_head = false, argmax = false, attention = false;
+    const bool gathered = model->spec.shared_kv_low_rank.has_value();
     for (const OpSpec& op : dry->ops) {
       lm_head = lm_head || (op.name == op::kMatmul && op.decode && op.shapes[0][0] == model->spec.vocab_size);
       argmax = argmax || (op.name == op::kArgmax && op.decode && op.calls_per_token == 1);
-      attention = attention || ((op.name == op::kPagedAttention || op.name == op::kPagedMlaAttention) &&
-                                op.prefill && op.calls_per_token > 0);
+      const bool attends = op.name == op::kPagedAttention || op.name == op::kPagedMlaAttention ||
+                           (gathered && op.name == op::kAttention);
+      attention = attention || (attends && op.prefill && op.calls_per_token > 0);
     }
     EXPECT_TRUE(lm_head);
     EXPECT_TRUE(argmax);

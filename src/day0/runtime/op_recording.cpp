@@ -1,5 +1,6 @@
 #include "day0/runtime/op_recording.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "day0/backends/recording_backend.h"
@@ -19,7 +20,7 @@ Status run_steps(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, R
                       Engine::create(spec, std::move(weights), recorder, options));
   // A multi-token prefill step (MLA takes its naive form there), then one decode step; greedy, as
   // `run` defaults to.
-  std::vector<int32_t> prompt(static_cast<size_t>(kRecordedPromptTokens));
+  std::vector<int32_t> prompt(static_cast<size_t>(recorded_prompt_tokens(spec)));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 2);
   recorder.set_phase(StepPhase::kPrefill);
   auto generated = generate(*engine, prompt, 2, SamplingParams{}, 0, [&](const GenerationStep&) {
@@ -97,6 +98,12 @@ Result<DryRun> prepare_dry_run(const ModelSpec& spec) {
 }
 
 }  // namespace
+
+int64_t recorded_prompt_tokens(const ModelSpec& spec) {
+  int64_t tokens = 2;
+  for (const LayerSpec& l : spec.layers) tokens = std::max(tokens, l.kv_compress_ratio);
+  return tokens;
+}
 
 Result<OpList> record_op_list(const ModelSpec& spec, int64_t context_tokens) {
   D0_ASSIGN_OR_RETURN(DryRun dry, prepare_dry_run(spec));

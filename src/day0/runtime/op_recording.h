@@ -24,8 +24,10 @@
 
 namespace day0 {
 
-// The prompt of the recorded prefill step: two tokens (0, 1), so that it is a multi-token step.
-inline constexpr int64_t kRecordedPromptTokens = 2;
+// The prompt of the recorded prefill step: two tokens (0, 1, ...), so that it is a multi-token step, or
+// as many as the widest compression window, so that compressed attention pools one (it pools only
+// complete windows) and its pooling is listed.
+int64_t recorded_prompt_tokens(const ModelSpec& spec);
 
 // Dry run from the spec alone. A pack-quantized / GPTQ / AWQ checkpoint is recorded as a BF16 run
 // binds it (load_options_for(kBF16)): its projections as INT8 / INT4 for the integer kernels, or

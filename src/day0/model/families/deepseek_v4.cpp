@@ -290,7 +290,7 @@ const FamilyRegistrar kFamily({
     .model_types = {"deepseek_v4"},
     .architectures = {"DeepseekV4ForCausalLM"},
     .summary = "shared K=V MQA with sliding, compressed sparse and heavily compressed KV, hyper-connections, "
-               "hash-routed + sqrtsoftplus MoE (parsed, counted and planned; not run yet)",
+               "hash-routed + sqrtsoftplus MoE",
     .parse = parse_deepseek_v4,
     .write = write_deepseek_v4,
     .weights = weights_deepseek_v4,
