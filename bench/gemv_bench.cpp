@@ -5,7 +5,8 @@
 // exact call, 1: BF16 weights with activations that may round, `--dtype bf16`: x in BF16 and vdpbf16ps
 // where the CPU has it), offset of the weights past a 64-byte boundary (a mapped safetensors file
 // gives 8), tokens (x rows: 1, or 2 / 4, the several-x row dots; GFLOP/s beside the GB/s), fine scales
-// (1: FP8 in 32x32 blocks with the scales DeepSeek-V4.1 ships, FP4 with a scale per 16 columns). INT8 / INT4
+// (1: FP8 in 32x32 blocks with the scales DeepSeek-V4.1 ships, FP4 with a scale per 16 columns; 2: FP4 as
+// NVFP4, E4M3 scales per 16 columns times a global scale). INT8 / INT4
 // (group 128) run the non-exact call: int8 activations and the integer dot products of that level.
 #include <map>
 #include <string>
@@ -47,13 +48,18 @@ void BM_Gemv(benchmark::State& state) {
   const bool rounded = state.range(4) == 1;
   const auto offset = static_cast<size_t>(state.range(5));
   const int64_t tokens = state.range(6);
-  const bool fine = state.range(7) == 1;
+  const bool nvfp4 = format == day0::WeightFormat::kMxfp4 && state.range(7) == 2;
+  const bool fine = state.range(7) == 1 || nvfp4;
   if (static_cast<int>(level) > static_cast<int>(day0::detected_simd_level())) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
   const auto n = static_cast<int64_t>(static_cast<double>(weight_bytes) * 8 / bits / kK);
-  const auto w = day0::bench::make_weight(format, n, kK, 1, offset, fine);
+  auto w = day0::bench::make_weight(format, n, kK, 1, offset, fine);
+  if (nvfp4) {  // the same nibbles and scale bytes (0x78: E4M3 256), read as NVFP4
+    w.view.fp4_scale_code = day0::Fp4ScaleCode::kE4M3;
+    w.view.fp4_global_scale = 1.0f / 2688.0f;
+  }
   const auto x = day0::bench::make_activations(tokens * kK);  // [tokens, K]
   std::vector<float> y(static_cast<size_t>(tokens * n));      // [tokens, N]
   day0::BackendOptions opts;
@@ -71,7 +77,9 @@ void BM_Gemv(benchmark::State& state) {
   const double bytes = static_cast<double>(w.view.data_bytes() + w.view.scale_bytes());
   state.SetLabel(std::string(day0::weight_format_name(format)) + " " + day0::simd_level_name(level) +
                  (rounded ? " bf16 x" : "") + (offset != 0 ? " at +" + std::to_string(offset) : "") +
-                 (fine ? (format == day0::WeightFormat::kMxfp4 ? " group 16" : " 32x32") : ""));
+                 (nvfp4  ? " NVFP4"
+                  : fine ? (format == day0::WeightFormat::kMxfp4 ? " group 16" : " 32x32")
+                         : ""));
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
@@ -85,6 +93,7 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{1}, {1, 2}, {0, 1}, {2}, {1}, {0, 24}, {1}, {0}})
     ->ArgsProduct({{1}, {2}, {0}, {2}, {1}, {0}, {2, 4}, {0}})
     ->ArgsProduct({{3, 4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0, 8}, {1}, {1}})
+    ->ArgsProduct({{4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);

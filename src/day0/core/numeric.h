@@ -1,6 +1,8 @@
 #pragma once
 // Scalar element conversions, exact and branch-light. The reference for every SIMD conversion.
 // Formats: docs/models.md, "Element encodings" (BF16, F16, F8_E4M3, E8M0, FP4 E2M1).
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -86,17 +88,24 @@ inline float f8e5m2_to_f32(uint8_t b) {
   return f16_to_f32(static_cast<uint16_t>(b) << 8);
 }
 
-// All 256 E4M3 codes decoded (f8e4m3_to_f32), for kernels that look a scale byte up per group instead
-// of decoding it: NVFP4's group scales.
+// All 256 E4M3 codes decoded (the values of f8e4m3_to_f32), built at compile time so that kernels looking
+// a scale byte up per group (NVFP4's group scales) pay no initialisation guard in their loops.
+inline constexpr auto kF8e4m3Values = [] {
+  std::array<float, 256> t{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    const uint32_t sign = (b & 0x80u) << 24, exponent = (b >> 3) & 0xfu, mantissa = b & 0x7u;
+    if (exponent == 15 && mantissa == 7) {
+      t[b] = std::bit_cast<float>(sign | 0x7fc00000u);  // NaN
+    } else if (exponent == 0) {
+      t[b] = std::bit_cast<float>(sign | std::bit_cast<uint32_t>(static_cast<float>(mantissa) / 512.0f));
+    } else {  // rebias 7 -> 127, the three mantissa bits on top of float32's 23
+      t[b] = std::bit_cast<float>(sign | ((exponent + 120) << 23) | (mantissa << 20));
+    }
+  }
+  return t;
+}();
 inline const float* f8e4m3_table() {
-  static const auto table = [] {
-    struct Table {
-      float v[256];
-    } t{};
-    for (int c = 0; c < 256; ++c) t.v[c] = f8e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table.v;
+  return kF8e4m3Values.data();
 }
 
 // E8M0 (MX scale): 2^(u - 127). 255 is NaN in the OCP MX spec.
