@@ -222,5 +222,23 @@ TEST(DeepseekV4Golden, TieFlagsRoundTripThroughTheDumpFile) {
   EXPECT_FALSE(validate_reference_dump(bad).is_ok());
 }
 
+// FP8 scale blocks of the grouped output projection must not straddle two groups (the kernel reads a
+// group's rows by whole blocks): a layout where they would is refused when the engine is made, naming
+// the tensor, never a failed kernel check in the first forward.
+TEST(DeepseekV4Golden, OutputGroupsStraddlingFp8BlocksAreRefused) {
+  auto run = open_golden("deepseek-v4-fp4");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  auto weights = std::make_shared<ModelWeights>(*run->model.weights);
+  WeightView& o_a = weights->layers.front().attn.o_a.w;
+  ASSERT_EQ(o_a.format, WeightFormat::kFp8Block);
+  const int64_t rank = run->model.spec.shared_kv_low_rank->out_rank;
+  ASSERT_EQ(rank % o_a.block_rows, 0);
+  o_a.block_rows = 2 * rank;  // as if a block held two groups' rows
+  auto engine = Engine::create(run->model.spec, weights, *run->backend);
+  ASSERT_FALSE(engine.is_ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(engine.status().message().find(o_a.name), std::string::npos) << engine.status().to_string();
+}
+
 }  // namespace
 }  // namespace day0::testing

@@ -157,6 +157,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
                     "activations and KV cache in host memory",
                     backend.name()));
   }
+  // The grouped output projection reads each group's rows of o_a by whole FP8 scale blocks: a
+  // checkpoint whose blocks straddle two groups is refused here, not by a failed kernel check.
+  if (spec.shared_kv_low_rank) {
+    const int64_t rank = spec.shared_kv_low_rank->out_rank;
+    for (const LayerWeights& l : weights->layers) {
+      const WeightView& w = l.attn.o_a.w;
+      if (w.format == WeightFormat::kFp8Block && w.block_rows > 0 && rank % w.block_rows != 0) {
+        return unsupported(fmt::format(
+            "engine: {}: FP8 blocks of {} rows straddle the output groups of o_lora_rank {} rows; the "
+            "grouped projection needs whole blocks a group",
+            w.name, w.block_rows, rank));
+      }
+    }
+  }
   // The weights' layout (TP / EP / PP) was checked against the model where they were bound
   // (bind_model_weights: the only place a layout is set); here only the groups are matched to it.
   const TensorShard shard = weights->shard;
