@@ -69,6 +69,10 @@ TEST_F(CliQuantize, BadUsageExitsTwo) {
   EXPECT_EQ(divide.exit_code, 2) << divide.err;
   EXPECT_NE(divide.err.find("o_proj.weight"), std::string::npos) << divide.err;
   EXPECT_FALSE(fs::exists(dir_ + "/a"));
+  CliResult head = run_cli({"quantize", kLlama, "--to", "int4", "--head", "int4", "--out", dir_ + "/a"});
+  EXPECT_EQ(head.exit_code, 2) << head.err;
+  EXPECT_NE(head.err.find("--head: int4 not in {keep,int8}"), std::string::npos) << head.err;
+  EXPECT_NE(help.out.find("--head"), std::string::npos);
   CliResult catalog = run_cli({"quantize", "deepseek-v3", "--to", "int4", "--out", dir_ + "/a"});
   EXPECT_EQ(catalog.exit_code, 2) << catalog.err;
 }
