@@ -72,7 +72,7 @@ class AdaptCli : public ::testing::Test {
 
 TEST_F(AdaptCli, EveryStagePassesOnMiniaturesOfSeveralFamilies) {
   for (const char* model : {"llama-3.1-8b", "deepseek-v3", "gpt-oss-20b", "minimax-m2", "longcat-flash",
-                            "deepseek-v3.2", "qwen3-next-80b-a3b", "qwen3.5-35b-a3b"}) {
+                            "deepseek-v3.2", "qwen3-next-80b-a3b", "qwen3.5-35b-a3b", "deepseek-v4-flash"}) {
     SCOPED_TRACE(model);
     const std::string ckpt = synth(model, std::string("ckpt-") + model);
     const std::string out = dir_ + "/out-" + model;
