@@ -21,8 +21,10 @@
 #include "day0/model/catalog.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/packed_int_config.h"
+#include "day0/ops/op_names.h"
 #include "day0/quant/quantize_checkpoint.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/op_recording.h"
 
 namespace day0 {
 namespace {
@@ -96,6 +98,18 @@ TEST(Int8Head, WritesAnUntiedInt8HeadThatTheLoaderRunsOnTheIntegerKernels) {
   const double saved =
       activated_weights_per_token(keep_spec->spec).bytes - activated_weights_per_token(resolved->spec).bytes;
   EXPECT_DOUBLE_EQ(saved, bf16_head * (1.0 - (1.0 + 2.0 / 32.0) / 2.0) - 16.0);
+
+  // inspect's dry run records the head on the integer kernels too, and the tied one as the BF16 table.
+  const auto head_matmul = [](const ModelSpec& model) {
+    auto ops = record_op_list(model, 64);
+    D0_CHECK_MSG(ops.is_ok(), ops.status().to_string());
+    for (const OpSpec& op : ops->ops) {
+      if (op.name == op::kMatmul && (op.label == "lm_head" || op.label == "embed_tokens")) return op;
+    }
+    return OpSpec{};
+  };
+  EXPECT_EQ(head_matmul(resolved->spec).weights, WeightFormat::kInt8);
+  EXPECT_EQ(head_matmul(keep_spec->spec).weights, WeightFormat::kBF16);
 }
 
 // Tolerance: INT8 per group of 32 rounds each head weight by at most half a step (amax / 254 of its

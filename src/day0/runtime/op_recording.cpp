@@ -61,8 +61,9 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed)
     w.zeros = packed.symmetric ? nullptr : static_cast<const float*>(w.data);
     weights.int_projections.count(w);
   };
-  // A tied LM head is the embedding table, which the loader never keeps as integers.
-  if (weights.lm_head.w.data != weights.embedding.data) present(weights.lm_head.w);
+  // A tied LM head is the embedding table, which the loader never keeps as integers. Told by name: the
+  // shape-only views of different tensors may share one address.
+  if (weights.lm_head.w.name != weights.embedding.name) present(weights.lm_head.w);
   for (LayerWeights& l : weights.layers) {
     for (Linear* x :
          {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.q_a, &l.attn.q_b, &l.attn.kv_a, &l.attn.kv_b,
