@@ -186,7 +186,7 @@ TEST(DeepseekV4Weights, FlashShapes) {
       {"model.layers.0.attn.wo_a.weight", {8192, 4096}},
       {"model.layers.0.attn.wo_b.weight", {4096, 8192}},
       {"model.layers.0.ffn.gate.tid2eid", {129280, 6}},
-      {"model.layers.0.ffn.experts.255.w2.weight", {4096, 2048}},
+      {"model.layers.0.ffn.experts.255.w2.weight", {4096, 1024}},  // FP4: two codes a byte
       {"model.layers.0.ffn.shared_experts.w1.weight", {2048, 4096}},
       {"model.layers.0.hc_attn_fn", {24, 16384}},
       {"model.layers.0.hc_ffn_scale", {3}},
