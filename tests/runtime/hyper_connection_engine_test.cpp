@@ -156,6 +156,23 @@ TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
   EXPECT_NE(picks.routed[1], want);
 }
 
+// DeepSeek-V4's golden reference and the F32 engine's dump of the same prompts (an F32 KV cache).
+struct V4Dumps {
+  ReferenceDump reference, engine;
+};
+
+V4Dumps v4_f32_dumps() {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_golden("deepseek-v4", "cpu", exact);
+  EXPECT_TRUE(run.is_ok()) << run.status().to_string();
+  if (!run.is_ok()) return {};
+  auto mine = run_reference_prompts(*run->engine, run->reference, "test");
+  EXPECT_TRUE(mine.is_ok()) << mine.status().to_string();
+  if (!mine.is_ok()) return {};
+  return {std::move(run->reference), std::move(*mine)};
+}
+
 // DeepSeek-V4's golden (every layer kind, hash layers, 4 streams): F32 logits and each layer's streams
 // against transformers 5.25 within 1e-5 of the range; and it holds one tied selection: on prompt 1's
 // greedy step 3 layer 3's indexer scores its 4 entries 0, 0.138, -0.162, 0 and keeps 2, so the second
@@ -163,14 +180,10 @@ TEST(HashRouting, PicksAreTheTableRowsOfTheTokenIds) {
 // up to it, says so, and passes on what it compared; the same comparison without the engine's tie flags
 // diverges right there, which is what the flags are for.
 TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
-  EngineOptions exact;
-  exact.kv_dtype = KvDtype::kF32;
-  auto run = open_golden("deepseek-v4", "cpu", exact);
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  auto mine = run_reference_prompts(*run->engine, run->reference, "test");
-  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const V4Dumps d = v4_f32_dumps();
+  ASSERT_FALSE(d.engine.prompts.empty());
   const AlignThresholds th = default_thresholds(ActivationPrecision::kF32);
-  const AlignReport r = compare_dumps(run->reference, *mine, th);
+  const AlignReport r = compare_dumps(d.reference, d.engine, th);
   EXPECT_TRUE(r.pass()) << align_report_text(r);
   EXPECT_LE(r.logits.max_abs_err, 1e-5 * r.logits.logit_range) << align_report_text(r);
   EXPECT_DOUBLE_EQ(r.logits.same_top1, 1.0);
@@ -185,12 +198,12 @@ TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
   EXPECT_NE(align_report_text(r).find("greedy step 3 ties: compared 3 of"), std::string::npos);
   EXPECT_EQ(align_report_json(r)["selection_tie_cuts"][0]["greedy_steps_compared"], 3);
 
-  ReferenceDump unflagged = *mine;
+  ReferenceDump unflagged = d.engine;
   for (ReferencePrompt& p : unflagged.prompts) {
     p.selection_ties.clear();
     p.greedy_selection_ties.clear();
   }
-  const AlignReport blind = compare_dumps(run->reference, unflagged, th);
+  const AlignReport blind = compare_dumps(d.reference, unflagged, th);
   EXPECT_TRUE(blind.tie_cuts.empty());
   ASSERT_GT(blind.greedy.size(), 1u);
   EXPECT_EQ(blind.greedy[1].first_divergence, 3) << align_report_text(blind);
@@ -198,26 +211,22 @@ TEST(DeepseekV4Golden, ATiedSelectionEndsTheComparisonAndIsReported) {
 
 // A dump's tie flags survive the file (day0 run --dump, then day0 align on it) and bad ones are refused.
 TEST(DeepseekV4Golden, TieFlagsRoundTripThroughTheDumpFile) {
-  EngineOptions exact;
-  exact.kv_dtype = KvDtype::kF32;
-  auto run = open_golden("deepseek-v4", "cpu", exact);
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  auto mine = run_reference_prompts(*run->engine, run->reference, "test");
-  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const V4Dumps d = v4_f32_dumps();
+  ASSERT_FALSE(d.engine.prompts.empty());
   const std::string path = ::testing::TempDir() + "/v4_ties.safetensors";
-  ASSERT_TRUE(write_reference_dump(*mine, path).is_ok());
+  ASSERT_TRUE(write_reference_dump(d.engine, path).is_ok());
   auto back = read_reference_dump(path);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  ASSERT_EQ(back->prompts.size(), mine->prompts.size());
-  for (size_t i = 0; i < mine->prompts.size(); ++i) {
-    EXPECT_EQ(back->prompts[i].selection_ties, mine->prompts[i].selection_ties);
-    EXPECT_EQ(back->prompts[i].greedy_selection_ties, mine->prompts[i].greedy_selection_ties);
+  ASSERT_EQ(back->prompts.size(), d.engine.prompts.size());
+  for (size_t i = 0; i < d.engine.prompts.size(); ++i) {
+    EXPECT_EQ(back->prompts[i].selection_ties, d.engine.prompts[i].selection_ties);
+    EXPECT_EQ(back->prompts[i].greedy_selection_ties, d.engine.prompts[i].greedy_selection_ties);
   }
-  EXPECT_EQ(mine->prompts[1].greedy_selection_ties.at(3), 1);
-  ReferenceDump bad = *mine;
+  EXPECT_EQ(d.engine.prompts[1].greedy_selection_ties.at(3), 1);
+  ReferenceDump bad = d.engine;
   bad.prompts[0].selection_ties.push_back(0);  // one flag too many
   EXPECT_FALSE(validate_reference_dump(bad).is_ok());
-  bad = *mine;
+  bad = d.engine;
   bad.prompts[0].selection_ties[0] = 2;
   EXPECT_FALSE(validate_reference_dump(bad).is_ok());
 }
