@@ -135,7 +135,10 @@ TEST(Synth, DeepseekV4MiniatureIsWrittenInTheReleaseFormatAndNames) {
   EXPECT_EQ(dtype_of("layers.0.attn.wo_a.weight"), DType::kF8E4M3);
   EXPECT_EQ(dtype_of("layers.0.ffn.shared_experts.w1.weight"), DType::kF8E4M3);
   EXPECT_EQ(dtype_of("layers.0.ffn.experts.0.w1.weight"), DType::kI8);
-  EXPECT_EQ(dtype_of("layers.0.ffn.experts.0.w1.weight_scale_inv"), DType::kF8E8M0);
+  // Block scales under the release's names, `<module>.scale` beside `<module>.weight`.
+  EXPECT_EQ(dtype_of("layers.0.ffn.experts.0.w1.scale"), DType::kF8E8M0);
+  EXPECT_TRUE(ckpt->tensor("layers.0.attn.wq_a.scale").is_ok());
+  EXPECT_FALSE(ckpt->tensor("layers.0.attn.wq_a.weight_scale_inv").is_ok());
   EXPECT_TRUE(ckpt->tensor("layers.0.attn.kv_norm.weight").is_ok());  // the release name of attn.norm
   EXPECT_TRUE(ckpt->tensor("embed.weight").is_ok());
   EXPECT_TRUE(ckpt->tensor("hc_head_fn").is_ok());

@@ -237,6 +237,13 @@ TEST(DeepseekV4Weights, FlashShapes) {
             "layers.7.attn.compressor.norm.weight");
   EXPECT_EQ(renamed_for_layout(release, "model.hc_head.hc_fn"), "hc_head_fn");
   EXPECT_EQ(renamed_for_layout(release, "mtp.0.attn.norm.weight"), "mtp.0.attn.kv_norm.weight");
+  // Block scales as the release's safetensors headers list them: `layers.0.attn.wq_a.scale` beside
+  // `layers.0.attn.wq_a.weight`, the experts' likewise.
+  EXPECT_EQ(renamed_for_layout(release, "model.layers.0.attn.wq_a.weight_scale_inv"),
+            "layers.0.attn.wq_a.scale");
+  EXPECT_EQ(renamed_for_layout(release, "model.layers.0.ffn.experts.7.w1.weight_scale_inv"),
+            "layers.0.ffn.experts.7.w1.scale");
+  EXPECT_EQ(renamed_for_layout(release, "model.layers.0.hc_attn_scale"), "layers.0.hc_attn_scale");
 }
 
 // DeepSeek's model card (huggingface.co/deepseek-ai/DeepSeek-V4-Flash): 284B total, 13B activated. Our

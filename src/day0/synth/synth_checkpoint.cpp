@@ -197,6 +197,31 @@ void add_fp4_pair(const TensorSpec& w, const TensorSpec& s, uint64_t seed, float
   push_pair(pair, compute, w, s, out);
 }
 
+bool block_quantized(const TensorSpec& t) {
+  return t.dtype == DType::kF8E4M3 || t.storage == WeightStorage::kFp4Packed;
+}
+
+// The block scale of weight `name`: `<name>_scale_inv`, or where a layout renames it (DeepSeek-V4's
+// release) `<module>.scale` beside `<module>.weight`.
+std::map<std::string, const TensorSpec*>::const_iterator scale_sibling(
+    const std::map<std::string, const TensorSpec*>& by_name, const std::string& name) {
+  auto s = by_name.find(name + "_scale_inv");
+  if (s == by_name.end() && ends_with(name, ".weight"))
+    s = by_name.find(name.substr(0, name.size() - 7) + ".scale");
+  return s;
+}
+
+// Whether `t` is the block scale of a quantized weight (written with it, not on its own).
+bool is_block_scale(const std::map<std::string, const TensorSpec*>& by_name, const TensorSpec& t) {
+  for (const std::string suffix : {"_scale_inv", ".scale"}) {
+    if (!ends_with(t.name, suffix)) continue;
+    const std::string base = t.name.substr(0, t.name.size() - suffix.size());
+    const auto w = by_name.find(suffix == ".scale" ? base + ".weight" : base);
+    if (w != by_name.end() && (suffix == "_scale_inv" || block_quantized(*w->second))) return true;
+  }
+  return false;
+}
+
 Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifest, const ModelSpec& spec,
                                                    const SynthOptions& options) {
   std::map<std::string, const TensorSpec*> by_name;
@@ -204,7 +229,7 @@ Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifes
   std::vector<PendingTensor> out;
   for (const auto& t : manifest.tensors) {
     if (t.dtype == DType::kF8E4M3) {
-      const auto s = by_name.find(t.name + "_scale_inv");
+      const auto s = scale_sibling(by_name, t.name);
       if (s == by_name.end() || t.shape.size() != 2) {
         return unsupported("synth: FP8 tensor " + t.name + " without a 2-D block scale sibling");
       }
@@ -212,14 +237,14 @@ Result<std::vector<PendingTensor>> pending_tensors(const TensorManifest& manifes
       continue;
     }
     if (t.storage == WeightStorage::kFp4Packed) {
-      const auto s = by_name.find(t.name + "_scale_inv");
+      const auto s = scale_sibling(by_name, t.name);
       if (s == by_name.end() || t.shape.size() != 2 || s->second->shape.size() != 2) {
         return unsupported("synth: FP4 tensor " + t.name + " without a 2-D scale sibling");
       }
       add_fp4_pair(t, *s->second, options.seed, options.init_std, out);
       continue;
     }
-    if (ends_with(t.name, "_scale_inv") && by_name.count(t.name.substr(0, t.name.size() - 10))) continue;
+    if (is_block_scale(by_name, t)) continue;
     if (ends_with(t.name, "_blocks") && t.dtype == DType::kU8) {
       const auto s = by_name.find(t.name.substr(0, t.name.size() - 7) + "_scales");
       if (s == by_name.end()) return unsupported("synth: MXFP4 blocks " + t.name + " without scales");

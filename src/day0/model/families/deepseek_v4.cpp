@@ -1,7 +1,6 @@
 // DeepseekV4ForCausalLM (DeepSeek-V4 Flash / Pro) as transformers 5.25's DeepseekV4Config reads it, the
 // release's legacy keys (compress_ratios, compress_rate_csa / _hca, num_hash_layers, qk_rope_head_dim,
-// rope_scaling beside compress_rope_theta) folded in as the class folds them. model_spec.h describes its
-// mechanisms; its layers run over hyper-connected streams (hyper_connection_layer_recipe).
+// rope_scaling beside compress_rope_theta) folded in as the class folds them. Mechanisms: model_spec.h.
 #include <fmt/format.h>
 
 #include "day0/model/config_common.h"
@@ -230,8 +229,8 @@ void layer_weights(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
   hyper_connection(s, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", kHcFfnSlots);
 }
 
-// The release's own names (DeepSeek's inference code; transformers converts them on load): no "model."
-// prefix, embed / norm / hc_head_* at the top, the attention's key norm as kv_norm.
+// The release's own names (DeepSeek's inference code): no "model." prefix, embed / norm / hc_head_* at the
+// top, the key norm as kv_norm, block scales as `<module>.scale` (E8M0 bytes, which the scale slots take).
 StoredLayout release_layout() {
   StoredLayout r{.name = "DeepSeek-V4 release names", .release = true};
   for (auto [canonical, stored] :
@@ -242,6 +241,7 @@ StoredLayout release_layout() {
     r.renames.push_back(NameRename{canonical, stored, true});
   }
   r.renames.push_back(NameRename{".attn.norm.weight", ".attn.kv_norm.weight", false});
+  r.renames.push_back(NameRename{".weight_scale_inv", ".scale", false});
   return r;
 }
 
