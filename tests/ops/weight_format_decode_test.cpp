@@ -293,5 +293,48 @@ TEST(WeightFormatDecode, Fp4RowsOnTheLevelsOwnXLayout) {
   }
 }
 
+// A row's dot does not depend on the rows computed beside it: the row dots walk FP8 and FP4 rows several
+// at a time (the avx2 level four side by side), and the row-invariant steps of speculative decoding need
+// one row alone to give the bits it gets in any group. Every level, rows one at a time against a whole
+// range and a range starting off the group boundary, NaN rows included.
+TEST(WeightFormatDecode, RowDotsGiveARowItsBitsWhateverRowsRunBesideIt) {
+  const TestWeight shapes[] = {fp8_weight(70, 300, 32, 31), fp8_weight(21, 384, 128, 32),
+                               fp4_weight(45, 320, 32, 33), fp4_weight(13, 384, 16, 34),
+                               nvfp4_weight(19, 320, 1.0f / 2688.0f, 35)};
+  for (const TestWeight& tw : shapes) {
+    const WeightView w = tw.view();
+    const auto x = random_vector(w.cols, 78);
+    std::vector<float> xin(x.size());
+    if (w.format == WeightFormat::kMxfp4) {
+      cpu::prepare_mxfp4_x(x.data(), w.cols, xin.data());
+    } else {
+      xin = x;
+    }
+    for (SimdLevel level : available_simd_levels()) {
+      const cpu::SimdKernels& k = cpu::kernels_for(level);
+      const std::string what = std::string(weight_format_name(w.format)) + " " + std::to_string(w.rows) +
+                               "x" + std::to_string(w.cols) + " " + simd_level_name(level);
+      std::vector<float> whole(static_cast<size_t>(w.rows)), shifted(static_cast<size_t>(w.rows)), one(1);
+      k.dot_rows(w, 0, w.rows, xin.data(), whole.data());
+      k.dot_rows(w, 3, w.rows, xin.data(), shifted.data() + 3);
+      for (int64_t n = 0; n < w.rows; ++n) {
+        k.dot_rows(w, n, n + 1, xin.data(), one.data());
+        const float a = whole[static_cast<size_t>(n)], b = one[0];
+        if (std::isnan(b)) {
+          EXPECT_TRUE(std::isnan(a)) << what << " row " << n;
+          if (n >= 3) {
+            EXPECT_TRUE(std::isnan(shifted[static_cast<size_t>(n)])) << what << " row " << n;
+          }
+        } else {
+          EXPECT_EQ(f32_to_bits(a), f32_to_bits(b)) << what << " row " << n;
+          if (n >= 3) {
+            EXPECT_EQ(f32_to_bits(shifted[static_cast<size_t>(n)]), f32_to_bits(b)) << what << " row " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace day0::test

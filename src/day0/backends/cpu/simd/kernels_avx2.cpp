@@ -95,7 +95,7 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
   return s;
 }
 
-// MXFP4 row: each 16-byte block's nibbles mapped by one vpshufb each to twice their E2M1 value as int8
+// MXFP4 rows: each 16-byte block's nibbles mapped by one vpshufb each to twice their E2M1 value as int8
 // (-12 .. 12, exact), widened and converted eight at a time; the block's products are scaled by half the
 // E8M0 scale. Doubling a value and halving the scale leaves every product, sum and rounding as they were,
 // so the bits are those of multiplying E2M1 values by x and the sum by the scale (a float table by
@@ -103,74 +103,126 @@ inline float plain_dot(const WeightView& w, const void* row, const float* x, int
 // With a scale per 16 columns (group 16) bytes 0-7 of a block take the first scale and bytes 8-15 the
 // second, so the products pair by byte half instead of by nibble. NVFP4's scale (E4M3 times the global
 // scale) halves exactly too, unless it is below 2^-125.
-float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
-  const auto* bytes = static_cast<const uint8_t*>(row_ptr(w, n));
-  const auto* scales = static_cast<const uint8_t*>(w.scales) + n * w.fp4_row_scales();
+// R rows n .. n + R - 1 are walked side by side, each with its own two accumulators in the same order as
+// one row alone, so a row's bits do not depend on R. Decode streams rows of 2 KiB (4096 columns) from
+// memory: one row at a time keeps too few lines in flight (Zen 3 reached a third of its read bandwidth),
+// four side by side, each prefetching the row R below at the same column, keep up with it.
+template <int R>
+void mxfp4_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t ahead) {
+  const uint8_t* bytes[R];
+  const uint8_t* scales[R];
+  for (int r = 0; r < R; ++r) {
+    bytes[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
+    scales[r] = static_cast<const uint8_t*>(w.scales) + (n + r) * w.fp4_row_scales();
+  }
   const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i low4 = _mm_set1_epi8(0x0f);
   const auto widen = [](__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); };  // 8 int8
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  if (w.fp4_group() == 16) {
-    for (int64_t b = 0; b < w.cols / 32; ++b) {
-      if (b % 4 == 0) prefetch_ahead_busy(bytes + b * 16);
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
-      const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));
-      const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
-      const float* xb = x + b * 32;                              // evens then odds
-      __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));  // bytes 0-7: columns 0-15
-      p = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb + 16), p);
-      __m256 q = _mm256_mul_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8));  // columns 16-31
-      q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
-      acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[2 * b])), acc0);
-      acc1 = _mm256_fmadd_ps(q, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[2 * b + 1])), acc1);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
-  }
+  const bool group16 = w.fp4_group() == 16;
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < w.cols / 32; ++b) {
-    if (b % 4 == 0) prefetch_ahead_busy(bytes + b * 16);
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + b * 16));
-    const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens
-    const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));  // x odds
     const float* xb = x + b * 32;  // evens then odds
-    const __m256 s = _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[b]));
-    __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
-    p = _mm256_fmadd_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), p);
-    __m256 q = _mm256_mul_ps(widen(hi), _mm256_loadu_ps(xb + 16));
-    q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
-    acc0 = _mm256_fmadd_ps(p, s, acc0);
-    acc1 = _mm256_fmadd_ps(q, s, acc1);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      if (b % 4 == 0) {
+        if (ahead != 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(bytes[r]) + ahead + b * 16, _MM_HINT_T0);
+        } else {
+          prefetch_ahead_busy(bytes[r] + b * 16);
+        }
+      }
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes[r] + b * 16));
+      const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(raw, low4));                     // x evens
+      const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));  // x odds
+      if (group16) {
+        __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));  // bytes 0-7: columns 0-15
+        p = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb + 16), p);
+        __m256 q = _mm256_mul_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8));  // columns 16-31
+        q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
+        acc0[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[r][2 * b])), acc0[r]);
+        acc1[r] =
+            _mm256_fmadd_ps(q, _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[r][2 * b + 1])), acc1[r]);
+      } else {
+        const __m256 s = _mm256_set1_ps(0.5f * fp4_scale_value(w, scales[r][b]));
+        __m256 p = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
+        p = _mm256_fmadd_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), p);
+        __m256 q = _mm256_mul_ps(widen(hi), _mm256_loadu_ps(xb + 16));
+        q = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), q);
+        acc0[r] = _mm256_fmadd_ps(p, s, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(q, s, acc1[r]);
+      }
+    }
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  for (int r = 0; r < R; ++r) y[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
-// FP8 row: per scale block a vector partial sum, folded into the total by one FMA with the block scale;
+// FP8 rows: per scale block a vector partial sum, folded into the total by one FMA with the block scale;
 // one horizontal sum per row, not per block (blocks of 32 columns are two steps of 16). Columns past the
 // last whole 8 of a block (rows narrower than their blocks) are added with their true values.
-float fp8_dot(const WeightView& w, int64_t n, const float* x) {
-  const auto* r = static_cast<const uint8_t*>(row_ptr(w, n));
-  const float* scales = static_cast<const float*>(w.scales) + (n / w.block_rows) * fp8_scale_cols(w);
-  __m256 total = _mm256_setzero_ps();
-  float tail = 0.0f;
+// R rows side by side as in mxfp4_rows (each row's accumulators and order those of one row alone); a row
+// of 4096 columns is one 4 KiB page, and four in flight are what reach the read bandwidth on Zen 3.
+template <int R>
+void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t ahead) {
+  const uint8_t* rows[R];
+  const float* scales[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
+    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
+  }
+  __m256 total[R];
+  float tail[R];
+  for (int r = 0; r < R; ++r) {
+    total[r] = _mm256_setzero_ps();
+    tail[r] = 0.0f;
+  }
   for (int64_t k0 = 0, b = 0; k0 < w.cols; k0 += w.block_cols, ++b) {
     const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    __m256 acc0 = _mm256_setzero_ps();
-    __m256 acc1 = _mm256_setzero_ps();
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int64_t k = k0;
     for (; k + 16 <= k1; k += 16) {
-      if (k % 64 == 0) prefetch_ahead_busy(r + k);
-      const __m256i h = fp8_to_f16x16(r + k);
-      acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc0);
-      acc1 =
-          _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + k + 8), acc1);
+      const __m256 x0 = _mm256_loadu_ps(x + k);
+      const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if (k % 64 == 0) {
+          if (ahead != 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
+          } else {
+            prefetch_ahead_busy(rows[r] + k);
+          }
+        }
+        const __m256i h = fp8_to_f16x16(rows[r] + k);
+        acc0[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), x0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), x1, acc1[r]);
+      }
     }
-    for (; k + 8 <= k1; k += 8) acc0 = _mm256_fmadd_ps(load_fp8(r + k), _mm256_loadu_ps(x + k), acc0);
-    total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(scales[b] * kFp8Unscale), total);
-    float s = 0.0f;
-    for (; k < k1; ++k) s += f8e4m3_to_f32(r[k]) * x[k];
-    tail += s * scales[b];
+    for (; k + 8 <= k1; k += 8) {
+      for (int r = 0; r < R; ++r)
+        acc0[r] = _mm256_fmadd_ps(load_fp8(rows[r] + k), _mm256_loadu_ps(x + k), acc0[r]);
+    }
+    for (int r = 0; r < R; ++r) {
+      total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc0[r], acc1[r]), _mm256_set1_ps(scales[r][b] * kFp8Unscale),
+                                 total[r]);
+      float s = 0.0f;
+      for (int64_t j = k; j < k1; ++j) s += f8e4m3_to_f32(rows[r][j]) * x[j];
+      tail[r] += s * scales[r][b];
+    }
   }
-  return hsum(total) + tail;
+  for (int r = 0; r < R; ++r) y[r] = hsum(total[r]) + tail[r];
+}
+
+float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
+  float y = 0.0f;
+  mxfp4_rows<1>(w, n, x, &y, 0);
+  return y;
+}
+
+float fp8_dot(const WeightView& w, int64_t n, const float* x) {
+  float y = 0.0f;
+  fp8_rows<1>(w, n, x, &y, 0);
+  return y;
 }
 
 float row_dot(const WeightView& w, int64_t n, const float* x) {
@@ -329,6 +381,14 @@ void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, 
                       : w.format == WeightFormat::kBF16 ? plain_dot_multi<WeightFormat::kBF16, 4, 1>
                                                         : plain_dot_multi<WeightFormat::kF16, 4, 1>;
     for (; n + 4 <= n1; n += 4) dot4(w, n, &x, y + (n - n0), 0, n + 8 <= w.rows ? 4 * row_bytes : 0);
+  }
+  // FP8 and MXFP4 rows four at a time, each prefetching the row four below at the same column (none past
+  // the matrix's end).
+  if (w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kMxfp4) {
+    const auto rows4 = w.format == WeightFormat::kFp8Block ? fp8_rows<4> : mxfp4_rows<4>;
+    const int64_t packed_row_bytes =
+        static_cast<const uint8_t*>(row_ptr(w, 1)) - static_cast<const uint8_t*>(row_ptr(w, 0));
+    for (; n + 4 <= n1; n += 4) rows4(w, n, x, y + (n - n0), n + 8 <= w.rows ? 4 * packed_row_bytes : 0);
   }
   for (; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
