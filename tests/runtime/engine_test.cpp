@@ -83,6 +83,12 @@ TEST_P(EngineOnGolden, IncrementalDecodeEqualsFullPrefill) {
   }
 }
 
+// Sequences batched into one step give each sequence what it gets alone. A step's matmuls route by its
+// row count (tiles for a prefill, row dots for a decode) and a tile sums a row in the order its place in
+// the tile gives, so a sequence's rows round differently beside others: the tolerance is 1e-3 of the
+// logit range, far below what a row read from another sequence moves (the range itself). Gemma 4 MoE at
+// the avx2 level is the case that needs more than 1e-4: its unscaled attention logits over a window of 8
+// carry a last-bit difference in a prefill's keys to 1.9e-4 of the range in the next decode step.
 TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
   auto run = open_golden(GetParam());
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -90,6 +96,9 @@ TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : run->reference.prompts) prompts.push_back(ids32(p.input_ids));
   ASSERT_GE(prompts.size(), 2u);
+  const auto within = [&](std::span<const float> got, std::span<const float> want, double range) {
+    return max_abs_diff(got, want) <= 1e-3 * range;
+  };
   // Alone: prefill, then one decode step with token 7.
   std::vector<FloatMatrix> alone_prefill, alone_decode;
   const int32_t next = 7;
@@ -108,18 +117,20 @@ TEST_P(EngineOnGolden, BatchedSequencesEqualAlone) {
   const FloatMatrix together = forward_ok(e, steps);
   int64_t row = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const double tol = 1e-4 * range_of(alone_prefill[i]);
+    const double range = range_of(alone_prefill[i]);
     for (int64_t t = 0; t < alone_prefill[i].rows; ++t, ++row) {
-      EXPECT_LE(max_abs_diff(together.row(row), alone_prefill[i].row(t)), tol)
-          << "prompt " << i << " row " << t;
+      EXPECT_TRUE(within(together.row(row), alone_prefill[i].row(t), range))
+          << "prompt " << i << " row " << t << ": "
+          << max_abs_diff(together.row(row), alone_prefill[i].row(t)) << " of a range of " << range;
     }
   }
   for (auto& s : steps) s.tokens = std::span<const int32_t>(&next, 1);
   const FloatMatrix decoded = forward_ok(e, steps, true);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_LE(max_abs_diff(decoded.row(static_cast<int64_t>(i)), alone_decode[i].row(0)),
-              1e-4 * range_of(alone_decode[i]))
-        << "decode of prompt " << i;
+    const std::span<const float> got = decoded.row(static_cast<int64_t>(i)), want = alone_decode[i].row(0);
+    EXPECT_TRUE(within(got, want, range_of(alone_decode[i])))
+        << "decode of prompt " << i << ": " << max_abs_diff(got, want) << " of a range of "
+        << range_of(alone_decode[i]);
   }
 }
 
