@@ -1,5 +1,6 @@
 // `day0 run --spec ngram|self-int4|mtp`: the tokens of plain decoding, the speculation figures in the human
-// and JSON output, and clear refusals of bad values and of MTP drafts from a checkpoint without MTP layers.
+// and JSON output (DeepSeek-V4's compressed KV rolled back too), and clear refusals of bad values and of MTP
+// drafts from a checkpoint without MTP layers.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -96,6 +97,34 @@ TEST(RunSpec, MtpDraftsGivePlainDecodingsTokensAndReportAcceptance) {
   const CliResult human = run_cli(human_args);
   ASSERT_EQ(human.exit_code, 0) << human.err;
   EXPECT_NE(human.out.find("speculative mtp, up to 4 drafts a step:"), std::string::npos) << human.out;
+}
+
+// DeepSeek-V4's compressed KV attention: rejected drafts go back to the checkpoint taken before them
+// (entries cut, partial groups restored), so n-gram drafts give plain decoding's tokens. (self-int4 is
+// refused on this miniature: its experts' 16 columns take no INT4 group size; a draft engine of the same
+// weights is tested in tests/runtime/compressed_kv_cache_test.cpp.)
+TEST(RunSpec, DraftsOnDeepSeekV4GivePlainDecodingsTokens) {
+  const std::string model = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v4";
+  // A prompt with repeats for the n-gram lookup to draft from, which the model does not follow.
+  std::vector<std::string> plain_args = {"run",       model, "--prompt-ids", "1,2,3,4,1,2,3,4,1,2,3,4,1,2",
+                                         "--max-new", "14",  "--json"};
+  const CliResult plain = run_cli(plain_args);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto expected = nlohmann::json::parse(plain.out);
+  int64_t rejected = 0;
+  for (const std::vector<std::string>& variant :
+       {std::vector<std::string>{"--spec", "ngram"}, {"--spec", "ngram", "--spec-tokens", "7"}}) {
+    std::vector<std::string> args = plain_args;
+    args.insert(args.end(), variant.begin(), variant.end());
+    const CliResult r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << variant[1] << ": " << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["tokens"], expected["tokens"]) << variant[1];
+    const auto& spec = doc["speculative"];
+    EXPECT_EQ(spec["accepted"].get<int64_t>() + spec["verify_steps"].get<int64_t>(), 13) << variant[1];
+    rejected += spec["drafted"].get<int64_t>() - spec["accepted"].get<int64_t>();
+  }
+  EXPECT_GT(rejected, 0) << "no draft was rolled back";
 }
 
 TEST(RunSpec, BadValuesAndMtpWithoutMtpLayersAreRefusedClearly) {

@@ -162,6 +162,46 @@ TEST(Synth, DeepseekV4MiniatureIsWrittenInTheReleaseFormatAndNames) {
   for (int64_t e = 0; e < experts; ++e) EXPECT_GT(used[static_cast<size_t>(e)], 0) << "expert " << e;
 }
 
+// DeepSeek-V4's release stores its 128x128 FP8 block scales as F8_E8M0 exponent bytes (its safetensors
+// headers: `layers.0.attn.wq_a.scale F8_E8M0 [8, 32]` beside `layers.0.attn.wq_a.weight F8_E4M3
+// [1024, 4096]`); the Flash entry's quantization_config says ue8m0. The miniature is written the same way:
+// every FP8 weight's `.scale` is E8M0 of its block grid, and the weights dequantize through those bytes to
+// the seed's normal draw within E4M3's rounding (power-of-two scales lose nothing more).
+TEST(Synth, DeepseekV4FlashBlockScalesAreExponentBytes) {
+  auto full = catalog_model("deepseek-v4-flash");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  ASSERT_EQ(full->weights.format, WeightFormat::kFp8Block);
+  ASSERT_TRUE(full->weights.ue8m0_scales);
+  TempDir dir;
+  SynthOptions options;
+  options.seed = 6;
+  auto result = synthesize_miniature(*full, {}, options, dir.file("m"));
+  ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+  auto ckpt = Checkpoint::open(dir.file("m"));
+  ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().to_string();
+  int checked = 0;
+  for (const auto& name : ckpt->tensor_names()) {
+    const TensorView w = *ckpt->tensor(name);
+    if (w.dtype != DType::kF8E4M3) continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(name.ends_with(".weight"));
+    auto scale = ckpt->tensor(name.substr(0, name.size() - 7) + ".scale");
+    ASSERT_TRUE(scale.is_ok());
+    EXPECT_EQ(scale->dtype, DType::kF8E8M0);
+    ASSERT_EQ(w.shape.size(), 2u);
+    EXPECT_EQ(std::vector<int64_t>(scale->shape.begin(), scale->shape.end()),
+              (std::vector<int64_t>{(w.shape[0] + 127) / 128, (w.shape[1] + 127) / 128}));
+    auto values = dequant_fp8_block(w, *scale);
+    ASSERT_TRUE(values.is_ok()) << values.status().to_string();
+    const auto ref = normal_values(6, name, values->size(), options.init_std);
+    for (size_t i = 0; i < values->size(); ++i) {
+      ASSERT_NEAR((*values)[i], ref[i], std::fabs(ref[i]) / 15.0f + 1e-4f) << i;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);  // wq_a, wq_b, wkv, wo_a, wo_b, the shared expert's, ...
+}
+
 TEST(Synth, EveryCatalogModelRoundTripsThroughVerify) {
   for (const auto& entry : model_catalog()) {
     SCOPED_TRACE(entry.name);

@@ -246,6 +246,37 @@ TEST(DeepseekV4Weights, FlashShapes) {
   EXPECT_EQ(renamed_for_layout(release, "model.layers.0.hc_attn_scale"), "layers.0.hc_attn_scale");
 }
 
+// The release stores its 128x128 FP8 block scales as F8_E8M0 exponent bytes (`layers.0.attn.wq_a.scale
+// F8_E8M0 [8, 32]`): the release layout says so where the config's scale_fmt is ue8m0, keeping the
+// table's float32 accepted; without ue8m0 the scales stay float32.
+TEST(DeepseekV4Weights, ReleaseLayoutStoresUe8m0BlockScalesAsExponentBytes) {
+  auto flash = catalog_model("deepseek-v4-flash");
+  ASSERT_TRUE(flash.is_ok()) << flash.status().to_string();
+  ASSERT_TRUE(flash->weights.ue8m0_scales);
+  for (const bool ue8m0 : {true, false}) {
+    SCOPED_TRACE(ue8m0);
+    ModelSpec spec = *flash;
+    spec.weights.ue8m0_scales = ue8m0;
+    auto table = build_tensor_manifest(spec);
+    ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+    const StoredLayout* layout = release_layout(*table);
+    ASSERT_NE(layout, nullptr);
+    const TensorManifest stored = to_stored_layout(*table, *layout);
+    const TensorSpec* scale = find_tensor(stored, "layers.0.attn.wq_a.scale");
+    ASSERT_NE(scale, nullptr);
+    EXPECT_EQ(scale->shape, (std::vector<int64_t>{8, 32}));
+    EXPECT_EQ(scale->dtype, ue8m0 ? DType::kF8E8M0 : DType::kF32);
+    EXPECT_EQ(scale->bytes, ue8m0 ? 256u : 1024u);
+    EXPECT_TRUE(scale->accepts(DType::kF32));
+    EXPECT_EQ(scale->accepts(DType::kF8E8M0), ue8m0);
+    // The FP4 experts' scales are exponent bytes either way; hc_attn_scale is no block scale.
+    EXPECT_EQ(find_tensor(stored, "layers.0.ffn.experts.0.w1.scale")->dtype, DType::kF8E8M0);
+    EXPECT_EQ(find_tensor(stored, "layers.0.hc_attn_scale")->dtype, DType::kF32);
+    // The table under transformers' names keeps the float32 it reads.
+    EXPECT_EQ(find_tensor(*table, "model.layers.0.attn.wq_a.weight_scale_inv")->dtype, DType::kF32);
+  }
+}
+
 // DeepSeek's model card (huggingface.co/deepseek-ai/DeepSeek-V4-Flash): 284B total, 13B activated. Our
 // count of the release config: total within 0.5% of 284B. The 13B is two significant figures: ours with
 // the input embedding left out (as the head is read per token and the embedding row is a gather) is within

@@ -46,13 +46,34 @@ TEST(KvAgreement, PlannerBytesPerTokenEqualTheEnginePoolForEveryGoldenAndDtype) 
       for (size_t l = 0; l < cost->layers.size(); ++l) {
         const LayerSpec& ls = model->spec.layers[l];
         EXPECT_EQ(cost->layers[l].kv_bytes(dtype), layer_has_kv(ls) ? row : 0.0) << l;
-        EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0, layer_is_recurrent(ls)) << l;
+        // A fixed state per sequence: recurrent layers, and compressed KV layers' partial groups.
+        EXPECT_EQ(cost->layers[l].state_bytes_per_sequence > 0,
+                  layer_is_recurrent(ls) || (ls.kv_compress_ratio > 0 && layer_has_kv(ls)))
+            << l;
       }
-      // Compressed attention (DeepSeek-V4) also keeps a share of an entry per token, per sequence outside
-      // the pool's rows (CompressedKvLayerState): the planner counts it beside the window's rows.
+      // Compressed attention (DeepSeek-V4) also keeps a share of an entry per token, in pool blocks of
+      // their own (KvCache::entry_pages): the planner counts it beside the window's rows, and the pool
+      // packs an entry (with its indexer key) in exactly the bytes the planner counts for it.
       double compressed = 0;
       for (const auto& layer : cost->layers) compressed += layer.compressed_kv_bytes(dtype);
       EXPECT_EQ(compressed > 0, model->spec.compressed_kv.has_value());
+      const KvCache probe = (*engine)->new_cache();
+      for (int64_t l = 0; l < probe.n_layers(); ++l) {
+        if (!probe.compressed_layer(l)) continue;
+        const LayerSpec& ls = model->spec.layers[static_cast<size_t>(l)];
+        uint64_t entry = 0;
+        for (CompressedEntries which : {CompressedEntries::kCompressor, CompressedEntries::kIndexer}) {
+          const KvPages p = probe.entry_pages(l, which);
+          if (p.second_width == 0) continue;
+          EXPECT_EQ((*engine)->kv_pool().block_bytes() % static_cast<uint64_t>(p.block_tokens), 0u) << l;
+          entry += (*engine)->kv_pool().block_bytes() / static_cast<uint64_t>(p.block_tokens);
+        }
+        EXPECT_EQ(entry, compressed_kv_entry_bytes(model->spec, ls, dtype)) << l;
+        EXPECT_EQ(cost->layers[static_cast<size_t>(l)].compressed_kv_bytes(dtype) *
+                      static_cast<double>(ls.kv_compress_ratio),
+                  static_cast<double>(entry))
+            << l;
+      }
       const double rows = row * static_cast<double>(count_kv_layers(model->spec));
       EXPECT_EQ(cost->kv_bytes_per_token(dtype), rows + compressed);
       // The planner's state per sequence is what a sequence of a BF16 engine allocates (an F32 run keeps

@@ -2,12 +2,14 @@
 // DeepseekV4Attention on its three layer kinds (tests/data/ops/shared_kv_attention.json, written by
 // tools/reference/make_op_fixtures.py): a prefill of 10 tokens then two one-token decode steps, each side
 // through its own cache, float32, on the reference backend and the cpu backend at every SIMD level. Then
-// the block against itself: the same tokens fed in other step sizes give the same outputs, and the cache
-// refuses to cut a compressed layer's state back.
+// the block against itself: the same tokens fed in other step sizes give the same outputs, and a cache
+// cut back to a snapshot or a checkpoint (entries in pool blocks, partial groups in the state block)
+// continues exactly as the uncut sequence.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -108,6 +110,8 @@ class BlockRun {
   }
 
   KvCache& cache() { return *cache_; }
+  KvBlockPool& pool() { return *pool_; }
+  void set_cache(KvCache cache) { *cache_ = std::move(cache); }
 
   // outputs[layer] gets the step's rows appended.
   void step(const std::vector<float>& x, int64_t n, std::vector<std::vector<float>>& outputs) {
@@ -119,6 +123,7 @@ class BlockRun {
     layout.pos0 = {p0};
     for (int64_t i = 0; i < n; ++i) layout.positions.push_back(p0 + i);
     layout.total_rows = n;
+    layout.snapshot_at = {cache_->plan_snapshot(n)};  // as the engine does
     const blocks::Context c{
         .be = be_, .spec = spec_, .options = options_, .layout = layout, .rope = rope_, .arena = arena_};
     arena_.begin_step();
@@ -222,10 +227,12 @@ TEST(SharedKvAttention, MatchesTransformersPrefillThenDecode) {
       }
     }
     // Compressed entries: 12 tokens make 6 of ratio 2 (the sparse layer) and 3 of ratio 4.
-    EXPECT_EQ(run.cache().compressed(1)->compressor.n_entries, 6);
-    EXPECT_EQ(run.cache().compressed(1)->indexer.n_entries, 6);
-    EXPECT_EQ(run.cache().compressed(2)->compressor.n_entries, 3);
-    EXPECT_EQ(run.cache().compressed(0), nullptr);
+    EXPECT_EQ(run.cache().entries(1, CompressedEntries::kCompressor), 6);
+    EXPECT_EQ(run.cache().entries(1, CompressedEntries::kIndexer), 6);
+    EXPECT_EQ(run.cache().entries(2, CompressedEntries::kCompressor), 3);
+    EXPECT_EQ(run.cache().entries(2, CompressedEntries::kIndexer), 0);
+    EXPECT_FALSE(run.cache().compressed_layer(0));
+    EXPECT_EQ(run.cache().compressed(0).tokens, nullptr);
   }
 }
 
@@ -251,23 +258,132 @@ TEST(SharedKvAttention, StepsOfAnySizeEqualOneForward) {
   }
 }
 
-TEST(SharedKvAttention, CacheRefusesToCutCompressedStateBack) {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The rows [from, to) of a layer's outputs [rows, hidden].
+std::vector<float> rows_of(const std::vector<float>& out, int64_t hidden, int64_t from, int64_t to) {
+  return {out.begin() + from * hidden, out.begin() + to * hidden};
+}
+
+// Blocks of 4 tokens. A step of 7 saves a snapshot at 4 (mid-step): the cache goes back to 4, 0 and 7, no
+// other length. A fork cut back to 4 (a prefix-cache entry: 2 entries of ratio 2, 1 of ratio 4, the
+// partial groups restored from the snapshot) fed the rest gives the uncut run's outputs bit for bit, and so
+// does a checkpoint at 7 after draft rows are rolled back. The entries' blocks are shared by the fork and
+// every block goes back to the pool with its holders.
+TEST(SharedKvAttention, CacheGoesBackToSnapshotsAndCheckpointsExactly) {
+  Fixture fx;
+  const int64_t hidden = fx.spec.hidden_size, total = static_cast<int64_t>(fx.x.size()) / hidden;
+  ASSERT_EQ(total, 12);
+  Backends backends;
+  for (auto& [label, be] : backends.all) {
+    SCOPED_TRACE(label);
+    std::vector<std::vector<float>> plain;  // 7 rows, then 5
+    BlockRun one(*be, fx.spec, fx.layers);
+    one.step(fx.x, 7, plain);
+    one.step(fx.x, 5, plain);
+
+    BlockRun run(*be, fx.spec, fx.layers);
+    std::vector<std::vector<float>> first;
+    run.step(fx.x, 7, first);
+    KvCache& cache = run.cache();
+    EXPECT_EQ(cache.snapshot_tokens(), 4);
+    EXPECT_TRUE(cache.can_truncate(4));
+    EXPECT_TRUE(cache.can_truncate(7));
+    EXPECT_TRUE(cache.can_truncate(0));
+    EXPECT_FALSE(cache.can_truncate(5));  // no snapshot of the partial groups there
+    EXPECT_FALSE(cache.can_truncate(3));
+    const int64_t blocks_before = run.pool().blocks_allocated();
+
+    // A prefix entry: fork, cut back to 4, then the rows 4..11 in one step.
+    {
+      KvCache entry = cache.fork();
+      EXPECT_EQ(run.pool().blocks_allocated(), blocks_before) << "a fork shares every block";
+      ASSERT_TRUE(entry.truncate(4).is_ok());
+      EXPECT_EQ(entry.entries(1, CompressedEntries::kCompressor), 2);
+      EXPECT_EQ(entry.entries(1, CompressedEntries::kIndexer), 2);
+      EXPECT_EQ(entry.entries(2, CompressedEntries::kCompressor), 1);
+      EXPECT_EQ(*entry.compressed(2).tokens, 4);
+      EXPECT_FALSE(entry.truncate(3).is_ok());  // no snapshot at 3: the state is lost
+      EXPECT_TRUE(entry.state_lost());
+    }
+    BlockRun cut(*be, fx.spec, fx.layers);
+    std::vector<std::vector<float>> again;
+    {
+      KvCache entry = cache.fork();
+      ASSERT_TRUE(entry.truncate(4).is_ok());
+      cut.set_cache(std::move(entry));
+    }
+    cut.step(fx.x, 8, again);  // positions 4..11 (step() reads the rows at the cache's length)
+    for (size_t l = 0; l < fx.layers.size(); ++l) {
+      SCOPED_TRACE(fmt::format("layer {}", l));
+      std::vector<float> want = rows_of(plain[l], hidden, 4, total);
+      EXPECT_TRUE(same_bits(again[l], want))
+          << error_of_range(again[l], want, hidden, std::vector<bool>(8, true));
+    }
+
+    // Speculative decoding: a checkpoint at 7, three draft rows (other hidden states), back to 7, the
+    // accepted rows.
+    cache.checkpoint();
+    std::vector<float> drafts(fx.x.size());
+    for (size_t i = 0; i < drafts.size(); ++i) drafts[i] = 0.5f * fx.x[drafts.size() - 1 - i];
+    std::vector<std::vector<float>> ignored, accepted;
+    run.step(drafts, 3, ignored);  // 7 -> 10: passes the boundary at 8
+    EXPECT_EQ(cache.snapshot_tokens(), 8);
+    EXPECT_FALSE(cache.can_truncate(9));
+    ASSERT_TRUE(cache.truncate(7).is_ok());
+    EXPECT_EQ(cache.entries(1, CompressedEntries::kCompressor), 3);
+    EXPECT_EQ(cache.entries(2, CompressedEntries::kCompressor), 1);
+    run.step(fx.x, 5, accepted);
+    for (size_t l = 0; l < fx.layers.size(); ++l) {
+      SCOPED_TRACE(fmt::format("layer {} after the rollback", l));
+      EXPECT_TRUE(same_bits(accepted[l], rows_of(plain[l], hidden, 7, total)));
+    }
+    cache.drop_checkpoint();
+  }
+}
+
+// The books: every compressed entry sits in a pool block; a fork shares them and its first entry into a
+// shared block copies that block; the pool takes them all back.
+TEST(SharedKvAttention, CompressedEntriesArePoolBlocksSharedAndCopiedOnWrite) {
   Fixture fx;
   auto be = make_backend("reference").value();
   BlockRun run(*be, fx.spec, fx.layers);
   std::vector<std::vector<float>> out;
-  run.step(fx.x, 7, out);
-  EXPECT_FALSE(run.cache().can_truncate(4));
-  const Status cut = run.cache().truncate(4);
-  EXPECT_FALSE(cut.is_ok());
-  EXPECT_NE(cut.to_string().find("compressed KV attention"), std::string::npos) << cut.to_string();
-  KvCache fork = run.cache().fork();  // a fork carries the state whole
-  EXPECT_EQ(fork.compressed(2)->compressor.n_entries, 1);
-  EXPECT_EQ(fork.compressed(2)->compressor.tail_kv.size(),
-            run.cache().compressed(2)->compressor.tail_kv.size());
-  ASSERT_TRUE(run.cache().truncate(0).is_ok());
-  EXPECT_EQ(run.cache().compressed(1)->compressor.n_entries, 0);
-  EXPECT_EQ(run.cache().compressed(1)->tokens, 0);
+  run.step(fx.x, 6, out);
+  KvCache& cache = run.cache();
+  // Raw rows: 3 layers x 2 blocks of 4 rows. A block holds 4 rows of 16 floats: 4 entries of 16 or 8
+  // indexer keys of 8. The sparse layer's 3 entries and 3 indexer keys (ratio 2) take a block each, the
+  // heavy layer's 1 entry (ratio 4) one.
+  std::vector<int32_t> held;
+  cache.collect_blocks(held);
+  EXPECT_EQ(cache.blocks_held(), static_cast<int64_t>(held.size()));
+  EXPECT_EQ(cache.blocks_held(), 3 * 2 + 3);
+  EXPECT_EQ(run.pool().blocks_allocated(), cache.blocks_held());
+  EXPECT_EQ(cache.bytes(), static_cast<uint64_t>(cache.blocks_held()) * run.pool().block_bytes());
+  const KvPages sparse = cache.entry_pages(1, CompressedEntries::kCompressor);
+  EXPECT_EQ(sparse.length, 3);
+  const int64_t allocated = run.pool().blocks_allocated();
+  {
+    KvCache fork = cache.fork();
+    EXPECT_EQ(run.pool().blocks_allocated(), allocated);
+    EXPECT_NE(fork.append_entry(1, CompressedEntries::kCompressor), nullptr);
+    EXPECT_EQ(run.pool().blocks_allocated(), allocated + 1) << "the shared entry block was copied";
+    EXPECT_EQ(fork.entries(1, CompressedEntries::kCompressor), 4);
+    EXPECT_EQ(cache.entries(1, CompressedEntries::kCompressor), 3);
+    const KvPages copy = fork.entry_pages(1, CompressedEntries::kCompressor);
+    EXPECT_NE(copy.table[0], sparse.table[0]);
+    // The copy holds the same entries.
+    const int64_t bytes = fx.spec.head_dim * kv_dtype_bytes(sparse.dtype);
+    for (int64_t j = 0; j < 3; ++j)
+      EXPECT_EQ(std::memcmp(copy.second_row(j), sparse.second_row(j), bytes), 0);
+  }
+  EXPECT_EQ(run.pool().blocks_allocated(), allocated);
+  ASSERT_TRUE(cache.truncate(0).is_ok());
+  EXPECT_EQ(cache.entries(1, CompressedEntries::kCompressor), 0);
+  EXPECT_EQ(*cache.compressed(1).tokens, 0);
+  EXPECT_EQ(run.pool().blocks_allocated(), 0);
 }
 
 // The golden checkpoint (transformers 5.25's save names) binds every tensor the block reads, at its shape.

@@ -578,6 +578,13 @@ TEST(ServeHybrid, ASecondRequestSharingA64TokenPrefixReusesItWithTheSameTokens) 
   shared_prefix("qwen3.5", true);
 }
 
+// DeepSeek-V4's compressed KV attention: the entry keeps the entries pooled from the first 64 tokens
+// (pool blocks) and the partial groups at 64 (its state block); the hit continues from there. Its MoE
+// takes other kernel paths for the hit's 16 rows than for 80, as Qwen3.5-MoE's does.
+TEST(ServeHybrid, DeepSeekV4ReusesACachedPrefixOfCompressedKv) {
+  shared_prefix("deepseek-v4", false);
+}
+
 // 32 concurrent streams (half of them sharing a 64-token prefix, so that hits happen while others run)
 // give the tokens each request gives alone on a server without the cache.
 TEST(ServeHybrid, ThirtyTwoConcurrentStreamsGiveWhatEachGivesAlone) {

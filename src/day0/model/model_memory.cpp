@@ -103,9 +103,26 @@ uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window_d
   return window + state;
 }
 
+uint64_t compressed_kv_state_bytes_per_layer(const ModelSpec& spec, const LayerSpec& layer) {
+  if (layer.kv_compress_ratio <= 0 || !spec.compressed_kv || !layer_has_kv(layer)) return 0;
+  const int64_t m = layer.kv_compress_ratio, d = spec.head_dim;
+  // Per compressor: tail kv and gate [m - 1, C]; with overlap, prior kv and gate [m, width].
+  const auto floats = [m](int64_t channels, int64_t width, bool overlap) {
+    return 2 * (m - 1) * channels + (overlap ? 2 * m * width : 0);
+  };
+  int64_t n = floats(layer.compressed_sparse ? 2 * d : d, d, layer.compressed_sparse);
+  if (layer.compressed_sparse) {
+    const int64_t di = spec.compressed_kv->index_head_dim;
+    n += floats(2 * di, di, true);
+  }
+  return static_cast<uint64_t>(n) * 4u;
+}
+
 uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window_dtype) {
   const auto layers = static_cast<uint64_t>(count_recurrent_layers(spec));
-  return layers * recurrent_state_bytes_per_layer(spec, window_dtype);
+  uint64_t compressed = 0;
+  for (const LayerSpec& l : spec.layers) compressed += compressed_kv_state_bytes_per_layer(spec, l);
+  return layers * recurrent_state_bytes_per_layer(spec, window_dtype) + compressed;
 }
 
 KvCacheSummary kv_cache_summary(const ModelSpec& spec, KvDtype dtype) {

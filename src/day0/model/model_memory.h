@@ -34,7 +34,14 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, KvDtype dtype = K
 // a BF16 run: 36 such layers of 8192 conv channels (K = 4) and 32 value heads of 128 x 128 hold
 // 36 x (8192 x 3 x 2 B + 32 x 128 x 128 x 4 B) = 77,266,944 B.
 uint64_t recurrent_state_bytes_per_layer(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
+// Per sequence: every recurrent layer's state, and every compressed KV layer's partial groups
+// (compressed_kv_state_bytes_per_layer), all in one state block of the engine's caches.
 uint64_t recurrent_state_bytes_per_sequence(const ModelSpec& spec, KvDtype window = KvDtype::kBF16);
+// A compressed KV attention layer's partial groups (LayerSpec::kv_compress_ratio m), fixed per sequence:
+// its compressor's, and on a compressed sparse layer its indexer's, float32 projections of the tokens
+// past the last complete window (kv and gate [m - 1, C]) and with overlapping windows the last window's
+// first halves (kv and gate [m, width]). 0 for any other layer.
+uint64_t compressed_kv_state_bytes_per_layer(const ModelSpec& spec, const LayerSpec& layer);
 
 // Compressed KV attention (LayerSpec::kv_compress_ratio): the bytes of one compressed entry (head_dim, plus
 // the indexer's key on a sparse layer), and its share per source token (entry / ratio). 0 elsewhere.

@@ -6,8 +6,11 @@
 // tensors where they are, without copying them. A fused tensor's parts are row blocks of one stored
 // tensor: row-major storage makes each part a contiguous view.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "day0/core/dtype.h"
 
 namespace day0 {
 
@@ -38,6 +41,9 @@ struct StoredLayout {
   std::vector<FusedRows> fused;
   // The layout the releases ship (synth writes it); false: an alternative some saves use.
   bool release = false;
+  // The dtype the layout stores FP8 block scales in, where the table accepts it as well as its own
+  // (DeepSeek-V4's release: F8_E8M0 exponent bytes beside ue8m0 float32 in the table); unset: the table's.
+  std::optional<DType> fp8_block_scale_dtype;
   bool operator==(const StoredLayout&) const = default;
 };
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/core/checked_math.h"
 #include "day0/model/family_registry.h"
 
 namespace day0 {
@@ -102,6 +103,19 @@ std::string stored_name(const StoredLayout& layout, const std::string& name) {
   return renamed_for_layout(layout, name);
 }
 
+// An FP8 block scale (a float32 `weight_scale_inv` in the table) stored as `dtype` where the table
+// accepts that too: the table's dtype becomes an accepted one.
+void retype_block_scale(TensorSpec& t, DType dtype) {
+  if (t.role != TensorRole::kQuantScale || t.storage != WeightStorage::kF32 || t.dtype == dtype ||
+      !t.accepts(dtype)) {
+    return;
+  }
+  std::erase(t.also_accepted, dtype);
+  t.also_accepted.push_back(t.dtype);
+  t.dtype = dtype;
+  t.bytes = (checked_product(t.shape).value_or(0) * static_cast<uint64_t>(dtype_bits(dtype)) + 7) / 8;
+}
+
 }  // namespace
 
 const StoredLayout* stored_layout_in_use(const TensorManifest& manifest,
@@ -173,6 +187,7 @@ TensorManifest to_stored_layout(const TensorManifest& manifest, const StoredLayo
     std::vector<TensorSpec> moved;
     std::map<std::string, size_t> fused_at;  // stored name -> its entry in `moved`
     for (TensorSpec& t : *list) {
+      if (layout.fp8_block_scale_dtype) retype_block_scale(t, *layout.fp8_block_scale_dtype);
       const StoredLocation& loc = where.at(t.name);
       const std::string pattern = stored_name(layout, t.pattern);
       if (!loc.view()) {

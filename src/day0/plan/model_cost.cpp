@@ -96,6 +96,8 @@ void set_compressed_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, 
     layer.compressed_kv_bytes_per_token[static_cast<size_t>(dtype)] =
         compressed_kv_bytes_per_token(spec, layer_spec, dtype);
   }
+  layer.state_bytes_per_sequence +=
+      static_cast<double>(compressed_kv_state_bytes_per_layer(spec, layer_spec));
 }
 
 double ModelCost::kv_bytes_per_token(KvPrecision kv) const {

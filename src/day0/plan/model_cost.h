@@ -98,7 +98,8 @@ struct ModelCost {
   double active_params_per_token() const;  // dense parts + shared + top-k routed experts
   // Cached bytes a token leaves in all layers (ignoring windows): 61 MLA layers of 576 BF16 values = 70,272.
   double kv_bytes_per_token(KvPrecision kv) const;
-  // Fixed bytes a sequence holds whatever its length (linear-attention states; 0 for most models).
+  // Fixed bytes a sequence holds whatever its length (linear-attention states, compressed KV layers'
+  // partial groups; 0 for most models).
   double state_bytes_per_sequence() const;
 };
 
@@ -106,7 +107,8 @@ struct ModelCost {
 // one figure the engine's pool, `inspect` and the planner share; a linear-attention layer gets 0 there
 // and its recurrent_state_bytes_per_layer() in state_bytes_per_sequence instead.
 void set_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, bool linear_attention = false);
-// And the compressed share of a compressed-KV layer (0 for the others).
+// And the compressed share of a compressed-KV layer (0 for the others), and its partial groups
+// (compressed_kv_state_bytes_per_layer) added to state_bytes_per_sequence.
 void set_compressed_kv_bytes_per_token(LayerCost& layer, const ModelSpec& spec, const LayerSpec& layer_spec);
 
 // Bytes a group's parameters take at `precision` (checkpoint: as stored). Quantized formats carry their

@@ -87,6 +87,15 @@ int32_t KvBlockPool::make_writable(int32_t block, int64_t rows, KvBlockCopies& c
   return copy;
 }
 
+int32_t KvBlockPool::make_writable_on_host(int32_t block) {
+  if (refs_[static_cast<size_t>(block)] == 1) return block;
+  const int32_t copy = allocate();
+  std::memcpy(block_data(copy), block_data(block), block_bytes());
+  filled_[static_cast<size_t>(copy)] = filled_[static_cast<size_t>(block)];
+  release(block);
+  return copy;
+}
+
 void KvBlockPool::note_filled(int32_t block, int64_t rows) {
   int32_t& f = filled_[static_cast<size_t>(block)];
   f = std::max(f, static_cast<int32_t>(rows));
@@ -177,14 +186,14 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
     layers_[l].mask = spec.layers[l].mask;
     layers_[l].window = spec.layers[l].window;
     const LayerSpec& ls = spec.layers[l];
-    recurrent_model_ = recurrent_model_ || layer_is_recurrent(ls);
+    const bool compressed_kv = ls.kv_compress_ratio > 0 && layer_has_kv(ls);
+    recurrent_model_ = recurrent_model_ || layer_is_recurrent(ls) || compressed_kv;
     if (static_cast<int64_t>(l) < layer_begin || static_cast<int64_t>(l) >= layer_end) {
       layers_[l].held = false;
       layers_[l].paged = false;
       continue;
     }
-    layers_[l].compressed = ls.kv_compress_ratio > 0 && layer_has_kv(ls);
-    if (layers_[l].compressed) compressed_.resize(layers_.size());
+    if (compressed_kv) add_compressed(spec, layers_[l]);
     if (layer_has_kv(ls)) continue;
     layers_[l].paged = false;  // an FFN-only layer keeps nothing; recurrent layers their state
     if (!layer_is_recurrent(ls)) continue;
@@ -206,15 +215,20 @@ KvCache::KvCache(std::shared_ptr<KvBlockPool> pool, const ModelSpec& spec, int64
     StatePart part;
     part.state_floats = static_cast<uint64_t>(state);
     part.window_bytes = static_cast<uint64_t>(channels * (kernel - 1)) * window_elem;
+    part.tokens = state_tokens_.size();
     recurrent_.push_back(part);
     state_tokens_.push_back(0);
   }
-  if (recurrent_.empty()) return;
-  // Every layer's float32 state first, then the windows.
+  if (state_tokens_.empty()) return;
+  // Every layer's float32 state and compressed partial groups first, then the windows.
   uint64_t at = 0;
   for (StatePart& p : recurrent_) {
     p.state_offset = at;
     at += p.state_floats * sizeof(float);
+  }
+  for (CompressedPart& p : compressed_) {
+    p.offset = at;
+    at += p.floats() * sizeof(float);
   }
   for (StatePart& p : recurrent_) {
     p.window_offset = at;
@@ -232,8 +246,112 @@ RecurrentLayerState KvCache::recurrent(int64_t layer) {
   own_live();
   const StatePart& p = recurrent_[static_cast<size_t>(l.state)];
   unsigned char* base = pool_->state_data(live_);
-  return {base + p.window_offset, reinterpret_cast<float*>(base + p.state_offset),
-          &state_tokens_[static_cast<size_t>(l.state)]};
+  return {base + p.window_offset, reinterpret_cast<float*>(base + p.state_offset), &state_tokens_[p.tokens]};
+}
+
+void KvCache::add_compressed(const ModelSpec& spec, Layer& layer) {
+  const LayerSpec& ls = spec.layers[static_cast<size_t>(&layer - layers_.data())];
+  D0_CHECK_MSG(spec.compressed_kv.has_value(), "KV cache: a compressed KV layer without its sizes");
+  const int64_t m = ls.kv_compress_ratio, d = spec.head_dim,
+                block_elements =
+                    pool_->block_bytes() / static_cast<uint64_t>(kv_dtype_bytes(pool_->options().dtype));
+  CompressedPart part;
+  const bool sparse = ls.compressed_sparse;
+  part.compressor = {.ratio = m, .channels = sparse ? 2 * d : d, .width = d, .overlap = sparse};
+  if (sparse) {
+    const int64_t di = spec.compressed_kv->index_head_dim;
+    part.indexer = {.ratio = m, .channels = 2 * di, .width = di, .overlap = true};
+  }
+  for (const auto& [table, shape] :
+       {std::pair{&layer.entries[0], &part.compressor}, std::pair{&layer.entries[1], &part.indexer}}) {
+    if (shape->ratio == 0) continue;
+    table->width = shape->width;
+    table->per_block = block_elements / shape->width;
+    D0_CHECK_MSG(table->per_block > 0, fmt::format("KV cache: a compressed entry of {} elements is wider "
+                                                   "than a pool block of {}",
+                                                   shape->width, block_elements));
+  }
+  part.tokens = state_tokens_.size();
+  layer.part = static_cast<int32_t>(compressed_.size());
+  compressed_.push_back(part);
+  state_tokens_.push_back(0);
+}
+
+CompressedKvLayerState KvCache::compressed(int64_t layer) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  if (l.part < 0) return {};
+  own_live();
+  const CompressedPart& p = compressed_[static_cast<size_t>(l.part)];
+  auto* at = reinterpret_cast<float*>(pool_->state_data(live_) + p.offset);
+  CompressedKvLayerState st{p.compressor, p.indexer, &state_tokens_[p.tokens]};
+  for (CompressorState* c : {&st.compressor, &st.indexer}) {
+    if (c->ratio == 0) continue;
+    const int64_t tail = (c->ratio - 1) * c->channels, prior = c->ratio * c->width;
+    c->tail_kv = at;
+    c->tail_gate = at + tail;
+    at += 2 * tail;
+    if (c->overlap) {
+      c->prior_kv = at;
+      c->prior_gate = at + prior;
+      at += 2 * prior;
+    }
+  }
+  return st;
+}
+
+int64_t KvCache::entries(int64_t layer, CompressedEntries which) const {
+  return layers_[static_cast<size_t>(layer)].entries[static_cast<size_t>(which)].n;
+}
+
+void* KvCache::append_entry(int64_t layer, CompressedEntries which) {
+  Layer::EntryTable& e = layers_[static_cast<size_t>(layer)].entries[static_cast<size_t>(which)];
+  D0_CHECK_MSG(e.width > 0, fmt::format("KV cache: layer {} has no such compressed entries", layer));
+  const auto index = static_cast<size_t>(e.n / e.per_block);
+  const int64_t slot = e.n % e.per_block;
+  if (index == e.blocks.size()) {
+    e.blocks.push_back(pool_->allocate());
+  } else {
+    e.blocks[index] = pool_->make_writable_on_host(e.blocks[index]);
+  }
+  const int32_t b = e.blocks[index];
+  const auto entry_bytes = static_cast<uint64_t>(e.width * kv_dtype_bytes(pool_->options().dtype));
+  // Rows filled, for the fragmentation metric: the token rows the entries so far cover.
+  const uint64_t used = static_cast<uint64_t>(slot + 1) * entry_bytes;
+  pool_->note_filled(
+      b, static_cast<int64_t>((used + pool_->bytes_per_token_row() - 1) / pool_->bytes_per_token_row()));
+  ++e.n;
+  return pool_->block_data(b) + static_cast<uint64_t>(slot) * entry_bytes;
+}
+
+KvPages KvCache::entry_pages(int64_t layer, CompressedEntries which) const {
+  const Layer::EntryTable& e = layers_[static_cast<size_t>(layer)].entries[static_cast<size_t>(which)];
+  KvPages p;
+  p.dtype = pool_->options().dtype;
+  p.block_tokens = std::max<int64_t>(1, e.per_block);
+  p.first_width = 0;
+  p.second_width = e.width;
+  p.first_blocks = pool_->first_table();  // a block's first row starts at its base
+  p.second_blocks = pool_->first_table();
+  p.table = e.blocks;
+  p.length = e.n;
+  return p;
+}
+
+void KvCache::cut_entries(Layer::EntryTable& e, int64_t n) {
+  if (e.width == 0 || n >= e.n) return;
+  const auto keep = static_cast<size_t>((n + e.per_block - 1) / e.per_block);
+  for (size_t i = keep; i < e.blocks.size(); ++i) pool_->release(e.blocks[i]);
+  e.blocks.resize(std::min(keep, e.blocks.size()));
+  e.n = n;
+}
+
+void KvCache::snapshot_compressed(int64_t layer) {
+  const Layer& l = layers_[static_cast<size_t>(layer)];
+  D0_CHECK_MSG(pending_.tokens >= 0 && l.part >= 0, "KV cache: no snapshot planned for this layer");
+  const CompressedPart& p = compressed_[static_cast<size_t>(l.part)];
+  std::memcpy(pool_->state_data(pending_.block) + p.offset, pool_->state_data(live_) + p.offset,
+              p.floats() * sizeof(float));
+  ++pending_parts_;
 }
 
 void KvCache::own_live() {
@@ -328,6 +446,11 @@ void KvCache::release_all() {
   for (Layer& l : layers_) {
     for (int32_t b : l.blocks) pool_->release(b);
     l.blocks.clear();
+    for (Layer::EntryTable& e : l.entries) {
+      for (int32_t b : e.blocks) pool_->release(b);
+      e.blocks.clear();
+      e.n = 0;
+    }
   }
   if (live_ >= 0) pool_->release_state(live_);
   live_ = -1;
@@ -337,8 +460,11 @@ void KvCache::release_all() {
 }
 
 void KvCache::retain_blocks() const {
-  for (const Layer& l : layers_)
+  for (const Layer& l : layers_) {
     for (int32_t b : l.blocks) pool_->retain(b);
+    for (const Layer::EntryTable& e : l.entries)
+      for (int32_t b : e.blocks) pool_->retain(b);
+  }
   for (int32_t b : {live_, boundary_.block, checkpoint_.block})
     if (b >= 0) pool_->retain_state(b);
 }
@@ -416,8 +542,9 @@ void KvCache::commit(int64_t new_tokens) {
   for (const int64_t t : state_tokens_)
     D0_CHECK_MSG(t == length_, "KV cache: a recurrent state missed the step");
   if (pending_.tokens >= 0) {
-    D0_CHECK_MSG(pending_.tokens <= length_ && pending_parts_ == 2 * static_cast<int64_t>(recurrent_.size()),
-                 "KV cache: a recurrent layer missed the step's snapshot");
+    D0_CHECK_MSG(pending_.tokens <= length_ && pending_parts_ == 2 * static_cast<int64_t>(recurrent_.size()) +
+                                                                     static_cast<int64_t>(compressed_.size()),
+                 "KV cache: a recurrent or compressed KV layer missed the step's snapshot");
     release_snapshot(boundary_);
     boundary_ = pending_;
     pending_ = Snapshot{};
@@ -482,7 +609,6 @@ void KvCache::restore(const Snapshot& s) {
 
 bool KvCache::can_truncate(int64_t tokens) const {
   if (tokens < 0 || tokens > length_) return false;
-  if (!compressed_.empty() && tokens != 0 && tokens != length_) return false;
   for (const Layer& l : layers_) {
     if (!l.held || !l.paged) continue;  // no keys of its own to give back
     int64_t needed = 0;                 // the first position a query at `tokens` can see
@@ -500,23 +626,6 @@ bool KvCache::can_truncate(int64_t tokens) const {
 Status KvCache::truncate(int64_t tokens) {
   if (tokens < 0 || tokens > length_)
     return out_of_range(fmt::format("KV cache: truncate to {} tokens, holding {}", tokens, length_));
-  if (!compressed_.empty()) {
-    // Compressed entries pool whole windows and the compressor carries its partial window: the state
-    // restarts or stays, it is not kept per position.
-    if (tokens != 0 && tokens != length_) {
-      return failed_precondition(fmt::format(
-          "KV cache: compressed KV attention keeps its compressed entries and compressor state whole per "
-          "sequence: it cannot go back from {} to {} tokens (only to 0)",
-          length_, tokens));
-    }
-    for (CompressedKvLayerState& c : compressed_) {
-      if (tokens == 0) {
-        c = CompressedKvLayerState{};
-      } else if (c.tokens != tokens) {
-        c.tokens = -1;  // a failed step advanced it past the committed length
-      }
-    }
-  }
   // A step that failed part-way drops the snapshot it planned.
   release_snapshot(pending_);
   pending_parts_ = 0;
@@ -566,11 +675,17 @@ Status KvCache::truncate(int64_t tokens) {
     l.blocks.resize(std::min(keep, l.blocks.size()));
     l.rows = tokens;
     if (l.blocks.empty()) l.first_block_pos = (tokens / bt) * bt;
+    // Entries are never rewritten: the first tokens / m are what the shorter sequence pooled.
+    if (l.part >= 0) {
+      const int64_t m = compressed_[static_cast<size_t>(l.part)].compressor.ratio;
+      for (Layer::EntryTable& e : l.entries) cut_entries(e, tokens / m);
+    }
   }
   length_ = tokens;
   if (lost) {
     return failed_precondition(fmt::format(
-        "KV cache: cannot go back to {} tokens: the recurrent state (linear-attention / Mamba-2 layers) "
+        "KV cache: cannot go back to {} tokens: the recurrent state (linear-attention / Mamba-2 layers, "
+        "compressed KV attention's partial groups) "
         "has no snapshot there (snapshots are taken at whole blocks; this sequence had {}): restart the "
         "sequence from 0",
         tokens, had_snapshot >= 0 ? fmt::format("one at {} tokens", had_snapshot) : std::string("none")));
@@ -588,6 +703,14 @@ void KvCache::reserve(int64_t tokens) {
     const int64_t need = (span + bt - 1) / bt + 1;
     l.blocks.reserve(static_cast<size_t>(need));
     blocks += std::max<int64_t>(0, need - static_cast<int64_t>(l.blocks.size()));
+    if (l.part < 0) continue;
+    const int64_t m = compressed_[static_cast<size_t>(l.part)].compressor.ratio;
+    for (Layer::EntryTable& e : l.entries) {
+      if (e.width == 0) continue;
+      const int64_t entry_blocks = ((l.rows + tokens) / m + e.per_block - 1) / e.per_block + 1;
+      e.blocks.reserve(static_cast<size_t>(entry_blocks));
+      blocks += std::max<int64_t>(0, entry_blocks - static_cast<int64_t>(e.blocks.size()));
+    }
   }
   pool_->reserve(blocks);
 }
@@ -603,6 +726,17 @@ int64_t KvCache::blocks_needed(int64_t tokens) const {
     // The block the first new row lands in, when it exists: written in place only if not shared.
     const auto first = static_cast<size_t>(span / bt);
     if (first < l.blocks.size() && pool_->ref_count(l.blocks[first]) > 1) ++need;
+    if (l.part < 0) continue;
+    // Compressed entries the new tokens complete, and the same copy on write for their first block.
+    const int64_t m = compressed_[static_cast<size_t>(l.part)].compressor.ratio;
+    for (const Layer::EntryTable& e : l.entries) {
+      if (e.width == 0) continue;
+      const int64_t n = (l.rows + tokens) / m;
+      need +=
+          std::max<int64_t>(0, (n + e.per_block - 1) / e.per_block - static_cast<int64_t>(e.blocks.size()));
+      const auto at = static_cast<size_t>(e.n / e.per_block);
+      if (n > e.n && at < e.blocks.size() && pool_->ref_count(e.blocks[at]) > 1) ++need;
+    }
   }
   return need;
 }
@@ -623,18 +757,22 @@ KvPages KvCache::pages(int64_t layer) const {
 }
 
 uint64_t KvCache::bytes() const {
-  uint64_t compressed = 0;
-  for (const CompressedKvLayerState& c : compressed_) compressed += c.bytes();
-  return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes() + compressed;
+  return static_cast<uint64_t>(blocks_held()) * pool_->block_bytes();
 }
 
 void KvCache::collect_blocks(std::vector<int32_t>& out) const {
-  for (const Layer& l : layers_) out.insert(out.end(), l.blocks.begin(), l.blocks.end());
+  for (const Layer& l : layers_) {
+    out.insert(out.end(), l.blocks.begin(), l.blocks.end());
+    for (const Layer::EntryTable& e : l.entries) out.insert(out.end(), e.blocks.begin(), e.blocks.end());
+  }
 }
 
 int64_t KvCache::blocks_held() const {
   int64_t n = 0;
-  for (const Layer& l : layers_) n += static_cast<int64_t>(l.blocks.size());
+  for (const Layer& l : layers_) {
+    n += static_cast<int64_t>(l.blocks.size());
+    for (const Layer::EntryTable& e : l.entries) n += static_cast<int64_t>(e.blocks.size());
+  }
   return n;
 }
 

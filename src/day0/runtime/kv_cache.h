@@ -17,15 +17,22 @@
 //    at token boundaries: the engine takes one at the last whole-block boundary each step passes
 //    (plan_snapshot), so that a fork cut back to whole blocks (a prefix-cache entry) restores the state
 //    of exactly its length, and checkpoint() takes one at the current length (a rollback point).
-//  - Compressed KV attention layers (LayerSpec::kv_compress_ratio) keep their window of raw rows in the
-//    pool like any sliding layer, and beside it a per-sequence CompressedKvLayerState (host memory, the
-//    entries in the pool's dtype): copied whole by fork(), dropped by truncate(0), never cut at another
-//    length (truncate refuses that, naming the mechanism).
+//  - Compressed KV attention layers (LayerSpec::kv_compress_ratio m) keep their window of raw rows in the
+//    pool like any sliding layer, and two more things. Their pooled entries (the compressor's, and on
+//    compressed sparse layers the indexer's) sit in KV blocks of the same pool, each in a block table
+//    of its own per layer: entry i at slot i of that table, packed block_bytes / entry bytes to a block
+//    (append-only, shared by fork() and copied before a write while shared, cut to t / m entries by
+//    truncate(t)). Their partial groups (the float32 projections of the tokens past the last complete
+//    window, and with overlapping windows the last window's first halves) are fixed-size parts of the
+//    sequence's state block, beside the recurrent layers' parts: snapshots, checkpoint() and truncate()
+//    treat them as recurrent state, so a compressed model goes back to any length a snapshot holds.
 //  - This class keeps the books only: the row bytes are written by the backend's kv_write kernel and
 //    copy-on-write copies made by its kv_copy_blocks kernel (append_slots says where and what), so a
 //    device backend holds the pool in its own memory without a change here. State blocks are host
-//    memory the recurrent kernels update in place (copies between them are host copies).
+//    memory the recurrent kernels update in place (copies between them are host copies), and compressed
+//    entries are written, read and copied on the host (the pool is host memory on every backend here).
 // Thread safety: none; the engine's caller thread owns the pool and every cache on it.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -100,6 +107,12 @@ class KvBlockPool {
   // `block` itself when only one holder has it, else a fresh block that will hold a copy of its first
   // `rows` rows: the copy is added to `copies` (for kv_copy_blocks), the caller's reference moves.
   int32_t make_writable(int32_t block, int64_t rows, KvBlockCopies& copies);
+  // The same for a block written on the host (compressed entries): a shared block is copied here, whole.
+  int32_t make_writable_on_host(int32_t block);
+  // A block's bytes (block_bytes()), for the host's reads and writes of compressed entries.
+  unsigned char* block_data(int32_t block) {
+    return static_cast<unsigned char*>(first_ptrs_[static_cast<size_t>(block)]);
+  }
   void note_filled(int32_t block, int64_t rows);  // rows written so far (for the fragmentation metric)
   // Grows the pool so that `blocks` more can be allocated without touching the heap.
   void reserve(int64_t blocks);
@@ -157,30 +170,39 @@ struct RecurrentLayerState {
   int64_t* tokens = nullptr;
 };
 
-// One compressor's part of a compressed KV layer's state (the layer's own, or its lightning indexer's).
+// One compressor's partial group in a sequence's live state block (a compressed KV layer's own, or its
+// lightning indexer's), float32, fixed in size. Which rows are valid follows from the tokens absorbed t:
+// tail rows t % ratio, entries t / ratio, prior halves once an entry exists.
 struct CompressorState {
-  std::vector<unsigned char> entries;  // [n_entries, width] the pooled entries so far, in the KV dtype
-  int64_t n_entries = 0;
-  // The tokens past the last complete window: their kv / gate projections [tail, C], float32, the gate
-  // without its position bias.
-  std::vector<float> tail_kv, tail_gate;
-  // Overlapping windows: the last complete window's first halves, kv [ratio, width] and the gate with its
-  // bias [ratio, width] (what the next window pools beside its own); empty before the first window.
-  std::vector<float> prior_kv, prior_gate;
-  uint64_t bytes() const {
-    return entries.size() + (tail_kv.size() + tail_gate.size() + prior_kv.size() + prior_gate.size()) * 4u;
+  int64_t ratio = 0;     // m: tokens per entry
+  int64_t channels = 0;  // C: the projections' width (2 * width where windows overlap)
+  int64_t width = 0;     // an entry's width
+  bool overlap = false;  // windows of 2m (compressed sparse layers)
+  // The tokens past the last complete window: their kv / gate projections [m - 1, C], the gate without
+  // its position bias; rows t % m valid.
+  float* tail_kv = nullptr;
+  float* tail_gate = nullptr;
+  // Overlapping windows: the last complete window's first halves, kv [m, width] and the gate with its
+  // bias [m, width] (what the next window pools beside its own); null without overlap.
+  float* prior_kv = nullptr;
+  float* prior_gate = nullptr;
+  // Floats the four buffers take in a state block.
+  uint64_t floats() const {
+    return static_cast<uint64_t>(2 * (ratio - 1) * channels + (overlap ? 2 * ratio * width : 0));
   }
 };
 
-// A sequence's state of one compressed KV attention layer.
+// A sequence's state of one compressed KV attention layer (KvCache::compressed()).
 struct CompressedKvLayerState {
   CompressorState compressor;
-  CompressorState indexer;  // compressed sparse layers only
+  CompressorState indexer;  // compressed sparse layers only (ratio 0 elsewhere)
   // Tokens absorbed (the cache's length after each step), -1 once a failed step left it ahead of the
-  // committed length: the sequence must start again from 0.
-  int64_t tokens = 0;
-  uint64_t bytes() const { return compressor.bytes() + indexer.bytes(); }
+  // committed length with no snapshot to go back to.
+  int64_t* tokens = nullptr;
 };
+
+// Which of a compressed KV layer's entry tables.
+enum class CompressedEntries { kCompressor = 0, kIndexer = 1 };
 
 class KvCache {
  public:
@@ -198,8 +220,9 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  // A new sequence sharing every block of this one (same length), KV blocks and state blocks (live
-  // state and snapshots) alike; each copies a shared block only when it writes into it.
+  // A new sequence sharing every block of this one (same length), KV blocks (raw rows and compressed
+  // entries) and state blocks (live state and snapshots) alike; each copies a shared block only when it
+  // writes into it.
   KvCache fork() const;
 
   int64_t length() const { return length_; }  // tokens cached (after commit())
@@ -220,7 +243,8 @@ class KvCache {
   // Ends a step of `new_tokens` tokens: a snapshot the step took (plan_snapshot) replaces the last one.
   void commit(int64_t new_tokens);
   // Keeps the first `tokens` tokens (undo, a prefix-cache entry, a conversation that diverged from
-  // what was cached). A recurrent state goes back with it when it can: to 0 (reset), to its own length,
+  // what was cached); compressed KV layers keep tokens / m entries. A recurrent state (and a compressed
+  // layer's partial groups) goes back with it when it can: to 0 (reset), to its own length,
   // or to a snapshot taken at `tokens` (snapshot_tokens(), checkpoint_tokens()), which becomes the
   // live state (shared until the next write). FailedPrecondition (can_truncate() says so beforehand)
   // when a windowed layer already gave back keys the shorter sequence would need, or when a recurrent
@@ -239,8 +263,8 @@ class KvCache {
 
   // The paged view of a layer (valid until the next append or truncate on any cache of the pool).
   KvPages pages(int64_t layer) const;
-  // Bytes of the blocks this sequence holds (shared blocks counted in full) plus its compressed KV state,
-  // and blocks held.
+  // Bytes of the KV blocks this sequence holds (raw rows and compressed entries; shared blocks counted in
+  // full), and blocks held. State blocks are counted apart (state_bytes(), state_blocks_held()).
   uint64_t bytes() const;
   int64_t blocks_held() const;
   // Appends the pool block of every layer's table entry (a block shared between layers or with another
@@ -252,11 +276,24 @@ class KvCache {
   // Whether this cache keeps layer `layer` at all (false: another pipeline stage's layer, no blocks).
   bool held(int64_t layer) const { return layers_[static_cast<size_t>(layer)].held; }
 
-  // The compressed KV state of layer `layer` (a compressed KV attention layer held here), else null.
-  CompressedKvLayerState* compressed(int64_t layer) {
-    return layers_[static_cast<size_t>(layer)].compressed ? &compressed_[static_cast<size_t>(layer)]
-                                                          : nullptr;
-  }
+  // ---- compressed KV attention ----------------------------------------------------------------------
+  // Whether layer `layer` is a compressed KV attention layer held here.
+  bool compressed_layer(int64_t layer) const { return layers_[static_cast<size_t>(layer)].part >= 0; }
+  // Its partial groups in the live state block, for a step that writes them: a state block shared with a
+  // fork, a prefix entry or a snapshot is copied first. All null for any other layer. Valid until the
+  // next call that changes this cache's blocks.
+  CompressedKvLayerState compressed(int64_t layer);
+  // Entries in table `which` of layer `layer` (0 for a layer without it).
+  int64_t entries(int64_t layer, CompressedEntries which) const;
+  // Where the table's next entry goes ([width] in the pool's dtype, written by the caller at once); it
+  // counts from now. A shared block it lands in is copied first (copy on write, on the host).
+  void* append_entry(int64_t layer, CompressedEntries which);
+  // The table's entries as a paged view of the key in the second tensor (first_width 0): entry j is
+  // second_row(j). Valid until the pool next allocates a block.
+  KvPages entry_pages(int64_t layer, CompressedEntries which) const;
+  // Saves layer `layer`'s partial groups into the snapshot planned for this step (plan_snapshot), after
+  // the step's rows before the snapshot's offset and before the rest.
+  void snapshot_compressed(int64_t layer);
 
   // ---- recurrent state ------------------------------------------------------------------------------
   // The live state of recurrent layer `layer` (all null for a layer without one), for a step that
@@ -265,14 +302,16 @@ class KvCache {
   RecurrentLayerState recurrent(int64_t layer);
   // Whether this cache holds recurrent layers (a live state block).
   bool has_recurrent_state() const { return !recurrent_.empty(); }
-  // Whether the model has recurrent layers, held here or not: snapshots decide where truncate() can go.
+  // Whether the model has recurrent layers or compressed KV layers, held here or not: snapshots decide
+  // where truncate() can go.
   bool recurrent_model() const { return recurrent_model_; }
   // A failed step left a recurrent state ahead of the length with nothing to restore: the sequence
   // must start again from 0 (truncate(0)).
   bool state_lost() const;
   KvDtype window_dtype() const;
-  // Bytes of the recurrent states (recurrent_state_bytes_per_sequence() of the spec for the layers held
-  // here), fixed per sequence: what one state block holds (the pool rounds its blocks up to 64 bytes).
+  // Bytes of the recurrent states and compressed KV partial groups (recurrent_state_bytes_per_sequence()
+  // of the spec for the layers held here), fixed per sequence: what one state block holds (the pool
+  // rounds its blocks up to 64 bytes).
   uint64_t state_bytes() const { return state_bytes_; }
   // Distinct state blocks this cache references (live state and snapshots), and every reference to one
   // (a block both live and a snapshot appears twice, as the pool counts it).
@@ -284,7 +323,8 @@ class KvCache {
   // where this step saves the recurrent state. Returns its offset in the step's rows (B - length(), 1
   // to rows), or 0 (no boundary, or no recurrent layer in the model). The step then runs each recurrent
   // kernel over the rows before the offset, calls snapshot_window / snapshot_state for every held
-  // recurrent layer between the two kernel calls of each, and over the rest; commit() keeps the
+  // recurrent layer between the two kernel calls of each (snapshot_compressed for every held compressed
+  // KV layer between its two parts), and over the rest; commit() keeps the
   // snapshot (the last one stays until then: a step that fails part-way can go back to it). Cost: the
   // kernels' second call for the step's rows past B, one copy of the state, and while the step runs one
   // more state block.
@@ -310,16 +350,34 @@ class KvCache {
     int64_t rows = 0;             // positions held end at rows - 1 (includes the current step)
     AttentionMask mask = AttentionMask::kCausal;
     int64_t window = 0;
-    bool paged = true;        // false: a linear-attention layer (no KV rows; rows follow the length)
-    bool held = true;         // false: another pipeline stage's layer (nothing kept; rows follow the length)
-    int32_t state = -1;       // index into recurrent_ of a recurrent layer
-    bool compressed = false;  // a compressed KV attention layer: its state in compressed_
+    bool paged = true;   // false: a linear-attention layer (no KV rows; rows follow the length)
+    bool held = true;    // false: another pipeline stage's layer (nothing kept; rows follow the length)
+    int32_t state = -1;  // index into recurrent_ of a recurrent layer
+    int32_t part = -1;   // index into compressed_ of a compressed KV attention layer
+    // A compressed layer's entries (CompressedEntries order): entry i in slot i % per_block of
+    // blocks[i / per_block].
+    struct EntryTable {
+      std::vector<int32_t> blocks;
+      int64_t n = 0;          // entries held
+      int64_t width = 0;      // elements per entry (0: no such table)
+      int64_t per_block = 0;  // entries per pool block
+    };
+    std::array<EntryTable, 2> entries;
   };
   // Where a recurrent layer's part sits in a state block: the float32 states of every layer first, then
   // the conv windows (so that the floats stay aligned whatever the windows' element size).
   struct StatePart {
     uint64_t state_offset = 0, state_floats = 0;
     uint64_t window_offset = 0, window_bytes = 0;
+    size_t tokens = 0;  // index into state_tokens_
+  };
+  // Where a compressed KV layer's partial groups sit in a state block (with the float32 states): the
+  // compressor's buffers, then the indexer's. The shapes' pointers stay null here.
+  struct CompressedPart {
+    uint64_t offset = 0;
+    CompressorState compressor, indexer;
+    size_t tokens = 0;  // index into state_tokens_
+    uint64_t floats() const { return compressor.floats() + indexer.floats(); }
   };
   // A snapshot: the state block holding the state after `tokens` tokens (block -1 when this cache holds
   // no recurrent layer: the books alone).
@@ -329,6 +387,10 @@ class KvCache {
   };
   void release_all();
   void release_snapshot(Snapshot& s);
+  // Sets up layer `layer`'s compressed KV part (entry tables, partial-group shapes, tokens).
+  void add_compressed(const ModelSpec& spec, Layer& layer);
+  // Keeps the first `n` entries of a table.
+  void cut_entries(Layer::EntryTable& e, int64_t n);
   // Gives back leading blocks whose every position is below `keep_from`.
   void drop_before(Layer& l, int64_t keep_from);
   // The live state block, not shared with any other holder (copied first when it is).
@@ -339,10 +401,12 @@ class KvCache {
 
   std::shared_ptr<KvBlockPool> pool_;
   std::vector<Layer> layers_;
-  std::vector<StatePart> recurrent_;                // one per held recurrent layer
-  std::vector<CompressedKvLayerState> compressed_;  // by layer, when a compressed KV layer is held
-  std::vector<int64_t> state_tokens_;  // one per held recurrent layer: RecurrentLayerState::tokens
-  uint64_t state_bytes_ = 0;           // what the parts take in a state block
+  std::vector<StatePart> recurrent_;        // one per held recurrent layer
+  std::vector<CompressedPart> compressed_;  // one per held compressed KV layer
+  // One per held recurrent or compressed KV layer: RecurrentLayerState::tokens,
+  // CompressedKvLayerState::tokens.
+  std::vector<int64_t> state_tokens_;
+  uint64_t state_bytes_ = 0;  // what the parts take in a state block
   bool recurrent_model_ = false;
   int32_t live_ = -1;          // the live state block (-1: no recurrent layer held)
   Snapshot boundary_;          // at the last whole-block boundary a step passed

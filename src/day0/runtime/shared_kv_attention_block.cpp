@@ -7,8 +7,10 @@
 //    keeps the sliding window of raw rows (the pool's second tensor is empty: the key is the value).
 //  - Compressed layers: every complete window of m tokens pools into one entry (kv_compress over the
 //    compressor's kv / gate projections, overlapping windows of 2m on sparse layers), RMS-normed and
-//    RoPE'd at the window's first position. The sequence's KvCache::compressed() state holds the entries
-//    and what a partial window needs (its rows' projections, the last window's first halves). Heavily
+//    RoPE'd at the window's first position. The entries go to the layer's entry tables in the sequence's
+//    KvCache (pool blocks), what a partial window needs (its rows' projections, the last window's first
+//    halves) to its KvCache::compressed() part of the state block; a step that saves a snapshot there
+//    (KvCache::plan_snapshot) pools its rows in two parts around it. Heavily
 //    compressed layers attend to every entry a row can see (j < (p + 1) / m); compressed sparse layers to
 //    the index_topk entries their lightning indexer picks (its own compressor at index_head_dim, queries
 //    from the q latent, indexer_topk with key_ratio m).
@@ -61,31 +63,33 @@ struct CompressorCall {
   KvDtype dtype = KvDtype::kF32;  // the entries' storage
 };
 
-// Pools the held tail and the sequence's new projections kv / gate [n, C] (values on the host) into every
-// window they complete: the entries (normed, RoPE'd at their windows' first positions) appended to `st` in
-// its dtype, the rows past the last window kept as the new tail and, with overlapping windows, the last
-// window's first halves kept for the next.
+// Pools the held partial group of `st` (after `tokens` tokens) and the sequence's new projections kv /
+// gate [n, C] (values on the host) into every window they complete: the entries (normed, RoPE'd at their
+// windows' first positions) appended to table `which` of the layer in `cache`, in its dtype; the rows past
+// the last window kept as the new tail and, with overlapping windows, the last window's first halves kept
+// for the next.
 void compress_rows(const Context& c, const CompressorCall& call, ConstMatrix kv, ConstMatrix gate,
-                   CompressorState& st) {
+                   const CompressorState& st, int64_t tokens, KvCache& cache, int64_t layer,
+                   CompressedEntries which) {
   const int64_t m = call.ratio, cw = kv.cols, d = call.width;
-  const auto held = static_cast<int64_t>(st.tail_kv.size()) / cw;
+  const int64_t held = tokens % m, n_entries = tokens / m;
   const int64_t total = held + kv.rows, windows = total / m, usable = windows * m;
   const StepArena::Mark mark = c.arena.mark();
   Buffer rows_kv(c.arena, total, cw), rows_gate(c.arena, total, cw);  // [tail + n, C] held rows first
-  std::copy(st.tail_kv.begin(), st.tail_kv.end(), rows_kv.data());
-  std::copy(st.tail_gate.begin(), st.tail_gate.end(), rows_gate.data());
+  std::copy(st.tail_kv, st.tail_kv + held * cw, rows_kv.data());
+  std::copy(st.tail_gate, st.tail_gate + held * cw, rows_gate.data());
   for (int64_t r = 0; r < kv.rows; ++r) {
     std::copy(kv.row(r), kv.row(r) + cw, rows_kv.m.row(held + r));
     std::copy(gate.row(r), gate.row(r) + cw, rows_gate.m.row(held + r));
   }
   if (windows > 0) {
-    const bool prior = call.overlap && !st.prior_kv.empty();
+    const bool prior = call.overlap && n_entries > 0;
     Buffer pooled(c.arena, windows, d);  // [W, width]
     c.be.kv_compress({.kv = rows_kv.m.row_slice(0, usable),
                       .gate = rows_gate.m.row_slice(0, usable),
                       .position_bias = ConstMatrix(call.w.position_bias.data(), m, cw),
-                      .prior_kv = prior ? ConstMatrix(st.prior_kv.data(), m, d) : ConstMatrix{},
-                      .prior_gate = prior ? ConstMatrix(st.prior_gate.data(), m, d) : ConstMatrix{},
+                      .prior_kv = prior ? ConstMatrix(st.prior_kv, m, d) : ConstMatrix{},
+                      .prior_gate = prior ? ConstMatrix(st.prior_gate, m, d) : ConstMatrix{},
                       .ratio = m,
                       .overlap = call.overlap,
                       .out = pooled.m,
@@ -93,16 +97,12 @@ void compress_rows(const Context& c, const CompressorCall& call, ConstMatrix kv,
     round_activations(c, pooled.m);
     rms_norm(c, pooled.m, call.w.norm, static_cast<float>(c.spec.rms_norm_eps), pooled.m);
     std::vector<int64_t> positions(static_cast<size_t>(windows));  // each window's first position
-    for (int64_t i = 0; i < windows; ++i) positions[static_cast<size_t>(i)] = (st.n_entries + i) * m;
+    for (int64_t i = 0; i < windows; ++i) positions[static_cast<size_t>(i)] = (n_entries + i) * m;
     rope_trailing(c, pooled.m, positions, 1, d, call.rotary, call.rope);
     round_activations(c, pooled.m);
     c.be.synchronize();  // the entries and the rows are read on the host
-    const int64_t entry_bytes = d * kv_dtype_bytes(call.dtype);
-    st.entries.resize(static_cast<size_t>((st.n_entries + windows) * entry_bytes));
-    for (int64_t i = 0; i < windows; ++i) {
-      kv_row_from_f32(call.dtype, pooled.m.row(i), d, st.entries.data() + (st.n_entries + i) * entry_bytes);
-    }
-    st.n_entries += windows;
+    for (int64_t i = 0; i < windows; ++i)
+      kv_row_from_f32(call.dtype, pooled.m.row(i), d, cache.append_entry(layer, which));
     if (call.overlap) {  // the last window's first halves, its gate with the bias, for the next window
       // The bias is added by kernels: the host reads only the step's buffers, never a weight (a
       // shape-only binding, as the operator list records, has no readable bytes).
@@ -121,39 +121,16 @@ void compress_rows(const Context& c, const CompressorCall& call, ConstMatrix kv,
                          .y_stride = d});
       c.be.add({gate_first.m, bias_first.m, gate_first.m});
       c.be.synchronize();
-      st.prior_kv.resize(static_cast<size_t>(m * d));
       for (int64_t i = 0; i < m; ++i) {
         const float* k = rows_kv.m.row(usable - m + i);
-        std::copy(k, k + d, st.prior_kv.begin() + i * d);
+        std::copy(k, k + d, st.prior_kv + i * d);
       }
-      st.prior_gate.assign(gate_first.data(), gate_first.data() + m * d);
+      std::copy(gate_first.data(), gate_first.data() + m * d, st.prior_gate);
     }
   }
-  st.tail_kv.assign(rows_kv.data() + usable * cw, rows_kv.data() + total * cw);
-  st.tail_gate.assign(rows_gate.data() + usable * cw, rows_gate.data() + total * cw);
+  std::copy(rows_kv.data() + usable * cw, rows_kv.data() + total * cw, st.tail_kv);
+  std::copy(rows_gate.data() + usable * cw, rows_gate.data() + total * cw, st.tail_gate);
   c.arena.release(mark);
-}
-
-// Entry j of a compressor state [n_entries, width], as float32 into `out`.
-void read_entry(const CompressorState& st, KvDtype dtype, int64_t width, int64_t j, float* out) {
-  kv_row_to_f32(dtype, st.entries.data() + j * width * kv_dtype_bytes(dtype), width, out);
-}
-
-// A compressor state's entries as one page of a paged cache (the key in the second tensor), what
-// indexer_topk reads; `block` is the one block pointer, kept alive by the caller.
-KvPages entry_pages(const CompressorState& st, KvDtype dtype, int64_t width, const void*& block) {
-  static constexpr int32_t kOnlyBlock = 0;
-  block = st.entries.data();
-  KvPages p;
-  p.dtype = dtype;
-  p.block_tokens = std::max<int64_t>(1, st.n_entries);
-  p.first_width = 0;
-  p.second_width = width;
-  p.first_blocks = &block;
-  p.second_blocks = &block;
-  p.table = std::span<const int32_t>(&kOnlyBlock, 1);
-  p.length = st.n_entries;
-  return p;
 }
 
 }  // namespace
@@ -228,31 +205,43 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
   }
   StepLayout& l = c.layout;
   const auto n_seq = l.caches.size();
-  std::vector<CompressedKvLayerState*> states(n_seq, nullptr);
   if (compressed) {
     c.be.synchronize();  // the projections are read on the host
     for (size_t sq = 0; sq < n_seq; ++sq) {
-      CompressedKvLayerState* st = l.caches[sq]->compressed(layer);
-      D0_CHECK_MSG(st != nullptr,
+      KvCache& cache = *l.caches[sq];
+      const CompressedKvLayerState st = cache.compressed(layer);
+      D0_CHECK_MSG(st.tokens != nullptr,
                    fmt::format("shared_kv_attention: layer {} has no compressed KV state", layer));
-      D0_CHECK_MSG(st->tokens == l.pos0[sq],
-                   st->tokens < 0
+      D0_CHECK_MSG(*st.tokens == l.pos0[sq],
+                   *st.tokens < 0
                        ? fmt::format("shared_kv_attention: layer {}'s compressed KV state was lost by "
                                      "a failed step; the sequence must restart",
                                      layer)
                        : fmt::format("shared_kv_attention: layer {}'s compressed KV state holds {} "
                                      "tokens, the sequence {}",
-                                     layer, st->tokens, l.pos0[sq]));
-      states[sq] = st;
-      const KvDtype dtype = l.caches[sq]->pool().options().dtype;
+                                     layer, *st.tokens, l.pos0[sq]));
+      const KvDtype dtype = cache.pool().options().dtype;
       const int64_t r0 = l.row0[sq], rn = l.rows[sq];
-      compress_rows(c, {w.compressor, m, d, sparse, rotary, *compressed_rope, dtype},
-                    comp_kv.m.row_slice(r0, rn), comp_gate.m.row_slice(r0, rn), st->compressor);
-      if (sparse) {
-        compress_rows(c, {w.index_compressor, m, d_i, true, rotary, *compressed_rope, dtype},
-                      index_kv.m.row_slice(r0, rn), index_gate.m.row_slice(r0, rn), st->indexer);
+      const auto absorb = [&](int64_t from, int64_t n) {
+        compress_rows(c, {w.compressor, m, d, sparse, rotary, *compressed_rope, dtype},
+                      comp_kv.m.row_slice(r0 + from, n), comp_gate.m.row_slice(r0 + from, n), st.compressor,
+                      *st.tokens, cache, layer, CompressedEntries::kCompressor);
+        if (sparse) {
+          compress_rows(c, {w.index_compressor, m, d_i, true, rotary, *compressed_rope, dtype},
+                        index_kv.m.row_slice(r0 + from, n), index_gate.m.row_slice(r0 + from, n), st.indexer,
+                        *st.tokens, cache, layer, CompressedEntries::kIndexer);
+        }
+        *st.tokens += n;
+      };
+      // A snapshot planned inside the step holds the partial groups after its first `at` rows.
+      const int64_t at = sq < l.snapshot_at.size() ? l.snapshot_at[sq] : 0;
+      if (at > 0) {
+        absorb(0, at);
+        cache.snapshot_compressed(layer);
+        if (at < rn) absorb(at, rn - at);
+      } else {
+        absorb(0, rn);
       }
-      st->tokens += rn;
     }
   }
   // Compressed sparse layers: each row's index_topk entries (-1: fewer visible).
@@ -261,12 +250,10 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
     const int64_t k = s.compressed_kv->index_topk;
     picked =
         MatrixView<int32_t>(reinterpret_cast<int32_t*>(c.arena.take(t * k)), t, k);  // [T, k] 4-byte slots
-    std::vector<const void*> blocks(n_seq);
     std::vector<PagedSequence> seqs(n_seq);
     for (size_t sq = 0; sq < n_seq; ++sq) {
-      const KvDtype dtype = l.caches[sq]->pool().options().dtype;
       seqs[sq] = PagedSequence{l.row0[sq], l.rows[sq], l.pos0[sq],
-                               entry_pages(states[sq]->indexer, dtype, d_i, blocks[sq])};
+                               l.caches[sq]->entry_pages(layer, CompressedEntries::kIndexer)};
     }
     c.be.indexer_topk({.q = index_q.m,
                        .weights = index_w.m,
@@ -286,10 +273,11 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
   Buffer attn(c.arena, t, nh * d);  // [T, heads * head_dim]
   const int64_t window = ls.window, most_entries = sparse ? s.compressed_kv->index_topk : 0;
   for (size_t sq = 0; sq < n_seq; ++sq) {
-    const KvPages& pages = l.paged[sq].kv;
+    // Views taken again: the entries' blocks may have grown the pool since append_and_page.
+    const KvPages pages = l.caches[sq]->pages(layer);
     const KvDtype dtype = pages.dtype;
-    const CompressorState* entries = compressed ? &states[sq]->compressor : nullptr;
-    const int64_t visible_max = sparse ? most_entries : (entries != nullptr ? entries->n_entries : 0);
+    const KvPages entries = l.caches[sq]->entry_pages(layer, CompressedEntries::kCompressor);
+    const int64_t visible_max = sparse ? most_entries : entries.length;
     const StepArena::Mark mark = c.arena.mark();
     Buffer keys(c.arena, window + visible_max, d);  // [keys of one row, head_dim]: both key and value
     for (int64_t r = 0; r < l.rows[sq]; ++r) {
@@ -304,11 +292,11 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
       if (sparse) {
         for (int64_t i = 0; i < picked.cols; ++i) {
           const int32_t j = picked.row(row)[i];  // -1: fewer visible entries than index_topk
-          if (j >= 0 && j < entries->n_entries) read_entry(*entries, dtype, d, j, keys.m.row(n++));
+          if (j >= 0 && j < entries.length) kv_row_to_f32(dtype, entries.second_row(j), d, keys.m.row(n++));
         }
-      } else if (entries != nullptr) {
-        const int64_t visible = std::min(entries->n_entries, (p + 1) / m);
-        for (int64_t j = 0; j < visible; ++j) read_entry(*entries, dtype, d, j, keys.m.row(n++));
+      } else if (compressed) {
+        const int64_t visible = std::min(entries.length, (p + 1) / m);
+        for (int64_t j = 0; j < visible; ++j) kv_row_to_f32(dtype, entries.second_row(j), d, keys.m.row(n++));
       }
       const ConstMatrix k = keys.m.row_slice(0, n);
       // Every key listed is visible: the row sits at the last position of a causal call.

@@ -147,8 +147,9 @@ void add_fp8_pair(const TensorSpec& w, const TensorSpec& s, const ModelSpec& spe
   auto pair = std::make_shared<QuantizedPair>();
   const int64_t rows = w.shape[0], cols = w.shape[1];
   const int64_t br = spec.weights.block_rows, bc = spec.weights.block_cols;
-  const bool pow2 = spec.weights.ue8m0_scales;
+  // Exponent bytes hold only powers of two: quantize to such scales whenever they are written (nothing lost).
   const bool exponent_bytes = s.dtype == DType::kF8E8M0;
+  const bool pow2 = spec.weights.ue8m0_scales || exponent_bytes;
   auto compute = [pair, rows, cols, br, bc, pow2, exponent_bytes, seed, stddev, name = w.name] {
     std::call_once(pair->once, [&] {
       const auto values = normal_values(seed, name, static_cast<size_t>(rows * cols), stddev);

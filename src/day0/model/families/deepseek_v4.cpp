@@ -230,9 +230,9 @@ void layer_weights(const ModelSpec& s, WeightTableBuilder& b, const LayerSpec& l
 }
 
 // The release's own names (DeepSeek's inference code): no "model." prefix, embed / norm / hc_head_* at the
-// top, the key norm as kv_norm, block scales as `<module>.scale` (E8M0 bytes, which the scale slots take).
+// top, the key norm as kv_norm, block scales as `<module>.scale` in E8M0 bytes (when scale_fmt is ue8m0).
 StoredLayout release_layout() {
-  StoredLayout r{.name = "DeepSeek-V4 release names", .release = true};
+  StoredLayout r{.name = "DeepSeek-V4 release", .release = true, .fp8_block_scale_dtype = DType::kF8E8M0};
   for (auto [canonical, stored] :
        {std::pair<const char*, const char*>{"model.embed_tokens.weight", "embed.weight"},
         {"model.layers.", "layers."},
