@@ -4,6 +4,7 @@
 // 284B / 13B, KV bytes per layer kind, and the refusal of what the engine does not run yet.
 #include <cmath>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "day0/model/config_parser.h"
 #include "day0/model/config_writer.h"
 #include "day0/model/model_memory.h"
+#include "day0/model/model_summary.h"
 #include "day0/model/param_count.h"
 #include "day0/model/tensor_manifest.h"
 
@@ -275,6 +277,47 @@ TEST(DeepseekV4Weights, ReleaseLayoutStoresUe8m0BlockScalesAsExponentBytes) {
     // The table under transformers' names keeps the float32 it reads.
     EXPECT_EQ(find_tensor(*table, "model.layers.0.attn.wq_a.weight_scale_inv")->dtype, DType::kF32);
   }
+}
+
+// What inspect and adapt's structure stage say of the attention: V4's own mechanisms (one shared key =
+// value head, low-rank queries, the grouped output, each layer kind with its count), never "GQA". The
+// counts and ratios are recounted from the layer list: on the catalog's Flash (compress_ratios 0, 0, then
+// 4 / 128 alternating) and on the golden miniature (window only, sparse, heavily compressed, sparse).
+TEST(DeepseekV4Summary, AttentionIsDescribedByItsMechanisms) {
+  auto flash = catalog_model("deepseek-v4-flash");
+  ASSERT_TRUE(flash.is_ok()) << flash.status().to_string();
+  auto golden = load_model_config(std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v4/config.json");
+  ASSERT_TRUE(golden.is_ok()) << golden.status().to_string();
+  for (const ModelSpec* s : {&*flash, &*golden}) {
+    SCOPED_TRACE(s->n_layers);
+    const std::string text = describe_attention(*s);
+    int64_t window_only = 0, sparse = 0, heavy = 0, sparse_ratio = 0, heavy_ratio = 0;
+    for (const LayerSpec& l : s->layers) {
+      if (l.kv_compress_ratio == 0) {
+        ++window_only;
+      } else {
+        ++(l.compressed_sparse ? sparse : heavy);
+        (l.compressed_sparse ? sparse_ratio : heavy_ratio) = l.kv_compress_ratio;
+      }
+    }
+    const SharedKvLowRankAttentionSpec& a = *s->shared_kv_low_rank;
+    for (const std::string& part :
+         {fmt::format("one shared key = value head x {}", s->head_dim),
+          fmt::format("{} query heads from a rank-{} latent", s->n_heads, a.q_lora_rank),
+          fmt::format("output in {} groups of rank {}", a.out_groups, a.out_rank), std::string("sinks"),
+          fmt::format("every layer a window of {} raw keys: {} window only", s->sliding_window, window_only),
+          fmt::format("{} compressed sparse (1 entry / {} tokens, top {} by a {} x {} indexer)", sparse,
+                      sparse_ratio, s->compressed_kv->index_topk, s->compressed_kv->index_n_heads,
+                      s->compressed_kv->index_head_dim),
+          fmt::format("{} heavily compressed (1 entry / {} tokens)", heavy, heavy_ratio)}) {
+      EXPECT_NE(text.find(part), std::string::npos) << part << " in " << text;
+    }
+    EXPECT_EQ(text.find("GQA"), std::string::npos) << text;
+  }
+  const std::string text = describe_attention(*flash);
+  EXPECT_NE(text.find("2 window only, 21 compressed sparse"), std::string::npos) << text;
+  EXPECT_NE(text.find("20 heavily compressed (1 entry / 128 tokens)"), std::string::npos) << text;
+  EXPECT_NE(text.find("output in 8 groups of rank 1024"), std::string::npos) << text;
 }
 
 // DeepSeek's model card (huggingface.co/deepseek-ai/DeepSeek-V4-Flash): 284B total, 13B activated. Our

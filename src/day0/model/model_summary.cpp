@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cmath>
 
 #include "day0/ops/tensor.h"
@@ -68,7 +69,52 @@ std::string describe_layer_indices(const std::vector<int64_t>& v) {
   return out;
 }
 
+namespace {
+
+// Shared key = value head attention (SharedKvLowRankAttentionSpec), its layers by kind of KV: window of
+// raw keys only, compressed sparse, heavily compressed (CompressedKvSpec), each kind's count and ratios.
+std::string describe_shared_kv_attention(const ModelSpec& s) {
+  const SharedKvLowRankAttentionSpec& a = *s.shared_kv_low_rank;
+  std::string out = fmt::format(
+      "one shared key = value head x {}, {} query heads from a rank-{} latent, output in {} groups "
+      "of rank {}, scale {:.6f}",
+      s.head_dim, s.n_heads, a.q_lora_rank, a.out_groups, a.out_rank, s.attention_scale);
+  if (s.attention_sinks) out += ", sinks";
+  int64_t window_only = 0, sparse = 0, heavy = 0, window = 0;
+  std::vector<int64_t> sparse_ratios, heavy_ratios;
+  for (const LayerSpec& l : s.layers) {
+    if (l.mask != AttentionMask::kCausal) window = std::max(window, l.window);
+    if (l.kv_compress_ratio <= 0) {
+      ++window_only;
+      continue;
+    }
+    ++(l.compressed_sparse ? sparse : heavy);
+    std::vector<int64_t>& ratios = l.compressed_sparse ? sparse_ratios : heavy_ratios;
+    if (std::find(ratios.begin(), ratios.end(), l.kv_compress_ratio) == ratios.end())
+      ratios.push_back(l.kv_compress_ratio);
+  }
+  const auto per = [](const std::vector<int64_t>& ratios) {
+    return fmt::format("1 entry / {} tokens", fmt::join(ratios, " or "));
+  };
+  out += window > 0
+             ? fmt::format("; every layer a window of {} raw keys: {} window only", window, window_only)
+             : fmt::format("; {} full causal", window_only);
+  if (sparse > 0) {
+    out += fmt::format(", {} compressed sparse ({}", sparse, per(sparse_ratios));
+    if (s.compressed_kv) {
+      const CompressedKvSpec& c = *s.compressed_kv;
+      out += fmt::format(", top {} by a {} x {} indexer", c.index_topk, c.index_n_heads, c.index_head_dim);
+    }
+    out += ")";
+  }
+  if (heavy > 0) out += fmt::format(", {} heavily compressed ({})", heavy, per(heavy_ratios));
+  return out;
+}
+
+}  // namespace
+
 std::string describe_attention(const ModelSpec& s) {
+  if (s.shared_kv_low_rank) return describe_shared_kv_attention(s);
   if (s.attention == AttentionKind::kMla) {
     const MlaSpec& m = *s.mla;
     return fmt::format("MLA, {} heads, q_lora {}, kv_lora {}, qk {} nope + {} rope, v {}, scale {:.6f}",
