@@ -31,6 +31,7 @@ struct PlanArgs {
   bool json = false;
   bool allow_cross_node_tp = false;
   bool even_pp = false;
+  int64_t tp = 0;
   int64_t redundant_experts = 0;
   int64_t prefill_chunk = 8192;
   double reserve = 0.10;
@@ -48,6 +49,7 @@ Result<plan::Workload> make_workload(const PlanArgs& a) {
   w.allow_cross_node_tp = a.allow_cross_node_tp;
   w.allow_uneven_pp = !a.even_pp;
   w.redundant_experts = a.redundant_experts;
+  w.tp = a.tp;
   w.prefill_chunk = a.prefill_chunk;
   w.reserve_fraction = a.reserve;
   w.context = a.contexts.front();
@@ -231,6 +233,9 @@ const Registrar kPlanCommand{
       sub.add_flag("--json", a->json, "Print JSON instead of tables");
       sub.add_flag("--allow-cross-node-tp", a->allow_cross_node_tp, "Let tensor parallelism span nodes");
       sub.add_flag("--even-pp", a->even_pp, "Require the layer count to divide by PP");
+      sub.add_option("--tp", a->tp,
+                     "Only layouts of this tensor-parallel degree (refused when it cannot split the model)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
       sub.add_option("--redundant-experts", a->redundant_experts,
                      "Extra physical expert copies in all (load balancing), spread over the EP ranks")
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));

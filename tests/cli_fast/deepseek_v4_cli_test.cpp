@@ -95,5 +95,21 @@ TEST(DeepseekV4Cli, PlanPlacesFlashOnOneH200Node) {
   }
 }
 
+// plan --tp asks for one TP degree: 16 splits Flash's 64 heads but not its 8 output projection groups, so
+// it is refused with the numbers; 8 is planned, every plan at TP 8.
+TEST(DeepseekV4Cli, PlanRefusesATensorParallelismThatSplitsAnOutputGroup) {
+  CliResult refused = run_cli({"plan", "deepseek-v4-flash", "--cluster", "2x8xH200", "--allow-cross-node-tp",
+                               "--tp", "16", "--json"});
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("8 output projection groups (o_groups) do not divide into 16 parts"),
+            std::string::npos)
+      << refused.err;
+  CliResult r = run_cli({"plan", "deepseek-v4-flash", "--cluster", "2x8xH200", "--tp", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plans"].empty()) << r.out;
+  for (const auto& plan : j["plans"]) EXPECT_EQ(plan["tp"], 8) << plan.dump();
+}
+
 }  // namespace
 }  // namespace day0::testing

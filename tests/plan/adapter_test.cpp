@@ -172,6 +172,45 @@ TEST(Adapter, DeepseekV4FlashOnOneH200NodeWithExpertParallelism) {
   EXPECT_DOUBLE_EQ(cost->kv_bytes_per_token(KvPrecision::kBF16), 43 * 1024.0 + 21 * 320.0 + 20 * 8.0);
 }
 
+// Flash's grouped output projection (o_groups 8 of its 64 heads) splits over TP only in whole groups, the
+// check the engine and the distributed loader make (output_groups_split_problem). TP 16 divides the heads,
+// the single K=V head's copies and every width, but not the 8 groups: on two nodes with cross-node TP it is
+// listed as refused with that reason and never proposed; asked for with --tp, the plan is refused with the
+// numbers. TP 8 (8 divides 8) is planned.
+TEST(Adapter, DeepseekV4FlashTensorParallelismSplitsWholeOutputGroups) {
+  auto cost = load_model_cost("deepseek-v4-flash");
+  ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+  ASSERT_EQ(cost->out_groups, 8);
+  ASSERT_EQ(cost->n_heads % 16, 0);
+  Workload w;
+  w.allow_cross_node_tp = true;
+  const PlanResult r = plan_model(*cost, preset("2x8xH200"), w).value();
+  ASSERT_FALSE(r.feasible.empty());
+  for (const PlanCandidate& p : r.feasible) EXPECT_EQ(8 % p.par.tp, 0) << "TP " << p.par.tp;
+  for (const PlanCandidate& p : r.over_memory) EXPECT_EQ(8 % p.par.tp, 0) << "TP " << p.par.tp;
+  bool refused16 = false;
+  for (const StructuralRejection& s : r.structural) {
+    if (s.par.tp != 16) continue;
+    refused16 = true;
+    EXPECT_EQ(s.reason, "8 output projection groups (o_groups) do not divide into 16 parts");
+  }
+  EXPECT_TRUE(refused16);
+
+  w.tp = 16;
+  const auto sixteen = plan_model(*cost, preset("2x8xH200"), w);
+  ASSERT_FALSE(sixteen.is_ok());
+  EXPECT_NE(sixteen.status().message().find("--tp 16"), std::string::npos) << sixteen.status().to_string();
+  EXPECT_NE(
+      sixteen.status().message().find("8 output projection groups (o_groups) do not divide into 16 parts"),
+      std::string::npos)
+      << sixteen.status().to_string();
+  w.tp = 8;
+  const auto eight = plan_model(*cost, preset("2x8xH200"), w);
+  ASSERT_TRUE(eight.is_ok()) << eight.status().to_string();
+  ASSERT_FALSE(eight->feasible.empty());
+  for (const PlanCandidate& p : eight->feasible) EXPECT_EQ(p.par.tp, 8);
+}
+
 // The release's bytes the planner charges: every layer's groups as stored, the embedding and the head.
 double checkpoint_bytes(const ModelCost& m) {
   double bytes = m.embedding_checkpoint_bytes + m.lm_head_checkpoint_bytes;

@@ -7,6 +7,11 @@
 
 namespace day0 {
 
+std::string output_groups_split_problem(int64_t out_groups, int64_t tp) {
+  if (tp <= 0 || out_groups % tp == 0) return {};
+  return fmt::format("{} output projection groups (o_groups) do not divide into {} parts", out_groups, tp);
+}
+
 const char* attention_mask_name(AttentionMask mask) {
   switch (mask) {
     case AttentionMask::kCausal:

@@ -185,6 +185,11 @@ struct SharedKvLowRankAttentionSpec {
   bool operator==(const SharedKvLowRankAttentionSpec&) const = default;
 };
 
+// Why `tp` tensor-parallel ranks cannot split a grouped output projection of `out_groups` groups, "" when
+// they can: each rank holds whole groups of heads (its groups' rows of o_a, their columns of o_b). The one
+// test the engine, the distributed loader and the planner share.
+std::string output_groups_split_problem(int64_t out_groups, int64_t tp);
+
 struct MoeSpec {
   int64_t n_experts = 0;
   int64_t experts_per_token = 0;

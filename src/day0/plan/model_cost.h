@@ -81,6 +81,7 @@ struct ModelCost {
   int64_t expert_intermediate = 0;
   int64_t dense_intermediate = 0;   // widest dense MLP (0: none)
   int64_t shared_intermediate = 0;  // shared expert width (0: none)
+  int64_t out_groups = 0;           // grouped output projection's groups (o_groups; 0: none): split whole
   int64_t max_context = 0;          // max_position_embeddings of the release (0: unknown)
   bool tied_embeddings = false;
   double embedding_params = 0;

@@ -59,6 +59,7 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
   m.vocab = spec.vocab_size;
   m.n_heads = spec.n_heads;
   m.n_kv_heads = m.mla ? 1 : spec.n_kv_heads;
+  if (spec.shared_kv_low_rank) m.out_groups = spec.shared_kv_low_rank->out_groups;
   m.tied_embeddings = spec.tie_word_embeddings;
   m.unimplemented = unimplemented_mechanisms(spec);
   if (m.mla) {

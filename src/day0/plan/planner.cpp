@@ -44,6 +44,7 @@ std::string tp_divisibility(const ModelCost& m, int64_t tp) {
   if (m.shared_intermediate > 0 && m.shared_intermediate % tp != 0) {
     return fmt::format("shared expert width {} does not divide by TP {}", m.shared_intermediate, tp);
   }
+  if (m.out_groups > 0) return output_groups_split_problem(m.out_groups, tp);
   return {};
 }
 
@@ -83,6 +84,7 @@ void enumerate(const PreparedModel& prepared, const ClusterSpec& cluster, const 
   const int64_t physical_experts = m.n_experts + (m.n_experts > 0 ? w.redundant_experts : 0);
   const int64_t max_tp = w.allow_cross_node_tp ? total : per_node;
   for (int64_t tp = 1; tp <= std::min(total, std::max(max_tp, per_node * 2)); ++tp) {
+    if (w.tp > 0 && tp != w.tp) continue;
     if (!tiles_node(tp, per_node)) continue;
     if (tp > max_tp) {
       if (rejections) {
@@ -167,6 +169,11 @@ Result<PlanResult> plan_model(const ModelCost& model, const ClusterSpec& cluster
   }
   if (model.n_experts > 0 && (model.experts_per_token <= 0 || model.expert_intermediate <= 0)) {
     return invalid_argument(fmt::format("model '{}': experts without top-k or width", model.name));
+  }
+  if (workload.tp > 0) {
+    if (std::string why = tp_divisibility(model, workload.tp); !why.empty()) {
+      return invalid_argument(fmt::format("--tp {}: model '{}': {}", workload.tp, model.name, why));
+    }
   }
   const PreparedModel prepared = prepare_model(model, workload, cluster.device);
   PlanResult out;

@@ -78,6 +78,7 @@ Status validate_workload(const Workload& w) {
   D0_RETURN_IF_ERROR(in_range(w.prefill_chunk, 1, kMaxTokens, "prefill chunk"));
   D0_RETURN_IF_ERROR(in_range(w.kv_block_tokens, 1, 4096, "KV block tokens"));
   D0_RETURN_IF_ERROR(in_range(w.redundant_experts, 0, 1 << 16, "redundant experts"));
+  D0_RETURN_IF_ERROR(in_range(w.tp, 0, 1 << 16, "--tp"));
   if (!std::isfinite(w.reserve_fraction) || w.reserve_fraction < 0 || w.reserve_fraction >= 0.9) {
     return invalid_argument(fmt::format("reserve fraction: expected [0, 0.9), found {}", w.reserve_fraction));
   }

@@ -28,6 +28,7 @@ struct Workload {
   double reserve_fraction = 0.10;  // of device memory: runtime context, collectives' buffers, fragmentation
   bool allow_cross_node_tp = false;
   bool allow_uneven_pp = true;  // stages may differ by one layer (vLLM runs 61-layer models at PP2)
+  int64_t tp = 0;               // only layouts of this tensor-parallel degree (0: any)
 };
 
 std::string_view weight_precision_name(WeightPrecision p);  // "checkpoint", "bf16", "fp8", "int8", "int4"

@@ -61,12 +61,9 @@ Status check_tensor_parallel(const ModelSpec& s, int tp) {
     return invalid_argument(fmt::format("{}: {} {}attention heads do not divide into {} parts", what,
                                         s.n_heads, s.attention == AttentionKind::kMla ? "MLA " : "", tp));
   }
-  if (s.shared_kv_low_rank && s.shared_kv_low_rank->out_groups % tp != 0) {
-    // The grouped output projection reads whole groups of heads: each rank holds its groups' rows of o_a
-    // and their columns of o_b.
-    return invalid_argument(
-        fmt::format("{}: {} output projection groups (o_groups) do not divide into {} parts", what,
-                    s.shared_kv_low_rank->out_groups, tp));
+  if (s.shared_kv_low_rank) {
+    if (std::string why = output_groups_split_problem(s.shared_kv_low_rank->out_groups, tp); !why.empty())
+      return invalid_argument(fmt::format("{}: {}", what, why));
   }
   if (s.n_kv_heads % tp != 0 && tp % s.n_kv_heads != 0) {
     return invalid_argument(fmt::format(
