@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "day0/model/attention_cost.h"
 #include "day0/model/catalog.h"
 #include "day0/model/model_memory.h"
 #include "day0/model/param_count.h"
@@ -80,13 +81,19 @@ nlohmann::json entry_figures(const CatalogEntry& entry) {
     out["plan.kv_bytes_per_token.bf16"] = cost->kv_bytes_per_token(KvDtype::kBF16);
     out["plan.state_bytes_per_sequence"] = cost->state_bytes_per_sequence();
     double decode = 0, prefill = 0, index = 0, attended = 0, stored = 0;
+    RowKeys keys;  // summed over the layers, a row at the recorded context
     for (const plan::LayerCost& l : cost->layers) {
       decode += l.attn_flops_per_pair_decode;
       prefill += l.attn_flops_per_pair_prefill;
       index += l.index_flops_per_pair;
-      attended += static_cast<double>(l.attended_keys) + static_cast<double>(l.kv_window);
+      attended += static_cast<double>(l.reach.selected) + static_cast<double>(l.kv_window);
+      const RowKeys row = row_keys(l.reach, kDefaultOpContext);
+      keys.attended += row.attended;
+      keys.indexed += row.indexed;
       for (double b : l.checkpoint_bytes) stored += b;
     }
+    out["plan.row_keys.attended"] = keys.attended;
+    out["plan.row_keys.indexed"] = keys.indexed;
     out["plan.attn_flops_per_pair.decode"] = decode;
     out["plan.attn_flops_per_pair.prefill"] = prefill;
     out["plan.index_flops_per_pair"] = index;

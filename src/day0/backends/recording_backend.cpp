@@ -107,12 +107,26 @@ void RecordingBackend::note(OpSpec op) {
   calls_.push_back({phase_, std::move(op)});
 }
 
-double RecordingBackend::keys_for(const KvPages& kv, AttentionMask mask, int64_t window) const {
-  if (attention_context_ < 0) return d(kv.length);
-  int64_t keys = attention_context_ + 1;
-  if (mask != AttentionMask::kCausal && window > 0) keys = std::min(keys, window);
-  return d(keys);
+RowKeys RecordingBackend::keys_for(int64_t held, const KeyReach& reach) const {
+  if (attention_context_ >= 0) return row_keys(reach, attention_context_ + 1);
+  // The keys the call holds: every one scored, at most a selection of raw keys attended.
+  RowKeys keys{.attended = d(held), .indexed = d(held)};
+  if (reach.selected > 0 && reach.entry_ratio == 0)
+    keys.attended = std::min(keys.attended, d(reach.selected));
+  return keys;
 }
+
+namespace {
+
+// The keys a plain attention call reaches: its window (a chunk counts as one) and block selection.
+KeyReach call_reach(AttentionMask mask, int64_t window, const BlockSelection& selection) {
+  KeyReach reach;
+  if (mask != AttentionMask::kCausal && window > 0) reach.window = window;
+  if (!selection.empty()) reach.selected = selection.k() * selection.block_size;
+  return reach;
+}
+
+}  // namespace
 
 OpList RecordingBackend::op_list() const {
   OpList list;
@@ -246,9 +260,9 @@ void RecordingBackend::attention(const AttentionArgs& a) {
   op.name = std::string(op::kAttention);
   op.attrs = attention_attrs(a.mask, a.window, a.n_heads, a.n_kv_heads, a.scale, !a.sinks.empty());
   op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.n_kv_heads, a.head_dim}, {a.n_kv_heads, dv}};
-  KvPages contiguous;
-  contiguous.length = a.k.rows;
-  const double keys = keys_for(contiguous, a.mask, a.window);
+  // A caller that gathered each row's keys (compressed KV attention) says what they reach.
+  const double keys =
+      keys_for(a.k.rows, a.reach ? *a.reach : call_reach(a.mask, a.window, a.selection)).attended;
   op.flops_per_token = 2.0 * d(a.q.rows) * d(a.n_heads) * keys * d(a.head_dim + dv);
   op.bytes_per_token = 4.0 * keys * d(a.n_kv_heads * (a.head_dim + dv));
   note(std::move(op));
@@ -268,9 +282,9 @@ void RecordingBackend::paged_attention(const PagedAttentionArgs& a) {
     op.attrs["block_size"] = std::to_string(a.selection.block_size);
     op.attrs["topk_blocks"] = std::to_string(a.selection.k());
   }
+  const KeyReach reach = a.reach ? *a.reach : call_reach(a.mask, a.window, a.selection);
   for (const PagedSequence& s : a.seqs) {
-    double keys = keys_for(s.kv, a.mask, a.window);
-    if (sparse) keys = std::min(keys, d(a.selection.k() * a.selection.block_size));
+    const double keys = keys_for(s.kv.length, reach).attended;
     op.flops_per_token += 2.0 * d(s.q_rows) * d(a.n_heads) * keys * d(a.head_dim + dv);
     op.bytes_per_token += keys * d((s.kv.first_width + s.kv.second_width) * kv_dtype_bytes(s.kv.dtype));
   }
@@ -310,9 +324,7 @@ void RecordingBackend::mla_attention(const MlaArgs& a) {
   op.attrs = mla_attrs(a.form, a.kv_lora_rank, a.d_rope, a.scale);
   set_weights(op, a.w_kv_b);
   op.shapes = {{a.q.rows, a.n_heads, a.d_nope + a.d_rope}, {a.kv_lora_rank}, {a.d_rope}};
-  KvPages contiguous;
-  contiguous.length = a.c_kv.rows;
-  const double keys = keys_for(contiguous, AttentionMask::kCausal, 0);
+  const double keys = keys_for(a.c_kv.rows, KeyReach{}).attended;
   mla_cost(op, a.form, a.q.rows, keys, a.n_heads, a.d_nope, a.d_rope, a.d_v, a.kv_lora_rank);
   op.bytes_per_token = weight_bytes(a.w_kv_b) + 4.0 * keys * d(a.kv_lora_rank + a.d_rope);
   note(std::move(op));
@@ -329,9 +341,9 @@ void RecordingBackend::paged_mla_attention(const PagedMlaArgs& a) {
   // Sparse attention (lightning indexer): each query attends to at most `sparse_topk` keys.
   if (a.selected.rows > 0) op.attrs["sparse_topk"] = std::to_string(a.selected.cols);
   op.bytes_per_token = weight_bytes(a.w_kv_b);
+  const KeyReach reach = a.reach ? *a.reach : KeyReach{.selected = a.selected.rows > 0 ? a.selected.cols : 0};
   for (const PagedSequence& s : a.seqs) {
-    double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
-    if (a.selected.rows > 0) keys = std::min(keys, d(a.selected.cols));
+    const double keys = keys_for(s.kv.length, reach).attended;
     mla_cost(op, a.form, s.q_rows, keys, a.n_heads, a.d_nope, a.d_rope, a.d_v, a.kv_lora_rank);
     op.bytes_per_token += keys * d((s.kv.first_width + a.d_rope) * kv_dtype_bytes(s.kv.dtype));
   }
@@ -348,10 +360,12 @@ void RecordingBackend::indexer_topk(const IndexerTopkArgs& a) {
   if (a.key_ratio > 1) op.attrs["key_ratio"] = std::to_string(a.key_ratio);
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.head_dim}, {a.selected.cols}};
+  // Every visible key (a compressed entry per key_ratio positions), then the selection.
+  const KeyReach reach{
+      .entry_ratio = a.key_ratio > 1 ? a.key_ratio : 0, .selected = a.selected.cols, .indexed = true};
   for (const PagedSequence& s : a.seqs) {
-    const double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
-    // Per query and key: n_heads dot products of head_dim, relu, weighted sum; then the selection.
-    op.flops_per_token += d(s.q_rows) * keys * d(a.n_heads) * d(2 * a.head_dim + 3);
+    const double keys = keys_for(s.kv.length, reach).indexed;
+    op.flops_per_token += d(s.q_rows) * keys * lightning_index_flops_per_pair(a.n_heads, a.head_dim);
     op.bytes_per_token += keys * d(a.head_dim * kv_dtype_bytes(s.kv.dtype));
   }
   note(std::move(op));
@@ -369,10 +383,11 @@ void RecordingBackend::block_indexer_topk(const BlockIndexerTopkArgs& a) {
               {"local_blocks", std::to_string(a.local_blocks)}};
   if (!a.seqs.empty()) op.attrs["kv_dtype"] = kv_dtype_name(a.seqs[0].kv.dtype);
   op.shapes = {{a.q.rows, a.n_heads, a.head_dim}, {a.head_dim}, {a.n_heads, k}};
+  // Every visible key, then the blocks' selection.
+  const KeyReach reach{.selected = k * a.block_size, .indexed = true};
   for (const PagedSequence& s : a.seqs) {
-    const double keys = keys_for(s.kv, AttentionMask::kCausal, 0);
-    // Per query and key: n_heads dot products of head_dim and a max; then the blocks' selection.
-    op.flops_per_token += d(s.q_rows) * keys * d(a.n_heads) * d(2 * a.head_dim + 1);
+    const double keys = keys_for(s.kv.length, reach).indexed;
+    op.flops_per_token += d(s.q_rows) * keys * block_index_flops_per_pair(a.n_heads, a.head_dim);
     op.bytes_per_token += keys * d(a.head_dim * kv_dtype_bytes(s.kv.dtype));
   }
   note(std::move(op));

@@ -5,15 +5,17 @@
 // keep what the caller put there; argmax and sample pick token 0), which is how the operator list of
 // a full-size model is recorded from its config alone (runtime/op_recording.h).
 //
-// Costs are those of model/op_list.h. Attention is costed as if each query of the step saw
-// `attention_context` cached tokens plus itself (bounded by its window), so that a step over a short
-// recorded sequence gives the figures of a long one; -1 costs the keys the call actually held.
+// Costs are those of model/op_list.h. Attention and indexers are costed as if each query of the step saw
+// `attention_context` cached tokens plus itself, reading the keys model/attention_cost.h's row_keys()
+// gives (its window, compressed entries, sparse selection), so that a step over a short recorded sequence
+// gives the figures of a long one; -1 costs the keys the call actually held.
 // Threading: as the inner backend (one caller thread).
 #include <cstdint>
 #include <vector>
 
 #include "day0/backends/backend.h"
 #include "day0/backends/kernel_list.h"
+#include "day0/model/attention_cost.h"
 #include "day0/model/op_list.h"
 
 namespace day0 {
@@ -53,8 +55,8 @@ class RecordingBackend final : public Backend {
 
  private:
   void note(OpSpec op);
-  // Keys each query row of a sequence is costed with (see above).
-  double keys_for(const KvPages& kv, AttentionMask mask, int64_t window) const;
+  // Keys each query row of a call holding `held` keys is costed with (see above), by what it reaches.
+  RowKeys keys_for(int64_t held, const KeyReach& reach) const;
 
   Backend* inner_;
   int64_t attention_context_;

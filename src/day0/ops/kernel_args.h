@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 
+#include "day0/model/attention_cost.h"
 #include "day0/model/model_spec.h"
 #include "day0/ops/kv_pages.h"
 #include "day0/ops/tensor.h"
@@ -133,6 +135,11 @@ struct AttentionArgs {
   int64_t window = 0;            // sliding window (keys incl. the current one) or chunk size
   std::span<const float> sinks;  // [n_heads] or empty
   BlockSelection selection;      // block-sparse attention, or empty
+  // For costing only (kernels read k / v alone): a caller that gathers each row's keys itself
+  // (compressed KV attention: its window's raw rows, then compressed entries) says which keys a row
+  // reaches, so that a recorded step is costed at a longer context than it ran. Empty: the keys are
+  // the positions from k_pos0, under `mask` and `selection`.
+  std::optional<KeyReach> reach;
 };
 
 // ---- mla_attention: multi-head latent attention over the latent cache -----------------------------
@@ -188,6 +195,9 @@ struct PagedAttentionArgs {
   int64_t window = 0;
   std::span<const float> sinks;  // [n_heads] or empty
   BlockSelection selection;      // block-sparse attention (rows of q), or empty: as AttentionArgs
+  // For costing only, as AttentionArgs::reach: a block selection narrower than the layer's (cut to the
+  // blocks a short step has) says the layer's. Empty: `mask`, `window` and `selection` are.
+  std::optional<KeyReach> reach;
 };
 struct PagedMlaArgs {
   ConstMatrix q;                        // [T, n_heads * (d_nope + d_rope)]
@@ -203,6 +213,10 @@ struct PagedMlaArgs {
   MlaForm form = MlaForm::kAbsorbed;
   // [T, k] sparse key selection (rows of each sequence's cache, indexer_topk), or empty: as MlaArgs.
   MatrixView<const int32_t> selected;
+  // For costing only, as AttentionArgs::reach: a selection narrower than the layer's (k is cut to the
+  // longest visible length in a short step) says the layer's, so that a recorded step is costed at a
+  // longer context. Empty: `selected` is.
+  std::optional<KeyReach> reach;
 };
 
 // ---- indexer_topk: the sparse-attention lightning indexer, every sequence of a step ---------------

@@ -217,7 +217,6 @@ namespace {
 std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
   const ModelCost& m = *p.model;
   std::vector<LayerSums> prefix(m.layers.size() + 1);
-  const auto prompt = static_cast<double>(context);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerCost& layer = m.layers[i];
     LayerSums next = prefix[i];
@@ -227,18 +226,13 @@ std::vector<LayerSums> build_prefix(const PreparedModel& p, int64_t context) {
     }
     next.kv_seq_bytes += p.kv_seq_bytes[i];
     next.kv_read_bytes += p.kv_read_bytes[i];
-    const double window =
-        layer.kv_window > 0 ? std::min(prompt, static_cast<double>(layer.kv_window)) : prompt;
-    // Block-sparse layers attend to at most their selected keys, after scoring every one.
-    const double attended =
-        layer.attended_keys > 0 ? std::min(window, static_cast<double>(layer.attended_keys)) : window;
+    // The keys a row reads (window, compressed entries, sparse selection) and those its indexer scores:
+    // decode, the context's last token; prefill, every row of a context-long causal prompt.
+    const RowKeys last = row_keys(layer.reach, context), prompt_rows = prompt_keys(layer.reach, context);
     next.attn_decode_flops +=
-        layer.attn_flops_per_pair_decode * attended + layer.index_flops_per_pair * window;
-    // Causal pairs of a prompt of P tokens with a window w: P*w - w*w/2 (w = P: P*P/2); a cap on the keys
-    // a query attends to counts the same way.
-    next.attn_prefill_flops +=
-        layer.attn_flops_per_pair_prefill * (prompt * attended - attended * attended / 2) +
-        layer.index_flops_per_pair * (prompt * window - window * window / 2);
+        layer.attn_flops_per_pair_decode * last.attended + layer.index_flops_per_pair * last.indexed;
+    next.attn_prefill_flops += layer.attn_flops_per_pair_prefill * prompt_rows.attended +
+                               layer.index_flops_per_pair * prompt_rows.indexed;
     next.n_layers += 1;
     next.n_moe_layers += layer.moe ? 1 : 0;
     next.n_heads_norm_layers += layer.heads_norm_all_reduce ? 1 : 0;
@@ -276,9 +270,10 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
     // sparse layer, whose indexer reads only their keys).
     const double compressed = ctx * layer.compressed_kv_bytes(w.kv);
     p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + compressed + 2 * layer.state_bytes_per_sequence);
-    // A decode step reads the keys it attends to (block-sparse: its selected blocks, and every index key).
-    const double attended =
-        layer.attended_keys > 0 ? std::min(cached, static_cast<double>(layer.attended_keys)) : cached;
+    // A decode step reads the keys it attends to (a selection of raw keys: the selected ones, and every
+    // index key).
+    const int64_t selected = layer.reach.entry_ratio == 0 ? layer.reach.selected : 0;
+    const double attended = selected > 0 ? std::min(cached, static_cast<double>(selected)) : cached;
     const double share = layer.index_key_share;
     p.kv_read_bytes.push_back(layer.kv_bytes(w.kv) * (attended * (1 - share) + cached * share) + compressed +
                               layer.state_bytes_per_sequence);

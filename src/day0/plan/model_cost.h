@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "day0/model/attention_cost.h"
 #include "day0/model/model_spec.h"
 #include "day0/plan/workload.h"
 
@@ -45,10 +46,10 @@ struct LayerCost {
   int64_t kv_window = 0;                   // 0: every token stays cached; else at most this many per sequence
   double attn_flops_per_pair_decode = 0;   // FLOPs per (new token, cached token) pair, all heads
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
-  // Block-sparse attention (attended_keys 0: dense): a token attends to at most `attended_keys` cached keys
-  // (its selected blocks), after an indexer scores every cached key at `index_flops_per_pair` FLOPs
-  // reading its index key, `index_key_share` of the layer's KV bytes per token.
-  int64_t attended_keys = 0;
+  // The keys a token reads (model/attention_cost.h: its window, compressed entries, sparse selection);
+  // an indexer scores its candidates at `index_flops_per_pair` FLOPs each, reading their index keys,
+  // `index_key_share` of the layer's KV bytes per token where the keys are raw rows.
+  KeyReach reach;
   double index_flops_per_pair = 0;
   double index_key_share = 0;
   bool moe = false;

@@ -105,10 +105,15 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     const AttentionPairCost pair = attention_pair_cost(spec, ls);
     l.attn_flops_per_pair_decode = pair.decode_flops;
     l.attn_flops_per_pair_prefill = pair.prefill_flops;
-    l.attended_keys = pair.attended_keys;
+    l.reach = pair.reach;
     l.index_flops_per_pair = pair.index_flops;
-    if (pair.attended_keys > 0) {  // the block indexer reads one index key a token, cached beside K and V
-      l.index_key_share = static_cast<double>(spec.block_indexer->head_dim * kv_dtype_bytes(KvDtype::kBF16)) /
+    // An indexer over raw keys reads one index key a token, cached in the same rows (beside K and V, or
+    // the MLA latent); a compressed layer's index keys sit in its entries.
+    const int64_t index_width = ls.block_sparse && spec.block_indexer ? spec.block_indexer->head_dim
+                                : spec.indexer                        ? spec.indexer->head_dim
+                                                                      : 0;
+    if (pair.index_flops > 0 && pair.reach.entry_ratio == 0 && index_width > 0) {
+      l.index_key_share = static_cast<double>(index_width * kv_dtype_bytes(KvDtype::kBF16)) /
                           static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
     }
   }

@@ -239,7 +239,10 @@ void gqa_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
   a.mask = ls.mask;
   a.window = ls.window;
   a.sinks = w.sinks;
-  if (ls.block_sparse) a.selection = select_blocks(c, index, pool_v, nh);
+  if (ls.block_sparse) {
+    a.selection = select_blocks(c, index, pool_v, nh);
+    a.reach = key_reach(s, ls);  // index_topk_blocks, for costs
+  }
   if (c.row_invariant && a.selection.empty()) {
     paged_attention_by_row(c, a);
   } else {

@@ -183,6 +183,7 @@ void mla_attention(const Context& c, int64_t layer, const AttentionWeights& w, C
                  "mla_attention: a layer sharing the sparse key selection runs before any indexer layer");
     a.selected = MatrixView<const int32_t>(c.layout.key_selection.data(), t, c.layout.key_selection_cols);
   }
+  if (s.indexer) a.reach = key_reach(s, s.layers[static_cast<size_t>(layer)]);  // index_topk, for costs
   bool multi_token = false;
   for (const PagedSequence& p : c.layout.paged) multi_token = multi_token || p.q_rows > 1;
   switch (c.options.mla) {

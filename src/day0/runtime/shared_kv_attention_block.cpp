@@ -272,6 +272,7 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
   // Each row over its window's raw rows, then its entries: one attention call of one query row.
   Buffer attn(c.arena, t, nh * d);  // [T, heads * head_dim]
   const int64_t window = ls.window, most_entries = sparse ? s.compressed_kv->index_topk : 0;
+  const KeyReach reach = key_reach(s, ls);  // what the rows gather below, for a recorder's costs
   for (size_t sq = 0; sq < n_seq; ++sq) {
     // Views taken again: the entries' blocks may have grown the pool since append_and_page.
     const KvPages pages = l.caches[sq]->pages(layer);
@@ -312,7 +313,8 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
                       .k_pos0 = 0,
                       .scale = static_cast<float>(s.attention_scale),
                       .mask = AttentionMask::kCausal,
-                      .sinks = w.sinks});
+                      .sinks = w.sinks,
+                      .reach = reach});
     }
     c.be.synchronize();
     c.arena.release(mark);
