@@ -6,7 +6,9 @@
 //    every row exactly the keys row_keys() counts, and the recorder and the planner cost those keys at
 //    any context;
 //  - the planner's attention and indexer FLOPs per decoded token equal the recorder's on the catalog's
-//    sparse and compressed releases.
+//    sparse and compressed releases;
+//  - compressed attention's pooling, which a decode step runs once per `ratio` tokens, is listed at its
+//    share per decoded token.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -280,6 +282,48 @@ TEST(AttentionCost, PlannerDecodeFlopsAreTheRecordersOnSparseReleases) {
     EXPECT_DOUBLE_EQ(plan::prepare_model(*cost, w, plan::DeviceSpec{}).prefix.back().attn_decode_flops,
                      attention + index);
   }
+}
+
+// Compressed attention pools one entry per `ratio` tokens: the operator list's kv_compress rows carry
+// its share per decoded token, what a long real decode spends on pooling over its steps. The golden
+// checkpoint decodes 16 tokens (two windows of its heavy layer, four of its sparse ones) after a prompt
+// of whole windows.
+TEST(AttentionCost, PoolingIsListedAtItsShareOfADecodedToken) {
+  auto model = load_model(golden_v4_dir());
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  BackendOptions options;
+  options.n_threads = 1;
+  auto cpu = open_backend("cpu", options);
+  ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
+  auto list = record_op_list(model->spec, model->weights, **cpu, kDefaultOpContext);
+  ASSERT_TRUE(list.is_ok()) << list.status().to_string();
+  double listed = 0;
+  int rows = 0;
+  for (const OpSpec& op : list->ops) {
+    if (op.name != op::kKvCompress) continue;
+    EXPECT_EQ(op.attrs.at("amortized"), "true");
+    EXPECT_TRUE(op.decode);
+    listed += op.flops_per_token;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);  // overlapping windows of 4, plain windows of 8
+
+  RecordingBackend recorder(cpu->get(), kDefaultOpContext);
+  auto engine = Engine::create(model->spec, model->weights, recorder);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  constexpr int64_t kSteps = 16;
+  const std::vector<int32_t> prompt(static_cast<size_t>(recorded_prompt_tokens(model->spec)), 5);
+  recorder.set_phase(StepPhase::kPrefill);
+  auto run = generate(**engine, prompt, kSteps + 1, SamplingParams{}, 0, [&](const GenerationStep&) {
+    recorder.set_phase(StepPhase::kDecode);
+    return true;
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  double pooled = 0;
+  for (const RecordedCall& c : recorder.calls())
+    if (c.phase == StepPhase::kDecode && c.op.name == op::kKvCompress) pooled += c.op.flops_per_token;
+  EXPECT_GT(listed, 0);
+  EXPECT_DOUBLE_EQ(listed, pooled / kSteps);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -128,6 +130,35 @@ KeyReach call_reach(AttentionMask mask, int64_t window, const BlockSelection& se
 
 }  // namespace
 
+namespace {
+
+// Compressed attention pools one entry per `ratio` tokens: the recorded decode step (one token after a
+// prompt of whole windows) pools none, yet every decoded token feeds one row to a later pooling. Its
+// share per decoded token is the kernel's cost over one row (the cost is linear in the rows it pools):
+// a row marked amortized=true, with no call per token, the prefill call's cost over its rows.
+void add_amortized_pooling(OpList& list, const OpSpec& prefill) {
+  OpSpec share = prefill;
+  share.attrs["amortized"] = "true";
+  auto it = std::find_if(list.ops.begin(), list.ops.end(), [&](const OpSpec& e) {
+    return e.name == share.name && e.label == share.label && e.weights == share.weights &&
+           e.attrs == share.attrs;
+  });
+  if (it == list.ops.end()) {
+    share.shapes = {{std::stoll(prefill.attrs.at("ratio")), prefill.shapes.at(0).at(1)}};  // one window
+    share.prefill = share.decode = true;
+    share.calls_per_token = 0;
+    share.flops_per_token = share.matmul_flops_per_token = share.bytes_per_token = 0;
+    list.ops.push_back(std::move(share));
+    it = std::prev(list.ops.end());
+  }
+  const double rows = d(std::max<int64_t>(prefill.shapes.at(0).at(0), 1));
+  it->flops_per_token += prefill.flops_per_token / rows;
+  it->matmul_flops_per_token += prefill.matmul_flops_per_token / rows;
+  it->bytes_per_token += prefill.bytes_per_token / rows;
+}
+
+}  // namespace
+
 OpList RecordingBackend::op_list() const {
   OpList list;
   list.context_tokens = std::max<int64_t>(attention_context_, 0);
@@ -157,6 +188,10 @@ OpList RecordingBackend::op_list() const {
       }
     }
     if (marked) continue;
+    if (c.op.name == op::kKvCompress) {
+      add_amortized_pooling(list, c.op);
+      continue;
+    }
     OpSpec op = c.op;  // a prefill-only op: no calls, no cost per decoded token
     op.calls_per_token = 0;
     op.flops_per_token = op.matmul_flops_per_token = op.bytes_per_token = 0;
