@@ -65,38 +65,42 @@ TEST(RunSpec, EveryDraftSourceGivesPlainDecodingsTokensAndReportsAcceptance) {
   std::filesystem::remove_all(dir);
 }
 
-// The DeepSeek-V3 miniature with one MTP layer (tests/golden/deepseek-v3-mtp): its own drafts, 1 to 3 a step.
+// The DeepSeek-V3 and DeepSeek-V4 miniatures with one MTP layer (tests/golden/deepseek-v3-mtp, eh_proj;
+// tests/golden/deepseek-v4-mtp, over hyper-connection streams): their own drafts, 1 to 3 a step.
 TEST(RunSpec, MtpDraftsGivePlainDecodingsTokensAndReportAcceptance) {
-  const std::string model = std::string(DAY0_TEST_DATA_DIR) + "/golden/deepseek-v3-mtp";
-  const std::vector<std::string> base = {"run",       model, "--prompt-ids", "5,9,2,6,5,3,5,9,2",
-                                         "--max-new", "10"};
-  std::vector<std::string> plain_args = base;
-  plain_args.push_back("--json");
-  const CliResult plain = run_cli(plain_args);
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  const auto expected = nlohmann::json::parse(plain.out);
-  for (const char* k : {"1", "2", "3"}) {
-    std::vector<std::string> args = base;
-    args.insert(args.end(), {"--spec", "mtp", "--spec-tokens", k, "--json"});
-    const CliResult r = run_cli(args);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto doc = nlohmann::json::parse(r.out);
-    EXPECT_EQ(doc["tokens"], expected["tokens"]) << k;
-    const auto& spec = doc["speculative"];
-    EXPECT_EQ(spec["source"], "mtp");
-    EXPECT_EQ(spec["tokens"].get<int64_t>(), std::stoll(k));
-    EXPECT_EQ(spec["accepted"].get<int64_t>() + spec["verify_steps"].get<int64_t>(), 9);
-    // A draft every step but the last, which has no token budget left for one.
-    EXPECT_GE(spec["drafted"].get<int64_t>(), spec["verify_steps"].get<int64_t>() - 1);
-    const double rate = spec["acceptance_rate"].get<double>();
-    EXPECT_GE(rate, 0.0);
-    EXPECT_LE(rate, 1.0);
+  for (const char* golden : {"deepseek-v3-mtp", "deepseek-v4-mtp"}) {
+    SCOPED_TRACE(golden);
+    const std::string model = std::string(DAY0_TEST_DATA_DIR) + "/golden/" + golden;
+    const std::vector<std::string> base = {"run",       model, "--prompt-ids", "5,9,2,6,5,3,5,9,2",
+                                           "--max-new", "10"};
+    std::vector<std::string> plain_args = base;
+    plain_args.push_back("--json");
+    const CliResult plain = run_cli(plain_args);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const auto expected = nlohmann::json::parse(plain.out);
+    for (const char* k : {"1", "2", "3"}) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), {"--spec", "mtp", "--spec-tokens", k, "--json"});
+      const CliResult r = run_cli(args);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const auto doc = nlohmann::json::parse(r.out);
+      EXPECT_EQ(doc["tokens"], expected["tokens"]) << k;
+      const auto& spec = doc["speculative"];
+      EXPECT_EQ(spec["source"], "mtp");
+      EXPECT_EQ(spec["tokens"].get<int64_t>(), std::stoll(k));
+      EXPECT_EQ(spec["accepted"].get<int64_t>() + spec["verify_steps"].get<int64_t>(), 9);
+      // A draft every step but the last, which has no token budget left for one.
+      EXPECT_GE(spec["drafted"].get<int64_t>(), spec["verify_steps"].get<int64_t>() - 1);
+      const double rate = spec["acceptance_rate"].get<double>();
+      EXPECT_GE(rate, 0.0);
+      EXPECT_LE(rate, 1.0);
+    }
+    std::vector<std::string> human_args = base;
+    human_args.insert(human_args.end(), {"--spec", "mtp"});
+    const CliResult human = run_cli(human_args);
+    ASSERT_EQ(human.exit_code, 0) << human.err;
+    EXPECT_NE(human.out.find("speculative mtp, up to 4 drafts a step:"), std::string::npos) << human.out;
   }
-  std::vector<std::string> human_args = base;
-  human_args.insert(human_args.end(), {"--spec", "mtp"});
-  const CliResult human = run_cli(human_args);
-  ASSERT_EQ(human.exit_code, 0) << human.err;
-  EXPECT_NE(human.out.find("speculative mtp, up to 4 drafts a step:"), std::string::npos) << human.out;
 }
 
 // DeepSeek-V4's compressed KV attention: rejected drafts go back to the checkpoint taken before them

@@ -1,8 +1,10 @@
 // Drafts from the checkpoint's multi-token-prediction layers (Engine::forward_mtp, MtpDrafter) on the
-// DeepSeek-V3 miniature with one MTP layer (tests/golden/deepseek-v3-mtp): the MTP layer's logits against
-// tools/reference/make_mtp_golden.py's torch reference (transformers' decoder layer, the report's math),
-// the tokens of plain decoding with drafts of 1, 2 and 3 tokens, and the refusals of checkpoints whose
-// MTP layers are absent or laid out otherwise.
+// DeepSeek-V3 miniature with one MTP layer (tests/golden/deepseek-v3-mtp, eh_proj) and the DeepSeek-V4 one
+// (tests/golden/deepseek-v4-mtp: e_proj / h_proj over the hyper-connection streams, its own hc_head): the
+// MTP layer's logits against tools/reference/make_mtp_golden.py's and make_v4_mtp_golden.py's torch
+// references (transformers' decoder layers, the report's and the V4 inference code's math), the tokens of
+// plain decoding with drafts of 1, 2 and 3 tokens, and the refusals of checkpoints whose MTP layers are
+// absent or laid out otherwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@ namespace day0::testing {
 namespace {
 
 const char* const kGolden = "deepseek-v3-mtp";
+const char* const kV4Golden = "deepseek-v4-mtp";
 
 // A float32 tensor [rows, cols] of the reference file.
 FloatMatrix reference_matrix(const SafetensorsFile& file, const std::string& name) {
@@ -38,9 +41,9 @@ struct MtpRun {
   std::unique_ptr<Engine> engine;
 };
 
-Result<MtpRun> open_mtp(EngineOptions options) {
+Result<MtpRun> open_mtp(EngineOptions options, const char* golden = kGolden) {
   MtpRun run;
-  D0_ASSIGN_OR_RETURN(run.model, load_model(golden_dir(kGolden), LoadOptions{.mtp_layers = true}));
+  D0_ASSIGN_OR_RETURN(run.model, load_model(golden_dir(golden), LoadOptions{.mtp_layers = true}));
   BackendOptions bo;
   bo.n_threads = 2;
   D0_ASSIGN_OR_RETURN(run.backend, open_backend("cpu", bo));
@@ -49,18 +52,21 @@ Result<MtpRun> open_mtp(EngineOptions options) {
   return run;
 }
 
-// Teacher-forced: the target's hidden state at every prompt position and the next prompt token give the MTP
-// layer's logits of the token after; the same rows the reference computes.
-TEST(MtpGolden, DraftLogitsAndHiddenStatesMatchTheTorchReference) {
+// Teacher-forced: the target's hidden state at every prompt position (V4: its hyper-connection streams) and
+// the next prompt token give the MTP layer's logits of the token after; the same rows the reference computes.
+class MtpGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MtpGolden, DraftLogitsAndHiddenStatesMatchTheTorchReference) {
+  const char* golden = GetParam();
   EngineOptions exact;
   exact.kv_dtype = KvDtype::kF32;
-  auto run = open_mtp(exact);
+  auto run = open_mtp(exact, golden);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   Engine& engine = *run->engine;
   ASSERT_EQ(engine.mtp_layers(), 1);
-  auto file = SafetensorsFile::open(golden_dir(kGolden) + "/reference.safetensors");
+  auto file = SafetensorsFile::open(golden_dir(golden) + "/reference.safetensors");
   ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-  auto reference = read_reference_dump(golden_dir(kGolden) + "/reference.safetensors");
+  auto reference = read_reference_dump(golden_dir(golden) + "/reference.safetensors");
   ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
   ASSERT_EQ(reference->prompts.size(), 3u);
   for (size_t i = 0; i < reference->prompts.size(); ++i) {
@@ -73,6 +79,7 @@ TEST(MtpGolden, DraftLogitsAndHiddenStatesMatchTheTorchReference) {
     const SequenceStep prompt{&cache, ids};
     ASSERT_TRUE(engine.forward(std::span(&prompt, 1), true, &target).is_ok());
     ASSERT_EQ(target.last_hidden.rows, rows + 1);
+    ASSERT_EQ(target.last_hidden.cols, engine.residual_width());
     KvCache mtp_cache = engine.new_mtp_cache(0);
     ForwardCapture mtp_out{.want_last_hidden = true};
     const SequenceStep next{&mtp_cache, std::span<const int32_t>(ids).subspan(1)};
@@ -102,19 +109,25 @@ TEST(MtpGolden, DraftLogitsAndHiddenStatesMatchTheTorchReference) {
         hidden_range = std::max(hidden_range, std::abs(static_cast<double>(want_hidden.row(r)[c])));
       }
     }
-    EXPECT_LE(worst, 1e-4 * range) << "worst |logit difference| " << worst << " of a range of " << range;
-    EXPECT_LE(worst_hidden, 1e-4 * hidden_range) << worst_hidden;
-    std::printf("prompt %zu: MTP logits within %.2e of the range, hidden within %.2e of its largest\n", i,
-                worst / range, worst_hidden / hidden_range);
+    EXPECT_LE(worst, 1e-5 * range) << "worst |logit difference| " << worst << " of a range of " << range;
+    EXPECT_LE(worst_hidden, 1e-5 * hidden_range) << worst_hidden;
+    std::printf("%s prompt %zu: MTP logits within %.2e of the range, hidden within %.2e of its largest\n",
+                golden, i, worst / range, worst_hidden / hidden_range);
   }
 }
 
-class MtpDrafts : public ::testing::TestWithParam<ActivationPrecision> {};
+INSTANTIATE_TEST_SUITE_P(Goldens, MtpGolden, ::testing::Values(kGolden, kV4Golden),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param == kGolden ? "DeepSeekV3" : "DeepSeekV4");
+                         });
+
+class MtpDrafts : public ::testing::TestWithParam<std::tuple<const char*, ActivationPrecision>> {};
 
 TEST_P(MtpDrafts, EveryDraftLengthGivesPlainDecodingsTokens) {
+  const auto [golden, precision] = GetParam();
   EngineOptions options;
-  options.precision = GetParam();
-  auto run = open_mtp(options);
+  options.precision = precision;
+  auto run = open_mtp(options, golden);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   Engine& engine = *run->engine;
   const std::vector<int32_t> prompt = {5, 9, 2, 6, 5, 3, 5, 9, 2, 6, 5, 3, 5};
@@ -142,16 +155,20 @@ TEST_P(MtpDrafts, EveryDraftLengthGivesPlainDecodingsTokens) {
     EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
     EXPECT_GE(st.drafted, st.verify_steps - 1);  // the last step may have no budget left for drafts
     EXPECT_LE(st.drafted, k * st.verify_steps);
-    std::printf("%s k=%lld: %lld of %lld MTP drafts accepted (%.1f%%), %.2f a step\n",
-                precision_name(GetParam()), static_cast<long long>(k), static_cast<long long>(st.accepted),
+    std::printf("%s %s k=%lld: %lld of %lld MTP drafts accepted (%.1f%%), %.2f a step\n", golden,
+                precision_name(precision), static_cast<long long>(k), static_cast<long long>(st.accepted),
                 static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, MtpDrafts,
-                         ::testing::Values(ActivationPrecision::kF32, ActivationPrecision::kBF16),
-                         [](const ::testing::TestParamInfo<ActivationPrecision>& p) {
-                           return std::string(precision_name(p.param));
+                         ::testing::Combine(::testing::Values(kGolden, kV4Golden),
+                                            ::testing::Values(ActivationPrecision::kF32,
+                                                              ActivationPrecision::kBF16)),
+                         [](const auto& p) {
+                           return std::string(std::get<0>(p.param) == kGolden ? "DeepSeekV3_"
+                                                                              : "DeepSeekV4_") +
+                                  precision_name(std::get<1>(p.param));
                          });
 
 // A one-layer target (the golden's last layer, embedding rows scaled to unit RMS) and an MTP layer made to
@@ -231,6 +248,91 @@ TEST(MtpDrafts, AnMtpLayerCopyingTheTargetIsMostlyAccepted) {
   }
 }
 
+// DeepSeek-V4's layout: a one-layer target (the golden MTP layer's own decoder layer, a sliding one, with
+// the main model's hc_head, norm and head; embedding rows scaled to unit RMS) and an MTP layer made to copy
+// it: the same layer, hc_head, norm and head, enorm's gain 1, e_proj = I and h_proj = 0, so every stream of
+// row t's input is the embedding of x_{t+1}, as the target's streams at t + 1 start. Past the window (8) the
+// MTP row t attends to the keys the target's position t + 1 does: its drafts are the target's own tokens,
+// chained ones too, on the hyper-connection streams, the MTP cache's window and its forks.
+TEST(MtpDrafts, ADeepSeekV4MtpLayerCopyingTheTargetIsAccepted) {
+  EngineOptions exact;
+  exact.kv_dtype = KvDtype::kF32;
+  auto run = open_mtp(exact, kV4Golden);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const ModelSpec& full = run->model.spec;
+  const ModelWeights& w = *run->model.weights;
+  ASSERT_EQ(w.mtp.size(), 1u);
+  const int64_t vocab = full.vocab_size, hidden = full.hidden_size;
+  FloatMatrix table(vocab, hidden);  // [V, H] the embedding, each row scaled to RMS 1
+  for (int64_t i = 0; i < vocab; ++i) {
+    double squares = 0;
+    for (int64_t j = 0; j < hidden; ++j) squares += std::pow(w.embedding.at(i, j), 2);
+    const double scale = 1.0 / std::sqrt(squares / static_cast<double>(hidden));
+    for (int64_t j = 0; j < hidden; ++j) table.row(i)[j] = static_cast<float>(w.embedding.at(i, j) * scale);
+  }
+  FloatMatrix identity(hidden, hidden), zero(hidden, hidden);  // [H, H] e_proj and h_proj
+  for (int64_t i = 0; i < hidden; ++i) identity.row(i)[i] = 1.0f;
+  const std::vector<float> ones(static_cast<size_t>(hidden), 1.0f);
+  auto f32 = [&](const FloatMatrix& m) {
+    return Linear{
+        WeightView{.format = WeightFormat::kF32, .rows = m.rows, .cols = m.cols, .data = m.data.data()}};
+  };
+  auto one_layer = [&] {
+    auto m = std::make_shared<ModelWeights>();
+    m->embedding =
+        WeightView{.format = WeightFormat::kF32, .rows = vocab, .cols = hidden, .data = table.data.data()};
+    m->lm_head = w.lm_head;
+    m->final_norm = w.final_norm;
+    m->hc_head = w.hc_head;
+    m->layers = {w.mtp[0]->layers[0]};
+    m->held_layers = {0, 1};
+    m->vocab = w.vocab;
+    m->source = w.source;
+    return m;
+  };
+  auto copy = one_layer();
+  copy->mtp_input.embedding_norm = ones;
+  copy->mtp_input.hidden_norm = ones;
+  copy->mtp_input.embedding_projection = f32(identity);
+  copy->mtp_input.hidden_projection = f32(zero);
+  auto target_weights = one_layer();
+  target_weights->mtp = {copy};
+  ModelSpec spec = full;
+  spec.n_layers = 1;
+  spec.layers = {mtp_layer_spec(full)};
+  spec.n_mtp_layers = 0;
+  EngineOptions options = exact;
+  options.mtp_layers = true;
+  auto target = Engine::create(spec, target_weights, *run->backend, options);
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  Engine& engine = **target;
+
+  const std::vector<int32_t> prompt = {17, 4, 200, 31, 9, 77, 4, 120, 63, 8, 150, 2, 99};
+  constexpr int64_t kNew = 24;
+  SamplingParams greedy;
+  auto plain = generate(engine, prompt, kNew, greedy);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  for (int64_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE(k);
+    MtpDrafter drafter(engine);
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new = kNew;
+    request.sampling = greedy;
+    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
+    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
+    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
+    for (size_t s = 0; s < plain->steps.size(); ++s)
+      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
+    const SpecStats& st = spec_run->stats;
+    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    EXPECT_GE(st.acceptance_rate(), 0.9) << st.accepted << " of " << st.drafted;
+    std::printf("copying V4 MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n",
+                static_cast<long long>(k), static_cast<long long>(st.accepted),
+                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
+  }
+}
+
 TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
   auto run = open_mtp({});
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -248,6 +350,20 @@ TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
   ASSERT_FALSE(wrong_layer.is_ok());
   EXPECT_EQ(wrong_layer.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(cache.length(), 0);
+
+  // DeepSeek-V4's MTP layer reads the target's hyper-connection streams [rows, hc_mult * hidden]: one
+  // stream's width is refused.
+  auto v4 = open_mtp({}, kV4Golden);
+  ASSERT_TRUE(v4.is_ok()) << v4.status().to_string();
+  ASSERT_EQ(v4->engine->residual_width(),
+            v4->engine->spec().hidden_size * v4->engine->spec().hyper_connections->streams);
+  KvCache v4_cache = v4->engine->new_mtp_cache(0);
+  const SequenceStep v4_step{&v4_cache, std::span<const int32_t>(ids).first(1)};
+  FloatMatrix one_stream(1, v4->engine->spec().hidden_size);
+  auto narrow = v4->engine->forward_mtp(0, std::span(&v4_step, 1),
+                                        ConstMatrix(one_stream.data.data(), 1, one_stream.cols));
+  EXPECT_EQ(narrow.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(v4_cache.length(), 0);
 
   // The same weights without EngineOptions::mtp_layers: a plain engine, no MTP layer to run.
   auto plain = Engine::create(run->model.spec, run->model.weights, *run->backend, {});

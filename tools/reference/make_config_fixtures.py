@@ -21,6 +21,7 @@ from transformers import AutoConfig
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_configs import CONFIGS  # noqa: E402
 from make_mtp_golden import NAME as MTP_GOLDEN, golden_config as mtp_golden_config  # noqa: E402
+from make_v4_mtp_golden import NAME as V4_MTP_GOLDEN, golden_config as v4_mtp_golden_config  # noqa: E402
 
 # Extra cases: name -> (golden base, overrides).
 CASES = {
@@ -80,7 +81,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "../../tests/model/configs"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for name, kwargs in [*CONFIGS.items(), (MTP_GOLDEN, mtp_golden_config())]:
+    for name, kwargs in [*CONFIGS.items(), (MTP_GOLDEN, mtp_golden_config()),
+                         (V4_MTP_GOLDEN, v4_mtp_golden_config())]:
         save(name, kwargs, args.out, args.tag)
     for name, (base, overrides) in CASES.items():
         kwargs = dict(CONFIGS[base])

@@ -14,6 +14,16 @@ std::string decoder_prefix(const ModelSpec& spec) {
   return spec.multimodal_wrapper ? "language_model.model." : "model.";
 }
 
+LayerSpec mtp_layer_spec(const ModelSpec& spec) {
+  LayerSpec layer = spec.layers.empty() ? LayerSpec{} : spec.layers.back();
+  if (spec.compressed_kv) {
+    layer.kv_compress_ratio = 0;
+    layer.compressed_sparse = false;
+    layer.hash_routed = false;
+  }
+  return layer;
+}
+
 namespace {
 
 // Upper bound on the tensors we are willing to list (a trillion-parameter MoE with FP8 scales holds ~140k).

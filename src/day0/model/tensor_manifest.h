@@ -80,6 +80,12 @@ void adopt_stored_layout(TensorManifest& manifest, const std::function<bool(cons
 // is unreasonably large.
 Result<TensorManifest> build_tensor_manifest(const ModelSpec& spec);
 
+// The kind of the multi-token-prediction layers' decoder layer: the last decoder layer's, except that a
+// compressed-KV model's (DeepSeek-V4: the release's compress_ratios[num_hidden_layers] is 0 and its index is
+// past num_hash_layers) attends to its window of raw keys only and routes by its learned router. One
+// source for the weight table and the engine that runs the layer.
+LayerSpec mtp_layer_spec(const ModelSpec& spec);
+
 // Name prefix of the decoder ("model." or "language_model.model." for image-text wrappers).
 std::string decoder_prefix(const ModelSpec& spec);
 

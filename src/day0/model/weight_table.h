@@ -209,6 +209,10 @@ enum class WeightSlot {
   kMtpEmbeddingNorm,
   kMtpHiddenNorm,
   kMtpProjection,
+  // DeepSeek-V4's MTP layer projects the two inputs apart and adds them: e_proj [H, H] of the normed
+  // embedding, h_proj [H, H] of each normed hyper-connection stream of the main model.
+  kMtpEmbeddingProjection,
+  kMtpHiddenProjection,
 };
 
 const char* tensor_role_name(TensorRole role);  // "embedding", "routed_expert", ...

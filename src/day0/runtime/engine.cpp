@@ -13,6 +13,7 @@
 #include "day0/dist/communicator.h"
 #include "day0/dist/pipeline_stages.h"
 #include "day0/model/model_memory.h"
+#include "day0/model/tensor_manifest.h"
 #include "day0/runtime/blocks.h"
 
 namespace day0 {
@@ -370,10 +371,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelSpec& spec, std::share
           "engine: multi-token-prediction layers asked for, but the weights were bound without them "
           "(LoadOptions::mtp_layers)");
     }
-    // Each MTP layer runs as a one-layer model of the last decoder layer's kind, on its own KV pool.
+    // Each MTP layer runs as a one-layer model of its kind (mtp_layer_spec), on its own KV pool.
     ModelSpec one_layer = spec;
     one_layer.n_layers = 1;
-    one_layer.layers = {spec.layers.back()};
+    one_layer.layers = {mtp_layer_spec(spec)};
     one_layer.n_mtp_layers = 0;
     EngineOptions mtp_options = options;
     mtp_options.mtp_layers = false;
@@ -395,23 +396,46 @@ Result<ConstMatrix> Engine::forward_mtp(int64_t k, std::span<const SequenceStep>
   }
   int64_t rows = 0;
   for (const SequenceStep& s : batch) rows += static_cast<int64_t>(s.tokens.size());
-  if (hidden.data == nullptr || hidden.rows != rows || hidden.cols != spec_.hidden_size) {
+  if (hidden.data == nullptr || hidden.rows != rows || hidden.cols != residual_width() ||
+      !hidden.contiguous()) {
     return invalid_argument(fmt::format("forward_mtp: hidden states [{}, {}] for {} rows of width {}",
-                                        hidden.rows, hidden.cols, rows, spec_.hidden_size));
+                                        hidden.rows, hidden.cols, rows, residual_width()));
   }
   return mtp_[static_cast<size_t>(k)]->forward_step(batch, last_only, capture, hidden);
 }
 
-void Engine::mtp_input(const blocks::Context& c, ConstMatrix mtp_hidden, Matrix x) {
+int64_t Engine::residual_width() const {
+  return spec_.hidden_size * (spec_.hyper_connections ? spec_.hyper_connections->streams : 1);
+}
+
+void Engine::mtp_input(const blocks::Context& c, ConstMatrix embedded, ConstMatrix mtp_hidden, Matrix x) {
   const MtpInputWeights& in = weights_->mtp_input;
   const int64_t t = x.rows, hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
-  const blocks::StepArena::Mark start = arena_->mark();  // `joined` ends with the projection
-  blocks::Buffer joined(*arena_, t, 2 * hidden);         // [T, 2H]: [enorm(embedding) | hnorm(h)]
-  blocks::decoder_norm(c, x, in.embedding_norm, eps, Matrix(joined.data(), t, hidden, 2 * hidden));
-  blocks::decoder_norm(c, mtp_hidden, in.hidden_norm, eps,
-                       Matrix(joined.data() + hidden, t, hidden, 2 * hidden));
-  blocks::linear(c, joined.m, in.projection, x);
+  const blocks::StepArena::Mark start = arena_->mark();  // the temporaries end with the input
+  if (in.projection.present()) {                         // eh_proj over the two normed inputs side by side
+    blocks::Buffer joined(*arena_, t, 2 * hidden);       // [T, 2H]: [enorm(embedding) | hnorm(h)]
+    blocks::decoder_norm(c, embedded, in.embedding_norm, eps, Matrix(joined.data(), t, hidden, 2 * hidden));
+    blocks::decoder_norm(c, mtp_hidden, in.hidden_norm, eps,
+                         Matrix(joined.data() + hidden, t, hidden, 2 * hidden));
+    blocks::linear(c, joined.m, in.projection, x);
+    arena_->release(start);
+    return;
+  }
+  // Hyper-connections: stream j of the input is e_proj(enorm(embedding)) + h_proj(hnorm(stream j of h)).
+  D0_CHECK_MSG(x.contiguous() && mtp_hidden.contiguous(), "MTP input: streams side by side in whole rows");
+  const int64_t n = x.cols / hidden;
+  blocks::Buffer normed(*arena_, t, hidden), e(*arena_, t, hidden);  // [T, H] enorm(embedding), e_proj of it
+  blocks::decoder_norm(c, embedded, in.embedding_norm, eps, normed.m);
+  blocks::linear(c, normed.m, in.embedding_projection, e.m);
+  blocks::Buffer streams(*arena_, t * n, hidden);  // [T n, H] hnorm of each stream, one stream a row
+  blocks::decoder_norm(c, ConstMatrix(mtp_hidden.data, t * n, hidden), in.hidden_norm, eps, streams.m);
+  blocks::linear(c, streams.m, in.hidden_projection, Matrix(x.data, t * n, hidden));
+  for (int64_t j = 0; j < n; ++j) {
+    const Matrix stream = x.col_slice(j * hidden, hidden);  // [T, H]
+    backend_.add({stream, e.m, stream});
+  }
+  blocks::round_activations(c, x);
   arena_->release(start);
 }
 
@@ -709,7 +733,7 @@ ConstMatrix Engine::forward_unchecked(std::span<const SequenceStep> batch, bool 
     dist::check_comm(
         options_.pipeline->recv(std::as_writable_bytes(activations()), stage.stage - 1, kActivationTag));
   }
-  if (mtp_hidden.data != nullptr) mtp_input(c, mtp_hidden, x.m);
+  if (mtp_hidden.data != nullptr) mtp_input(c, n_streams > 1 ? h.m : x.m, mtp_hidden, x.m);
   // Per-layer inputs [T, n_layers * P] of the step, from the token ids and the scaled embeddings.
   Buffer per_layer;
   if (spec_.per_layer_input) {

@@ -191,15 +191,20 @@ class Engine {
 
   // The checkpoint's multi-token-prediction layers (EngineOptions::mtp_layers; 0 without). MTP layer k
   // runs at row t on the main model's last hidden state h_t (ForwardCapture::last_hidden, before the final
-  // norm) and the token x_{t+1}: eh_proj([enorm(embed(x_{t+1})) | hnorm(h_t)]), its decoder layer over its
-  // own cache (new_mtp_cache: rows at positions cache->length() ... like forward's), shared_head.norm,
-  // then its head: logits of x_{t+2}.
+  // norm; with hyper-connections the streams before hc_head) and the token x_{t+1}: eh_proj([enorm(
+  // embed(x_{t+1})) | hnorm(h_t)]) (with hyper-connections e_proj(enorm(embed)) + h_proj(hnorm(stream j))
+  // per stream), its decoder layer over its own cache (new_mtp_cache: rows at positions cache->length()
+  // ... like forward's), its norm (after its own hc_head), then the head: logits of x_{t+2}.
   int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
   KvCache new_mtp_cache(int64_t k) const { return mtp_.at(static_cast<size_t>(k))->new_cache(); }
+  // The width of a row of ForwardCapture::last_hidden, which forward_mtp reads: hidden_size, times the
+  // streams with hyper-connections.
+  int64_t residual_width() const;
   // One step of MTP layer k: `batch` holds each sequence's MTP cache and tokens x_{t+1}, `hidden` [rows,
-  // hidden] the h_t of every row in batch order. Returns logits as forward does; capture->last_hidden is
-  // the MTP layer's output before shared_head.norm (what a chained draft feeds back as h). InvalidArgument
-  // without MTP layers, for k out of range or a hidden matrix of other rows or width.
+  // residual_width()] the h_t of every row in batch order. Returns logits as forward does;
+  // capture->last_hidden is the MTP layer's output before its norm (and hc_head): what a chained draft
+  // feeds back as h. InvalidArgument without MTP layers, for k out of range or a hidden matrix of other
+  // rows or width.
   Result<ConstMatrix> forward_mtp(int64_t k, std::span<const SequenceStep> batch, ConstMatrix hidden,
                                   bool last_only = false, ForwardCapture* capture = nullptr);
 
@@ -241,8 +246,9 @@ class Engine {
   // activations on and return an empty matrix).
   ConstMatrix forward_unchecked(std::span<const SequenceStep> batch, bool last_only, ForwardCapture* capture,
                                 ConstMatrix mtp_hidden = {});
-  // An MTP layer's input into x [T, H]: eh_proj([enorm(x) | hnorm(mtp_hidden)]), x holding the embeddings.
-  void mtp_input(const blocks::Context& c, ConstMatrix mtp_hidden, Matrix x);
+  // An MTP layer's input into x [T, residual_width()] from the embeddings [T, H] and the main model's
+  // hidden states mtp_hidden [T, residual_width()] (MtpInputWeights).
+  void mtp_input(const blocks::Context& c, ConstMatrix embedded, ConstMatrix mtp_hidden, Matrix x);
   // A pipelined step: micro-batches through the stages, then the last stage's logits to every stage.
   ConstMatrix forward_pipelined(std::span<const SequenceStep> batch, bool last_only);
   // The first held layer (or n_layers for the logits) whose output in the last forward_unchecked call

@@ -223,12 +223,14 @@ struct IntProjections {
   std::string label() const;  // "int4 g128 x int8 activations (210 projections)", "" when none
 };
 
-// What turns the main model's hidden state and the next token into a multi-token-prediction layer's input
-// (the eh_proj layout): eh_proj([enorm(embedding) | hnorm(hidden)]).
+// What turns the main model's hidden state and the next token into a multi-token-prediction layer's input:
+// eh_proj([enorm(embedding) | hnorm(hidden)]) (DeepSeek-V3's layout), or with hyper-connections (DeepSeek-V4)
+// e_proj(enorm(embedding)) + h_proj(hnorm(stream j)) for each of the main model's streams j.
 struct MtpInputWeights {
   std::span<const float> embedding_norm, hidden_norm;  // enorm, hnorm [H]
-  Linear projection;                                   // eh_proj [H, 2H]
-  bool present() const { return projection.present(); }
+  Linear projection;                                   // eh_proj [H, 2H], or absent
+  Linear embedding_projection, hidden_projection;      // e_proj, h_proj [H, H], or absent
+  bool present() const { return projection.present() || hidden_projection.present(); }
 };
 
 struct ModelWeights {

@@ -1,10 +1,11 @@
 #pragma once
-// Drafts from the checkpoint's own multi-token-prediction layers (the eh_proj layout, Engine::forward_mtp).
-// MTP row t reads the target's last hidden state h_t and the token x_{t+1} and predicts x_{t+2}; its KV
-// cache holds a row for every position the target has kept, fed with the target's hidden states (the
-// prompt's from the prefill, then each verification step's accepted rows). A proposal first feeds the rows
-// the target kept since the last one (their last logits: draft 1), then chains: draft i + 1 from the MTP
-// layer's own output at draft i (before shared_head.norm) and draft i, on rows cut back at the next call.
+// Drafts from the checkpoint's own multi-token-prediction layers (DeepSeek-V3's eh_proj layout and
+// DeepSeek-V4's over hyper-connection streams, Engine::forward_mtp). MTP row t reads the target's last hidden
+// state h_t ([residual_width()]: the streams with hyper-connections) and the token x_{t+1} and predicts
+// x_{t+2}; its KV cache holds a row for every position the target has kept, fed with the target's hidden
+// states (the prompt's from the prefill, then each verification step's accepted rows). A proposal first feeds
+// the rows the target kept since the last one (their last logits: draft 1), then chains: draft i + 1 from the
+// MTP layer's own output at draft i (before its norm) and draft i, on a fork of the cache dropped after.
 // Drafts are greedy and verification is the target's, so the output is plain decoding's.
 #include <cstdint>
 #include <span>
@@ -25,7 +26,7 @@ class MtpDrafter final : public Drafter {
 
  private:
   Engine& target_;
-  KvCache cache_;  // MTP layer 0's rows: [0, fed_) from the target's hidden states, then chained drafts
+  KvCache cache_;  // MTP layer 0's rows [0, fed_), from the target's hidden states
   int64_t fed_ = 0;
   // The target's hidden states [rows, hidden] of positions fed_, fed_ + 1, ... not fed to the MTP layer yet.
   std::vector<float> pending_;

@@ -77,6 +77,10 @@ class TableBinder {
         return norm(t, out_.mtp_input.hidden_norm);
       case WeightSlot::kMtpProjection:
         return linear(t, out_.mtp_input.projection);
+      case WeightSlot::kMtpEmbeddingProjection:
+        return linear(t, out_.mtp_input.embedding_projection);
+      case WeightSlot::kMtpHiddenProjection:
+        return linear(t, out_.mtp_input.hidden_projection);
       case WeightSlot::kHcHeadFn:
         return linear(t, out_.hc_head.fn);
       case WeightSlot::kHcHeadBase:
@@ -540,16 +544,19 @@ Status bind_mtp_layers(const ModelSpec& spec, const TensorManifest& manifest, Mo
   }
   for (int64_t k = 0; k < spec.n_mtp_layers; ++k) {
     const int64_t table_layer = spec.n_layers + k;
-    // The layout is the family's, read off its weight table before any tensor is looked for.
-    const bool eh_proj_layout =
+    // The layout is the family's, read off its weight table before any tensor is looked for: DeepSeek-V3's
+    // eh_proj, or DeepSeek-V4's e_proj / h_proj over hyper-connection streams.
+    const bool known_layout =
         std::any_of(manifest.tensors.begin(), manifest.tensors.end(), [&](const TensorSpec& t) {
-          return t.mtp && t.layer == table_layer && t.slot == WeightSlot::kMtpProjection;
+          return t.mtp && t.layer == table_layer &&
+                 (t.slot == WeightSlot::kMtpProjection ||
+                  (t.slot == WeightSlot::kMtpHiddenProjection && spec.hyper_connections));
         });
-    if (!eh_proj_layout) {
+    if (!known_layout) {
       return unsupported(
           fmt::format("{}: its multi-token-prediction layers are not laid out as DeepSeek-V3's (enorm, "
-                      "hnorm, eh_proj and shared_head in model.layers.{}): drafting with them is not "
-                      "built yet",
+                      "hnorm, eh_proj and shared_head in model.layers.{}) or DeepSeek-V4's (mtp.N.e_proj / "
+                      "h_proj over hyper-connection streams): drafting with them is not built yet",
                       spec.family, table_layer));
     }
     auto sub = std::make_shared<ModelWeights>();
@@ -557,7 +564,7 @@ Status bind_mtp_layers(const ModelSpec& spec, const TensorManifest& manifest, Mo
     sub->held_layers = {0, 1};
     sub->source = out.source;
     sub->layers.resize(1);
-    if (spec.layers.back().moe && spec.moe)  // the MTP layer is laid out as the last decoder layer
+    if (mtp_layer_spec(spec).moe && spec.moe)
       sub->layers[0].moe.experts.resize(static_cast<size_t>(spec.moe->n_experts));
     WeightBinder b(spec, *sub);
     TableBinder table(b, *sub, table_layer);

@@ -6,6 +6,7 @@
 #include "day0/model/config_common.h"
 #include "day0/model/families/families.h"
 #include "day0/model/family_registry.h"
+#include "day0/model/tensor_manifest.h"
 #include "day0/model/weight_blocks.h"
 
 namespace day0::families {
@@ -247,40 +248,39 @@ StoredLayout release_layout() {
 
 }  // namespace
 
-// transformers 5.25's save names the head `head.weight` and the rest under "model."; the MTP layers, which
-// transformers drops on load, under the release's "mtp.{i}." (its tensor index: a sliding layer, a
-// learned-routed MoE, e_proj / h_proj [H, H], enorm / hnorm / norm and its own hyper-connection head).
+// transformers 5.25's save names the head `head.weight`, the rest under "model.", the MTP layers (dropped by
+// transformers) under the release's "mtp.{i}.". An MTP layer (V4 inference code's MTPBlock; forward_mtp)
+// reads the main model's last-layer streams h_t, uncollapsed, and x_{t+1}: stream j = h_proj(hnorm(h_t[j])) +
+// e_proj(enorm(embed(x_{t+1}))); then its layer (mtp_layer_spec), own hc_head_* and norm, the main head.
 void weights_deepseek_v4(const ModelSpec& s, WeightTableBuilder& b) {
+  using namespace weights;
   const int64_t H = s.hidden_size;
-  b.add("embed_tokens.weight", {s.vocab_size, H}, WeightStorage::kPlain, TensorRole::kEmbedding,
-        weights::kVocab, WeightSlot::kEmbedding);
+  b.add("embed_tokens.weight", {s.vocab_size, H}, WeightStorage::kPlain, TensorRole::kEmbedding, kVocab,
+        WeightSlot::kEmbedding);
   for (int64_t l = 0; l < s.n_layers; ++l) {
     b.begin_layer(l);
     layer_weights(s, b, s.layers[static_cast<size_t>(l)]);
     b.end_layer();
   }
-  b.add("norm.weight", {H}, WeightStorage::kKeptF32, TensorRole::kNorm, weights::kReplicated,
-        WeightSlot::kFinalNorm);
-  weights::hyper_connection(s, b, "hc_head.hc_fn", "hc_head.hc_base", "hc_head.hc_scale",
-                            weights::kHcHeadSlots, true);
+  b.add("norm.weight", {H}, WeightStorage::kKeptF32, TensorRole::kNorm, kReplicated, WeightSlot::kFinalNorm);
+  hyper_connection(s, b, "hc_head.hc_fn", "hc_head.hc_base", "hc_head.hc_scale", kHcHeadSlots, true);
   if (!s.tie_word_embeddings) {
-    b.add_absolute("head.weight", {s.vocab_size, H}, WeightStorage::kPlain, TensorRole::kLmHead,
-                   weights::kVocab, WeightSlot::kLmHead);
+    b.add_absolute("head.weight", {s.vocab_size, H}, WeightStorage::kPlain, TensorRole::kLmHead, kVocab,
+                   WeightSlot::kLmHead);
   }
-  LayerSpec mtp = s.layers.back();
-  mtp.kv_compress_ratio = 0;
-  mtp.compressed_sparse = mtp.hash_routed = false;
+  const LayerSpec mtp = mtp_layer_spec(s);
   for (int64_t i = 0; i < s.n_mtp_layers; ++i) {
     b.begin_mtp_scope(s.n_layers + i, fmt::format("mtp.{}.", i));
     layer_weights(s, b, mtp);
-    for (const char* proj : {"e_proj.weight", "h_proj.weight"}) {
-      b.add(proj, {H, H}, WeightStorage::kProjection, TensorRole::kAttention, weights::kReplicated,
-            WeightSlot::kNone);
-    }
-    for (const char* norm : {"enorm.weight", "hnorm.weight", "norm.weight"}) {
-      b.add(norm, {H}, WeightStorage::kKeptF32, TensorRole::kNorm, weights::kReplicated, WeightSlot::kNone);
-    }
-    weights::hyper_connection(s, b, "hc_head_fn", "hc_head_base", "hc_head_scale", {}, true);
+    using enum WeightSlot;
+    for (auto [name, slot] :
+         {std::pair{"e_proj.weight", kMtpEmbeddingProjection}, {"h_proj.weight", kMtpHiddenProjection}})
+      b.add(name, {H, H}, WeightStorage::kProjection, TensorRole::kAttention, kReplicated, slot);
+    for (auto [name, slot] : {std::pair{"enorm.weight", kMtpEmbeddingNorm},
+                              {"hnorm.weight", kMtpHiddenNorm},
+                              {"norm.weight", kFinalNorm}})
+      b.add(name, {H}, WeightStorage::kKeptF32, TensorRole::kNorm, kReplicated, slot);
+    hyper_connection(s, b, "hc_head_fn", "hc_head_base", "hc_head_scale", kHcHeadSlots, true);
     b.end_layer();
   }
   b.stored_layout(release_layout());
