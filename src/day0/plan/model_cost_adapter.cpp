@@ -99,9 +99,9 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     if (ls.mask != AttentionMask::kCausal && ls.window > 0) l.kv_window = ls.window;
     set_kv_bytes_per_token(l, spec, !layer_has_kv(ls));
     if (!layer_is_recurrent(ls)) l.state_bytes_per_sequence = 0.0;  // an FFN-only layer keeps nothing
-    // Attention's cost per (query, key) pair: the figure the recorder measures on the engine's kernels.
     // A compressed KV layer's partial groups join the sequence's state (set after the line above).
     set_compressed_kv_bytes_per_token(l, spec, ls);
+    // Attention's cost per (query, key) pair: the figure the recorder measures on the engine's kernels.
     const AttentionPairCost pair = attention_pair_cost(spec, ls);
     l.attn_flops_per_pair_decode = pair.decode_flops;
     l.attn_flops_per_pair_prefill = pair.prefill_flops;
