@@ -289,7 +289,7 @@ std::string golden_test_name(const ::testing::TestParamInfo<const char*>& param)
 }
 INSTANTIATE_TEST_SUITE_P(Goldens, SpeculativeGolden,
                          ::testing::Values("llama3", "qwen3.5", "nemotron-h", "gpt-oss", "llama4-text",
-                                           "cohere2-moe"),
+                                           "cohere2-moe", "deepseek-v4", "deepseek-v4-fp4"),
                          golden_test_name);
 
 // A row-invariant step of N rows (Engine::set_row_invariant) gives, row for row, bit for bit the logits
@@ -352,7 +352,8 @@ TEST_P(RowInvariantGolden, AStepOfNRowsGivesTheLogitsOfNOneTokenSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, RowInvariantGolden,
-                         ::testing::Values("llama3", "qwen3", "gemma4", "mixtral", "gpt-oss"),
+                         ::testing::Values("llama3", "qwen3", "gemma4", "mixtral", "gpt-oss", "deepseek-v4",
+                                           "deepseek-v4-fp4"),
                          golden_test_name);
 
 TEST(Speculative, RefusesADraftLengthOutOfRangeAndACacheThatIsNotEmpty) {

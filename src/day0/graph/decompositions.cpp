@@ -56,7 +56,8 @@ void decompose_grouped_matmul(Backend& be, const GroupedMatmulArgs& a) {
     be.matmul({.x = a.x.col_slice(g * k, k),
                .w = weight_row_block(a.w, g * n, n),
                .y = a.y.col_slice(g * n, n),
-               .exact = a.exact});
+               .exact = a.exact,
+               .row_invariant = a.row_invariant});
   }
 }
 

@@ -60,7 +60,8 @@ struct GroupedMatmulArgs {
   WeightView w;   // [N, K/G]
   Matrix y;       // [T, N]; must not alias x
   int64_t groups = 1;
-  bool exact = true;  // as MatmulArgs::exact
+  bool exact = true;           // as MatmulArgs::exact
+  bool row_invariant = false;  // as MatmulArgs::row_invariant, for every group
 };
 
 // ---- rms_norm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be empty: weightless) ------------

@@ -326,8 +326,12 @@ void shared_kv_attention(const Context& c, int64_t layer, const AttentionWeights
   rope_trailing(c, attn.m, back, nh, d, rotary, rope);
   round_activations(c, attn.m);
   Buffer grouped(c.arena, t, a.out_groups * a.out_rank);  // [T, groups * o_rank]
-  c.be.grouped_matmul(
-      {.x = attn.m, .w = w.o_a.w, .y = grouped.m, .groups = a.out_groups, .exact = c.exact()});
+  c.be.grouped_matmul({.x = attn.m,
+                       .w = w.o_a.w,
+                       .y = grouped.m,
+                       .groups = a.out_groups,
+                       .exact = c.exact(),
+                       .row_invariant = c.row_invariant});
   round_activations(c, grouped.m);
   matmul(c, grouped.m, w.o_b, out);  // [T, hidden]
   finish_row_parallel(c, out);
