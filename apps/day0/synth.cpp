@@ -10,6 +10,7 @@
 #include "command.h"
 #include "day0/core/human.h"
 #include "day0/model/catalog.h"
+#include "day0/model/model_summary.h"
 #include "day0/ops/tensor.h"
 #include "day0/synth/synth_checkpoint.h"
 
@@ -26,29 +27,15 @@ struct SynthArgs {
   bool json = false;
 };
 
-// Compressed KV layers (DeepSeek-V4): how many of each kind, with their ratios, and the indexer's top-k.
-std::string compressed_kv_layers(const ModelSpec& s) {
-  if (!s.compressed_kv) return "";
-  int64_t sparse = 0, heavy = 0, sparse_ratio = 0, heavy_ratio = 0;
-  for (const LayerSpec& l : s.layers) {
-    if (l.kv_compress_ratio <= 0) continue;
-    (l.compressed_sparse ? sparse : heavy) += 1;
-    (l.compressed_sparse ? sparse_ratio : heavy_ratio) = l.kv_compress_ratio;
-  }
-  return fmt::format(", {} compressed sparse (ratio {}, indexer top-{}) + {} heavily compressed (ratio {})",
-                     sparse, sparse_ratio, s.compressed_kv->index_topk, heavy, heavy_ratio);
-}
-
-std::string structure_line(const ModelSpec& s) {
-  std::string attention =
-      s.attention == AttentionKind::kMla
-          ? fmt::format("MLA (q_lora {}, kv_lora {}, nope {}, rope {}, v {})", s.mla->q_lora_rank,
-                        s.mla->kv_lora_rank, s.mla->qk_nope_head_dim, s.mla->qk_rope_head_dim,
-                        s.mla->v_head_dim)
-      : s.shared_kv_low_rank ? fmt::format("shared K=V MQA {} heads x {} (q_lora {}, {} output groups of {})",
-                                           s.n_heads, s.head_dim, s.shared_kv_low_rank->q_lora_rank,
-                                           s.shared_kv_low_rank->out_groups, s.shared_kv_low_rank->out_rank)
-                             : fmt::format("GQA {}/{} heads x {}", s.n_heads, s.n_kv_heads, s.head_dim);
+std::string attention_line(const ModelSpec& s) {
+  // Shared key = value attention (DeepSeek-V4): its layers' kinds of KV are part of the mechanism, so
+  // the summary's own line (inspect's) rather than a second description here.
+  if (s.shared_kv_low_rank) return describe_attention(s);
+  std::string attention = s.attention == AttentionKind::kMla
+                              ? fmt::format("MLA (q_lora {}, kv_lora {}, nope {}, rope {}, v {})",
+                                            s.mla->q_lora_rank, s.mla->kv_lora_rank, s.mla->qk_nope_head_dim,
+                                            s.mla->qk_rope_head_dim, s.mla->v_head_dim)
+                              : fmt::format("GQA {}/{} heads x {}", s.n_heads, s.n_kv_heads, s.head_dim);
   if (s.attention_sinks) attention += ", sinks";
   if (s.qk_norm) attention += s.qk_norm_full_width ? ", qk-norm over all heads" : ", qk-norm";
   if (s.sliding_window > 0 && count_masked_layers(s, AttentionMask::kSliding) > 0) {
@@ -57,7 +44,11 @@ std::string structure_line(const ModelSpec& s) {
   }
   if (count_masked_layers(s, AttentionMask::kChunked) > 0)
     attention += fmt::format(", chunked {}", s.attention_chunk_size);
-  attention += compressed_kv_layers(s);
+  return attention;
+}
+
+std::string structure_line(const ModelSpec& s) {
+  const std::string attention = attention_line(s);
   std::string ffn = "dense";
   if (s.moe) {
     ffn = fmt::format("{} dense + {} MoE layers, {} experts top-{} ({})", s.n_layers - count_moe_layers(s),

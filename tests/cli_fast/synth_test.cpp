@@ -47,5 +47,24 @@ TEST(CliSynth, JsonOutputAndBadInput) {
   std::filesystem::remove_all(dir);
 }
 
+// DeepSeek-V4's attention line is the model summary's (inspect's), not one of synth's own: the same text
+// for the miniature, naming its kinds of KV layers.
+TEST(CliSynth, DeepseekV4StructureDescribesAttentionAsInspectDoes) {
+  const std::string dir = make_temp_dir("day0_synth_cli_");
+  const std::string out = dir + "/v4";
+  CliResult r = run_cli({"synth", "deepseek-v4-flash", "--out", out, "--layers", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string structure = nlohmann::json::parse(r.out)["structure"].get<std::string>();
+  CliResult inspect = run_cli({"inspect", out});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const size_t row = inspect.out.find("\nAttention ");
+  ASSERT_NE(row, std::string::npos) << inspect.out;
+  const size_t from = inspect.out.find_first_not_of(' ', row + 10);
+  const std::string attention = inspect.out.substr(from, inspect.out.find('\n', from) - from);
+  EXPECT_NE(attention.find("compressed sparse"), std::string::npos) << attention;
+  EXPECT_NE(structure.find("; " + attention + ";"), std::string::npos) << structure << "\n" << attention;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace day0::testing
