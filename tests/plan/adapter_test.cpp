@@ -6,6 +6,7 @@
 #include "day0/model/catalog.h"
 #include "day0/model/config_parser.h"
 #include "day0/model/tensor_manifest.h"
+#include "day0/plan/estimate.h"
 #include "day0/plan/model_cost_adapter.h"
 #include "day0/plan/planner.h"
 #include "day0/plan/presets.h"
@@ -170,6 +171,34 @@ TEST(Adapter, DeepseekV4FlashOnOneH200NodeWithExpertParallelism) {
   }
   EXPECT_EQ(compressed, 41);
   EXPECT_DOUBLE_EQ(cost->kv_bytes_per_token(KvPrecision::kBF16), 43 * 1024.0 + 21 * 320.0 + 20 * 8.0);
+}
+
+// What a decode step of Flash reads of one sequence's cache at 64K tokens, in BF16, counted by hand from
+// its shapes (head 512: 1024 bytes a raw row; a compressed sparse entry 512 + an indexer key of 128,
+// 1280 bytes; a heavily compressed one 1024): every layer its window of 128 raw rows; a compressed sparse
+// layer its top 512 entries whole and the indexer keys of the other 65536 / 4 - 512; a heavily compressed
+// layer all 65536 / 128 entries. Plus each layer's fixed state (its partial groups).
+TEST(Adapter, DeepseekV4FlashDecodeReadsTheSelectedEntriesAndEveryIndexerKey) {
+  auto cost = load_model_cost("deepseek-v4-flash");
+  ASSERT_TRUE(cost.is_ok()) << cost.status().to_string();
+  Workload w;
+  w.context = 65536;
+  w.kv = KvPrecision::kBF16;
+  const PreparedModel p = prepare_model(*cost, w, preset("8xH200").device);
+  const double window = 128 * 1024.0;
+  const double sparse = window + 512 * 1280.0 + (65536 / 4 - 512) * 128 * 2.0;
+  const double heavy = window + 65536 / 128 * 1024.0;
+  int counted[3] = {0, 0, 0};  // window only, compressed sparse, heavily compressed
+  for (size_t i = 0; i < cost->layers.size(); ++i) {
+    const LayerCost& l = cost->layers[i];
+    const int kind = l.reach.entry_ratio == 0 ? 0 : l.reach.selected > 0 ? 1 : 2;
+    ++counted[kind];
+    const double expected = (kind == 0 ? window : kind == 1 ? sparse : heavy) + l.state_bytes_per_sequence;
+    EXPECT_DOUBLE_EQ(p.kv_read_bytes[i], expected) << "layer " << i << ", kind " << kind;
+  }
+  EXPECT_EQ(counted[0], 2);
+  EXPECT_EQ(counted[1], 21);
+  EXPECT_EQ(counted[2], 20);
 }
 
 // Flash's grouped output projection (o_groups 8 of its 64 heads) splits over TP only in whole groups, the

@@ -41,8 +41,8 @@ RowKeys row_keys(const KeyReach& reach, int64_t visible) {
   const int64_t raw = reach.window > 0 ? std::min(visible, reach.window) : visible;
   if (reach.entry_ratio > 0) {
     const int64_t entries = visible / reach.entry_ratio;
-    keys.attended =
-        static_cast<double>(raw + (reach.selected > 0 ? std::min(entries, reach.selected) : entries));
+    keys.entries = static_cast<double>(reach.selected > 0 ? std::min(entries, reach.selected) : entries);
+    keys.attended = static_cast<double>(raw) + keys.entries;
     if (reach.indexed) keys.indexed = static_cast<double>(entries);
   } else {
     keys.attended = static_cast<double>(reach.selected > 0 ? std::min(raw, reach.selected) : raw);
@@ -55,8 +55,8 @@ RowKeys prompt_keys(const KeyReach& reach, int64_t tokens) {
   RowKeys keys;
   if (tokens <= 0) return keys;
   if (reach.entry_ratio > 0) {
-    keys.attended =
-        sum_capped(tokens, reach.window) + sum_windows_capped(tokens, reach.entry_ratio, reach.selected);
+    keys.entries = sum_windows_capped(tokens, reach.entry_ratio, reach.selected);
+    keys.attended = sum_capped(tokens, reach.window) + keys.entries;
     if (reach.indexed) keys.indexed = sum_windows(tokens, reach.entry_ratio);
   } else {
     keys.attended = sum_capped(tokens, tighter(reach.window, reach.selected));

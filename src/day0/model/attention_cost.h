@@ -28,6 +28,7 @@ struct KeyReach {
 struct RowKeys {
   double attended = 0;  // keys in the row's softmax: raw keys and entries
   double indexed = 0;   // keys its indexer scores (0: no indexer)
+  double entries = 0;   // of `attended`, the compressed entries (the rest are raw keys)
 };
 
 // The keys of the row that sees `visible` positions.

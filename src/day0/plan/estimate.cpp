@@ -266,17 +266,20 @@ PreparedModel prepare_model(const ModelCost& model, const Workload& w, const Dev
     const double cached = layer.kv_window > 0 ? std::min(ctx, static_cast<double>(layer.kv_window)) : ctx;
     // A sequence's cache: its KV rows, plus the fixed state of a recurrent layer twice (the live state
     // and its snapshot at the sequence's last whole block, KvCache's state blocks).
-    // Compressed entries stay for the whole context, past any window (read in full: an upper bound for a
-    // sparse layer, whose indexer reads only their keys).
-    const double compressed = ctx * layer.compressed_kv_bytes(w.kv);
-    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + compressed + 2 * layer.state_bytes_per_sequence);
-    // A decode step reads the keys it attends to (a selection of raw keys: the selected ones, and every
-    // index key).
-    const int64_t selected = layer.reach.entry_ratio == 0 ? layer.reach.selected : 0;
-    const double attended = selected > 0 ? std::min(cached, static_cast<double>(selected)) : cached;
-    const double share = layer.index_key_share;
-    p.kv_read_bytes.push_back(layer.kv_bytes(w.kv) * (attended * (1 - share) + cached * share) + compressed +
-                              layer.state_bytes_per_sequence);
+    // Compressed entries stay for the whole context, past any window.
+    p.kv_seq_bytes.push_back(cached * layer.kv_bytes(w.kv) + ctx * layer.compressed_kv_bytes(w.kv) +
+                             2 * layer.state_bytes_per_sequence);
+    // A decode step reads the keys its row attends to, whole, and of the keys its indexer scored but did
+    // not select only the index keys (index_key_share of a raw row, or of an entry where the layer
+    // compresses): row_keys, as its FLOPs.
+    const RowKeys keys = row_keys(layer.reach, w.context);
+    const bool compresses = layer.reach.entry_ratio > 0;
+    const double entry_bytes = layer.compressed_kv_bytes(w.kv) * static_cast<double>(layer.reach.entry_ratio);
+    const double unselected = std::max(0.0, keys.indexed - (compresses ? keys.entries : keys.attended));
+    p.kv_read_bytes.push_back(
+        layer.kv_bytes(w.kv) * (keys.attended - keys.entries) + entry_bytes * keys.entries +
+        (compresses ? entry_bytes : layer.kv_bytes(w.kv)) * layer.index_key_share * unselected +
+        layer.state_bytes_per_sequence);
   }
   const bool checkpoint = precision == WeightPrecision::kCheckpoint;
   p.embedding_bytes = checkpoint ? model.embedding_checkpoint_bytes : model.embedding_params * 2;

@@ -48,7 +48,8 @@ struct LayerCost {
   double attn_flops_per_pair_prefill = 0;  // the same for prefill (MLA runs the expanded form there)
   // The keys a token reads (model/attention_cost.h: its window, compressed entries, sparse selection);
   // an indexer scores its candidates at `index_flops_per_pair` FLOPs each, reading their index keys,
-  // `index_key_share` of the layer's KV bytes per token where the keys are raw rows.
+  // `index_key_share` of the layer's KV bytes per token where the keys are raw rows, of an entry's bytes
+  // where they are compressed entries.
   KeyReach reach;
   double index_flops_per_pair = 0;
   double index_key_share = 0;

@@ -108,13 +108,18 @@ Result<ModelCost> model_cost_from_spec(const ModelSpec& spec, const TensorManife
     l.reach = pair.reach;
     l.index_flops_per_pair = pair.index_flops;
     // An indexer over raw keys reads one index key a token, cached in the same rows (beside K and V, or
-    // the MLA latent); a compressed layer's index keys sit in its entries.
+    // the MLA latent); a compressed layer's index keys sit in its entries, beside the pooled key = value
+    // (model_memory.h compressed_kv_entry_bytes).
     const int64_t index_width = ls.block_sparse && spec.block_indexer ? spec.block_indexer->head_dim
                                 : spec.indexer                        ? spec.indexer->head_dim
                                                                       : 0;
     if (pair.index_flops > 0 && pair.reach.entry_ratio == 0 && index_width > 0) {
       l.index_key_share = static_cast<double>(index_width * kv_dtype_bytes(KvDtype::kBF16)) /
                           static_cast<double>(kv_bytes_per_token_per_layer(spec, KvDtype::kBF16));
+    }
+    if (pair.index_flops > 0 && pair.reach.entry_ratio > 0) {  // the indexer's key beside the pooled entry
+      const auto index_dim = static_cast<double>(spec.compressed_kv->index_head_dim);
+      l.index_key_share = index_dim / (static_cast<double>(spec.head_dim) + index_dim);
     }
   }
   for (const TensorSpec& t : manifest.tensors) {
