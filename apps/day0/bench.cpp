@@ -20,6 +20,7 @@
 #include "day0/runtime/draft_model.h"
 #include "day0/runtime/generate.h"
 #include "day0/runtime/model_loader.h"
+#include "day0/runtime/mtp_drafter.h"
 #include "day0/runtime/speculative.h"
 #include "day0/runtime/speed_bench.h"
 #include "day0/serve/bench_client.h"
@@ -169,7 +170,8 @@ struct SpecBenchTest {
   bool same_tokens = true;                      // every run gave plain decoding's tokens
 };
 
-// `draft`: self-int4's draft engine (a ModelDrafter each run), or null for n-gram lookup.
+// `draft`: self-int4's draft engine (a ModelDrafter each run), or null: the engine's own MTP layers under
+// --spec mtp (an MtpDrafter each run), else n-gram lookup.
 Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, Engine* draft, const BenchModelArgs& a) {
   std::vector<SpecBenchTest> out;
   std::mt19937_64 rng(a.seed);
@@ -189,6 +191,8 @@ Result<std::vector<SpecBenchTest>> run_spec_bench(Engine& engine, Engine* draft,
       std::unique_ptr<Drafter> drafter;
       if (draft != nullptr) {
         drafter = std::make_unique<ModelDrafter>(*draft);
+      } else if (a.spec.draft_source() == DraftSource::kMtp) {
+        drafter = std::make_unique<MtpDrafter>(engine);
       } else {
         drafter = std::make_unique<NgramDrafter>();
       }
@@ -354,8 +358,10 @@ int bench_model(const BenchModelArgs& a) {
   if (!kv)
     return report_error(name, invalid_argument(fmt::format("--kv-dtype: unknown KV dtype '{}'", a.kv_dtype)));
   eo.kv_dtype = *kv;
+  eo.mtp_layers = a.spec.draft_source() == DraftSource::kMtp;  // their weights are bound only then
   LoadOptions load = load_options_for(eo.precision);
   load.page_cache = page_cache_from(a.page_cache);
+  load.mtp_layers = eo.mtp_layers;
   auto model = load_model(a.model, load);
   if (!model.is_ok()) return report_error(name, model.status());
   auto params = count_params(model->spec);

@@ -81,7 +81,7 @@ struct RunOptions {
 
 // --spec and its companions, checked before anything loads.
 Status check_spec_options(const RunOptions& o) {
-  D0_RETURN_IF_ERROR(check_spec_flags(o.spec, /*mtp_here=*/true));
+  D0_RETURN_IF_ERROR(check_spec_flags(o.spec));
   if (o.spec.source != "none" && o.interactive) return unsupported("--spec with --interactive: not yet");
   if (o.spec.source != "none" && (o.tp > 1 || o.pp > 1 || o.ep > 1))
     return unsupported("--spec with --tp/--pp/--ep above 1: not yet");

@@ -19,7 +19,7 @@ void add_spec_flags(CLI::App& app, SpecFlags& flags) {
                  "speculative decoding (output identical to plain decoding): none (default), ngram "
                  "(drafts copied from the prompt and the output so far), self-int4 (the model's INT4 copy "
                  "drafts greedily: the --spec-draft folder, or quantized at load); mtp (the checkpoint's own "
-                 "multi-token-prediction layers draft greedily, DeepSeek-V3 layout; `run` only)")
+                 "multi-token-prediction layers draft greedily: DeepSeek-V3's and V4's layouts)")
       ->check(CLI::IsMember({"none", "ngram", "self-int4", "mtp"}));
   flags.tokens_option =
       app.add_option(
@@ -31,12 +31,7 @@ void add_spec_flags(CLI::App& app, SpecFlags& flags) {
                  "DIR` (same tokenizer; default: quantize the model at load into a temporary folder)");
 }
 
-Status check_spec_flags(const SpecFlags& f, bool mtp_here) {
-  if (f.source == "mtp" && !mtp_here) {
-    return unsupported(
-        "--spec mtp: drafting with the checkpoint's MTP layers is not built yet here (`day0 run --spec mtp` "
-        "has it); use --spec ngram or --spec self-int4");
-  }
+Status check_spec_flags(const SpecFlags& f) {
   if (!f.draft.empty() && f.source != "self-int4")
     return invalid_argument(fmt::format("--spec-draft needs --spec self-int4, found --spec {}", f.source));
   if (f.tokens_given() && f.source == "none")

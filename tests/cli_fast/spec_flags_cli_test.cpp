@@ -1,5 +1,5 @@
-// `--spec` beyond `run`: `serve` and `bench` take the same flags with the same checks (and refuse the
-// draft source they do not run yet, saying so), `serve` its draft-row cap; `bench --spec ngram` and
+// `--spec` beyond `run`: `serve` and `bench` take the same flags with the same checks (--spec mtp refused
+// on a checkpoint without MTP layers), `serve` its draft-row cap; `bench --spec ngram` and
 // `--spec self-int4` report plain and speculative decode speed side by side, with the tokens checked
 // equal, in the table and in --json.
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@ TEST(CliSpecFlags, ServeAndBenchRefuseBadValuesClearly) {
     std::vector<std::string> args;
     std::string message;
   } cases[] = {
-      {{"serve", kGolden, "--spec", "mtp"},
-       "--spec mtp: drafting with the checkpoint's MTP layers is not built yet"},
+      {{"serve", kGolden, "--spec", "mtp"}, "the checkpoint has no multi-token-prediction layers"},
+      {{"bench", kGolden, "-p", "8", "--spec", "mtp"}, "the checkpoint has no multi-token-prediction layers"},
       {{"serve", kGolden, "--spec", "medusa"}, "--spec"},
       {{"serve", kGolden, "--spec", "ngram", "--spec-tokens", "17"}, "--spec-tokens"},
       {{"serve", kGolden, "--spec-tokens", "3"},
@@ -87,6 +87,30 @@ TEST(CliSpecFlags, BenchComparesPlainAndSpeculativeDecoding) {
   EXPECT_NE(human.out.find("speculative decoding: ngram, up to 3 drafts a step"), std::string::npos)
       << human.out;
   EXPECT_NE(human.out.find("tg24: "), std::string::npos) << human.out;
+}
+
+// The checkpoint's MTP layer drafts (DeepSeek-V3 and V4 miniatures): the same report fields, the tokens
+// of plain decoding, a draft at every step with room for one, counted at every position.
+TEST(CliSpecFlags, BenchReportsMtpDrafts) {
+  for (const char* golden : {"deepseek-v3-mtp", "deepseek-v4-mtp"}) {
+    SCOPED_TRACE(golden);
+    const CliResult r =
+        run_cli({"bench", std::string(DAY0_TEST_DATA_DIR) + "/golden/" + golden, "-p", "8", "-n", "12", "-r",
+                 "1", "--no-limits", "--spec", "mtp", "--spec-tokens", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    ASSERT_EQ(doc["speculative"].size(), 1u);
+    const auto& s = doc["speculative"][0];
+    EXPECT_EQ(s["source"], "mtp");
+    EXPECT_EQ(s["tokens"], 2);
+    EXPECT_TRUE(s["same_tokens"].get<bool>());
+    ASSERT_EQ(s["per_position"].size(), 2u);
+    const auto steps = s["verify_steps"].get<int64_t>();
+    EXPECT_EQ(s["accepted"].get<int64_t>() + steps, 11);
+    // Every step but the last (no token budget left for a draft) drafts; the one before it only one.
+    EXPECT_GE(s["drafted"].get<int64_t>(), steps - 1);
+    EXPECT_LE(s["accepted"].get<int64_t>(), s["drafted"].get<int64_t>());
+  }
 }
 
 }  // namespace

@@ -36,7 +36,10 @@ std::function<void(std::span<const int32_t>)> StepGate::hook() {
 
 ServeHarness::ServeHarness(HarnessOptions o) {
   if (o.model_dir.empty()) o.model_dir = golden_model_dir("llama3");
-  auto model = load_model(o.model_dir);
+  const bool mtp = o.server.scheduler.spec == DraftSource::kMtp;  // the MTP layers bound and run
+  LoadOptions load;
+  load.mtp_layers = mtp;
+  auto model = load_model(o.model_dir, load);
   D0_CHECK_MSG(model.is_ok(), model.status().to_string());
   model_ = std::move(model).value();
   if (!o.tokenizer_dir.empty()) {
@@ -55,6 +58,7 @@ ServeHarness::ServeHarness(HarnessOptions o) {
   timing_ = std::make_unique<serve::TimingBackend>(*hook_);
   EngineOptions eo;
   eo.kv_dtype = o.kv_dtype;
+  eo.mtp_layers = mtp;
   auto engine = Engine::create(model_.spec, model_.weights, *timing_, eo);
   D0_CHECK_MSG(engine.is_ok(), engine.status().to_string());
   engine_ = std::move(engine).value();

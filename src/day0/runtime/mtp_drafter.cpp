@@ -1,5 +1,6 @@
 #include "day0/runtime/mtp_drafter.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -14,10 +15,25 @@ void MtpDrafter::observe_target(ConstMatrix hidden, int64_t first) {
   if (first == 0) {  // a new sequence
     fed_ = 0;
     pending_.clear();
+    blind_ = false;
     (void)cache_.truncate(0);
   }
+  if (blind_) return;
+  // Rows before fed_ are in the MTP cache already: a scheduler that went back to a checkpoint feeds the
+  // accepted tokens again, and their hidden states are the ones fed before.
+  const int64_t skip = std::clamp<int64_t>(fed_ - first, 0, hidden.rows);
+  hidden = hidden.row_slice(skip, hidden.rows - skip);
+  first += skip;
+  if (hidden.rows == 0) return;
   // Rows at and past `first` held from an earlier step belong to rejected drafts: these replace them.
   const int64_t held = fed_ + static_cast<int64_t>(pending_.size()) / width;
+  if (first > held) {
+    // Positions [held, first) were computed without this drafter (a server's prefix-cache hit): their
+    // hidden states are gone, and the MTP layer needs a row at every position.
+    blind_ = true;
+    pending_.clear();
+    return;
+  }
   D0_CHECK_MSG(first >= fed_ && first <= held, "MTP drafts: target hidden states out of order");
   pending_.resize(static_cast<size_t>((first - fed_) * width));
   for (int64_t r = 0; r < hidden.rows; ++r)
@@ -30,7 +46,7 @@ Result<std::vector<int32_t>> MtpDrafter::propose(std::span<const int32_t> histor
   // The target holds positions [0, kept): each MTP row t < kept pairs h_t with x_{t + 1} = history[t + 1].
   const auto kept = static_cast<int64_t>(history.size()) - 1;
   const int64_t rows = kept - fed_;
-  if (k <= 0 || rows <= 0) return drafts;
+  if (k <= 0 || rows <= 0 || blind_) return drafts;
   if (static_cast<int64_t>(pending_.size()) < rows * width) {
     return internal_error(
         fmt::format("MTP drafts: the target's hidden states of positions [{}, {}) are missing", fed_, kept));

@@ -6,7 +6,9 @@
 // states (the prompt's from the prefill, then each verification step's accepted rows). A proposal first feeds
 // the rows the target kept since the last one (their last logits: draft 1), then chains: draft i + 1 from the
 // MTP layer's own output at draft i (before its norm) and draft i, on a fork of the cache dropped after.
-// Drafts are greedy and verification is the target's, so the output is plain decoding's.
+// Drafts are greedy and verification is the target's, so the output is plain decoding's. A sequence whose
+// first rows the target took from elsewhere (a server's prefix cache) gets no drafts: those rows' hidden
+// states were never seen.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -30,6 +32,8 @@ class MtpDrafter final : public Drafter {
   int64_t fed_ = 0;
   // The target's hidden states [rows, hidden] of positions fed_, fed_ + 1, ... not fed to the MTP layer yet.
   std::vector<float> pending_;
+  // The target fed positions this drafter never saw (a prefix-cache hit): no drafts until a new sequence.
+  bool blind_ = false;
 };
 
 }  // namespace day0

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/runtime/mtp_drafter.h"
 #include "day0/serve/dp_lockstep.h"
 #include "day0/serve/prefix_cache.h"
 #include "day0/serve/step_mirror.h"
@@ -64,7 +65,7 @@ struct Scheduler::Sequence {
   bool counted = false;      // prompt tokens and prefix-cache lookups counted in the metrics
   bool planned = false;      // in the current step
   bool done = false;         // finished: its last event was sent
-  // Speculative decoding: the n-gram drafter (the draft model's cache instead under self-int4), this
+  // Speculative decoding: the n-gram or MTP drafter (the draft model's cache instead under self-int4), this
   // step's drafts before planning, its fed tokens (pending ones, then `drafts` drafts), whether the
   // cache went back to a checkpoint before accepted tokens (fed again, as decoding), and how often
   // its drafts were accepted lately (the draft-row cap's order).
@@ -115,8 +116,9 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer* tokenizer, Sche
     prefix_->cache.on_drop([mirror](uint64_t entry) { mirror->prefix_drop(entry); });
   D0_CHECK_MSG(options_.max_seqs > 0 && options_.max_batch_tokens > 0, "scheduler: empty batch limits");
   D0_CHECK_MSG(options_.spec == DraftSource::kNone || options_.spec == DraftSource::kNgram ||
-                   (options_.spec == DraftSource::kSelfInt4 && options_.draft != nullptr),
-               "scheduler: speculative decoding drafts by n-gram lookup or with a draft engine");
+                   (options_.spec == DraftSource::kSelfInt4 && options_.draft != nullptr) ||
+                   (options_.spec == DraftSource::kMtp && engine.mtp_layers() > 0),
+               "scheduler: speculative decoding drafts by n-gram lookup, with a draft engine or MTP layers");
   D0_CHECK_MSG(!speculating() || (options_.spec_tokens >= 1 && options_.spec_tokens <= kMaxSpecTokens &&
                                   options_.mirror == nullptr && options_.lockstep == nullptr),
                "scheduler: speculative decoding needs 1..kMaxSpecTokens drafts and one process");
@@ -249,7 +251,8 @@ void Scheduler::drop_cache(Sequence& s) {
   if (s.cache && options_.mirror != nullptr) options_.mirror->release(s.id);
   s.cache.reset();
   s.draft_cache.reset();
-  s.rolled_back = false;  // recomputed from its tokens as a prefill
+  if (options_.spec == DraftSource::kMtp) s.drafter.reset();  // its MTP cache with it
+  s.rolled_back = false;                                      // recomputed from its tokens as a prefill
 }
 
 Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids,
@@ -262,7 +265,7 @@ Result<ConstMatrix> Scheduler::forward(std::span<const SequenceStep> batch, std:
     return logits;
   }
   StepMirror* mirror = options_.mirror;
-  if (mirror == nullptr) return engine_.forward(batch, last_only);
+  if (mirror == nullptr) return engine_.forward(batch, last_only, drafts_read_hidden() ? &capture_ : nullptr);
   // The followers are part of every collective of the step: a failure to reach them, or one inside
   // the step, leaves the job's communicators unusable, and the job must end (every rank, not a hang).
   if (Status st = mirror->send_step(ids, batch, last_only); !st.is_ok()) mirror->fail(st);
@@ -413,6 +416,8 @@ void Scheduler::admit() {
       if (options_.prefix_caching) metrics_.add_prefix_cache(static_cast<int64_t>(s.prompt_len), hit);
       s.counted = true;
     }
+    // A fresh MTP state with every fresh cache: its rows follow the target's from position 0.
+    if (options_.spec == DraftSource::kMtp && !s.drafter) s.drafter = std::make_unique<MtpDrafter>(engine_);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -433,13 +438,13 @@ void Scheduler::propose_drafts() {
     if (!s.cache || !s.decoding()) continue;
     const int64_t room = draft_room(s);
     DraftClaim claim{.rows = s.pending(), .wanted = 0, .acceptance = s.acceptance.value()};
-    if (room > 0 && s.drafter) {
+    if (room > 0 && s.drafter && !drafts_read_hidden()) {
       // Lookup costs next to nothing: what it finds is what the cap weighs.
       if (auto found = s.drafter->propose(s.tokens, room); found.is_ok()) s.proposed = std::move(*found);
       if (static_cast<int64_t>(s.proposed.size()) > room) s.proposed.resize(static_cast<size_t>(room));
       claim.wanted = static_cast<int64_t>(s.proposed.size());
-    } else if (room > 0 && options_.draft != nullptr) {
-      claim.wanted = room;  // a draft model drafts only what the cap allots
+    } else if (room > 0 && (options_.draft != nullptr || s.drafter)) {
+      claim.wanted = room;  // a draft model (or MTP layer) drafts only what the cap allots
     }
     decoding.push_back(&s);
     claims.push_back(claim);
@@ -456,8 +461,15 @@ void Scheduler::propose_drafts() {
   for (size_t i = 0; i < decoding.size(); ++i) {
     Sequence& s = *decoding[i];
     const auto n = static_cast<size_t>(allotted.drafts[i]);
-    if (s.drafter) {
+    if (s.drafter && !drafts_read_hidden()) {
       s.proposed.resize(std::min(s.proposed.size(), n));
+    } else if (s.drafter) {
+      // A failed proposal (hidden states missing) leaves the sequence without drafts this step.
+      if (n > 0) {
+        if (auto found = s.drafter->propose(s.tokens, allotted.drafts[i]); found.is_ok())
+          s.proposed = std::move(*found);
+        if (s.proposed.size() > n) s.proposed.resize(n);
+      }
     } else if (n > 0) {
       asks.push_back({.state = &s.draft_cache, .history = s.tokens, .k = allotted.drafts[i]});
       asking.push_back(&s);
@@ -631,6 +643,7 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
   };
   auto logits = forward(batch, ids, !all_rows);
   if (logits.is_ok()) {
+    observe_hidden(group, batch);
     int64_t row = 0;
     for (const Planned& p : group) {
       consume(p, *logits, row, all_rows);
@@ -659,6 +672,7 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
     const bool alone_rows = verify || s.scoring_prompt();
     auto alone = forward(std::span(&batch[b], 1), std::span(&ids[b], 1), !alone_rows);
     if (alone.is_ok()) {
+      observe_hidden(std::span(&group[b], 1), std::span(&batch[b], 1));
       Planned retried = group[b];
       retried.take = static_cast<int64_t>(batch[b].tokens.size());
       retried.start = s.fed() - retried.take;
@@ -669,6 +683,20 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
              ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error", "",
                       "internal_error"});
     }
+  }
+}
+
+void Scheduler::observe_hidden(std::span<const Planned> group, std::span<const SequenceStep> batch) {
+  if (!drafts_read_hidden()) return;
+  const FloatMatrix& h = capture_.last_hidden;
+  const ConstMatrix hidden(h.data.data(), h.rows, h.cols);  // [tokens fed by the call, residual width]
+  int64_t row = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto n = static_cast<int64_t>(batch[i].tokens.size());
+    // The call appended n rows to the cache: they start at its length before it.
+    if (Drafter* d = group[i].seq->drafter.get())
+      d->observe_target(hidden.row_slice(row, n), batch[i].cache->length() - n);
+    row += n;
   }
 }
 

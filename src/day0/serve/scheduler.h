@@ -15,8 +15,11 @@
 //    engine takes at the last whole block a step passes), and the entries' state blocks are capped at
 //    max_seqs (one running sequence's state each).
 //  - Speculative decoding (SchedulerOptions::spec, runtime/speculative.h): every decoding sequence may
-//    add up to k drafts after its last token in the same step (n-gram lookup, or the INT4 draft model,
-//    run for all sequences at once: runtime/draft_model.h; the budget counts them; drafts never take
+//    add up to k drafts after its last token in the same step (n-gram lookup; the INT4 draft model,
+//    run for all sequences at once: runtime/draft_model.h; or the checkpoint's MTP layer, a cache of its
+//    own per sequence fed with the target's hidden states of the rows each step keeps:
+//    runtime/mtp_drafter.h, no drafts for a sequence that started from a prefix-cache hit; the budget
+//    counts them; drafts never take
 //    blocks a sequence or a prefill would need), and the rows of every decoding sequence are verified
 //    at once with `run`'s rule (verify_drafts): greedy output is plain decoding's, sampling draws from
 //    the same distribution. Rejected positions go back (KV pages; a hybrid's recurrent state to a
@@ -78,8 +81,8 @@ struct SchedulerOptions {
   // turn without one, meets the other ranks' first (serve/dp_lockstep.h). Not owned.
   DpLockstep* lockstep = nullptr;
   // Speculative decoding: where drafts come from (kNone: one token a step; kNgram; kSelfInt4 with
-  // `draft`) and k, the drafts a sequence may add to a step (1..kMaxSpecTokens). Not with mirror or
-  // lockstep.
+  // `draft`; kMtp from the engine's MTP layers, EngineOptions::mtp_layers) and k, the drafts a sequence may
+  // add to a step (1..kMaxSpecTokens). Not with mirror or lockstep.
   DraftSource spec = DraftSource::kNone;
   int64_t spec_tokens = 4;
   // The draft-row cap: rows (decoding rows and drafts) a step's verification may hold; 0: no cap
@@ -207,9 +210,14 @@ class Scheduler {
   void verify_rows(const Planned& p, const ConstMatrix& rows, int64_t first_row);
   void publish_gauges();
   // engine_.forward, sent to the followers first when steps are mirrored (ids[i]: batch[i]'s sequence).
-  // last_only = false: a row per fed token (a sequence scoring its prompt is in the step).
+  // last_only = false: a row per fed token (a sequence scoring its prompt is in the step). Under
+  // --spec mtp the step's last hidden states go to each sequence's drafter (observe_hidden).
   Result<ConstMatrix> forward(std::span<const SequenceStep> batch, std::span<const uint64_t> ids,
                               bool last_only);
+  // Hands group[i]'s sequence its rows (batch[i]'s tokens) of the last forward call's hidden states
+  // (MtpDrafter::observe_target), right after the call: before any rejected rows go back.
+  void observe_hidden(std::span<const Planned> group, std::span<const SequenceStep> batch);
+  bool drafts_read_hidden() const { return options_.spec == DraftSource::kMtp; }
   // Records the prompt log-probabilities that `rows` (one per token fed from position `start`) give.
   void score_prompt(Sequence& s, int64_t start, const ConstMatrix& rows, int64_t first_row, int64_t n_rows);
   // The prompt's steps: its first token's, unscored, then room for the rest.
@@ -242,6 +250,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   struct PrefixState;
   std::unique_ptr<PrefixState> prefix_;
+  ForwardCapture capture_{.want_last_hidden = true};  // under --spec mtp: the last forward call's
   std::thread thread_;
 };
 

@@ -54,8 +54,9 @@ Status check_serve_spec(const ServeSetup& setup) {
                                         draft_source_name(sched.spec)));
   }
   if (sched.spec == DraftSource::kNone) return Status::ok();
-  if (sched.spec != DraftSource::kNgram && sched.spec != DraftSource::kSelfInt4) {
-    return unsupported(fmt::format("serve --spec {}: not served; use --spec ngram or --spec self-int4",
+  if (sched.spec != DraftSource::kNgram && sched.spec != DraftSource::kSelfInt4 &&
+      sched.spec != DraftSource::kMtp) {
+    return unsupported(fmt::format("serve --spec {}: not served; use --spec ngram, self-int4 or mtp",
                                    draft_source_name(sched.spec)));
   }
   if (sched.spec_tokens < 1 || sched.spec_tokens > kMaxSpecTokens) {
@@ -80,8 +81,10 @@ Result<std::unique_ptr<ServedModel>> open_served_model(const ServeSetup& setup) 
   // The same weight binding as `run` in this precision (a BF16 run of a quantized checkpoint keeps
   // its INT8 / INT4 weights for the integer kernels; F32 dequantizes exactly); each rank's shard under
   // mpirun.
+  eo.mtp_layers = setup.server.scheduler.spec == DraftSource::kMtp;  // their weights are bound only then
   LoadOptions load = load_options_for(eo.precision);
   load.page_cache = setup.page_cache;
+  load.mtp_layers = eo.mtp_layers;
   D0_ASSIGN_OR_RETURN(DistributedModel dm,
                       load_distributed_model(setup.model, layout, load, setup.comm, setup.redundant_experts));
   out->groups = std::move(dm.groups);

@@ -69,7 +69,7 @@ struct ServedModel {
 };
 
 // InvalidArgument / Unsupported when the scheduler's speculative decoding cannot run with this setup:
-// n-gram or self-int4 drafts, k in 1..kMaxSpecTokens, a draft-row cap >= 0, --spec-draft only with
+// n-gram, self-int4 or MTP drafts, k in 1..kMaxSpecTokens, a draft-row cap >= 0, --spec-draft only with
 // self-int4, in one process (no TP / PP / EP / attention data parallelism). open_served_model checks it
 // too.
 Status check_serve_spec(const ServeSetup& setup);
