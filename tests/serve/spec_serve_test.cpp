@@ -448,12 +448,12 @@ std::vector<std::vector<int32_t>> mtp_prompts() {
 }
 
 // Concurrent greedy streams give the tokens of a server without speculation and of plain decoding
-// alone, with prefix caching on (the last prompt repeats the second: a hit, whose sequence the MTP layer
-// never saw and which drafts nothing) and off.
+// alone, with prefix caching on and off; then a long prompt served before comes again alone: with
+// prefix caching a hit, whose sequence the MTP layer never saw and which drafts nothing.
 void mtp_greedy_identical(const std::string& golden, int64_t k, bool prefix_caching) {
   SCOPED_TRACE(golden + " k " + std::to_string(k) + (prefix_caching ? " prefix caching" : ""));
   std::vector<std::vector<int32_t>> prompts = mtp_prompts();
-  prompts.push_back(prompts[1]);
+  prompts.push_back(repetitive_prompt(11, 48));  // 72 tokens: whole KV blocks for the prefix cache
   std::vector<int> max_tokens;
   for (size_t i = 0; i < prompts.size(); ++i) max_tokens.push_back(8 + 3 * static_cast<int>(i % 3));
   HarnessOptions o;
@@ -462,22 +462,35 @@ void mtp_greedy_identical(const std::string& golden, int64_t k, bool prefix_cach
   o.server.scheduler.max_batch_tokens = 24;  // prefill chunks beside the verification rows
   o.server.scheduler.max_seqs = 4;
   o.server.scheduler.prefix_caching = prefix_caching;
+  // Every prompt concurrently, then the last one again alone.
+  auto serve_all = [&](ServeHarness& h) {
+    auto out = serve_concurrently(h, prompts, max_tokens);
+    const HttpReply again =
+        http_post(h.port(), "/v1/completions", completion_body(prompts.back(), max_tokens.back()));
+    EXPECT_EQ(again.status, 200) << again.body;
+    out.push_back(tokens_of(again));
+    return out;
+  };
   std::vector<std::vector<int32_t>> plain, spec;
   {
     ServeHarness h(o);
-    plain = serve_concurrently(h, prompts, max_tokens);
+    plain = serve_all(h);
   }
   o.server.scheduler.spec = DraftSource::kMtp;
   o.server.scheduler.spec_tokens = k;
   o.server.scheduler.spec_max_rows = 0;
   {
     ServeHarness h(o);
-    spec = serve_concurrently(h, prompts, max_tokens);
+    spec = serve_all(h);
     const SpecStats st = spec_metrics(h);
     expect_consistent(st, k);
     EXPECT_GT(st.drafted, 0);
+    EXPECT_EQ(h.server().metrics().prefix_cache_hit_tokens() > 0, prefix_caching);
   }
+  prompts.push_back(prompts.back());
+  max_tokens.push_back(max_tokens.back());
   const auto alone = run_alone(golden, prompts, max_tokens);
+  ASSERT_EQ(spec.size(), prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
     EXPECT_EQ(spec[i], plain[i]) << "request " << i;
