@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cache_steps.h"
 #include "day0/backends/kernel_list.h"
 #include "day0/model/model_memory.h"
 #include "golden.h"
@@ -20,37 +21,7 @@ namespace {
 const char* const kHybrids[] = {"qwen3-next", "qwen3.5",          "qwen3.5-moe",
                                 "nemotron-h", "nemotron-3-super", "olmo-hybrid"};
 
-EngineOptions exact_options(int64_t block_tokens) {
-  EngineOptions o;
-  o.kv_dtype = KvDtype::kF32;
-  o.kv_block_tokens = block_tokens;
-  return o;
-}
-
-FloatMatrix step(Engine& e, KvCache& cache, std::span<const int32_t> ids) {
-  const SequenceStep s{&cache, ids};
-  auto logits = e.forward(std::span(&s, 1), true);
-  if (!logits.is_ok()) throw std::runtime_error(logits.status().to_string());
-  return copy_matrix(*logits);
-}
-
-std::vector<int32_t> tokens(int n, int seed, int vocab) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back((seed * 31 + i * 17 + 3) % vocab);
-  return t;
-}
-
-bool same_bits(const FloatMatrix& a, const FloatMatrix& b) {
-  return a.rows == b.rows && a.cols == b.cols &&
-         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
-}
-
-double max_diff(const FloatMatrix& a, const FloatMatrix& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.data.size(); ++i)
-    m = std::max(m, std::fabs(static_cast<double>(a.data[i]) - static_cast<double>(b.data[i])));
-  return m;
-}
+using namespace cache_steps;  // NOLINT(google-build-using-namespace): the tests' step vocabulary
 
 // A prompt of 30 tokens in blocks of 8.
 //  - Fed in two steps (24, then 6): the first step ends on a boundary and saves the state there. A fork
