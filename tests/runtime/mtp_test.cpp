@@ -171,6 +171,35 @@ INSTANTIATE_TEST_SUITE_P(Precisions, MtpDrafts,
                                   precision_name(std::get<1>(p.param));
                          });
 
+// Greedy speculative decoding on `engine` (whose MTP layer copies its one-layer target) gives plain
+// decoding's 24 tokens for 1 to 3 drafts a step, and accepts at least `min_rate` of the drafts.
+void expect_copying_drafts_accepted(Engine& engine, double min_rate, const char* what) {
+  const std::vector<int32_t> prompt = {17, 4, 200, 31, 9, 77, 4, 120, 63, 8, 150, 2, 99};
+  constexpr int64_t kNew = 24;
+  SamplingParams greedy;
+  auto plain = generate(engine, prompt, kNew, greedy);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  for (int64_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE(k);
+    MtpDrafter drafter(engine);
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new = kNew;
+    request.sampling = greedy;
+    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
+    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
+    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
+    for (size_t s = 0; s < plain->steps.size(); ++s)
+      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
+    const SpecStats& st = spec_run->stats;
+    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    EXPECT_GE(st.acceptance_rate(), min_rate) << st.accepted << " of " << st.drafted;
+    std::printf("copying %s MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n", what,
+                static_cast<long long>(k), static_cast<long long>(st.accepted),
+                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
+  }
+}
+
 // A one-layer target (the golden's last layer, embedding rows scaled to unit RMS) and an MTP layer made to
 // copy it: its decoder layer, shared_head.norm and head are the target's, enorm's gain is 1 (a unit-RMS row
 // passes it unchanged) and eh_proj = [I | 0] keeps the next token's embedding and drops h. MTP row t then
@@ -222,30 +251,7 @@ TEST(MtpDrafts, AnMtpLayerCopyingTheTargetIsMostlyAccepted) {
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   Engine& engine = **target;
 
-  const std::vector<int32_t> prompt = {17, 4, 200, 31, 9, 77, 4, 120, 63, 8, 150, 2, 99};
-  constexpr int64_t kNew = 24;
-  SamplingParams greedy;
-  auto plain = generate(engine, prompt, kNew, greedy);
-  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
-  for (int64_t k = 1; k <= 3; ++k) {
-    SCOPED_TRACE(k);
-    MtpDrafter drafter(engine);
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.max_new = kNew;
-    request.sampling = greedy;
-    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
-    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
-    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
-    for (size_t s = 0; s < plain->steps.size(); ++s)
-      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
-    const SpecStats& st = spec_run->stats;
-    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
-    EXPECT_GE(st.acceptance_rate(), 0.5) << st.accepted << " of " << st.drafted;
-    std::printf("copying MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n",
-                static_cast<long long>(k), static_cast<long long>(st.accepted),
-                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
-  }
+  expect_copying_drafts_accepted(engine, 0.5, "V3");
 }
 
 // DeepSeek-V4's layout: a one-layer target (the golden MTP layer's own decoder layer, a sliding one, with
@@ -307,30 +313,7 @@ TEST(MtpDrafts, ADeepSeekV4MtpLayerCopyingTheTargetIsAccepted) {
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   Engine& engine = **target;
 
-  const std::vector<int32_t> prompt = {17, 4, 200, 31, 9, 77, 4, 120, 63, 8, 150, 2, 99};
-  constexpr int64_t kNew = 24;
-  SamplingParams greedy;
-  auto plain = generate(engine, prompt, kNew, greedy);
-  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
-  for (int64_t k = 1; k <= 3; ++k) {
-    SCOPED_TRACE(k);
-    MtpDrafter drafter(engine);
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.max_new = kNew;
-    request.sampling = greedy;
-    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
-    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
-    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
-    for (size_t s = 0; s < plain->steps.size(); ++s)
-      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
-    const SpecStats& st = spec_run->stats;
-    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
-    EXPECT_GE(st.acceptance_rate(), 0.9) << st.accepted << " of " << st.drafted;
-    std::printf("copying V4 MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n",
-                static_cast<long long>(k), static_cast<long long>(st.accepted),
-                static_cast<long long>(st.drafted), 100 * st.acceptance_rate(), st.mean_accepted_per_step());
-  }
+  expect_copying_drafts_accepted(engine, 0.9, "V4");
 }
 
 TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
