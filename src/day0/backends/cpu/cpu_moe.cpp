@@ -60,7 +60,8 @@ void swiglu_span(const Context& c, const MoeExpertsArgs& a, const float* g, cons
 //      piece each group of rows meets every token of the expert while it is in L1;
 //   2. down rows split by output row, each chunk over every such expert in expert order, weighted into
 //      out (the order the per-expert path adds them in).
-// Each token's products are those of its own row dots, whatever else the batch holds.
+// Each token's products are those of its own row dots, whatever else the batch holds. A row-invariant call
+// sends experts of any number of tokens here, in groups of kMoeRowDotMaxTokens per row-dot call.
 // `active`: local experts with tokens, ascending; the dispatch (moe_start / tokens / weights) is done.
 void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
                       const std::vector<int64_t>& active, int64_t inter) {
@@ -123,33 +124,47 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   for (int64_t slot = 0; order_in && slot < slots; ++slot)
     order_in = c.k.order_x(first.gate, x_of(slot), xo + slot * h);
   const auto items = static_cast<int64_t>(active.size()) * chunks;
+  constexpr int64_t kGroup = kMoeRowDotMaxTokens;  // tokens per row-dot call
+  constexpr int64_t kLd = 2 * kMaxPiece;           // gu's row stride
+  int64_t most = 0;                                // the most tokens of an active expert
+  for (int64_t e : active)
+    most = std::max(most, ws.moe_start[static_cast<size_t>(e) + 1] - ws.moe_start[static_cast<size_t>(e)]);
+  if (most > kGroup && static_cast<int64_t>(ws.thread.size()) < c.pool.size())
+    ws.thread.resize(static_cast<size_t>(c.pool.size()));
   std::atomic<int64_t> next{0};
-  c.pool.run([&](int) {
-    // [token of the expert][2 kMaxPiece]: gate then up dots of a piece (interleaved: g u g u ...)
-    float gu[kMoeRowDotMaxTokens][2 * kMaxPiece];
+  c.pool.run([&](int tid) {
+    // [token of the expert][kLd]: gate then up dots of a piece (interleaved: g u g u ...); on the stack for
+    // up to kGroup tokens (a step that is not row-invariant allocates nothing)
+    float gu_few[kGroup * kLd];
+    float* gu = most > kGroup ? grown(ws.thread[static_cast<size_t>(tid)], most * kLd) : gu_few;
     for (int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) {
       const int64_t e = active[static_cast<size_t>(item / chunks)];
       const int64_t item0 = item % chunks * item_cols, item1 = std::min(inter, item0 + item_cols);
       const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
       const int64_t s0 = ws.moe_start[static_cast<size_t>(e)], s1 = ws.moe_start[static_cast<size_t>(e) + 1];
-      D0_CHECK(s1 - s0 <= kMoeRowDotMaxTokens);
-      const float* xs[kMoeRowDotMaxTokens];
-      const uint16_t* xbs[kMoeRowDotMaxTokens];
-      for (int64_t slot = s0; slot < s1; ++slot) {
-        xs[slot - s0] = x_of(slot);
-        xbs[slot - s0] = bf16x ? xb + slot * xb_stride : nullptr;
-      }
-      // dots(matrix, its first row, rows, where the first row's dot goes in gu) for a piece's gate or up rows
+      D0_CHECK(s1 - s0 <= kGroup || a.row_invariant);
+      // dots(matrix, its first row, rows, where the first row's dot goes in gu) for a piece's gate or up
+      // rows: each step of rows meets every group of tokens while it is in L1.
       const auto dots = [&](const WeightView& w, int64_t r0, int64_t rows, int64_t out0) {
         for (int64_t r = 0; r < rows; r += kStep) {
           const int64_t m = std::min(kStep, rows - r);
-          if (bf16x) {
-            c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
-          } else if (order_in) {
-            for (int64_t slot = s0; slot < s1; ++slot)
-              c.k.dot_rows_ordered(w, r0 + r, r0 + r + m, xo + slot * h, gu[slot - s0] + out0 + r);
-          } else {
-            dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, s1 - s0, gu[0] + out0 + r, 2 * kMaxPiece);
+          for (int64_t g0 = s0; g0 < s1; g0 += kGroup) {
+            const int64_t g1 = std::min(s1, g0 + kGroup);
+            float* y = gu + (g0 - s0) * kLd + out0 + r;  // the group's first token's dots
+            const float* xs[kGroup];
+            const uint16_t* xbs[kGroup];
+            for (int64_t slot = g0; slot < g1; ++slot) {
+              xs[slot - g0] = x_of(slot);
+              xbs[slot - g0] = bf16x ? xb + slot * xb_stride : nullptr;
+            }
+            if (bf16x) {
+              c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, g1 - g0, y, kLd);
+            } else if (order_in) {
+              for (int64_t slot = g0; slot < g1; ++slot)
+                c.k.dot_rows_ordered(w, r0 + r, r0 + r + m, xo + slot * h, y + (slot - g0) * kLd);
+            } else {
+              dot_rows_each(c.k, w, r0 + r, r0 + r + m, xs, g1 - g0, y, kLd);
+            }
           }
         }
       };
@@ -165,7 +180,7 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
           dots(ew.gate, inter + c0, n, piece);
         }
         for (int64_t slot = s0; slot < s1; ++slot) {
-          const float* d = gu[slot - s0];
+          const float* d = gu + (slot - s0) * kLd;
           float* out = act + slot * inter;
           float g[kMaxPiece], u[kMaxPiece];  // the piece's gate and up sums of this token, biases added
           for (int64_t j = 0; j < n; ++j) {
@@ -193,32 +208,35 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
   // (hundreds of KiB the prefetchers follow) rather than 8 rows of one expert, then 8 of the next; every
   // output element still gets the experts added in expert order.
   c.pool.parallel_for((h + kRows - 1) / kRows, 4, [&](int64_t begin, int64_t end) {
-    float d[kMoeRowDotMaxTokens][kRows];
-    const float* acts[kMoeRowDotMaxTokens];
-    const uint16_t* actbs[kMoeRowDotMaxTokens];
+    float d[kGroup][kRows];
+    const float* acts[kGroup];
+    const uint16_t* actbs[kGroup];
     for (int64_t e : active) {
       const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
       const int64_t s0 = ws.moe_start[static_cast<size_t>(e)], s1 = ws.moe_start[static_cast<size_t>(e) + 1];
-      for (int64_t slot = s0; slot < s1; ++slot) {
-        acts[slot - s0] = act + slot * inter;
-        actbs[slot - s0] = bf16x ? actb + slot * actb_stride : nullptr;
-      }
       for (int64_t blk = begin; blk < end; ++blk) {
         const int64_t r0 = blk * kRows, r1 = std::min(h, r0 + kRows);
-        if (bf16x) {
-          c.k.dot_rows_bf16x(ew.down, r0, r1, actbs, s1 - s0, d[0], kRows);
-        } else if (order_act) {
-          for (int64_t slot = s0; slot < s1; ++slot)
-            c.k.dot_rows_ordered(ew.down, r0, r1, act_o + slot * inter, d[slot - s0]);
-        } else {
-          dot_rows_each(c.k, ew.down, r0, r1, acts, s1 - s0, d[0], kRows);
-        }
-        for (int64_t slot = s0; slot < s1; ++slot) {
-          float* ds = d[slot - s0];
-          if (ew.down_bias)
-            for (int64_t r = r0; r < r1; ++r) ds[r - r0] += ew.down_bias[r];
-          const float w = a.input_scaling ? 1.0f : ws.moe_weights[static_cast<size_t>(slot)];
-          c.k.axpy(w, ds, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, r1 - r0);
+        for (int64_t g0 = s0; g0 < s1; g0 += kGroup) {
+          const int64_t g1 = std::min(s1, g0 + kGroup);
+          for (int64_t slot = g0; slot < g1; ++slot) {
+            acts[slot - g0] = act + slot * inter;
+            actbs[slot - g0] = bf16x ? actb + slot * actb_stride : nullptr;
+          }
+          if (bf16x) {
+            c.k.dot_rows_bf16x(ew.down, r0, r1, actbs, g1 - g0, d[0], kRows);
+          } else if (order_act) {
+            for (int64_t slot = g0; slot < g1; ++slot)
+              c.k.dot_rows_ordered(ew.down, r0, r1, act_o + slot * inter, d[slot - g0]);
+          } else {
+            dot_rows_each(c.k, ew.down, r0, r1, acts, g1 - g0, d[0], kRows);
+          }
+          for (int64_t slot = g0; slot < g1; ++slot) {
+            float* ds = d[slot - g0];
+            if (ew.down_bias)
+              for (int64_t r = r0; r < r1; ++r) ds[r - r0] += ew.down_bias[r];
+            const float w = a.input_scaling ? 1.0f : ws.moe_weights[static_cast<size_t>(slot)];
+            c.k.axpy(w, ds, a.out.row(ws.moe_tokens[static_cast<size_t>(slot)]) + r0, r1 - r0);
+          }
         }
       }
     }
@@ -453,13 +471,16 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
     return inter;
   };
   const int64_t small_inter = take(ws.moe_active, [&](int64_t n, const ExpertWeights& ew) {
-    return !a.relu2 && n <= kMoeRowDotMaxTokens && plain_rows(ew.gate, a.exact) &&
+    // A row-invariant call keeps experts of any number of tokens on these row dots: a token's output is the
+    // sum of its experts' in the order this path adds them, and a one-token call adds them here.
+    return !a.relu2 && (n <= kMoeRowDotMaxTokens || a.row_invariant) && plain_rows(ew.gate, a.exact) &&
            plain_rows(ew.down, a.exact) &&
            (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
   });
   if (!ws.moe_active.empty()) moe_experts_gemv(c, a, ws, ws.moe_active, small_inter);
   const int64_t tiled_inter = take(ws.moe_tiled, [&](int64_t n, const ExpertWeights& ew) {
-    // The tiles round each token as a GEMM does; a row-invariant call's experts take their matmuls below.
+    // The tiles round each token as a GEMM does: never in a row-invariant call (its experts took the row
+    // dots above, or take their row-invariant matmuls below).
     return !a.relu2 && !a.row_invariant && n > kMoeRowDotMaxTokens && n <= kMoeTileMaxTokens &&
            tile_rows(c, a, ew);
   });
