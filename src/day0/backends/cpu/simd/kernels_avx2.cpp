@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "day0/backends/cpu/simd/attention_lanes.h"
 #include "day0/backends/cpu/simd/int_dot.h"
@@ -181,8 +182,16 @@ void mxfp4_rows(const WeightView& w, int64_t n, const float* xo, float* y, int64
 }
 
 // FP8 rows: per scale block a vector partial sum, folded into the total by one FMA with the block scale;
-// one horizontal sum per row, not per block (blocks of 32 columns are two steps of 16). Columns past the
-// last whole 8 of a block (rows narrower than their blocks) are added with their true values.
+// one horizontal sum per row, not per block. Blocks are walked 32 columns a step: the bytes unpacked into
+// the high bytes of 16-bit lanes (columns 0-7 and 16-23 in one register, 8-15 and 24-31 in the other, so
+// the halves come out in column order), an arithmetic shift right by one and a mask give load_fp8's F16
+// patterns (two operations where the logical shift needs three), and vcvtph2ps widens each half. NaN
+// codes (S.1111.111, which the shift makes 480) are not told apart per element there: the signed maximum
+// of the bytes with bit 7 set is -1 exactly where a code is NaN; where the R rows read one, each row is
+// scanned and a row holding one gives NaN, as its products would (so a row's result never depends on the
+// rows beside it). Steps of 16 and 8 columns (blocks narrower than 32 or their tails) check per element;
+// columns past the last whole 8 of a block (rows narrower than their blocks) are added with their true
+// values. One accumulator per row keeps the R = 4 rows, their totals and the constants in registers.
 // R rows side by side as in mxfp4_rows (each row's accumulators and order those of one row alone); a row
 // of 4096 columns is one 4 KiB page, and four in flight are what reach the read bandwidth on Zen 3.
 template <int R>
@@ -193,6 +202,10 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
     rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
     scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
   }
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i clear_bit14 = _mm256_set1_epi16(static_cast<short>(0xbfff));
+  const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i nan_max = bit7;  // over the R rows' whole 32-column steps
   __m256 total[R];
   float tail[R];
   for (int r = 0; r < R; ++r) {
@@ -201,12 +214,10 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
   }
   for (int64_t k0 = 0, b = 0; k0 < w.cols; k0 += w.block_cols, ++b) {
     const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    __m256 acc0[R], acc1[R];
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     int64_t k = k0;
-    for (; k + 16 <= k1; k += 16) {
-      const __m256 x0 = _mm256_loadu_ps(x + k);
-      const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+    for (; k + 32 <= k1; k += 32) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         if (k % 64 == 0) {
@@ -216,24 +227,51 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
             prefetch_ahead_busy(rows[r] + k);
           }
         }
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
+        nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
+        const __m256i a =
+            _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(zero, raw), 1), clear_bit14);
+        const __m256i c =
+            _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(zero, raw), 1), clear_bit14);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(a)), _mm256_loadu_ps(x + k), acc[r]);
+        acc[r] =
+            _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(c)), _mm256_loadu_ps(x + k + 8), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)), _mm256_loadu_ps(x + k + 16),
+                                 acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(c, 1)), _mm256_loadu_ps(x + k + 24),
+                                 acc[r]);
+      }
+    }
+    for (; k + 16 <= k1; k += 16) {
+      for (int r = 0; r < R; ++r) {
         const __m256i h = fp8_to_f16x16(rows[r] + k);
-        acc0[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), x0, acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), x1, acc1[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_loadu_ps(x + k), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_loadu_ps(x + k + 8),
+                                 acc[r]);
       }
     }
     for (; k + 8 <= k1; k += 8) {
       for (int r = 0; r < R; ++r)
-        acc0[r] = _mm256_fmadd_ps(load_fp8(rows[r] + k), _mm256_loadu_ps(x + k), acc0[r]);
+        acc[r] = _mm256_fmadd_ps(load_fp8(rows[r] + k), _mm256_loadu_ps(x + k), acc[r]);
     }
     for (int r = 0; r < R; ++r) {
-      total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc0[r], acc1[r]), _mm256_set1_ps(scales[r][b] * kFp8Unscale),
-                                 total[r]);
-      float s = 0.0f;
-      for (int64_t j = k; j < k1; ++j) s += f8e4m3_to_f32(rows[r][j]) * x[j];
-      tail[r] += s * scales[r][b];
+      total[r] = _mm256_fmadd_ps(acc[r], _mm256_set1_ps(scales[r][b] * kFp8Unscale), total[r]);
+      if (k < k1) {
+        float s = 0.0f;
+        for (int64_t j = k; j < k1; ++j) s += f8e4m3_to_f32(rows[r][j]) * x[j];
+        tail[r] += s * scales[r][b];
+      }
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum(total[r]) + tail[r];
+  const __m256i all_ones = _mm256_set1_epi8(-1);
+  if (!_mm256_testz_si256(_mm256_cmpeq_epi8(nan_max, all_ones), all_ones)) {
+    for (int r = 0; r < R; ++r) {
+      const bool nan_code =
+          std::any_of(rows[r], rows[r] + w.cols, [](uint8_t v) { return (v & 0x7f) == 0x7f; });
+      if (nan_code) y[r] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
 }
 
 // One MXFP4 row against x in mxfp4 order (laid out for mxfp4_rows here: not hot, the row loops lay x out
