@@ -3,6 +3,8 @@
 // give, greedy, the tokens of a server without speculation and of plain decoding alone (`run`), on a
 // dense golden and on a hybrid one (recurrent state rolled back to a checkpoint), with chunked prefill
 // beside the verification rows, prefix caching and preemption on, with and without the draft-row cap;
+// after a rollback to a checkpoint, the kept tokens are fed before the next one (no step feeds more
+// than k + 1 of a sequence's own tokens);
 // sampled, every seed gives plain decoding's tokens and the tokens after a verified draft follow the
 // target's distribution (chi-square); the /metrics counters add up, the cap's among them. With the
 // checkpoint's MTP layer drafting (DeepSeek-V3 and V4 miniatures) the same, and its drafts are `run`'s.
@@ -11,7 +13,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "day0/backends/backend.h"
 #include "day0/runtime/generate.h"
@@ -262,6 +267,77 @@ TEST(ServeSpec, ATinyDraftPoolTurnsSequencesAwayWithoutChangingTokens) {
   greedy_identical({.golden = "llama3", .source = DraftSource::kSelfInt4, .draft_kv_blocks = 4}, 3);
   // One attention layer takes blocks: 2 blocks hold two short sequences.
   greedy_identical({.golden = "qwen3-next", .source = DraftSource::kSelfInt4, .draft_kv_blocks = 2}, 3);
+}
+
+// A model with recurrent state (or DeepSeek-V4's partial compression groups) goes back only to the
+// checkpoint taken before the step when a draft is rejected, and the tokens it keeps are fed again. As
+// `run` does, they are fed first in a call of their own, and the next checkpoint follows them: with the
+// new drafts beside them the checkpoint stayed before them, and each further rejection fed them again
+// one token longer, the cache never moving on. No row cap and k = 2, drafts that the miniatures' INT4
+// copies and MTP layers often get wrong: no step feeds more than k + 1 of a sequence's own tokens, the
+// cache moves on over any two steps, a step with drafts after a rollback feeds all its own tokens but
+// the last before the checkpoint, and the tokens are plain decoding's.
+void rollbacks_move_on(const std::string& golden, DraftSource source) {
+  SCOPED_TRACE(golden + " " + draft_source_name(source));
+  const int64_t k = 2;
+  std::vector<std::vector<int32_t>> xs;
+  std::vector<int> max_tokens, echoed;
+  for (int i = 0; i < 8; ++i) {
+    xs.push_back(repetitive_prompt(i + 20, 6 + 4 * (i % 4)));
+    max_tokens.push_back(16 + 4 * (i % 3));
+    echoed.push_back(4 + 2 * (i % 3));
+  }
+  const std::vector<std::vector<int32_t>> prompts = echo_prompts(golden, xs, echoed);
+  HarnessOptions o;
+  o.model_dir = golden_model_dir(golden);
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.max_seqs = 8;
+  o.server.scheduler.spec = source;
+  o.server.scheduler.spec_tokens = k;
+  o.server.scheduler.spec_max_rows = 0;
+  std::mutex mutex;
+  std::map<uint64_t, std::vector<serve::VerifiedStep>> steps;  // by sequence, in order
+  o.server.scheduler.on_verified = [&](const serve::VerifiedStep& v) {
+    std::lock_guard lock(mutex);
+    steps[v.sequence].push_back(v);
+  };
+  std::vector<std::vector<int32_t>> spec;
+  {
+    ServeHarness h(o);
+    spec = serve_concurrently(h, prompts, max_tokens);
+    expect_consistent(spec_metrics(h), k);
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(steps.size(), prompts.size());
+  int64_t rollbacks = 0, refeeds = 0;
+  for (const auto& [id, seq] : steps) {
+    for (size_t i = 0; i < seq.size(); ++i) {
+      const serve::VerifiedStep& v = seq[i];
+      SCOPED_TRACE(
+          fmt::format("sequence {} step {}: start {} known {} refed {} drafts {} accepted {} length {}", id,
+                      i, v.start, v.known, v.refed, v.drafts, v.accepted, v.length));
+      EXPECT_LE(v.known, k + 1);
+      if (i == 0) continue;
+      const serve::VerifiedStep& before = seq[i - 1];
+      EXPECT_EQ(v.start, before.length);
+      EXPECT_GT(v.length, before.start);
+      // The one before went back to its checkpoint: this one's drafts come after the tokens it keeps.
+      const bool rolled_back = before.drafts > 0 && before.length == before.start + before.refed;
+      EXPECT_EQ(v.refed, rolled_back && v.drafts > 0 ? v.known - 1 : 0);
+      rollbacks += rolled_back ? 1 : 0;
+      refeeds += v.refed > 0 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(rollbacks, 0);
+  EXPECT_GT(refeeds, 0);
+  const auto alone = run_alone(golden, prompts, max_tokens);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(spec[i], alone[i]) << "request " << i;
+}
+
+TEST(ServeSpec, AfterARollbackTheKeptTokensAreFedBeforeTheNextCheckpoint) {
+  rollbacks_move_on("qwen3.5", DraftSource::kSelfInt4);      // Gated DeltaNet
+  rollbacks_move_on("olmo-hybrid", DraftSource::kSelfInt4);  // its own linear-attention layers
+  rollbacks_move_on("deepseek-v4-mtp", DraftSource::kMtp);   // compressed KV's partial groups
 }
 
 // A cap the decoding rows alone fill: no step verifies a draft, every drafts the n-gram lookup found
@@ -580,8 +656,9 @@ TEST(ServeSpec, MtpDraftsMatchRunsPositionByPosition) {
     EXPECT_EQ(st.position_accepted, expected.position_accepted);
     // The miniatures' MTP drafts are rarely accepted (random weights): the figures above could match
     // with other drafts. The calls show the drafts themselves, and the hidden states they came from.
-    // DeepSeek-V4's compressed cache cannot cut back to the kept rows in the server, which recomputes
-    // the sequence instead (Scheduler::verify_rows), so its calls differ from run's there.
+    // DeepSeek-V4's compressed cache goes back to its checkpoint instead, and the server feeds the kept
+    // rows again in the next step, after the MTP layer drafted (run feeds them before it drafts), so its
+    // calls are not compared.
     if (std::string(golden) == "deepseek-v3-mtp") {
       EXPECT_GT(expected.accepted, 0);  // a kept draft's rows feed the MTP layer too
       EXPECT_EQ(serve_calls, run_calls);

@@ -539,8 +539,9 @@ bool Scheduler::run_step() {
         s.feed.assign(from, from + take);
         s.feed.insert(s.feed.end(), drafts.begin(), drafts.end());
         s.drafts = static_cast<int64_t>(drafts.size());
-        // A recurrent state goes back only to a saved point: the one before the drafts.
-        if (s.drafts > 0 && s.cache->recurrent_model()) s.cache->checkpoint();
+        // A recurrent state goes back only to a saved point: the one before the drafts (after a
+        // rollback, once the tokens fed again are in: refeed()).
+        if (s.drafts > 0 && s.cache->recurrent_model() && !s.rolled_back) s.cache->checkpoint();
       }
       s.planned = true;
       planned_ += need;
@@ -562,8 +563,11 @@ bool Scheduler::run_step() {
     it = running_.erase(it);
   }
   if (plan.empty()) return false;
-  const bool any_drafts =
-      std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.decoding && p.seq->drafts > 0; });
+  // Tokens fed again after a rollback go on the row-invariant kernels too: each row's state and logits
+  // are then those of the one-token steps plain decoding took.
+  const bool any_drafts = std::any_of(plan.begin(), plan.end(), [](const Planned& p) {
+    return p.decoding && (p.seq->drafts > 0 || p.seq->rolled_back);
+  });
   if (!any_drafts) {
     // Nothing to verify (no drafts found, or the cap withheld them): one call on the fast kernels, as
     // plain decoding runs the step.
@@ -582,6 +586,7 @@ bool Scheduler::run_step() {
     }
     if (!decoding.empty()) {
       engine_.set_row_invariant(true);
+      refeed(decoding);
       execute(decoding, true);
     }
     if (!prefilling.empty()) {
@@ -636,6 +641,8 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
       // A speculating sequence's step without drafts: a verification of none.
       metrics_.count_verification(0, 0);
       p.seq->acceptance.observe(0, 0);
+      if (options_.on_verified)
+        options_.on_verified({p.seq->id, p.start, p.take, 0, 0, 0, p.seq->cache->length()});
     }
     if (!per_token) return pick(*p.seq, rows.row_span(first_row));
     if (p.seq->scoring_prompt()) score_prompt(*p.seq, p.start, rows, first_row, p.take);
@@ -682,6 +689,46 @@ void Scheduler::execute(std::vector<Planned>& group, bool verify) {
       finish(s, "abort",
              ApiError{500, fmt::format("internal error: {}", alone.status().to_string()), "server_error", "",
                       "internal_error"});
+    }
+  }
+}
+
+void Scheduler::refeed(std::vector<Planned>& group) {
+  std::vector<SequenceStep> batch;
+  std::vector<uint64_t> ids;
+  std::vector<Planned*> refed;
+  for (Planned& p : group) {
+    Sequence& s = *p.seq;
+    if (!s.rolled_back || s.drafts == 0) continue;
+    // Its pending tokens but the last (the one picked after them, whose logits are not known yet).
+    const int64_t n = p.take - s.drafts - 1;
+    if (n <= 0) {
+      s.cache->checkpoint();
+      continue;
+    }
+    batch.push_back({&*s.cache, std::span<const int32_t>(s.feed).first(static_cast<size_t>(n))});
+    ids.push_back(s.id);
+    refed.push_back(&p);
+  }
+  if (batch.empty()) return;
+  // No hidden states observed: the verification that rolled back handed the drafter these rows.
+  const bool ok = forward(batch, ids, true).is_ok();
+  for (size_t i = 0; i < refed.size(); ++i) {
+    Planned& p = *refed[i];
+    Sequence& s = *p.seq;
+    const auto n = static_cast<int64_t>(batch[i].tokens.size());
+    if (ok) {
+      s.feed.erase(s.feed.begin(), s.feed.begin() + n);
+      p.start += n;
+      p.take -= n;
+      p.refed = n;
+      s.cache->checkpoint();
+    } else {
+      // The engine put the caches back: this step feeds the pending tokens without drafts (a lost
+      // state fails the verification call, whose retry recomputes it).
+      p.take -= s.drafts;
+      s.feed.resize(static_cast<size_t>(p.take));
+      s.drafts = 0;
     }
   }
 }
@@ -740,6 +787,9 @@ void Scheduler::verify_rows(const Planned& p, const ConstMatrix& rows, int64_t f
     }
   }
   if (s.cache->recurrent_model()) s.cache->drop_checkpoint();
+  if (options_.on_verified)
+    options_.on_verified(
+        {s.id, p.start - p.refed, p.refed + pending, p.refed, n_drafts, accepted, s.cache->length()});
   for (size_t i = 0; i < picked.size() && !s.done; ++i) {
     try {
       // Plain decoding would hold the pending tokens and the drafts before this one.

@@ -66,6 +66,17 @@ class DpLockstep;
 
 const char* policy_name(AdmissionPolicy policy);  // "max-utilization", "guaranteed-no-evict"
 
+// One speculating sequence's step as verified (SchedulerOptions::on_verified).
+struct VerifiedStep {
+  uint64_t sequence = 0;  // the scheduler's id for it
+  int64_t start = 0;      // its cache length before the step
+  int64_t known = 0;      // its own tokens fed: 1, or more after a rollback
+  int64_t refed = 0;      // of those, the ones fed first in a call of their own, before the checkpoint
+  int64_t drafts = 0;     // drafts fed after them
+  int64_t accepted = 0;
+  int64_t length = 0;  // its cache length after: start + refed when it went back to the checkpoint
+};
+
 struct SchedulerOptions {
   int64_t max_seqs = 256;           // sequences in the running batch at once
   int64_t max_waiting = 256;        // accepted requests waiting beyond those; more are refused (429)
@@ -94,6 +105,9 @@ struct SchedulerOptions {
   Engine* draft = nullptr;
   // The draft pool's capacity in blocks; 0: the rule of draft_pool_blocks().
   int64_t draft_kv_blocks = 0;
+  // Called on the engine thread after each verification (of drafts, or of none) of a speculating
+  // sequence's step: what tests and tracing see of the rows it fed.
+  std::function<void(const VerifiedStep&)> on_verified;
 };
 
 // The draft pool's capacity under `options` (kSelfInt4): draft_kv_blocks when set, else the blocks
@@ -187,6 +201,7 @@ class Scheduler {
     int64_t take;
     int64_t start = 0;
     bool decoding = false;  // a decoding sequence under speculation: fed s.feed, its rows verified
+    int64_t refed = 0;      // tokens refeed() fed before `start` in this step
   };
   bool speculating() const { return options_.spec != DraftSource::kNone; }
   void loop();
@@ -202,6 +217,11 @@ class Scheduler {
   int64_t draft_room(const Sequence& s) const;
   // Every decoding sequence's drafts of this step (Sequence::proposed), under the draft-row cap.
   void propose_drafts();
+  // After a rollback, a sequence with drafts first feeds the tokens it keeps (the pending ones but the
+  // last, their logits known) in a call of their own, and checkpoints after them, as `run` does: a
+  // rejection then goes back no further. With drafts beside them the checkpoint stayed before them,
+  // and each rejection fed them again one token longer. The group's entries start after them.
+  void refeed(std::vector<Planned>& group);
   // One forward call over `group` and every sequence's picks; a failed call is retried one sequence
   // at a time. `verify`: the group of decoding sequences under speculation (a row per fed token).
   void execute(std::vector<Planned>& group, bool verify);
