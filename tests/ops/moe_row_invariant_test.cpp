@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "day0/backends/cpu/simd_level.h"
+#include "day0/graph/decompositions.h"
 #include "op_test_support.h"
 
 namespace day0::test {
@@ -103,34 +104,45 @@ TEST(MoeRowInvariant, ExpertsOfManyTokensGiveEachRowTheBitsOfItsOwnCall) {
         }
       }
       for (auto& nb : backends) {
-        for (bool exact : {true, false}) {
-          // Tokens [first, first + rows) in one call: [rows, kHidden].
-          const auto run = [&](int64_t first, int64_t rows, bool row_invariant) {
-            GuardedMatrix out(rows, kHidden);
-            nb.backend->moe_experts({.x = x.cview().row_slice(first, rows),
-                                     .expert_ids = {ids.data() + first * kTopK, rows, kTopK},
-                                     .expert_weights = {weights.data() + first * kTopK, rows, kTopK},
-                                     .experts = experts,
-                                     .layout = c.layout,
-                                     .clamped = c.clamped,
-                                     .relu2 = c.relu2,
-                                     .input_scaling = c.input_scaling,
-                                     .n_zero_experts = c.zero_experts,
-                                     .out = out.view(),
-                                     .exact = exact,
-                                     .row_invariant = row_invariant});
-            EXPECT_TRUE(out.guards_intact()) << nb.label;
-            return out.values();
-          };
-          std::vector<std::vector<float>> alone;  // [kTokens][kHidden]: a decode step's call per token
-          for (int64_t r = 0; r < kTokens; ++r) alone.push_back(run(r, 1, false));
-          for (int64_t t : {int64_t{17}, int64_t{33}, kTokens}) {
-            const auto batch = run(0, t, true);
-            for (int64_t r = 0; r < t; ++r) {
-              const auto& want = alone[static_cast<size_t>(r)];
-              ASSERT_EQ(std::memcmp(batch.data() + r * kHidden, want.data(), want.size() * sizeof(float)), 0)
-                  << nb.label << ", " << weight_format_name(format) << ", " << c.name
-                  << (exact ? ", exact" : ", not exact") << ": row " << r << " of a call of " << t;
+        // The backend's own kernel, and the decomposition into gathers and matmuls that backends without
+        // one (and the partial backend's host fallback) run.
+        for (const bool decomposed : {false, true}) {
+          for (bool exact : {true, false}) {
+            // Tokens [first, first + rows) in one call: [rows, kHidden].
+            const auto run = [&](int64_t first, int64_t rows, bool row_invariant) {
+              GuardedMatrix out(rows, kHidden);
+              const MoeExpertsArgs args{.x = x.cview().row_slice(first, rows),
+                                        .expert_ids = {ids.data() + first * kTopK, rows, kTopK},
+                                        .expert_weights = {weights.data() + first * kTopK, rows, kTopK},
+                                        .experts = experts,
+                                        .layout = c.layout,
+                                        .clamped = c.clamped,
+                                        .relu2 = c.relu2,
+                                        .input_scaling = c.input_scaling,
+                                        .n_zero_experts = c.zero_experts,
+                                        .out = out.view(),
+                                        .exact = exact,
+                                        .row_invariant = row_invariant};
+              if (decomposed) {
+                decompose_moe_experts(*nb.backend, args);
+              } else {
+                nb.backend->moe_experts(args);
+              }
+              EXPECT_TRUE(out.guards_intact()) << nb.label;
+              return out.values();
+            };
+            std::vector<std::vector<float>> alone;  // [kTokens][kHidden]: a decode step's call per token
+            for (int64_t r = 0; r < kTokens; ++r) alone.push_back(run(r, 1, false));
+            for (int64_t t : {int64_t{17}, int64_t{33}, kTokens}) {
+              const auto batch = run(0, t, true);
+              for (int64_t r = 0; r < t; ++r) {
+                const auto& want = alone[static_cast<size_t>(r)];
+                ASSERT_EQ(std::memcmp(batch.data() + r * kHidden, want.data(), want.size() * sizeof(float)),
+                          0)
+                    << nb.label << (decomposed ? " (decomposed)" : "") << ", " << weight_format_name(format)
+                    << ", " << c.name << (exact ? ", exact" : ", not exact") << ": row " << r
+                    << " of a call of " << t;
+              }
             }
           }
         }
