@@ -253,6 +253,9 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
   }
   // Experts in id order, each token's in the order a one-token call adds them; under row invariance the
   // matmuls keep each row's one-token bits, so a token's output does not depend on the others.
+  const auto expert_matmul = [&](ConstMatrix x, const WeightView& w, const float* bias, Matrix y) {
+    be.matmul({.x = x, .w = w, .bias = bias, .y = y, .exact = a.exact, .row_invariant = a.row_invariant});
+  };
   for (size_t e = 0; e < a.experts.size(); ++e) {
     const auto n = static_cast<int64_t>(tokens[e].size());
     if (n == 0) continue;  // an expert nobody chose costs nothing
@@ -265,34 +268,14 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
     SwigluArgs glu{.out = act.m, .limit = a.limit, .alpha = a.alpha, .up_shift = a.up_shift};
     Buffer gate_up(n, 2 * inter);
     if (a.relu2) {  // ungated: relu(up x)^2 as clamp and mul
-      be.matmul({.x = xe.m,
-                 .w = ew.up,
-                 .bias = ew.up_bias,
-                 .y = act.m,
-                 .exact = a.exact,
-                 .row_invariant = a.row_invariant});
+      expert_matmul(xe.m, ew.up, ew.up_bias, act.m);
       be.clamp({.x = act.m, .y = act.m, .lo = 0.0f});
       be.mul({act.m, act.m, act.m});
     } else if (a.layout == GateUpLayout::kSeparate) {
-      be.matmul({.x = xe.m,
-                 .w = ew.gate,
-                 .bias = ew.gate_bias,
-                 .y = gate_up.m.col_slice(0, inter),
-                 .exact = a.exact,
-                 .row_invariant = a.row_invariant});
-      be.matmul({.x = xe.m,
-                 .w = ew.up,
-                 .bias = ew.up_bias,
-                 .y = gate_up.m.col_slice(inter, inter),
-                 .exact = a.exact,
-                 .row_invariant = a.row_invariant});
+      expert_matmul(xe.m, ew.gate, ew.gate_bias, gate_up.m.col_slice(0, inter));
+      expert_matmul(xe.m, ew.up, ew.up_bias, gate_up.m.col_slice(inter, inter));
     } else {
-      be.matmul({.x = xe.m,
-                 .w = ew.gate,
-                 .bias = ew.gate_bias,
-                 .y = gate_up.m,
-                 .exact = a.exact,
-                 .row_invariant = a.row_invariant});
+      expert_matmul(xe.m, ew.gate, ew.gate_bias, gate_up.m);
     }
     if (a.layout == GateUpLayout::kInterleaved) {
       glu.gate = gate_up.m;
@@ -313,12 +296,7 @@ void decompose_moe_experts(Backend& be, const MoeExpertsArgs& a) {
       be.swiglu(glu);
     }
     Buffer down(n, h);
-    be.matmul({.x = act.m,
-               .w = ew.down,
-               .bias = ew.down_bias,
-               .y = down.m,
-               .exact = a.exact,
-               .row_invariant = a.row_invariant});
+    expert_matmul(act.m, ew.down, ew.down_bias, down.m);
     be.scatter_add({down.m, tokens[e], a.input_scaling ? std::span<const float>{} : weights[e], a.out});
   }
 }
