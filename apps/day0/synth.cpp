@@ -63,9 +63,9 @@ std::string structure_line(const ModelSpec& s) {
     if (hashed > 0) ffn += fmt::format(", {} hash-routed", hashed);
   }
   if (s.hyper_connections) ffn += fmt::format("; {} hyper-connected streams", s.hyper_connections->streams);
+  // The rope words are inspect's (one description of the scaling, not the config's type name).
   return fmt::format("{} layers, hidden {}, vocab {}; {}; {}; rope {}; weights {}", s.n_layers, s.hidden_size,
-                     s.vocab_size, attention, ffn, rope_type_name(s.rope.type),
-                     weight_format_name(s.weights.format));
+                     s.vocab_size, attention, ffn, describe_rope(s), weight_format_name(s.weights.format));
 }
 
 int run_synth(const SynthArgs& args) {
