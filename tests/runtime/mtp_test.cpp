@@ -121,6 +121,26 @@ INSTANTIATE_TEST_SUITE_P(Goldens, MtpGolden, ::testing::Values(kGolden, kV4Golde
                            return std::string(p.param == kGolden ? "DeepSeekV3" : "DeepSeekV4");
                          });
 
+// Greedy speculative decoding of plain's length with k MTP drafts a step: its tokens must be plain
+// decoding's, and every token after the first comes from a verification step (accepted drafts plus one a
+// step). The run's statistics go to *stats (fatal failures return early: callers check
+// ::testing::Test::HasFatalFailure).
+void expect_mtp_run_is_plain(Engine& engine, const std::vector<int32_t>& prompt,
+                             const GenerationResult& plain, int64_t k, SpecStats* stats) {
+  MtpDrafter drafter(engine);
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.max_new = static_cast<int64_t>(plain.steps.size());
+  request.sampling.greedy = true;
+  auto spec = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  ASSERT_EQ(spec->result.steps.size(), plain.steps.size());
+  for (size_t s = 0; s < plain.steps.size(); ++s)
+    EXPECT_EQ(spec->result.steps[s].chosen.token, plain.steps[s].chosen.token) << "step " << s;
+  *stats = spec->stats;
+  EXPECT_EQ(stats->accepted + stats->verify_steps, request.max_new - 1);
+}
+
 class MtpDrafts : public ::testing::TestWithParam<std::tuple<const char*, ActivationPrecision>> {};
 
 TEST_P(MtpDrafts, EveryDraftLengthGivesPlainDecodingsTokens) {
@@ -139,20 +159,10 @@ TEST_P(MtpDrafts, EveryDraftLengthGivesPlainDecodingsTokens) {
   ASSERT_EQ(plain->steps.size(), static_cast<size_t>(kNew));
   for (int64_t k = 1; k <= 3; ++k) {
     SCOPED_TRACE(k);
-    MtpDrafter drafter(engine);
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.max_new = kNew;
-    request.sampling = greedy;
-    auto spec = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
-    ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
-    ASSERT_EQ(spec->result.steps.size(), plain->steps.size());
-    for (size_t s = 0; s < plain->steps.size(); ++s)
-      EXPECT_EQ(spec->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
-    const SpecStats& st = spec->stats;
-    // Every token after the first came from a verification step: accepted drafts plus one per step; the
-    // MTP layer drafts at every step (up to k, fewer only where the token budget ends).
-    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    SpecStats st;
+    expect_mtp_run_is_plain(engine, prompt, *plain, k, &st);
+    if (::testing::Test::HasFatalFailure()) return;
+    // The MTP layer drafts at every step (up to k, fewer only where the token budget ends).
     EXPECT_GE(st.drafted, st.verify_steps - 1);  // the last step may have no budget left for drafts
     EXPECT_LE(st.drafted, k * st.verify_steps);
     std::printf("%s %s k=%lld: %lld of %lld MTP drafts accepted (%.1f%%), %.2f a step\n", golden,
@@ -181,18 +191,9 @@ void expect_copying_drafts_accepted(Engine& engine, double min_rate, const char*
   ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
   for (int64_t k = 1; k <= 3; ++k) {
     SCOPED_TRACE(k);
-    MtpDrafter drafter(engine);
-    GenerationRequest request;
-    request.prompt = prompt;
-    request.max_new = kNew;
-    request.sampling = greedy;
-    auto spec_run = generate_speculative(engine, request, drafter, SpecOptions{.tokens = k});
-    ASSERT_TRUE(spec_run.is_ok()) << spec_run.status().to_string();
-    ASSERT_EQ(spec_run->result.steps.size(), plain->steps.size());
-    for (size_t s = 0; s < plain->steps.size(); ++s)
-      EXPECT_EQ(spec_run->result.steps[s].chosen.token, plain->steps[s].chosen.token) << "step " << s;
-    const SpecStats& st = spec_run->stats;
-    EXPECT_EQ(st.accepted + st.verify_steps, kNew - 1);
+    SpecStats st;
+    expect_mtp_run_is_plain(engine, prompt, *plain, k, &st);
+    if (::testing::Test::HasFatalFailure()) return;
     EXPECT_GE(st.acceptance_rate(), min_rate) << st.accepted << " of " << st.drafted;
     std::printf("copying %s MTP layer, k=%lld: %lld of %lld drafts accepted (%.1f%%), %.2f a step\n", what,
                 static_cast<long long>(k), static_cast<long long>(st.accepted),
