@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
+#include "day0/backends/cpu/simd_level.h"
 #include "day0/io/safetensors_file.h"
 #include "day0/model/config_parser.h"
 #include "day0/model/tensor_manifest.h"
@@ -316,6 +318,173 @@ TEST(MtpDrafts, ADeepSeekV4MtpLayerCopyingTheTargetIsAccepted) {
 
   expect_copying_drafts_accepted(engine, 0.9, "V4");
 }
+
+// Several sequences drafting together (serve's continuous batching): mtp_propose_batch runs one forward_mtp
+// call per draft depth for all of them, and each sequence's drafts are the ones it drafts alone
+// (MtpDrafter::propose). Five prefilled sequences, one blind (its drafter saw none of its first rows, as
+// after a prefix-cache hit), ask for 0 to 3 drafts over four rounds (a sequence asking none lets its target
+// rows pile up: the next round feeds several); each round the target takes every draft and its own next
+// token, and both drafters of a sequence see the same hidden states. First the row-invariant forward_mtp
+// itself: the sequences' teacher-forced rows (different counts) in one call give each row's logits and hidden
+// state bit for bit as the sequence's call alone. At every SIMD level here, F32 and BF16 activations.
+class MtpBatch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MtpBatch, SequencesDraftingTogetherDraftWhatEachDraftsAlone) {
+  const char* golden = GetParam();
+  auto model = load_model(golden_dir(golden), LoadOptions{.mtp_layers = true});
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  constexpr size_t kSequences = 5, kBlind = 4;
+  constexpr int64_t kRounds = 4;
+  const auto vocab = static_cast<int32_t>(model->spec.vocab_size);
+  std::vector<std::vector<int32_t>> prompts(kSequences);  // [kSequences][5 .. 13]
+  for (size_t s = 0; s < kSequences; ++s)
+    for (size_t i = 0; i < 5 + 2 * s; ++i)
+      prompts[s].push_back(static_cast<int32_t>((i * 37 + s * 61 + 11) % static_cast<size_t>(vocab)));
+  for (SimdLevel level : available_simd_levels()) {
+    BackendOptions bo;
+    bo.n_threads = 2;
+    bo.quiet = true;
+    bo.simd = level;
+    auto backend = open_backend("cpu", bo);
+    ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+    for (ActivationPrecision precision : {ActivationPrecision::kF32, ActivationPrecision::kBF16}) {
+      const std::string what =
+          fmt::format("{} {} {}", golden, simd_level_name(level), precision_name(precision));
+      SCOPED_TRACE(what);
+      EngineOptions options;
+      options.precision = precision;
+      options.mtp_layers = true;
+      auto created = Engine::create(model->spec, model->weights, **backend, options);
+      ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+      Engine& engine = **created;
+      const int64_t width = engine.residual_width();
+      std::vector<KvCache> caches;       // the target's
+      std::vector<FloatMatrix> prefill;  // [kSequences] x [prompt, width] the prompt's hidden states
+      std::vector<int32_t> next;         // [kSequences] the target's token after the prompt
+      caches.reserve(kSequences);
+      for (size_t s = 0; s < kSequences; ++s) {
+        caches.push_back(engine.new_cache());
+        ForwardCapture capture{.want_last_hidden = true};
+        const SequenceStep step{&caches[s], prompts[s]};
+        auto logits = engine.forward(std::span(&step, 1), true, &capture);  // [1, vocab]
+        ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+        next.push_back(pick_token(engine.backend(), logits->row_span(0), SamplingParams{}, 0));
+        prefill.push_back(std::move(capture.last_hidden));
+      }
+
+      // forward_mtp, row-invariant: teacher-forced rows of every sequence in one call, then each alone.
+      {
+        std::vector<KvCache> together, alone;
+        std::vector<SequenceStep> batch;
+        std::vector<float> hidden;  // [rows of all sequences, width]
+        std::vector<std::vector<int32_t>> ids(kSequences);
+        together.reserve(kSequences);
+        alone.reserve(kSequences);
+        for (size_t s = 0; s < kSequences; ++s) {
+          together.push_back(engine.new_mtp_cache(0));
+          alone.push_back(engine.new_mtp_cache(0));
+          ids[s].assign(prompts[s].begin() + 1, prompts[s].end());
+          batch.push_back({&together[s], ids[s]});
+          hidden.insert(hidden.end(), prefill[s].data.begin(),
+                        prefill[s].data.begin() + static_cast<std::ptrdiff_t>(ids[s].size()) * width);
+        }
+        engine.set_row_invariant(true);
+        ForwardCapture all{.want_last_hidden = true};
+        auto logits = engine.forward_mtp(
+            0, batch, ConstMatrix(hidden.data(), static_cast<int64_t>(hidden.size()) / width, width), false,
+            &all);
+        ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+        const FloatMatrix batched = copy_matrix(*logits);  // [rows of all sequences, vocab]
+        int64_t row = 0;
+        for (size_t s = 0; s < kSequences; ++s) {
+          ForwardCapture one{.want_last_hidden = true};
+          const SequenceStep step{&alone[s], ids[s]};
+          const auto rows = static_cast<int64_t>(ids[s].size());
+          auto own =
+              engine.forward_mtp(0, std::span(&step, 1), ConstMatrix(prefill[s].data.data(), rows, width),
+                                 false, &one);  // [rows, vocab]
+          ASSERT_TRUE(own.is_ok()) << own.status().to_string();
+          for (int64_t r = 0; r < rows; ++r, ++row) {
+            EXPECT_EQ(std::memcmp(batched.row(row).data(), own->row(r),
+                                  static_cast<size_t>(batched.cols) * sizeof(float)),
+                      0)
+                << "sequence " << s << " row " << r << ": logits";
+            EXPECT_EQ(std::memcmp(all.last_hidden.row(row).data(), one.last_hidden.row(r).data(),
+                                  static_cast<size_t>(width) * sizeof(float)),
+                      0)
+                << "sequence " << s << " row " << r << ": hidden state";
+          }
+        }
+        engine.set_row_invariant(false);
+      }
+
+      // mtp_propose_batch against each sequence's lone proposals, round by round.
+      std::vector<std::unique_ptr<MtpDrafter>> together, alone;
+      std::vector<std::vector<int32_t>> history(kSequences);
+      for (size_t s = 0; s < kSequences; ++s) {
+        together.push_back(std::make_unique<MtpDrafter>(engine));
+        alone.push_back(std::make_unique<MtpDrafter>(engine));
+        const ConstMatrix h(prefill[s].data.data(), prefill[s].rows, width);
+        for (auto* d : {together[s].get(), alone[s].get()}) {
+          if (s == kBlind) {
+            d->observe_target(h.row_slice(2, h.rows - 2), 2);  // its first two rows came from elsewhere
+          } else {
+            d->observe_target(h, 0);
+          }
+        }
+        history[s] = prompts[s];
+        history[s].push_back(next[s]);
+      }
+      int64_t drafted_together = 0;
+      for (int64_t round = 0; round < kRounds; ++round) {
+        SCOPED_TRACE(fmt::format("round {}", round));
+        std::vector<MtpAsk> asks;
+        int64_t depth = 0;
+        for (size_t s = 0; s < kSequences; ++s) {
+          const int64_t k = (static_cast<int64_t>(s) + round) % 4;  // 0 .. 3, each sequence its own
+          asks.push_back({.drafter = together[s].get(), .history = history[s], .k = k});
+          if (s != kBlind) depth = std::max(depth, k);
+        }
+        const int64_t calls = engine.mtp_calls();
+        ASSERT_TRUE(mtp_propose_batch(engine, asks).is_ok());
+        EXPECT_EQ(engine.mtp_calls() - calls, depth) << "one forward_mtp call per draft depth";
+        EXPECT_FALSE(engine.row_invariant());  // the batch's setting went back
+        for (size_t s = 0; s < kSequences; ++s) {
+          const MtpAsk& ask = asks[s];
+          EXPECT_TRUE(ask.status.is_ok()) << ask.status.to_string();
+          const int64_t before = engine.mtp_calls();
+          auto own = alone[s]->propose(history[s], ask.k);
+          ASSERT_TRUE(own.is_ok()) << own.status().to_string();
+          EXPECT_EQ(ask.drafts, *own) << "sequence " << s << " k " << ask.k;
+          EXPECT_EQ(static_cast<int64_t>(own->size()), s == kBlind ? 0 : ask.k) << "sequence " << s;
+          EXPECT_EQ(engine.mtp_calls() - before, static_cast<int64_t>(own->size()));
+          drafted_together += static_cast<int64_t>(ask.drafts.size());
+        }
+        // The target takes every draft and its own token after them; both drafters see its hidden states.
+        for (size_t s = 0; s < kSequences; ++s) {
+          std::vector<int32_t> feed = {history[s].back()};
+          feed.insert(feed.end(), asks[s].drafts.begin(), asks[s].drafts.end());
+          const int64_t first = caches[s].length();
+          ForwardCapture capture{.want_last_hidden = true};
+          const SequenceStep step{&caches[s], feed};
+          auto logits = engine.forward(std::span(&step, 1), true, &capture);  // [1, vocab]
+          ASSERT_TRUE(logits.is_ok()) << logits.status().to_string();
+          history[s].insert(history[s].end(), asks[s].drafts.begin(), asks[s].drafts.end());
+          history[s].push_back(pick_token(engine.backend(), logits->row_span(0), SamplingParams{}, 0));
+          const ConstMatrix h(capture.last_hidden.data.data(), capture.last_hidden.rows, width);
+          together[s]->observe_target(h, first);
+          alone[s]->observe_target(h, first);
+        }
+      }
+      EXPECT_GT(drafted_together, 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, MtpBatch, ::testing::Values(kGolden, kV4Golden),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param == kGolden ? "DeepSeekV3" : "DeepSeekV4");
+                         });
 
 TEST(Mtp, ForwardMtpRefusesBadInputsAndEnginesWithoutMtpLayers) {
   auto run = open_mtp({});

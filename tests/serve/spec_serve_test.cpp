@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -578,6 +580,111 @@ TEST(ServeSpec, MtpGreedyStreamsGiveThePlainTokens) {
   for (const char* golden : {"deepseek-v3-mtp", "deepseek-v4-mtp"}) {
     mtp_greedy_identical(golden, 3, true);
     mtp_greedy_identical(golden, 2, false);
+  }
+}
+
+// Concurrent greedy streams drafting with the MTP layer, with and without the draft-row cap: every step
+// drafts for all its drafting sequences in one forward_mtp call per draft depth (the engine's count of
+// forward_mtp calls equals the step's longest drafts, not their sum), steps where several sequences draft
+// are among them (without the cap, with allotments of their own: a sequence near its token budget asks
+// fewer; under it, some sequences' drafts withheld), each sequence gets every draft allotted, and the tokens
+// are those of a server without speculation and of plain decoding alone. Then the last prompt again, with
+// prefix caching a hit: its blind sequence asks and drafts nothing, with no call. (That a sequence's drafts
+// are the ones it drafts alone: MtpBatch in tests/runtime/mtp_test.)
+void mtp_batched_drafting(const std::string& golden, int64_t k, int64_t max_rows) {
+  SCOPED_TRACE(golden + " k " + std::to_string(k) + " max rows " + std::to_string(max_rows));
+  std::vector<std::vector<int32_t>> prompts = mtp_prompts();
+  prompts.push_back(repetitive_prompt(11, 48));  // 72 tokens: whole KV blocks for the prefix cache
+  std::vector<int> max_tokens;
+  for (size_t i = 0; i < prompts.size(); ++i) max_tokens.push_back(10 + 4 * static_cast<int>(i % 3));
+  HarnessOptions o;
+  o.model_dir = golden_model_dir(golden);
+  o.kv_dtype = KvDtype::kF32;
+  o.server.scheduler.max_batch_tokens = 256;
+  o.server.scheduler.max_seqs = 8;
+  auto serve_all = [&](ServeHarness& h) {
+    auto out = serve_concurrently(h, prompts, max_tokens);
+    const HttpReply again =
+        http_post(h.port(), "/v1/completions", completion_body(prompts.back(), max_tokens.back()));
+    EXPECT_EQ(again.status, 200) << again.body;
+    out.push_back(tokens_of(again));
+    return out;
+  };
+  std::vector<std::vector<int32_t>> plain, spec;
+  {
+    ServeHarness h(o);
+    plain = serve_all(h);
+  }
+  o.server.scheduler.spec = DraftSource::kMtp;
+  o.server.scheduler.spec_tokens = k;
+  o.server.scheduler.spec_max_rows = max_rows;
+  std::mutex mutex;
+  std::vector<serve::DraftedStep> steps;
+  o.server.scheduler.on_drafted = [&](const serve::DraftedStep& d) {
+    std::lock_guard lock(mutex);
+    steps.push_back(d);
+  };
+  {
+    ServeHarness h(o);
+    spec = serve_all(h);
+    EXPECT_GT(spec_metrics(h).drafted, 0);
+    EXPECT_GT(h.server().metrics().prefix_cache_hit_tokens(), 0);
+    if (max_rows > 0) {
+      EXPECT_GT(h.server().metrics().spec_withheld_drafts(), 0);  // the cap cut some allotments
+    }
+  }
+  prompts.push_back(prompts.back());
+  max_tokens.push_back(max_tokens.back());
+  const auto alone = run_alone(golden, prompts, max_tokens);
+  ASSERT_EQ(spec.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
+    EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+    EXPECT_EQ(spec[i], alone[i]) << "request " << i;
+  }
+  std::lock_guard lock(mutex);
+  ASSERT_FALSE(steps.empty());
+  int64_t shared = 0, mixed = 0, calls = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const serve::DraftedStep& d = steps[i];
+    SCOPED_TRACE(fmt::format("step {}: {} sequences", i, d.sequences.size()));
+    ASSERT_EQ(d.allotted.size(), d.sequences.size());
+    ASSERT_EQ(d.drafts.size(), d.sequences.size());
+    size_t depth = 0, drafting = 0;
+    for (size_t j = 0; j < d.sequences.size(); ++j) {
+      EXPECT_GE(d.allotted[j], 1);
+      depth = std::max(depth, d.drafts[j].size());
+      drafting += d.drafts[j].empty() ? 0 : 1;
+      // The last request is the prefix-cache hit (the highest id): blind, no drafts; the others all they
+      // were allotted.
+      const bool blind = d.sequences[j] == prompts.size() - 1;
+      EXPECT_EQ(static_cast<int64_t>(d.drafts[j].size()), blind ? 0 : d.allotted[j])
+          << "sequence " << d.sequences[j];
+    }
+    EXPECT_EQ(d.mtp_calls, static_cast<int64_t>(depth)) << "one forward_mtp call per draft depth";
+    calls += d.mtp_calls;
+    if (drafting >= 2) {
+      ++shared;
+      if (std::adjacent_find(d.allotted.begin(), d.allotted.end(), std::not_equal_to<>()) != d.allotted.end())
+        ++mixed;
+    }
+  }
+  EXPECT_GT(shared, 0) << "no step drafted for several sequences";
+  if (max_rows == 0) {
+    EXPECT_GT(mixed, 0) << "no step drafted for sequences of different allotments";
+  }
+  std::printf(
+      "%s k=%lld max rows %lld: %zu drafting steps, %lld of them for several sequences, %lld "
+      "forward_mtp calls\n",
+      golden.c_str(), static_cast<long long>(k), static_cast<long long>(max_rows), steps.size(),
+      static_cast<long long>(shared), static_cast<long long>(calls));
+}
+
+TEST(ServeSpec, MtpDraftsOfAllSequencesRunInOneCallPerDepth) {
+  for (const char* golden : {"deepseek-v3-mtp", "deepseek-v4-mtp"}) {
+    mtp_batched_drafting(golden, 3, 0);
+    // The cap: some sequences get fewer drafts than they ask, or none.
+    mtp_batched_drafting(golden, 4, 12);
   }
 }
 

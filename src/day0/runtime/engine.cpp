@@ -401,7 +401,13 @@ Result<ConstMatrix> Engine::forward_mtp(int64_t k, std::span<const SequenceStep>
     return invalid_argument(fmt::format("forward_mtp: hidden states [{}, {}] for {} rows of width {}",
                                         hidden.rows, hidden.cols, rows, residual_width()));
   }
+  ++mtp_calls_;
   return mtp_[static_cast<size_t>(k)]->forward_step(batch, last_only, capture, hidden);
+}
+
+void Engine::set_row_invariant(bool on) {
+  row_invariant_ = on;
+  for (const std::unique_ptr<Engine>& mtp : mtp_) mtp->set_row_invariant(on);
 }
 
 int64_t Engine::residual_width() const {

@@ -185,8 +185,9 @@ class Engine {
   // (blocks::Context::row_invariant: matmuls and MoE experts on the one-token row dots, attention a row
   // at a time): bit for bit the logits of feeding a sequence's tokens one at a time, with the weights
   // read once per call. For speculative verification; slower than the default at prefill sizes. MLA
-  // and block-sparse attention still take all rows in one call.
-  void set_row_invariant(bool on) { row_invariant_ = on; }
+  // and block-sparse attention still take all rows in one call. The MTP layers' calls (forward_mtp)
+  // follow the same setting.
+  void set_row_invariant(bool on);
   bool row_invariant() const { return row_invariant_; }
 
   // The checkpoint's multi-token-prediction layers (EngineOptions::mtp_layers; 0 without). MTP layer k
@@ -207,6 +208,9 @@ class Engine {
   // rows or width.
   Result<ConstMatrix> forward_mtp(int64_t k, std::span<const SequenceStep> batch, ConstMatrix hidden,
                                   bool last_only = false, ForwardCapture* capture = nullptr);
+  // forward_mtp calls run so far (refused ones not counted): what a test reads to see how many calls a
+  // batch of drafting sequences took.
+  int64_t mtp_calls() const { return mtp_calls_; }
 
  private:
   Engine(const ModelSpec& spec, std::shared_ptr<ModelWeights> weights, Backend& backend,
@@ -236,6 +240,7 @@ class Engine {
   bool carries_ = false;          // a recipe carries a value to the next layer (kCarry)
 
   std::vector<std::unique_ptr<Engine>> mtp_;  // one-layer engines over ModelWeights::mtp (mtp_layers)
+  int64_t mtp_calls_ = 0;                     // mtp_calls()
 
   bool pipelined() const { return !weights_->stage.whole(); }
   // forward, with an MTP layer's input hidden states [rows, hidden] when this engine runs one.

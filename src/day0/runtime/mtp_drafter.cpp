@@ -41,43 +41,97 @@ void MtpDrafter::observe_target(ConstMatrix hidden, int64_t first) {
 }
 
 Result<std::vector<int32_t>> MtpDrafter::propose(std::span<const int32_t> history, int64_t k) {
-  std::vector<int32_t> drafts;
-  const int64_t width = target_.residual_width();
-  // The target holds positions [0, kept): each MTP row t < kept pairs h_t with x_{t + 1} = history[t + 1].
-  const auto kept = static_cast<int64_t>(history.size()) - 1;
-  const int64_t rows = kept - fed_;
-  if (k <= 0 || rows <= 0 || blind_) return drafts;
-  if (static_cast<int64_t>(pending_.size()) < rows * width) {
-    return internal_error(
-        fmt::format("MTP drafts: the target's hidden states of positions [{}, {}) are missing", fed_, kept));
+  MtpAsk ask{.drafter = this, .history = history, .k = k};
+  D0_RETURN_IF_ERROR(mtp_propose_batch(target_, std::span(&ask, 1)));
+  D0_RETURN_IF_ERROR(ask.status);
+  return std::move(ask.drafts);
+}
+
+Status mtp_propose_batch(Engine& target, std::span<MtpAsk> asks) {
+  const int64_t width = target.residual_width();
+  // A sequence that drafts: its rows' tokens and hidden states for the next call, and its chain's cache.
+  struct Drafting {
+    MtpAsk* ask;
+    int64_t kept;                 // positions the target holds: history.size() - 1
+    std::vector<int32_t> tokens;  // x_{t + 1} of its rows in the next call
+    std::vector<float> hidden;    // [rows, width] h_t of the same rows
+    // The chained drafts' rows go to a fork of the MTP cache, dropped on return: the drafter's cache keeps
+    // the target's rows only, with no rows to cut back (a sliding window may already have let go of the
+    // keys a cut needs).
+    std::optional<KvCache> chain;
+  };
+  std::vector<Drafting> drafting;
+  int64_t depth = 0;
+  for (MtpAsk& ask : asks) {
+    ask.drafts.clear();
+    ask.status = Status::ok();
+    MtpDrafter& d = *ask.drafter;
+    D0_CHECK_MSG(&d.target_ == &target, "MTP drafts: a drafter of another engine");
+    // The target holds positions [0, kept): each MTP row t < kept pairs h_t with x_{t + 1} = history[t + 1].
+    const auto kept = static_cast<int64_t>(ask.history.size()) - 1;
+    const int64_t rows = kept - d.fed_;
+    if (ask.k <= 0 || rows <= 0 || d.blind_) continue;
+    if (static_cast<int64_t>(d.pending_.size()) < rows * width) {
+      ask.status = internal_error(fmt::format(
+          "MTP drafts: the target's hidden states of positions [{}, {}) are missing", d.fed_, kept));
+      continue;
+    }
+    D0_CHECK_MSG(d.cache_.length() == d.fed_, "MTP drafts: the MTP cache holds rows past the target's");
+    drafting.push_back({.ask = &ask,
+                        .kept = kept,
+                        .tokens = std::vector<int32_t>(ask.history.begin() + d.fed_ + 1, ask.history.end()),
+                        .hidden = std::vector<float>(d.pending_.begin(), d.pending_.begin() + rows * width),
+                        .chain = std::nullopt});
+    depth = std::max(depth, ask.k);
   }
-  D0_CHECK_MSG(cache_.length() == fed_, "MTP drafts: the MTP cache holds rows past the target's");
+  if (drafting.empty()) return Status::ok();
+  // Row-invariant calls: a row's logits do not depend on how many rows, of which sequences, share the call.
+  struct RowInvariance {
+    Engine& engine;
+    bool before;
+    ~RowInvariance() { engine.set_row_invariant(before); }
+  } restore{target, target.row_invariant()};
+  target.set_row_invariant(true);
   ForwardCapture capture{.want_last_hidden = true};
   const SamplingParams greedy;
-  std::vector<int32_t> tokens(history.begin() + fed_ + 1, history.end());  // x_{t + 1} of rows [fed_, kept)
-  ConstMatrix hidden(pending_.data(), rows, width);                        // h_t of the same rows
-  std::vector<float> chained;                                              // [width] a chained draft's h
-  // The chained drafts' rows go to a fork of the cache, dropped on return: cache_ keeps the target's rows
-  // only, with no rows to cut back (a sliding window may already have let go of the keys a cut needs).
-  std::optional<KvCache> chain;
-  KvCache* cache = &cache_;
-  for (int64_t i = 0; i < k; ++i) {
-    const SequenceStep step{cache, tokens};
-    D0_ASSIGN_OR_RETURN(ConstMatrix logits,
-                        target_.forward_mtp(0, std::span(&step, 1), hidden, true, &capture));  // [1, vocab]
-    if (i == 0) {  // the target's rows are in: what stays in the cache from now on
-      fed_ = kept;
-      pending_.clear();
-      if (k > 1) cache = &chain.emplace(cache_.fork());
+  std::vector<SequenceStep> batch;
+  std::vector<Drafting*> in_batch;  // batch[b]'s sequence
+  std::vector<float> hidden;        // [rows of the call, width] every batch entry's rows in batch order
+  for (int64_t i = 0; i < depth; ++i) {
+    batch.clear();
+    in_batch.clear();
+    hidden.clear();
+    for (Drafting& s : drafting) {
+      if (s.ask->k <= i) continue;
+      batch.push_back({i == 0 ? &s.ask->drafter->cache_ : &*s.chain, s.tokens});
+      in_batch.push_back(&s);
+      hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
     }
-    drafts.push_back(pick_token(target_.backend(), logits.row_span(0), greedy, 0));
-    // Chained: the MTP layer's own output at the last row stands for the target's hidden state there.
-    const std::span<const float> last = capture.last_hidden.row(capture.last_hidden.rows - 1);
-    chained.assign(last.begin(), last.end());
-    hidden = ConstMatrix(chained.data(), 1, width);
-    tokens.assign(1, drafts.back());
+    const ConstMatrix h(hidden.data(), static_cast<int64_t>(hidden.size()) / width, width);
+    auto logits = target.forward_mtp(0, batch, h, true, &capture);  // [batch entries, vocab]
+    if (!logits.is_ok()) {
+      for (MtpAsk& ask : asks) ask.drafts.clear();
+      return logits.status().with_context(fmt::format("MTP draft {} of {} sequences", i + 1, batch.size()));
+    }
+    int64_t row = 0;  // the entry's first row of capture.last_hidden
+    for (size_t b = 0; b < in_batch.size(); ++b) {
+      Drafting& s = *in_batch[b];
+      MtpDrafter& d = *s.ask->drafter;
+      if (i == 0) {  // the target's rows are in: what stays in the cache from now on
+        d.fed_ = s.kept;
+        d.pending_.clear();
+        if (s.ask->k > 1) s.chain.emplace(d.cache_.fork());
+      }
+      s.ask->drafts.push_back(
+          pick_token(target.backend(), logits->row_span(static_cast<int64_t>(b)), greedy, 0));
+      // Chained: the MTP layer's own output at the entry's last row stands for the target's hidden state.
+      row += static_cast<int64_t>(s.tokens.size());
+      const std::span<const float> last = capture.last_hidden.row(row - 1);
+      s.hidden.assign(last.begin(), last.end());
+      s.tokens.assign(1, s.ask->drafts.back());
+    }
   }
-  return drafts;
+  return Status::ok();
 }
 
 }  // namespace day0

@@ -457,22 +457,32 @@ void Scheduler::propose_drafts() {
   const DraftAllotment allotted = allot_draft_rows(claims, options_.spec_max_rows, prefilling);
   metrics_.count_draft_cap(allotted.withheld);
   std::vector<DraftAsk> asks;
-  std::vector<Sequence*> asking;
+  std::vector<Sequence*> asking;  // asks[a]'s sequence
+  std::vector<MtpAsk> mtp_asks;
+  std::vector<Sequence*> mtp_asking;  // mtp_asks[a]'s sequence
   for (size_t i = 0; i < decoding.size(); ++i) {
     Sequence& s = *decoding[i];
     const auto n = static_cast<size_t>(allotted.drafts[i]);
     if (s.drafter && !drafts_read_hidden()) {
       s.proposed.resize(std::min(s.proposed.size(), n));
+    } else if (n == 0) {
+      continue;
     } else if (s.drafter) {
-      // A failed proposal (hidden states missing) leaves the sequence without drafts this step.
-      if (n > 0) {
-        if (auto found = s.drafter->propose(s.tokens, allotted.drafts[i]); found.is_ok())
-          s.proposed = std::move(*found);
-        if (s.proposed.size() > n) s.proposed.resize(n);
-      }
-    } else if (n > 0) {
+      mtp_asks.push_back({.drafter = static_cast<MtpDrafter*>(s.drafter.get()),
+                          .history = s.tokens,
+                          .k = allotted.drafts[i]});
+      mtp_asking.push_back(&s);
+    } else {
       asks.push_back({.state = &s.draft_cache, .history = s.tokens, .k = allotted.drafts[i]});
       asking.push_back(&s);
+    }
+  }
+  // Every MTP-drafting sequence in one forward_mtp call per draft depth. A failed call leaves this step
+  // without drafts, a sequence whose hidden states are missing goes without them.
+  const int64_t mtp_calls = engine_.mtp_calls();
+  if (!mtp_asks.empty() && mtp_propose_batch(engine_, mtp_asks).is_ok()) {
+    for (size_t a = 0; a < mtp_asks.size(); ++a) {
+      if (mtp_asks[a].status.is_ok()) mtp_asking[a]->proposed = std::move(mtp_asks[a].drafts);
     }
   }
   // A failed draft step leaves this step without drafts: plain decoding, the caches rebuilt next time.
@@ -490,6 +500,16 @@ void Scheduler::propose_drafts() {
     const auto bad =
         std::find_if(s->proposed.begin(), s->proposed.end(), [&](int32_t t) { return t < 0 || t >= vocab; });
     s->proposed.erase(bad, s->proposed.end());
+  }
+  if (options_.on_drafted) {
+    DraftedStep step{.mtp_calls = engine_.mtp_calls() - mtp_calls};
+    for (size_t i = 0; i < decoding.size(); ++i) {
+      if (allotted.drafts[i] == 0) continue;
+      step.sequences.push_back(decoding[i]->id);
+      step.allotted.push_back(allotted.drafts[i]);
+      step.drafts.push_back(decoding[i]->proposed);
+    }
+    options_.on_drafted(step);
   }
 }
 

@@ -15,11 +15,12 @@
 //    engine takes at the last whole block a step passes), and the entries' state blocks are capped at
 //    max_seqs (one running sequence's state each).
 //  - Speculative decoding (SchedulerOptions::spec, runtime/speculative.h): every decoding sequence may
-//    add up to k drafts after its last token in the same step (n-gram lookup; the INT4 draft model,
-//    run for all sequences at once: runtime/draft_model.h; or the checkpoint's MTP layer, a cache of its
-//    own per sequence fed with the target's hidden states of the rows each step keeps:
-//    runtime/mtp_drafter.h, no drafts for a sequence that started from a prefix-cache hit; the budget
-//    counts them; drafts never take
+//    add up to k drafts after its last token in the same step (n-gram lookup; the INT4 draft model, run
+//    for all sequences at once, one draft-engine call per draft position: runtime/draft_model.h; or the
+//    checkpoint's MTP layer, a cache of its own per sequence fed with the target's hidden states of the
+//    rows each step keeps, every drafting sequence in one row-invariant forward_mtp call per draft depth
+//    (mtp_propose_batch: a sequence's drafts are the ones it drafts alone): runtime/mtp_drafter.h, no
+//    drafts for a sequence that started from a prefix-cache hit; the budget counts drafts; they never take
 //    blocks a sequence or a prefill would need), and the rows of every decoding sequence are verified
 //    at once with `run`'s rule (verify_drafts): greedy output is plain decoding's, sampling draws from
 //    the same distribution. Rejected positions go back (KV pages; a hybrid's recurrent state to a
@@ -77,6 +78,16 @@ struct VerifiedStep {
   int64_t length = 0;  // its cache length after: start + refed when it went back to the checkpoint
 };
 
+// A speculating step's drafting (SchedulerOptions::on_drafted): every decoding sequence the draft-row cap
+// allotted drafts, in admission order, with its allotment and the drafts it got (fewer, or none, when the
+// source found fewer), and the forward_mtp calls the drafting ran (--spec mtp: one per draft depth).
+struct DraftedStep {
+  std::vector<uint64_t> sequences;           // the scheduler's ids
+  std::vector<int64_t> allotted;             // >= 1
+  std::vector<std::vector<int32_t>> drafts;  // [sequences][<= allotted]
+  int64_t mtp_calls = 0;                     // Engine::mtp_calls() of the step's drafting
+};
+
 struct SchedulerOptions {
   int64_t max_seqs = 256;           // sequences in the running batch at once
   int64_t max_waiting = 256;        // accepted requests waiting beyond those; more are refused (429)
@@ -108,6 +119,8 @@ struct SchedulerOptions {
   // Called on the engine thread after each verification (of drafts, or of none) of a speculating
   // sequence's step: what tests and tracing see of the rows it fed.
   std::function<void(const VerifiedStep&)> on_verified;
+  // Called on the engine thread after a speculating step's drafts are proposed, before it is planned.
+  std::function<void(const DraftedStep&)> on_drafted;
 };
 
 // The draft pool's capacity under `options` (kSelfInt4): draft_kv_blocks when set, else the blocks
