@@ -21,7 +21,8 @@ struct OwnedWeight {
 
 // `offset`: bytes the data starts past a 64-byte boundary (safetensors files give tensors 8-byte
 // alignment only, so a mapped checkpoint's rows rarely start on a cache line). `fine`: FP8 in 32x32 blocks
-// (DeepSeek-V4.1) instead of 128x128, FP4 with a scale per 16 columns instead of 32.
+// (DeepSeek-V4.1) instead of 128x128, FP4 with a scale per 16 columns instead of 32, INT8 / INT4 in groups
+// of 32 (`day0 quantize --group 32`, llama.cpp's Q8_0 / Q4_0 block) instead of 128.
 inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1,
                                size_t offset = 0, bool fine = false) {
   OwnedWeight w;
@@ -65,8 +66,8 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
       w.scales.assign(static_cast<size_t>(rows * (cols / w.view.group)), 120);
       break;
     case WeightFormat::kInt8:
-    case WeightFormat::kInt4: {  // symmetric, group 128 (what `day0 quantize` writes by default)
-      w.view.group = 128;
+    case WeightFormat::kInt4: {  // symmetric, group 128 (what `day0 quantize` writes by default) or 32
+      w.view.group = fine ? 32 : 128;
       const auto bytes = static_cast<size_t>(rows * w.view.int_row_bytes());
       w.data.resize(bytes);
       for (size_t i = 0; i < bytes; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));

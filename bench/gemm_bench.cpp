@@ -1,7 +1,8 @@
 // Prefill GEMM (T = 512 tokens) per weight format on the cpu backend in GFLOP/s, beside the FP32 FMA,
 // BF16 dot and AMX BF16 tile peaks measured on the same threads. Args: format, threads, exact (1: float32
 // products; 0: what a model runs, BF16 activations on vdpbf16ps or AMX tiles for BF16 weights). Below,
-// a serving step's dense matmuls at 4-128 tokens.
+// a serving step's dense matmuls at 4-128 tokens. INT8 / INT4 (formats 5, 6) run the non-exact call (int8
+// activations, the integer kernels of the CPU's level) in groups of 128, or 32 with a fourth arg of 1.
 #include <map>
 #include <vector>
 
@@ -21,7 +22,8 @@ void BM_Gemm(benchmark::State& state) {
   const auto format = day0::kAllWeightFormats[state.range(0)];
   const int threads = static_cast<int>(state.range(1));
   const bool exact = state.range(2) != 0;
-  const auto w = day0::bench::make_weight(format, kN, kK);
+  const bool group32 = state.range(3) == 1;
+  const auto w = day0::bench::make_weight(format, kN, kK, 1, 0, group32);
   const auto x = day0::bench::make_activations(kT * kK);
   std::vector<float> y(static_cast<size_t>(kT * kN));
   day0::BackendOptions opts;
@@ -36,14 +38,16 @@ void BM_Gemm(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   const double flops = 2.0 * kT * kK * kN * static_cast<double>(state.iterations());
-  state.SetLabel(std::string(day0::weight_format_name(format)) + (exact ? " exact" : ""));
+  state.SetLabel(std::string(day0::weight_format_name(format)) + (exact ? " exact" : "") +
+                 (w.view.is_int() ? " group " + std::to_string(w.view.group) : ""));
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
   state.counters["fp32_peak"] = fp32_peak;
   state.counters["bf16_peak"] = bf16_peak;
   state.counters["amx_bf16_peak"] = amx_peak;
 }
 BENCHMARK(BM_Gemm)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {1, 0}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {1, 0}, {0}})
+    ->ArgsProduct({{5, 6}, {1, 2}, {0}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -6,8 +6,8 @@
 // where the CPU has it), offset of the weights past a 64-byte boundary (a mapped safetensors file
 // gives 8), tokens (x rows: 1, or 2 / 4, the several-x row dots; GFLOP/s beside the GB/s), fine scales
 // (1: FP8 in 32x32 blocks with the scales DeepSeek-V4.1 ships, FP4 with a scale per 16 columns; 2: FP4 as
-// NVFP4, E4M3 scales per 16 columns times a global scale). INT8 / INT4
-// (group 128) run the non-exact call: int8 activations and the integer dot products of that level.
+// NVFP4, E4M3 scales per 16 columns times a global scale; INT8 / INT4 in groups of 32 instead of 128). INT8 /
+// INT4 run the non-exact call: int8 activations and the integer dot products of that level.
 #include <map>
 #include <string>
 
@@ -79,7 +79,9 @@ void BM_Gemv(benchmark::State& state) {
   state.SetLabel(std::string(day0::weight_format_name(format)) + " " + day0::simd_level_name(level) +
                  (rounded ? " bf16 x" : "") + (offset != 0 ? " at +" + std::to_string(offset) : "") +
                  (nvfp4  ? " NVFP4"
-                  : fine ? (format == day0::WeightFormat::kMxfp4 ? " group 16" : " 32x32")
+                  : fine ? (format == day0::WeightFormat::kMxfp4 ? " group 16"
+                            : w.view.is_int()                    ? " group 32"
+                                                                 : " 32x32")
                          : ""));
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["weight_GB/s"] =
@@ -95,6 +97,7 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{1}, {2}, {0}, {2}, {1}, {0}, {2, 4}, {0}})
     ->ArgsProduct({{3, 4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0, 8}, {1}, {1}})
     ->ArgsProduct({{4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {2}})
+    ->ArgsProduct({{5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);

@@ -203,18 +203,24 @@ TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
   }
 }
 
-// The AMX-INT8 tiles of a prompt (SimdKernels::gemm_int_amx) against the scalar row dots: the block
-// dots are exact integers and the float sums run in the same order, so every bit must match. T = 5..33
-// (token tiles of 16 and partial ones), K not a multiple of 64 or of 32,
-// N past a 16- and 32-row tile, groups of 32 / 64 / 128 / the whole row, zero points, bias and accumulate.
-TEST(IntMatmul, AmxTilesEqualTheScalarRowDotsBitForBit) {
-  if (!cpu_has_amx_int8()) GTEST_SKIP() << "no AMX-INT8 on this CPU";
+// The prompt paths of every level that has one (AMX-INT8 tiles, SimdKernels::gemm_int_amx; the 256-bit
+// panels, SimdKernels::gemm_int) against the scalar row dots: the block dots are exact integers and the
+// float sums run in the same order, so every bit must match. T = 5..33 (token tiles of 16 and partial
+// ones), K not a multiple of 64 or of 32, N past an 8-, 16- and 32-row tile, groups of 32 / 64 / 128 / the
+// whole row, zero points, bias and accumulate.
+TEST(IntMatmul, PromptTilesEqualTheScalarRowDotsBitForBit) {
   BackendOptions opts;
   opts.n_threads = 2;
   opts.simd = SimdLevel::kScalar;
   auto scalar = make_backend("cpu", opts).value();
-  opts.simd = SimdLevel::kAmx;
-  auto amx = make_backend("cpu", opts).value();
+  std::vector<std::pair<SimdLevel, std::unique_ptr<Backend>>> tiled;
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    if (k.gemm_int == nullptr && k.gemm_int_amx == nullptr) continue;
+    opts.simd = level;
+    tiled.emplace_back(level, make_backend("cpu", opts).value());
+  }
+  if (tiled.empty()) GTEST_SKIP() << "no level of this CPU has prompt tiles for integer weights";
   std::vector<IntCase> cases;
   // From 5 tokens on (kGemvMaxRows + 1): fewer run the row dots of the avx512 level, tested above.
   for (int64_t t = 5; t <= 33; ++t) cases.push_back({t, 100, 33, 100});
@@ -230,24 +236,29 @@ TEST(IntMatmul, AmxTilesEqualTheScalarRowDotsBitForBit) {
       const GuardedMatrix x = edge_activations(c.t, c.k, ++seed);
       const auto bias = random_vector(c.n, ++seed);
       const bool extras = c.t % 3 == 0;  // + bias, accumulate
-      GuardedMatrix want(c.t, c.n), got(c.t, c.n);
-      want.fill_random(11);
-      got.fill_random(11);
-      for (auto [be, out] : {std::pair{scalar.get(), &want}, std::pair{amx.get(), &got}}) {
-        be->matmul({.x = x.cview(),
-                    .w = w.view(),
-                    .bias = extras ? bias.data() : nullptr,
-                    .y = out->view(),
-                    .accumulate = extras,
-                    .exact = false});
+      const auto run = [&](Backend& be, GuardedMatrix& out) {
+        out.fill_random(11);
+        be.matmul({.x = x.cview(),
+                   .w = w.view(),
+                   .bias = extras ? bias.data() : nullptr,
+                   .y = out.view(),
+                   .accumulate = extras,
+                   .exact = false});
+      };
+      GuardedMatrix want(c.t, c.n);
+      run(*scalar, want);
+      const auto a = want.values();
+      for (auto& [level, be] : tiled) {
+        GuardedMatrix got(c.t, c.n);
+        run(*be, got);
+        const auto b = got.values();
+        ASSERT_EQ(a.size(), b.size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0) << simd_level_name(level) << " " << weight_format_name(format) << " T=" << c.t
+                             << " K=" << c.k << " N=" << c.n << " g" << c.group << (asym ? " asym" : "")
+                             << ": first " << a[0] << " vs " << b[0];
       }
-      const auto a = want.values(), b = got.values();
-      ASSERT_EQ(a.size(), b.size());
-      int64_t differ = 0;
-      for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0) << weight_format_name(format) << " T=" << c.t << " K=" << c.k << " N=" << c.n
-                           << " g" << c.group << (asym ? " asym" : "") << ": first " << a[0] << " vs "
-                           << b[0];
     }
   }
 }

@@ -488,6 +488,35 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
     });
     return;
   }
+  // A prompt on the level's 256-bit panels (SimdKernels::gemm_int): the scalar row dots' bits, as the
+  // AMX tiles', so a row_invariant call keeps the row dots.
+  if (c.k.gemm_int != nullptr && t_rows > kGemvMaxRows && !a.row_invariant) {
+    Workspace local_ws;
+    Workspace& ws = c.ws ? *c.ws : local_ws;
+    if (static_cast<int>(ws.int_tiles_w.size()) < c.pool.size())
+      ws.int_tiles_w.resize(static_cast<size_t>(c.pool.size()));
+    if (static_cast<int>(ws.thread.size()) < c.pool.size())
+      ws.thread.resize(static_cast<size_t>(c.pool.size()));
+    const int64_t pack_bytes = gemm_int_pack_bytes(a.w);
+    const bool direct = !zero_points && a.bias == nullptr && !a.accumulate;  // the panels write y itself
+    for_panel_chunks(c, (a.w.rows + kIntPanelRows - 1) / kIntPanelRows, [&](int tid, int64_t p0, int64_t p1) {
+      auto* w_pack = aligned_64<uint8_t>(ws.int_tiles_w[static_cast<size_t>(tid)], pack_bytes);
+      float* out =
+          direct ? nullptr : grown(ws.thread[static_cast<size_t>(tid)], t_rows * kIntPanelRows);  // [T][8]
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * kIntPanelRows, n1 = std::min(a.w.rows, n0 + kIntPanelRows);
+        if (direct) {
+          c.k.gemm_int(a.w, n0, n1 - n0, xq.codes(0), xq.scales(0), xq.sums(0), t_rows, w_pack,
+                       a.y.row(0) + n0, a.y.stride);
+          continue;
+        }
+        c.k.gemm_int(a.w, n0, n1 - n0, xq.codes(0), xq.scales(0), xq.sums(0), t_rows, w_pack, out,
+                     kIntPanelRows);
+        for (int64_t t = 0; t < t_rows; ++t) finish_int(t, n0, n1, out + t * kIntPanelRows);
+      }
+    });
+    return;
+  }
   constexpr int64_t kRowsPerStep = 8;
   constexpr int64_t kIntTokenTile = 16;
   // Rows of equal bytes: a split by rows is a split by weight bytes.

@@ -58,6 +58,9 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
   // R row streams at once outrun what the hardware prefetchers start on their own).
   const bool prefetch = R > 1 && n + 2 * R <= w.rows;
   const int64_t block_bytes = kInt4 ? 16 : 32;
+  // The group of block b, counted rather than divided: an idiv a block cost the INT4 row dots of a
+  // SmolLM2 prompt about a tenth of their time on Zen 3 (perf).
+  int64_t g = 0, left_in_group = per_group;
   for (int64_t b = 0; b < blocks; ++b) {
     if (prefetch && (b * block_bytes) % 64 == 0) {
       const uint8_t* next = rows + R * row_bytes + b * block_bytes;
@@ -66,7 +69,6 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
     }
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
     const float sx = xs[b];
-    const int64_t g = b / per_group;
     // 8 * the block's codes of x, in the lanes Dot sums them into (the zero point of symmetric INT4).
     __m256i zero_term = _mm256_setzero_si256();
     if constexpr (kFold) zero_term = Dot::dot(_mm256_set1_epi8(8), x);
@@ -80,6 +82,10 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
         p = Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sx * scales[r * groups + g]), acc[r]);
+    }
+    if (--left_in_group == 0) {
+      ++g;
+      left_in_group = per_group;
     }
   }
   for (int r = 0; r < R; ++r) y[r] = int_hsum(acc[r]);

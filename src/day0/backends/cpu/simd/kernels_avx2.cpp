@@ -897,6 +897,8 @@ SimdKernels make_avx2_kernels() {
   k.dot_rows_ordered = dot_rows_ordered_avx2;
   k.silu_mul = silu_mul_avx2;
   k.pack_f32_panel = pack_f32_panel_avx2;
+  k.gemm_int = gemm_int_avx2;
+  k.quantize_int8_row = quantize_int8_row_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {
     k.dot_rows_int = dot_rows_int_avx_vnni;

@@ -65,6 +65,13 @@ struct SimdKernels {
   // 64-byte aligned (the rows' codes as whole tiles, INT4 widened to bytes).
   void (*gemm_int_amx)(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xp, const float* xsp,
                        int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) = nullptr;
+  // The INT8 / INT4 GEMM of a prompt on 256-bit integer dot products (null where the level has none):
+  // rows n0 + i, i < rows <= kIntPanelRows, against `tokens` activation rows in Int8Rows' layout (codes
+  // xq + t * blocks * 32, scales xs + t * blocks, code sums xsum + t * blocks; blocks = ceil(cols / 32)):
+  // out[t * ldo + i] = dot_rows_int_scalar's value, bit for bit, as gemm_int_amx. w_pack:
+  // gemm_int_pack_bytes(w) bytes of scratch, 32-byte aligned.
+  void (*gemm_int)(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xq, const float* xs,
+                   const int32_t* xsum, int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) = nullptr;
   // One activation row quantized for the integer kernels, every code, scale and sum equal to
   // quantize_activation_row's (ops/int8_activations.h), which the driver calls where this is null.
   void (*quantize_int8_row)(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) = nullptr;
@@ -188,6 +195,11 @@ struct AmxBlock {
 
 // Weight rows per gemm_int_amx call (two 16-row tiles).
 inline constexpr int64_t kIntTileRows = 32;
+// Weight rows per gemm_int call, and the scratch it packs them into (kernels_int_avx2.cpp).
+inline constexpr int64_t kIntPanelRows = 8;
+int64_t gemm_int_pack_bytes(const WeightView& w);
+void gemm_int_avx2(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xq, const float* xs,
+                   const int32_t* xsum, int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo);
 // Activations of gemm_int_amx, 16 token rows per tile: for tile u and block b (blocks = ceil(cols / 32)),
 //   xp[(u * blocks + b) * 512 + q * 64 + t * 4 + j] = xq[16 u + t][32 b + 4 q + j]  (q < 8, j < 4),
 //   xsp[(u * blocks + b) * 16 + t] = xs[16 u + t][b],
@@ -223,6 +235,8 @@ void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const
                               float* y);  // needs cpu_has_avx512_vnni()
 // SimdKernels::quantize_int8_row at the avx512 level (kernels_int_avx512.cpp).
 void quantize_int8_row_avx512(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum);
+void quantize_int8_row_avx2(const float* x, int64_t n, int8_t* q, float* scale,
+                            int32_t* sum);  // kernels_int_avx2.cpp
 struct IntDotVariant {
   const char* name;  // "scalar", "avx2-maddubs", "avx-vnni", "avx512-maddubs", "avx512-vnni"
   DotRowsInt fn;

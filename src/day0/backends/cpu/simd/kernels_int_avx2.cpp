@@ -1,0 +1,231 @@
+// INT8 / INT4 prompts on 256-bit integer dot products (SimdKernels::gemm_int at the avx2 level): eight
+// weight rows at a time, their codes packed so that one vector holds four consecutive columns of each of
+// the eight rows. Against one token's four activation codes broadcast to every lane, vpmaddubsw +
+// vpmaddwd then leave each row's partial sum in its own lane, so a block's eight rows cost one int-to-
+// float conversion, one scale product and one add for all of them, where the row dots pay those per row
+// and sum the lanes at the end. The result is dot_rows_int_scalar's bit for bit: each row's exact block
+// dots, scaled and added in block order, a multiply then an add (never fused).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "day0/backends/cpu/simd/simd_kernels.h"
+
+namespace day0::cpu {
+namespace {
+
+// One packed block of a panel: 8 chunks of 4 columns x 8 rows of codes (INT4 widened to bytes 0..15,
+// INT8 as |c|), then for INT8 the same layout of the signed codes (vpsignb's operand), then the eight
+// rows' scales of the block's group.
+constexpr int64_t kChunkBytes = kIntPanelRows * 4;  // 32: 4 columns of 8 rows
+
+int64_t packed_block_bytes(WeightFormat format) {
+  return (format == WeightFormat::kInt8 ? 2 : 1) * 8 * kChunkBytes + kIntPanelRows * 4;
+}
+
+// The 32 codes of row `row`'s block b as bytes in column order (INT4 nibbles widened: low nibbles are
+// columns 0..15).
+inline __m256i block_codes(const WeightView& w, const uint8_t* row, int64_t b) {
+  if (w.format == WeightFormat::kInt4) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 16));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+  }
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
+}
+
+// v[r] holds row r's 8 chunks (32-bit lanes); afterwards v[k] holds chunk k of rows 0..7 (an 8 x 8
+// transpose of 32-bit elements).
+inline void transpose8x32(__m256i v[8]) {
+  __m256i a[8], b[8];
+  for (int i = 0; i < 8; i += 2) {
+    a[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+    a[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+    b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+    b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+    b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+  }
+}
+
+void pack_panel(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks, uint8_t* pack) {
+  const int64_t row_bytes = w.int_row_bytes();
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  const int64_t stride = packed_block_bytes(w.format);
+  const bool int8 = w.format == WeightFormat::kInt8;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  int64_t g = 0, left = per_group;
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i v[8];
+    for (int64_t r = 0; r < kIntPanelRows; ++r)
+      v[r] = r < rows ? block_codes(w, codes + (n0 + r) * row_bytes, b) : _mm256_setzero_si256();
+    transpose8x32(v);
+    uint8_t* dst = pack + b * stride;
+    for (int k = 0; k < 8; ++k) {
+      __m256i* chunk = reinterpret_cast<__m256i*>(dst + k * kChunkBytes);
+      if (int8) {
+        _mm256_store_si256(chunk, _mm256_sign_epi8(v[k], v[k]));  // |c| (|-128| = 128 as u8)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (8 + k) * kChunkBytes), v[k]);
+      } else {
+        _mm256_store_si256(chunk, v[k]);
+      }
+    }
+    auto* s = reinterpret_cast<float*>(dst + stride - kIntPanelRows * 4);
+    for (int64_t r = 0; r < kIntPanelRows; ++r) s[r] = r < rows ? scales[(n0 + r) * groups + g] : 0.0f;
+    if (--left == 0) {
+      ++g;
+      left = per_group;
+    }
+  }
+}
+
+// The rounded product a * b, kept from being fused into a later add (GCC contracts plain vector
+// arithmetic into FMAs; the scalar row dot rounds the product and the sum separately).
+inline __m256 mul_rounded(__m256 a, __m256 b) {
+  __m256 p = _mm256_mul_ps(a, b);
+  asm("" : "+x"(p));
+  return p;
+}
+
+// kFold: symmetric INT4, whose zero point 8 comes off each block's exact sum as 8 * the block's x codes.
+template <bool kInt4, bool kFold>
+void panel_tokens(const uint8_t* pack, int64_t blocks, int64_t stride, int64_t rows, const int8_t* xq,
+                  const float* xs, const int32_t* xsum, int64_t tokens, float* out, int64_t ldo) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t x_stride = blocks * kIntBlock;
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rows)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int8_t* x = xq + t * x_stride;
+    const float* sx = xs + t * blocks;
+    __m256 acc = _mm256_setzero_ps();  // lane r: row r
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = pack + b * stride;
+      const int8_t* xb = x + b * kIntBlock;
+      const auto chunk = [&](int k) {
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kChunkBytes));
+      };
+      const auto xk = [&](int k) {
+        int32_t v;
+        __builtin_memcpy(&v, xb + 4 * k, 4);
+        return _mm256_set1_epi32(v);
+      };
+      __m256i dot;
+      if constexpr (kInt4) {
+        // Codes 0..15 against |x| <= 127: a pair sums to at most 3810, eight chunks' pairs to 30480, so
+        // the 16-bit sums are exact.
+        __m256i s16 = _mm256_maddubs_epi16(chunk(0), xk(0));
+        for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(chunk(k), xk(k)));
+        dot = _mm256_madd_epi16(s16, ones);
+        if constexpr (kFold) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * xsum[t * blocks + b]));
+      } else {
+        // |c| <= 128 against |x| <= 127: one pair fits 16 bits, two do not; widen every chunk.
+        dot = _mm256_madd_epi16(_mm256_maddubs_epi16(chunk(0), _mm256_sign_epi8(xk(0), chunk(8))), ones);
+        for (int k = 1; k < 8; ++k) {
+          const __m256i pair = _mm256_maddubs_epi16(chunk(k), _mm256_sign_epi8(xk(k), chunk(8 + k)));
+          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pair, ones));
+        }
+      }
+      const __m256 ws = _mm256_load_ps(reinterpret_cast<const float*>(p + stride - kIntPanelRows * 4));
+      const __m256 scale = mul_rounded(_mm256_set1_ps(sx[b]), ws);  // xs[b] * scale_w, as the row dot
+      acc = _mm256_add_ps(acc, mul_rounded(_mm256_cvtepi32_ps(dot), scale));
+    }
+    _mm256_maskstore_ps(out + t * ldo, live, acc);
+  }
+}
+
+}  // namespace
+
+// quantize_activation_row's arithmetic on 32 floats at a time: the same amax, the same float32 product
+// x * (127 / amax) rounded half to even (vcvtps2dq under the default rounding mode, as nearbyint), so every
+// code, scale and sum equals it. Lanes past n load as zeros, which leave amax and the sum unchanged and
+// make the padding codes 0.
+void quantize_int8_row_avx2(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) {
+  const int64_t blocks = (n + kIntBlock - 1) / kIntBlock;
+  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
+  const __m256i largest_finite = _mm256_set1_epi32(0x7f7fffff);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k0 = b * kIntBlock;
+    __m256 v[4];
+    __m256i a[4];
+    __m256i bad = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      const int64_t left = n - k0 - 8 * i;
+      if (left >= 8) {
+        v[i] = _mm256_loadu_ps(x + k0 + 8 * i);
+      } else if (left > 0) {
+        v[i] = _mm256_maskload_ps(x + k0 + 8 * i,
+                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lane));
+      } else {
+        v[i] = _mm256_setzero_ps();
+      }
+      a[i] = _mm256_and_si256(_mm256_castps_si256(v[i]), abs_bits);  // |x| as bits
+      bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(a[i], largest_finite));
+    }
+    int8_t* qb = q + k0;
+    // An infinity or a NaN (exponent all ones) anywhere in the block: a NaN scale, zero codes.
+    if (_mm256_movemask_epi8(bad) != 0) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      scale[b] = NAN;
+      sum[b] = 0;
+      continue;
+    }
+    // Finite magnitudes order as their bits do.
+    __m256i m = _mm256_max_epu32(_mm256_max_epu32(a[0], a[1]), _mm256_max_epu32(a[2], a[3]));
+    __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4e));
+    m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xb1));
+    const float amax = _mm_cvtss_f32(_mm_castsi128_ps(m4));
+    if (amax == 0.0f) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_setzero_si256());
+      scale[b] = 0.0f;
+      sum[b] = 0;
+      continue;
+    }
+    scale[b] = amax / 127.0f;
+    const __m256 inv = _mm256_set1_ps(127.0f / amax);
+    __m256i c[4];
+    for (int i = 0; i < 4; ++i)
+      c[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv)), lo), hi);
+    // Packing works within 128-bit halves: the permutation puts the four 8-code runs back in order.
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), _mm256_permutevar8x32_epi32(bytes, order));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(c[0], c[1]), _mm256_add_epi32(c[2], c[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    sum[b] = _mm_cvtsi128_si32(s4);
+  }
+}
+
+int64_t gemm_int_pack_bytes(const WeightView& w) {
+  return (w.cols + kIntBlock - 1) / kIntBlock * packed_block_bytes(w.format);
+}
+
+void gemm_int_avx2(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xq, const float* xs,
+                   const int32_t* xsum, int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  pack_panel(w, n0, rows, blocks, w_pack);
+  const int64_t stride = packed_block_bytes(w.format);
+  if (w.format == WeightFormat::kInt8) {
+    panel_tokens<false, false>(w_pack, blocks, stride, rows, xq, xs, xsum, tokens, out, ldo);
+  } else if (w.zeros == nullptr) {
+    panel_tokens<true, true>(w_pack, blocks, stride, rows, xq, xs, xsum, tokens, out, ldo);
+  } else {
+    panel_tokens<true, false>(w_pack, blocks, stride, rows, xq, xs, xsum, tokens, out, ldo);
+  }
+}
+
+}  // namespace day0::cpu
