@@ -119,7 +119,8 @@ struct IntCase {
 // (decode) and T > 4 (prefill, with a partial token tile).
 constexpr IntCase kIntCases[] = {{1, 37, 5, 37},   {1, 32, 7, 32},    {2, 96, 33, 32},    {3, 100, 9, 100},
                                  {4, 256, 64, 64}, {5, 160, 31, 32},  {17, 384, 13, 128}, {1, 544, 40, 32},
-                                 {7, 1, 3, 1},     {20, 64, 129, 64}, {1, 4096, 12, 128}, {2, 448, 9, 64}};
+                                 {7, 1, 3, 1},     {20, 64, 129, 64}, {1, 4096, 12, 128}, {2, 448, 9, 64},
+                                 {2, 288, 9, 96}};
 
 // Activations with an all-zero block and a block holding one large value among small ones.
 GuardedMatrix edge_activations(int64_t t, int64_t k, uint64_t seed) {
@@ -180,6 +181,29 @@ TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
       quantize_activations(x.cview(), xq);
       std::vector<float> want(static_cast<size_t>(c.n));
       cpu::dot_rows_int_scalar(w.view(), 0, c.n, xq.codes(0), xq.scales(0), want.data());
+      // Each level's prepared row dots (SimdKernels::prepare_int_x), where it has them for this format.
+      std::vector<std::vector<uint8_t>> prepared_x;
+      for (SimdLevel level : available_simd_levels()) {
+        const cpu::SimdKernels& k = cpu::kernels_for(level);
+        if (k.prepare_int_x == nullptr) continue;
+        std::vector<uint8_t>& buffer = prepared_x.emplace_back(cpu::int_x_prepared_bytes(c.k) + 32);
+        uint8_t* aligned = buffer.data() + (32 - reinterpret_cast<uintptr_t>(buffer.data()) % 32) % 32;
+        if (!k.prepare_int_x(w.view(), xq.codes(0), xq.scales(0), aligned)) continue;
+        std::vector<float> got(static_cast<size_t>(c.n) + 1, -7.0f);
+        k.dot_rows_int_prepared(w.view(), 1, c.n, aligned, xq.codes(0), xq.scales(0), got.data());
+        EXPECT_EQ(got[static_cast<size_t>(c.n - 1)], -7.0f) << "prepared: wrote past n1 - n0 outputs";
+        for (int64_t n = 1; n < c.n; ++n) {
+          const float ref = want[static_cast<size_t>(n)];
+          double magnitude = 0.0;
+          for (int64_t k2 = 0; k2 < c.k; ++k2)
+            magnitude += std::fabs(static_cast<double>(w.view().at(n, k2)) * x.cview().row(0)[k2]);
+          const double blocks = static_cast<double>((c.k + kIntBlock - 1) / kIntBlock);
+          const double bound = 1e-5 * (1.0 + std::fabs(ref)) + 2.0 * blocks * 0x1p-23 * 1.01 * magnitude;
+          EXPECT_NEAR(got[static_cast<size_t>(n - 1)], ref, bound)
+              << simd_level_name(level) << " prepared " << weight_format_name(format) << " K=" << c.k << " g"
+              << c.group << " row " << n;
+        }
+      }
       for (const auto& v : variants) {
         // Rows [1, n): an offset start exercises the row pointer arithmetic.
         std::vector<float> got(static_cast<size_t>(c.n) + 1, -7.0f);

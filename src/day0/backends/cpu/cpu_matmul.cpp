@@ -519,6 +519,14 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
   }
   constexpr int64_t kRowsPerStep = 8;
   constexpr int64_t kIntTokenTile = 16;
+  // Each token's codes laid out once for the level's prepared row dots, where it has them for w.
+  std::vector<uint8_t> local_prep;
+  std::vector<uint8_t>& prep = c.ws ? c.ws->int_x_prepared : local_prep;
+  const int64_t prep_bytes = c.k.prepare_int_x != nullptr ? int_x_prepared_bytes(a.w.cols) : 0;
+  uint8_t* prepared = prep_bytes > 0 ? aligned_64<uint8_t>(prep, t_rows * prep_bytes) : nullptr;
+  bool use_prepared = prepared != nullptr;
+  for (int64_t t = 0; t < t_rows && use_prepared; ++t)
+    use_prepared = c.k.prepare_int_x(a.w, xq.codes(t), xq.scales(t), prepared + t * prep_bytes);
   // Rows of equal bytes: a split by rows is a split by weight bytes.
   c.pool.parallel_for(a.w.rows, 64, [&](int64_t begin, int64_t end) {
     float dots[kRowsPerStep];
@@ -527,7 +535,12 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
       for (int64_t n0 = begin; n0 < end; n0 += kRowsPerStep) {
         const int64_t n1 = std::min(end, n0 + kRowsPerStep);
         for (int64_t t = t0; t < t1; ++t) {
-          c.k.dot_rows_int(a.w, n0, n1, xq.codes(t), xq.scales(t), dots);
+          if (use_prepared) {
+            c.k.dot_rows_int_prepared(a.w, n0, n1, prepared + t * prep_bytes, xq.codes(t), xq.scales(t),
+                                      dots);
+          } else {
+            c.k.dot_rows_int(a.w, n0, n1, xq.codes(t), xq.scales(t), dots);
+          }
           finish_int(t, n0, n1, dots);
         }
       }

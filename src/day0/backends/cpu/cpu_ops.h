@@ -28,6 +28,7 @@ struct Workspace {
   std::vector<uint16_t> gemv_bf16;                // [T, K] activations rounded to BF16 for dot_rows_bf16x
   Int8Rows int8_x;                                // INT8 / INT4 weights: the activations quantized
   std::vector<float> int8_terms;                  // [T, groups] zero-point terms of those
+  std::vector<uint8_t> int_x_prepared;            // [T] those laid out by SimdKernels::prepare_int_x
   std::vector<int8_t> int_tiles_x;                // those as gemm_int_amx's tiles (pack_int_x_tiles)
   std::vector<float> int_tiles_xs;
   std::vector<std::vector<uint8_t>> int_tiles_w;  // per pool thread: gemm_int_amx's w_pack

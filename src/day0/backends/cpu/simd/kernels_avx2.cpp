@@ -899,6 +899,8 @@ SimdKernels make_avx2_kernels() {
   k.pack_f32_panel = pack_f32_panel_avx2;
   k.gemm_int = gemm_int_avx2;
   k.quantize_int8_row = quantize_int8_row_avx2;
+  k.prepare_int_x = prepare_int_x_avx2;
+  k.dot_rows_int_prepared = dot_rows_int_prepared_avx2;
   // AVX-VNNI (vpdpbusd on 256-bit VEX): one instruction instead of vpmaddubsw + vpmaddwd.
   if (cpu_has_avx_vnni()) {
     k.dot_rows_int = dot_rows_int_avx_vnni;

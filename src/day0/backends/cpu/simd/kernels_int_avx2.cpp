@@ -143,7 +143,121 @@ void panel_tokens(const uint8_t* pack, int64_t blocks, int64_t stride, int64_t r
   }
 }
 
+// One pair of blocks (2b, 2b + 1) of a token laid out for int4_pair_rows: the codes of columns 0..15 of
+// both blocks, then those of columns 16..31 (the order a 32-byte load of two INT4 blocks unpacks to), 8 *
+// their sums in the lanes vpmaddwd leaves them in (symmetric INT4's zero point), and the two scales, each
+// over the four lanes of its block.
+struct Int4PairX {
+  alignas(32) int8_t lo[32];
+  int8_t hi[32];
+  int32_t zero_term[8];
+  float scale[8];
+};
+
+// Rows n .. n + R of an INT4 weight against a prepared token: two blocks a step from one 32-byte load.
+template <bool kFold, int R>
+void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const int8_t* xq, const float* xs,
+                    float* y) {
+  const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
+  const int64_t row_bytes = w.int_row_bytes();
+  const int64_t groups = w.int_groups();
+  const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
+  const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  const __m256i mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const bool prefetch = R > 1 && n + 2 * R <= w.rows;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int64_t g0 = 0, left0 = per_group;  // the group of block 2p, counted
+  const int64_t pairs = blocks / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t g1 = left0 == 1 ? g0 + 1 : g0;  // the group of block 2p + 1
+    const Int4PairX& x = xp[p];
+    const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.lo));
+    const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.hi));
+    const __m256 sx = _mm256_load_ps(x.scale);
+    if (prefetch && p % 2 == 0) {
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(rows + (R + r) * row_bytes + p * 32), _MM_HINT_T0);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + p * 32));
+      const __m256i lo = _mm256_and_si256(v, mask);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      __m256i dot = _mm256_madd_epi16(
+          _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
+      if constexpr (kFold)
+        dot = _mm256_sub_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.zero_term)));
+      const float* s = scales + r * groups;
+      const __m256 ws = _mm256_set_m128(_mm_set1_ps(s[g1]), _mm_set1_ps(s[g0]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sx, ws), acc[r]);
+    }
+    // Two blocks on: the group of block 2p + 2.
+    left0 -= 2;
+    while (left0 <= 0) {
+      ++g0;
+      left0 += per_group;
+    }
+  }
+  if (blocks % 2 == 1) {  // the last block alone, as the row dots take it
+    const int64_t b = blocks - 1;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
+    __m256i zero_term = _mm256_setzero_si256();
+    if constexpr (kFold) zero_term = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x), ones);
+    for (int r = 0; r < R; ++r) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + r * row_bytes + b * 16));
+      const __m256i c = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), mask);
+      const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, x), ones), zero_term);
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs[b] * scales[r * groups + g0]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    y[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+  }
+}
+
 }  // namespace
+
+int64_t int_x_prepared_bytes(int64_t cols) {
+  return (cols + kIntBlock - 1) / kIntBlock / 2 * static_cast<int64_t>(sizeof(Int4PairX));
+}
+
+bool prepare_int_x_avx2(const WeightView& w, const int8_t* xq, const float* xs, uint8_t* out) {
+  if (w.format != WeightFormat::kInt4) return false;
+  const int64_t pairs = (w.cols + kIntBlock - 1) / kIntBlock / 2;
+  auto* xp = reinterpret_cast<Int4PairX*>(out);
+  const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int8_t* a = xq + 2 * p * kIntBlock;  // block 2p, then 2p + 1
+    const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 32)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+    const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 48)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 16)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xp[p].lo), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xp[p].hi), hi);
+    const __m256i z = _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(eight, lo), _mm256_maddubs_epi16(eight, hi)), ones);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xp[p].zero_term), z);
+    _mm256_store_ps(xp[p].scale, _mm256_set_m128(_mm_set1_ps(xs[2 * p + 1]), _mm_set1_ps(xs[2 * p])));
+  }
+  return true;
+}
+
+void dot_rows_int_prepared_avx2(const WeightView& w, int64_t n0, int64_t n1, const uint8_t* prepared,
+                                const int8_t* xq, const float* xs, float* y) {
+  const auto* xp = reinterpret_cast<const Int4PairX*>(prepared);
+  int64_t n = n0;
+  if (w.zeros == nullptr) {
+    for (; n + 4 <= n1; n += 4) int4_pair_rows<true, 4>(w, n, xp, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int4_pair_rows<true, 1>(w, n, xp, xq, xs, y + (n - n0));
+  } else {
+    for (; n + 4 <= n1; n += 4) int4_pair_rows<false, 4>(w, n, xp, xq, xs, y + (n - n0));
+    for (; n < n1; ++n) int4_pair_rows<false, 1>(w, n, xp, xq, xs, y + (n - n0));
+  }
+}
 
 // quantize_activation_row's arithmetic on 32 floats at a time: the same amax, the same float32 product
 // x * (127 / amax) rounded half to even (vcvtps2dq under the default rounding mode, as nearbyint), so every

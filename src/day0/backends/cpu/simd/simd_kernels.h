@@ -72,6 +72,14 @@ struct SimdKernels {
   // gemm_int_pack_bytes(w) bytes of scratch, 32-byte aligned.
   void (*gemm_int)(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xq, const float* xs,
                    const int32_t* xsum, int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo) = nullptr;
+  // Row dots on a token's codes laid out once per call (null where the level has none): prepare_int_x
+  // writes int_x_prepared_bytes(cols) bytes (32-byte aligned) from the token's codes and scales and
+  // returns whether it serves w's format (false: use dot_rows_int); dot_rows_int_prepared then gives
+  // what dot_rows_int gives, up to float rounding (its own order, the same for every call), with xq / xs
+  // the token's codes and scales as well. At the avx2 level: INT4, two blocks from one 32-byte load.
+  bool (*prepare_int_x)(const WeightView& w, const int8_t* xq, const float* xs, uint8_t* out) = nullptr;
+  void (*dot_rows_int_prepared)(const WeightView& w, int64_t n0, int64_t n1, const uint8_t* prepared,
+                                const int8_t* xq, const float* xs, float* y) = nullptr;
   // One activation row quantized for the integer kernels, every code, scale and sum equal to
   // quantize_activation_row's (ops/int8_activations.h), which the driver calls where this is null.
   void (*quantize_int8_row)(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) = nullptr;
@@ -200,6 +208,11 @@ inline constexpr int64_t kIntPanelRows = 8;
 int64_t gemm_int_pack_bytes(const WeightView& w);
 void gemm_int_avx2(const WeightView& w, int64_t n0, int64_t rows, const int8_t* xq, const float* xs,
                    const int32_t* xsum, int64_t tokens, uint8_t* w_pack, float* out, int64_t ldo);
+// SimdKernels::prepare_int_x / dot_rows_int_prepared at the avx2 level (kernels_int_avx2.cpp).
+int64_t int_x_prepared_bytes(int64_t cols);
+bool prepare_int_x_avx2(const WeightView& w, const int8_t* xq, const float* xs, uint8_t* out);
+void dot_rows_int_prepared_avx2(const WeightView& w, int64_t n0, int64_t n1, const uint8_t* prepared,
+                                const int8_t* xq, const float* xs, float* y);
 // Activations of gemm_int_amx, 16 token rows per tile: for tile u and block b (blocks = ceil(cols / 32)),
 //   xp[(u * blocks + b) * 512 + q * 64 + t * 4 + j] = xq[16 u + t][32 b + 4 q + j]  (q < 8, j < 4),
 //   xsp[(u * blocks + b) * 16 + t] = xs[16 u + t][b],
