@@ -166,6 +166,24 @@ TEST(IntMatmul, EverySimdLevelMatchesTheReferenceOnEdgeCases) {
   diff.finish();
 }
 
+// got[n - 1] against the scalar row dots' want[n] for rows [1, n): builds that sum the same exact block
+// dots in other orders differ by the float32 rounding of the blocks' running sum, bounded by the sum of
+// the terms' magnitudes (|w| |x| per column, a little above |dot| |scales| per block), which cancellation
+// can make far larger than |ref|.
+void expect_row_dots_near(const std::vector<float>& got, const std::vector<float>& want, const TestWeight& w,
+                          const GuardedMatrix& x, const IntCase& c, const std::string& label) {
+  EXPECT_EQ(got[static_cast<size_t>(c.n - 1)], -7.0f) << label << ": wrote past n1 - n0 outputs";
+  for (int64_t n = 1; n < c.n; ++n) {
+    const float ref = want[static_cast<size_t>(n)];
+    double magnitude = 0.0;
+    for (int64_t k = 0; k < c.k; ++k)
+      magnitude += std::fabs(static_cast<double>(w.view().at(n, k)) * x.cview().row(0)[k]);
+    const double blocks = static_cast<double>((c.k + kIntBlock - 1) / kIntBlock);
+    const double bound = 1e-5 * (1.0 + std::fabs(ref)) + 2.0 * blocks * 0x1p-23 * 1.01 * magnitude;
+    EXPECT_NEAR(got[static_cast<size_t>(n - 1)], ref, bound) << label << " row " << n;
+  }
+}
+
 TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
   const auto variants = cpu::int_dot_variants();
   ASSERT_FALSE(variants.empty());
@@ -191,37 +209,16 @@ TEST(IntMatmul, EveryIntegerDotBuildMatchesScalar) {
         if (!k.prepare_int_x(w.view(), xq.codes(0), xq.scales(0), aligned)) continue;
         std::vector<float> got(static_cast<size_t>(c.n) + 1, -7.0f);
         k.dot_rows_int_prepared(w.view(), 1, c.n, aligned, xq.codes(0), xq.scales(0), got.data());
-        EXPECT_EQ(got[static_cast<size_t>(c.n - 1)], -7.0f) << "prepared: wrote past n1 - n0 outputs";
-        for (int64_t n = 1; n < c.n; ++n) {
-          const float ref = want[static_cast<size_t>(n)];
-          double magnitude = 0.0;
-          for (int64_t k2 = 0; k2 < c.k; ++k2)
-            magnitude += std::fabs(static_cast<double>(w.view().at(n, k2)) * x.cview().row(0)[k2]);
-          const double blocks = static_cast<double>((c.k + kIntBlock - 1) / kIntBlock);
-          const double bound = 1e-5 * (1.0 + std::fabs(ref)) + 2.0 * blocks * 0x1p-23 * 1.01 * magnitude;
-          EXPECT_NEAR(got[static_cast<size_t>(n - 1)], ref, bound)
-              << simd_level_name(level) << " prepared " << weight_format_name(format) << " K=" << c.k << " g"
-              << c.group << " row " << n;
-        }
+        expect_row_dots_near(got, want, w, x, c,
+                             fmt::format("{} prepared {} K={} g{}", simd_level_name(level),
+                                         weight_format_name(format), c.k, c.group));
       }
       for (const auto& v : variants) {
         // Rows [1, n): an offset start exercises the row pointer arithmetic.
         std::vector<float> got(static_cast<size_t>(c.n) + 1, -7.0f);
         v.fn(w.view(), 1, c.n, xq.codes(0), xq.scales(0), got.data());
-        EXPECT_EQ(got[static_cast<size_t>(c.n - 1)], -7.0f) << v.name << ": wrote past n1 - n0 outputs";
-        for (int64_t n = 1; n < c.n; ++n) {
-          const float ref = want[static_cast<size_t>(n)];
-          // The builds sum the same exact block dots in other orders: float32 rounding of the blocks'
-          // running sum, bounded by the sum of the terms' magnitudes (|w| |x| per column, a little
-          // above |dot| |scales| per block), which cancellation can make far larger than |ref|.
-          double magnitude = 0.0;
-          for (int64_t k = 0; k < c.k; ++k)
-            magnitude += std::fabs(static_cast<double>(w.view().at(n, k)) * x.cview().row(0)[k]);
-          const double blocks = static_cast<double>((c.k + kIntBlock - 1) / kIntBlock);
-          const double bound = 1e-5 * (1.0 + std::fabs(ref)) + 2.0 * blocks * 0x1p-23 * 1.01 * magnitude;
-          EXPECT_NEAR(got[static_cast<size_t>(n - 1)], ref, bound)
-              << v.name << " " << weight_format_name(format) << " K=" << c.k << " row " << n;
-        }
+        expect_row_dots_near(got, want, w, x, c,
+                             fmt::format("{} {} K={} g{}", v.name, weight_format_name(format), c.k, c.group));
       }
     }
   }

@@ -525,6 +525,25 @@ std::vector<std::vector<int32_t>> mtp_prompts() {
   return prompts;
 }
 
+// The replies of serve_then_last_twice (`spec`, and a server's without speculation, `plain`) against
+// plain decoding of each request alone: every one the requested length, the same tokens.
+void expect_plain_and_alone(const std::string& golden, std::vector<std::vector<int32_t>> prompts,
+                            std::vector<int> max_tokens, const std::vector<std::vector<int32_t>>& spec,
+                            const std::vector<std::vector<int32_t>>& plain) {
+  for (int again = 0; again < 2; ++again) {  // the last prompt came again alone, twice
+    prompts.push_back(prompts.back());
+    max_tokens.push_back(max_tokens.back());
+  }
+  const auto alone = run_alone(golden, prompts, max_tokens);
+  ASSERT_EQ(spec.size(), prompts.size());
+  ASSERT_EQ(plain.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
+    EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+    EXPECT_EQ(spec[i], alone[i]) << "request " << i;
+  }
+}
+
 // Every prompt concurrently, then the last one alone twice: with prefix caching the second is a hit (the
 // first one's entries are the newest; the concurrent run's may be gone, as past max_seqs entries'
 // recurrent states the least recently used go). The tokens of each reply.
@@ -573,17 +592,7 @@ void mtp_greedy_identical(const std::string& golden, int64_t k, bool prefix_cach
     EXPECT_GT(st.drafted, 0);
     EXPECT_EQ(h.server().metrics().prefix_cache_hit_tokens() > 0, prefix_caching);
   }
-  for (int again = 0; again < 2; ++again) {
-    prompts.push_back(prompts.back());
-    max_tokens.push_back(max_tokens.back());
-  }
-  const auto alone = run_alone(golden, prompts, max_tokens);
-  ASSERT_EQ(spec.size(), prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
-    EXPECT_EQ(spec[i], plain[i]) << "request " << i;
-    EXPECT_EQ(spec[i], alone[i]) << "request " << i;
-  }
+  expect_plain_and_alone(golden, prompts, max_tokens, spec, plain);
 }
 
 TEST(ServeSpec, MtpGreedyStreamsGiveThePlainTokens) {
@@ -636,17 +645,7 @@ void mtp_batched_drafting(const std::string& golden, int64_t k, int64_t max_rows
       EXPECT_GT(h.server().metrics().spec_withheld_drafts(), 0);  // the cap cut some allotments
     }
   }
-  for (int again = 0; again < 2; ++again) {
-    prompts.push_back(prompts.back());
-    max_tokens.push_back(max_tokens.back());
-  }
-  const auto alone = run_alone(golden, prompts, max_tokens);
-  ASSERT_EQ(spec.size(), prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(spec[i].size(), static_cast<size_t>(max_tokens[i])) << "request " << i;
-    EXPECT_EQ(spec[i], plain[i]) << "request " << i;
-    EXPECT_EQ(spec[i], alone[i]) << "request " << i;
-  }
+  expect_plain_and_alone(golden, prompts, max_tokens, spec, plain);
   std::lock_guard lock(mutex);
   ASSERT_FALSE(steps.empty());
   int64_t shared = 0, mixed = 0, calls = 0;
@@ -663,9 +662,10 @@ void mtp_batched_drafting(const std::string& golden, int64_t k, int64_t max_rows
       // The last request (the highest id) is a prefix-cache hit: blind, no drafts; the one before it may
       // be; the others get all they were allotted.
       const auto drafts = static_cast<int64_t>(d.drafts[j].size());
-      if (d.sequences[j] == prompts.size() - 1) {
+      const size_t requests = prompts.size() + 2;  // the last prompt came again alone, twice
+      if (d.sequences[j] == requests - 1) {
         EXPECT_EQ(drafts, 0) << "the prefix-cache hit";
-      } else if (d.sequences[j] != prompts.size() - 2 || drafts > 0) {
+      } else if (d.sequences[j] != requests - 2 || drafts > 0) {
         EXPECT_EQ(drafts, d.allotted[j]) << "sequence " << d.sequences[j];
       }
     }
