@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
 #include "day0/backends/reference/reference_kernels.h"
 #include "differential_harness.h"
@@ -607,6 +608,171 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
       ASSERT_EQ(tiles[i], expected[i])
           << "token " << i / static_cast<size_t>(c.hidden) << " column " << i % static_cast<size_t>(c.hidden);
     EXPECT_LT(nmse(tiles, run(true)), 1e-4);  // BF16 rounding of x and of the activations only
+  }
+}
+
+// INT8 / INT4 experts (symmetric) of a few tokens run on the integer row dots together, x quantized once
+// per slot. Each must give, bit for bit, what its own matmuls give through the backend at the same level
+// (x quantized by the matmul driver, the row dots of a few-token call, or the panels past four tokens),
+// SwiGLU, down, weighted into out with the level's axpy: the experts of the row dots first, then the
+// others, each group in expert order. On every level, both formats, every gate / up layout, biases,
+// the clamped SwiGLU, input scaling, odd widths (a block pair's last block alone), a row-invariant call.
+TEST(MoeRowDots, IntExpertsGiveTheBitsOfTheirOwnMatmuls) {
+  struct Case {
+    const char* name;
+    GateUpLayout layout;
+    bool biases, clamped, input_scaling;
+    int64_t hidden, inter;
+  };
+  const Case cases[] = {
+      {"separate", GateUpLayout::kSeparate, false, false, false, 96, 72},
+      {"separate, biases, odd block count", GateUpLayout::kSeparate, true, false, false, 160, 64},
+      {"fused gate-up, input scaling", GateUpLayout::kConcatenated, false, false, true, 128, 96},
+      {"interleaved, clamped, biases", GateUpLayout::kInterleaved, true, true, false, 96, 40},
+  };
+  const int64_t t = 6, n_experts = 8, k = 2;
+  std::vector<int32_t> ids;  // [t, k]: expert 0 every token's first pick (past the row dots), the rest 1 each
+  for (int64_t r = 0; r < t; ++r) {
+    ids.push_back(0);
+    ids.push_back(static_cast<int32_t>(1 + r % 7));
+  }
+  const auto weights = random_vector(t * k, 61, 0.5f);
+  const MoeExpertsArgs
+      clamp{};  // the clamped SwiGLU's limit, alpha and up shift, as the calls below take them
+  const auto int_weight = [](WeightFormat f, int64_t rows, int64_t cols, uint64_t seed) {
+    return random_int_weight(f, rows, cols, cols % 32 == 0 ? 32 : cols, false, seed, 0.2f);
+  };
+  for (SimdLevel level : available_simd_levels()) {
+    BackendOptions opts;
+    opts.n_threads = 2;
+    opts.simd = level;
+    auto be = std::move(make_backend("cpu", opts).value());
+    const auto axpy = cpu::kernels_for(level).axpy;
+    for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+      for (const Case& c : cases) {
+        for (bool row_invariant : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} {}{}", simd_level_name(level), weight_format_name(format), c.name,
+                                   row_invariant ? ", row-invariant" : ""));
+          const bool fused = c.layout != GateUpLayout::kSeparate;
+          const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
+          std::vector<TestWeight> store;
+          std::vector<std::vector<float>> biases;
+          store.reserve(static_cast<size_t>(3 * n_experts));
+          biases.reserve(static_cast<size_t>(3 * n_experts));
+          std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
+          for (int64_t e = 0; e < n_experts; ++e) {
+            auto& ew = experts[static_cast<size_t>(e)];
+            store.push_back(int_weight(format, gu_rows, c.hidden, 160 + 3 * e));
+            ew.gate = store.back().view();
+            if (!fused) {
+              store.push_back(int_weight(format, c.inter, c.hidden, 161 + 3 * e));
+              ew.up = store.back().view();
+            }
+            store.push_back(int_weight(format, c.hidden, c.inter, 162 + 3 * e));
+            ew.down = store.back().view();
+            if (c.biases) {
+              biases.push_back(random_vector(gu_rows, 170 + e));
+              ew.gate_bias = biases.back().data();
+              if (!fused) {
+                biases.push_back(random_vector(c.inter, 180 + e));
+                ew.up_bias = biases.back().data();
+              }
+              biases.push_back(random_vector(c.hidden, 190 + e));
+              ew.down_bias = biases.back().data();
+            }
+          }
+          GuardedMatrix x(t, c.hidden);
+          x.fill_random(62, 1.5f);
+          const std::vector<float> xv = x.values();
+          GuardedMatrix out(t, c.hidden);
+          be->moe_experts({.x = x.cview(),
+                           .expert_ids = {ids.data(), t, k},
+                           .expert_weights = {weights.data(), t, k},
+                           .experts = experts,
+                           .layout = c.layout,
+                           .clamped = c.clamped,
+                           .input_scaling = c.input_scaling,
+                           .out = out.view(),
+                           .exact = false,
+                           .row_invariant = row_invariant});
+          ASSERT_TRUE(out.guards_intact());
+          const std::vector<float> got = out.values();
+          // Experts in the order moe_experts adds them: those of the row dots, then the others.
+          std::vector<int64_t> order;
+          for (int pass = 0; pass < 2; ++pass) {
+            for (int64_t e = 0; e < n_experts; ++e) {
+              const auto n = std::count(ids.begin(), ids.end(), static_cast<int32_t>(e));
+              const bool row_dots = n <= 4 || row_invariant;
+              if (n > 0 && row_dots == (pass == 0)) order.push_back(e);
+            }
+          }
+          std::vector<float> expected(static_cast<size_t>(t * c.hidden), 0.0f);
+          for (int64_t e : order) {
+            const ExpertWeights& ew = experts[static_cast<size_t>(e)];
+            std::vector<int64_t> tokens;
+            std::vector<float> wts;
+            for (int64_t r = 0; r < t; ++r) {
+              for (int64_t j = 0; j < k; ++j) {
+                if (ids[static_cast<size_t>(r * k + j)] != e) continue;
+                tokens.push_back(r);
+                wts.push_back(weights[static_cast<size_t>(r * k + j)]);
+              }
+            }
+            const auto n = static_cast<int64_t>(tokens.size());
+            std::vector<float> xe(static_cast<size_t>(n * c.hidden)), g(static_cast<size_t>(n * gu_rows)),
+                u(static_cast<size_t>(n * c.inter)), gh(u.size()), uh(u.size()), act(u.size()),
+                down(static_cast<size_t>(n * c.hidden));
+            for (int64_t i = 0; i < n; ++i) {
+              for (int64_t col = 0; col < c.hidden; ++col) {
+                const float v = xv[static_cast<size_t>(tokens[static_cast<size_t>(i)] * c.hidden + col)];
+                xe[static_cast<size_t>(i * c.hidden + col)] =
+                    c.input_scaling ? v * wts[static_cast<size_t>(i)] : v;
+              }
+            }
+            const auto mm = [&](const std::vector<float>& in, const WeightView& w, const float* bias,
+                                std::vector<float>& y) {
+              be->matmul({.x = {in.data(), n, w.cols},
+                          .w = w,
+                          .bias = bias,
+                          .y = {y.data(), n, w.rows},
+                          .exact = false,
+                          .row_invariant = row_invariant});
+            };
+            mm(xe, ew.gate, ew.gate_bias, g);
+            if (!fused) mm(xe, ew.up, ew.up_bias, u);
+            for (int64_t i = 0; i < n; ++i) {
+              for (int64_t col = 0; col < c.inter; ++col) {
+                const float* gi = g.data() + i * gu_rows;
+                const auto at = static_cast<size_t>(i * c.inter + col);
+                if (c.layout == GateUpLayout::kInterleaved) {
+                  gh[at] = gi[2 * col], uh[at] = gi[2 * col + 1];
+                } else if (fused) {
+                  gh[at] = gi[col], uh[at] = gi[c.inter + col];
+                } else {
+                  gh[at] = gi[col], uh[at] = u[at];
+                }
+                if (c.clamped)
+                  act[at] = static_cast<float>(
+                      ref::clamped_swiglu_of(gh[at], uh[at], clamp.limit, clamp.alpha, clamp.up_shift));
+              }
+            }
+            if (!c.clamped)
+              be->swiglu({.gate = {gh.data(), n, c.inter},
+                          .up = {uh.data(), n, c.inter},
+                          .out = {act.data(), n, c.inter}});
+            mm(act, ew.down, ew.down_bias, down);
+            for (int64_t i = 0; i < n; ++i) {
+              const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];
+              axpy(w, down.data() + i * c.hidden, expected.data() + tokens[static_cast<size_t>(i)] * c.hidden,
+                   c.hidden);
+            }
+          }
+          for (size_t i = 0; i < expected.size(); ++i)
+            ASSERT_EQ(got[i], expected[i]) << "token " << i / static_cast<size_t>(c.hidden) << " column "
+                                           << i % static_cast<size_t>(c.hidden);
+        }
+      }
+    }
   }
 }
 

@@ -16,9 +16,43 @@ namespace day0::cpu {
 namespace {
 
 // Formats whose row dots take x as it is (MXFP4 wants x reordered; INT8 / INT4 outside `exact` take
-// int8 activations through the matmul driver).
+// int8 activations, int_rows below).
 bool plain_rows(const WeightView& w, bool exact) {
   return w.format != WeightFormat::kMxfp4 && (exact || !w.is_int());
+}
+
+// INT8 / INT4 matrices whose row dots take int8 activations, as the matmul driver's few-token route:
+// outside `exact`, without stored zero points (those take their matmuls, which subtract the zero terms).
+bool int_rows(const WeightView& w, bool exact) {
+  return !exact && w.is_int() && w.zeros == nullptr;
+}
+
+// The activation rows of the slots of the `active` experts (slot s at x_of(s), n columns; `start`: the
+// dispatch's moe_start) quantized for the integer row dots into q, and, where the level lays them out for
+// w's format (SimdKernels::prepare_int_x), into prepared: what int_matmul does to a call's x, so that a
+// slot gets the bits of its expert's own matmul. Returns whether the rows were laid out.
+template <class RowOf>
+bool quantize_int_rows(const Context& c, const WeightView& w, const std::vector<int64_t>& active,
+                       const std::vector<int64_t>& start, int64_t n, RowOf x_of, Int8Rows& q,
+                       std::vector<uint8_t>& prepared, uint8_t*& prep, int64_t& prep_bytes) {
+  size_activations(start.back(), n, q);
+  const auto quantize_row =
+      c.k.quantize_int8_row != nullptr ? c.k.quantize_int8_row : quantize_activation_row;
+  prep_bytes = c.k.prepare_int_x != nullptr ? int_x_prepared_bytes(n) : 0;
+  prep = prep_bytes > 0 ? aligned_64<uint8_t>(prepared, start.back() * prep_bytes) : nullptr;
+  std::atomic<bool> laid_out{prep != nullptr};
+  c.pool.parallel_for(static_cast<int64_t>(active.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto e = static_cast<size_t>(active[static_cast<size_t>(i)]);
+      for (int64_t r = start[e]; r < start[e + 1]; ++r) {
+        quantize_row(x_of(r), n, q.q.data() + r * q.blocks * kIntBlock, q.scale.data() + r * q.blocks,
+                     q.sum.data() + r * q.blocks);
+        if (prep != nullptr && !c.k.prepare_int_x(w, q.codes(r), q.scales(r), prep + r * prep_bytes))
+          laid_out = false;
+      }
+    }
+  });
+  return laid_out;
 }
 
 // Whether the level lays x out the same way for the row dots of a and b (SimdKernels::order_x depends on
@@ -110,10 +144,36 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
     actb = aligned_bf16_rows(ws.moe_act_bf16, slots, inter);
     for (int64_t slot = 0; slot < slots; ++slot) c.k.to_bf16(x_of(slot), h, xb + slot * xb_stride);
   }
+  const ExpertWeights& first = a.experts[static_cast<size_t>(active.front())];
+  // INT8 / INT4 experts (every active one, int_rows): each slot's x quantized once here, its act after
+  // pass 1, for the level's integer row dots (prepared where it lays x out for the format: the first
+  // expert's, as each matmul would for its own).
+  const bool intx = int_rows(first.gate, a.exact);
+  struct IntRows {
+    const Int8Rows* q = nullptr;
+    const uint8_t* prep = nullptr;  // [slots][prep_bytes], or null
+    int64_t prep_bytes = 0;
+    WeightFormat format{};  // the format prep serves
+    // y[i] for rows [n0, n1) of w against slot s.
+    void dots(const SimdKernels& k, const WeightView& w, int64_t n0, int64_t n1, int64_t s, float* y) const {
+      if (prep != nullptr && w.format == format) {
+        k.dot_rows_int_prepared(w, n0, n1, prep + s * prep_bytes, q->codes(s), q->scales(s), y);
+      } else {
+        k.dot_rows_int(w, n0, n1, q->codes(s), q->scales(s), y);
+      }
+    }
+  };
+  IntRows xi, acti;
+  if (intx) {
+    uint8_t* prep = nullptr;
+    xi = {&ws.int8_x, nullptr, 0, first.gate.format};
+    if (quantize_int_rows(c, first.gate, active, ws.moe_start, h, x_of, ws.int8_x, ws.int_x_prepared, prep,
+                          xi.prep_bytes))
+      xi.prep = prep;
+  }
   // The level's own layout of x and of act (SimdKernels::order_x), once per slot rather than once per
   // dot_rows call, where every active expert's matrices take the first one's layout.
-  const ExpertWeights& first = a.experts[static_cast<size_t>(active.front())];
-  bool order_in = !bf16x && c.k.order_x != nullptr, order_act = order_in;
+  bool order_in = !bf16x && !intx && c.k.order_x != nullptr, order_act = order_in;
   for (int64_t e : active) {
     const ExpertWeights& ew = a.experts[static_cast<size_t>(e)];
     order_in = order_in && same_x_layout(ew.gate, first.gate) &&
@@ -159,6 +219,9 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
             }
             if (bf16x) {
               c.k.dot_rows_bf16x(w, r0 + r, r0 + r + m, xbs, g1 - g0, y, kLd);
+            } else if (intx) {
+              for (int64_t slot = g0; slot < g1; ++slot)
+                xi.dots(c.k, w, r0 + r, r0 + r + m, slot, y + (slot - g0) * kLd);
             } else if (order_in) {
               for (int64_t slot = g0; slot < g1; ++slot)
                 c.k.dot_rows_ordered(w, r0 + r, r0 + r + m, xo + slot * h, y + (slot - g0) * kLd);
@@ -200,6 +263,14 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
       }
     }
   });
+  if (intx) {
+    uint8_t* prep = nullptr;
+    acti = {&ws.moe_act_int8, nullptr, 0, first.down.format};
+    if (quantize_int_rows(
+            c, first.down, active, ws.moe_start, inter, [&](int64_t slot) { return act + slot * inter; },
+            ws.moe_act_int8, ws.moe_act_prepared, prep, acti.prep_bytes))
+      acti.prep = prep;
+  }
   float* act_o = order_act ? grown(ws.moe_act_ordered, slots * inter) : nullptr;  // [slots, inter]
   for (int64_t slot = 0; order_act && slot < slots; ++slot)
     order_act = c.k.order_x(first.down, act + slot * inter, act_o + slot * inter);
@@ -224,6 +295,8 @@ void moe_experts_gemv(const Context& c, const MoeExpertsArgs& a, Workspace& ws,
           }
           if (bf16x) {
             c.k.dot_rows_bf16x(ew.down, r0, r1, actbs, g1 - g0, d[0], kRows);
+          } else if (intx) {
+            for (int64_t slot = g0; slot < g1; ++slot) acti.dots(c.k, ew.down, r0, r1, slot, d[slot - g0]);
           } else if (order_act) {
             for (int64_t slot = g0; slot < g1; ++slot)
               c.k.dot_rows_ordered(ew.down, r0, r1, act_o + slot * inter, d[slot - g0]);
@@ -478,6 +551,14 @@ void moe_experts(const Context& c, const MoeExpertsArgs& a) {
            (a.layout != GateUpLayout::kSeparate || plain_rows(ew.up, a.exact));
   });
   if (!ws.moe_active.empty()) moe_experts_gemv(c, a, ws, ws.moe_active, small_inter);
+  // INT8 / INT4 experts of up to kGemvMaxRows tokens (any number in a row-invariant call), where their
+  // matmuls would take the row dots too (int_matmul): the same bits, with x quantized once for all of
+  // them and two passes over the pool instead of three fork-joins per expert.
+  const int64_t int_inter = take(ws.moe_active, [&](int64_t n, const ExpertWeights& ew) {
+    return !a.relu2 && (n <= kGemvMaxRows || a.row_invariant) && int_rows(ew.gate, a.exact) &&
+           int_rows(ew.down, a.exact) && (a.layout != GateUpLayout::kSeparate || int_rows(ew.up, a.exact));
+  });
+  if (!ws.moe_active.empty()) moe_experts_gemv(c, a, ws, ws.moe_active, int_inter);
   const int64_t tiled_inter = take(ws.moe_tiled, [&](int64_t n, const ExpertWeights& ew) {
     // The tiles round each token as a GEMM does: never in a row-invariant call (its experts took the row
     // dots above, or take their row-invariant matmuls below).

@@ -41,6 +41,8 @@ struct Workspace {
   std::vector<float> moe_x_ordered, moe_act_ordered;  // [slots, hidden], [slots, inter] in order_x's layout
   std::vector<uint16_t> moe_x_bf16, moe_act_bf16;     // [slots, hidden], [slots, inter] for dot_rows_bf16x
   std::vector<uint32_t> moe_x_tiles, moe_act_tiles;   // x and act of the tiled experts, pack_bf16_x16 tiles
+  Int8Rows moe_act_int8;                              // INT experts' row dots: act quantized, [slots, inter]
+  std::vector<uint8_t> moe_act_prepared;              // those laid out by SimdKernels::prepare_int_x
   // AMX BF16 GEMM: x^T packed in BF16 pairs, y^T staged, and per thread a zero-padded weight block
   std::vector<uint32_t> amx_x;
   std::vector<float> amx_yt;
