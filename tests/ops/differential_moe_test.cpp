@@ -445,6 +445,135 @@ TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
   }
 }
 
+// The expert shapes and options the tests below compare against each expert's own ops.
+struct OwnOpsCase {
+  const char* name;
+  GateUpLayout layout;
+  bool biases, clamped, input_scaling;
+  int64_t hidden, inter;
+  bool gelu_tanh = false;  // GEGLU experts
+};
+
+// n experts of `c`'s layout from make(rows, cols, seed) (gate or fused gate_up, up where separate, down
+// from seeds seed + 3e, + 1, + 2), with random biases (seeds seed + 10 + e, + 20 + e, + 30 + e) where
+// c.biases; `store` and `biases` own what the views point into.
+struct BiasedExperts {
+  std::vector<TestWeight> store;
+  std::vector<std::vector<float>> biases;
+  std::vector<ExpertWeights> experts;
+};
+template <class Make>
+BiasedExperts biased_experts(const OwnOpsCase& c, int64_t n, uint64_t seed, Make make) {
+  BiasedExperts set;
+  const bool fused = c.layout != GateUpLayout::kSeparate;
+  const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
+  set.store.reserve(static_cast<size_t>(3 * n));
+  set.biases.reserve(static_cast<size_t>(3 * n));
+  set.experts.resize(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) {
+    auto& ew = set.experts[static_cast<size_t>(e)];
+    const uint64_t s = seed + 3 * static_cast<uint64_t>(e);
+    set.store.push_back(make(gu_rows, c.hidden, s));
+    ew.gate = set.store.back().view();
+    if (!fused) {
+      set.store.push_back(make(c.inter, c.hidden, s + 1));
+      ew.up = set.store.back().view();
+    }
+    set.store.push_back(make(c.hidden, c.inter, s + 2));
+    ew.down = set.store.back().view();
+    if (c.biases) {
+      set.biases.push_back(random_vector(gu_rows, seed + 10 + e));
+      ew.gate_bias = set.biases.back().data();
+      if (!fused) {
+        set.biases.push_back(random_vector(c.inter, seed + 20 + e));
+        ew.up_bias = set.biases.back().data();
+      }
+      set.biases.push_back(random_vector(c.hidden, seed + 30 + e));
+      ew.down_bias = set.biases.back().data();
+    }
+  }
+  return set;
+}
+
+// The picks of expert e in ids / weights ([t, k]): its tokens and their weights, in token order.
+struct ExpertPicks {
+  std::vector<int64_t> tokens;
+  std::vector<float> weights;
+};
+ExpertPicks picks_of(int64_t e, const std::vector<int32_t>& ids, const std::vector<float>& weights,
+                     int64_t k) {
+  ExpertPicks p;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != e) continue;
+    p.tokens.push_back(static_cast<int64_t>(i) / k);
+    p.weights.push_back(weights[i]);
+  }
+  return p;
+}
+
+// What expert ew gives its picks through the backend's own ops, [n, hidden]: x rows of xv ([t, hidden])
+// gathered (times the weight where input_scaling), gate / up matmuls with their biases (non-exact, in
+// calls of at most max_rows rows, row_invariant as given), the gated activation (clamped SwiGLU or GEGLU
+// from the reference at the arguments' limit / alpha / up shift, else the backend's swiglu op: its level's
+// silu_mul), down with its bias.
+std::vector<float> expert_by_own_ops(Backend& be, const OwnOpsCase& c, const ExpertWeights& ew,
+                                     const std::vector<float>& xv, const ExpertPicks& picks, int64_t max_rows,
+                                     bool row_invariant) {
+  const MoeExpertsArgs clamp{};  // the clamped SwiGLU's limit, alpha and up shift, as the calls take them
+  const bool fused = c.layout != GateUpLayout::kSeparate;
+  const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
+  const auto n = static_cast<int64_t>(picks.tokens.size());
+  std::vector<float> xe(static_cast<size_t>(n * c.hidden)), g(static_cast<size_t>(n * gu_rows)),
+      u(static_cast<size_t>(n * c.inter)), gh(u.size()), uh(u.size()), act(u.size()),
+      down(static_cast<size_t>(n * c.hidden));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t col = 0; col < c.hidden; ++col) {
+      const float v = xv[static_cast<size_t>(picks.tokens[static_cast<size_t>(i)] * c.hidden + col)];
+      xe[static_cast<size_t>(i * c.hidden + col)] =
+          c.input_scaling ? v * picks.weights[static_cast<size_t>(i)] : v;
+    }
+  }
+  // y [n, w.rows] = x [n, w.cols] w^T + bias, in calls of about equal rows, at most max_rows each.
+  const int64_t parts = (n + max_rows - 1) / max_rows;
+  const auto matmul_parts = [&](const std::vector<float>& in, const WeightView& w, const float* bias,
+                                std::vector<float>& y) {
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
+      be.matmul({.x = {in.data() + r0 * w.cols, rows, w.cols},
+                 .w = w,
+                 .bias = bias,
+                 .y = {y.data() + r0 * w.rows, rows, w.rows},
+                 .exact = false,
+                 .row_invariant = row_invariant});
+    }
+  };
+  matmul_parts(xe, ew.gate, ew.gate_bias, g);
+  if (!fused) matmul_parts(xe, ew.up, ew.up_bias, u);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t col = 0; col < c.inter; ++col) {
+      const float* gi = g.data() + i * gu_rows;
+      const auto at = static_cast<size_t>(i * c.inter + col);
+      if (c.layout == GateUpLayout::kInterleaved) {
+        gh[at] = gi[2 * col], uh[at] = gi[2 * col + 1];
+      } else if (fused) {
+        gh[at] = gi[col], uh[at] = gi[c.inter + col];
+      } else {
+        gh[at] = gi[col], uh[at] = u[at];
+      }
+      if (c.clamped)
+        act[at] = static_cast<float>(
+            ref::clamped_swiglu_of(gh[at], uh[at], clamp.limit, clamp.alpha, clamp.up_shift));
+      else if (c.gelu_tanh)
+        act[at] = static_cast<float>(ref::geglu_of(gh[at], uh[at]));
+    }
+  }
+  if (!c.clamped && !c.gelu_tanh)
+    be.swiglu(
+        {.gate = {gh.data(), n, c.inter}, .up = {uh.data(), n, c.inter}, .out = {act.data(), n, c.inter}});
+  matmul_parts(act, ew.down, ew.down_bias, down);
+  return down;
+}
+
 // Experts with more tokens than the row dots take (a prefill's) run together on BF16 tiles of 16 token
 // lanes. Each must give, bit for bit, what its own three matmuls give through the backend (the few-token
 // GEMM's tiles: gathered x, gate and up with their biases, SwiGLU, down), weighted into out expert by
@@ -452,14 +581,7 @@ TEST(MoeRowDots, Bf16RoundedTokensGetTheBitsOfTheirOwnRun) {
 // input scaling, an expert past 8 tiles (narrower column chunks), and odd widths (a last column alone).
 TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here: experts never run on BF16 tiles";
-  struct Case {
-    const char* name;
-    GateUpLayout layout;
-    bool biases, clamped, input_scaling;
-    int64_t hidden, inter;
-    bool gelu_tanh = false;  // GEGLU experts
-  };
-  const Case cases[] = {
+  const OwnOpsCase cases[] = {
       {"separate", GateUpLayout::kSeparate, false, false, false, 200, 72},
       {"separate, biases, odd widths", GateUpLayout::kSeparate, true, false, false, 203, 75},
       {"fused gate-up, input scaling", GateUpLayout::kConcatenated, false, false, true, 128, 96},
@@ -478,36 +600,11 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
   opts.simd = std::min(detected_simd_level(), SimdLevel::kAvx512);
   opts.bf16_dot_gemm = true;
   auto be = std::move(make_backend("cpu", opts).value());
-  for (const Case& c : cases) {
+  for (const OwnOpsCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const bool fused = c.layout != GateUpLayout::kSeparate;
-    std::vector<TestWeight> store;
-    std::vector<std::vector<float>> biases;
-    store.reserve(static_cast<size_t>(3 * n_experts));
-    biases.reserve(static_cast<size_t>(3 * n_experts));
-    std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
-    for (int64_t e = 0; e < n_experts; ++e) {
-      auto& ew = experts[static_cast<size_t>(e)];
-      store.push_back(
-          random_weight(WeightFormat::kBF16, fused ? 2 * c.inter : c.inter, c.hidden, 60 + 3 * e, 0.2f));
-      ew.gate = store.back().view();
-      if (!fused) {
-        store.push_back(random_weight(WeightFormat::kBF16, c.inter, c.hidden, 61 + 3 * e, 0.2f));
-        ew.up = store.back().view();
-      }
-      store.push_back(random_weight(WeightFormat::kBF16, c.hidden, c.inter, 62 + 3 * e, 0.2f));
-      ew.down = store.back().view();
-      if (c.biases) {
-        biases.push_back(random_vector(fused ? 2 * c.inter : c.inter, 70 + e));
-        ew.gate_bias = biases.back().data();
-        if (!fused) {
-          biases.push_back(random_vector(c.inter, 80 + e));
-          ew.up_bias = biases.back().data();
-        }
-        biases.push_back(random_vector(c.hidden, 90 + e));
-        ew.down_bias = biases.back().data();
-      }
-    }
+    const BiasedExperts set = biased_experts(c, n_experts, 60, [](int64_t rows, int64_t cols, uint64_t seed) {
+      return random_weight(WeightFormat::kBF16, rows, cols, seed, 0.2f);
+    });
     GuardedMatrix x(t, c.hidden);
     x.fill_random(52, 1.5f);
     const std::vector<float> xv = x.values();
@@ -516,7 +613,7 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
       be->moe_experts({.x = x.cview(),
                        .expert_ids = {ids.data(), t, k},
                        .expert_weights = {weights.data(), t, k},
-                       .experts = experts,
+                       .experts = set.experts,
                        .layout = c.layout,
                        .clamped = c.clamped,
                        .gelu_tanh = c.gelu_tanh,
@@ -527,79 +624,18 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
       return out.values();
     };
     const auto tiles = run(false);
-    // Each expert by itself: its tokens gathered (scaled where input_scaling), matmuls of at most 128
-    // tokens (the few-token GEMM, whose tiles give a token the same bits in any such call).
+    // Each expert by itself: matmuls of at most 128 tokens (the few-token GEMM, whose tiles give a token
+    // the same bits in any such call).
     std::vector<float> expected(static_cast<size_t>(t * c.hidden), 0.0f);
-    const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
     for (int64_t e = 0; e < n_experts; ++e) {
-      const ExpertWeights& ew = experts[static_cast<size_t>(e)];
-      std::vector<int64_t> tokens;
-      std::vector<float> wts;
-      for (int64_t r = 0; r < t; ++r) {
-        for (int64_t j = 0; j < k; ++j) {
-          if (ids[static_cast<size_t>(r * k + j)] != e) continue;
-          tokens.push_back(r);
-          wts.push_back(weights[static_cast<size_t>(r * k + j)]);
-        }
-      }
-      const auto n = static_cast<int64_t>(tokens.size());
+      const ExpertPicks picks = picks_of(e, ids, weights, k);
+      const auto n = static_cast<int64_t>(picks.tokens.size());
       ASSERT_GT(n, 16);
-      std::vector<float> xe(static_cast<size_t>(n * c.hidden)), g(static_cast<size_t>(n * gu_rows)),
-          u(static_cast<size_t>(n * c.inter)), act(static_cast<size_t>(n * c.inter)),
-          down(static_cast<size_t>(n * c.hidden));
+      ASSERT_GT(n / ((n + 127) / 128), 4);  // every call past the row dots
+      const auto down = expert_by_own_ops(*be, c, set.experts[static_cast<size_t>(e)], xv, picks, 128, false);
       for (int64_t i = 0; i < n; ++i) {
-        for (int64_t col = 0; col < c.hidden; ++col) {
-          const float v = xv[static_cast<size_t>(tokens[static_cast<size_t>(i)] * c.hidden + col)];
-          xe[static_cast<size_t>(i * c.hidden + col)] = c.input_scaling ? v * wts[static_cast<size_t>(i)] : v;
-        }
-      }
-      // y [n, w.rows] = x [n, w.cols] w^T + bias in calls of 5-128 rows.
-      const int64_t parts = (n + 127) / 128;
-      ASSERT_GT(n / parts, 4);  // every call past the row dots
-      const auto matmul_parts = [&](const std::vector<float>& in, const WeightView& w, const float* bias,
-                                    std::vector<float>& y) {
-        for (int64_t p = 0; p < parts; ++p) {
-          const int64_t r0 = n * p / parts, rows = n * (p + 1) / parts - r0;
-          be->matmul({.x = {in.data() + r0 * w.cols, rows, w.cols},
-                      .w = w,
-                      .bias = bias,
-                      .y = {y.data() + r0 * w.rows, rows, w.rows},
-                      .exact = false});
-        }
-      };
-      matmul_parts(xe, ew.gate, ew.gate_bias, g);
-      if (!fused) matmul_parts(xe, ew.up, ew.up_bias, u);
-      // SwiGLU: the clamped form, or the backend's own swiglu op (its level's silu_mul) on the gate and up
-      // halves.
-      std::vector<float> gh(static_cast<size_t>(n * c.inter)), uh(gh.size());
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t col = 0; col < c.inter; ++col) {
-          const float* gi = g.data() + i * gu_rows;
-          float gv = 0.0f, uv = 0.0f;
-          if (c.layout == GateUpLayout::kInterleaved) {
-            gv = gi[2 * col], uv = gi[2 * col + 1];
-          } else if (fused) {
-            gv = gi[col], uv = gi[c.inter + col];
-          } else {
-            gv = gi[col], uv = u[static_cast<size_t>(i * c.inter + col)];
-          }
-          gh[static_cast<size_t>(i * c.inter + col)] = gv;
-          uh[static_cast<size_t>(i * c.inter + col)] = uv;
-          if (c.clamped)
-            act[static_cast<size_t>(i * c.inter + col)] =
-                static_cast<float>(ref::clamped_swiglu_of(gv, uv, 7.0, 1.702, 1.0));
-          else if (c.gelu_tanh)
-            act[static_cast<size_t>(i * c.inter + col)] = static_cast<float>(ref::geglu_of(gv, uv));
-        }
-      }
-      if (!c.clamped && !c.gelu_tanh)
-        be->swiglu({.gate = {gh.data(), n, c.inter},
-                    .up = {uh.data(), n, c.inter},
-                    .out = {act.data(), n, c.inter}});
-      matmul_parts(act, ew.down, ew.down_bias, down);
-      for (int64_t i = 0; i < n; ++i) {
-        const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];
-        float* o = expected.data() + tokens[static_cast<size_t>(i)] * c.hidden;
+        const float w = c.input_scaling ? 1.0f : picks.weights[static_cast<size_t>(i)];
+        float* o = expected.data() + picks.tokens[static_cast<size_t>(i)] * c.hidden;
         for (int64_t col = 0; col < c.hidden; ++col)
           o[col] = std::fma(w, down[static_cast<size_t>(i * c.hidden + col)], o[col]);
       }
@@ -618,13 +654,7 @@ TEST(MoeTiles, ExpertsOfManyTokensGiveTheBitsOfTheirOwnMatmuls) {
 // others, each group in expert order. On every level, both formats, every gate / up layout, biases,
 // the clamped SwiGLU, input scaling, odd widths (a block pair's last block alone), a row-invariant call.
 TEST(MoeRowDots, IntExpertsGiveTheBitsOfTheirOwnMatmuls) {
-  struct Case {
-    const char* name;
-    GateUpLayout layout;
-    bool biases, clamped, input_scaling;
-    int64_t hidden, inter;
-  };
-  const Case cases[] = {
+  const OwnOpsCase cases[] = {
       {"separate", GateUpLayout::kSeparate, false, false, false, 96, 72},
       {"separate, biases, odd block count", GateUpLayout::kSeparate, true, false, false, 160, 64},
       {"fused gate-up, input scaling", GateUpLayout::kConcatenated, false, false, true, 128, 96},
@@ -637,11 +667,6 @@ TEST(MoeRowDots, IntExpertsGiveTheBitsOfTheirOwnMatmuls) {
     ids.push_back(static_cast<int32_t>(1 + r % 7));
   }
   const auto weights = random_vector(t * k, 61, 0.5f);
-  const MoeExpertsArgs
-      clamp{};  // the clamped SwiGLU's limit, alpha and up shift, as the calls below take them
-  const auto int_weight = [](WeightFormat f, int64_t rows, int64_t cols, uint64_t seed) {
-    return random_int_weight(f, rows, cols, cols % 32 == 0 ? 32 : cols, false, seed, 0.2f);
-  };
   for (SimdLevel level : available_simd_levels()) {
     BackendOptions opts;
     opts.n_threads = 2;
@@ -649,46 +674,22 @@ TEST(MoeRowDots, IntExpertsGiveTheBitsOfTheirOwnMatmuls) {
     auto be = std::move(make_backend("cpu", opts).value());
     const auto axpy = cpu::kernels_for(level).axpy;
     for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
-      for (const Case& c : cases) {
+      for (const OwnOpsCase& c : cases) {
+        const BiasedExperts set =
+            biased_experts(c, n_experts, 160, [&](int64_t rows, int64_t cols, uint64_t seed) {
+              return random_int_weight(format, rows, cols, cols % 32 == 0 ? 32 : cols, false, seed, 0.2f);
+            });
+        GuardedMatrix x(t, c.hidden);
+        x.fill_random(62, 1.5f);
+        const std::vector<float> xv = x.values();
         for (bool row_invariant : {false, true}) {
           SCOPED_TRACE(fmt::format("{} {} {}{}", simd_level_name(level), weight_format_name(format), c.name,
                                    row_invariant ? ", row-invariant" : ""));
-          const bool fused = c.layout != GateUpLayout::kSeparate;
-          const int64_t gu_rows = fused ? 2 * c.inter : c.inter;
-          std::vector<TestWeight> store;
-          std::vector<std::vector<float>> biases;
-          store.reserve(static_cast<size_t>(3 * n_experts));
-          biases.reserve(static_cast<size_t>(3 * n_experts));
-          std::vector<ExpertWeights> experts(static_cast<size_t>(n_experts));
-          for (int64_t e = 0; e < n_experts; ++e) {
-            auto& ew = experts[static_cast<size_t>(e)];
-            store.push_back(int_weight(format, gu_rows, c.hidden, 160 + 3 * e));
-            ew.gate = store.back().view();
-            if (!fused) {
-              store.push_back(int_weight(format, c.inter, c.hidden, 161 + 3 * e));
-              ew.up = store.back().view();
-            }
-            store.push_back(int_weight(format, c.hidden, c.inter, 162 + 3 * e));
-            ew.down = store.back().view();
-            if (c.biases) {
-              biases.push_back(random_vector(gu_rows, 170 + e));
-              ew.gate_bias = biases.back().data();
-              if (!fused) {
-                biases.push_back(random_vector(c.inter, 180 + e));
-                ew.up_bias = biases.back().data();
-              }
-              biases.push_back(random_vector(c.hidden, 190 + e));
-              ew.down_bias = biases.back().data();
-            }
-          }
-          GuardedMatrix x(t, c.hidden);
-          x.fill_random(62, 1.5f);
-          const std::vector<float> xv = x.values();
           GuardedMatrix out(t, c.hidden);
           be->moe_experts({.x = x.cview(),
                            .expert_ids = {ids.data(), t, k},
                            .expert_weights = {weights.data(), t, k},
-                           .experts = experts,
+                           .experts = set.experts,
                            .layout = c.layout,
                            .clamped = c.clamped,
                            .input_scaling = c.input_scaling,
@@ -708,63 +709,13 @@ TEST(MoeRowDots, IntExpertsGiveTheBitsOfTheirOwnMatmuls) {
           }
           std::vector<float> expected(static_cast<size_t>(t * c.hidden), 0.0f);
           for (int64_t e : order) {
-            const ExpertWeights& ew = experts[static_cast<size_t>(e)];
-            std::vector<int64_t> tokens;
-            std::vector<float> wts;
-            for (int64_t r = 0; r < t; ++r) {
-              for (int64_t j = 0; j < k; ++j) {
-                if (ids[static_cast<size_t>(r * k + j)] != e) continue;
-                tokens.push_back(r);
-                wts.push_back(weights[static_cast<size_t>(r * k + j)]);
-              }
-            }
-            const auto n = static_cast<int64_t>(tokens.size());
-            std::vector<float> xe(static_cast<size_t>(n * c.hidden)), g(static_cast<size_t>(n * gu_rows)),
-                u(static_cast<size_t>(n * c.inter)), gh(u.size()), uh(u.size()), act(u.size()),
-                down(static_cast<size_t>(n * c.hidden));
-            for (int64_t i = 0; i < n; ++i) {
-              for (int64_t col = 0; col < c.hidden; ++col) {
-                const float v = xv[static_cast<size_t>(tokens[static_cast<size_t>(i)] * c.hidden + col)];
-                xe[static_cast<size_t>(i * c.hidden + col)] =
-                    c.input_scaling ? v * wts[static_cast<size_t>(i)] : v;
-              }
-            }
-            const auto mm = [&](const std::vector<float>& in, const WeightView& w, const float* bias,
-                                std::vector<float>& y) {
-              be->matmul({.x = {in.data(), n, w.cols},
-                          .w = w,
-                          .bias = bias,
-                          .y = {y.data(), n, w.rows},
-                          .exact = false,
-                          .row_invariant = row_invariant});
-            };
-            mm(xe, ew.gate, ew.gate_bias, g);
-            if (!fused) mm(xe, ew.up, ew.up_bias, u);
-            for (int64_t i = 0; i < n; ++i) {
-              for (int64_t col = 0; col < c.inter; ++col) {
-                const float* gi = g.data() + i * gu_rows;
-                const auto at = static_cast<size_t>(i * c.inter + col);
-                if (c.layout == GateUpLayout::kInterleaved) {
-                  gh[at] = gi[2 * col], uh[at] = gi[2 * col + 1];
-                } else if (fused) {
-                  gh[at] = gi[col], uh[at] = gi[c.inter + col];
-                } else {
-                  gh[at] = gi[col], uh[at] = u[at];
-                }
-                if (c.clamped)
-                  act[at] = static_cast<float>(
-                      ref::clamped_swiglu_of(gh[at], uh[at], clamp.limit, clamp.alpha, clamp.up_shift));
-              }
-            }
-            if (!c.clamped)
-              be->swiglu({.gate = {gh.data(), n, c.inter},
-                          .up = {uh.data(), n, c.inter},
-                          .out = {act.data(), n, c.inter}});
-            mm(act, ew.down, ew.down_bias, down);
-            for (int64_t i = 0; i < n; ++i) {
-              const float w = c.input_scaling ? 1.0f : wts[static_cast<size_t>(i)];
-              axpy(w, down.data() + i * c.hidden, expected.data() + tokens[static_cast<size_t>(i)] * c.hidden,
-                   c.hidden);
+            const ExpertPicks picks = picks_of(e, ids, weights, k);
+            const auto down =
+                expert_by_own_ops(*be, c, set.experts[static_cast<size_t>(e)], xv, picks, t, row_invariant);
+            for (size_t i = 0; i < picks.tokens.size(); ++i) {
+              const float w = c.input_scaling ? 1.0f : picks.weights[i];
+              axpy(w, down.data() + static_cast<int64_t>(i) * c.hidden,
+                   expected.data() + picks.tokens[i] * c.hidden, c.hidden);
             }
           }
           for (size_t i = 0; i < expected.size(); ++i)
