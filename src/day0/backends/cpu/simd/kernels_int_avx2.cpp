@@ -96,10 +96,10 @@ inline __m256 mul_rounded(__m256 a, __m256 b) {
   return p;
 }
 
-// Tokens t .. t + NT against a packed panel: each chunk load serves the NT tokens, whose sums run side by
-// side (one token at a time, a block's chunk loads and its chain of dependent adds held the INT4 panels
-// to about 15 cycles a block and token on Zen 3; four at a time, 11). kFold: symmetric INT4, whose zero
-// point 8 comes off each block's exact sum as 8 * the block's x codes.
+// Tokens t .. t + NT against a packed panel: each chunk load serves the NT tokens, whose sums advance side
+// by side (one token at a time, INT8 prompts ran about a fifth slower in day0_gemm_bench on Zen 3, INT4
+// ones as fast). kFold: symmetric INT4, whose zero point 8 comes off each block's exact sum as 8 * the
+// block's x codes.
 template <bool kInt4, bool kFold, int NT>
 void panel_token_group(const uint8_t* pack, int64_t blocks, int64_t stride, int64_t t, const int8_t* xq,
                        const float* xs, const int32_t* xsum, __m256 acc[NT]) {
