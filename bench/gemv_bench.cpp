@@ -6,8 +6,10 @@
 // where the CPU has it), offset of the weights past a 64-byte boundary (a mapped safetensors file
 // gives 8), tokens (x rows: 1, or 2 / 4, the several-x row dots; GFLOP/s beside the GB/s), fine scales
 // (1: FP8 in 32x32 blocks with the scales DeepSeek-V4.1 ships, FP4 with a scale per 16 columns; 2: FP4 as
-// NVFP4, E4M3 scales per 16 columns times a global scale; INT8 / INT4 in groups of 32 instead of 128). INT8 /
-// INT4 run the non-exact call: int8 activations and the integer dot products of that level.
+// NVFP4, E4M3 scales per 16 columns times a global scale; INT8 / INT4 in groups of 32 instead of 128; 2:
+// INT8 / INT4 in groups of 32 with float32 scales instead of the BF16 ones a BF16 checkpoint's quantized
+// copy keeps). INT8 / INT4 run the non-exact call: int8 activations and the integer dot products of that
+// level.
 #include <map>
 #include <string>
 
@@ -50,13 +52,16 @@ void BM_Gemv(benchmark::State& state) {
   const auto offset = static_cast<size_t>(state.range(5));
   const int64_t tokens = state.range(6);
   const bool nvfp4 = format == day0::WeightFormat::kMxfp4 && state.range(7) == 2;
-  const bool fine = state.range(7) == 1 || nvfp4;
+  const bool int_f32_scales =
+      state.range(7) == 2 && (format == day0::WeightFormat::kInt8 || format == day0::WeightFormat::kInt4);
+  const bool fine = state.range(7) == 1 || nvfp4 || int_f32_scales;
   if (static_cast<int>(level) > static_cast<int>(day0::detected_simd_level())) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
   const auto n = static_cast<int64_t>(static_cast<double>(weight_bytes) * 8 / bits / kK);
-  auto w = day0::bench::make_weight(format, n, kK, 1, offset, fine);
+  auto w = day0::bench::make_weight(format, n, kK, 1, offset, fine,
+                                    int_f32_scales ? day0::ScaleType::kF32 : day0::ScaleType::kBF16);
   if (nvfp4) {  // the same nibbles and scale bytes (0x78: E4M3 256), read as NVFP4
     w.view.fp4_scale_code = day0::Fp4ScaleCode::kE4M3;
     w.view.fp4_global_scale = 1.0f / 2688.0f;
@@ -82,7 +87,8 @@ void BM_Gemv(benchmark::State& state) {
                   : fine ? (format == day0::WeightFormat::kMxfp4 ? " group 16"
                             : w.view.is_int()                    ? " group 32"
                                                                  : " 32x32")
-                         : ""));
+                         : "") +
+                 (int_f32_scales ? " f32 scales" : ""));
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
@@ -97,7 +103,7 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{1}, {2}, {0}, {2}, {1}, {0}, {2, 4}, {0}})
     ->ArgsProduct({{3, 4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0, 8}, {1}, {1}})
     ->ArgsProduct({{4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {2}})
-    ->ArgsProduct({{5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {1}})
+    ->ArgsProduct({{5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);

@@ -10,6 +10,7 @@
 #include "day0/backends/backend.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 #include "day0/backends/cpu/simd_level.h"
+#include "day0/core/numeric.h"
 #include "day0/ops/int8_activations.h"
 #include "differential_harness.h"
 
@@ -282,6 +283,113 @@ TEST(IntMatmul, PromptTilesEqualTheScalarRowDotsBitForBit) {
       }
     }
   }
+}
+
+// The weight with every scale rounded to a value `type` holds, twice: as float32 (`wide`) and as the
+// `type` bits themselves (`narrow`, WeightView::int_scale_type), the two ways one checkpoint's scales
+// can be held in memory.
+struct ScaleTwins {
+  TestWeight wide, narrow;
+};
+ScaleTwins scale_twins(const TestWeight& w, ScaleType type) {
+  ScaleTwins t{w, w};
+  const size_t n = w.scales.size() / 4;
+  t.narrow.scales.resize(2 * n);
+  t.narrow.int_scale_type = type;
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, w.scales.data() + 4 * i, 4);
+    const uint16_t bits = type == ScaleType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    const float held = type == ScaleType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+    std::memcpy(t.wide.scales.data() + 4 * i, &held, 4);
+    std::memcpy(t.narrow.scales.data() + 2 * i, &bits, 2);
+  }
+  return t;
+}
+
+int64_t differing_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return static_cast<int64_t>(std::max(a.size(), b.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return differ;
+}
+
+// BF16 / F16 scales kept as they are must give every kernel the float32 values it had before: on the
+// reference and every cpu level, decode (the row dots, the prepared INT4 dots), prompts (the 256-bit
+// panels, the AMX tiles), row-invariant calls and exact ones, zero points or not, the narrow copy's
+// results equal the float32 copy's bit for bit. A kernel reading the 16-bit scales as float32 (or with
+// float32's stride) gives other values.
+TEST(IntMatmul, NarrowScalesGiveTheBitsOfTheirFloat32Copy) {
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  backends.emplace_back("reference", reference_backend());
+  for (SimdLevel level : available_simd_levels()) {
+    BackendOptions opts;
+    opts.n_threads = 2;
+    opts.simd = level;
+    backends.emplace_back(simd_level_name(level), make_backend("cpu", opts).value());
+  }
+  std::vector<IntCase> cases(std::begin(kIntCases), std::end(kIntCases));
+  for (const IntCase& c : {IntCase{17, 544, 40, 32}, IntCase{33, 4096, 12, 128}, IntCase{24, 384, 48, 128},
+                           IntCase{16, 160, 31, 32}})
+    cases.push_back(c);
+  uint64_t seed = 2100;
+  int64_t compared = 0;
+  for (ScaleType type : {ScaleType::kBF16, ScaleType::kF16}) {
+    for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+      for (const IntCase& c : cases) {
+        for (bool asym : {false, true}) {
+          const ScaleTwins w = scale_twins(edge_weight(format, c.n, c.k, c.group, asym, ++seed), type);
+          ASSERT_EQ(
+              w.narrow.view().scale_bytes() + static_cast<uint64_t>(2 * w.narrow.view().int_groups() * c.n),
+              w.wide.view().scale_bytes())
+              << "a 16-bit scale is 2 bytes";
+          const GuardedMatrix x = edge_activations(c.t, c.k, ++seed);
+          for (auto& [name, be] : backends) {
+            for (int mode = 0; mode < 3; ++mode) {  // int8 activations, row-invariant, exact
+              const auto run = [&](const TestWeight& tw) {
+                GuardedMatrix y(c.t, c.n);
+                be->matmul({.x = x.cview(),
+                            .w = tw.view(),
+                            .y = y.view(),
+                            .exact = mode == 2,
+                            .row_invariant = mode == 1});
+                return y.values();
+              };
+              const auto want = run(w.wide);
+              const auto got = run(w.narrow);
+              EXPECT_EQ(differing_floats(got, want), 0)
+                  << name << (type == ScaleType::kBF16 ? " BF16" : " F16") << " scales "
+                  << weight_format_name(format) << " T=" << c.t << " K=" << c.k << " N=" << c.n << " g"
+                  << c.group << (asym ? " asym" : "") << " mode " << mode;
+              ++compared;
+            }
+          }
+          // Each integer dot build and each level's prepared dots, called directly on one token.
+          Int8Rows xq;
+          quantize_activations(x.cview().row_slice(0, 1), xq);
+          for (const auto& v : cpu::int_dot_variants()) {
+            std::vector<float> want(static_cast<size_t>(c.n)), got(want.size());
+            v.fn(w.wide.view(), 0, c.n, xq.codes(0), xq.scales(0), want.data());
+            v.fn(w.narrow.view(), 0, c.n, xq.codes(0), xq.scales(0), got.data());
+            EXPECT_EQ(differing_floats(got, want), 0) << v.name << " K=" << c.k << " g" << c.group;
+          }
+          for (SimdLevel level : available_simd_levels()) {
+            const cpu::SimdKernels& k = cpu::kernels_for(level);
+            if (k.prepare_int_x == nullptr) continue;
+            std::vector<uint8_t> buffer(cpu::int_x_prepared_bytes(c.k) + 32);
+            uint8_t* aligned = buffer.data() + (32 - reinterpret_cast<uintptr_t>(buffer.data()) % 32) % 32;
+            if (!k.prepare_int_x(w.wide.view(), xq.codes(0), xq.scales(0), aligned)) continue;
+            std::vector<float> want(static_cast<size_t>(c.n)), got(want.size());
+            k.dot_rows_int_prepared(w.wide.view(), 0, c.n, aligned, xq.codes(0), xq.scales(0), want.data());
+            k.dot_rows_int_prepared(w.narrow.view(), 0, c.n, aligned, xq.codes(0), xq.scales(0), got.data());
+            EXPECT_EQ(differing_floats(got, want), 0)
+                << simd_level_name(level) << " prepared K=" << c.k << " g" << c.group;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 // |y_int8 - y_float| <= sum_b (amax_b / 254) * sum_{k in b} |W[n, k]| (ops/int8_activations.h), plus

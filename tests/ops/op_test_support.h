@@ -23,6 +23,7 @@ struct TestWeight {
   int64_t group = 0;                                  // INT8 / INT4 columns per scale
   Fp4ScaleCode fp4_scale_code = Fp4ScaleCode::kE8M0;  // FP4: E8M0 or NVFP4's E4M3 scale bytes
   float fp4_global_scale = 1.0f;                      // NVFP4's per-tensor multiplier
+  ScaleType int_scale_type = ScaleType::kF32;         // INT8 / INT4: how `scales` holds them
   WeightView view() const;
 };
 

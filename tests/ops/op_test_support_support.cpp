@@ -26,6 +26,7 @@ WeightView TestWeight::view() const {
   v.group = group;
   v.fp4_scale_code = fp4_scale_code;
   v.fp4_global_scale = fp4_global_scale;
+  v.int_scale_type = int_scale_type;
   return v;
 }
 

@@ -20,6 +20,7 @@
 #include "day0/model/catalog.h"
 #include "day0/model/tensor_manifest.h"
 #include "day0/quant/quantize_checkpoint.h"
+#include "day0/runtime/int_weight.h"
 #include "day0/runtime/model_loader.h"
 #include "day0/runtime/packed_int_source.h"
 
@@ -215,6 +216,75 @@ TEST(QuantizeCheckpoint, RefusesBadRequests) {
   auto group = quantize_checkpoint(golden("llama3"), (scratch.dir / "c").string(), options(4, 48, true));
   ASSERT_FALSE(group.is_ok());
   EXPECT_NE(group.status().message().find("--group 48"), std::string::npos);
+}
+
+// A kept INT projection holds the scales the checkpoint stores (BF16 here: `day0 quantize` writes them
+// in the weight's dtype) as those 16-bit values, half the bytes of float32, and dequantizes to exactly
+// the float32 weight a float32 run loads.
+TEST(PackedIntSource, KeptProjectionsHoldTheCheckpointsBf16Scales) {
+  Scratch scratch;
+  const std::string out = (scratch.dir / "q").string();
+  ASSERT_TRUE(quantize_checkpoint(golden("llama3"), out, options(4, 32, true)).is_ok());
+  auto resolved = resolve_model(out);
+  ASSERT_TRUE(resolved.is_ok());
+  auto disk = open_checkpoint_source(out);
+  ASSERT_TRUE(disk.is_ok());
+  const std::shared_ptr<const TensorSource> source(std::move(*disk));
+  const PackedIntSpec& p = resolved->spec.weights.packed;
+  PackedIntSource kept(source, p, /*exact_f32=*/false, /*keep_int=*/true);
+  PackedIntSource exact(source, p, /*exact_f32=*/true);
+  int checked = 0;
+  for (const std::string layer : {"0", "1"}) {
+    for (const std::string module : {"self_attn.q_proj", "mlp.down_proj"}) {
+      const std::string name = "model.layers." + layer + "." + module + ".weight";
+      auto w = kept.int_weight(name);
+      ASSERT_TRUE(w.is_ok() && *w != nullptr) << name;
+      const WeightView v = (*w)->view();
+      EXPECT_EQ(v.int_scale_type, ScaleType::kBF16) << name;
+      EXPECT_EQ((*w)->scales.size(), static_cast<size_t>(2 * v.rows * v.int_groups())) << name;
+      auto f32 = exact.get(name);
+      ASSERT_TRUE(f32.is_ok()) << f32.status().to_string();
+      const auto* want = reinterpret_cast<const float*>(f32->data.data());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < v.rows; ++i)
+        for (int64_t j = 0; j < v.cols; ++j) differ += v.at(i, j) != want[i * v.cols + j];
+      EXPECT_EQ(differ, 0) << name;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+// Scales are kept in the narrowest type that holds every one exactly: BF16, else F16, else float32.
+TEST(PackedIntSource, RepackKeepsScalesInTheNarrowestExactType) {
+  const auto repacked = [](float scale) {
+    IntCodes c;
+    c.bits = 4;
+    c.rows = 2;
+    c.cols = 64;
+    c.groups = 2;
+    c.q.assign(128, 3);
+    c.scale = {0.5f, -0.25f, 2.0f, scale};
+    c.zero.assign(4, 0.0f);
+    c.group_of.resize(64);
+    for (int k = 0; k < 64; ++k) c.group_of[static_cast<size_t>(k)] = k / 32;
+    auto w = repack_int_weight(c);
+    D0_CHECK_MSG(w.is_ok(), w.status().to_string());
+    return std::move(w).value();
+  };
+  const IntWeight bf16 = repacked(0.125f), f16 = repacked(1.0f + 0x1p-9f), f32 = repacked(0.1f);
+  EXPECT_EQ(bf16.scale_type, ScaleType::kBF16);
+  EXPECT_EQ(f16.scale_type, ScaleType::kF16);  // 10 mantissa bits: F16 holds it, BF16 does not
+  EXPECT_EQ(f32.scale_type, ScaleType::kF32);
+  EXPECT_EQ(bf16.scales.size(), 8u);
+  EXPECT_EQ(f32.scales.size(), 16u);
+  for (const IntWeight* w : {&bf16, &f16, &f32}) {
+    const WeightView v = w->view();
+    EXPECT_EQ(v.at(0, 0), (3 + 8 - 8) * 0.5f);  // signed code 3 -> nibble 11, zero 8
+    EXPECT_EQ(v.at(1, 40), 3 * v.int_scale(3));
+  }
+  EXPECT_EQ(f16.view().int_scale(3), 1.0f + 0x1p-9f);
+  EXPECT_EQ(f32.view().int_scale(3), 0.1f);
 }
 
 TEST(PackedIntSource, BadPackedTensorsAreClearErrors) {

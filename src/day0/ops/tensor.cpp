@@ -61,7 +61,8 @@ uint64_t WeightView::scale_bytes() const {
       return static_cast<uint64_t>(rows) * static_cast<uint64_t>(fp4_row_scales());
     case WeightFormat::kInt8:
     case WeightFormat::kInt4:
-      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(int_groups()) * (zeros != nullptr ? 8 : 4);
+      return static_cast<uint64_t>(rows) * static_cast<uint64_t>(int_groups()) *
+             static_cast<uint64_t>(scale_type_bytes(int_scale_type) + (zeros != nullptr ? 4 : 0));
     default:
       return 0;
   }
@@ -123,7 +124,7 @@ float WeightView::at(int64_t i, int64_t j) const {
         zero = 8.0f;
       }
       if (zeros != nullptr) zero = zeros[gi];
-      return (code - zero) * static_cast<const float*>(scales)[gi];
+      return (code - zero) * int_scale(static_cast<int64_t>(gi));
     }
   }
   return 0.0f;

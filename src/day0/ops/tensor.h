@@ -12,6 +12,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "day0/core/numeric.h"
 #include "day0/model/model_spec.h"  // WeightFormat: F32, BF16, F16, FP8 block, MXFP4
 
 namespace day0 {
@@ -82,10 +83,30 @@ using ConstMatrix = MatrixView<const float>;
 //                kInt8: int8 codes c in [-128, 127], one byte each; z = zeros[i, g] or 0.
 //                kInt4: unsigned nibbles c in [0, 15]; in each 32-column block b, byte t holds column
 //                       32b + t in its low nibble and 32b + 16 + t in its high one; z = zeros[i, g] or 8.
-//              `scales` and `zeros` (null: the default above) are float32 [rows, ceil(cols / group)];
-//              zeros hold small integers (the zero point in the code's domain). group is a multiple
-//              of 32 or >= cols (one group per row).
+//              `scales` [rows, ceil(cols / group)] are float32, or BF16 / F16 bits (int_scale_type);
+//              `zeros` (null: the default above) are float32 of the same shape and hold small integers
+//              (the zero point in the code's domain). group is a multiple of 32 or >= cols (one group
+//              per row).
 inline constexpr int64_t kIntBlock = 32;
+// How INT8 / INT4 scales are held: float32, or the BF16 / F16 a checkpoint stores them in, kept as they
+// are where they convert exactly, so that every kernel multiplies by the same float32 values and a
+// decode streams half the scale bytes (a 32-column INT4 block: 18 bytes instead of 20).
+enum class ScaleType : uint8_t { kF32, kBF16, kF16 };
+inline int scale_type_bytes(ScaleType t) {
+  return t == ScaleType::kF32 ? 4 : 2;
+}
+// Scale i of `scales` held as `t`, as float32 (exact).
+inline float scale_value(const void* scales, ScaleType t, int64_t i) {
+  switch (t) {
+    case ScaleType::kBF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(scales)[i]);
+    case ScaleType::kF16:
+      return f16_to_f32(static_cast<const uint16_t*>(scales)[i]);
+    case ScaleType::kF32:
+      break;
+  }
+  return static_cast<const float*>(scales)[i];
+}
 // How a kMxfp4 scale byte decodes: an E8M0 exponent (MXFP4, DeepSeek's FP4) or an FP8 E4M3 value times
 // the tensor's global scale (NVFP4).
 enum class Fp4ScaleCode : uint8_t { kE8M0, kE4M3 };
@@ -94,13 +115,14 @@ struct WeightView {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
-  const void* scales = nullptr;  // FP8 / INT8 / INT4: const float*; MXFP4: const uint8_t*; else null
+  const void* scales = nullptr;  // FP8: const float*; INT8 / INT4: int_scale_type; MXFP4: uint8_t*
   int64_t block_rows = 128;      // FP8 block shape
   int64_t block_cols = 128;
   const float* zeros = nullptr;                       // INT8 / INT4: zero points [rows, groups], or null
   int64_t group = 0;                                  // INT8 / INT4 / FP4 (kMxfp4): columns per scale
   Fp4ScaleCode fp4_scale_code = Fp4ScaleCode::kE8M0;  // kMxfp4 scale bytes
   float fp4_global_scale = 1.0f;                      // kMxfp4 with kE4M3 scales: the per-tensor g
+  ScaleType int_scale_type = ScaleType::kF32;         // INT8 / INT4 `scales`
   // The checkpoint tensor it views ("model.layers.3.self_attn.q_proj.weight"), for messages and the
   // recorded operator list; storage owned by whoever bound it (ModelWeights). May be empty.
   std::string_view name;
@@ -116,6 +138,8 @@ struct WeightView {
   // INT8 / INT4: groups per row, bytes between rows (padded), codes of row i.
   int64_t int_groups() const { return group >= cols || group <= 0 ? 1 : (cols + group - 1) / group; }
   int64_t int_row_bytes() const;
+  // INT8 / INT4: scale i of `scales` ([rows, int_groups()] flattened) as float32.
+  float int_scale(int64_t i) const { return scale_value(scales, int_scale_type, i); }
   bool is_int() const { return format == WeightFormat::kInt8 || format == WeightFormat::kInt4; }
   // kMxfp4: columns per E8M0 scale (16 or 32) and scales per row.
   int64_t fp4_group() const { return group > 0 ? group : 32; }

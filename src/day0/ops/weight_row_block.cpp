@@ -32,7 +32,8 @@ WeightView weight_row_block(const WeightView& w, int64_t row0, int64_t rows) {
     case WeightFormat::kInt8:
     case WeightFormat::kInt4:
       out.data = bytes + row0 * w.int_row_bytes();
-      out.scales = static_cast<const float*>(w.scales) + row0 * w.int_groups();
+      out.scales =
+          static_cast<const uint8_t*>(w.scales) + row0 * w.int_groups() * scale_type_bytes(w.int_scale_type);
       if (w.zeros != nullptr) out.zeros = w.zeros + row0 * w.int_groups();
       break;
     case WeightFormat::kMxfp4: {

@@ -1,8 +1,43 @@
 #include "day0/runtime/int_weight.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
+#include "day0/core/numeric.h"
+
 namespace day0 {
+
+namespace {
+
+// Whether every scale is a value of type t exactly (NaN included: its bits must survive the trip).
+bool all_exact(const std::vector<float>& scale, ScaleType t) {
+  for (const float s : scale) {
+    const float back = t == ScaleType::kBF16 ? bf16_to_f32(f32_to_bf16(s)) : f16_to_f32(f32_to_f16(s));
+    if (f32_to_bits(back) != f32_to_bits(s)) return false;
+  }
+  return true;
+}
+
+// The scales in the narrowest type that holds each exactly: BF16 (a shift to widen), F16, or float32.
+// Checkpoint scales come as BF16 / F16 tensors (read into float32 by the loaders), so the kernels then
+// multiply by the checkpoint's values while a decode streams half the scale bytes.
+void pack_scales(const std::vector<float>& scale, IntWeight& w) {
+  w.scale_type = all_exact(scale, ScaleType::kBF16)  ? ScaleType::kBF16
+                 : all_exact(scale, ScaleType::kF16) ? ScaleType::kF16
+                                                     : ScaleType::kF32;
+  w.scales.resize(scale.size() * static_cast<size_t>(scale_type_bytes(w.scale_type)));
+  if (w.scale_type == ScaleType::kF32) {
+    std::memcpy(w.scales.data(), scale.data(), w.scales.size());
+    return;
+  }
+  for (size_t i = 0; i < scale.size(); ++i) {
+    const uint16_t bits = w.scale_type == ScaleType::kBF16 ? f32_to_bf16(scale[i]) : f32_to_f16(scale[i]);
+    std::memcpy(w.scales.data() + 2 * i, &bits, 2);
+  }
+}
+
+}  // namespace
 
 WeightView IntWeight::view() const {
   WeightView v;
@@ -12,6 +47,7 @@ WeightView IntWeight::view() const {
   v.group = group;
   v.data = codes.data();
   v.scales = scales.data();
+  v.int_scale_type = scale_type;
   v.zeros = zeros.empty() ? nullptr : zeros.data();
   return v;
 }
@@ -52,7 +88,7 @@ Result<IntWeight> repack_int_weight(const IntCodes& c) {
       }
     }
   }
-  w.scales = c.scale;
+  pack_scales(c.scale, w);
   bool default_zeros = true;
   std::vector<float> zeros(c.zero.size());
   for (size_t i = 0; i < zeros.size(); ++i) {

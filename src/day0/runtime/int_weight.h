@@ -20,11 +20,14 @@ struct IntWeight {
   int64_t cols = 0;
   int64_t group = 0;
   std::vector<uint8_t> codes;  // [rows, row bytes] as WeightView::int_row_bytes()
-  std::vector<float> scales;   // [rows, groups]
-  std::vector<float> zeros;    // [rows, groups], empty: the format's default (0 / 8)
+  // [rows, groups] as scale_type: BF16 / F16 bits where every scale is one exactly (the checkpoint
+  // stored them so), else float32.
+  ScaleType scale_type = ScaleType::kF32;
+  std::vector<uint8_t> scales;
+  std::vector<float> zeros;  // [rows, groups], empty: the format's default (0 / 8)
 
   WeightView view() const;
-  uint64_t bytes() const { return codes.size() + 4 * (scales.size() + zeros.size()); }
+  uint64_t bytes() const { return codes.size() + scales.size() + 4 * zeros.size(); }
 };
 
 // The integer codes of one [rows, cols] weight in the checkpoint's own value domain, with per-group

@@ -46,8 +46,12 @@ Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weigh
 // the repacker accepts (whole rows, or groups of a multiple of 32 columns). Their pointers stay in the
 // shape-only region: the recorder reads formats and sizes, never bytes. A GPTQ act-order g_idx, which
 // the loader would refuse to keep, cannot be seen without the tensors: such projections are listed
-// as kept.
-void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed) {
+// as kept. Their scales are held as the checkpoint stores them (the tensor manifest's dtype: the
+// activation dtype), which the repacker keeps when it is BF16 or F16.
+void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed, DType scale_dtype) {
+  const ScaleType scale_type = scale_dtype == DType::kBF16  ? ScaleType::kBF16
+                               : scale_dtype == DType::kF16 ? ScaleType::kF16
+                                                            : ScaleType::kF32;
   auto present = [&](WeightView& w) {
     constexpr std::string_view kSuffix = ".weight";
     if (w.data == nullptr || !w.name.ends_with(kSuffix)) return;
@@ -58,6 +62,7 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed)
     w.format = packed_bits_of(packed, module) == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
     w.group = group;
     w.scales = w.data;
+    w.int_scale_type = scale_type;
     w.zeros = packed.symmetric ? nullptr : static_cast<const float*>(w.data);
     weights.int_projections.count(w);
   };
@@ -92,7 +97,7 @@ Result<DryRun> prepare_dry_run(const ModelSpec& spec) {
   D0_ASSIGN_OR_RETURN(std::shared_ptr<const TensorSource> shapes, make_shape_only_source(manifest));
   D0_ASSIGN_OR_RETURN(dry.weights, bind_model_weights(dry.spec, std::move(shapes)));
   if (spec.weights.packed.bits != 0) {
-    present_int_projections(*dry.weights, spec.weights.packed);
+    present_int_projections(*dry.weights, spec.weights.packed, spec.activation_dtype);
     dry.options.precision = ActivationPrecision::kBF16;
   }
   return dry;

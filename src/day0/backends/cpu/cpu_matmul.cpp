@@ -436,7 +436,6 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
     for (int64_t t = 0; t < t_rows; ++t)
       activation_group_terms(xq, t, a.w.group, groups, terms.data() + t * groups);
   }
-  const auto* scales = static_cast<const float*>(a.w.scales);
   // dots[n - n0] of token t less the zero-point terms, into y (n1 - n0 <= kIntTileRows). Each row's
   // terms are summed over the groups in order, but the rows' sums advance side by side: one row at a
   // time, its chain of dependent adds cost INT4 prompts twice the AMX tiles' time (perf, SmolLM2).
@@ -445,10 +444,11 @@ void int_matmul(const Context& c, const MatmulArgs& a) {
       const float* tg = terms.data() + t * groups;
       float corr[kIntTileRows] = {};
       const int64_t rows = n1 - n0;
-      const float* s = scales + n0 * groups;
+      const int64_t s = n0 * groups;
       const float* z = a.w.zeros + n0 * groups;
       for (int64_t g = 0; g < groups; ++g)
-        for (int64_t i = 0; i < rows; ++i) corr[i] += s[i * groups + g] * z[i * groups + g] * tg[g];
+        for (int64_t i = 0; i < rows; ++i)
+          corr[i] += a.w.int_scale(s + i * groups + g) * z[i * groups + g] * tg[g];
       for (int64_t i = 0; i < rows; ++i) dots[i] -= corr[i];
     }
     finish_row(a, t, n0, n1, dots);

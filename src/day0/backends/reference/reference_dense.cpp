@@ -27,7 +27,6 @@ void matmul_int8_activations(const MatmulArgs& a) {
   Int8Rows xq;
   quantize_activations(a.x, xq);
   const int64_t groups = a.w.int_groups();
-  const auto* scales = static_cast<const float*>(a.w.scales);
   for (int64_t t = 0; t < a.x.rows; ++t) {
     const int8_t* q = xq.codes(t);
     const float* sx = xq.scales(t);
@@ -36,7 +35,7 @@ void matmul_int8_activations(const MatmulArgs& a) {
       double acc = a.bias ? a.bias[n] : 0.0;
       for (int64_t b = 0; b < xq.blocks; ++b) {
         const int64_t g = a.w.group >= a.w.cols ? 0 : b * kIntBlock / a.w.group;
-        const double s = scales[n * groups + g];
+        const double s = a.w.int_scale(n * groups + g);
         // The code minus the zero point, from the scalar definition: at() / scale (exact for codes).
         double block = 0.0;
         for (int64_t k = b * kIntBlock; k < std::min(a.w.cols, (b + 1) * kIntBlock); ++k) {

@@ -10,6 +10,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "day0/ops/tensor.h"
 
@@ -29,6 +31,39 @@ inline __m256i int4_block(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
+// Scale i of scales held as S (WeightView::int_scale_type), as float32: a load, a load and a shift
+// (BF16), or a load and vcvtph2ps (F16); every file including this one is compiled with F16C.
+template <ScaleType S>
+inline float int_scale_at(const void* scales, int64_t i) {
+  if constexpr (S == ScaleType::kF32) {
+    return static_cast<const float*>(scales)[i];
+  } else if constexpr (S == ScaleType::kBF16) {
+    const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(scales)[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return _cvtsh_ss(static_cast<const uint16_t*>(scales)[i]);
+  }
+}
+
+// f(std::integral_constant<ScaleType, S>) for the scale type t, so that a row-dot template is
+// instantiated per scale type rather than testing it per block.
+template <class F>
+inline void with_scale_type(ScaleType t, F&& f) {
+  switch (t) {
+    case ScaleType::kBF16:
+      f(std::integral_constant<ScaleType, ScaleType::kBF16>{});
+      return;
+    case ScaleType::kF16:
+      f(std::integral_constant<ScaleType, ScaleType::kF16>{});
+      return;
+    case ScaleType::kF32:
+      break;
+  }
+  f(std::integral_constant<ScaleType, ScaleType::kF32>{});
+}
+
 // Rows n.. of an INT8 / INT4 weight and their scales, with the block and group counts a row dot walks.
 struct IntRowsAt {
   int64_t blocks;     // 32-column blocks a row
@@ -36,7 +71,7 @@ struct IntRowsAt {
   int64_t groups;     // scales a row
   int64_t per_group;  // blocks a scale
   const uint8_t* rows;
-  const float* scales;  // [.., groups] from row n
+  const void* scales;  // [.., groups] from row n, as WeightView::int_scale_type
 };
 inline IntRowsAt int_rows_at(const WeightView& w, int64_t n) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
@@ -46,10 +81,10 @@ inline IntRowsAt int_rows_at(const WeightView& w, int64_t n) {
           groups,
           groups <= 1 ? blocks : w.group / kIntBlock,
           static_cast<const uint8_t*>(w.data) + n * w.int_row_bytes(),
-          static_cast<const float*>(w.scales) + n * groups};
+          static_cast<const uint8_t*>(w.scales) + n * groups * scale_type_bytes(w.int_scale_type)};
 }
 
-template <class Dot, bool kInt4, bool kFold, int R>
+template <class Dot, bool kInt4, bool kFold, int R, ScaleType S>
 inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
   const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   __m256 acc[R];
@@ -81,7 +116,8 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
         const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
         p = Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sx * scales[r * groups + g]), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                               _mm256_set1_ps(sx * int_scale_at<S>(scales, r * groups + g)), acc[r]);
     }
     if (--left_in_group == 0) {
       ++g;
@@ -95,17 +131,20 @@ template <class Dot>
 inline void int_dot_rows(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                          float* y) {
   // Four rows per pass share each activation block load.
-  int64_t n = n0;
-  if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
-    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, true, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows<Dot, true, true, 1>(w, n, xq, xs, y + (n - n0));
-  } else if (w.format == WeightFormat::kInt4) {
-    for (; n + 4 <= n1; n += 4) int_rows<Dot, true, false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows<Dot, true, false, 1>(w, n, xq, xs, y + (n - n0));
-  } else {
-    for (; n + 4 <= n1; n += 4) int_rows<Dot, false, false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int_rows<Dot, false, false, 1>(w, n, xq, xs, y + (n - n0));
-  }
+  with_scale_type(w.int_scale_type, [&](auto scale_type) {
+    constexpr ScaleType S = decltype(scale_type)::value;
+    int64_t n = n0;
+    if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
+      for (; n + 4 <= n1; n += 4) int_rows<Dot, true, true, 4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int_rows<Dot, true, true, 1, S>(w, n, xq, xs, y + (n - n0));
+    } else if (w.format == WeightFormat::kInt4) {
+      for (; n + 4 <= n1; n += 4) int_rows<Dot, true, false, 4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int_rows<Dot, true, false, 1, S>(w, n, xq, xs, y + (n - n0));
+    } else {
+      for (; n + 4 <= n1; n += 4) int_rows<Dot, false, false, 4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int_rows<Dot, false, false, 1, S>(w, n, xq, xs, y + (n - n0));
+    }
+  });
 }
 
 // vpmaddubsw (u8 x s8 pairs -> int16) then vpmaddwd against ones (pairs -> int32).

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "day0/backends/cpu/simd/simd_kernels.h"
 
@@ -252,12 +253,20 @@ void gemm_int_amx_tiles(const WeightView& w, int64_t n0, int64_t rows, const int
   const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
   pack_int_rows(w, n0, rows, blocks, w_pack);
   configure_int_tiles();
-  const auto* scales = static_cast<const float*>(w.scales);
+  // Rows n0 .. n0 + rows' scales [rows, groups] as float32: BF16 / F16 ones widened once per panel.
+  const float* scales = static_cast<const float*>(w.scales) + n0 * groups;
+  thread_local std::vector<float> widened;
+  if (w.int_scale_type != ScaleType::kF32) {
+    widened.resize(static_cast<size_t>(rows * groups));
+    for (int64_t i = 0; i < rows * groups; ++i)
+      widened[static_cast<size_t>(i)] = w.int_scale(n0 * groups + i);
+    scales = widened.data();
+  }
   alignas(64) int32_t c[2][16 * 16];
   const int64_t tiles = (tokens + 15) / 16;
   for (int64_t h = 0; h * 16 < rows; ++h) {
     const uint8_t* a = w_pack + h * blocks * 512;
-    const float* sw = scales + (n0 + 16 * h) * groups;  // row i, group g at sw[i * groups + g]
+    const float* sw = scales + 16 * h * groups;  // row i, group g at sw[i * groups + g]
     const int64_t live = std::min<int64_t>(16, rows - 16 * h);
     for (int64_t u = 0; u < tiles; ++u) {
       const int8_t* bx = xp + u * blocks * 512;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
 
 namespace day0::cpu {
@@ -62,7 +63,6 @@ void pack_panel(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks, u
   const int64_t stride = packed_block_bytes(w.format);
   const bool int8 = w.format == WeightFormat::kInt8;
   const auto* codes = static_cast<const uint8_t*>(w.data);
-  const auto* scales = static_cast<const float*>(w.scales);
   int64_t g = 0, left = per_group;
   for (int64_t b = 0; b < blocks; ++b) {
     __m256i v[8];
@@ -80,7 +80,7 @@ void pack_panel(const WeightView& w, int64_t n0, int64_t rows, int64_t blocks, u
       }
     }
     auto* s = reinterpret_cast<float*>(dst + stride - kIntPanelRows * 4);
-    for (int64_t r = 0; r < kIntPanelRows; ++r) s[r] = r < rows ? scales[(n0 + r) * groups + g] : 0.0f;
+    for (int64_t r = 0; r < kIntPanelRows; ++r) s[r] = r < rows ? w.int_scale((n0 + r) * groups + g) : 0.0f;
     if (--left == 0) {
       ++g;
       left = per_group;
@@ -184,7 +184,7 @@ struct Int4PairX {
 };
 
 // Rows n .. n + R of an INT4 weight against a prepared token: two blocks a step from one 32-byte load.
-template <bool kFold, int R>
+template <bool kFold, int R, ScaleType S>
 void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const int8_t* xq, const float* xs,
                     float* y) {
   const int64_t blocks = (w.cols + kIntBlock - 1) / kIntBlock;
@@ -192,7 +192,7 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
   const int64_t groups = w.int_groups();
   const int64_t per_group = groups <= 1 ? blocks : w.group / kIntBlock;
   const auto* rows = static_cast<const uint8_t*>(w.data) + n * row_bytes;
-  const float* scales = static_cast<const float*>(w.scales) + n * groups;
+  const void* scales = static_cast<const uint8_t*>(w.scales) + n * groups * scale_type_bytes(S);
   const __m256i mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   const bool prefetch = R > 1 && n + 2 * R <= w.rows;
   __m256 acc[R];
@@ -217,8 +217,8 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
           _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
       if constexpr (kFold)
         dot = _mm256_sub_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.zero_term)));
-      const float* s = scales + r * groups;
-      const __m256 ws = _mm256_set_m128(_mm_set1_ps(s[g1]), _mm_set1_ps(s[g0]));
+      const __m256 ws = _mm256_set_m128(_mm_set1_ps(int_scale_at<S>(scales, r * groups + g1)),
+                                        _mm_set1_ps(int_scale_at<S>(scales, r * groups + g0)));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sx, ws), acc[r]);
     }
     // Two blocks on: the group of block 2p + 2.
@@ -237,8 +237,8 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + r * row_bytes + b * 16));
       const __m256i c = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), mask);
       const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, x), ones), zero_term);
-      acc[r] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xs[b] * scales[r * groups + g0]), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                               _mm256_set1_ps(xs[b] * int_scale_at<S>(scales, r * groups + g0)), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -278,14 +278,17 @@ bool prepare_int_x_avx2(const WeightView& w, const int8_t* xq, const float* xs, 
 void dot_rows_int_prepared_avx2(const WeightView& w, int64_t n0, int64_t n1, const uint8_t* prepared,
                                 const int8_t* xq, const float* xs, float* y) {
   const auto* xp = reinterpret_cast<const Int4PairX*>(prepared);
-  int64_t n = n0;
-  if (w.zeros == nullptr) {
-    for (; n + 4 <= n1; n += 4) int4_pair_rows<true, 4>(w, n, xp, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_pair_rows<true, 1>(w, n, xp, xq, xs, y + (n - n0));
-  } else {
-    for (; n + 4 <= n1; n += 4) int4_pair_rows<false, 4>(w, n, xp, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_pair_rows<false, 1>(w, n, xp, xq, xs, y + (n - n0));
-  }
+  with_scale_type(w.int_scale_type, [&](auto scale_type) {
+    constexpr ScaleType S = decltype(scale_type)::value;
+    int64_t n = n0;
+    if (w.zeros == nullptr) {
+      for (; n + 4 <= n1; n += 4) int4_pair_rows<true, 4, S>(w, n, xp, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int4_pair_rows<true, 1, S>(w, n, xp, xq, xs, y + (n - n0));
+    } else {
+      for (; n + 4 <= n1; n += 4) int4_pair_rows<false, 4, S>(w, n, xp, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int4_pair_rows<false, 1, S>(w, n, xp, xq, xs, y + (n - n0));
+    }
+  });
 }
 
 // quantize_activation_row's arithmetic on 32 floats at a time: the same amax, the same float32 product

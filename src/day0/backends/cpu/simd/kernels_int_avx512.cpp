@@ -23,7 +23,7 @@ struct Vnni256Dot {
 };
 
 // INT8 rows [n, n + R): y[r] = sum over blocks of scale_w * xs[b] * (codes . xq) (see SimdKernels).
-template <int R>
+template <int R, ScaleType S>
 void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
   const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   const __mmask16 second = 0xff00;  // int32 lanes of block b + 1 after the dot
@@ -40,9 +40,11 @@ void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
       // x negated where c < 0 (x is never -128), against |c| (|-128| = 128 as u8).
       const __m512i sxc = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(c), _mm512_setzero_si512(), x);
       const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(c), sxc);
-      const float* s = scales + r * groups;
-      const __m512 sw = g0 == g1 ? _mm512_set1_ps(s[g0])
-                                 : _mm512_mask_blend_ps(second, _mm512_set1_ps(s[g0]), _mm512_set1_ps(s[g1]));
+      const float s0 = int_scale_at<S>(scales, r * groups + g0);
+      const __m512 sw = g0 == g1
+                            ? _mm512_set1_ps(s0)
+                            : _mm512_mask_blend_ps(second, _mm512_set1_ps(s0),
+                                                   _mm512_set1_ps(int_scale_at<S>(scales, r * groups + g1)));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
     }
   }
@@ -53,7 +55,8 @@ void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
       const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + b * 32));
       const __m256i p = Vnni256Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
       tail[r] = int_hsum(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
+          _mm256_mul_ps(_mm256_cvtepi32_ps(p),
+                        _mm256_set1_ps(xs[b] * int_scale_at<S>(scales, r * groups + b / per_group))));
     }
   }
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
@@ -64,7 +67,19 @@ void int8_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
 // that order (x_low / x_high, once a step for all R rows) and two vpdpbusd leave block b + j's sum in
 // int32 lanes 4j..4j+3: half the instructions per byte of a block-pair step, which decode needs to keep
 // up with the read bandwidth. kFold: symmetric INT4, the zero point 8 subtracted from the integer sums.
-template <bool kFold, int R>
+// Up to four scales of a row from p (the lanes of span_mask), as float32.
+template <ScaleType S>
+inline __m128 int_scales4(__mmask8 span_mask, const void* p) {
+  if constexpr (S == ScaleType::kF32) {
+    return _mm_maskz_loadu_ps(span_mask, p);
+  } else if constexpr (S == ScaleType::kBF16) {
+    return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_maskz_loadu_epi16(span_mask, p)), 16));
+  } else {
+    return _mm_cvtph_ps(_mm_maskz_loadu_epi16(span_mask, p));
+  }
+}
+
+template <bool kFold, int R, ScaleType S>
 void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float* xs, float* y) {
   const auto [blocks, row_bytes, groups, per_group, rows, scales] = int_rows_at(w, n);
   // 64-bit pieces of x's blocks b, b + 1 (0..7) and b + 2, b + 3 (8..15): columns 0..15 of each block
@@ -106,7 +121,8 @@ void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
       const __m512i high = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble);
       __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x_low), high, x_high);
       if constexpr (kFold) p = _mm512_sub_epi32(p, zero_term);
-      const __m128 s4 = _mm_maskz_loadu_ps(span_mask, scales + r * groups + g0);
+      const __m128 s4 = int_scales4<S>(
+          span_mask, static_cast<const uint8_t*>(scales) + (r * groups + g0) * scale_type_bytes(S));
       const __m512 sw = _mm512_permutexvar_ps(lane_group, _mm512_castps128_ps512(s4));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx, sw), acc[r]);
     }
@@ -120,7 +136,8 @@ void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
       const __m256i p =
           _mm256_sub_epi32(Vnni256Dot::dot(int4_block(rows + r * row_bytes + b * 16), x), zero_term);
       tail[r] += int_hsum(
-          _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(xs[b] * scales[r * groups + b / per_group])));
+          _mm256_mul_ps(_mm256_cvtepi32_ps(p),
+                        _mm256_set1_ps(xs[b] * int_scale_at<S>(scales, r * groups + b / per_group))));
     }
   }
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
@@ -130,17 +147,20 @@ void int4_rows_512(const WeightView& w, int64_t n, const int8_t* xq, const float
 
 void dot_rows_int_avx512_vnni(const WeightView& w, int64_t n0, int64_t n1, const int8_t* xq, const float* xs,
                               float* y) {
-  int64_t n = n0;
-  if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
-    for (; n + 4 <= n1; n += 4) int4_rows_512<true, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_rows_512<true, 1>(w, n, xq, xs, y + (n - n0));
-  } else if (w.format == WeightFormat::kInt4) {
-    for (; n + 4 <= n1; n += 4) int4_rows_512<false, 4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int4_rows_512<false, 1>(w, n, xq, xs, y + (n - n0));
-  } else {
-    for (; n + 4 <= n1; n += 4) int8_rows_512<4>(w, n, xq, xs, y + (n - n0));
-    for (; n < n1; ++n) int8_rows_512<1>(w, n, xq, xs, y + (n - n0));
-  }
+  with_scale_type(w.int_scale_type, [&](auto scale_type) {
+    constexpr ScaleType S = decltype(scale_type)::value;
+    int64_t n = n0;
+    if (w.format == WeightFormat::kInt4 && w.zeros == nullptr) {
+      for (; n + 4 <= n1; n += 4) int4_rows_512<true, 4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int4_rows_512<true, 1, S>(w, n, xq, xs, y + (n - n0));
+    } else if (w.format == WeightFormat::kInt4) {
+      for (; n + 4 <= n1; n += 4) int4_rows_512<false, 4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int4_rows_512<false, 1, S>(w, n, xq, xs, y + (n - n0));
+    } else {
+      for (; n + 4 <= n1; n += 4) int8_rows_512<4, S>(w, n, xq, xs, y + (n - n0));
+      for (; n < n1; ++n) int8_rows_512<1, S>(w, n, xq, xs, y + (n - n0));
+    }
+  });
 }
 
 // quantize_activation_row's arithmetic on a block of 32 floats at a time: the same amax, the same

@@ -76,7 +76,7 @@ namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): see above
   return w.group >= w.cols ? 0 : k / w.group;
 }
 [[maybe_unused]] inline float int_scale(const WeightView& w, int64_t n, int64_t g) {
-  return static_cast<const float*>(w.scales)[n * w.int_groups() + g];
+  return w.int_scale(n * w.int_groups() + g);
 }
 [[maybe_unused]] inline float int_zero(const WeightView& w, int64_t n, int64_t g) {
   if (w.zeros != nullptr) return w.zeros[n * w.int_groups() + g];
