@@ -47,6 +47,22 @@ inline float int_scale_at(const void* scales, int64_t i) {
   }
 }
 
+// Scale i broadcast to 8 float32 lanes: F32 one broadcast load; BF16 a 16-bit broadcast shifted into the
+// high half of each lane (the float32 whose top half the BF16 is); F16 a 16-bit broadcast and vcvtph2ps.
+// Vector forms keep the widening off the scalar ports: the row dots multiply it by the block's x scale
+// as a vector (the same float32 product as the scalar one).
+template <ScaleType S>
+inline __m256 int_scale_x8(const void* scales, int64_t i) {
+  if constexpr (S == ScaleType::kF32) {
+    return _mm256_broadcast_ss(static_cast<const float*>(scales) + i);
+  } else {
+    const auto bits = static_cast<short>(static_cast<const uint16_t*>(scales)[i]);
+    if constexpr (S == ScaleType::kBF16)
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_set1_epi16(bits), 16));
+    return _mm256_cvtph_ps(_mm_set1_epi16(bits));
+  }
+}
+
 // f(std::integral_constant<ScaleType, S>) for the scale type t, so that a row-dot template is
 // instantiated per scale type rather than testing it per block.
 template <class F>
@@ -103,7 +119,7 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
         _mm_prefetch(reinterpret_cast<const char*>(next + r * row_bytes), _MM_HINT_T0);
     }
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kIntBlock));
-    const float sx = xs[b];
+    const __m256 sx = _mm256_set1_ps(xs[b]);
     // 8 * the block's codes of x, in the lanes Dot sums them into (the zero point of symmetric INT4).
     __m256i zero_term = _mm256_setzero_si256();
     if constexpr (kFold) zero_term = Dot::dot(_mm256_set1_epi8(8), x);
@@ -117,7 +133,7 @@ inline void int_rows(const WeightView& w, int64_t n, const int8_t* xq, const flo
         p = Dot::dot(_mm256_sign_epi8(c, c), _mm256_sign_epi8(x, c));
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                               _mm256_set1_ps(sx * int_scale_at<S>(scales, r * groups + g)), acc[r]);
+                               _mm256_mul_ps(sx, int_scale_x8<S>(scales, r * groups + g)), acc[r]);
     }
     if (--left_in_group == 0) {
       ++g;

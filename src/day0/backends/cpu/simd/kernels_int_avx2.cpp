@@ -217,8 +217,9 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
           _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
       if constexpr (kFold)
         dot = _mm256_sub_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.zero_term)));
-      const __m256 ws = _mm256_set_m128(_mm_set1_ps(int_scale_at<S>(scales, r * groups + g1)),
-                                        _mm_set1_ps(int_scale_at<S>(scales, r * groups + g0)));
+      // Block 2p's scale in the low four lanes, block 2p + 1's in the high four.
+      const __m256 ws = _mm256_permute2f128_ps(int_scale_x8<S>(scales, r * groups + g0),
+                                               int_scale_x8<S>(scales, r * groups + g1), 0x20);
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sx, ws), acc[r]);
     }
     // Two blocks on: the group of block 2p + 2.
