@@ -3,6 +3,7 @@
 // from a small table of normal samples (no NaN/Inf/denormal encodings that could skew timings).
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -22,12 +23,11 @@ struct OwnedWeight {
 // `offset`: bytes the data starts past a 64-byte boundary (safetensors files give tensors 8-byte
 // alignment only, so a mapped checkpoint's rows rarely start on a cache line). `fine`: FP8 in 32x32 blocks
 // (DeepSeek-V4.1) instead of 128x128, FP4 with a scale per 16 columns instead of 32, INT8 / INT4 in groups
-// of 32 (`day0 quantize --group 32`, llama.cpp's Q8_0 / Q4_0 block) instead of 128. `int_scales`: how INT8 /
-// INT4 scales are held (BF16, as the engine keeps a BF16 checkpoint's; float32 where a checkpoint's scales
-// are not BF16 or F16 values).
+// of 32 (`day0 quantize --group 32`, llama.cpp's Q8_0 / Q4_0 block) instead of 128. `int_scales_or`: how INT8
+// / INT4 scales are held; by default as the engine holds a BF16 checkpoint's (INT4 BF16, INT8 float32).
 inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed = 1,
                                size_t offset = 0, bool fine = false,
-                               ScaleType int_scales = ScaleType::kBF16) {
+                               std::optional<ScaleType> int_scales_or = std::nullopt) {
   OwnedWeight w;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -75,6 +75,8 @@ inline OwnedWeight make_weight(WeightFormat format, int64_t rows, int64_t cols, 
       w.data.resize(bytes);
       for (size_t i = 0; i < bytes; ++i) w.data[i] = static_cast<uint8_t>(i * 37 + (i >> 9));
       const auto groups = static_cast<size_t>(rows * w.view.int_groups());
+      const ScaleType int_scales =
+          int_scales_or.value_or(format == WeightFormat::kInt4 ? ScaleType::kBF16 : ScaleType::kF32);
       const auto scale_bytes = static_cast<size_t>(scale_type_bytes(int_scales));
       w.view.int_scale_type = int_scales;
       w.scales.resize(groups * scale_bytes);

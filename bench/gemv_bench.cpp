@@ -7,10 +7,11 @@
 // gives 8), tokens (x rows: 1, or 2 / 4, the several-x row dots; GFLOP/s beside the GB/s), fine scales
 // (1: FP8 in 32x32 blocks with the scales DeepSeek-V4.1 ships, FP4 with a scale per 16 columns; 2: FP4 as
 // NVFP4, E4M3 scales per 16 columns times a global scale; INT8 / INT4 in groups of 32 instead of 128; 2:
-// INT8 / INT4 in groups of 32 with float32 scales instead of the BF16 ones a BF16 checkpoint's quantized
-// copy keeps). INT8 / INT4 run the non-exact call: int8 activations and the integer dot products of that
+// INT4 in groups of 32 with float32 scales instead of the BF16 ones the engine keeps from a BF16
+// checkpoint). INT8 / INT4 run the non-exact call: int8 activations and the integer dot products of that
 // level.
 #include <map>
+#include <optional>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -52,8 +53,7 @@ void BM_Gemv(benchmark::State& state) {
   const auto offset = static_cast<size_t>(state.range(5));
   const int64_t tokens = state.range(6);
   const bool nvfp4 = format == day0::WeightFormat::kMxfp4 && state.range(7) == 2;
-  const bool int_f32_scales =
-      state.range(7) == 2 && (format == day0::WeightFormat::kInt8 || format == day0::WeightFormat::kInt4);
+  const bool int_f32_scales = state.range(7) == 2 && format == day0::WeightFormat::kInt4;
   const bool fine = state.range(7) == 1 || nvfp4 || int_f32_scales;
   if (static_cast<int>(level) > static_cast<int>(day0::detected_simd_level())) {
     state.SkipWithError("SIMD level not available on this CPU");
@@ -61,7 +61,7 @@ void BM_Gemv(benchmark::State& state) {
   }
   const auto n = static_cast<int64_t>(static_cast<double>(weight_bytes) * 8 / bits / kK);
   auto w = day0::bench::make_weight(format, n, kK, 1, offset, fine,
-                                    int_f32_scales ? day0::ScaleType::kF32 : day0::ScaleType::kBF16);
+                                    int_f32_scales ? std::optional(day0::ScaleType::kF32) : std::nullopt);
   if (nvfp4) {  // the same nibbles and scale bytes (0x78: E4M3 256), read as NVFP4
     w.view.fp4_scale_code = day0::Fp4ScaleCode::kE4M3;
     w.view.fp4_global_scale = 1.0f / 2688.0f;
@@ -103,7 +103,8 @@ BENCHMARK(BM_Gemv)
     ->ArgsProduct({{1}, {2}, {0}, {2}, {1}, {0}, {2, 4}, {0}})
     ->ArgsProduct({{3, 4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0, 8}, {1}, {1}})
     ->ArgsProduct({{4}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {2}})
-    ->ArgsProduct({{5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {1, 2}})
+    ->ArgsProduct({{5, 6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {1}})
+    ->ArgsProduct({{6}, {1, 2}, {0, 1}, {0, 1, 2}, {0}, {0}, {1}, {2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);

@@ -255,11 +255,12 @@ TEST(PackedIntSource, KeptProjectionsHoldTheCheckpointsBf16Scales) {
   EXPECT_EQ(checked, 4);
 }
 
-// Scales are kept in the narrowest type that holds every one exactly: BF16, else F16, else float32.
+// INT4 scales are kept in the narrowest type that holds every one exactly: BF16, else F16, else
+// float32; INT8 scales stay float32.
 TEST(PackedIntSource, RepackKeepsScalesInTheNarrowestExactType) {
-  const auto repacked = [](float scale) {
+  const auto repacked = [](float scale, int bits = 4) {
     IntCodes c;
-    c.bits = 4;
+    c.bits = bits;
     c.rows = 2;
     c.cols = 64;
     c.groups = 2;
@@ -284,6 +285,9 @@ TEST(PackedIntSource, RepackKeepsScalesInTheNarrowestExactType) {
     EXPECT_EQ(v.at(1, 40), 3 * v.int_scale(3));
   }
   EXPECT_EQ(f16.view().int_scale(3), 1.0f + 0x1p-9f);
+  const IntWeight int8 = repacked(0.125f, 8);
+  EXPECT_EQ(int8.scale_type, ScaleType::kF32);
+  EXPECT_EQ(int8.view().at(1, 40), 3 * 0.125f);
   EXPECT_EQ(f32.view().int_scale(3), 0.1f);
 }
 

@@ -46,8 +46,8 @@ Result<OpList> record(const ModelSpec& spec, std::shared_ptr<ModelWeights> weigh
 // the repacker accepts (whole rows, or groups of a multiple of 32 columns). Their pointers stay in the
 // shape-only region: the recorder reads formats and sizes, never bytes. A GPTQ act-order g_idx, which
 // the loader would refuse to keep, cannot be seen without the tensors: such projections are listed
-// as kept. Their scales are held as the checkpoint stores them (the tensor manifest's dtype: the
-// activation dtype), which the repacker keeps when it is BF16 or F16.
+// as kept. INT4 scales are held as the checkpoint stores them (the tensor manifest's dtype: the
+// activation dtype), which the repacker keeps when it is BF16 or F16; INT8 scales as float32.
 void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed, DType scale_dtype) {
   const ScaleType scale_type = scale_dtype == DType::kBF16  ? ScaleType::kBF16
                                : scale_dtype == DType::kF16 ? ScaleType::kF16
@@ -62,7 +62,7 @@ void present_int_projections(ModelWeights& weights, const PackedIntSpec& packed,
     w.format = packed_bits_of(packed, module) == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
     w.group = group;
     w.scales = w.data;
-    w.int_scale_type = scale_type;
+    w.int_scale_type = w.format == WeightFormat::kInt4 ? scale_type : ScaleType::kF32;
     w.zeros = packed.symmetric ? nullptr : static_cast<const float*>(w.data);
     weights.int_projections.count(w);
   };
