@@ -218,21 +218,31 @@ TEST(QuantizeCheckpoint, RefusesBadRequests) {
   EXPECT_NE(group.status().message().find("--group 48"), std::string::npos);
 }
 
+// tests/golden/llama3 through `day0 quantize --to int4 --group 32` into a scratch folder, opened.
+struct QuantizedLlama3 {
+  Scratch scratch;
+  PackedIntSpec packed;
+  std::shared_ptr<const TensorSource> source;
+  explicit QuantizedLlama3(bool symmetric) {
+    const std::string out = (scratch.dir / "q").string();
+    auto written = quantize_checkpoint(golden("llama3"), out, options(4, 32, symmetric));
+    D0_CHECK_MSG(written.is_ok(), written.status().to_string());
+    auto resolved = resolve_model(out);
+    D0_CHECK_MSG(resolved.is_ok(), resolved.status().to_string());
+    packed = resolved->spec.weights.packed;
+    auto disk = open_checkpoint_source(out);
+    D0_CHECK_MSG(disk.is_ok(), disk.status().to_string());
+    source = std::move(*disk);
+  }
+};
+
 // A kept INT projection holds the scales the checkpoint stores (BF16 here: `day0 quantize` writes them
 // in the weight's dtype) as those 16-bit values, half the bytes of float32, and dequantizes to exactly
 // the float32 weight a float32 run loads.
 TEST(PackedIntSource, KeptProjectionsHoldTheCheckpointsBf16Scales) {
-  Scratch scratch;
-  const std::string out = (scratch.dir / "q").string();
-  ASSERT_TRUE(quantize_checkpoint(golden("llama3"), out, options(4, 32, true)).is_ok());
-  auto resolved = resolve_model(out);
-  ASSERT_TRUE(resolved.is_ok());
-  auto disk = open_checkpoint_source(out);
-  ASSERT_TRUE(disk.is_ok());
-  const std::shared_ptr<const TensorSource> source(std::move(*disk));
-  const PackedIntSpec& p = resolved->spec.weights.packed;
-  PackedIntSource kept(source, p, /*exact_f32=*/false, /*keep_int=*/true);
-  PackedIntSource exact(source, p, /*exact_f32=*/true);
+  const QuantizedLlama3 q(true);
+  PackedIntSource kept(q.source, q.packed, /*exact_f32=*/false, /*keep_int=*/true);
+  PackedIntSource exact(q.source, q.packed, /*exact_f32=*/true);
   int checked = 0;
   for (const std::string layer : {"0", "1"}) {
     for (const std::string module : {"self_attn.q_proj", "mlp.down_proj"}) {
@@ -292,16 +302,10 @@ TEST(PackedIntSource, RepackKeepsScalesInTheNarrowestExactType) {
 }
 
 TEST(PackedIntSource, BadPackedTensorsAreClearErrors) {
-  Scratch scratch;
-  const std::string out = (scratch.dir / "q").string();
-  ASSERT_TRUE(quantize_checkpoint(golden("llama3"), out, options(4, 32, false)).is_ok());
-  auto resolved = resolve_model(out);
-  ASSERT_TRUE(resolved.is_ok());
-  auto disk = open_checkpoint_source(out);
-  ASSERT_TRUE(disk.is_ok());
+  const QuantizedLlama3 q(false);
   const std::string stem = "model.layers.1.mlp.down_proj";
-  const PackedIntSpec& p = resolved->spec.weights.packed;
-  auto mem = MemoryTensorSource::copy_of(**disk);
+  const PackedIntSpec& p = q.packed;
+  auto mem = MemoryTensorSource::copy_of(*q.source);
   ASSERT_TRUE(mem.is_ok());
   auto edited = [&](auto edit) {
     auto copy = MemoryTensorSource::copy_of(**mem);
