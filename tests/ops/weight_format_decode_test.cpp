@@ -281,6 +281,39 @@ TEST(WeightFormatDecode, Fp8RowsOnTheLevelsOwnXLayout) {
   }
 }
 
+// x scaled by a power of two scales every product and sum exactly, so each level's row dots give the
+// unscaled bits times that power, far from x's overflow and underflow. The avx2 FP8 rows carry weights at
+// 2^-120 and x at 2^60 (kernels_avx2.cpp): x near 2^40 and near 2^-40 stay inside what that exactness
+// covers, and a larger x factor there (2^100: x beyond 2^28 overflows) fails this.
+TEST(WeightFormatDecode, Fp8RowsScaleExactlyWithLargeAndSmallActivations) {
+  TestWeight tw = fp8_weight(20, 384, 128, 21);
+  for (uint8_t& code : tw.data) {
+    if ((code & 0x7f) == 0x7f) code = 0x7e;  // no NaN codes: every row's bits are compared
+  }
+  const float block_scales[] = {0.5f, 0.25f, 2.0f};  // no NaN or 2^-127 block either
+  ASSERT_EQ(tw.scales.size(), sizeof(block_scales));
+  std::memcpy(tw.scales.data(), block_scales, sizeof(block_scales));
+  const WeightView w = tw.view();
+  const auto x = random_vector(w.cols, 78);
+  for (SimdLevel level : available_simd_levels()) {
+    const cpu::SimdKernels& k = cpu::kernels_for(level);
+    std::vector<float> base(static_cast<size_t>(w.rows));
+    k.dot_rows(w, 0, w.rows, x.data(), base.data());
+    for (const int e : {40, -40}) {
+      std::vector<float> xs(x.size()), got(static_cast<size_t>(w.rows));
+      for (size_t c = 0; c < x.size(); ++c) xs[c] = std::ldexp(x[c], e);
+      k.dot_rows(w, 0, w.rows, xs.data(), got.data());
+      for (int64_t n = 0; n < w.rows; ++n) {
+        const float b = base[static_cast<size_t>(n)], g = got[static_cast<size_t>(n)];
+        const std::string where =
+            std::string(simd_level_name(level)) + " x * 2^" + std::to_string(e) + " row " + std::to_string(n);
+        ASSERT_TRUE(std::isnormal(b) || b == 0.0f) << where << ": " << b;
+        EXPECT_EQ(f32_to_bits(g), f32_to_bits(std::ldexp(b, e))) << where << ": " << g;
+      }
+    }
+  }
+}
+
 // Whole 128-column steps (the wide path, one with a short last load of scales) and other widths, groups of
 // 32 and 16.
 TEST(WeightFormatDecode, Fp4RowsOnTheLevelsOwnXLayout) {
@@ -298,9 +331,9 @@ TEST(WeightFormatDecode, Fp4RowsOnTheLevelsOwnXLayout) {
 // one row alone to give the bits it gets in any group. Every level, rows one at a time against a whole
 // range and a range starting off the group boundary, NaN rows included.
 TEST(WeightFormatDecode, RowDotsGiveARowItsBitsWhateverRowsRunBesideIt) {
-  const TestWeight shapes[] = {fp8_weight(70, 300, 32, 31), fp8_weight(21, 384, 128, 32),
-                               fp4_weight(45, 320, 32, 33), fp4_weight(13, 384, 16, 34),
-                               nvfp4_weight(19, 320, 1.0f / 2688.0f, 35)};
+  const TestWeight shapes[] = {fp8_weight(70, 300, 32, 31),  fp8_weight(70, 320, 32, 36),
+                               fp8_weight(21, 384, 128, 32), fp4_weight(45, 320, 32, 33),
+                               fp4_weight(13, 384, 16, 34),  nvfp4_weight(19, 320, 1.0f / 2688.0f, 35)};
   for (const TestWeight& tw : shapes) {
     const WeightView w = tw.view();
     const auto x = random_vector(w.cols, 78);

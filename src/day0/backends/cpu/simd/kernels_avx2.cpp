@@ -274,6 +274,153 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
   }
 }
 
+// FP8 rows against x laid out by fp8_bf16_order_x, for rows whose width and scale blocks are whole
+// 32-column steps. vcvtph2ps costs two uops per 8 values on Zen 3, so the steps skip F16 and make
+// float32 patterns with shifts and masks alone: a byte at the top of a 16-bit lane, shifted right
+// arithmetically by 4, holds the BF16 pattern of its value times 2^-120 in that lane's top bits (sign
+// to bit 15, the four exponent bits at the low end of BF16's eight, the mantissa below; E4M3's
+// subnormals land on BF16's with the same factor). Bytes 1 and 3 of each dword are there already,
+// bytes 0 and 2 after a 16-bit shift left by 8; a 32-bit shift left by 16 moves the lower lane up, and
+// the mask 0x87f00000 clears the sign copies and whatever the other byte left below. Per 32 columns:
+// five shifts and four masks, where fp8_rows takes two unpacks, two shifts, two masks, two extracts
+// and four two-uop conversions (one Zen 3 core, a row in L1: about 4.7 cycles a step against 7.4).
+// Vector t of a step holds columns t, t + 4, ... (kFp8Bf16Order[8t .. 8t + 7]); fp8_bf16_order_x lays
+// x out in that order and multiplies it by 2^kFp8XExp, so that the products of weights carried at
+// 2^-120 stay normal floats, and the row's sum is multiplied back by 2^(120 - kFp8XExp). Both factors
+// are powers of two: every product and sum is that of the true values scaled, so the bits are those of
+// the unscaled float32 computation in this order unless |x| reaches 2^(128 - kFp8XExp) (overflow) or
+// a product is below 2^(kFp8XExp - 246) in magnitude (a subnormal here where the unscaled product was
+// a normal float: the symmetric choice, 2^-66 against 2^68 for x). NaN codes are found as in fp8_rows.
+// Two accumulators per row (columns 4j, 4j + 2 and 4j + 1, 4j + 3) per scale block, folded into the
+// row's total by one FMA with the block's scale: one chain of four FMAs per step left the core waiting
+// on their latency.
+constexpr int kFp8Bf16Order[32] = {0, 4, 8,  12, 16, 20, 24, 28, 1, 5, 9,  13, 17, 21, 25, 29,
+                                   2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
+constexpr int kFp8XExp = 60;
+constexpr float kFp8XScale = 0x1p60f;          // 2^kFp8XExp
+constexpr float kFp8OrderedUnscale = 0x1p60f;  // 2^(120 - kFp8XExp)
+
+bool fp8_orderable(const WeightView& w) {
+  return w.format == WeightFormat::kFp8Block && w.cols % 32 == 0 && w.block_cols % 32 == 0;
+}
+
+void fp8_bf16_order_x(const float* x, int64_t cols, float* out) {
+  for (int64_t c = 0; c < cols; c += 32) {
+    for (int p = 0; p < 32; ++p) out[c + p] = x[c + kFp8Bf16Order[p]] * kFp8XScale;
+  }
+}
+
+// One 32-column step of fp8_rows_ordered: the float32 patterns of raw's bytes (times 2^-120) against
+// the step's x, columns 4j and 4j + 2 into acc, 4j + 1 and 4j + 3 into acc_odd.
+inline void fp8_step_fma(__m256i raw, const float* xk, __m256& acc, __m256& acc_odd) {
+  const __m256i bf16_mask = _mm256_set1_epi32(static_cast<int>(0x87f00000u));
+  const auto f32 = [&](__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, bf16_mask)); };
+  // Bytes 1 and 3 of each dword at the top of their 16-bit lanes as they are, bytes 0 and 2 moved there.
+  const __m256i odd = _mm256_srai_epi16(raw, 4);
+  const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(raw, 8), 4);
+  acc = _mm256_fmadd_ps(f32(_mm256_slli_epi32(even, 16)), _mm256_loadu_ps(xk), acc);
+  acc_odd = _mm256_fmadd_ps(f32(_mm256_slli_epi32(odd, 16)), _mm256_loadu_ps(xk + 8), acc_odd);
+  acc = _mm256_fmadd_ps(f32(even), _mm256_loadu_ps(xk + 16), acc);
+  acc_odd = _mm256_fmadd_ps(f32(odd), _mm256_loadu_ps(xk + 24), acc_odd);
+}
+
+// The NaN rule of fp8_rows: where the rows' byte maximum says a NaN code was read, rows holding one
+// give NaN.
+template <int R>
+void fp8_nan_rows(const WeightView& w, const uint8_t* const* rows, __m256i nan_max, float* y) {
+  const __m256i all_ones = _mm256_set1_epi8(-1);
+  if (_mm256_testz_si256(_mm256_cmpeq_epi8(nan_max, all_ones), all_ones)) return;
+  for (int r = 0; r < R; ++r) {
+    const bool nan_code =
+        std::any_of(rows[r], rows[r] + w.cols, [](uint8_t v) { return (v & 0x7f) == 0x7f; });
+    if (nan_code) y[r] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+template <int R>
+void fp8_rows_ordered(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
+  const uint8_t* rows[R];
+  const float* scales[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
+    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
+  }
+  const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i nan_max = bit7;
+  __m256 total[R];
+  for (int r = 0; r < R; ++r) total[r] = _mm256_setzero_ps();
+  for (int64_t k0 = 0, b = 0; k0 < w.cols; k0 += w.block_cols, ++b) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    __m256 acc[R], acc_odd[R];
+    for (int r = 0; r < R; ++r) acc[r] = acc_odd[r] = _mm256_setzero_ps();
+    for (int64_t k = k0; k < k1; k += 32) {
+      const float* xk = xo + k;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if (k % 64 == 0) {
+          if (ahead != 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
+          } else {
+            prefetch_ahead_busy(rows[r] + k);
+          }
+        }
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
+        nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
+        fp8_step_fma(raw, xk, acc[r], acc_odd[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc[r], acc_odd[r]), _mm256_set1_ps(scales[r][b]), total[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(total[r]) * kFp8OrderedUnscale;
+  fp8_nan_rows<R>(w, rows, nan_max, y);
+}
+
+// fp8_rows_ordered for blocks of 32 columns (DeepSeek-V4's 32x32 blocks): a fold per block and row would
+// cost an add, an FMA and a broadcast per step, so the block's scale multiplies the step's x instead,
+// once for all R rows where they share a block row, and each row's two accumulators run the whole row.
+// A row's sum is then over w * (x * s), the same formula whether its scale was shared or its own, so
+// its bits do not depend on the rows beside it.
+template <int R>
+void fp8_rows_ordered_b32(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
+  const uint8_t* rows[R];
+  const float* scales[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
+    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
+  }
+  const bool shared = scales[0] == scales[R - 1];
+  const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i nan_max = bit7;
+  __m256 acc[R], acc_odd[R];
+  for (int r = 0; r < R; ++r) acc[r] = acc_odd[r] = _mm256_setzero_ps();
+  alignas(32) float xs[32];  // the step's x times the block scale
+  for (int64_t k = 0, b = 0; k < w.cols; k += 32, ++b) {
+    const auto scale_x = [&](float s) {
+      const __m256 sv = _mm256_set1_ps(s);
+      for (int j = 0; j < 32; j += 8) _mm256_store_ps(xs + j, _mm256_mul_ps(_mm256_loadu_ps(xo + k + j), sv));
+    };
+    if (shared) scale_x(scales[0][b]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      if (k % 64 == 0) {
+        if (ahead != 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
+        } else {
+          prefetch_ahead_busy(rows[r] + k);
+        }
+      }
+      if (!shared) scale_x(scales[r][b]);
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
+      nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
+      fp8_step_fma(raw, xs, acc[r], acc_odd[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(_mm256_add_ps(acc[r], acc_odd[r])) * kFp8OrderedUnscale;
+  fp8_nan_rows<R>(w, rows, nan_max, y);
+}
+
 // One MXFP4 row against x in mxfp4 order (laid out for mxfp4_rows here: not hot, the row loops lay x out
 // once per call).
 float mxfp4_dot(const WeightView& w, int64_t n, const float* x) {
@@ -421,7 +568,8 @@ void dot_rows_multi_avx2(const WeightView& w, int64_t n0, int64_t n1, const floa
   }
 }
 
-// Rows n0..n1 against x as order_x_avx2 laid it out (MXFP4; other formats take x as it is).
+// Rows n0..n1 against x as order_x_avx2 laid it out (MXFP4, FP8 of whole 32-column steps; other formats
+// take x as it is).
 void dot_rows_ordered_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
   int64_t n = n0;
   const bool plain =
@@ -448,7 +596,10 @@ void dot_rows_ordered_avx2(const WeightView& w, int64_t n0, int64_t n1, const fl
   // FP8 and MXFP4 rows four at a time, each prefetching the row four below at the same column (none past
   // the matrix's end).
   if (w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kMxfp4) {
-    const auto rows4 = w.format == WeightFormat::kFp8Block ? fp8_rows<4> : mxfp4_rows<4>;
+    const auto rows4 = w.format == WeightFormat::kMxfp4 ? mxfp4_rows<4>
+                       : !fp8_orderable(w)              ? fp8_rows<4>
+                       : w.block_cols == 32             ? fp8_rows_ordered_b32<4>
+                                                        : fp8_rows_ordered<4>;
     const int64_t packed_row_bytes =
         static_cast<const uint8_t*>(row_ptr(w, 1)) - static_cast<const uint8_t*>(row_ptr(w, 0));
     for (; n + 4 <= n1; n += 4) rows4(w, n, x, y + (n - n0), n + 8 <= w.rows ? 4 * packed_row_bytes : 0);
@@ -456,18 +607,29 @@ void dot_rows_ordered_avx2(const WeightView& w, int64_t n0, int64_t n1, const fl
   if (w.format == WeightFormat::kMxfp4) {
     for (; n < n1; ++n) mxfp4_rows<1>(w, n, x, y + (n - n0), 0);
   }
+  if (fp8_orderable(w)) {
+    const auto one = w.block_cols == 32 ? fp8_rows_ordered_b32<1> : fp8_rows_ordered<1>;
+    for (; n < n1; ++n) one(w, n, x, y + (n - n0), 0);
+  }
   for (; n < n1; ++n) y[n - n0] = row_dot(w, n, x);
 }
 
-// SimdKernels::order_x: MXFP4 rows take x in kFp4Bf16Order within each 32 columns.
+// SimdKernels::order_x: MXFP4 rows take x in kFp4Bf16Order within each 32 columns, FP8 rows of whole
+// 32-column steps in kFp8Bf16Order, scaled by 2^kFp8XExp.
 bool order_x_avx2(const WeightView& w, const float* x, float* out) {
-  if (w.format != WeightFormat::kMxfp4) return false;
-  fp4_bf16_order_x(x, w.cols, out);
-  return true;
+  if (w.format == WeightFormat::kMxfp4) {
+    fp4_bf16_order_x(x, w.cols, out);
+    return true;
+  }
+  if (fp8_orderable(w)) {
+    fp8_bf16_order_x(x, w.cols, out);
+    return true;
+  }
+  return false;
 }
 
 void dot_rows_avx2(const WeightView& w, int64_t n0, int64_t n1, const float* x, float* y) {
-  if (w.format != WeightFormat::kMxfp4) return dot_rows_ordered_avx2(w, n0, n1, x, y);
+  if (w.format != WeightFormat::kMxfp4 && !fp8_orderable(w)) return dot_rows_ordered_avx2(w, n0, n1, x, y);
   thread_local std::vector<float> xo;  // x laid out for the rows, once per call
   if (xo.size() < static_cast<size_t>(w.cols)) xo.resize(static_cast<size_t>(w.cols));
   order_x_avx2(w, x, xo.data());
