@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "day0/backends/cpu/simd/int_dot.h"
 #include "day0/backends/cpu/simd/simd_kernels.h"
@@ -184,6 +185,30 @@ struct Int4PairX {
 };
 
 // Rows n .. n + R of an INT4 weight against a prepared token: two blocks a step from one 32-byte load.
+// Scales i and i + 1 (adjacent in memory: groups of 32 columns) in the low and the high four lanes, from
+// one load: BF16 pairs shifted into each lane's high half by a per-lane shift and masked, F16 pairs widened
+// and spread by vpermps, F32 pairs spread by vpermps. Two broadcasts and a lane permute cost the INT4 g32
+// row dots about a tenth more on Zen 3 (one core, rows in L1: 5.0 against 4.6 TSC cycles per 64 columns).
+template <ScaleType S>
+inline __m256 int_scale_pair_x8(const void* scales, int64_t i) {
+  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  if constexpr (S == ScaleType::kF32) {
+    const auto* f = static_cast<const float*>(scales) + i;
+    double pair;
+    std::memcpy(&pair, f, sizeof pair);
+    return _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_set1_pd(pair)), spread);
+  } else {
+    int32_t pair;
+    std::memcpy(&pair, static_cast<const uint16_t*>(scales) + i, sizeof pair);
+    if constexpr (S == ScaleType::kBF16) {
+      const __m256i high_first = _mm256_setr_epi32(16, 16, 16, 16, 0, 0, 0, 0);
+      return _mm256_castsi256_ps(_mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(pair), high_first),
+                                                  _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+    }
+    return _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_set1_epi32(pair)), spread);
+  }
+}
+
 template <bool kFold, int R, ScaleType S>
 void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const int8_t* xq, const float* xs,
                     float* y) {
@@ -209,6 +234,7 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
       for (int r = 0; r < R; ++r)
         _mm_prefetch(reinterpret_cast<const char*>(rows + (R + r) * row_bytes + p * 32), _MM_HINT_T0);
     }
+    const bool two_groups = g1 != g0;
     for (int r = 0; r < R; ++r) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * row_bytes + p * 32));
       const __m256i lo = _mm256_and_si256(v, mask);
@@ -218,8 +244,8 @@ void int4_pair_rows(const WeightView& w, int64_t n, const Int4PairX* xp, const i
       if constexpr (kFold)
         dot = _mm256_sub_epi32(dot, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.zero_term)));
       // Block 2p's scale in the low four lanes, block 2p + 1's in the high four.
-      const __m256 ws = _mm256_permute2f128_ps(int_scale_x8<S>(scales, r * groups + g0),
-                                               int_scale_x8<S>(scales, r * groups + g1), 0x20);
+      const __m256 ws = two_groups ? int_scale_pair_x8<S>(scales, r * groups + g0)
+                                   : int_scale_x8<S>(scales, r * groups + g0);
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sx, ws), acc[r]);
     }
     // Two blocks on: the group of block 2p + 2.
