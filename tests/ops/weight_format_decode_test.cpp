@@ -76,7 +76,7 @@ TestWeight fp8_weight(int64_t rows, int64_t cols, int64_t block, uint64_t seed) 
 }
 
 // E2M1 nibbles with every code (NaN-free by construction: E2M1 has none), -0 (0x8) rows, and E8M0 scales
-// per `group` columns with one NaN group and one 2^-127 group.
+// per `group` columns with one NaN group, one 2^-127 group and (past 8 rows) a row of the two smallest.
 TestWeight fp4_weight(int64_t rows, int64_t cols, int64_t group, uint64_t seed) {
   std::mt19937_64 rng(seed);
   TestWeight w;
@@ -95,6 +95,9 @@ TestWeight fp4_weight(int64_t rows, int64_t cols, int64_t group, uint64_t seed) 
   for (auto& s : w.scales) s = static_cast<uint8_t>(118 + rng() % 15);
   w.scales[static_cast<size_t>(3 * groups + groups - 1)] = kE8m0Nan;  // row 3's last group NaN
   w.scales[static_cast<size_t>(5 * groups)] = 0;                      // row 5's first group 2^-127
+  if (rows > 8) {  // row 8: 2^-127 and 2^-126 only, so that its result is theirs alone
+    for (int64_t g = 0; g < groups; ++g) w.scales[static_cast<size_t>(8 * groups + g)] = g % 2 == 0 ? 0 : 1;
+  }
   return w;
 }
 
