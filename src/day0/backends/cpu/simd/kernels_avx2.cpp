@@ -123,6 +123,16 @@ void fp4_bf16_order_x(const float* x, int64_t cols, float* out) {
   }
 }
 
+// A row dot's prefetch at byte k of a row: `ahead` bytes on (the row R below at the same column) where
+// the caller gives a distance, else kBusyPrefetchBytes on in the same row.
+inline void prefetch_row_step(const uint8_t* row, int64_t k, int64_t ahead) {
+  if (ahead != 0) {
+    _mm_prefetch(reinterpret_cast<const char*>(row) + ahead + k, _MM_HINT_T0);
+  } else {
+    prefetch_ahead_busy(row + k);
+  }
+}
+
 template <int R>
 void mxfp4_rows(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
   const uint8_t* bytes[R];
@@ -150,13 +160,7 @@ void mxfp4_rows(const WeightView& w, int64_t n, const float* xo, float* y, int64
     const float* xb = xo + b * 32;
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      if (b % 4 == 0) {
-        if (ahead != 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(bytes[r]) + ahead + b * 16, _MM_HINT_T0);
-        } else {
-          prefetch_ahead_busy(bytes[r] + b * 16);
-        }
-      }
+      if (b % 4 == 0) prefetch_row_step(bytes[r], b * 16, ahead);
       const __m256i raw =
           _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes[r] + b * 16)));
       const __m256i code = _mm256_and_si256(_mm256_srlv_epi32(raw, nibble_shift), low4);
@@ -179,6 +183,19 @@ void mxfp4_rows(const WeightView& w, int64_t n, const float* xo, float* y, int64
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+// The NaN rule of fp8_rows: where the rows' byte maximum says a NaN code was read, rows holding one
+// give NaN.
+template <int R>
+void fp8_nan_rows(const WeightView& w, const uint8_t* const* rows, __m256i nan_max, float* y) {
+  const __m256i all_ones = _mm256_set1_epi8(-1);
+  if (_mm256_testz_si256(_mm256_cmpeq_epi8(nan_max, all_ones), all_ones)) return;
+  for (int r = 0; r < R; ++r) {
+    const bool nan_code =
+        std::any_of(rows[r], rows[r] + w.cols, [](uint8_t v) { return (v & 0x7f) == 0x7f; });
+    if (nan_code) y[r] = std::numeric_limits<float>::quiet_NaN();
+  }
 }
 
 // FP8 rows: per scale block a vector partial sum, folded into the total by one FMA with the block scale;
@@ -220,13 +237,7 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
     for (; k + 32 <= k1; k += 32) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        if (k % 64 == 0) {
-          if (ahead != 0) {
-            _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
-          } else {
-            prefetch_ahead_busy(rows[r] + k);
-          }
-        }
+        if (k % 64 == 0) prefetch_row_step(rows[r], k, ahead);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
         nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
         const __m256i a =
@@ -264,14 +275,7 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum(total[r]) + tail[r];
-  const __m256i all_ones = _mm256_set1_epi8(-1);
-  if (!_mm256_testz_si256(_mm256_cmpeq_epi8(nan_max, all_ones), all_ones)) {
-    for (int r = 0; r < R; ++r) {
-      const bool nan_code =
-          std::any_of(rows[r], rows[r] + w.cols, [](uint8_t v) { return (v & 0x7f) == 0x7f; });
-      if (nan_code) y[r] = std::numeric_limits<float>::quiet_NaN();
-    }
-  }
+  fp8_nan_rows<R>(w, rows, nan_max, y);
 }
 
 // FP8 rows against x laid out by fp8_bf16_order_x, for rows whose width and scale blocks are whole
@@ -324,19 +328,6 @@ inline void fp8_step_fma(__m256i raw, const float* xk, __m256& acc, __m256& acc_
   acc_odd = _mm256_fmadd_ps(f32(odd), _mm256_loadu_ps(xk + 24), acc_odd);
 }
 
-// The NaN rule of fp8_rows: where the rows' byte maximum says a NaN code was read, rows holding one
-// give NaN.
-template <int R>
-void fp8_nan_rows(const WeightView& w, const uint8_t* const* rows, __m256i nan_max, float* y) {
-  const __m256i all_ones = _mm256_set1_epi8(-1);
-  if (_mm256_testz_si256(_mm256_cmpeq_epi8(nan_max, all_ones), all_ones)) return;
-  for (int r = 0; r < R; ++r) {
-    const bool nan_code =
-        std::any_of(rows[r], rows[r] + w.cols, [](uint8_t v) { return (v & 0x7f) == 0x7f; });
-    if (nan_code) y[r] = std::numeric_limits<float>::quiet_NaN();
-  }
-}
-
 template <int R>
 void fp8_rows_ordered(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
   const uint8_t* rows[R];
@@ -357,13 +348,7 @@ void fp8_rows_ordered(const WeightView& w, int64_t n, const float* xo, float* y,
       const float* xk = xo + k;
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        if (k % 64 == 0) {
-          if (ahead != 0) {
-            _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
-          } else {
-            prefetch_ahead_busy(rows[r] + k);
-          }
-        }
+        if (k % 64 == 0) prefetch_row_step(rows[r], k, ahead);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
         nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
         fp8_step_fma(raw, xk, acc[r], acc_odd[r]);
@@ -404,13 +389,7 @@ void fp8_rows_ordered_b32(const WeightView& w, int64_t n, const float* xo, float
     if (shared) scale_x(scales[0][b]);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      if (k % 64 == 0) {
-        if (ahead != 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + ahead + k, _MM_HINT_T0);
-        } else {
-          prefetch_ahead_busy(rows[r] + k);
-        }
-      }
+      if (k % 64 == 0) prefetch_row_step(rows[r], k, ahead);
       if (!shared) scale_x(scales[r][b]);
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
       nan_max = _mm256_max_epi8(nan_max, _mm256_or_si256(raw, bit7));
