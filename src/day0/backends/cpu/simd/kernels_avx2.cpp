@@ -292,9 +292,9 @@ void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t 
 // x out in that order and multiplies it by 2^kFp8XExp, so that the products of weights carried at
 // 2^-120 stay normal floats, and the row's sum is multiplied back by 2^(120 - kFp8XExp). Both factors
 // are powers of two: every product and sum is that of the true values scaled, so the bits are those of
-// the unscaled float32 computation in this order unless |x| reaches 2^(128 - kFp8XExp) (overflow) or
-// a product is below 2^(kFp8XExp - 246) in magnitude (a subnormal here where the unscaled product was
-// a normal float: the symmetric choice, 2^-66 against 2^68 for x). NaN codes are found as in fp8_rows.
+// the unscaled float32 computation in this order unless |x| reaches 2^(128 - kFp8XExp) (overflow) or a
+// true product is below 2^-(6 + kFp8XExp) in magnitude (a subnormal here where the unscaled product
+// was a normal float): 2^68 against 2^-66, the symmetric choice. NaN codes are found as in fp8_rows.
 // Two accumulators per row (columns 4j, 4j + 2 and 4j + 1, 4j + 3) per scale block, folded into the
 // row's total by one FMA with the block's scale: one chain of four FMAs per step left the core waiting
 // on their latency.
