@@ -185,6 +185,15 @@ void mxfp4_rows(const WeightView& w, int64_t n, const float* xo, float* y, int64
   for (int r = 0; r < R; ++r) y[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
+// Rows n .. n + R - 1 of an FP8 weight and the start of each one's row of block scales.
+template <int R>
+void fp8_rows_at(const WeightView& w, int64_t n, const uint8_t* rows[R], const float* scales[R]) {
+  for (int r = 0; r < R; ++r) {
+    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
+    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
+  }
+}
+
 // The NaN rule of fp8_rows: where the rows' byte maximum says a NaN code was read, rows holding one
 // give NaN.
 template <int R>
@@ -215,10 +224,7 @@ template <int R>
 void fp8_rows(const WeightView& w, int64_t n, const float* x, float* y, int64_t ahead) {
   const uint8_t* rows[R];
   const float* scales[R];
-  for (int r = 0; r < R; ++r) {
-    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
-    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
-  }
+  fp8_rows_at<R>(w, n, rows, scales);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i clear_bit14 = _mm256_set1_epi16(static_cast<short>(0xbfff));
   const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -332,10 +338,7 @@ template <int R>
 void fp8_rows_ordered(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
   const uint8_t* rows[R];
   const float* scales[R];
-  for (int r = 0; r < R; ++r) {
-    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
-    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
-  }
+  fp8_rows_at<R>(w, n, rows, scales);
   const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256i nan_max = bit7;
   __m256 total[R];
@@ -371,10 +374,7 @@ template <int R>
 void fp8_rows_ordered_b32(const WeightView& w, int64_t n, const float* xo, float* y, int64_t ahead) {
   const uint8_t* rows[R];
   const float* scales[R];
-  for (int r = 0; r < R; ++r) {
-    rows[r] = static_cast<const uint8_t*>(row_ptr(w, n + r));
-    scales[r] = static_cast<const float*>(w.scales) + ((n + r) / w.block_rows) * fp8_scale_cols(w);
-  }
+  fp8_rows_at<R>(w, n, rows, scales);
   const bool shared = scales[0] == scales[R - 1];
   const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256i nan_max = bit7;
